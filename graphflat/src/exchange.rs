@@ -1,0 +1,112 @@
+//! Collective steps between phases: every worker calls them in the same order, each builds the
+//! same small dataflow, and each gets back what was sent to it. Built on timely's `exchange`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange as ExchangePact;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+use timely::worker::Worker;
+use timely::ExchangeData;
+
+use crate::error::{Error, Report};
+
+/// Sends each item to worker `route(item) % peers`; returns what this worker received once
+/// every worker has sent everything.
+pub fn exchange<D, R>(worker: &mut Worker, items: Vec<D>, route: R) -> Vec<D>
+where
+    D: ExchangeData + Clone,
+    R: Fn(&D) -> u64 + 'static,
+{
+    let mut input = InputHandleVec::<u64, D>::new();
+    let probe = ProbeHandle::new();
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let sink = received.clone();
+    worker.dataflow::<u64, _, _>(|scope| {
+        scope
+            .input_from(&mut input)
+            .exchange(move |d| route(d))
+            .inspect(move |d| sink.borrow_mut().push(d.clone()))
+            .probe_with(&probe);
+    });
+    for item in items {
+        input.send(item);
+    }
+    input.close();
+    worker.step_while(|| !probe.done());
+    received.take()
+}
+
+/// Every worker's items, on every worker, in a deterministic order (sorted).
+pub fn all_gather<D: ExchangeData + Clone + Ord>(worker: &mut Worker, items: Vec<D>) -> Vec<D> {
+    let peers = worker.peers() as u64;
+    let tagged: Vec<(u64, D)> = (0..peers).flat_map(|p| items.iter().cloned().map(move |d| (p, d))).collect();
+    let mut all: Vec<D> = exchange(worker, tagged, |(p, _)| *p).into_iter().map(|(_, d)| d).collect();
+    all.sort();
+    all
+}
+
+/// Sums a counter over all workers.
+pub fn sum(worker: &mut Worker, value: u64) -> u64 {
+    let index = worker.index() as u64;
+    all_gather(worker, vec![(index, value)]).iter().map(|(_, v)| v).sum()
+}
+
+/// Makes every worker agree on failure: if any worker's `local` is an error, every worker
+/// returns the same error (the smallest, so the first bad row of the first bad file wins).
+pub fn agree<T>(worker: &mut Worker, local: Result<T, Error>) -> Result<T, Error> {
+    let reports = match &local {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![Report::from(e)],
+    };
+    let all = all_gather(worker, reports);
+    match all.into_iter().next() {
+        None => local,
+        Some(first) => Err(first.into()),
+    }
+}
+
+/// Streams items produced on every worker to the workers `route` names, where `consume` takes
+/// each. `produce` gets a `send` function; each call ships a batch and lets the dataflow run,
+/// so no worker holds more than a batch in flight. Returns `produce`'s result once every
+/// worker is done.
+pub fn shuffle<D, R, C, P>(worker: &mut Worker, route: R, mut consume: C, produce: P) -> Result<(), Error>
+where
+    D: ExchangeData + Clone,
+    R: Fn(&D) -> u64 + 'static,
+    C: FnMut(D) + 'static,
+    P: FnOnce(&mut dyn FnMut(Vec<D>)) -> Result<(), Error>,
+{
+    let mut input = InputHandleVec::<u64, D>::new();
+    let probe = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| {
+        scope
+            .input_from(&mut input)
+            .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                ExchangePact::new(move |d: &D| route(d)),
+                "Consume",
+                |_, _| {
+                    move |input, _output| {
+                        input.for_each(|_, data| data.drain(..).for_each(&mut consume));
+                    }
+                },
+            )
+            .probe_with(&probe);
+    });
+    let result = {
+        let mut send = |batch: Vec<D>| {
+            for item in batch {
+                input.send(item);
+            }
+            input.flush();
+            worker.step();
+        };
+        produce(&mut send)
+    };
+    input.close();
+    worker.step_while(|| !probe.done());
+    result
+}

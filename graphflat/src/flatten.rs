@@ -1,0 +1,317 @@
+//! A whole `[flatten]` job: load (map), sample with re-indexing, k rounds over batches of
+//! targets, write parts, then `_SUCCESS`. Every worker runs the same phases in the same order;
+//! any bad input ends all of them with the same error and no marker.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use arrow_schema::SchemaRef;
+use schemas::record::{record_schema, FlattenMeta};
+use schemas::{ClusterConfig, FlattenConfig, Sampler, Targets, SUCCESS_MARKER};
+use serde::{Deserialize, Serialize};
+use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::exchange::{agree, all_gather};
+use crate::graph::NodeStore;
+use crate::load::{load_edges, load_nodes};
+use crate::progress::{peak_rss_bytes, Progress};
+use crate::reindex::{sample_in_edges, SampleSpec};
+use crate::round::{rounds, Request};
+use crate::sample::LayerPlan;
+use crate::sink::PartWriter;
+use crate::store::{Io, Place};
+
+/// What one worker did, gathered into the job's summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WorkerStats {
+    pub worker: usize,
+    pub nodes: u64,
+    pub edges: u64,
+    pub targets: u64,
+    pub record_nodes: u64,
+    pub record_edges: u64,
+    pub max_record_nodes: u64,
+    pub max_record_edges: u64,
+    pub bytes: u64,
+    pub parts: u32,
+    pub peak_rss: u64,
+}
+
+/// The job's summary, the same on every worker.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub nodes: u64,
+    pub edges: u64,
+    pub targets: u64,
+    pub mean_record_nodes: f64,
+    pub mean_record_edges: f64,
+    pub max_record_nodes: u64,
+    pub max_record_edges: u64,
+    pub hubs_reindexed: u64,
+    pub bytes: u64,
+    pub parts: u64,
+    pub seconds: f64,
+    /// Largest peak resident memory of any process.
+    pub peak_rss: u64,
+    pub workers: usize,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "flatten finished in {:.2}s on {} workers", self.seconds, self.workers)?;
+        writeln!(f, "  graph:        {} nodes, {} edges, {} hubs re-indexed", self.nodes, self.edges, self.hubs_reindexed)?;
+        writeln!(
+            f,
+            "  records:      {} targets ({:.0} records/s)",
+            self.targets,
+            self.targets as f64 / self.seconds.max(1e-9)
+        )?;
+        writeln!(f, "  record nodes: mean {:.1}, max {}", self.mean_record_nodes, self.max_record_nodes)?;
+        writeln!(f, "  record edges: mean {:.1}, max {}", self.mean_record_edges, self.max_record_edges)?;
+        writeln!(
+            f,
+            "  written:      {:.1} MB in {} part files ({:.1} MB/s)",
+            self.bytes as f64 / 1e6,
+            self.parts,
+            self.bytes as f64 / 1e6 / self.seconds.max(1e-9)
+        )?;
+        write!(f, "  peak memory:  {:.0} MB (largest process)", self.peak_rss as f64 / 1e6)
+    }
+}
+
+/// Runs the flatten job on this process's workers and returns the summary.
+pub fn run(config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, Error> {
+    let io = Io::new()?;
+    let config = Arc::new(config.clone());
+    let progress = Arc::new(Progress::new(config.hops));
+    let threads = cluster.threads();
+    let timely_config = timely_config(cluster);
+    let started = std::time::Instant::now();
+    let guards = timely::execute(timely_config, move |worker| {
+        let result = flatten_worker(worker, &io, &config, &progress, threads);
+        result.map_err(|e| crate::error::Report::from(&e))
+    })
+    .map_err(|e| Error::job(format!("cannot start the timely workers: {e}")))?;
+    let mut first = None;
+    for result in guards.join() {
+        let result = result.map_err(|e| Error::job(format!("a worker failed: {e}")))?;
+        match result {
+            Ok(summary) => first = first.or(Some(summary)),
+            Err(report) => return Err(report.into()),
+        }
+    }
+    let mut summary: Summary = first.ok_or_else(|| Error::job("no worker ran"))?;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// timely's configuration for this process.
+pub fn timely_config(cluster: &ClusterConfig) -> timely::Config {
+    let threads = cluster.threads();
+    if cluster.processes <= 1 {
+        return if threads == 1 { timely::Config::thread() } else { timely::Config::process(threads) };
+    }
+    timely::Config {
+        communication: timely::CommunicationConfig::Cluster {
+            threads,
+            process: cluster.process,
+            addresses: cluster.addresses(),
+            report: false,
+            zerocopy: false,
+        },
+        worker: timely::WorkerConfig::default(),
+    }
+}
+
+fn flatten_worker(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &FlattenConfig,
+    progress: &Arc<Progress>,
+    threads: usize,
+) -> Result<Summary, Error> {
+    let index = worker.index();
+    let reporter = index % threads == 0;
+    let output = agree(worker, Place::parse(&config.output))?;
+    let nodes_table = agree(worker, Place::parse(&config.nodes))?;
+    let edges_table = agree(worker, Place::parse(&config.edges))?;
+
+    // A re-run starts clean: the old marker goes first, then old parts.
+    let cleared = if index == 0 { io.block_on(output.clear_output()) } else { Ok(()) };
+    agree(worker, cleared)?;
+
+    if reporter {
+        tracing::info!("flatten: map: reading nodes from {}", nodes_table.shown());
+    }
+    let nodes = Rc::new(RefCell::new(load_nodes(worker, io, &nodes_table)?));
+    if reporter {
+        tracing::info!("flatten: map: reading edges from {}", edges_table.shown());
+    }
+    let edges = load_edges(worker, io, &edges_table, &nodes, config.sampler == Sampler::Weighted)?;
+    let local_edges = edges.len() as u64;
+
+    let plan = LayerPlan::new(config.hop_fanouts());
+    let spec = SampleSpec {
+        sampler: config.sampler,
+        seed: config.seed,
+        limit: plan.max_fanout(),
+        hub_threshold: config.hub_threshold,
+    };
+    let hubs = sample_in_edges(worker, &nodes, edges, spec)?;
+    if reporter {
+        tracing::info!("flatten: sampled in-edges ({}, {} hubs re-indexed)", config.sampler.name(), hubs);
+    }
+    let nodes: NodeStore = Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::job("node store still shared"))?;
+
+    let meta = FlattenMeta {
+        hops: config.hops,
+        fanouts: config.recorded_fanouts(),
+        sampler: config.sampler.name().to_owned(),
+        seed: config.seed,
+        feature_dim: nodes.dim,
+    };
+    let schema: SchemaRef = Arc::new(record_schema(&meta));
+    let mut stats = flatten_targets(worker, io, config, progress, reporter, nodes, plan, schema, &output)?;
+    stats.edges = local_edges;
+    stats.peak_rss = peak_rss_bytes().unwrap_or(0);
+    if reporter {
+        progress.report(Duration::ZERO, true);
+    }
+
+    // Every worker's parts are closed once its stats arrive here: only then the marker.
+    let all = all_gather(worker, vec![stats]);
+    let summary = summarize(&all, hubs, worker.peers());
+    let marked = if index == 0 {
+        let text = format!("targets={}\nparts={}\nbytes={}\n", summary.targets, summary.parts, summary.bytes);
+        io.block_on(output.child(SUCCESS_MARKER).put(text.into_bytes()))
+    } else {
+        Ok(())
+    };
+    agree(worker, marked)?;
+    Ok(summary)
+}
+
+fn summarize(all: &[WorkerStats], hubs: u64, workers: usize) -> Summary {
+    let targets: u64 = all.iter().map(|s| s.targets).sum();
+    let per_target = |total: u64| if targets == 0 { 0.0 } else { total as f64 / targets as f64 };
+    Summary {
+        nodes: all.iter().map(|s| s.nodes).sum(),
+        edges: all.iter().map(|s| s.edges).sum(),
+        targets,
+        mean_record_nodes: per_target(all.iter().map(|s| s.record_nodes).sum()),
+        mean_record_edges: per_target(all.iter().map(|s| s.record_edges).sum()),
+        max_record_nodes: all.iter().map(|s| s.max_record_nodes).max().unwrap_or(0),
+        max_record_edges: all.iter().map(|s| s.max_record_edges).max().unwrap_or(0),
+        hubs_reindexed: hubs,
+        bytes: all.iter().map(|s| s.bytes).sum(),
+        parts: all.iter().map(|s| u64::from(s.parts)).sum(),
+        seconds: 0.0,
+        peak_rss: all.iter().map(|s| s.peak_rss).max().unwrap_or(0),
+        workers,
+    }
+}
+
+/// The rounds over this worker's targets, batch by batch, and the part writer behind them.
+#[allow(clippy::too_many_arguments)]
+fn flatten_targets(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &FlattenConfig,
+    progress: &Arc<Progress>,
+    reporter: bool,
+    nodes: NodeStore,
+    plan: LayerPlan,
+    schema: SchemaRef,
+    output: &Place,
+) -> Result<WorkerStats, Error> {
+    let index = worker.index();
+    let mut targets: Vec<i64> = (0..nodes.len())
+        .filter(|&s| match &config.targets {
+            Targets::All => true,
+            Targets::Splits(splits) => nodes.splits[s].is_some_and(|split| splits.contains(&split)),
+        })
+        .map(|s| nodes.ids[s])
+        .collect();
+    targets.sort_unstable();
+    progress.targets.fetch_add(targets.len() as u64, Ordering::Relaxed);
+    let batches: Vec<&[i64]> = targets.chunks(config.batch_size).collect();
+    let epochs = all_gather(worker, vec![(batches.len() as u64, index)]).iter().map(|b| b.0).max().unwrap_or(0);
+
+    let stats = Rc::new(RefCell::new(WorkerStats { worker: index, nodes: nodes.len() as u64, ..Default::default() }));
+    let failure: Rc<RefCell<Option<Error>>> = Rc::default();
+    let finished = Rc::new(Cell::new(false));
+    let mut writer = PartWriter::new(io.clone(), output.clone(), schema, nodes.dim, index, config.part_size_mb << 20);
+
+    let mut input = InputHandleVec::<u64, Request>::new();
+    let probe = ProbeHandle::new();
+    let nodes = Rc::new(nodes);
+    let plan = Rc::new(plan);
+    {
+        let (stats, failure, finished, progress) = (stats.clone(), failure.clone(), finished.clone(), progress.clone());
+        // Bytes already added to the process's progress counter.
+        let mut counted = 0u64;
+        worker.dataflow::<u64, _, _>(|scope| {
+            let requests = scope.input_from(&mut input);
+            rounds(scope, requests, nodes, plan, progress.clone()).probe_with(&probe).sink(Pipeline, "Write", move |(input, frontier)| {
+                input.for_each(|_, records| {
+                    let mut stats = stats.borrow_mut();
+                    for record in records.drain(..) {
+                        stats.targets += 1;
+                        stats.record_nodes += record.num_nodes() as u64;
+                        stats.record_edges += record.num_edges() as u64;
+                        stats.max_record_nodes = stats.max_record_nodes.max(record.num_nodes() as u64);
+                        stats.max_record_edges = stats.max_record_edges.max(record.num_edges() as u64);
+                        if failure.borrow().is_none() {
+                            if let Err(e) = writer.push(record) {
+                                *failure.borrow_mut() = Some(e);
+                            }
+                        }
+                        progress.records.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+                if frontier.is_empty() && !finished.get() {
+                    if failure.borrow().is_none() {
+                        if let Err(e) = writer.finish() {
+                            *failure.borrow_mut() = Some(e);
+                        }
+                    }
+                    let mut stats = stats.borrow_mut();
+                    stats.bytes = writer.bytes_written;
+                    stats.parts = writer.parts_written;
+                    finished.set(true);
+                }
+                let now = writer.bytes_so_far();
+                progress.bytes.fetch_add(now.saturating_sub(counted), Ordering::Relaxed);
+                counted = now;
+            });
+        });
+    }
+
+    for epoch in 0..epochs {
+        if let Some(batch) = batches.get(epoch as usize) {
+            for &root in batch.iter() {
+                input.send(Request { root, node: root, hop: 0 });
+            }
+        }
+        input.advance_to(epoch + 1);
+        // Keep at most `max_in_flight` batches between input and output.
+        let oldest = (epoch + 1).saturating_sub(config.max_in_flight as u64);
+        worker.step_while(|| probe.less_than(&oldest));
+        if reporter {
+            progress.report(Duration::from_secs(2), false);
+        }
+    }
+    input.close();
+    worker.step_while(|| !finished.get());
+    let failure = failure.take();
+    agree(worker, failure.map_or(Ok(()), Err))?;
+    Ok(stats.take())
+}

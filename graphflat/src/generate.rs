@@ -1,0 +1,212 @@
+//! Synthetic graphs of any size, deterministic by seed: Zipf in-degrees (real hubs), planted
+//! communities as labels, edges that mostly stay inside a community, and features drawn around
+//! a per-class centroid, so that a GNN beats an MLP on them.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field};
+use schemas::edges::edge_schema;
+use schemas::nodes::node_schema;
+use schemas::GenerateConfig;
+
+use crate::error::Error;
+use crate::hash::{hash3, mix64, unit_interval};
+use crate::store::{Io, Place};
+use crate::table::{part_name, schema_ref, write_file, write_table};
+
+const NODES_PER_PART: u64 = 1 << 18;
+const EDGES_PER_PART: u64 = 1 << 21;
+
+/// What `generate` wrote.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub nodes: u64,
+    pub edges: u64,
+    pub max_in_degree: u64,
+}
+
+/// A deterministic stream of uniform numbers: draw `i` of stream `stream` is a pure function.
+struct Draws {
+    seed: u64,
+    stream: u64,
+    next: u64,
+}
+
+impl Draws {
+    fn new(seed: u64, stream: u64) -> Self {
+        Draws { seed, stream, next: 0 }
+    }
+    fn u64(&mut self) -> u64 {
+        self.next += 1;
+        hash3(self.seed, self.stream, self.next)
+    }
+    fn unit(&mut self) -> f64 {
+        unit_interval(self.u64())
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.u64() as u128 * n as u128) >> 64) as u64
+    }
+    /// A standard normal draw (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+/// The generator's fixed choices for one config.
+struct Model {
+    config: GenerateConfig,
+    centroids: Vec<f64>,
+    /// A multiplier coprime to n: rank r maps to node (r * mult) mod n, scattering hubs.
+    mult: u64,
+}
+
+impl Model {
+    fn new(config: &GenerateConfig) -> Self {
+        let mut draws = Draws::new(config.seed, u64::MAX);
+        let centroids = (0..config.classes * config.feature_dim).map(|_| draws.normal() * config.feature_signal).collect();
+        let n = config.nodes;
+        let mut mult = (n as f64 * 0.618_033_988_75) as u64 | 1;
+        while gcd(mult, n) != 1 {
+            mult += 2;
+        }
+        Model { config: config.clone(), centroids, mult: mult % n.max(1) }
+    }
+
+    fn label(&self, node: u64) -> u64 {
+        node % self.config.classes as u64
+    }
+
+    /// An in-edge's destination: Zipf rank by inverse CDF, scattered over the ids.
+    fn destination(&self, draws: &mut Draws) -> u64 {
+        let n = self.config.nodes as f64;
+        let s = self.config.skew;
+        let x = ((n.powf(1.0 - s) - 1.0) * draws.unit() + 1.0).powf(1.0 / (1.0 - s));
+        let rank = (x.floor() as u64).clamp(1, self.config.nodes) - 1;
+        ((rank as u128 * self.mult as u128) % self.config.nodes as u128) as u64
+    }
+
+    /// An in-edge's source: from the destination's community with probability `homophily`.
+    fn source(&self, dst: u64, draws: &mut Draws) -> u64 {
+        let n = self.config.nodes;
+        let classes = self.config.classes as u64;
+        let src = if draws.unit() < self.config.homophily {
+            let class = self.label(dst);
+            let members = (n - class).div_ceil(classes);
+            class + classes * draws.below(members)
+        } else {
+            draws.below(n)
+        };
+        if src == dst { (src + classes) % n } else { src }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Writes `<output>/nodes/` and `<output>/edges/`, each with `_SUCCESS`.
+pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
+    config.check().map_err(Error::Job)?;
+    let model = Model::new(config);
+    let out = Place::parse(&config.output)?;
+    let n = config.nodes;
+    let m = config.nodes * config.avg_degree;
+
+    let nodes_dir = out.child("nodes");
+    write_table(io, &nodes_dir, || {
+        let parts = n.div_ceil(NODES_PER_PART);
+        parallel(parts, |part| {
+            let lo = part * NODES_PER_PART;
+            let batch = node_batch(&model, lo..(lo + NODES_PER_PART).min(n));
+            write_file(io, &nodes_dir.child(&part_name(part as usize)), batch.schema(), &[batch]).map(|_| 0)
+        })
+        .map(|_| ())
+    })?;
+
+    let edges_dir = out.child("edges");
+    let mut max_in_degree = 0;
+    write_table(io, &edges_dir, || {
+        let parts = m.div_ceil(EDGES_PER_PART);
+        let degrees = parallel(parts, |part| {
+            let lo = part * EDGES_PER_PART;
+            let (batch, hub) = edge_batch(&model, part, lo..(lo + EDGES_PER_PART).min(m));
+            write_file(io, &edges_dir.child(&part_name(part as usize)), batch.schema(), &[batch])?;
+            Ok(hub)
+        })?;
+        // The largest in-degree is that of rank 0, which every part counts.
+        max_in_degree = degrees.iter().sum();
+        Ok(())
+    })?;
+    Ok(Generated { nodes: n, edges: m, max_in_degree })
+}
+
+/// Runs `work` for parts 0..parts on all cores; results in part order.
+fn parallel<T: Send>(parts: u64, work: impl Fn(u64) -> Result<T, Error> + Sync) -> Result<Vec<T>, Error> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()) as u64;
+    let results: Vec<Vec<(u64, Result<T, Error>)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let work = &work;
+                scope.spawn(move || (t..parts).step_by(threads as usize).map(|p| (p, work(p))).collect::<Vec<_>>())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("generator thread panicked")).collect()
+    });
+    let mut flat: Vec<(u64, Result<T, Error>)> = results.into_iter().flatten().collect();
+    flat.sort_by_key(|(p, _)| *p);
+    flat.into_iter().map(|(_, r)| r).collect()
+}
+
+fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
+    let c = &model.config;
+    let dim = c.feature_dim;
+    let mut features = Vec::with_capacity((range.end - range.start) as usize * dim);
+    let mut labels = Vec::new();
+    let mut splits = Vec::new();
+    for v in range.clone() {
+        let label = model.label(v);
+        let mut draws = Draws::new(c.seed, v);
+        let centroid = &model.centroids[label as usize * dim..(label as usize + 1) * dim];
+        features.extend(centroid.iter().map(|&m| (m + draws.normal()) as f32));
+        labels.push(label as i64);
+        let u = unit_interval(mix64(c.seed ^ mix64(v.wrapping_add(0x5eed))));
+        splits.push(if u < c.train_fraction {
+            "train"
+        } else if u < c.train_fraction + c.valid_fraction {
+            "valid"
+        } else {
+            "test"
+        });
+    }
+    let rows = labels.len();
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    let features = ListArray::new(item, OffsetBuffer::from_lengths(std::iter::repeat_n(dim, rows)), Arc::new(Float32Array::from(features)), None);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(range.map(|v| v as i64))),
+        Arc::new(features),
+        Arc::new(Int64Array::from(labels)),
+        Arc::new(StringArray::from(splits)),
+    ];
+    RecordBatch::try_new(schema_ref(node_schema()), columns).expect("columns match the node schema")
+}
+
+/// One part of the edges, and how many of its edges point at the largest hub (rank 0).
+fn edge_batch(model: &Model, part: u64, range: std::ops::Range<u64>) -> (RecordBatch, u64) {
+    let mut draws = Draws::new(model.config.seed, 1 << 40 | part);
+    let rows = (range.end - range.start) as usize;
+    let (mut src, mut dst, mut weight) = (Vec::with_capacity(rows), Vec::with_capacity(rows), Vec::with_capacity(rows));
+    let mut hub = 0;
+    for _ in range {
+        let d = model.destination(&mut draws);
+        hub += u64::from(d == 0);
+        src.push(model.source(d, &mut draws) as i64);
+        dst.push(d as i64);
+        weight.push((0.1 + 0.9 * draws.unit()) as f32);
+    }
+    let columns: Vec<ArrayRef> =
+        vec![Arc::new(Int64Array::from(src)), Arc::new(Int64Array::from(dst)), Arc::new(Float32Array::from(weight))];
+    (RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema"), hub)
+}

@@ -1,0 +1,69 @@
+//! The part of the graph one worker owns: its nodes (by `owner_key`), their features, label,
+//! split, full in-degree and sampled in-edges.
+
+use std::collections::HashMap;
+
+use schemas::Split;
+
+/// One in-edge kept by sampling, best key first.
+#[derive(Debug, Clone, Copy)]
+pub struct InEdge {
+    pub src: i64,
+    pub weight: f32,
+}
+
+#[derive(Debug, Default)]
+pub struct NodeStore {
+    pub dim: usize,
+    index: HashMap<i64, u32>,
+    pub ids: Vec<i64>,
+    pub labels: Vec<Option<i64>>,
+    pub splits: Vec<Option<Split>>,
+    features: Vec<f32>,
+    pub in_degree: Vec<u64>,
+    /// Sampled in-edges of each node, best first, at most the plan's largest fanout.
+    pub sampled: Vec<Vec<InEdge>>,
+}
+
+impl NodeStore {
+    pub fn new(dim: usize) -> Self {
+        NodeStore { dim, ..NodeStore::default() }
+    }
+
+    /// Adds a node; returns its slot, or the slot that already holds this id.
+    pub fn insert(&mut self, id: i64, label: Option<i64>, split: Option<Split>, features: &[f32]) -> Result<u32, u32> {
+        if let Some(&slot) = self.index.get(&id) {
+            return Err(slot);
+        }
+        let slot = self.ids.len() as u32;
+        self.index.insert(id, slot);
+        self.ids.push(id);
+        self.labels.push(label);
+        self.splits.push(split);
+        // Rows of another length are reported by the loader; keep the arena rectangular.
+        if features.len() == self.dim {
+            self.features.extend_from_slice(features);
+        } else {
+            self.features.resize(self.features.len() + self.dim, 0.0);
+        }
+        self.in_degree.push(0);
+        self.sampled.push(Vec::new());
+        Ok(slot)
+    }
+
+    pub fn slot(&self, id: i64) -> Option<usize> {
+        self.index.get(&id).map(|&s| s as usize)
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn features(&self, slot: usize) -> &[f32] {
+        &self.features[slot * self.dim..(slot + 1) * self.dim]
+    }
+}

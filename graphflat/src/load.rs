@@ -1,0 +1,235 @@
+//! The map step: each worker reads its share of the node and edge tables (row groups, numbered
+//! alike everywhere), checks every row, and sends nodes to their owners. Edges stay where they
+//! were read, in memory, until sampling routes them; their endpoints are checked at the owners.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use schemas::edges::EdgeBatch;
+use schemas::nodes::{check_features, NodeBatch, FEATURES, NODE_ID};
+use schemas::{BadInput, Location, Split};
+use serde::{Deserialize, Serialize};
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::exchange::{agree, shuffle};
+use crate::graph::NodeStore;
+use crate::hash::owner_key;
+use crate::store::{open_table, units, Io, ParquetFile, Place};
+
+/// A row's place: file number (in the table's file order) and 0-based row in that file.
+pub type RowAt = (u32, u64);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct NodeMsg {
+    id: i64,
+    label: Option<i64>,
+    split: Option<Split>,
+    features: Vec<f32>,
+    at: RowAt,
+}
+
+fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
+    Location::file(files[at.0 as usize].name()).row(at.1).column(column)
+}
+
+/// Reads the node table into each worker's [`NodeStore`]. Fails (on every worker alike) on a
+/// missing or mistyped column, a null, NaN or infinite feature, a bad split, rows whose
+/// feature lengths differ, a duplicate id or an empty table.
+pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeStore, Error> {
+    let files = agree(worker, open_table(io, table))?;
+    let (index, peers) = (worker.index(), worker.peers());
+
+    // The table's feature length is its first row's: every worker reads that row itself.
+    let dim = agree(worker, first_feature_length(io, &files))?;
+
+    let store = Rc::new(RefCell::new(NodeStore::new(dim)));
+    // Each stored node's row, to name both rows of a duplicate whatever the arrival order.
+    let rows: Rc<RefCell<Vec<RowAt>>> = Rc::default();
+    let owner_rows = rows.clone();
+    // Duplicates and length mismatches found at the owners, smallest location kept.
+    let problems: Rc<RefCell<Vec<BadInput>>> = Rc::default();
+    let (owner_store, owner_problems) = (store.clone(), problems.clone());
+    let names: Rc<Vec<String>> = Rc::new(files.iter().map(|f| f.name()).collect());
+    let read = shuffle(
+        worker,
+        |m: &NodeMsg| owner_key(m.id),
+        move |m: NodeMsg| {
+            let mut store = owner_store.borrow_mut();
+            let at = |at: RowAt, column: &str| Location::file(names[at.0 as usize].clone()).row(at.1).column(column);
+            if m.features.len() != store.dim {
+                owner_problems.borrow_mut().push(BadInput::new(
+                    at(m.at, FEATURES),
+                    format!("feature length {} differs from the table's {} (the first row's)", m.features.len(), store.dim),
+                ));
+            }
+            let mut rows = owner_rows.borrow_mut();
+            match store.insert(m.id, m.label, m.split, &m.features) {
+                Ok(_) => rows.push(m.at),
+                Err(slot) => {
+                    let (first, second) = (rows[slot as usize].min(m.at), rows[slot as usize].max(m.at));
+                    rows[slot as usize] = first;
+                    let first = at(first, NODE_ID);
+                    owner_problems.borrow_mut().push(BadInput::new(
+                        at(second, NODE_ID),
+                        format!("duplicate node_id {} (first seen at {first})", m.id),
+                    ));
+                }
+            }
+        },
+        |send| {
+            for (f, rg) in units(&files, index, peers) {
+                let file = &files[f];
+                let name = file.name();
+                file.read_row_group(io, rg, |batch, first_row| {
+                    let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
+                    let mut msgs = Vec::with_capacity(nodes.len());
+                    for i in 0..nodes.len() {
+                        let row = first_row + i as u64;
+                        let features = check_features(&nodes.features, i, &name, row)?;
+                        msgs.push(NodeMsg {
+                            id: nodes.ids.value(i),
+                            label: nodes.label(i),
+                            split: nodes.split(i),
+                            features: features.to_vec(),
+                            at: (f as u32, row),
+                        });
+                    }
+                    send(msgs);
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        },
+    );
+    agree(worker, read)?;
+    let first_problem = problems.borrow().iter().min().cloned();
+    agree(worker, first_problem.map_or(Ok(()), |p| Err(p.into())))?;
+    let total = crate::exchange::sum(worker, store.borrow().len() as u64);
+    if total == 0 {
+        return Err(Error::job(format!("{}: the node table is empty", table.shown())));
+    }
+    Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+}
+
+/// The feature length of the table's first row (every worker reads the same row group).
+fn first_feature_length(io: &Io, files: &[ParquetFile]) -> Result<usize, Error> {
+    for file in files {
+        for rg in 0..file.row_groups() {
+            let mut found = None;
+            let name = file.name();
+            file.read_row_group(io, rg, |batch, first_row| {
+                if found.is_none() && batch.num_rows() > 0 {
+                    let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
+                    found = Some(check_features(&nodes.features, 0, &name, first_row)?.len());
+                }
+                Ok(())
+            })?;
+            if let Some(dim) = found {
+                return Ok(dim);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// One edge as read, kept by the worker that read it until sampling.
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    pub src: i64,
+    pub dst: i64,
+    pub weight: f32,
+}
+
+/// What an owner checks about its node: that it exists, and how many in-edges it has.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Endpoint {
+    Dst { node: i64, count: u64, at: RowAt },
+    Src { node: i64, at: RowAt },
+}
+
+impl Endpoint {
+    fn node(&self) -> i64 {
+        match self {
+            Endpoint::Dst { node, .. } | Endpoint::Src { node, .. } => *node,
+        }
+    }
+}
+
+/// Reads this worker's share of the edge table; checks every row, that both endpoints are
+/// known nodes, and fills each owner's in-degrees. Returns the edges this worker read.
+pub fn load_edges(
+    worker: &mut Worker,
+    io: &Io,
+    table: &Place,
+    nodes: &Rc<RefCell<NodeStore>>,
+    require_positive_weight: bool,
+) -> Result<Vec<Edge>, Error> {
+    let files = agree(worker, open_table(io, table))?;
+    let (index, peers) = (worker.index(), worker.peers());
+
+    let mut edges = Vec::new();
+    // Local combiner: one message per distinct endpoint, with the first row that named it.
+    let mut dsts: HashMap<i64, (u64, RowAt)> = HashMap::new();
+    let mut srcs: HashMap<i64, RowAt> = HashMap::new();
+    let mut read = || -> Result<(), Error> {
+        for (f, rg) in units(&files, index, peers) {
+            let file = &files[f];
+            let name = file.name();
+            file.read_row_group(io, rg, |batch, first_row| {
+                let batch = EdgeBatch::from_batch(&batch, &name, first_row, require_positive_weight)?;
+                for i in 0..batch.len() {
+                    let at = (f as u32, first_row + i as u64);
+                    let edge = Edge { src: batch.src.value(i), dst: batch.dst.value(i), weight: batch.weight(i) };
+                    let d = dsts.entry(edge.dst).or_insert((0, at));
+                    d.0 += 1;
+                    d.1 = d.1.min(at);
+                    let s = srcs.entry(edge.src).or_insert(at);
+                    *s = (*s).min(at);
+                    edges.push(edge);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    };
+    let read = read();
+    agree(worker, read)?;
+
+    let mut msgs: Vec<Endpoint> = dsts.into_iter().map(|(node, (count, at))| Endpoint::Dst { node, count, at }).collect();
+    msgs.extend(srcs.into_iter().map(|(node, at)| Endpoint::Src { node, at }));
+    let unknown: Rc<RefCell<BTreeMap<RowAt, (i64, &'static str)>>> = Rc::default();
+    let (owner_nodes, owner_unknown) = (nodes.clone(), unknown.clone());
+    let checked = shuffle(
+        worker,
+        |m: &Endpoint| owner_key(m.node()),
+        move |m: Endpoint| {
+            let mut store = owner_nodes.borrow_mut();
+            match (store.slot(m.node()), m) {
+                (Some(slot), Endpoint::Dst { count, .. }) => store.in_degree[slot] += count,
+                (Some(_), Endpoint::Src { .. }) => {}
+                (None, Endpoint::Dst { node, at, .. }) => {
+                    owner_unknown.borrow_mut().insert(at, (node, "dst"));
+                }
+                (None, Endpoint::Src { node, at }) => {
+                    owner_unknown.borrow_mut().insert(at, (node, "src"));
+                }
+            }
+        },
+        |send| {
+            send(msgs);
+            Ok(())
+        },
+    );
+    agree(worker, checked)?;
+    let first = unknown.borrow().iter().next().map(|(&at, &(node, column))| {
+        Error::from(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")))
+    });
+    agree(worker, first.map_or(Ok(()), Err))?;
+    let total = crate::exchange::sum(worker, edges.len() as u64);
+    if total == 0 {
+        return Err(Error::job(format!("{}: the edge table is empty", table.shown())));
+    }
+    Ok(edges)
+}

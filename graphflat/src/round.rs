@@ -1,0 +1,200 @@
+//! The k reduce rounds, as one timely dataflow over batches of targets (one batch per epoch).
+//!
+//! What crosses the wire, per round `d` (0 ..= k):
+//! - `Request { root, node, hop: d }` to the owner of `node`: "root's record reaches `node` at hop d";
+//! - `Reply` back to the owner of `root`: the node's features and in-degree, and (for d < k) its
+//!   sampled in-edges with the layers each serves.
+//!
+//! The owner of a root merges replies into the record in progress; every in-edge source it has
+//! not seen yet is at hop d + 1 and becomes a request of the next round. After round k the
+//! record is complete. Rounds are unrolled operators, so records of several batches can be in
+//! different rounds at once, and a batch's state is dropped as soon as it is written.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use schemas::Split;
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Capability, ToStream};
+use timely::dataflow::operators::core::OkErr;
+use timely::dataflow::{Scope, StreamVec};
+
+use crate::graph::NodeStore;
+use crate::hash::owner_key;
+use crate::progress::Progress;
+use crate::record::{GatheredEdge, GatheredNode, Record};
+use crate::sample::LayerPlan;
+
+/// "Record `root` reaches `node` at `hop`."
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    pub root: i64,
+    pub node: i64,
+    pub hop: u8,
+}
+
+/// What a node contributes to a record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply {
+    root: i64,
+    node: i64,
+    hop: u8,
+    in_degree: u64,
+    label: Option<i64>,
+    split: Option<Split>,
+    features: Vec<f32>,
+    /// (src, weight, layer mask) of the in-edges the record needs at this hop.
+    edges: Vec<(i64, f32, u32)>,
+}
+
+/// A record in progress, held by the owner of its root between rounds.
+#[derive(Debug, Clone, Default)]
+pub struct Partial {
+    root: i64,
+    label: Option<i64>,
+    split: Option<Split>,
+    nodes: Vec<GatheredNode>,
+    edges: Vec<GatheredEdge>,
+    seen: HashSet<i64>,
+}
+
+/// Round `hop`'s expand step, at the owner of each requested node.
+fn expand<'s>(
+    requests: StreamVec<'s, u64, Request>,
+    nodes: Rc<NodeStore>,
+    plan: Rc<LayerPlan>,
+    progress: Arc<Progress>,
+    hop: usize,
+) -> StreamVec<'s, u64, Reply> {
+    requests.unary(Exchange::new(|r: &Request| owner_key(r.node)), &format!("Expand{hop}"), move |_, _| {
+        move |input, output| {
+            input.for_each(|cap, data| {
+                let mut session = output.session(&cap);
+                progress.requests[hop].fetch_add(data.len() as u64, Ordering::Relaxed);
+                for r in data.drain(..) {
+                    // Requests name only nodes that exist: targets and checked edge sources.
+                    let Some(slot) = nodes.slot(r.node) else { continue };
+                    let edges = nodes.sampled[slot]
+                        .iter()
+                        .enumerate()
+                        .map(|(rank, e)| (e.src, e.weight, plan.layer_mask(rank, hop)))
+                        .take_while(|e| e.2 != 0)
+                        .collect();
+                    session.give(Reply {
+                        root: r.root,
+                        node: r.node,
+                        hop: r.hop,
+                        in_degree: nodes.in_degree[slot],
+                        label: nodes.labels[slot],
+                        split: nodes.splits[slot],
+                        features: nodes.features(slot).to_vec(),
+                        edges,
+                    });
+                }
+            });
+        }
+    })
+}
+
+/// What a merge step emits: the record in progress, or a request for the next round.
+type Step = Result<Partial, Request>;
+
+/// Round `hop`'s merge step, at the owner of each root: waits for the batch's replies of this
+/// round, folds them into the records, and emits the records and next round's requests.
+fn merge<'s>(
+    partials: StreamVec<'s, u64, Partial>,
+    replies: StreamVec<'s, u64, Reply>,
+    hops: usize,
+    hop: usize,
+) -> StreamVec<'s, u64, Step> {
+    partials.binary_frontier::<_, CapacityContainerBuilder<Vec<Step>>, _, _, _, _>(
+        replies,
+        Pipeline,
+        Exchange::new(|r: &Reply| owner_key(r.root)),
+        &format!("Merge{hop}"),
+        move |_, _| {
+            let mut pending: HashMap<u64, (Capability<u64>, Vec<Partial>, Vec<Reply>)> = HashMap::new();
+            move |(parts, parts_frontier), (replies, replies_frontier), output| {
+                parts.for_each(|cap, data| {
+                    let Some(cap) = cap.retain_least(0) else { return };
+                    pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new(), Vec::new())).1.append(data);
+                });
+                replies.for_each(|cap, data| {
+                    let Some(cap) = cap.retain_least(0) else { return };
+                    pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new(), Vec::new())).2.append(data);
+                });
+                let done: Vec<u64> = pending
+                    .keys()
+                    .copied()
+                    .filter(|t| !parts_frontier.less_equal(t) && !replies_frontier.less_equal(t))
+                    .collect();
+                for time in done {
+                    let (cap, parts, replies) = pending.remove(&time).expect("listed above");
+                    let mut session = output.session(&cap);
+                    let mut records: HashMap<i64, Partial> = parts.into_iter().map(|p| (p.root, p)).collect();
+                    for reply in replies {
+                        let record = records.entry(reply.root).or_insert_with(|| Partial {
+                            root: reply.root,
+                            seen: HashSet::from([reply.root]),
+                            ..Partial::default()
+                        });
+                        if hop == 0 {
+                            record.label = reply.label;
+                            record.split = reply.split;
+                        }
+                        for &(src, weight, mask) in &reply.edges {
+                            record.edges.push((reply.node, src, weight, mask));
+                            if hop < hops && record.seen.insert(src) {
+                                session.give(Err(Request { root: reply.root, node: src, hop: hop as u8 + 1 }));
+                            }
+                        }
+                        record.nodes.push(GatheredNode {
+                            id: reply.node,
+                            hop: reply.hop,
+                            in_degree: reply.in_degree,
+                            features: reply.features,
+                        });
+                    }
+                    for (_, record) in records {
+                        session.give(Ok(record));
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// Builds the rounds: batch requests (`root`, `root`, 0) in, finished records out, at the
+/// owner of each root.
+pub fn rounds<'s>(
+    scope: Scope<'s, u64>,
+    targets: StreamVec<'s, u64, Request>,
+    nodes: Rc<NodeStore>,
+    plan: Rc<LayerPlan>,
+    progress: Arc<Progress>,
+) -> StreamVec<'s, u64, Record> {
+    let hops = plan.hops();
+    let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
+    let mut requests = targets;
+    for hop in 0..=hops {
+        let replies = expand(requests, nodes.clone(), plan.clone(), progress.clone(), hop);
+        let (next_partials, next_requests) = merge(partials, replies, hops, hop).ok_err(|step| step);
+        partials = next_partials;
+        requests = next_requests;
+    }
+    partials.unary::<CapacityContainerBuilder<Vec<Record>>, _, _, _>(Pipeline, "Assemble", |_, _| {
+        |input, output| {
+            input.for_each(|cap, data| {
+                let mut session = output.session(&cap);
+                for p in data.drain(..) {
+                    session.give(Record::assemble(p.root, p.label, p.split, p.nodes, p.edges));
+                }
+            });
+        }
+    })
+}

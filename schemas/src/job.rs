@@ -1,0 +1,399 @@
+//! Job files: `graphflat run job.toml` reads one of these. Every knob has a default; a table that
+//! is absent is a stage that does not run. Unknown keys are errors (a typo must not be ignored).
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A whole job file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+    /// Generates a synthetic graph first, unless its output already holds one.
+    pub generate: Option<GenerateConfig>,
+    pub flatten: Option<FlattenConfig>,
+}
+
+impl JobFile {
+    /// Parses and checks a job file's text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let job: JobFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if let Some(flatten) = &job.flatten {
+            flatten.check()?;
+        }
+        job.cluster.check()?;
+        Ok(job)
+    }
+}
+
+/// Where the job runs: timely's cluster mode. The same file runs on one thread or many machines.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Worker threads per process; 0 means one per available core.
+    #[serde(default)]
+    pub workers: usize,
+    /// How many processes take part.
+    #[serde(default = "one")]
+    pub processes: usize,
+    /// This process's index, 0-based (usually given on the command line with `--process`).
+    #[serde(default)]
+    pub process: usize,
+    /// `host:port` of every process, in process order. Empty: `127.0.0.1:2101`, `:2102`, ...
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig { workers: 0, processes: 1, process: 0, hosts: Vec::new() }
+    }
+}
+
+impl ClusterConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.processes == 0 {
+            return Err("[cluster] processes must be at least 1".into());
+        }
+        if self.process >= self.processes {
+            return Err(format!("[cluster] process {} is out of range for {} processes", self.process, self.processes));
+        }
+        if !self.hosts.is_empty() && self.hosts.len() != self.processes {
+            return Err(format!("[cluster] hosts lists {} entries for {} processes", self.hosts.len(), self.processes));
+        }
+        Ok(())
+    }
+
+    /// Worker threads per process, with 0 resolved to the available cores.
+    pub fn threads(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    /// Every process's address, defaults filled in.
+    pub fn addresses(&self) -> Vec<String> {
+        if self.hosts.is_empty() {
+            (0..self.processes).map(|i| format!("127.0.0.1:{}", 2101 + i)).collect()
+        } else {
+            self.hosts.clone()
+        }
+    }
+}
+
+/// How to pick a node's in-edges at each hop. All are hash-keyed: the choice depends only on
+/// (seed, dst, src, weight), never on worker count or message order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sampler {
+    /// Every in-edge (fanouts ignored).
+    All,
+    /// Uniform without replacement.
+    Uniform,
+    /// Without replacement, proportional to weight (Efraimidis-Spirakis keys).
+    Weighted,
+    /// The heaviest edges; ties broken by hash.
+    Topk,
+}
+
+impl Sampler {
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampler::All => "all",
+            Sampler::Uniform => "uniform",
+            Sampler::Weighted => "weighted",
+            Sampler::Topk => "topk",
+        }
+    }
+}
+
+/// A node's role in the train/valid/test split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    Train,
+    Valid,
+    Test,
+}
+
+impl Split {
+    pub fn parse(s: &str) -> Option<Split> {
+        match s {
+            "train" => Some(Split::Train),
+            "valid" => Some(Split::Valid),
+            "test" => Some(Split::Test),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Valid => "valid",
+            Split::Test => "test",
+        }
+    }
+}
+
+/// Which nodes get a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub enum Targets {
+    /// Every node.
+    #[default]
+    All,
+    /// The nodes whose split is one of these.
+    Splits(Vec<Split>),
+}
+
+impl<'de> Deserialize<'de> for Targets {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            Splits(Vec<Split>),
+        }
+        match Raw::deserialize(deserializer)? {
+            Raw::Word(w) if w == "all" => Ok(Targets::All),
+            Raw::Word(w) => Split::parse(&w)
+                .map(|s| Targets::Splits(vec![s]))
+                .ok_or_else(|| serde::de::Error::custom(format!("targets must be \"all\" or a list of splits, found {w:?}"))),
+            Raw::Splits(s) => Ok(Targets::Splits(s)),
+        }
+    }
+}
+
+/// The `[flatten]` stage: k-hop records for every target node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlattenConfig {
+    /// Node table: a Parquet file or a directory (prefix) of them; local path or URI.
+    pub nodes: String,
+    /// Edge table, as `nodes`.
+    pub edges: String,
+    /// Output directory for record part files and `_SUCCESS`.
+    pub output: String,
+    /// k: the number of hops, and so the number of GNN layers the records serve.
+    #[serde(default = "default_hops")]
+    pub hops: usize,
+    /// In-edges kept per node at each hop, nearest hop first. Default: 10 per hop.
+    #[serde(default)]
+    pub fanouts: Option<Vec<u32>>,
+    #[serde(default = "default_sampler")]
+    pub sampler: Sampler,
+    #[serde(default)]
+    pub seed: u64,
+    /// A node with more in-edges than this has them spread over several reducers by a salted
+    /// key, sampled there in part and merged. 0 turns re-indexing off.
+    #[serde(default = "default_hub_threshold")]
+    pub hub_threshold: u64,
+    #[serde(default)]
+    pub targets: Targets,
+    /// Targets per worker per batch. Memory is bounded by `batch_size * max_in_flight` records
+    /// per worker, whatever the size of the whole output.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Batches a worker lets run at once.
+    #[serde(default = "default_in_flight")]
+    pub max_in_flight: usize,
+    /// A worker starts a new part file when its current one passes this size.
+    #[serde(default = "default_part_size_mb")]
+    pub part_size_mb: u64,
+}
+
+fn default_hops() -> usize {
+    2
+}
+fn default_sampler() -> Sampler {
+    Sampler::Uniform
+}
+fn default_hub_threshold() -> u64 {
+    100_000
+}
+fn default_batch_size() -> usize {
+    2048
+}
+fn default_in_flight() -> usize {
+    2
+}
+fn default_part_size_mb() -> u64 {
+    256
+}
+
+/// The most hops a record can serve: `edge_layers` is a 32-bit mask.
+pub const MAX_HOPS: usize = 32;
+
+impl FlattenConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.hops == 0 || self.hops > MAX_HOPS {
+            return Err(format!("[flatten] hops must be between 1 and {MAX_HOPS}, found {}", self.hops));
+        }
+        if let Some(fanouts) = &self.fanouts {
+            if fanouts.len() != self.hops {
+                return Err(format!(
+                    "[flatten] fanouts lists {} values for {} hops (one per hop, nearest first)",
+                    fanouts.len(),
+                    self.hops
+                ));
+            }
+            if fanouts.contains(&0) {
+                return Err("[flatten] a fanout of 0 would cut the neighborhood; use sampler = \"all\" for every edge".into());
+            }
+        }
+        if self.batch_size == 0 || self.max_in_flight == 0 || self.part_size_mb == 0 {
+            return Err("[flatten] batch_size, max_in_flight and part_size_mb must be positive".into());
+        }
+        if let Targets::Splits(s) = &self.targets {
+            if s.is_empty() {
+                return Err("[flatten] targets lists no split".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The fanout of each hop, nearest first; `u32::MAX` everywhere for the `all` sampler.
+    pub fn hop_fanouts(&self) -> Vec<u32> {
+        match (self.sampler, &self.fanouts) {
+            (Sampler::All, _) => vec![u32::MAX; self.hops],
+            (_, Some(f)) => f.clone(),
+            (_, None) => vec![10; self.hops],
+        }
+    }
+
+    /// The fanouts recorded in the output's metadata (empty for `all`).
+    pub fn recorded_fanouts(&self) -> Vec<u32> {
+        match self.sampler {
+            Sampler::All => Vec::new(),
+            _ => self.hop_fanouts(),
+        }
+    }
+}
+
+/// The `[generate]` stage (also `graphflat generate`): a synthetic graph with power-law
+/// in-degrees, real hubs, planted communities and label-correlated features.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateConfig {
+    /// Directory that receives `nodes/` and `edges/`.
+    pub output: String,
+    #[serde(default = "default_gen_nodes")]
+    pub nodes: u64,
+    /// Edges on average per node.
+    #[serde(default = "default_gen_degree")]
+    pub avg_degree: u64,
+    #[serde(default = "default_gen_dim")]
+    pub feature_dim: usize,
+    #[serde(default = "default_gen_classes")]
+    pub classes: usize,
+    /// Zipf exponent of the in-degree distribution; larger makes bigger hubs.
+    #[serde(default = "default_gen_skew")]
+    pub skew: f64,
+    /// Fraction of a node's in-edges that come from its own community.
+    #[serde(default = "default_gen_homophily")]
+    pub homophily: f64,
+    /// Strength of the class signal in the features (noise has unit variance).
+    #[serde(default = "default_gen_signal")]
+    pub feature_signal: f64,
+    /// Fractions of nodes in train and valid; the rest is test.
+    #[serde(default = "default_gen_train")]
+    pub train_fraction: f64,
+    #[serde(default = "default_gen_valid")]
+    pub valid_fraction: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_gen_nodes() -> u64 {
+    10_000
+}
+fn default_gen_degree() -> u64 {
+    10
+}
+fn default_gen_dim() -> usize {
+    32
+}
+fn default_gen_classes() -> usize {
+    8
+}
+fn default_gen_skew() -> f64 {
+    0.9
+}
+fn default_gen_homophily() -> f64 {
+    0.8
+}
+fn default_gen_signal() -> f64 {
+    0.5
+}
+fn default_gen_train() -> f64 {
+    0.5
+}
+fn default_gen_valid() -> f64 {
+    0.25
+}
+
+impl GenerateConfig {
+    /// Defaults for everything but the output directory.
+    pub fn with_output(output: impl Into<String>) -> Self {
+        toml::from_str(&format!("output = {:?}", output.into())).expect("the defaults parse")
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        if self.nodes < 2 || self.avg_degree == 0 || self.feature_dim == 0 || self.classes < 2 {
+            return Err("[generate] needs nodes >= 2, avg_degree >= 1, feature_dim >= 1, classes >= 2".into());
+        }
+        if !(0.0..=1.0).contains(&self.homophily) || self.skew <= 0.0 || self.skew == 1.0 {
+            return Err("[generate] homophily must be in [0, 1] and skew positive (and not exactly 1)".into());
+        }
+        if self.train_fraction < 0.0 || self.valid_fraction < 0.0 || self.train_fraction + self.valid_fraction > 1.0 {
+            return Err("[generate] train_fraction + valid_fraction must be within [0, 1]".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_a_minimal_job() {
+        let job = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\n").unwrap();
+        let f = job.flatten.unwrap();
+        assert_eq!((f.hops, f.sampler, f.targets.clone()), (2, Sampler::Uniform, Targets::All));
+        assert_eq!(f.hop_fanouts(), vec![10, 10]);
+        assert_eq!(job.cluster.processes, 1);
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_errors() {
+        assert!(JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n").is_err());
+        let err = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err();
+        assert!(err.contains("fanouts lists 1 values for 2 hops"), "{err}");
+        assert!(JobFile::parse("[cluster]\nprocesses = 2\nprocess = 2\n").is_err());
+    }
+
+    #[test]
+    fn targets_accept_all_a_split_or_a_list() {
+        let parse = |t: &str| {
+            JobFile::parse(&format!("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\ntargets = {t}\n"))
+                .map(|j| j.flatten.unwrap().targets)
+        };
+        assert_eq!(parse("\"all\"").unwrap(), Targets::All);
+        assert_eq!(parse("\"test\"").unwrap(), Targets::Splits(vec![Split::Test]));
+        assert_eq!(parse("[\"train\", \"valid\"]").unwrap(), Targets::Splits(vec![Split::Train, Split::Valid]));
+        assert!(parse("\"everything\"").is_err());
+    }
+
+    #[test]
+    fn generate_defaults() {
+        let g = GenerateConfig::with_output("x");
+        assert_eq!((g.nodes, g.feature_dim, g.output.as_str()), (10_000, 32, "x"));
+        g.check().unwrap();
+    }
+}

@@ -1,0 +1,17 @@
+//! The contracts every stage shares: the Arrow schemas of the node, edge and flattened-record
+//! tables, their validation (errors that name file, row and column), and the job-file types.
+//!
+//! `README.md` beside this crate documents each table with an example row.
+
+pub mod error;
+pub mod job;
+pub mod nodes;
+pub mod edges;
+pub mod record;
+
+pub use error::{BadInput, Location};
+pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, JobFile, Sampler, Split, Targets};
+
+/// The marker file written last into every finished output directory. Readers ignore a
+/// directory without it.
+pub const SUCCESS_MARKER: &str = "_SUCCESS";

@@ -1,0 +1,214 @@
+//! The node table: `node_id: int64` (unique), `features: list<float32>` or
+//! `fixed_size_list<float32>` (one length on every row), optional `label: int64` (nullable),
+//! optional `split: utf8` (`train`, `valid`, `test` or null).
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, Field, Schema};
+
+use crate::error::{BadInput, Location};
+use crate::job::Split;
+
+pub const NODE_ID: &str = "node_id";
+pub const FEATURES: &str = "features";
+pub const LABEL: &str = "label";
+pub const SPLIT: &str = "split";
+
+/// The schema this project writes for node tables (`import`, `generate`).
+pub fn node_schema() -> Schema {
+    Schema::new(vec![
+        Field::new(NODE_ID, DataType::Int64, false),
+        Field::new(FEATURES, DataType::List(Arc::new(Field::new("item", DataType::Float32, false))), false),
+        Field::new(LABEL, DataType::Int64, true),
+        Field::new(SPLIT, DataType::Utf8, true),
+    ])
+}
+
+/// A column of float vectors, whichever list layout the file used.
+pub struct FloatLists {
+    offsets: Vec<usize>,
+    values: Float32Array,
+    nulls: Option<NullBuffer>,
+}
+
+impl FloatLists {
+    /// Reads `column` of `batch` as a list of float32 vectors (list, large list or fixed-size list).
+    pub fn from_column(batch: &RecordBatch, column: &str, file: &str) -> Result<Self, BadInput> {
+        let array = required(batch, column, file)?;
+        Self::from_array(array, column, file)
+    }
+
+    pub fn from_array(array: &ArrayRef, column: &str, file: &str) -> Result<Self, BadInput> {
+        let mistyped = || {
+            BadInput::new(
+                Location::file(file).column(column),
+                format!("expected list<float32> or fixed_size_list<float32>, found {}", array.data_type()),
+            )
+        };
+        let nulls = array.nulls().cloned();
+        let (offsets, values): (Vec<usize>, ArrayRef) = match array.data_type() {
+            DataType::List(_) => {
+                let list = array.as_list::<i32>();
+                (list.offsets().iter().map(|&o| o as usize).collect(), list.values().clone())
+            }
+            DataType::LargeList(_) => {
+                let list = array.as_list::<i64>();
+                (list.offsets().iter().map(|&o| o as usize).collect(), list.values().clone())
+            }
+            DataType::FixedSizeList(_, size) => {
+                let list = array.as_fixed_size_list();
+                let size = *size as usize;
+                ((0..=list.len()).map(|i| i * size).collect(), list.values().clone())
+            }
+            _ => return Err(mistyped()),
+        };
+        if values.data_type() != &DataType::Float32 {
+            return Err(mistyped());
+        }
+        let values = values.as_primitive::<Float32Type>().clone();
+        Ok(FloatLists { offsets, values, nulls })
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `i`'s values, or `None` where the row is null.
+    pub fn row(&self, i: usize) -> Option<&[f32]> {
+        if self.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+            return None;
+        }
+        Some(&self.values.values()[self.offsets[i]..self.offsets[i + 1]])
+    }
+
+    /// The position of the first null value inside row `i`, if any.
+    pub fn null_value_in_row(&self, i: usize) -> Option<usize> {
+        let nulls = self.values.nulls()?;
+        (self.offsets[i]..self.offsets[i + 1]).find(|&j| nulls.is_null(j)).map(|j| j - self.offsets[i])
+    }
+}
+
+/// The node table's columns of one record batch, typed and checked.
+pub struct NodeBatch {
+    pub ids: Int64Array,
+    pub features: FloatLists,
+    pub labels: Option<Int64Array>,
+    pub splits: Option<Vec<Option<Split>>>,
+}
+
+impl NodeBatch {
+    /// Checks the columns' presence and types, and the split values. Values that need the whole
+    /// table (uniqueness, feature length) are checked by the reader; finiteness by
+    /// [`check_features`].
+    /// `first_row` is the file row of this batch's row 0, for error locations.
+    pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Self, BadInput> {
+        let ids = int64(batch, NODE_ID, file)?;
+        no_nulls(&ids, NODE_ID, file, first_row)?;
+        let features = FloatLists::from_column(batch, FEATURES, file)?;
+        let labels = match batch.column_by_name(LABEL) {
+            None => None,
+            Some(_) => Some(int64(batch, LABEL, file)?),
+        };
+        let splits = match batch.column_by_name(SPLIT) {
+            None => None,
+            Some(array) => Some(splits(array, file, first_row)?),
+        };
+        Ok(NodeBatch { ids, features, labels, splits })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn label(&self, i: usize) -> Option<i64> {
+        self.labels.as_ref().and_then(|l| l.is_valid(i).then(|| l.value(i)))
+    }
+
+    pub fn split(&self, i: usize) -> Option<Split> {
+        self.splits.as_ref().and_then(|s| s[i])
+    }
+}
+
+/// Checks one feature row: present, finite. Returns the row's values.
+pub fn check_features<'a>(
+    features: &'a FloatLists,
+    i: usize,
+    file: &str,
+    row: u64,
+) -> Result<&'a [f32], BadInput> {
+    let at = || Location::file(file).row(row).column(FEATURES);
+    let values = features.row(i).ok_or_else(|| BadInput::new(at(), "features are null"))?;
+    if let Some(j) = features.null_value_in_row(i) {
+        return Err(BadInput::new(at(), format!("null value at position {j}")));
+    }
+    if let Some(j) = values.iter().position(|v| !v.is_finite()) {
+        let what = if values[j].is_nan() { "NaN" } else { "infinite value" };
+        return Err(BadInput::new(at(), format!("{what} at position {j}")));
+    }
+    Ok(values)
+}
+
+pub(crate) fn required<'a>(batch: &'a RecordBatch, column: &str, file: &str) -> Result<&'a ArrayRef, BadInput> {
+    batch.column_by_name(column).ok_or_else(|| {
+        let found: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+        BadInput::new(
+            Location::file(file).column(column),
+            format!("missing required column (found: {})", found.join(", ")),
+        )
+    })
+}
+
+pub(crate) fn int64(batch: &RecordBatch, column: &str, file: &str) -> Result<Int64Array, BadInput> {
+    let array = required(batch, column, file)?;
+    if array.data_type() != &DataType::Int64 {
+        return Err(BadInput::new(
+            Location::file(file).column(column),
+            format!("expected int64, found {}", array.data_type()),
+        ));
+    }
+    Ok(array.as_primitive::<Int64Type>().clone())
+}
+
+pub(crate) fn no_nulls(array: &dyn Array, column: &str, file: &str, first_row: u64) -> Result<(), BadInput> {
+    if let Some(nulls) = array.nulls() {
+        if let Some(i) = (0..array.len()).find(|&i| nulls.is_null(i)) {
+            return Err(BadInput::new(
+                Location::file(file).row(first_row + i as u64).column(column),
+                "null value in a column that must not be null",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn splits(array: &ArrayRef, file: &str, first_row: u64) -> Result<Vec<Option<Split>>, BadInput> {
+    let parse = |i: usize, value: Option<&str>| -> Result<Option<Split>, BadInput> {
+        match value {
+            None => Ok(None),
+            Some(s) => Split::parse(s).map(Some).ok_or_else(|| {
+                BadInput::new(
+                    Location::file(file).row(first_row + i as u64).column(SPLIT),
+                    format!("split must be train, valid, test or null, found {s:?}"),
+                )
+            }),
+        }
+    };
+    match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
+        DataType::LargeUtf8 => array.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
+        DataType::Utf8View => array.as_string_view().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
+        other => Err(BadInput::new(Location::file(file).column(SPLIT), format!("expected utf8, found {other}"))),
+    }
+}
