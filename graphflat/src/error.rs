@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
+    #[error(transparent)]
     BadInput(#[from] BadInput),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Store { what: String, source: object_store::Error },
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Parquet { file: String, source: parquet::errors::ParquetError },
-    #[error("{file}: {source}")]
+    #[error("{file}")]
     Arrow { file: String, source: arrow_schema::ArrowError },
     #[error("{0}")]
     Job(String),
@@ -35,7 +35,16 @@ impl From<&Error> for Report {
     fn from(e: &Error) -> Self {
         match e {
             Error::BadInput(b) => Report::BadInput(b.clone()),
-            other => Report::Other(other.to_string()),
+            other => {
+                // Keep the whole chain: the report is all the other workers will see.
+                let mut message = other.to_string();
+                let mut source = std::error::Error::source(other);
+                while let Some(s) = source {
+                    message.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                Report::Other(message)
+            }
         }
     }
 }

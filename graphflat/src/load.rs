@@ -70,10 +70,14 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
                 Err(slot) => {
                     let (first, second) = (rows[slot as usize].min(m.at), rows[slot as usize].max(m.at));
                     rows[slot as usize] = first;
-                    let first = at(first, NODE_ID);
+                    let seen = if first.0 == second.0 {
+                        format!("row {}", first.1)
+                    } else {
+                        format!("{}, row {}", names[first.0 as usize], first.1)
+                    };
                     owner_problems.borrow_mut().push(BadInput::new(
                         at(second, NODE_ID),
-                        format!("duplicate node_id {} (first seen at {first})", m.id),
+                        format!("duplicate node_id {} (first at {seen})", m.id),
                     ));
                 }
             }

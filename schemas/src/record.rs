@@ -6,10 +6,9 @@
 //! `d` is computed by layers `1..=k-d`, and the record holds exactly the edges those layers need
 //! (see `README.md`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, Field, Metadata, Schema};
 
 pub const ROOT_ID: &str = "root_id";
 pub const LABEL: &str = "label";
@@ -70,9 +69,9 @@ pub struct FlattenMeta {
 }
 
 impl FlattenMeta {
-    pub fn to_metadata(&self) -> HashMap<String, String> {
+    pub fn to_metadata(&self) -> Metadata {
         let fanouts: Vec<String> = self.fanouts.iter().map(|f| f.to_string()).collect();
-        HashMap::from([
+        Metadata::from([
             (meta::HOPS.to_owned(), self.hops.to_string()),
             (meta::FANOUTS.to_owned(), fanouts.join(",")),
             (meta::SAMPLER.to_owned(), self.sampler.clone()),
@@ -82,7 +81,7 @@ impl FlattenMeta {
     }
 
     /// Reads the settings back from a schema's metadata; `None` if any key is missing or bad.
-    pub fn from_metadata(metadata: &HashMap<String, String>) -> Option<Self> {
+    pub fn from_metadata(metadata: &Metadata) -> Option<Self> {
         let fanouts = metadata.get(meta::FANOUTS)?;
         Some(FlattenMeta {
             hops: metadata.get(meta::HOPS)?.parse().ok()?,

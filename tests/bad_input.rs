@@ -1,0 +1,231 @@
+//! Every kind of bad input ends the job with a message naming what is wrong (file, row, column)
+//! and leaves no `_SUCCESS`, on two workers (so the error must reach every worker).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
+
+use common::*;
+use parquet::arrow::ArrowWriter;
+
+fn features(rows: &[Vec<f32>]) -> ArrayRef {
+    let lists = rows.iter().map(|r| Some(r.iter().map(|&v| Some(v)).collect::<Vec<_>>()));
+    Arc::new(ListArray::from_iter_primitive::<arrow_array::types::Float32Type, _, _>(lists))
+}
+
+fn good_features(n: usize) -> Vec<Vec<f32>> {
+    (0..n).map(|i| vec![i as f32, 1.0, -1.0]).collect()
+}
+
+fn write(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+fn nodes(data: &Path, ids: Vec<i64>, feats: Vec<Vec<f32>>) -> PathBuf {
+    let path = data.join("nodes/part-0.parquet");
+    let n = ids.len();
+    write(
+        &path,
+        vec![
+            ("node_id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+            ("features", features(&feats)),
+            ("label", Arc::new(Int64Array::from(vec![Some(1); n]))),
+            ("split", Arc::new(StringArray::from(vec![Some("train"); n]))),
+        ],
+    );
+    path
+}
+
+fn edges(data: &Path, src: Vec<i64>, dst: Vec<i64>, weight: Vec<f32>) -> PathBuf {
+    let path = data.join("edges/part-0.parquet");
+    write(
+        &path,
+        vec![
+            ("src", Arc::new(Int64Array::from(src)) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from(dst))),
+            ("weight", Arc::new(Float32Array::from(weight))),
+        ],
+    );
+    path
+}
+
+fn good_edges(data: &Path) -> PathBuf {
+    edges(data, vec![0, 1, 2, 3], vec![1, 2, 3, 0], vec![1.0; 4])
+}
+
+/// Runs a flatten of `data` and expects failure; returns the message. Checks no `_SUCCESS`.
+fn fails(dir: &Path, data: &Path, extra: &str) -> String {
+    let out = dir.join("flat");
+    let job = job(dir, "job.toml", &flatten_job(data, &out, &format!("hops = 2\nfanouts = [2, 2]\n{extra}")));
+    let output = graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).output().unwrap();
+    let message = text(&output);
+    assert!(!output.status.success(), "the job should fail:\n{message}");
+    assert!(!out.join("_SUCCESS").exists(), "a failed job left _SUCCESS");
+    message
+}
+
+fn assert_names(message: &str, file: &Path, row: Option<u64>, column: &str) {
+    assert!(message.contains(&file.display().to_string()), "no file in: {message}");
+    if let Some(row) = row {
+        assert!(message.contains(&format!("row {row},")), "no row {row} in: {message}");
+    }
+    assert!(message.contains(&format!("column \"{column}\"")), "no column {column} in: {message}");
+}
+
+#[test]
+fn missing_column() {
+    let dir = scratch("bad-missing");
+    let data = dir.join("data");
+    let file = data.join("nodes/part-0.parquet");
+    write(&file, vec![("node_id", Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef)]);
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, None, "features");
+    assert!(message.contains("missing required column"), "{message}");
+}
+
+#[test]
+fn mistyped_column() {
+    let dir = scratch("bad-type");
+    let data = dir.join("data");
+    let file = data.join("nodes/part-0.parquet");
+    write(
+        &file,
+        vec![("node_id", Arc::new(Int32Array::from(vec![0, 1, 2, 3])) as ArrayRef), ("features", features(&good_features(4)))],
+    );
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, None, "node_id");
+    assert!(message.contains("expected int64, found Int32"), "{message}");
+}
+
+#[test]
+fn duplicate_node_id() {
+    let dir = scratch("bad-duplicate");
+    let data = dir.join("data");
+    let file = nodes(&data, vec![0, 1, 2, 3, 2], good_features(5));
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(4), "node_id");
+    assert!(message.contains("duplicate node_id 2") && message.contains("row 2"), "{message}");
+}
+
+#[test]
+fn edge_to_unknown_node() {
+    let dir = scratch("bad-unknown");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    let file = edges(&data, vec![0, 1, 2, 3], vec![1, 2, 99, 0], vec![1.0; 4]);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(2), "dst");
+    assert!(message.contains("unknown node 99"), "{message}");
+}
+
+#[test]
+fn nan_feature_and_a_rerun_removes_the_old_marker() {
+    let dir = scratch("bad-nan");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    good_edges(&data);
+    // A good run first: its _SUCCESS must not survive the failed re-run.
+    let out = dir.join("flat");
+    let job_path = job(&dir, "good.toml", &flatten_job(&data, &out, "hops = 2\nfanouts = [2, 2]\n"));
+    run_ok(&["run", job_path.to_str().unwrap()]);
+    assert!(out.join("_SUCCESS").exists());
+
+    let mut feats = good_features(4);
+    feats[3][1] = f32::NAN;
+    let file = nodes(&data, vec![0, 1, 2, 3], feats);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(3), "features");
+    assert!(message.contains("NaN at position 1"), "{message}");
+    assert!(parquet_files(&out).is_empty(), "old parts left behind");
+}
+
+#[test]
+fn infinite_feature() {
+    let dir = scratch("bad-inf");
+    let data = dir.join("data");
+    let mut feats = good_features(4);
+    feats[1][2] = f32::INFINITY;
+    let file = nodes(&data, vec![0, 1, 2, 3], feats);
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(1), "features");
+    assert!(message.contains("infinite value at position 2"), "{message}");
+}
+
+#[test]
+fn feature_length_mismatch() {
+    let dir = scratch("bad-length");
+    let data = dir.join("data");
+    let mut feats = good_features(4);
+    feats[2] = vec![1.0, 2.0];
+    let file = nodes(&data, vec![0, 1, 2, 3], feats);
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(2), "features");
+    assert!(message.contains("feature length 2 differs from the table's 3"), "{message}");
+}
+
+#[test]
+fn non_positive_weight_with_the_weighted_sampler() {
+    let dir = scratch("bad-weight");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    let file = edges(&data, vec![0, 1, 2, 3], vec![1, 2, 3, 0], vec![1.0, 0.0, 2.0, 1.0]);
+    let message = fails(&dir, &data, "sampler = \"weighted\"\n");
+    assert_names(&message, &file, Some(1), "weight");
+    assert!(message.contains("weight > 0, found 0"), "{message}");
+    // The same table is fine for a sampler that does not draw by weight.
+    let out = dir.join("uniform");
+    let job_path = job(&dir, "uniform.toml", &flatten_job(&data, &out, "sampler = \"uniform\"\n"));
+    run_ok(&["run", job_path.to_str().unwrap()]);
+}
+
+#[test]
+fn empty_node_table() {
+    let dir = scratch("bad-empty-nodes");
+    let data = dir.join("data");
+    nodes(&data, vec![], vec![]);
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert!(message.contains(&data.join("nodes").display().to_string()) && message.contains("node table is empty"), "{message}");
+}
+
+#[test]
+fn empty_edge_table() {
+    let dir = scratch("bad-empty-edges");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    edges(&data, vec![], vec![], vec![]);
+    let message = fails(&dir, &data, "");
+    assert!(message.contains(&data.join("edges").display().to_string()) && message.contains("edge table is empty"), "{message}");
+}
+
+#[test]
+fn missing_table_directory() {
+    let dir = scratch("bad-no-files");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1], good_features(2));
+    let message = fails(&dir, &data, "");
+    assert!(message.contains("no Parquet files found"), "{message}");
+}
+
+#[test]
+fn bad_job_file_names_the_key() {
+    let dir = scratch("bad-job");
+    let job = job(&dir, "job.toml", "[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanout = [1, 2]\n");
+    let output = graphflat().args(["run", job.to_str().unwrap()]).output().unwrap();
+    assert!(!output.status.success());
+    let message = text(&output);
+    assert!(message.contains("job.toml") && message.contains("fanout"), "{message}");
+}
+

@@ -1,0 +1,47 @@
+//! The output reads back through the parquet crate's Arrow reader with the documented schema,
+//! and its metadata records the flatten settings.
+
+mod common;
+
+use common::*;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use schemas::record::{record_schema, FlattenMeta};
+
+#[test]
+fn output_reads_back_with_the_documented_schema() {
+    let dir = scratch("schema");
+    let data = dir.join("graph");
+    generate(&data, 500, 5, 6, 2);
+    let out = dir.join("flat");
+    let job = job(&dir, "job.toml", &flatten_job(&data, &out, "hops = 2\nfanouts = [3, 2]\nseed = 4\npart_size_mb = 1\n"));
+    run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+
+    let expected = record_schema(&FlattenMeta {
+        hops: 2,
+        fanouts: vec![3, 2],
+        sampler: "uniform".into(),
+        seed: 4,
+        feature_dim: 6,
+    });
+    let files = parquet_files(&out);
+    assert!(!files.is_empty());
+    let mut rows = 0;
+    for path in files {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
+        assert_eq!(builder.schema().fields(), expected.fields(), "{}", path.display());
+        assert_eq!(builder.schema().metadata(), expected.metadata(), "{}", path.display());
+        let meta = FlattenMeta::from_metadata(builder.schema().metadata()).unwrap();
+        assert_eq!((meta.hops, meta.fanouts.clone()), (2, vec![3, 2]));
+        for batch in builder.build().unwrap() {
+            rows += batch.unwrap().num_rows();
+        }
+    }
+    assert_eq!(rows, 500);
+    let graph = read_graph(&data);
+    for r in read_records(&out) {
+        for (i, node) in r.node_ids.iter().enumerate() {
+            assert_eq!(&r.features[i], &graph.features[node]);
+        }
+        assert_eq!(r.label, graph.labels[&r.root]);
+    }
+}
