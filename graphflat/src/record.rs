@@ -32,8 +32,8 @@ pub struct Record {
     pub node_ids: Vec<i64>,
     pub hops: Vec<u8>,
     pub in_degrees: Vec<i64>,
-    /// Row-major, `node_ids.len() * dim`.
-    pub features: Vec<f32>,
+    /// One vector per node, each of the table's feature length.
+    pub features: Vec<Vec<f32>>,
     pub edge_src: Vec<i32>,
     pub edge_dst: Vec<i32>,
     pub edge_weights: Vec<f32>,
@@ -52,11 +52,6 @@ impl Record {
     ) -> Record {
         nodes.sort_by_key(|n| (n.id != root, n.hop, n.id));
         let local: HashMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
-        let dim = nodes.first().map_or(0, |n| n.features.len());
-        let mut features = Vec::with_capacity(nodes.len() * dim);
-        for n in &nodes {
-            features.extend_from_slice(&n.features);
-        }
         let mut local_edges: Vec<(i32, i32, f32, u32)> =
             edges.drain(..).map(|(dst, src, w, mask)| (local[&dst], local[&src], w, mask)).collect();
         local_edges.sort_by(|a, b| (a.0, a.1, a.2.to_bits(), a.3).cmp(&(b.0, b.1, b.2.to_bits(), b.3)));
@@ -67,7 +62,7 @@ impl Record {
             node_ids: nodes.iter().map(|n| n.id).collect(),
             hops: nodes.iter().map(|n| n.hop).collect(),
             in_degrees: nodes.iter().map(|n| n.in_degree as i64).collect(),
-            features,
+            features: nodes.into_iter().map(|n| n.features).collect(),
             edge_src: local_edges.iter().map(|e| e.1).collect(),
             edge_dst: local_edges.iter().map(|e| e.0).collect(),
             edge_weights: local_edges.iter().map(|e| e.2).collect(),
@@ -85,14 +80,17 @@ impl Record {
 
     /// Roughly the bytes this record takes in memory, for batching writes.
     pub fn size_bytes(&self) -> usize {
-        self.node_ids.len() * 17 + self.features.len() * 4 + self.edge_src.len() * 16
+        self.node_ids.len() * 17 + self.features.iter().map(|f| f.len() * 4).sum::<usize>() + self.edge_src.len() * 16
     }
 }
 
 /// A list column from per-record vectors.
 fn list<T: Copy>(records: &[Record], item: DataType, get: impl Fn(&Record) -> &[T], values: impl FnOnce(Vec<T>) -> ArrayRef) -> Result<ArrayRef, ArrowError> {
-    let offsets = OffsetBuffer::from_lengths(records.iter().map(|r| get(r).len()));
-    let flat: Vec<T> = records.iter().flat_map(|r| get(r).iter().copied()).collect();
+    let offsets: OffsetBuffer<i32> = OffsetBuffer::from_lengths(records.iter().map(|r| get(r).len()));
+    let mut flat: Vec<T> = Vec::with_capacity(offsets.last() as usize);
+    for r in records {
+        flat.extend_from_slice(get(r));
+    }
     Ok(Arc::new(ListArray::try_new(Arc::new(Field::new("item", item, false)), offsets, values(flat), None)?))
 }
 
@@ -100,7 +98,11 @@ fn list<T: Copy>(records: &[Record], item: DataType, get: impl Fn(&Record) -> &[
 pub fn to_batch(records: &[Record], schema: &SchemaRef, dim: usize) -> Result<RecordBatch, ArrowError> {
     let feature_type = schemas::record::feature_type(dim);
     let features: ArrayRef = {
-        let values: Vec<f32> = records.iter().flat_map(|r| r.features.iter().copied()).collect();
+        let total: usize = records.iter().map(|r| r.num_nodes()).sum();
+        let mut values: Vec<f32> = Vec::with_capacity(total * dim);
+        for vector in records.iter().flat_map(|r| &r.features) {
+            values.extend_from_slice(vector);
+        }
         let item = Arc::new(Field::new("item", DataType::Float32, false));
         let per_node = FixedSizeListArray::try_new(item, dim as i32, Arc::new(Float32Array::from(values)), None)?;
         let offsets = OffsetBuffer::from_lengths(records.iter().map(|r| r.num_nodes()));
