@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 
 use common::*;
 
@@ -22,20 +21,7 @@ fn flatten_two_processes(data: &Path, dir: &Path, name: &str, extra: &str) -> Ve
     let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
     let body = format!("[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}", flatten_job(data, &out, extra));
     let job = job(dir, &format!("{name}.toml"), &body);
-    let children: Vec<_> = (0..2)
-        .map(|p| {
-            graphflat()
-                .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "a process failed:\n{}", text(&out));
-    }
+    run_two_processes(&job, dir);
     read_records(&out)
 }
 

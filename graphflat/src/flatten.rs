@@ -43,6 +43,7 @@ pub struct WorkerStats {
     pub bytes: u64,
     pub parts: u32,
     pub peak_rss: u64,
+    pub reduced_edges: u64,
 }
 
 /// The job's summary, the same on every worker.
@@ -62,12 +63,23 @@ pub struct Summary {
     /// Largest peak resident memory of any process.
     pub peak_rss: u64,
     pub workers: usize,
+    /// Seconds in each phase (workers move through phases together).
+    pub map_seconds: f64,
+    pub sample_seconds: f64,
+    pub rounds_seconds: f64,
+    /// In-edges taken in by the busiest sampling reducer over the mean: 1.0 is perfect balance.
+    pub reducer_skew: f64,
 }
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "flatten finished in {:.2}s on {} workers", self.seconds, self.workers)?;
         writeln!(f, "  graph:        {} nodes, {} edges, {} hubs re-indexed", self.nodes, self.edges, self.hubs_reindexed)?;
+        writeln!(
+            f,
+            "  phases:       map {:.2}s, sample {:.2}s (busiest reducer {:.2}x the mean), rounds and write {:.2}s",
+            self.map_seconds, self.sample_seconds, self.reducer_skew, self.rounds_seconds
+        )?;
         writeln!(
             f,
             "  records:      {} targets ({:.0} records/s)",
@@ -148,6 +160,7 @@ fn flatten_worker(
     let cleared = if index == 0 { io.block_on(output.clear_output()) } else { Ok(()) };
     agree(worker, cleared)?;
 
+    let clock = std::time::Instant::now();
     if reporter {
         tracing::info!("flatten: map: reading nodes from {}", nodes_table.shown());
     }
@@ -157,6 +170,7 @@ fn flatten_worker(
     }
     let edges = load_edges(worker, io, &edges_table, &nodes, config.sampler == Sampler::Weighted)?;
     let local_edges = edges.len() as u64;
+    let map_seconds = clock.elapsed().as_secs_f64();
 
     let plan = LayerPlan::new(config.hop_fanouts());
     let spec = SampleSpec {
@@ -165,9 +179,10 @@ fn flatten_worker(
         limit: plan.max_fanout(),
         hub_threshold: config.hub_threshold,
     };
-    let hubs = sample_in_edges(worker, &nodes, edges, spec)?;
+    let sampled = sample_in_edges(worker, &nodes, edges, spec)?;
+    let sample_seconds = clock.elapsed().as_secs_f64() - map_seconds;
     if reporter {
-        tracing::info!("flatten: sampled in-edges ({}, {} hubs re-indexed)", config.sampler.name(), hubs);
+        tracing::info!("flatten: sampled in-edges ({}, {} hubs re-indexed)", config.sampler.name(), sampled.hubs);
     }
     let nodes: NodeStore = Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::job("node store still shared"))?;
 
@@ -181,14 +196,17 @@ fn flatten_worker(
     let schema: SchemaRef = Arc::new(record_schema(&meta));
     let mut stats = flatten_targets(worker, io, config, progress, reporter, nodes, plan, schema, &output)?;
     stats.edges = local_edges;
+    stats.reduced_edges = sampled.reduced_edges;
     stats.peak_rss = peak_rss_bytes().unwrap_or(0);
+    let rounds_seconds = clock.elapsed().as_secs_f64() - map_seconds - sample_seconds;
     if reporter {
         progress.report(Duration::ZERO, true);
     }
 
     // Every worker's parts are closed once its stats arrive here: only then the marker.
     let all = all_gather(worker, vec![stats]);
-    let summary = summarize(&all, hubs, worker.peers());
+    let mut summary = summarize(&all, sampled.hubs, worker.peers());
+    (summary.map_seconds, summary.sample_seconds, summary.rounds_seconds) = (map_seconds, sample_seconds, rounds_seconds);
     let marked = if index == 0 {
         let text = format!("targets={}\nparts={}\nbytes={}\n", summary.targets, summary.parts, summary.bytes);
         io.block_on(output.child(SUCCESS_MARKER).put(text.into_bytes()))
@@ -213,9 +231,14 @@ fn summarize(all: &[WorkerStats], hubs: u64, workers: usize) -> Summary {
         hubs_reindexed: hubs,
         bytes: all.iter().map(|s| s.bytes).sum(),
         parts: all.iter().map(|s| u64::from(s.parts)).sum(),
-        seconds: 0.0,
         peak_rss: all.iter().map(|s| s.peak_rss).max().unwrap_or(0),
         workers,
+        reducer_skew: {
+            let max = all.iter().map(|s| s.reduced_edges).max().unwrap_or(0) as f64;
+            let mean = all.iter().map(|s| s.reduced_edges).sum::<u64>() as f64 / all.len().max(1) as f64;
+            if mean > 0.0 { max / mean } else { 1.0 }
+        },
+        ..Summary::default()
     }
 }
 

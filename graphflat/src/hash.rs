@@ -24,9 +24,10 @@ pub fn reducer_key(node: i64, salt: u64) -> u64 {
     owner_key(node).wrapping_add(salt)
 }
 
-/// A hash mapped to the open interval (0, 1).
+/// A hash mapped to the open interval (0, 1). (52 bits: with 53, the largest value plus one
+/// half rounds up to exactly 1.0.)
 pub fn unit_interval(h: u64) -> f64 {
-    ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    ((h >> 12) as f64 + 0.5) / (1u64 << 52) as f64
 }
 
 #[cfg(test)]

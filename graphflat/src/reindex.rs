@@ -50,14 +50,22 @@ fn salts(in_degree: u64, threshold: u64, peers: usize) -> u32 {
     in_degree.div_ceil(threshold).clamp(2, 4 * peers as u64) as u32
 }
 
-/// Fills every owner's `sampled` in-edges. Consumes this worker's edges. Returns the number of
-/// nodes re-indexed (the same on every worker).
+/// What sampling did, for the summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sampled {
+    /// Nodes re-indexed (the same on every worker).
+    pub hubs: u64,
+    /// In-edges this worker's reducers took in: the load re-indexing balances.
+    pub reduced_edges: u64,
+}
+
+/// Fills every owner's `sampled` in-edges. Consumes this worker's edges.
 pub fn sample_in_edges(
     worker: &mut Worker,
     nodes: &Rc<RefCell<NodeStore>>,
     edges: Vec<Edge>,
     spec: SampleSpec,
-) -> Result<u64, Error> {
+) -> Result<Sampled, Error> {
     let peers = worker.peers();
     let local_hubs: Vec<(i64, u32)> = if spec.hub_threshold == 0 {
         Vec::new()
@@ -73,12 +81,16 @@ pub fn sample_in_edges(
 
     // Round 1: every in-edge to its reducer; reducers keep their best `limit`.
     let reducers: Rc<RefCell<HashMap<(i64, u32), Reservoir>>> = Rc::default();
-    let sink = reducers.clone();
+    let reduced = Rc::new(std::cell::Cell::new(0u64));
+    let (sink, count) = (reducers.clone(), reduced.clone());
     let limit = spec.limit;
     shuffle(
         worker,
         |r: &Routed| reducer_key(r.dst, u64::from(r.salt)),
-        move |r: Routed| sink.borrow_mut().entry((r.dst, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(r.candidate),
+        move |r: Routed| {
+            count.set(count.get() + 1);
+            sink.borrow_mut().entry((r.dst, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(r.candidate)
+        },
         |send| {
             for chunk in edges.chunks(1 << 16) {
                 send(chunk
@@ -121,5 +133,5 @@ pub fn sample_in_edges(
             store.sampled[slot] = reservoir.into_sorted().into_iter().map(|c| InEdge { src: c.src, weight: c.weight }).collect();
         }
     }
-    Ok(hub_count)
+    Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
 }

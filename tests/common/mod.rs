@@ -210,3 +210,23 @@ pub fn cora() -> Option<PathBuf> {
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
+
+/// Runs `graphflat run job --process p` for every process of a two-process job, in `cwd`, and
+/// waits for both; panics with a process's output if it fails.
+pub fn run_two_processes(job: &Path, cwd: &Path) {
+    let children: Vec<_> = (0..2)
+        .map(|p| {
+            graphflat()
+                .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])
+                .current_dir(cwd)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "a process failed:\n{}", text(&out));
+    }
+}
