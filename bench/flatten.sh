@@ -5,7 +5,7 @@
 # then the Cora full 2-hop job (if ../shared/data/cora exists), 5 runs each on 1 and 2 workers.
 # Results go to stdout; BENCHMARKS.md records them.
 #
-#   bench/flatten.sh [nodes] [work_dir]
+#   bench/flatten.sh [nodes] [work_dir]        (MODE=throughput|balance|cora runs one part)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000000}
@@ -40,13 +40,27 @@ TOML
   rm -rf "$WORK/out-$name"
 }
 
-run w1 1 100000 '"all"'
-run w2 2 100000 '"all"'
-run w2-noreindex 2 0 '"all"'
-run w1-half 1 100000 '["train"]'
+MODE=${MODE:-all}
+if [ "$MODE" = all ] || [ "$MODE" = throughput ]; then
+  run w1 1 100000 '"all"'
+  run w2 2 100000 '"all"'
+  run w2-noreindex 2 0 '"all"'
+  run w1-half 1 100000 '["train"]'
+fi
+
+# Reducer balance: how many in-edges the busiest sampling reducer takes in, over the mean, with
+# many workers (a count, so meaningful even with more workers than cores). Few targets keep it
+# short; the sampling phase always sees every edge.
+if [ "$MODE" = all ] || [ "$MODE" = balance ]; then
+  for workers in 16 64; do
+    for hub in 100000 10000 0; do
+      run "balance-w$workers-hub$hub" $workers $hub '["valid"]' | grep -E "^==|phases"
+    done
+  done
+fi
 
 CORA=../shared/data/cora
-if [ -f "$CORA/raw/edge.csv.gz" ]; then
+if [ -f "$CORA/raw/edge.csv.gz" ] && { [ "$MODE" = all ] || [ "$MODE" = cora ]; }; then
   [ -f "$WORK/cora/edges/_SUCCESS" ] || $BIN import ogb "$CORA" --out "$WORK/cora" > /dev/null
   for workers in 1 2; do
     cat > "$WORK/cora$workers.toml" <<TOML

@@ -36,7 +36,7 @@ where
         input.send(item);
     }
     input.close();
-    worker.step_while(|| !probe.done());
+    worker.step_or_park_while(None, || !probe.done());
     received.take()
 }
 
@@ -107,6 +107,6 @@ where
         produce(&mut send)
     };
     input.close();
-    worker.step_while(|| !probe.done());
+    worker.step_or_park_while(None, || !probe.done());
     result
 }

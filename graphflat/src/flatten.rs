@@ -327,13 +327,13 @@ fn flatten_targets(
         input.advance_to(epoch + 1);
         // Keep at most `max_in_flight` batches between input and output.
         let oldest = (epoch + 1).saturating_sub(config.max_in_flight as u64);
-        worker.step_while(|| probe.less_than(&oldest));
+        worker.step_or_park_while(None, || probe.less_than(&oldest));
         if reporter {
             progress.report(Duration::from_secs(2), false);
         }
     }
     input.close();
-    worker.step_while(|| !finished.get());
+    worker.step_or_park_while(None, || !finished.get());
     let failure = failure.take();
     agree(worker, failure.map_or(Ok(()), Err))?;
     Ok(stats.take())
