@@ -61,6 +61,11 @@ struct Model {
     centroids: Vec<f64>,
     /// A multiplier coprime to n: rank r maps to node (r * mult) mod n, scattering hubs.
     mult: u64,
+    /// Labels come from a second bijection: class `c` is the nodes whose shuffled id
+    /// `v * shuffle mod n` lies in the c-th of `classes` equal ranges, so labels follow neither
+    /// id order nor id parity; `unshuffle` is the inverse mod n.
+    shuffle: u64,
+    unshuffle: u64,
 }
 
 impl Model {
@@ -68,15 +73,29 @@ impl Model {
         let mut draws = Draws::new(config.seed, u64::MAX);
         let centroids = (0..config.classes * config.feature_dim).map(|_| draws.normal() * config.feature_signal).collect();
         let n = config.nodes;
-        let mut mult = (n as f64 * 0.618_033_988_75) as u64 | 1;
-        while gcd(mult, n) != 1 {
-            mult += 2;
-        }
-        Model { config: config.clone(), centroids, mult: mult % n.max(1) }
+        let coprime = |start: f64| {
+            let mut m = (n as f64 * start) as u64 | 1;
+            while gcd(m, n) != 1 {
+                m += 2;
+            }
+            m % n
+        };
+        let shuffle = coprime(0.414_213_562_37);
+        Model { config: config.clone(), centroids, mult: coprime(0.618_033_988_75), shuffle, unshuffle: inverse_mod(shuffle, n) }
+    }
+
+    fn mul_mod(&self, a: u64, b: u64) -> u64 {
+        ((a as u128 * b as u128) % self.config.nodes as u128) as u64
+    }
+
+    /// The first shuffled id of class `class` (class `classes` gives n).
+    fn class_start(&self, class: u64) -> u64 {
+        ((class as u128 * self.config.nodes as u128).div_ceil(self.config.classes as u128)) as u64
     }
 
     fn label(&self, node: u64) -> u64 {
-        node % self.config.classes as u64
+        let shuffled = self.mul_mod(node, self.shuffle);
+        (shuffled as u128 * self.config.classes as u128 / self.config.nodes as u128) as u64
     }
 
     /// An in-edge's destination: Zipf rank by inverse CDF, scattered over the ids.
@@ -91,16 +110,38 @@ impl Model {
     /// An in-edge's source: from the destination's community with probability `homophily`.
     fn source(&self, dst: u64, draws: &mut Draws) -> u64 {
         let n = self.config.nodes;
-        let classes = self.config.classes as u64;
         let src = if draws.unit() < self.config.homophily {
             let class = self.label(dst);
-            let members = (n - class).div_ceil(classes);
-            class + classes * draws.below(members)
+            let (lo, hi) = (self.class_start(class), self.class_start(class + 1));
+            self.mul_mod(lo + draws.below(hi - lo), self.unshuffle)
         } else {
             draws.below(n)
         };
-        if src == dst { (src + classes) % n } else { src }
+        if src != dst {
+            return src;
+        }
+        // No self-loops: the next node of the same class (by shuffled id), if there is one.
+        let class = self.label(dst);
+        let (lo, hi) = (self.class_start(class), self.class_start(class + 1));
+        let shuffled = self.mul_mod(dst, self.shuffle);
+        let next = if hi - lo > 1 { lo + (shuffled - lo + 1) % (hi - lo) } else { (shuffled + 1) % n };
+        self.mul_mod(next, self.unshuffle)
     }
+}
+
+/// The inverse of `a` modulo `n` (they are coprime), by the extended Euclidean algorithm.
+fn inverse_mod(a: u64, n: u64) -> u64 {
+    if n == 1 {
+        return 0;
+    }
+    let (mut r0, mut r1) = (i128::from(n), i128::from(a));
+    let (mut t0, mut t1) = (0i128, 1i128);
+    while r1 != 0 {
+        let q = r0 / r1;
+        (r0, r1) = (r1, r0 - q * r1);
+        (t0, t1) = (t1, t0 - q * t1);
+    }
+    t0.rem_euclid(i128::from(n)) as u64
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -209,4 +250,28 @@ fn edge_batch(model: &Model, part: u64, range: std::ops::Range<u64>) -> (RecordB
     let columns: Vec<ArrayRef> =
         vec![Arc::new(Int64Array::from(src)), Arc::new(Int64Array::from(dst)), Arc::new(Float32Array::from(weight))];
     (RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema"), hub)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_bijection_inverts_and_sources_keep_their_class() {
+        for n in [2u64, 7, 10, 1000, 1 << 20] {
+            let config = GenerateConfig { nodes: n, classes: 2, ..GenerateConfig::with_output("x") };
+            let model = Model::new(&config);
+            for v in [0, 1, n / 2, n - 1] {
+                assert_eq!(model.mul_mod(model.mul_mod(v, model.shuffle), model.unshuffle), v, "n {n}");
+            }
+        }
+        let config = GenerateConfig { nodes: 1000, homophily: 1.0, ..GenerateConfig::with_output("x") };
+        let model = Model::new(&config);
+        let mut draws = Draws::new(1, 2);
+        for dst in 0..1000 {
+            let src = model.source(dst, &mut draws);
+            assert_eq!(model.label(src), model.label(dst));
+            assert_ne!(src, dst);
+        }
+    }
 }
