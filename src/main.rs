@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use graphflat::store::{open_table, Io, Place};
+use graphflat::store::{Io, Place, open_table};
 use schemas::{GenerateConfig, JobFile};
 
 #[derive(Parser)]
@@ -88,7 +88,8 @@ enum ImportFormat {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .with_target(false)
@@ -133,7 +134,8 @@ fn run(cli: Cli) -> Result<()> {
 
 fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Result<()> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading job file {}", path.display()))?;
-    let mut job = JobFile::parse(&text).map_err(anyhow::Error::msg).with_context(|| format!("in job file {}", path.display()))?;
+    let mut job =
+        JobFile::parse(&text).map_err(anyhow::Error::msg).with_context(|| format!("in job file {}", path.display()))?;
     if let Some(p) = process {
         job.cluster.process = p;
     }
@@ -201,7 +203,14 @@ fn inspect(table: &str) -> Result<()> {
     let rows: u64 = files.iter().map(|f| f.rows()).sum();
     let bytes: u64 = files.iter().map(|f| f.meta.size).sum();
     let schema = files[0].arrow.schema();
-    println!("{}: {} rows in {} files, {:.1} MB, _SUCCESS {}", place.shown(), rows, files.len(), bytes as f64 / 1e6, if marker { "present" } else { "MISSING (readers ignore this directory)" });
+    println!(
+        "{}: {} rows in {} files, {:.1} MB, _SUCCESS {}",
+        place.shown(),
+        rows,
+        files.len(),
+        bytes as f64 / 1e6,
+        if marker { "present" } else { "MISSING (readers ignore this directory)" }
+    );
     println!("schema:");
     for field in schema.fields() {
         println!("  {}: {}{}", field.name(), field.data_type(), if field.is_nullable() { " (nullable)" } else { "" });

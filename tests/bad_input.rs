@@ -98,7 +98,10 @@ fn mistyped_column() {
     let file = data.join("nodes/part-0.parquet");
     write(
         &file,
-        vec![("node_id", Arc::new(Int32Array::from(vec![0, 1, 2, 3])) as ArrayRef), ("features", features(&good_features(4)))],
+        vec![
+            ("node_id", Arc::new(Int32Array::from(vec![0, 1, 2, 3])) as ArrayRef),
+            ("features", features(&good_features(4))),
+        ],
     );
     good_edges(&data);
     let message = fails(&dir, &data, "");
@@ -197,7 +200,10 @@ fn empty_node_table() {
     nodes(&data, vec![], vec![]);
     good_edges(&data);
     let message = fails(&dir, &data, "");
-    assert!(message.contains(&data.join("nodes").display().to_string()) && message.contains("node table is empty"), "{message}");
+    assert!(
+        message.contains(&data.join("nodes").display().to_string()) && message.contains("node table is empty"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -207,7 +213,10 @@ fn empty_edge_table() {
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
     edges(&data, vec![], vec![], vec![]);
     let message = fails(&dir, &data, "");
-    assert!(message.contains(&data.join("edges").display().to_string()) && message.contains("edge table is empty"), "{message}");
+    assert!(
+        message.contains(&data.join("edges").display().to_string()) && message.contains("edge table is empty"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -228,4 +237,3 @@ fn bad_job_file_names_the_key() {
     let message = text(&output);
     assert!(message.contains("job.toml") && message.contains("fanout"), "{message}");
 }
-

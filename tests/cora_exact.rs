@@ -52,8 +52,8 @@ fn bfs(raw: &Raw, root: i64, k: u8) -> BTreeMap<i64, u8> {
             continue;
         }
         for &u in raw.in_edges.get(&v).into_iter().flatten() {
-            if !dist.contains_key(&u) {
-                dist.insert(u, d + 1);
+            if let std::collections::btree_map::Entry::Vacant(e) = dist.entry(u) {
+                e.insert(d + 1);
                 queue.push_back(u);
             }
         }
@@ -67,13 +67,21 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
     let data = dir.join("cora");
     run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
     let out = dir.join("flat");
-    let job = job(&dir, "job.toml", &flatten_job(&data, &out, &format!("hops = {k}\nsampler = \"all\"\ntargets = {targets}\n")));
+    let job = job(
+        &dir,
+        "job.toml",
+        &flatten_job(&data, &out, &format!("hops = {k}\nsampler = \"all\"\ntargets = {targets}\n")),
+    );
     run_ok(&["run", job.to_str().unwrap(), "--workers", workers]);
 
     let raw = raw(&cora);
     let splits: HashMap<i64, &str> = ["train", "valid", "test"]
         .iter()
-        .flat_map(|s| csv_lines(&cora.join(format!("split/public/{s}.csv.gz"))).into_iter().map(move |l| (l.trim().parse().unwrap(), *s)))
+        .flat_map(|s| {
+            csv_lines(&cora.join(format!("split/public/{s}.csv.gz")))
+                .into_iter()
+                .map(move |l| (l.trim().parse().unwrap(), *s))
+        })
         .collect();
     let records = read_records(&out);
     let expected_roots: Vec<i64> = if targets == "\"all\"" {
@@ -100,10 +108,14 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
             .map(|&(u, w)| (u, w, (1u32 << (k - dist[&w])) - 1))
             .collect();
         expected.sort();
-        let got: Vec<(i64, i64, u32)> = record.global_edges().into_iter().map(|(s, d, w, l)| {
-            assert_eq!(f32::from_bits(w), 1.0);
-            (s, d, l)
-        }).collect();
+        let got: Vec<(i64, i64, u32)> = record
+            .global_edges()
+            .into_iter()
+            .map(|(s, d, w, l)| {
+                assert_eq!(f32::from_bits(w), 1.0);
+                (s, d, l)
+            })
+            .collect();
         assert_eq!(got, expected, "root {}: edge set differs", record.root);
         // Features, in-degrees, label and split equal the input rows.
         for (i, &node) in record.node_ids.iter().enumerate() {

@@ -28,7 +28,11 @@ fn same_seed_same_graph_other_seed_other_graph() {
 
 /// Accuracy of classifying `vectors` by the nearest class centroid, centroids fitted on the
 /// train nodes and scored on the others.
-fn nearest_centroid(vectors: &BTreeMap<i64, Vec<f32>>, labels: &BTreeMap<i64, Option<i64>>, train: &dyn Fn(i64) -> bool) -> f64 {
+fn nearest_centroid(
+    vectors: &BTreeMap<i64, Vec<f32>>,
+    labels: &BTreeMap<i64, Option<i64>>,
+    train: &dyn Fn(i64) -> bool,
+) -> f64 {
     let dim = vectors.values().next().unwrap().len();
     let mut sums: BTreeMap<i64, (Vec<f64>, f64)> = BTreeMap::new();
     for (&v, x) in vectors.iter().filter(|(v, _)| train(**v)) {
@@ -36,7 +40,8 @@ fn nearest_centroid(vectors: &BTreeMap<i64, Vec<f32>>, labels: &BTreeMap<i64, Op
         entry.0.iter_mut().zip(x).for_each(|(s, &x)| *s += f64::from(x));
         entry.1 += 1.0;
     }
-    let centroids: Vec<(i64, Vec<f64>)> = sums.into_iter().map(|(c, (s, n))| (c, s.iter().map(|s| s / n).collect())).collect();
+    let centroids: Vec<(i64, Vec<f64>)> =
+        sums.into_iter().map(|(c, (s, n))| (c, s.iter().map(|s| s / n).collect())).collect();
     let (mut right, mut total) = (0.0, 0.0);
     for (&v, x) in vectors.iter().filter(|(v, _)| !train(**v)) {
         let distance = |c: &Vec<f64>| c.iter().zip(x).map(|(c, &x)| (c - f64::from(x)).powi(2)).sum::<f64>();
@@ -77,7 +82,8 @@ fn hubs_communities_and_signal() {
         entry.0.iter_mut().zip(&x).for_each(|(a, b)| *a += b);
         entry.1 += 1.0;
     }
-    let averaged: BTreeMap<i64, Vec<f32>> = sums.into_iter().map(|(v, (s, n))| (v, s.iter().map(|x| x / n).collect())).collect();
+    let averaged: BTreeMap<i64, Vec<f32>> =
+        sums.into_iter().map(|(v, (s, n))| (v, s.iter().map(|x| x / n).collect())).collect();
     let train = |v: i64| v % 2 == 0; // labels do not follow id order
     let own = nearest_centroid(&graph.features, &graph.labels, &train);
     let neighborhood = nearest_centroid(&averaged, &graph.labels, &train);

@@ -30,7 +30,11 @@ fn check_fanouts(fanouts: &[u32], sampler: &str) {
             assert_ne!(mask, 0, "root {}: an edge serving no layer", r.root);
             for l in 1..=32usize {
                 if mask & (1 << (l - 1)) != 0 {
-                    assert!(l <= k - r.hops[dst as usize] as usize, "root {}: edge marked for a layer its node skips", r.root);
+                    assert!(
+                        l <= k - r.hops[dst as usize] as usize,
+                        "root {}: edge marked for a layer its node skips",
+                        r.root
+                    );
                     *per_layer.entry((dst, l)).or_default() += 1;
                 }
             }
@@ -64,7 +68,11 @@ fn topk_keeps_exactly_the_heaviest_in_edges() {
     let data = dir.join("graph");
     generate(&data, 1000, 8, 2, 9);
     let out = dir.join("flat");
-    let job = job(&dir, "job.toml", &flatten_job(&data, &out, "hops = 1\nfanouts = [6]\nsampler = \"topk\"\nhub_threshold = 10\n"));
+    let job = job(
+        &dir,
+        "job.toml",
+        &flatten_job(&data, &out, "hops = 1\nfanouts = [6]\nsampler = \"topk\"\nhub_threshold = 10\n"),
+    );
     run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
     let graph = read_graph(&data);
     let mut in_weights: HashMap<i64, Vec<(i64, f32)>> = HashMap::new();

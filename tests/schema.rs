@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use schemas::record::{record_schema, FlattenMeta};
+use schemas::record::{FlattenMeta, record_schema};
 
 #[test]
 fn output_reads_back_with_the_documented_schema() {
@@ -13,7 +13,8 @@ fn output_reads_back_with_the_documented_schema() {
     let data = dir.join("graph");
     generate(&data, 500, 5, 6, 2);
     let out = dir.join("flat");
-    let job = job(&dir, "job.toml", &flatten_job(&data, &out, "hops = 2\nfanouts = [3, 2]\nseed = 4\npart_size_mb = 1\n"));
+    let job =
+        job(&dir, "job.toml", &flatten_job(&data, &out, "hops = 2\nfanouts = [3, 2]\nseed = 4\npart_size_mb = 1\n"));
     run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
 
     let expected = record_schema(&FlattenMeta {

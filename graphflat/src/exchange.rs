@@ -4,13 +4,13 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use timely::ExchangeData;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange as ExchangePact;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
-use timely::ExchangeData;
 
 use crate::error::{Error, Report};
 

@@ -9,12 +9,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use arrow_schema::SchemaRef;
-use schemas::record::{record_schema, FlattenMeta};
-use schemas::{ClusterConfig, FlattenConfig, Sampler, Targets, SUCCESS_MARKER};
+use schemas::record::{FlattenMeta, record_schema};
+use schemas::{ClusterConfig, FlattenConfig, SUCCESS_MARKER, Sampler, Targets};
 use serde::{Deserialize, Serialize};
-use timely::dataflow::operators::{Input, Probe};
-use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Input, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
@@ -22,9 +22,9 @@ use crate::error::Error;
 use crate::exchange::{agree, all_gather};
 use crate::graph::NodeStore;
 use crate::load::{load_edges, load_nodes};
-use crate::progress::{peak_rss_bytes, Progress};
-use crate::reindex::{sample_in_edges, SampleSpec};
-use crate::round::{rounds, Request};
+use crate::progress::{Progress, peak_rss_bytes};
+use crate::reindex::{SampleSpec, sample_in_edges};
+use crate::round::{Request, rounds};
 use crate::sample::LayerPlan;
 use crate::sink::PartWriter;
 use crate::store::{Io, Place};
@@ -74,7 +74,11 @@ pub struct Summary {
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "flatten finished in {:.2}s on {} workers", self.seconds, self.workers)?;
-        writeln!(f, "  graph:        {} nodes, {} edges, {} hubs re-indexed", self.nodes, self.edges, self.hubs_reindexed)?;
+        writeln!(
+            f,
+            "  graph:        {} nodes, {} edges, {} hubs re-indexed",
+            self.nodes, self.edges, self.hubs_reindexed
+        )?;
         writeln!(
             f,
             "  phases:       map {:.2}s, sample {:.2}s (busiest reducer {:.2}x the mean), rounds and write {:.2}s",
@@ -151,7 +155,7 @@ fn flatten_worker(
     threads: usize,
 ) -> Result<Summary, Error> {
     let index = worker.index();
-    let reporter = index % threads == 0;
+    let reporter = index.is_multiple_of(threads);
     let output = agree(worker, Place::parse(&config.output))?;
     let nodes_table = agree(worker, Place::parse(&config.nodes))?;
     let edges_table = agree(worker, Place::parse(&config.edges))?;
@@ -184,7 +188,8 @@ fn flatten_worker(
     if reporter {
         tracing::info!("flatten: sampled in-edges ({}, {} hubs re-indexed)", config.sampler.name(), sampled.hubs);
     }
-    let nodes: NodeStore = Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::job("node store still shared"))?;
+    let nodes: NodeStore =
+        Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::job("node store still shared"))?;
 
     let meta = FlattenMeta {
         hops: config.hops,
@@ -206,7 +211,8 @@ fn flatten_worker(
     // Every worker's parts are closed once its stats arrive here: only then the marker.
     let all = all_gather(worker, vec![stats]);
     let mut summary = summarize(&all, sampled.hubs, worker.peers());
-    (summary.map_seconds, summary.sample_seconds, summary.rounds_seconds) = (map_seconds, sample_seconds, rounds_seconds);
+    (summary.map_seconds, summary.sample_seconds, summary.rounds_seconds) =
+        (map_seconds, sample_seconds, rounds_seconds);
     let marked = if index == 0 {
         let text = format!("targets={}\nparts={}\nbytes={}\n", summary.targets, summary.parts, summary.bytes);
         io.block_on(output.child(SUCCESS_MARKER).put(text.into_bytes()))
@@ -283,38 +289,42 @@ fn flatten_targets(
         let mut counted = 0u64;
         worker.dataflow::<u64, _, _>(|scope| {
             let requests = scope.input_from(&mut input);
-            rounds(scope, requests, nodes, plan, progress.clone()).probe_with(&probe).sink(Pipeline, "Write", move |(input, frontier)| {
-                input.for_each(|_, records| {
-                    let mut stats = stats.borrow_mut();
-                    for record in records.drain(..) {
-                        stats.targets += 1;
-                        stats.record_nodes += record.num_nodes() as u64;
-                        stats.record_edges += record.num_edges() as u64;
-                        stats.max_record_nodes = stats.max_record_nodes.max(record.num_nodes() as u64);
-                        stats.max_record_edges = stats.max_record_edges.max(record.num_edges() as u64);
-                        if failure.borrow().is_none() {
-                            if let Err(e) = writer.push(record) {
+            rounds(scope, requests, nodes, plan, progress.clone()).probe_with(&probe).sink(
+                Pipeline,
+                "Write",
+                move |(input, frontier)| {
+                    input.for_each(|_, records| {
+                        let mut stats = stats.borrow_mut();
+                        for record in records.drain(..) {
+                            stats.targets += 1;
+                            stats.record_nodes += record.num_nodes() as u64;
+                            stats.record_edges += record.num_edges() as u64;
+                            stats.max_record_nodes = stats.max_record_nodes.max(record.num_nodes() as u64);
+                            stats.max_record_edges = stats.max_record_edges.max(record.num_edges() as u64);
+                            if failure.borrow().is_none()
+                                && let Err(e) = writer.push(record)
+                            {
                                 *failure.borrow_mut() = Some(e);
                             }
+                            progress.records.fetch_add(1, Ordering::Relaxed);
                         }
-                        progress.records.fetch_add(1, Ordering::Relaxed);
-                    }
-                });
-                if frontier.is_empty() && !finished.get() {
-                    if failure.borrow().is_none() {
-                        if let Err(e) = writer.finish() {
+                    });
+                    if frontier.is_empty() && !finished.get() {
+                        if failure.borrow().is_none()
+                            && let Err(e) = writer.finish()
+                        {
                             *failure.borrow_mut() = Some(e);
                         }
+                        let mut stats = stats.borrow_mut();
+                        stats.bytes = writer.bytes_written;
+                        stats.parts = writer.parts_written;
+                        finished.set(true);
                     }
-                    let mut stats = stats.borrow_mut();
-                    stats.bytes = writer.bytes_written;
-                    stats.parts = writer.parts_written;
-                    finished.set(true);
-                }
-                let now = writer.bytes_so_far();
-                progress.bytes.fetch_add(now.saturating_sub(counted), Ordering::Relaxed);
-                counted = now;
-            });
+                    let now = writer.bytes_so_far();
+                    progress.bytes.fetch_add(now.saturating_sub(counted), Ordering::Relaxed);
+                    counted = now;
+                },
+            );
         });
     }
 

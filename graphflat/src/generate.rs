@@ -7,9 +7,9 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field};
+use schemas::GenerateConfig;
 use schemas::edges::edge_schema;
 use schemas::nodes::node_schema;
-use schemas::GenerateConfig;
 
 use crate::error::Error;
 use crate::hash::{hash3, mix64, unit_interval};
@@ -71,7 +71,8 @@ struct Model {
 impl Model {
     fn new(config: &GenerateConfig) -> Self {
         let mut draws = Draws::new(config.seed, u64::MAX);
-        let centroids = (0..config.classes * config.feature_dim).map(|_| draws.normal() * config.feature_signal).collect();
+        let centroids =
+            (0..config.classes * config.feature_dim).map(|_| draws.normal() * config.feature_signal).collect();
         let n = config.nodes;
         let coprime = |start: f64| {
             let mut m = (n as f64 * start) as u64 | 1;
@@ -81,7 +82,13 @@ impl Model {
             m % n
         };
         let shuffle = coprime(0.414_213_562_37);
-        Model { config: config.clone(), centroids, mult: coprime(0.618_033_988_75), shuffle, unshuffle: inverse_mod(shuffle, n) }
+        Model {
+            config: config.clone(),
+            centroids,
+            mult: coprime(0.618_033_988_75),
+            shuffle,
+            unshuffle: inverse_mod(shuffle, n),
+        }
     }
 
     fn mul_mod(&self, a: u64, b: u64) -> u64 {
@@ -224,7 +231,12 @@ fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
     }
     let rows = labels.len();
     let item = Arc::new(Field::new("item", DataType::Float32, false));
-    let features = ListArray::new(item, OffsetBuffer::from_lengths(std::iter::repeat_n(dim, rows)), Arc::new(Float32Array::from(features)), None);
+    let features = ListArray::new(
+        item,
+        OffsetBuffer::from_lengths(std::iter::repeat_n(dim, rows)),
+        Arc::new(Float32Array::from(features)),
+        None,
+    );
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(range.map(|v| v as i64))),
         Arc::new(features),

@@ -65,7 +65,8 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
         let (i, text) = line?;
         let before = features.len();
         for value in text.split(',') {
-            let v: f32 = value.trim().parse().map_err(|_| bad(&feat_path, i, "features", format!("not a number: {value:?}")))?;
+            let v: f32 =
+                value.trim().parse().map_err(|_| bad(&feat_path, i, "features", format!("not a number: {value:?}")))?;
             if !v.is_finite() {
                 return Err(bad(&feat_path, i, "features", format!("not finite: {value}")));
             }
@@ -90,7 +91,11 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             let (i, text) = line?;
             let t = text.trim();
             // OGB marks unlabeled nodes as nan in some datasets.
-            labels.push(if t.is_empty() || t.eq_ignore_ascii_case("nan") { None } else { Some(parse_i64(&label_path, i, "label", t)?) });
+            labels.push(if t.is_empty() || t.eq_ignore_ascii_case("nan") {
+                None
+            } else {
+                Some(parse_i64(&label_path, i, "label", t)?)
+            });
         }
         if labels.len() != nodes {
             return Err(Error::job(format!("{}: {} labels for {} nodes", label_path.display(), labels.len(), nodes)));
@@ -108,7 +113,11 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 .unwrap_or_default();
             names.sort();
             if names.len() > 1 {
-                return Err(Error::job(format!("{}: several splits ({}); choose one with --split", dir.display(), names.join(", "))));
+                return Err(Error::job(format!(
+                    "{}: several splits ({}); choose one with --split",
+                    dir.display(),
+                    names.join(", ")
+                )));
             }
             names.pop()
         }
@@ -120,7 +129,10 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             for line in lines(&path)? {
                 let (i, text) = line?;
                 let id = parse_i64(&path, i, "node_id", &text)?;
-                let slot = usize::try_from(id).ok().filter(|&s| s < nodes).ok_or_else(|| bad(&path, i, "node_id", format!("unknown node {id}")))?;
+                let slot = usize::try_from(id)
+                    .ok()
+                    .filter(|&s| s < nodes)
+                    .ok_or_else(|| bad(&path, i, "node_id", format!("unknown node {id}")))?;
                 splits[slot] = Some(split);
             }
         }
@@ -144,7 +156,8 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 Arc::new(Int64Array::from(labels[lo..hi].to_vec())),
                 Arc::new(StringArray::from_iter(splits[lo..hi].iter().map(|s| s.map(Split::name)))),
             ];
-            let batch = RecordBatch::try_new(schema_ref(node_schema()), columns).expect("columns match the node schema");
+            let batch =
+                RecordBatch::try_new(schema_ref(node_schema()), columns).expect("columns match the node schema");
             write_file(io, &nodes_dir.child(&part_name(part)), batch.schema(), &[batch])?;
         }
         Ok(())
@@ -166,14 +179,16 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 Arc::new(Int64Array::from(std::mem::take(dst))),
                 Arc::new(weight),
             ];
-            let batch = RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema");
+            let batch =
+                RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema");
             write_file(io, &edges_dir.child(&part_name(*part)), batch.schema(), &[batch])?;
             *part += 1;
             Ok(())
         };
         for line in lines(&edge_path)? {
             let (i, text) = line?;
-            let (s, d) = text.split_once(',').ok_or_else(|| bad(&edge_path, i, "src", format!("expected src,dst: {text:?}")))?;
+            let (s, d) =
+                text.split_once(',').ok_or_else(|| bad(&edge_path, i, "src", format!("expected src,dst: {text:?}")))?;
             src.push(parse_i64(&edge_path, i, "src", s)?);
             dst.push(parse_i64(&edge_path, i, "dst", d)?);
             edges += 1;

@@ -26,4 +26,4 @@ pub mod store;
 pub mod table;
 
 pub use error::Error;
-pub use flatten::{run, Summary};
+pub use flatten::{Summary, run};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use schemas::edges::EdgeBatch;
-use schemas::nodes::{check_features, NodeBatch, FEATURES, NODE_ID};
+use schemas::nodes::{FEATURES, NODE_ID, NodeBatch, check_features};
 use schemas::{BadInput, Location, Split};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::exchange::{agree, shuffle};
 use crate::graph::NodeStore;
 use crate::hash::owner_key;
-use crate::store::{open_table, units, Io, ParquetFile, Place};
+use crate::store::{Io, ParquetFile, Place, open_table, units};
 
 /// A row's place: file number (in the table's file order) and 0-based row in that file.
 pub type RowAt = (u32, u64);
@@ -61,7 +61,11 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
             if m.features.len() != store.dim {
                 owner_problems.borrow_mut().push(BadInput::new(
                     at(m.at, FEATURES),
-                    format!("feature length {} differs from the table's {} (the first row's)", m.features.len(), store.dim),
+                    format!(
+                        "feature length {} differs from the table's {} (the first row's)",
+                        m.features.len(),
+                        store.dim
+                    ),
                 ));
             }
             let mut rows = owner_rows.borrow_mut();
@@ -201,7 +205,8 @@ pub fn load_edges(
     let read = read();
     agree(worker, read)?;
 
-    let mut msgs: Vec<Endpoint> = dsts.into_iter().map(|(node, (count, at))| Endpoint::Dst { node, count, at }).collect();
+    let mut msgs: Vec<Endpoint> =
+        dsts.into_iter().map(|(node, (count, at))| Endpoint::Dst { node, count, at }).collect();
     msgs.extend(srcs.into_iter().map(|(node, at)| Endpoint::Src { node, at }));
     let unknown: Rc<RefCell<BTreeMap<RowAt, (i64, &'static str)>>> = Rc::default();
     let (owner_nodes, owner_unknown) = (nodes.clone(), unknown.clone());

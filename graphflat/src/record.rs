@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow_array::{
     ArrayRef, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
-    UInt32Array, UInt8Array,
+    UInt8Array, UInt32Array,
 };
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef};
@@ -54,7 +54,7 @@ impl Record {
         let local: HashMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
         let mut local_edges: Vec<(i32, i32, f32, u32)> =
             edges.drain(..).map(|(dst, src, w, mask)| (local[&dst], local[&src], w, mask)).collect();
-        local_edges.sort_by(|a, b| (a.0, a.1, a.2.to_bits(), a.3).cmp(&(b.0, b.1, b.2.to_bits(), b.3)));
+        local_edges.sort_by_key(|a| (a.0, a.1, a.2.to_bits(), a.3));
         Record {
             root,
             label,
@@ -85,7 +85,12 @@ impl Record {
 }
 
 /// A list column from per-record vectors.
-fn list<T: Copy>(records: &[Record], item: DataType, get: impl Fn(&Record) -> &[T], values: impl FnOnce(Vec<T>) -> ArrayRef) -> Result<ArrayRef, ArrowError> {
+fn list<T: Copy>(
+    records: &[Record],
+    item: DataType,
+    get: impl Fn(&Record) -> &[T],
+    values: impl FnOnce(Vec<T>) -> ArrayRef,
+) -> Result<ArrayRef, ArrowError> {
     let offsets: OffsetBuffer<i32> = OffsetBuffer::from_lengths(records.iter().map(|r| get(r).len()));
     let mut flat: Vec<T> = Vec::with_capacity(offsets.last() as usize);
     for r in records {
@@ -106,7 +111,12 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef, dim: usize) -> Result<Re
         let item = Arc::new(Field::new("item", DataType::Float32, false));
         let per_node = FixedSizeListArray::try_new(item, dim as i32, Arc::new(Float32Array::from(values)), None)?;
         let offsets = OffsetBuffer::from_lengths(records.iter().map(|r| r.num_nodes()));
-        Arc::new(ListArray::try_new(Arc::new(Field::new("item", feature_type, false)), offsets, Arc::new(per_node), None)?)
+        Arc::new(ListArray::try_new(
+            Arc::new(Field::new("item", feature_type, false)),
+            offsets,
+            Arc::new(per_node),
+            None,
+        )?)
     };
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.root))),

@@ -93,13 +93,21 @@ pub fn sample_in_edges(
         },
         |send| {
             for chunk in edges.chunks(1 << 16) {
-                send(chunk
-                    .iter()
-                    .map(|e| {
-                        let salt = hubs.get(&e.dst).map_or(0, |&s| (hash3(spec.seed, e.src as u64, 1) % u64::from(s)) as u32);
-                        Routed { dst: e.dst, salt, candidate: Candidate::new(spec.sampler, spec.seed, e.dst, e.src, e.weight) }
-                    })
-                    .collect());
+                send(
+                    chunk
+                        .iter()
+                        .map(|e| {
+                            let salt = hubs
+                                .get(&e.dst)
+                                .map_or(0, |&s| (hash3(spec.seed, e.src as u64, 1) % u64::from(s)) as u32);
+                            Routed {
+                                dst: e.dst,
+                                salt,
+                                candidate: Candidate::new(spec.sampler, spec.seed, e.dst, e.src, e.weight),
+                            }
+                        })
+                        .collect(),
+                );
             }
             Ok(())
         },
@@ -130,7 +138,8 @@ pub fn sample_in_edges(
     for (dst, reservoir) in merged.take() {
         // The loader checked every endpoint, so the owner has this node.
         if let Some(slot) = store.slot(dst) {
-            store.sampled[slot] = reservoir.into_sorted().into_iter().map(|c| InEdge { src: c.src, weight: c.weight }).collect();
+            store.sampled[slot] =
+                reservoir.into_sorted().into_iter().map(|c| InEdge { src: c.src, weight: c.weight }).collect();
         }
     }
     Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })

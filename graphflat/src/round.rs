@@ -19,9 +19,9 @@ use schemas::Split;
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::core::OkErr;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, ToStream};
-use timely::dataflow::operators::core::OkErr;
 use timely::dataflow::{Scope, StreamVec};
 
 use crate::graph::NodeStore;
@@ -118,7 +118,9 @@ fn merge<'s>(
         Exchange::new(|r: &Reply| owner_key(r.root)),
         &format!("Merge{hop}"),
         move |_, _| {
-            let mut pending: HashMap<u64, (Capability<u64>, Vec<Partial>, Vec<Reply>)> = HashMap::new();
+            // Per epoch: the capability to emit at it, records so far, and this round's replies.
+            type Pending = (Capability<u64>, Vec<Partial>, Vec<Reply>);
+            let mut pending: HashMap<u64, Pending> = HashMap::new();
             move |(parts, parts_frontier), (replies, replies_frontier), output| {
                 parts.for_each(|cap, data| {
                     let Some(cap) = cap.retain_least(0) else { return };

@@ -77,10 +77,10 @@ impl Reservoir {
     pub fn push(&mut self, candidate: Candidate) {
         if self.heap.len() < self.limit {
             self.heap.push(candidate);
-        } else if let Some(mut worst) = self.heap.peek_mut() {
-            if candidate < *worst {
-                *worst = candidate;
-            }
+        } else if let Some(mut worst) = self.heap.peek_mut()
+            && candidate < *worst
+        {
+            *worst = candidate;
         }
     }
 
@@ -176,7 +176,7 @@ mod tests {
     fn uniform_includes_each_edge_at_the_expected_rate() {
         let edges: Vec<(i64, f32)> = (100..120).map(|i| (i, 1.0)).collect();
         let seeds = 4000;
-        let mut counts = vec![0u32; 20];
+        let mut counts = [0u32; 20];
         for seed in 0..seeds {
             for src in sample(Sampler::Uniform, seed, 7, &edges, 5) {
                 counts[(src - 100) as usize] += 1;

@@ -12,7 +12,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::error::Error;
-use crate::record::{to_batch, Record};
+use crate::record::{Record, to_batch};
 use crate::store::{Io, Place};
 
 /// Records buffered before they become one Arrow batch.
@@ -74,7 +74,8 @@ impl PartWriter {
         }
         let part = self.dir.child(&format!("part-{:05}-{:05}.parquet", self.worker, self.next_part));
         let file = part.shown();
-        let batch = to_batch(&self.buffered, &self.schema, self.dim).map_err(|source| Error::Arrow { file: file.clone(), source })?;
+        let batch = to_batch(&self.buffered, &self.schema, self.dim)
+            .map_err(|source| Error::Arrow { file: file.clone(), source })?;
         self.buffered.clear();
         self.buffered_bytes = 0;
         if self.current.is_none() {

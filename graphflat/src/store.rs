@@ -4,14 +4,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use bytes::Bytes;
+use futures::FutureExt;
 use futures::TryStreamExt;
+use futures::future::BoxFuture;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use bytes::Bytes;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
@@ -133,10 +133,10 @@ impl Place {
             .await
             .map_err(|source| self.store_error("cannot list", source))?;
         for part in parts {
-            self.store
-                .delete(&part.location)
-                .await
-                .map_err(|source| Error::Store { what: format!("cannot delete {}", self.show(&part.location)), source })?;
+            self.store.delete(&part.location).await.map_err(|source| Error::Store {
+                what: format!("cannot delete {}", self.show(&part.location)),
+                source,
+            })?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use arrow_array::{Array, Float32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
-use crate::nodes::{int64, no_nulls, FloatLists};
+use crate::nodes::{FloatLists, int64, no_nulls};
 
 pub const SRC: &str = "src";
 pub const DST: &str = "dst";
@@ -33,7 +33,12 @@ pub struct EdgeBatch {
 impl EdgeBatch {
     /// Checks presence, types and nulls; `require_positive` adds `weight > 0` (the weighted
     /// sampler's condition). A weight must be finite in any case.
-    pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64, require_positive: bool) -> Result<Self, BadInput> {
+    pub fn from_batch(
+        batch: &RecordBatch,
+        file: &str,
+        first_row: u64,
+        require_positive: bool,
+    ) -> Result<Self, BadInput> {
         let src = int64(batch, SRC, file)?;
         no_nulls(&src, SRC, file, first_row)?;
         let dst = int64(batch, DST, file)?;
@@ -58,7 +63,10 @@ impl EdgeBatch {
                         None
                     };
                     if let Some(problem) = bad {
-                        return Err(BadInput::new(Location::file(file).row(first_row + i as u64).column(WEIGHT), problem));
+                        return Err(BadInput::new(
+                            Location::file(file).row(first_row + i as u64).column(WEIGHT),
+                            problem,
+                        ));
                     }
                 }
                 Some(weight)

@@ -70,11 +70,7 @@ impl ClusterConfig {
 
     /// Worker threads per process, with 0 resolved to the available cores.
     pub fn threads(&self) -> usize {
-        if self.workers > 0 {
-            self.workers
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        }
+        if self.workers > 0 { self.workers } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
     }
 
     /// Every process's address, defaults filled in.
@@ -161,9 +157,9 @@ impl<'de> Deserialize<'de> for Targets {
         }
         match Raw::deserialize(deserializer)? {
             Raw::Word(w) if w == "all" => Ok(Targets::All),
-            Raw::Word(w) => Split::parse(&w)
-                .map(|s| Targets::Splits(vec![s]))
-                .ok_or_else(|| serde::de::Error::custom(format!("targets must be \"all\" or a list of splits, found {w:?}"))),
+            Raw::Word(w) => Split::parse(&w).map(|s| Targets::Splits(vec![s])).ok_or_else(|| {
+                serde::de::Error::custom(format!("targets must be \"all\" or a list of splits, found {w:?}"))
+            }),
             Raw::Splits(s) => Ok(Targets::Splits(s)),
         }
     }
@@ -243,16 +239,18 @@ impl FlattenConfig {
                 ));
             }
             if fanouts.contains(&0) {
-                return Err("[flatten] a fanout of 0 would cut the neighborhood; use sampler = \"all\" for every edge".into());
+                return Err(
+                    "[flatten] a fanout of 0 would cut the neighborhood; use sampler = \"all\" for every edge".into()
+                );
             }
         }
         if self.batch_size == 0 || self.max_in_flight == 0 || self.part_size_mb == 0 {
             return Err("[flatten] batch_size, max_in_flight and part_size_mb must be positive".into());
         }
-        if let Targets::Splits(s) = &self.targets {
-            if s.is_empty() {
-                return Err("[flatten] targets lists no split".into());
-            }
+        if let Targets::Splits(s) = &self.targets
+            && s.is_empty()
+        {
+            return Err("[flatten] targets lists no split".into());
         }
         Ok(())
     }
@@ -340,7 +338,19 @@ fn default_gen_valid() -> f64 {
 impl GenerateConfig {
     /// Defaults for everything but the output directory.
     pub fn with_output(output: impl Into<String>) -> Self {
-        toml::from_str(&format!("output = {:?}", output.into())).expect("the defaults parse")
+        GenerateConfig {
+            output: output.into(),
+            nodes: default_gen_nodes(),
+            avg_degree: default_gen_degree(),
+            feature_dim: default_gen_dim(),
+            classes: default_gen_classes(),
+            skew: default_gen_skew(),
+            homophily: default_gen_homophily(),
+            feature_signal: default_gen_signal(),
+            train_fraction: default_gen_train(),
+            valid_fraction: default_gen_valid(),
+            seed: 0,
+        }
     }
 
     pub fn check(&self) -> Result<(), String> {
@@ -373,7 +383,8 @@ mod tests {
     #[test]
     fn typos_and_bad_values_are_errors() {
         assert!(JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n").is_err());
-        let err = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err();
+        let err =
+            JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err();
         assert!(err.contains("fanouts lists 1 values for 2 hops"), "{err}");
         assert!(JobFile::parse("[cluster]\nprocesses = 2\nprocess = 2\n").is_err());
     }
@@ -391,9 +402,11 @@ mod tests {
     }
 
     #[test]
-    fn generate_defaults() {
-        let g = GenerateConfig::with_output("x");
-        assert_eq!((g.nodes, g.feature_dim, g.output.as_str()), (10_000, 32, "x"));
+    fn generate_defaults_match_the_file_defaults() {
+        let g = GenerateConfig::with_output("a \"quoted\" path");
+        assert_eq!(g.output, "a \"quoted\" path");
+        let from_file: GenerateConfig = toml::from_str("output = 'x'").unwrap();
+        assert_eq!(format!("{:?}", GenerateConfig { output: "x".into(), ..g.clone() }), format!("{from_file:?}"));
         g.check().unwrap();
     }
 }

@@ -3,10 +3,10 @@
 //!
 //! `README.md` beside this crate documents each table with an example row.
 
+pub mod edges;
 pub mod error;
 pub mod job;
 pub mod nodes;
-pub mod edges;
 pub mod record;
 
 pub use error::{BadInput, Location};

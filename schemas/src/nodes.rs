@@ -142,12 +142,7 @@ impl NodeBatch {
 }
 
 /// Checks one feature row: present, finite. Returns the row's values.
-pub fn check_features<'a>(
-    features: &'a FloatLists,
-    i: usize,
-    file: &str,
-    row: u64,
-) -> Result<&'a [f32], BadInput> {
+pub fn check_features<'a>(features: &'a FloatLists, i: usize, file: &str, row: u64) -> Result<&'a [f32], BadInput> {
     let at = || Location::file(file).row(row).column(FEATURES);
     let values = features.row(i).ok_or_else(|| BadInput::new(at(), "features are null"))?;
     if let Some(j) = features.null_value_in_row(i) {
@@ -182,13 +177,13 @@ pub(crate) fn int64(batch: &RecordBatch, column: &str, file: &str) -> Result<Int
 }
 
 pub(crate) fn no_nulls(array: &dyn Array, column: &str, file: &str, first_row: u64) -> Result<(), BadInput> {
-    if let Some(nulls) = array.nulls() {
-        if let Some(i) = (0..array.len()).find(|&i| nulls.is_null(i)) {
-            return Err(BadInput::new(
-                Location::file(file).row(first_row + i as u64).column(column),
-                "null value in a column that must not be null",
-            ));
-        }
+    if let Some(nulls) = array.nulls()
+        && let Some(i) = (0..array.len()).find(|&i| nulls.is_null(i))
+    {
+        return Err(BadInput::new(
+            Location::file(file).row(first_row + i as u64).column(column),
+            "null value in a column that must not be null",
+        ));
     }
     Ok(())
 }

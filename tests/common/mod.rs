@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt32Type, UInt8Type};
+use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -19,8 +19,11 @@ pub fn graphflat() -> Command {
 /// A fresh directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("{name}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -201,7 +204,10 @@ pub fn cora() -> Option<PathBuf> {
     if dir.join("raw/edge.csv.gz").exists() {
         Some(dir)
     } else {
-        eprintln!("SKIPPED: real Cora not found at {} (it lives in the shared data folder beside the repository)", dir.display());
+        eprintln!(
+            "SKIPPED: real Cora not found at {} (it lives in the shared data folder beside the repository)",
+            dir.display()
+        );
         None
     }
 }
