@@ -8,6 +8,7 @@ pub mod error;
 pub mod job;
 pub mod nodes;
 pub mod record;
+pub mod model;
 
 pub use error::{BadInput, Location};
 pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, JobFile, Sampler, Split, Targets};

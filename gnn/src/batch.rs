@@ -1,0 +1,231 @@
+//! A mini-batch of records as one block-diagonal graph.
+//!
+//! Nodes of all records are ordered by (hop, record, position in record). A k-layer GNN's layer
+//! `l` only needs the nodes within `k - l` hops of a root, which with this order are a prefix of
+//! the rows: pruning is "layer l computes rows `0..prefix(k - l)`". The roots are rows
+//! `0..records`, in record order.
+
+use schemas::Split;
+
+/// One flattened record, decoded (see `schemas::record` for the columns).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordGraph {
+    pub root: i64,
+    pub label: Option<i64>,
+    pub split: Option<Split>,
+    pub hops: Vec<u8>,
+    pub in_degrees: Vec<i64>,
+    /// Row-major, `hops.len() * dim`.
+    pub features: Vec<f32>,
+    pub edge_src: Vec<i32>,
+    pub edge_dst: Vec<i32>,
+    pub edge_weights: Vec<f32>,
+    pub edge_layers: Vec<u32>,
+}
+
+impl RecordGraph {
+    pub fn num_nodes(&self) -> usize {
+        self.hops.len()
+    }
+}
+
+/// The edges one layer aggregates over, by batch row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LayerEdges {
+    /// Rows this layer reads (its input is `rows_in x width`).
+    pub rows_in: usize,
+    /// Rows this layer computes.
+    pub rows_out: usize,
+    pub src: Vec<i64>,
+    pub dst: Vec<i64>,
+    /// GCN's symmetric normalization of each edge: 1 / sqrt((deg(dst) + 1)(deg(src) + 1)).
+    pub gcn_coef: Vec<f32>,
+    /// GCN's self-loop weight of each output row: 1 / (deg + 1).
+    pub gcn_self: Vec<f32>,
+    /// The mean aggregator's weight of each edge: 1 / (number of this layer's in-edges of dst).
+    pub mean_coef: Vec<f32>,
+    /// (root, index) of each edge within its record, for dropout on attention: the same edge
+    /// gets the same mask however records are batched.
+    pub edge_keys: Vec<(i64, u32)>,
+}
+
+/// A block-diagonal batch of records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub dim: usize,
+    /// Row-major `rows x dim`, rows in (hop, record, position) order.
+    pub features: Vec<f32>,
+    /// (root, position in record) of each row, for dropout masks.
+    pub row_keys: Vec<(i64, u32)>,
+    /// Layer 1 first.
+    pub layers: Vec<LayerEdges>,
+    pub roots: Vec<i64>,
+    pub labels: Vec<Option<i64>>,
+    pub splits: Vec<Option<Split>>,
+}
+
+/// How batches are built.
+#[derive(Debug, Clone)]
+pub struct BatchSpec {
+    /// k: the records' hops, and the model's layers.
+    pub hops: usize,
+    /// Fanout of each hop, nearest first; empty for records flattened with every edge.
+    pub fanouts: Vec<u32>,
+    /// Layer `l` computes only rows within `k - l` hops of a root.
+    pub prune: bool,
+    /// Divide each feature row by its sum (PyG's NormalizeFeatures).
+    pub normalize_features: bool,
+}
+
+impl BatchSpec {
+    /// The number of in-edges a node of in-degree `in_degree` aggregates over at layer `l`.
+    fn layer_degree(&self, layer: usize, in_degree: i64) -> f32 {
+        let fanout = if self.fanouts.is_empty() { i64::MAX } else { i64::from(self.fanouts[self.hops - layer]) };
+        in_degree.min(fanout) as f32
+    }
+}
+
+impl Batch {
+    pub fn rows(&self) -> usize {
+        self.row_keys.len()
+    }
+
+    pub fn build(records: &[RecordGraph], spec: &BatchSpec) -> Batch {
+        let k = spec.hops;
+        let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, |r| r.features.len() / r.num_nodes());
+        // Global row of each (record, position): sort by (hop, record, position).
+        let mut order: Vec<(u8, u32, u32)> = records
+            .iter()
+            .enumerate()
+            .flat_map(|(r, rec)| rec.hops.iter().enumerate().map(move |(i, &h)| (h, r as u32, i as u32)))
+            .collect();
+        order.sort_unstable();
+        let mut row_of: Vec<Vec<u32>> = records.iter().map(|r| vec![0; r.num_nodes()]).collect();
+        let mut prefix = vec![0usize; k + 2]; // prefix[h] = rows with hop < h
+        let mut features = Vec::with_capacity(order.len() * dim);
+        let mut row_keys = Vec::with_capacity(order.len());
+        let mut in_degree = Vec::with_capacity(order.len());
+        for (row, &(hop, r, i)) in order.iter().enumerate() {
+            let rec = &records[r as usize];
+            row_of[r as usize][i as usize] = row as u32;
+            let x = &rec.features[i as usize * dim..(i as usize + 1) * dim];
+            let sum: f32 = if spec.normalize_features { x.iter().sum() } else { 0.0 };
+            if spec.normalize_features && sum != 0.0 {
+                features.extend(x.iter().map(|v| v / sum));
+            } else {
+                features.extend_from_slice(x);
+            }
+            row_keys.push((rec.root, i));
+            in_degree.push(rec.in_degrees[i as usize]);
+            for p in prefix.iter_mut().skip(usize::from(hop) + 1) {
+                *p = row + 1;
+            }
+        }
+        let all = order.len();
+        let within = |hops: usize| if spec.prune { prefix[(hops + 1).min(k + 1)] } else { all };
+
+        let layers = (1..=k)
+            .map(|l| {
+                let (rows_in, rows_out) = (within(k - l + 1), within(k - l));
+                let mut e = LayerEdges { rows_in, rows_out, ..LayerEdges::default() };
+                let mut count = vec![0u32; rows_out];
+                for (r, rec) in records.iter().enumerate() {
+                    for j in 0..rec.edge_src.len() {
+                        if rec.edge_layers[j] & (1 << (l - 1)) == 0 {
+                            continue;
+                        }
+                        let (s, d) = (row_of[r][rec.edge_src[j] as usize], row_of[r][rec.edge_dst[j] as usize]);
+                        let deg = |row: u32| spec.layer_degree(l, in_degree[row as usize]) + 1.0;
+                        e.src.push(i64::from(s));
+                        e.dst.push(i64::from(d));
+                        e.gcn_coef.push(1.0 / (deg(d) * deg(s)).sqrt());
+                        e.edge_keys.push((rec.root, j as u32));
+                        count[d as usize] += 1;
+                    }
+                }
+                e.mean_coef = e.dst.iter().map(|&d| 1.0 / count[d as usize] as f32).collect();
+                e.gcn_self = (0..rows_out).map(|row| 1.0 / (spec.layer_degree(l, in_degree[row]) + 1.0)).collect();
+                e
+            })
+            .collect();
+        Batch {
+            dim,
+            features,
+            row_keys,
+            layers,
+            roots: records.iter().map(|r| r.root).collect(),
+            labels: records.iter().map(|r| r.label).collect(),
+            splits: records.iter().map(|r| r.split).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two records of a 2-hop graph: 0 <- 1 <- 2 and 5 <- 6.
+    pub fn two_records() -> Vec<RecordGraph> {
+        vec![
+            RecordGraph {
+                root: 0,
+                label: Some(1),
+                split: Some(Split::Train),
+                hops: vec![0, 1, 2],
+                in_degrees: vec![1, 1, 0],
+                features: vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0],
+                edge_src: vec![1, 2],
+                edge_dst: vec![0, 1],
+                edge_weights: vec![1.0, 1.0],
+                edge_layers: vec![0b11, 0b01],
+            },
+            RecordGraph {
+                root: 5,
+                label: Some(0),
+                split: Some(Split::Train),
+                hops: vec![0, 1],
+                in_degrees: vec![1, 0],
+                features: vec![2.0, 2.0, 0.0, 3.0],
+                edge_src: vec![1],
+                edge_dst: vec![0],
+                edge_weights: vec![1.0],
+                edge_layers: vec![0b11],
+            },
+        ]
+    }
+
+    #[test]
+    fn rows_follow_hops_and_layers_prune_to_prefixes() {
+        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false };
+        let b = Batch::build(&two_records(), &spec);
+        // Rows: roots (0, 5), hop 1 (node 1 of each), hop 2 (node 2 of record 0).
+        assert_eq!(b.row_keys, vec![(0, 0), (5, 0), (0, 1), (5, 1), (0, 2)]);
+        assert_eq!(&b.features[..4], &[1.0, 0.0, 2.0, 2.0]);
+        // Layer 1 computes hop <= 1 (4 rows) from all 5; layer 2 the 2 roots from 4.
+        assert_eq!((b.layers[0].rows_in, b.layers[0].rows_out), (5, 4));
+        assert_eq!((b.layers[1].rows_in, b.layers[1].rows_out), (4, 2));
+        // Layer 1: 2->1 and 1->0 in record 0, 1->0 in record 1; layer 2: the two root edges.
+        assert_eq!((b.layers[0].src.clone(), b.layers[0].dst.clone()), (vec![2, 4, 3], vec![0, 2, 1]));
+        assert_eq!((b.layers[1].src.clone(), b.layers[1].dst.clone()), (vec![2, 3], vec![0, 1]));
+        // GCN: root 0 has in-degree 1, node 1 in-degree 1: 1/sqrt(2*2).
+        assert_eq!(b.layers[1].gcn_coef, vec![0.5, 1.0 / 2f32.sqrt()]);
+        assert_eq!(b.layers[1].gcn_self, vec![0.5, 0.5]);
+
+        let unpruned = Batch::build(&two_records(), &BatchSpec { prune: false, ..spec });
+        assert!(unpruned.layers.iter().all(|l| (l.rows_in, l.rows_out) == (5, 5)));
+    }
+
+    #[test]
+    fn fanouts_cap_the_degrees() {
+        let mut records = two_records();
+        records[0].in_degrees = vec![40, 1, 0];
+        let spec = BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true };
+        let b = Batch::build(&records, &spec);
+        // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
+        assert_eq!(b.layers[1].gcn_self[0], 0.25);
+        // Layer 1 uses fanout 2: degree 2.
+        assert!((b.layers[0].gcn_self[0] - 1.0 / 3.0).abs() < 1e-6);
+        // Row-normalized features.
+        assert_eq!(&b.features[4..6], &[0.0, 1.0]);
+    }
+}

@@ -1,0 +1,17 @@
+//! GNN models over GraphFlat's k-hop records, shared by GraphTrainer and GraphInfer.
+//!
+//! - [`batch`]: records of a mini-batch become one block-diagonal graph, nodes ordered by hop so
+//!   that layer `l`'s outputs are a prefix of the rows (pruning);
+//! - [`aggregate`]: neighbor aggregation as gather/scatter over burn tensor ops;
+//! - [`layers`], [`model`]: GCN, GraphSAGE and GAT;
+//! - [`params`]: a model's parameters as one flat vector, for the parameter server.
+
+pub mod aggregate;
+pub mod batch;
+pub mod layers;
+pub mod model;
+pub mod params;
+pub mod rng;
+
+pub use batch::{Batch, LayerEdges, RecordGraph};
+pub use model::{Gnn, ModelConfig};

@@ -1,0 +1,27 @@
+//! A small deterministic random stream (splitmix64), seeded from words: dropout masks and
+//! initial weights depend only on what seeds them, never on thread or worker count.
+
+#[derive(Debug, Clone)]
+pub struct Stream(u64);
+
+impl Stream {
+    pub fn new(words: &[u64]) -> Self {
+        Stream(words.iter().fold(0x243f_6a88_85a3_08d3, |h, &w| mix(h ^ mix(w))))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix(self.0)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}

@@ -1,0 +1,51 @@
+//! The model contract between GraphTrainer and GraphInfer: what a model is (kind, sizes,
+//! activation, the flatten settings its records had), written beside its weights as
+//! `model.json`, so that inference needs nothing else.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Gcn,
+    Sage,
+    Gat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    Relu,
+    Elu,
+}
+
+/// The shape of a model: enough to rebuild it and load its weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub kind: ModelKind,
+    pub input_dim: usize,
+    pub hidden: usize,
+    pub classes: usize,
+    /// k: one layer per hop of the records.
+    pub layers: usize,
+    /// GAT attention heads (concatenated in hidden layers, averaged in the last); 1 otherwise.
+    pub heads: usize,
+    pub activation: Activation,
+    /// Row-normalize input features (PyG's NormalizeFeatures) before the first layer.
+    pub normalize_features: bool,
+    /// Seed of the initial weights.
+    pub seed: u64,
+}
+
+/// `model.json`: the spec plus the flatten settings of the records the model was trained on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelMeta {
+    pub format: u32,
+    pub spec: ModelSpec,
+    pub hops: usize,
+    /// Nearest hop first; empty when records held every edge.
+    pub fanouts: Vec<u32>,
+    pub sampler: String,
+    pub flatten_seed: u64,
+    pub parameters: usize,
+}
