@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the stages of a job file ([generate], [flatten]) in order.
+    /// Run the stages of a job file ([generate], [flatten], [train]) in order.
     ///
     /// On several machines, every process runs the same job file with its own --process.
     Run {
@@ -143,8 +143,8 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Re
         job.cluster.workers = w;
     }
     job.cluster.check().map_err(anyhow::Error::msg)?;
-    if job.generate.is_none() && job.flatten.is_none() {
-        bail!("{} names no stage: add [generate] or [flatten]", path.display());
+    if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() {
+        bail!("{} names no stage: add [generate], [flatten] or [train]", path.display());
     }
     if let Some(config) = &job.generate {
         let io = Io::new()?;
@@ -174,6 +174,28 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Re
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
+        }
+    }
+    if let Some(config) = &job.train {
+        tracing::info!(
+            "train: {:?} on {}, {} epochs, {} workers x {} processes",
+            config.model,
+            config.records,
+            config.epochs,
+            job.cluster.threads(),
+            job.cluster.processes
+        );
+        let summary = graphtrainer::run(config, &job.cluster).context("train failed")?;
+        if job.cluster.process == 0 {
+            println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
+            println!(
+                "  best validation accuracy {:.4} at epoch {}; test accuracy there {:.4}",
+                summary.best_valid,
+                summary.best_epoch + 1,
+                summary.test_at_best
+            );
+            println!("  compute waited {:.2}s for data", summary.wait_seconds);
+            println!("  model:        {}/model.bpk, model.json, metrics.jsonl", config.output);
         }
     }
     Ok(())

@@ -57,7 +57,8 @@ impl ModuleMapper for Load<'_> {
         let n = shape.num_elements();
         let values = self.values[self.at..self.at + n].to_vec();
         self.at += n;
-        let tensor = Tensor::<D>::from_data(TensorData::new(values, shape), &self.device).require_grad();
+        let tensor = Tensor::<D>::from_data(TensorData::new(values, shape), &self.device);
+        let tensor = if self.device.is_autodiff() { tensor.require_grad() } else { tensor };
         Param::initialized(param.id, tensor)
     }
 }

@@ -12,6 +12,7 @@ pub struct JobFile {
     /// Generates a synthetic graph first, unless its output already holds one.
     pub generate: Option<GenerateConfig>,
     pub flatten: Option<FlattenConfig>,
+    pub train: Option<TrainConfig>,
 }
 
 impl JobFile {
@@ -20,6 +21,9 @@ impl JobFile {
         let job: JobFile = toml::from_str(text).map_err(|e| e.to_string())?;
         if let Some(flatten) = &job.flatten {
             flatten.check()?;
+        }
+        if let Some(train) = &job.train {
+            train.check()?;
         }
         job.cluster.check()?;
         Ok(job)
@@ -408,5 +412,159 @@ mod tests {
         let from_file: GenerateConfig = toml::from_str("output = 'x'").unwrap();
         assert_eq!(format!("{:?}", GenerateConfig { output: "x".into(), ..g.clone() }), format!("{from_file:?}"));
         g.check().unwrap();
+    }
+}
+
+/// How the parameter server applies gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PsMode {
+    /// Every step averages all workers' gradients: the same result as one worker on the
+    /// combined batch.
+    Sync,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    Adam,
+    Sgd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Cpu,
+}
+
+/// The `[train]` stage: a GNN on GraphFlat's records, with a parameter server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// A finished flatten output (with `_SUCCESS`), local path.
+    pub records: String,
+    /// Directory that receives `model.json`, `model.bin`, `metrics.jsonl` and checkpoints.
+    pub output: String,
+    #[serde(default = "default_model")]
+    pub model: crate::model::ModelKind,
+    #[serde(default = "default_hidden")]
+    pub hidden: usize,
+    /// GAT attention heads.
+    #[serde(default = "default_heads")]
+    pub heads: usize,
+    #[serde(default = "default_dropout")]
+    pub dropout: f32,
+    /// GAT only: dropout on attention coefficients.
+    #[serde(default)]
+    pub attention_dropout: f32,
+    #[serde(default = "default_activation")]
+    pub activation: crate::model::Activation,
+    /// Classes of the label; default: the largest label seen plus one.
+    #[serde(default)]
+    pub classes: Option<usize>,
+    #[serde(default)]
+    pub normalize_features: bool,
+    #[serde(default = "default_epochs")]
+    pub epochs: usize,
+    /// Records per step per worker: a step's batch over all workers is this times the workers.
+    #[serde(default = "default_train_batch")]
+    pub batch_size: usize,
+    #[serde(default = "default_optimizer")]
+    pub optimizer: OptimizerKind,
+    #[serde(default = "default_lr")]
+    pub lr: f32,
+    #[serde(default = "default_weight_decay")]
+    pub weight_decay: f32,
+    /// SGD momentum.
+    #[serde(default)]
+    pub momentum: f32,
+    /// The learning rate is multiplied by `lr_gamma` every `lr_step_epochs` epochs (0: never).
+    #[serde(default = "default_gamma")]
+    pub lr_gamma: f32,
+    #[serde(default)]
+    pub lr_step_epochs: usize,
+    /// Stop after this many epochs without a better validation accuracy (0: never). The model
+    /// written is the one of the best validation epoch.
+    #[serde(default)]
+    pub patience: usize,
+    /// Layer l computes only the nodes within k - l hops of the roots.
+    #[serde(default = "default_true")]
+    pub prune: bool,
+    /// Batches a reader thread prepares ahead of compute (0: no pipelining).
+    #[serde(default = "default_prefetch")]
+    pub prefetch: usize,
+    /// Write a checkpoint every this many epochs (0: never).
+    #[serde(default)]
+    pub checkpoint_every: usize,
+    /// Continue from the latest checkpoint in `output`.
+    #[serde(default)]
+    pub resume: bool,
+    #[serde(default = "default_mode")]
+    pub mode: PsMode,
+    #[serde(default = "default_device")]
+    pub device: DeviceKind,
+    /// Seeds the initial weights, the shuffling and dropout.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_model() -> crate::model::ModelKind {
+    crate::model::ModelKind::Gcn
+}
+fn default_hidden() -> usize {
+    16
+}
+fn default_heads() -> usize {
+    8
+}
+fn default_dropout() -> f32 {
+    0.5
+}
+fn default_activation() -> crate::model::Activation {
+    crate::model::Activation::Relu
+}
+fn default_epochs() -> usize {
+    200
+}
+fn default_train_batch() -> usize {
+    512
+}
+fn default_optimizer() -> OptimizerKind {
+    OptimizerKind::Adam
+}
+fn default_lr() -> f32 {
+    0.01
+}
+fn default_weight_decay() -> f32 {
+    5e-4
+}
+fn default_gamma() -> f32 {
+    1.0
+}
+fn default_true() -> bool {
+    true
+}
+fn default_prefetch() -> usize {
+    4
+}
+fn default_mode() -> PsMode {
+    PsMode::Sync
+}
+fn default_device() -> DeviceKind {
+    DeviceKind::Cpu
+}
+
+impl TrainConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.hidden == 0 || self.heads == 0 || self.epochs == 0 || self.batch_size == 0 {
+            return Err("[train] hidden, heads, epochs and batch_size must be positive".into());
+        }
+        if !(0.0..1.0).contains(&self.dropout) || !(0.0..1.0).contains(&self.attention_dropout) {
+            return Err("[train] dropout rates must be in [0, 1)".into());
+        }
+        if self.lr <= 0.0 || self.weight_decay < 0.0 {
+            return Err("[train] lr must be positive and weight_decay not negative".into());
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,177 @@
+//! The parameter server, on timely. Every timely worker is also a server shard: the flat
+//! parameter vector is cut into `peers` contiguous slices and worker `s` owns slice `s` with its
+//! optimizer state. At each step (a timely epoch) workers push per-shard gradient sums and their
+//! counts; once the step is complete (the frontier passes it) each shard divides by the total
+//! count, runs its optimizer and broadcasts its new slice. What crosses the wire:
+//!
+//! - `Push { shard, grad, count, stats }` to the shard's owner (stats only to shard 0);
+//! - `Update { shard, values, stats }` from each owner to every worker.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::{Capability, Input, Inspect, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+use timely::worker::Worker;
+
+use crate::optim::ShardOptimizer;
+
+/// Sums a step reports: training loss and accuracy, and evaluation counts per split.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub loss_sum: f64,
+    /// Labeled roots per split: train, valid, test.
+    pub total: [u64; 3],
+    pub correct: [u64; 3],
+}
+
+impl Stats {
+    pub fn add(&mut self, other: &Stats) {
+        self.loss_sum += other.loss_sum;
+        for i in 0..3 {
+            self.total[i] += other.total[i];
+            self.correct[i] += other.correct[i];
+        }
+    }
+
+    pub fn accuracy(&self, split: usize) -> f64 {
+        if self.total[split] == 0 { f64::NAN } else { self.correct[split] as f64 / self.total[split] as f64 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Push {
+    pub shard: u32,
+    /// Sum of per-root gradients over this worker's batch (empty: no gradient this step).
+    pub grad: Vec<f32>,
+    pub count: u64,
+    pub lr: f32,
+    pub stats: Stats,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Update {
+    pub shard: u32,
+    pub values: Vec<f32>,
+    pub stats: Stats,
+}
+
+/// The contiguous slice of `len` parameters that shard `s` of `shards` owns.
+pub fn shard_range(len: usize, shards: usize, s: usize) -> Range<usize> {
+    (s * len / shards)..((s + 1) * len / shards)
+}
+
+/// One server shard's state: its slice of the parameters and its optimizer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardState {
+    pub shard: u32,
+    pub values: Vec<f32>,
+    pub optimizer: ShardOptimizer,
+}
+
+/// This worker's handle on the parameter-server dataflow.
+pub struct Server {
+    input: InputHandleVec<u64, Push>,
+    probe: ProbeHandle<u64>,
+    updates: Rc<RefCell<Vec<Update>>>,
+    state: Rc<RefCell<Option<ShardState>>>,
+    step: u64,
+    pub len: usize,
+    pub shards: usize,
+}
+
+impl Server {
+    /// Builds the dataflow; `state` is this worker's shard (slice `index` of `params`).
+    pub fn new(worker: &mut Worker, state: ShardState, len: usize, first_step: u64) -> Self {
+        let shards = worker.peers();
+        let mut input = InputHandleVec::<u64, Push>::new();
+        let probe = ProbeHandle::new();
+        let updates = Rc::new(RefCell::new(Vec::new()));
+        let state = Rc::new(RefCell::new(Some(state)));
+        let (sink, owned) = (updates.clone(), state.clone());
+        worker.dataflow::<u64, _, _>(|scope| {
+            scope
+                .input_from(&mut input)
+                .unary_frontier::<CapacityContainerBuilder<Vec<Update>>, _, _, _>(
+                    Exchange::new(|p: &Push| u64::from(p.shard)),
+                    "Server",
+                    move |_, _| {
+                        let mut pending: HashMap<u64, (Capability<u64>, Vec<Push>)> = HashMap::new();
+                        move |(input, frontier), output| {
+                            input.for_each(|cap, data| {
+                                let Some(cap) = cap.retain_least(0) else { return };
+                                pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new())).1.append(data);
+                            });
+                            let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
+                            done.sort_unstable();
+                            for time in done {
+                                let (cap, pushes) = pending.remove(&time).expect("listed above");
+                                let mut owned = owned.borrow_mut();
+                                let Some(shard) = owned.as_mut() else { continue };
+                                let mut sum = vec![0.0f32; shard.values.len()];
+                                let (mut count, mut stats, mut lr) = (0u64, Stats::default(), 0.0f32);
+                                for p in &pushes {
+                                    if !p.grad.is_empty() {
+                                        sum.iter_mut().zip(&p.grad).for_each(|(s, g)| *s += g);
+                                    }
+                                    count += p.count;
+                                    stats.add(&p.stats);
+                                    lr = p.lr;
+                                }
+                                if count > 0 {
+                                    sum.iter_mut().for_each(|s| *s /= count as f32);
+                                    shard.optimizer.step(&mut shard.values, &sum, lr);
+                                }
+                                output.session(&cap).give(Update { shard: shard.shard, values: shard.values.clone(), stats });
+                            }
+                        }
+                    },
+                )
+                .broadcast()
+                .inspect(move |u| sink.borrow_mut().push(u.clone()))
+                .probe_with(&probe);
+        });
+        input.advance_to(first_step);
+        Server { input, probe, updates, state, step: first_step, len, shards }
+    }
+
+    /// Pushes this worker's contribution to step `self.step`, waits for the step to complete
+    /// everywhere, and returns the new parameters and the step's summed statistics.
+    pub fn step(&mut self, worker: &mut Worker, grad: &[f32], count: u64, lr: f32, stats: Stats, params: &mut [f32]) -> Stats {
+        for s in 0..self.shards {
+            let range = shard_range(self.len, self.shards, s);
+            let grad = if grad.is_empty() { Vec::new() } else { grad[range].to_vec() };
+            let stats = if s == 0 { stats } else { Stats::default() };
+            self.input.send(Push { shard: s as u32, grad, count, lr, stats });
+        }
+        self.step += 1;
+        self.input.advance_to(self.step);
+        let step = self.step;
+        worker.step_or_park_while(None, || self.probe.less_than(&step));
+        let mut total = Stats::default();
+        for update in self.updates.borrow_mut().drain(..) {
+            let range = shard_range(self.len, self.shards, update.shard as usize);
+            params[range].copy_from_slice(&update.values);
+            if update.shard == 0 {
+                total = update.stats;
+            }
+        }
+        total
+    }
+
+    /// This worker's shard state, for checkpoints.
+    pub fn shard_state(&self) -> Option<ShardState> {
+        self.state.borrow().clone()
+    }
+
+    pub fn steps_done(&self) -> u64 {
+        self.step
+    }
+}

@@ -1,0 +1,120 @@
+//! Reads GraphFlat's record parts into [`RecordGraph`]s: a worker's share of the row groups.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt32Type, UInt8Type};
+use arrow_array::{Array, RecordBatch};
+use gnn::RecordGraph;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use schemas::record::{self, FlattenMeta};
+use schemas::Split;
+
+use crate::error::Error;
+
+/// A record set's part files (in name order) and its flatten settings.
+#[derive(Debug, Clone)]
+pub struct RecordSet {
+    pub files: Vec<PathBuf>,
+    pub meta: FlattenMeta,
+}
+
+impl RecordSet {
+    /// Opens a finished record set: the directory must hold `_SUCCESS`.
+    pub fn open(dir: &Path) -> Result<Self, Error> {
+        if !dir.join(schemas::SUCCESS_MARKER).exists() {
+            return Err(Error::Input(format!(
+                "{}: no {} marker; the flatten job that writes it did not finish",
+                dir.display(),
+                schemas::SUCCESS_MARKER
+            )));
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::Input(format!("{}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect();
+        files.sort();
+        let first = files.first().ok_or_else(|| Error::Input(format!("{}: no record parts", dir.display())))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(open(first)?).map_err(|e| parquet_error(first, e))?;
+        let meta = FlattenMeta::from_metadata(builder.schema().metadata())
+            .ok_or_else(|| Error::Input(format!("{}: not a GraphFlat record table (no flatten metadata)", first.display())))?;
+        Ok(RecordSet { files, meta })
+    }
+
+    /// Every (file, row group), numbered alike on every worker.
+    pub fn units(&self) -> Result<Vec<(usize, usize)>, Error> {
+        let mut units = Vec::new();
+        for (f, path) in self.files.iter().enumerate() {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
+            units.extend((0..builder.metadata().num_row_groups()).map(|rg| (f, rg)));
+        }
+        Ok(units)
+    }
+
+    /// Reads the row groups `units`, keeping records whose split passes `keep`.
+    pub fn read(&self, units: &[(usize, usize)], keep: impl Fn(Option<Split>) -> bool) -> Result<Vec<RecordGraph>, Error> {
+        let mut out = Vec::new();
+        for &(f, rg) in units {
+            let path = &self.files[f];
+            let reader = ParquetRecordBatchReaderBuilder::try_new(open(path)?)
+                .and_then(|b| b.with_row_groups(vec![rg]).build())
+                .map_err(|e| parquet_error(path, e))?;
+            for batch in reader {
+                let batch = batch.map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+                decode(&batch, &mut out, &keep).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn open(path: &Path) -> Result<File, Error> {
+    File::open(path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+}
+
+fn parquet_error(path: &Path, e: parquet::errors::ParquetError) -> Error {
+    Error::Input(format!("{}: {e}", path.display()))
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, String> {
+    batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| format!("missing column {name:?}"))
+}
+
+fn lists<T: arrow_array::ArrowPrimitiveType>(batch: &RecordBatch, name: &str, row: usize) -> Result<Vec<T::Native>, String> {
+    let list = column(batch, name)?.as_list_opt::<i32>().ok_or_else(|| format!("column {name:?} is not a list"))?;
+    let values = list.value(row);
+    let values = values.as_primitive_opt::<T>().ok_or_else(|| format!("column {name:?} has the wrong item type"))?;
+    Ok(values.values().to_vec())
+}
+
+fn decode(batch: &RecordBatch, out: &mut Vec<RecordGraph>, keep: &impl Fn(Option<Split>) -> bool) -> Result<(), String> {
+    let roots = column(batch, record::ROOT_ID)?.as_primitive_opt::<Int64Type>().ok_or("root_id is not int64")?;
+    let labels = column(batch, record::LABEL)?.as_primitive_opt::<Int64Type>().ok_or("label is not int64")?;
+    let splits = column(batch, record::SPLIT)?.as_string_opt::<i32>().ok_or("split is not utf8")?;
+    let features = column(batch, record::NODE_FEATURES)?.as_list_opt::<i32>().ok_or("node_features is not a list")?;
+    for row in 0..batch.num_rows() {
+        let split = if splits.is_valid(row) { Split::parse(splits.value(row)) } else { None };
+        if !keep(split) {
+            continue;
+        }
+        let per_node = features.value(row);
+        let per_node = per_node.as_fixed_size_list_opt().ok_or("node_features items are not fixed-size lists")?;
+        let values = per_node.values().as_primitive_opt::<Float32Type>().ok_or("node features are not float32")?;
+        let (start, len) = (per_node.offset() * per_node.value_length() as usize, per_node.len() * per_node.value_length() as usize);
+        out.push(RecordGraph {
+            root: roots.value(row),
+            label: labels.is_valid(row).then(|| labels.value(row)),
+            split,
+            hops: lists::<UInt8Type>(batch, record::NODE_HOPS, row)?,
+            in_degrees: lists::<Int64Type>(batch, record::NODE_IN_DEGREES, row)?,
+            features: values.values()[start..start + len].to_vec(),
+            edge_src: lists::<Int32Type>(batch, record::EDGE_SRC, row)?,
+            edge_dst: lists::<Int32Type>(batch, record::EDGE_DST, row)?,
+            edge_weights: lists::<Float32Type>(batch, record::EDGE_WEIGHTS, row)?,
+            edge_layers: lists::<UInt32Type>(batch, record::EDGE_LAYERS, row)?,
+        });
+    }
+    Ok(())
+}
