@@ -40,7 +40,13 @@ impl EdgeTensors {
 
 /// `out[dst] += coef * x[src]` over the edges, `out` with `rows_out` rows; `coef` is `[edges, 1]`
 /// (or `None` for 1).
-pub fn scatter_sum(x: Tensor<2>, src: &Tensor<1, Int>, dst: &Tensor<1, Int>, coef: Option<&Tensor<2>>, rows_out: usize) -> Tensor<2> {
+pub fn scatter_sum(
+    x: Tensor<2>,
+    src: &Tensor<1, Int>,
+    dst: &Tensor<1, Int>,
+    coef: Option<&Tensor<2>>,
+    rows_out: usize,
+) -> Tensor<2> {
     let [_, width] = x.dims();
     let out = Tensor::<2>::zeros([rows_out, width], &x.device());
     if src.dims()[0] == 0 {

@@ -73,7 +73,7 @@ pub struct BatchSpec {
     pub fanouts: Vec<u32>,
     /// Layer `l` computes only rows within `k - l` hops of a root.
     pub prune: bool,
-    /// Divide each feature row by its sum (PyG's NormalizeFeatures).
+    /// Divide each feature row by its sum, clamped below at 1 (PyG's NormalizeFeatures).
     pub normalize_features: bool,
 }
 
@@ -109,8 +109,10 @@ impl Batch {
             let rec = &records[r as usize];
             row_of[r as usize][i as usize] = row as u32;
             let x = &rec.features[i as usize * dim..(i as usize + 1) * dim];
-            let sum: f32 = if spec.normalize_features { x.iter().sum() } else { 0.0 };
-            if spec.normalize_features && sum != 0.0 {
+            if spec.normalize_features {
+                // As PyG's NormalizeFeatures: divide by the row sum, clamped below at 1 (meant for
+                // non-negative features such as bag-of-words counts).
+                let sum = x.iter().sum::<f32>().max(1.0);
                 features.extend(x.iter().map(|v| v / sum));
             } else {
                 features.extend_from_slice(x);

@@ -6,7 +6,7 @@ use burn::prelude::*;
 use burn::tensor::activation::leaky_relu;
 use burn::tensor::{IndexingUpdateOp, Int, TensorData};
 
-use crate::aggregate::{scatter_sum, EdgeTensors};
+use crate::aggregate::{EdgeTensors, scatter_sum};
 use crate::rng::Stream;
 
 /// Glorot-uniform weights from a seeded stream: the same on every worker and backend.

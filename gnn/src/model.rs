@@ -58,12 +58,23 @@ impl Gnn {
             .map(|i| {
                 let last = i + 1 == k;
                 let seed = [spec.seed, i as u64];
-                let width = |i: usize| if i == 0 { spec.input_dim } else if spec.kind == ModelKind::Gat { spec.hidden * spec.heads } else { spec.hidden };
+                let width = |i: usize| {
+                    if i == 0 {
+                        spec.input_dim
+                    } else if spec.kind == ModelKind::Gat {
+                        spec.hidden * spec.heads
+                    } else {
+                        spec.hidden
+                    }
+                };
                 let out = if last { spec.classes } else { spec.hidden };
                 match spec.kind {
                     ModelKind::Gcn => Layer::Gcn(GcnLayer::new(width(i), out, &seed, device)),
                     ModelKind::Sage => Layer::Sage(SageLayer::new(width(i), out, &seed, device)),
-                    ModelKind::Gat => Layer::Gat(GatLayer::new(width(i), out, spec.heads, !last, &seed, device)),
+                    ModelKind::Gat => {
+                        let heads = if last { spec.output_heads } else { spec.heads };
+                        Layer::Gat(GatLayer::new(width(i), out, heads, !last, &seed, device))
+                    }
                 }
             })
             .collect();
@@ -83,7 +94,9 @@ impl Gnn {
                 Layer::Gcn(g) => g.forward(h, e),
                 Layer::Sage(s) => s.forward(h, e),
                 Layer::Gat(g) => {
-                    let keep = dropout.filter(|d| d.attention_rate > 0.0).map(|d| attention_mask(batch, l, g.heads, d, &h.device()));
+                    let keep = dropout
+                        .filter(|d| d.attention_rate > 0.0)
+                        .map(|d| attention_mask(batch, l, g.heads, d, &h.device()));
                     g.forward(h, e, keep)
                 }
             };
@@ -131,9 +144,11 @@ fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<
 fn attention_mask(batch: &Batch, layer: usize, heads: usize, d: Dropout, device: &Device) -> Tensor<2> {
     let e = &batch.layers[layer];
     let scale = 1.0 / (1.0 - d.attention_rate);
-    let keys = e.edge_keys.iter().map(|&(root, j)| (root as u64, u64::from(j), 0u64)).chain(
-        batch.row_keys[..e.rows_out].iter().map(|&(root, pos)| (root as u64, u64::from(pos), 1u64)),
-    );
+    let keys = e
+        .edge_keys
+        .iter()
+        .map(|&(root, j)| (root as u64, u64::from(j), 0u64))
+        .chain(batch.row_keys[..e.rows_out].iter().map(|&(root, pos)| (root as u64, u64::from(pos), 1u64)));
     let mut mask = Vec::with_capacity((e.src.len() + e.rows_out) * heads);
     for (root, j, self_loop) in keys {
         let mut s = Stream::new(&[d.seed, d.step, root, j, self_loop, layer as u64, 0xa77e]);

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use burn::prelude::*;
 use gnn::batch::{Batch, BatchSpec, RecordGraph};
-use gnn::model::{cross_entropy, BatchTensors, Dropout, Gnn};
+use gnn::model::{BatchTensors, Dropout, Gnn, cross_entropy};
 use gnn::params;
 use schemas::model::{Activation, ModelKind, ModelSpec};
 
@@ -50,7 +50,8 @@ fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>]) -> 
             let mut nodes: Vec<usize> = dist.keys().copied().collect();
             nodes.sort_by_key(|v| (*v != root, dist[v], *v));
             let local: BTreeMap<usize, i32> = nodes.iter().enumerate().map(|(i, &v)| (v, i as i32)).collect();
-            let kept: Vec<&(usize, usize)> = edges.iter().filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k)).collect();
+            let kept: Vec<&(usize, usize)> =
+                edges.iter().filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k)).collect();
             RecordGraph {
                 root: root as i64,
                 label: Some((root % 3) as i64),
@@ -75,6 +76,7 @@ fn spec(kind: ModelKind, dim: usize) -> ModelSpec {
         classes: 3,
         layers: 2,
         heads: if kind == ModelKind::Gat { 2 } else { 1 },
+        output_heads: if kind == ModelKind::Gat { 2 } else { 1 },
         activation: Activation::Relu,
         normalize_features: false,
         seed: 9,
@@ -110,8 +112,10 @@ fn gcn_matches_a_dense_matrix_gcn() {
     let (w1, b1) = (weights(&p[..dim * 5], dim, 5), &p[dim * 5..dim * 5 + 5]);
     let rest = &p[dim * 5 + 5..];
     let (w2, b2) = (weights(&rest[..5 * 3], 5, 3), &rest[15..18]);
-    let h1: Vec<Vec<f32>> =
-        matmul(&a_hat, &matmul(&features, &w1)).iter().map(|r| r.iter().zip(b1).map(|(x, b)| (x + b).max(0.0)).collect()).collect();
+    let h1: Vec<Vec<f32>> = matmul(&a_hat, &matmul(&features, &w1))
+        .iter()
+        .map(|r| r.iter().zip(b1).map(|(x, b)| (x + b).max(0.0)).collect())
+        .collect();
     let dense: Vec<Vec<f32>> =
         matmul(&a_hat, &matmul(&h1, &w2)).iter().map(|r| r.iter().zip(b2).map(|(x, b)| x + b).collect()).collect();
 

@@ -109,7 +109,7 @@ pub fn run(config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, E
     let config = Arc::new(config.clone());
     let progress = Arc::new(Progress::new(config.hops));
     let threads = cluster.threads();
-    let timely_config = timely_config(cluster);
+    let timely_config = cluster.timely();
     let started = std::time::Instant::now();
     let guards = timely::execute(timely_config, move |worker| {
         let result = flatten_worker(worker, &io, &config, &progress, threads);
@@ -127,24 +127,6 @@ pub fn run(config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, E
     let mut summary: Summary = first.ok_or_else(|| Error::job("no worker ran"))?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
-}
-
-/// timely's configuration for this process.
-pub fn timely_config(cluster: &ClusterConfig) -> timely::Config {
-    let threads = cluster.threads();
-    if cluster.processes <= 1 {
-        return if threads == 1 { timely::Config::thread() } else { timely::Config::process(threads) };
-    }
-    timely::Config {
-        communication: timely::CommunicationConfig::Cluster {
-            threads,
-            process: cluster.process,
-            addresses: cluster.addresses(),
-            report: false,
-            zerocopy: false,
-        },
-        worker: timely::WorkerConfig::default(),
-    }
 }
 
 fn flatten_worker(

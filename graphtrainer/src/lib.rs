@@ -16,4 +16,4 @@ pub mod reader;
 pub mod train;
 
 pub use error::Error;
-pub use train::{run, TrainSummary};
+pub use train::{TrainSummary, run};

@@ -3,12 +3,12 @@
 //! a bounded queue of `prefetch` batches. Compute reports how long it waited.
 
 use std::sync::Arc;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::{Duration, Instant};
 
+use gnn::RecordGraph;
 use gnn::batch::{Batch, BatchSpec};
 use gnn::rng::Stream;
-use gnn::RecordGraph;
 
 /// The order of a worker's training records in `epoch`: a seeded Fisher-Yates shuffle.
 pub fn epoch_order(len: usize, seed: u64, epoch: usize, worker: usize) -> Vec<usize> {
@@ -28,7 +28,13 @@ pub enum Batches {
 }
 
 impl Batches {
-    pub fn new(records: Arc<Vec<RecordGraph>>, order: Vec<usize>, batch_size: usize, spec: BatchSpec, prefetch: usize) -> Self {
+    pub fn new(
+        records: Arc<Vec<RecordGraph>>,
+        order: Vec<usize>,
+        batch_size: usize,
+        spec: BatchSpec,
+        prefetch: usize,
+    ) -> Self {
         let chunks: Vec<Vec<usize>> = order.chunks(batch_size).map(<[usize]>::to_vec).collect();
         if prefetch == 0 {
             return Batches::Inline { records, chunks: chunks.into_iter(), spec };
@@ -46,7 +52,7 @@ impl Batches {
     }
 
     /// The next batch and how long compute waited for it.
-    pub fn next(&mut self) -> Option<(Batch, Duration)> {
+    pub fn next_batch(&mut self) -> Option<(Batch, Duration)> {
         let started = Instant::now();
         let batch = match self {
             Batches::Inline { records, chunks, spec } => {

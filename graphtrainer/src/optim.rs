@@ -59,7 +59,7 @@ impl ShardOptimizer {
 
 /// The learning rate at `epoch` (0-based): `lr * gamma^(epoch / step_epochs)`.
 pub fn learning_rate(config: &TrainConfig, epoch: usize) -> f32 {
-    let decays = if config.lr_step_epochs == 0 { 0 } else { epoch / config.lr_step_epochs };
+    let decays = epoch.checked_div(config.lr_step_epochs).unwrap_or(0);
     config.lr * config.lr_gamma.powi(decays as i32)
 }
 

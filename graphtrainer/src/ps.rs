@@ -109,7 +109,8 @@ impl Server {
                                 let Some(cap) = cap.retain_least(0) else { return };
                                 pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new())).1.append(data);
                             });
-                            let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
+                            let mut done: Vec<u64> =
+                                pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
                             done.sort_unstable();
                             for time in done {
                                 let (cap, pushes) = pending.remove(&time).expect("listed above");
@@ -129,7 +130,11 @@ impl Server {
                                     sum.iter_mut().for_each(|s| *s /= count as f32);
                                     shard.optimizer.step(&mut shard.values, &sum, lr);
                                 }
-                                output.session(&cap).give(Update { shard: shard.shard, values: shard.values.clone(), stats });
+                                output.session(&cap).give(Update {
+                                    shard: shard.shard,
+                                    values: shard.values.clone(),
+                                    stats,
+                                });
                             }
                         }
                     },
@@ -144,7 +149,15 @@ impl Server {
 
     /// Pushes this worker's contribution to step `self.step`, waits for the step to complete
     /// everywhere, and returns the new parameters and the step's summed statistics.
-    pub fn step(&mut self, worker: &mut Worker, grad: &[f32], count: u64, lr: f32, stats: Stats, params: &mut [f32]) -> Stats {
+    pub fn step(
+        &mut self,
+        worker: &mut Worker,
+        grad: &[f32],
+        count: u64,
+        lr: f32,
+        stats: Stats,
+        params: &mut [f32],
+    ) -> Stats {
         for s in 0..self.shards {
             let range = shard_range(self.len, self.shards, s);
             let grad = if grad.is_empty() { Vec::new() } else { grad[range].to_vec() };

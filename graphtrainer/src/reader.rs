@@ -4,12 +4,12 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt32Type, UInt8Type};
+use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
 use arrow_array::{Array, RecordBatch};
 use gnn::RecordGraph;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use schemas::record::{self, FlattenMeta};
 use schemas::Split;
+use schemas::record::{self, FlattenMeta};
 
 use crate::error::Error;
 
@@ -38,8 +38,9 @@ impl RecordSet {
         files.sort();
         let first = files.first().ok_or_else(|| Error::Input(format!("{}: no record parts", dir.display())))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(open(first)?).map_err(|e| parquet_error(first, e))?;
-        let meta = FlattenMeta::from_metadata(builder.schema().metadata())
-            .ok_or_else(|| Error::Input(format!("{}: not a GraphFlat record table (no flatten metadata)", first.display())))?;
+        let meta = FlattenMeta::from_metadata(builder.schema().metadata()).ok_or_else(|| {
+            Error::Input(format!("{}: not a GraphFlat record table (no flatten metadata)", first.display()))
+        })?;
         Ok(RecordSet { files, meta })
     }
 
@@ -54,7 +55,11 @@ impl RecordSet {
     }
 
     /// Reads the row groups `units`, keeping records whose split passes `keep`.
-    pub fn read(&self, units: &[(usize, usize)], keep: impl Fn(Option<Split>) -> bool) -> Result<Vec<RecordGraph>, Error> {
+    pub fn read(
+        &self,
+        units: &[(usize, usize)],
+        keep: impl Fn(Option<Split>) -> bool,
+    ) -> Result<Vec<RecordGraph>, Error> {
         let mut out = Vec::new();
         for &(f, rg) in units {
             let path = &self.files[f];
@@ -82,14 +87,22 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, Strin
     batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| format!("missing column {name:?}"))
 }
 
-fn lists<T: arrow_array::ArrowPrimitiveType>(batch: &RecordBatch, name: &str, row: usize) -> Result<Vec<T::Native>, String> {
+fn lists<T: arrow_array::ArrowPrimitiveType>(
+    batch: &RecordBatch,
+    name: &str,
+    row: usize,
+) -> Result<Vec<T::Native>, String> {
     let list = column(batch, name)?.as_list_opt::<i32>().ok_or_else(|| format!("column {name:?} is not a list"))?;
     let values = list.value(row);
     let values = values.as_primitive_opt::<T>().ok_or_else(|| format!("column {name:?} has the wrong item type"))?;
     Ok(values.values().to_vec())
 }
 
-fn decode(batch: &RecordBatch, out: &mut Vec<RecordGraph>, keep: &impl Fn(Option<Split>) -> bool) -> Result<(), String> {
+fn decode(
+    batch: &RecordBatch,
+    out: &mut Vec<RecordGraph>,
+    keep: &impl Fn(Option<Split>) -> bool,
+) -> Result<(), String> {
     let roots = column(batch, record::ROOT_ID)?.as_primitive_opt::<Int64Type>().ok_or("root_id is not int64")?;
     let labels = column(batch, record::LABEL)?.as_primitive_opt::<Int64Type>().ok_or("label is not int64")?;
     let splits = column(batch, record::SPLIT)?.as_string_opt::<i32>().ok_or("split is not utf8")?;
@@ -102,7 +115,8 @@ fn decode(batch: &RecordBatch, out: &mut Vec<RecordGraph>, keep: &impl Fn(Option
         let per_node = features.value(row);
         let per_node = per_node.as_fixed_size_list_opt().ok_or("node_features items are not fixed-size lists")?;
         let values = per_node.values().as_primitive_opt::<Float32Type>().ok_or("node features are not float32")?;
-        let (start, len) = (per_node.offset() * per_node.value_length() as usize, per_node.len() * per_node.value_length() as usize);
+        let (start, len) =
+            (per_node.offset() * per_node.value_length() as usize, per_node.len() * per_node.value_length() as usize);
         out.push(RecordGraph {
             root: roots.value(row),
             label: labels.is_valid(row).then(|| labels.value(row)),

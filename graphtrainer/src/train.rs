@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use gnn::batch::{Batch, BatchSpec};
-use gnn::model::{cross_entropy, BatchTensors, Dropout, Gnn};
-use gnn::{params, RecordGraph};
+use gnn::model::{BatchTensors, Dropout, Gnn, cross_entropy};
+use gnn::{RecordGraph, params};
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Split};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::loader::{epoch_order, Batches};
-use crate::optim::{learning_rate, ShardOptimizer};
-use crate::ps::{shard_range, Server, ShardState, Stats};
+use crate::loader::{Batches, epoch_order};
+use crate::optim::{ShardOptimizer, learning_rate};
+use crate::ps::{Server, ShardState, Stats, shard_range};
 use crate::reader::RecordSet;
 
 pub use schemas::job::TrainConfig;
@@ -58,7 +58,7 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
     let set = RecordSet::open(Path::new(&config.records))?;
     let config = Arc::new(config.clone());
     let set = Arc::new(set);
-    let guards = timely::execute(timely_config(cluster), move |worker| {
+    let guards = timely::execute(cluster.timely(), move |worker| {
         train_worker(worker, &config, &set, None).map_err(|e| e.to_string())
     })
     .map_err(|e| Error::Job(format!("cannot start the timely workers: {e}")))?;
@@ -70,23 +70,8 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
     first.ok_or_else(|| Error::Job("no worker ran".into()))
 }
 
-/// timely's configuration for this process.
-pub fn timely_config(cluster: &ClusterConfig) -> timely::Config {
-    let threads = cluster.threads();
-    if cluster.processes <= 1 {
-        return if threads == 1 { timely::Config::thread() } else { timely::Config::process(threads) };
-    }
-    timely::Config {
-        communication: timely::CommunicationConfig::Cluster {
-            threads,
-            process: cluster.process,
-            addresses: cluster.addresses(),
-            report: false,
-            zerocopy: false,
-        },
-        worker: timely::WorkerConfig::default(),
-    }
-}
+/// Batches given per (epoch, step), and the steps per epoch: see [`train_worker`].
+pub type FixedBatches<'a> = (&'a dyn Fn(usize, usize) -> Option<Vec<RecordGraph>>, usize);
 
 /// One worker's whole training run. `fixed` (a batch per (epoch, step), and the steps per
 /// epoch) replaces the worker's own batches: tests use it to feed one worker the combined
@@ -95,18 +80,22 @@ pub fn train_worker(
     worker: &mut Worker,
     config: &TrainConfig,
     set: &RecordSet,
-    fixed: Option<(&dyn Fn(usize, usize) -> Option<Vec<RecordGraph>>, usize)>,
+    fixed: Option<FixedBatches>,
 ) -> Result<TrainSummary, Error> {
     let started = Instant::now();
     let (index, peers) = (worker.index(), worker.peers());
-    let mine: Vec<(usize, usize)> = set.units()?.into_iter().enumerate().filter(|(u, _)| u % peers == index).map(|(_, x)| x).collect();
+    let mine: Vec<(usize, usize)> =
+        set.units()?.into_iter().enumerate().filter(|(u, _)| u % peers == index).map(|(_, x)| x).collect();
     let records = set.read(&mine, |s| s.is_some())?;
-    let by_split = |split: Split| -> Vec<RecordGraph> { records.iter().filter(|r| r.split == Some(split) && r.label.is_some()).cloned().collect() };
+    let by_split = |split: Split| -> Vec<RecordGraph> {
+        records.iter().filter(|r| r.split == Some(split) && r.label.is_some()).cloned().collect()
+    };
     let train = Arc::new(by_split(Split::Train));
     let (valid, test) = (by_split(Split::Valid), by_split(Split::Test));
     let max_label = records.iter().filter_map(|r| r.label).max().unwrap_or(0).max(0) as u64;
     let classes = config.classes.unwrap_or(crate::collective::max(worker, max_label) as usize + 1);
-    let dim = records.iter().find(|r| !r.hops.is_empty()).map_or(set.meta.feature_dim, |r| r.features.len() / r.hops.len());
+    let dim =
+        records.iter().find(|r| !r.hops.is_empty()).map_or(set.meta.feature_dim, |r| r.features.len() / r.hops.len());
     drop(records);
 
     let spec = ModelSpec {
@@ -116,6 +105,7 @@ pub fn train_worker(
         classes,
         layers: set.meta.hops,
         heads: if config.model == schemas::model::ModelKind::Gat { config.heads } else { 1 },
+        output_heads: if config.model == schemas::model::ModelKind::Gat { config.output_heads } else { 1 },
         activation: config.activation,
         normalize_features: config.normalize_features,
         seed: config.seed,
@@ -140,13 +130,19 @@ pub fn train_worker(
         optimizer: ShardOptimizer::new(config, shard_range(len, peers, index).len()),
     };
     let mut tracker = Tracker::default();
-    if config.resume {
-        if let Some(c) = Checkpoint::load(&output, index)? {
-            (params, shard, start_epoch, tracker) = (c.params, c.shard, c.epoch, c.tracker);
-        }
+    if config.resume
+        && let Some(c) = Checkpoint::load(&output, index)?
+    {
+        (params, shard, start_epoch, tracker) = (c.params, c.shard, c.epoch, c.tracker);
     }
     if index == 0 {
         std::fs::create_dir_all(&output).map_err(|e| Error::Job(format!("{}: {e}", output.display())))?;
+        if !config.resume {
+            // A fresh run must not append to an old run's metrics or resume from its checkpoints
+            // later. (No other worker writes before the first step, which needs this one.)
+            let _ = std::fs::remove_file(output.join("metrics.jsonl"));
+            let _ = std::fs::remove_dir_all(output.join("checkpoints"));
+        }
     }
     let local_steps = match fixed {
         Some((_, steps)) => steps,
@@ -172,7 +168,7 @@ pub fn train_worker(
         let (mut epoch_stats, mut wait, mut seen) = (Stats::default(), Duration::ZERO, 0usize);
         for step in 0..steps_per_epoch {
             let next = match (&mut batches, fixed) {
-                (Some(b), _) => b.next(),
+                (Some(b), _) => b.next_batch(),
                 (None, Some((feed, _))) => feed(epoch, step).map(|r| (Batch::build(&r, &batch_spec), Duration::ZERO)),
                 (None, None) => None,
             };
@@ -217,16 +213,21 @@ pub fn train_worker(
         }
         if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
             let shard = server.shard_state().ok_or_else(|| Error::Job("server shard missing".into()))?;
-            Checkpoint { epoch: epoch + 1, params: params.clone(), shard, tracker: tracker.clone() }.save(&output, index)?;
+            Checkpoint { epoch: epoch + 1, params: params.clone(), shard, tracker: tracker.clone() }
+                .save(&output, index)?;
         }
         if config.patience > 0 && !improved && epoch - tracker.best_epoch >= config.patience {
             if index == 0 {
-                tracing::info!("train: early stop after epoch {epoch} ({} epochs without a better validation accuracy)", config.patience);
+                tracing::info!(
+                    "train: early stop after epoch {epoch} ({} epochs without a better validation accuracy)",
+                    config.patience
+                );
             }
             break;
         }
     }
-    let final_params = if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
+    let final_params =
+        if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
     if index == 0 {
         save_model(&output, &spec, set, &final_params, &cpu)?;
     }
@@ -242,7 +243,13 @@ pub fn train_worker(
 }
 
 /// The gradient sum of a batch's loss over its labeled roots, their count, and training stats.
-fn gradient(spec: &ModelSpec, params: &[f32], batch: &Batch, device: &Device, dropout: Dropout) -> (Vec<f32>, u64, Stats) {
+fn gradient(
+    spec: &ModelSpec,
+    params: &[f32],
+    batch: &Batch,
+    device: &Device,
+    dropout: Dropout,
+) -> (Vec<f32>, u64, Stats) {
     let model = params::load(Gnn::new(spec, device), params, device);
     let logits = model.forward(spec, batch, &BatchTensors::new(batch, device), Some(dropout));
     let correct = count_correct(logits.clone().detach(), &batch.labels);

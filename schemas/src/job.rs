@@ -77,6 +77,24 @@ impl ClusterConfig {
         if self.workers > 0 { self.workers } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
     }
 
+    /// timely's configuration for this process: one thread, several, or cluster mode.
+    pub fn timely(&self) -> timely::Config {
+        let threads = self.threads();
+        if self.processes <= 1 {
+            return if threads == 1 { timely::Config::thread() } else { timely::Config::process(threads) };
+        }
+        timely::Config {
+            communication: timely::CommunicationConfig::Cluster {
+                threads,
+                process: self.process,
+                addresses: self.addresses(),
+                report: false,
+                zerocopy: false,
+            },
+            worker: timely::WorkerConfig::default(),
+        }
+    }
+
     /// Every process's address, defaults filled in.
     pub fn addresses(&self) -> Vec<String> {
         if self.hosts.is_empty() {
@@ -449,9 +467,12 @@ pub struct TrainConfig {
     pub model: crate::model::ModelKind,
     #[serde(default = "default_hidden")]
     pub hidden: usize,
-    /// GAT attention heads.
+    /// GAT attention heads of the hidden layers (concatenated).
     #[serde(default = "default_heads")]
     pub heads: usize,
+    /// GAT attention heads of the last layer (averaged; the GAT paper uses 1 on Cora).
+    #[serde(default = "one")]
+    pub output_heads: usize,
     #[serde(default = "default_dropout")]
     pub dropout: f32,
     /// GAT only: dropout on attention coefficients.
@@ -462,6 +483,8 @@ pub struct TrainConfig {
     /// Classes of the label; default: the largest label seen plus one.
     #[serde(default)]
     pub classes: Option<usize>,
+    /// Divide each feature row by its sum clamped at 1 (PyG's NormalizeFeatures; for
+    /// non-negative features such as bag-of-words).
     #[serde(default)]
     pub normalize_features: bool,
     #[serde(default = "default_epochs")]
@@ -556,8 +579,8 @@ fn default_device() -> DeviceKind {
 
 impl TrainConfig {
     pub fn check(&self) -> Result<(), String> {
-        if self.hidden == 0 || self.heads == 0 || self.epochs == 0 || self.batch_size == 0 {
-            return Err("[train] hidden, heads, epochs and batch_size must be positive".into());
+        if self.hidden == 0 || self.heads == 0 || self.output_heads == 0 || self.epochs == 0 || self.batch_size == 0 {
+            return Err("[train] hidden, heads, output_heads, epochs and batch_size must be positive".into());
         }
         if !(0.0..1.0).contains(&self.dropout) || !(0.0..1.0).contains(&self.attention_dropout) {
             return Err("[train] dropout rates must be in [0, 1)".into());

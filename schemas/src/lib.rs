@@ -6,9 +6,9 @@
 pub mod edges;
 pub mod error;
 pub mod job;
+pub mod model;
 pub mod nodes;
 pub mod record;
-pub mod model;
 
 pub use error::{BadInput, Location};
 pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, JobFile, Sampler, Split, Targets};

@@ -28,10 +28,12 @@ pub struct ModelSpec {
     pub classes: usize,
     /// k: one layer per hop of the records.
     pub layers: usize,
-    /// GAT attention heads (concatenated in hidden layers, averaged in the last); 1 otherwise.
+    /// GAT attention heads of the hidden layers (concatenated); 1 otherwise.
     pub heads: usize,
+    /// GAT attention heads of the last layer (averaged); 1 otherwise.
+    pub output_heads: usize,
     pub activation: Activation,
-    /// Row-normalize input features (PyG's NormalizeFeatures) before the first layer.
+    /// Divide each input feature row by its sum clamped at 1 (PyG's NormalizeFeatures).
     pub normalize_features: bool,
     /// Seed of the initial weights.
     pub seed: u64,

@@ -1,0 +1,229 @@
+//! GraphTrainer end to end: on real Cora (GCN, the Kipf & Welling settings), against an MLP on
+//! a generated graph, sync data parallelism against one worker on the combined batches, and
+//! resume against an uninterrupted run.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use gnn::RecordGraph;
+use graphtrainer::loader::epoch_order;
+use graphtrainer::reader::RecordSet;
+use graphtrainer::train::{TrainConfig, train_worker};
+use schemas::Split;
+
+fn train_config(records: &Path, output: &Path, extra: &str) -> TrainConfig {
+    let text =
+        format!("records = {:?}\noutput = {:?}\n{extra}", records.display().to_string(), output.display().to_string());
+    toml::from_str(&text).unwrap()
+}
+
+/// The last epoch's test accuracy from `metrics.jsonl`.
+fn final_test_accuracy(model: &Path) -> f64 {
+    let text = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    last["test_accuracy"].as_f64().unwrap()
+}
+
+#[test]
+fn gcn_on_cora_reaches_the_papers_accuracy() {
+    let Some(cora) = cora() else { return };
+    let dir = scratch("train-cora");
+    let data = dir.join("cora");
+    run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
+    let (flat, model) = (dir.join("flat"), dir.join("model"));
+    let body = format!(
+        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gcn\"\nhidden = 16\ndropout = 0.5\nlr = 0.01\nweight_decay = 5e-4\nepochs = 200\nnormalize_features = true\n",
+        flatten_job(&data, &flat, "hops = 2\nsampler = \"all\"\n"),
+        flat.display().to_string(),
+        model.display().to_string()
+    );
+    let job = job(&dir, "job.toml", &body);
+    let out = run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    let accuracy = final_test_accuracy(&model);
+    eprintln!("Cora GCN test accuracy after 200 epochs: {accuracy:.4}\n{out}");
+    assert!(accuracy >= 0.79, "test accuracy {accuracy}");
+    assert!(model.join("model.bpk").exists() && model.join("model.json").exists());
+}
+
+#[test]
+fn gcn_beats_the_same_model_without_edges() {
+    let dir = scratch("train-vs-mlp");
+    let data = dir.join("graph");
+    generate(&data, 3000, 10, 16, 5);
+    // The same nodes with one edge left: records of single nodes, so the GCN is an MLP.
+    let lonely = dir.join("lonely");
+    std::fs::create_dir_all(lonely.join("edges")).unwrap();
+    let status = std::process::Command::new("cp")
+        .args(["-r", data.join("nodes").to_str().unwrap(), lonely.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    write_single_edge(&lonely.join("edges/part-0.parquet"));
+    std::fs::write(lonely.join("edges/_SUCCESS"), "").unwrap();
+
+    let mut accuracy = Vec::new();
+    for (name, graph) in [("gnn", &data), ("mlp", &lonely)] {
+        let (flat, model) = (dir.join(format!("{name}-flat")), dir.join(format!("{name}-model")));
+        let body = format!(
+            "{}\n[train]\nrecords = {:?}\noutput = {:?}\nepochs = 60\nbatch_size = 256\nhidden = 32\n",
+            flatten_job(graph, &flat, "hops = 2\nfanouts = [10, 10]\n"),
+            flat.display().to_string(),
+            model.display().to_string()
+        );
+        run_ok(&["run", job(&dir, &format!("{name}.toml"), &body).to_str().unwrap(), "--workers", "2"]);
+        accuracy.push(final_test_accuracy(&model));
+    }
+    eprintln!("generated graph: GCN {:.3}, without edges {:.3}", accuracy[0], accuracy[1]);
+    assert!(accuracy[0] > accuracy[1] + 0.05, "GCN {} vs MLP {}", accuracy[0], accuracy[1]);
+}
+
+fn write_single_edge(path: &Path) {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    let batch = RecordBatch::try_from_iter([
+        ("src", std::sync::Arc::new(Int64Array::from(vec![0i64])) as ArrayRef),
+        ("dst", std::sync::Arc::new(Int64Array::from(vec![1i64])) as ArrayRef),
+    ])
+    .unwrap();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Records flattened by two workers: two part files, one per trainer worker.
+fn two_part_records(dir: &Path) -> std::path::PathBuf {
+    let data = dir.join("graph");
+    generate(&data, 600, 6, 8, 2);
+    let flat = dir.join("flat");
+    let job = job(dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [4, 3]\n"));
+    run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    assert_eq!(parquet_files(&flat).len(), 2);
+    flat
+}
+
+/// Per epoch, per step, the records of that step's batch.
+type Schedule = Arc<Vec<Vec<Vec<RecordGraph>>>>;
+
+fn train_on(workers: usize, config: TrainConfig, set: RecordSet, fixed: Option<(Schedule, usize)>) -> Vec<f32> {
+    let guards = timely::execute(timely::Config::process(workers), move |worker| {
+        let feed = fixed.clone();
+        let lookup = move |epoch: usize, step: usize| feed.as_ref().and_then(|(b, _)| b.get(epoch)?.get(step).cloned());
+        let steps = fixed.as_ref().map(|(_, s)| *s);
+        let fixed_arg: Option<graphtrainer::train::FixedBatches> = steps.map(|s| (&lookup as _, s));
+        train_worker(worker, &config, &set, fixed_arg).map(|s| s.params).map_err(|e| e.to_string())
+    })
+    .unwrap();
+    guards.join().into_iter().next().unwrap().unwrap().unwrap()
+}
+
+#[test]
+fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
+    let dir = scratch("train-sync");
+    let flat = two_part_records(&dir);
+    let set = RecordSet::open(&flat).unwrap();
+    let (epochs, batch_size, seed) = (3, 40, 7);
+    for model in ["gcn", "sage", "gat"] {
+        let extra = format!(
+            "model = \"{model}\"\nepochs = {epochs}\nbatch_size = {batch_size}\nseed = {seed}\nheads = 2\nattention_dropout = 0.2\nprefetch = 2\n"
+        );
+        let two = train_on(2, train_config(&flat, &dir.join(format!("{model}-two")), &extra), set.clone(), None);
+
+        // What each of the two workers trains on, step by step, concatenated.
+        let units = set.units().unwrap();
+        let shards: Vec<Vec<RecordGraph>> = (0..2)
+            .map(|w| {
+                set.read(&[units[w]], |s| s == Some(Split::Train))
+                    .unwrap()
+                    .into_iter()
+                    .filter(|r| r.label.is_some())
+                    .collect()
+            })
+            .collect();
+        let steps = shards.iter().map(|s| s.len().div_ceil(batch_size)).max().unwrap();
+        let combined: Vec<Vec<Vec<RecordGraph>>> = (0..epochs)
+            .map(|epoch| {
+                let per_worker: Vec<Vec<Vec<RecordGraph>>> = shards
+                    .iter()
+                    .enumerate()
+                    .map(|(w, shard)| {
+                        epoch_order(shard.len(), seed, epoch, w)
+                            .chunks(batch_size)
+                            .map(|c| c.iter().map(|&i| shard[i].clone()).collect())
+                            .collect()
+                    })
+                    .collect();
+                (0..steps)
+                    .map(|s| per_worker.iter().flat_map(|b| b.get(s).cloned().unwrap_or_default()).collect())
+                    .collect()
+            })
+            .collect();
+        let one = train_on(
+            1,
+            train_config(&flat, &dir.join(format!("{model}-one")), &extra),
+            set.clone(),
+            Some((Arc::new(combined), steps)),
+        );
+
+        assert_eq!(one.len(), two.len());
+        let worst = one.iter().zip(&two).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "{model}: parameters differ by up to {worst}");
+        let initial = train_on(
+            1,
+            train_config(
+                &flat,
+                &dir.join(format!("{model}-zero")),
+                &extra.replace(&format!("epochs = {epochs}"), "epochs = 1\nlr = 1e-9"),
+            ),
+            set.clone(),
+            None,
+        );
+        assert!(one.iter().zip(&initial).any(|(a, b)| (a - b).abs() > 1e-3), "{model}: training moved nothing");
+    }
+}
+
+#[test]
+fn resume_from_a_checkpoint_reaches_the_uninterrupted_parameters() {
+    let dir = scratch("train-resume");
+    let flat = two_part_records(&dir);
+    let set = RecordSet::open(&flat).unwrap();
+    let extra = "model = \"sage\"\nbatch_size = 50\nseed = 3\ncheckpoint_every = 2\n";
+    let whole =
+        train_on(2, train_config(&flat, &dir.join("whole"), &format!("{extra}epochs = 5\n")), set.clone(), None);
+    let out = dir.join("interrupted");
+    let first = train_on(2, train_config(&flat, &out, &format!("{extra}epochs = 2\n")), set.clone(), None);
+    assert!(out.join("checkpoints").exists());
+    let resumed =
+        train_on(2, train_config(&flat, &out, &format!("{extra}epochs = 5\nresume = true\n")), set.clone(), None);
+    assert_ne!(first, whole);
+    let worst = resumed.iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-6, "resumed parameters differ by up to {worst}");
+}
+
+#[test]
+fn two_processes_train_like_two_workers_in_one() {
+    let dir = scratch("train-processes");
+    let flat = two_part_records(&dir);
+    let train = |out: &Path| {
+        format!(
+            "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gat\"\nheads = 2\nepochs = 3\nbatch_size = 40\nseed = 1\n",
+            flat.display().to_string(),
+            out.display().to_string()
+        )
+    };
+    let (threads, processes) = (dir.join("threads"), dir.join("processes"));
+    run_ok(&["run", job(&dir, "threads.toml", &train(&threads)).to_str().unwrap(), "--workers", "2"]);
+    let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
+    let body = format!("[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}", train(&processes));
+    run_two_processes(&job(&dir, "processes.toml", &body), &dir);
+
+    let device = burn::prelude::Device::flex();
+    let (_, a) = graphtrainer::train::load_model(&threads, &device).unwrap();
+    let (meta, b) = graphtrainer::train::load_model(&processes, &device).unwrap();
+    let (a, b) = (gnn::params::flatten(&a), gnn::params::flatten(&b));
+    assert_eq!((a.len(), meta.parameters), (b.len(), b.len()));
+    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-5, "2 processes differ from 2 threads by up to {worst}");
+}
