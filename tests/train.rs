@@ -227,3 +227,28 @@ fn two_processes_train_like_two_workers_in_one() {
     let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
     assert!(worst < 1e-5, "2 processes differ from 2 threads by up to {worst}");
 }
+
+#[test]
+fn async_mode_with_bounded_staleness_trains_as_well_as_sync() {
+    let dir = scratch("train-async");
+    let data = dir.join("graph");
+    generate(&data, 3000, 10, 16, 8);
+    let flat = dir.join("flat");
+    run_ok(&[
+        "run",
+        job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [10, 10]\n")).to_str().unwrap(),
+    ]);
+    let mut accuracy = Vec::new();
+    for mode in ["sync", "async"] {
+        let model = dir.join(mode);
+        let body = format!(
+            "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 30\nbatch_size = 64\nhidden = 32\nmode = \"{mode}\"\nstaleness = 2\n",
+            flat.display().to_string(),
+            model.display().to_string()
+        );
+        run_ok(&["run", job(&dir, &format!("{mode}.toml"), &body).to_str().unwrap(), "--workers", "2"]);
+        accuracy.push(final_test_accuracy(&model));
+    }
+    eprintln!("generated graph, 2 workers: sync {:.3}, async (staleness 2) {:.3}", accuracy[0], accuracy[1]);
+    assert!(accuracy[1] > 0.6 && accuracy[1] > accuracy[0] - 0.05, "sync {} vs async {}", accuracy[0], accuracy[1]);
+}

@@ -1,11 +1,14 @@
 //! The parameter server, on timely. Every timely worker is also a server shard: the flat
 //! parameter vector is cut into `peers` contiguous slices and worker `s` owns slice `s` with its
 //! optimizer state. At each step (a timely epoch) workers push per-shard gradient sums and their
-//! counts; once the step is complete (the frontier passes it) each shard divides by the total
-//! count, runs its optimizer and broadcasts its new slice. What crosses the wire:
+//! counts. In `sync` mode, once the step is complete (the frontier passes it) each shard divides
+//! by the total count, runs its optimizer and broadcasts its new slice. In `async` mode a shard
+//! applies each push as it arrives and broadcasts at once; workers wait only when they are more
+//! than `staleness` steps ahead of the last complete step. What crosses the wire:
 //!
 //! - `Push { shard, grad, count, stats }` to the shard's owner (stats only to shard 0);
-//! - `Update { shard, values, stats }` from each owner to every worker.
+//! - `Update { shard, values, stats, step, last }` from each owner to every worker (`last`: the
+//!   step is complete, and `stats` are its sums).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,6 +25,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use crate::optim::ShardOptimizer;
+pub use schemas::job::PsMode;
 
 /// Sums a step reports: training loss and accuracy, and evaluation counts per split.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -61,6 +65,8 @@ pub struct Update {
     pub shard: u32,
     pub values: Vec<f32>,
     pub stats: Stats,
+    pub step: u64,
+    pub last: bool,
 }
 
 /// The contiguous slice of `len` parameters that shard `s` of `shards` owns.
@@ -83,13 +89,21 @@ pub struct Server {
     updates: Rc<RefCell<Vec<Update>>>,
     state: Rc<RefCell<Option<ShardState>>>,
     step: u64,
+    staleness: u64,
     pub len: usize,
     pub shards: usize,
 }
 
 impl Server {
     /// Builds the dataflow; `state` is this worker's shard (slice `index` of `params`).
-    pub fn new(worker: &mut Worker, state: ShardState, len: usize, first_step: u64) -> Self {
+    pub fn new(
+        worker: &mut Worker,
+        state: ShardState,
+        len: usize,
+        first_step: u64,
+        mode: PsMode,
+        staleness: usize,
+    ) -> Self {
         let shards = worker.peers();
         let mut input = InputHandleVec::<u64, Push>::new();
         let probe = ProbeHandle::new();
@@ -107,6 +121,26 @@ impl Server {
                         move |(input, frontier), output| {
                             input.for_each(|cap, data| {
                                 let Some(cap) = cap.retain_least(0) else { return };
+                                if mode == PsMode::Async {
+                                    // Apply each gradient now; the step's stats still wait for it to complete.
+                                    let mut owned = owned.borrow_mut();
+                                    if let Some(shard) = owned.as_mut() {
+                                        let mut session = output.session(&cap);
+                                        for p in data.iter_mut().filter(|p| p.count > 0 && !p.grad.is_empty()) {
+                                            p.grad.iter_mut().for_each(|g| *g /= p.count as f32);
+                                            shard.optimizer.step(&mut shard.values, &p.grad, p.lr);
+                                            p.grad = Vec::new();
+                                            p.count = 0;
+                                            session.give(Update {
+                                                shard: shard.shard,
+                                                values: shard.values.clone(),
+                                                stats: Stats::default(),
+                                                step: *cap.time(),
+                                                last: false,
+                                            });
+                                        }
+                                    }
+                                }
                                 pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new())).1.append(data);
                             });
                             let mut done: Vec<u64> =
@@ -134,6 +168,8 @@ impl Server {
                                     shard: shard.shard,
                                     values: shard.values.clone(),
                                     stats,
+                                    step: time,
+                                    last: true,
                                 });
                             }
                         }
@@ -144,11 +180,15 @@ impl Server {
                 .probe_with(&probe);
         });
         input.advance_to(first_step);
-        Server { input, probe, updates, state, step: first_step, len, shards }
+        let staleness = if mode == PsMode::Sync { 0 } else { staleness as u64 };
+        Server { input, probe, updates, state, step: first_step, staleness, len, shards }
     }
 
-    /// Pushes this worker's contribution to step `self.step`, waits for the step to complete
-    /// everywhere, and returns the new parameters and the step's summed statistics.
+    /// Pushes this worker's contribution to step `self.step` and waits: for the step to complete
+    /// everywhere (`sync` mode, or `complete`), or until no more than `staleness` steps are
+    /// incomplete (`async`). Writes the newest parameters it received into `params` and returns
+    /// the summed statistics of every step that completed meanwhile, by step.
+    #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
         worker: &mut Worker,
@@ -157,7 +197,8 @@ impl Server {
         lr: f32,
         stats: Stats,
         params: &mut [f32],
-    ) -> Stats {
+        complete: bool,
+    ) -> Vec<(u64, Stats)> {
         for s in 0..self.shards {
             let range = shard_range(self.len, self.shards, s);
             let grad = if grad.is_empty() { Vec::new() } else { grad[range].to_vec() };
@@ -166,17 +207,17 @@ impl Server {
         }
         self.step += 1;
         self.input.advance_to(self.step);
-        let step = self.step;
-        worker.step_or_park_while(None, || self.probe.less_than(&step));
-        let mut total = Stats::default();
+        let wait_for = if complete { self.step } else { self.step.saturating_sub(self.staleness) };
+        worker.step_or_park_while(None, || self.probe.less_than(&wait_for));
+        let mut completed = Vec::new();
         for update in self.updates.borrow_mut().drain(..) {
             let range = shard_range(self.len, self.shards, update.shard as usize);
             params[range].copy_from_slice(&update.values);
-            if update.shard == 0 {
-                total = update.stats;
+            if update.shard == 0 && update.last {
+                completed.push((update.step, update.stats));
             }
         }
-        total
+        completed
     }
 
     /// This worker's shard state, for checkpoints.

@@ -149,7 +149,8 @@ pub fn train_worker(
         None => train.len().div_ceil(config.batch_size),
     };
     let steps_per_epoch = crate::collective::max(worker, local_steps as u64) as usize;
-    let mut server = Server::new(worker, shard, len, (start_epoch * (steps_per_epoch + 1)) as u64);
+    let mut server =
+        Server::new(worker, shard, len, (start_epoch * (steps_per_epoch + 1)) as u64, config.mode, config.staleness);
     let mut wait_total = Duration::ZERO;
 
     for epoch in start_epoch..config.epochs {
@@ -186,8 +187,9 @@ pub fn train_worker(
                     gradient(&spec, &params, &batch, &device, dropout)
                 }
             };
-            let total = server.step(worker, &grad, count, lr, stats, &mut params);
-            epoch_stats.add(&total);
+            for (_, total) in server.step(worker, &grad, count, lr, stats, &mut params, false) {
+                epoch_stats.add(&total);
+            }
         }
         // Evaluation: counts of every worker's valid and test records, summed by shard 0.
         let mut eval = Stats::default();
@@ -195,7 +197,13 @@ pub fn train_worker(
             let (correct, total) = evaluate(&spec, &params, batches, &cpu);
             (eval.correct[split], eval.total[split]) = (correct, total);
         }
-        let evaluated = server.step(worker, &[], 0, lr, eval, &mut params);
+        // The evaluation step waits for every step before it: late training stats (async mode)
+        // join the epoch's, and every worker sees the same accuracies.
+        let eval_step = server.steps_done();
+        let mut evaluated = Stats::default();
+        for (step, total) in server.step(worker, &[], 0, lr, eval, &mut params, true) {
+            if step == eval_step { evaluated = total } else { epoch_stats.add(&total) }
+        }
         wait_total += wait;
         let metrics = EpochMetrics {
             epoch,

@@ -440,6 +440,9 @@ pub enum PsMode {
     /// Every step averages all workers' gradients: the same result as one worker on the
     /// combined batch.
     Sync,
+    /// Each worker's gradient is applied as soon as it arrives; a worker runs at most
+    /// `staleness` steps ahead of the last step every worker has finished. Not deterministic.
+    Async,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -524,6 +527,9 @@ pub struct TrainConfig {
     pub resume: bool,
     #[serde(default = "default_mode")]
     pub mode: PsMode,
+    /// `async` only: how many steps a worker may run ahead of the slowest.
+    #[serde(default = "default_staleness")]
+    pub staleness: usize,
     #[serde(default = "default_device")]
     pub device: DeviceKind,
     /// Seeds the initial weights, the shuffling and dropout.
@@ -572,6 +578,9 @@ fn default_prefetch() -> usize {
 }
 fn default_mode() -> PsMode {
     PsMode::Sync
+}
+fn default_staleness() -> usize {
+    2
 }
 fn default_device() -> DeviceKind {
     DeviceKind::Cpu
