@@ -87,15 +87,23 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, Strin
     batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| format!("missing column {name:?}"))
 }
 
-fn lists<T: arrow_array::ArrowPrimitiveType>(
-    batch: &RecordBatch,
-    name: &str,
-    row: usize,
-) -> Result<Vec<T::Native>, String> {
-    let list = column(batch, name)?.as_list_opt::<i32>().ok_or_else(|| format!("column {name:?} is not a list"))?;
-    let values = list.value(row);
-    let values = values.as_primitive_opt::<T>().ok_or_else(|| format!("column {name:?} has the wrong item type"))?;
-    Ok(values.values().to_vec())
+/// A `list<primitive>` column, resolved once per batch: each row's values as a slice.
+struct ListColumn<'a, T: arrow_array::ArrowPrimitiveType> {
+    offsets: &'a [i32],
+    values: &'a [T::Native],
+}
+
+impl<'a, T: arrow_array::ArrowPrimitiveType> ListColumn<'a, T> {
+    fn new(batch: &'a RecordBatch, name: &str) -> Result<Self, String> {
+        let list = column(batch, name)?.as_list_opt::<i32>().ok_or_else(|| format!("column {name:?} is not a list"))?;
+        let values =
+            list.values().as_primitive_opt::<T>().ok_or_else(|| format!("column {name:?} has the wrong item type"))?;
+        Ok(ListColumn { offsets: list.value_offsets(), values: values.values() })
+    }
+
+    fn row(&self, row: usize) -> Vec<T::Native> {
+        self.values[self.offsets[row] as usize..self.offsets[row + 1] as usize].to_vec()
+    }
 }
 
 fn decode(
@@ -107,6 +115,12 @@ fn decode(
     let labels = column(batch, record::LABEL)?.as_primitive_opt::<Int64Type>().ok_or("label is not int64")?;
     let splits = column(batch, record::SPLIT)?.as_string_opt::<i32>().ok_or("split is not utf8")?;
     let features = column(batch, record::NODE_FEATURES)?.as_list_opt::<i32>().ok_or("node_features is not a list")?;
+    let hops = ListColumn::<UInt8Type>::new(batch, record::NODE_HOPS)?;
+    let in_degrees = ListColumn::<Int64Type>::new(batch, record::NODE_IN_DEGREES)?;
+    let edge_src = ListColumn::<Int32Type>::new(batch, record::EDGE_SRC)?;
+    let edge_dst = ListColumn::<Int32Type>::new(batch, record::EDGE_DST)?;
+    let edge_weights = ListColumn::<Float32Type>::new(batch, record::EDGE_WEIGHTS)?;
+    let edge_layers = ListColumn::<UInt32Type>::new(batch, record::EDGE_LAYERS)?;
     for row in 0..batch.num_rows() {
         let split = if splits.is_valid(row) { Split::parse(splits.value(row)) } else { None };
         if !keep(split) {
@@ -121,13 +135,13 @@ fn decode(
             root: roots.value(row),
             label: labels.is_valid(row).then(|| labels.value(row)),
             split,
-            hops: lists::<UInt8Type>(batch, record::NODE_HOPS, row)?,
-            in_degrees: lists::<Int64Type>(batch, record::NODE_IN_DEGREES, row)?,
+            hops: hops.row(row),
+            in_degrees: in_degrees.row(row),
             features: values.values()[start..start + len].to_vec(),
-            edge_src: lists::<Int32Type>(batch, record::EDGE_SRC, row)?,
-            edge_dst: lists::<Int32Type>(batch, record::EDGE_DST, row)?,
-            edge_weights: lists::<Float32Type>(batch, record::EDGE_WEIGHTS, row)?,
-            edge_layers: lists::<UInt32Type>(batch, record::EDGE_LAYERS, row)?,
+            edge_src: edge_src.row(row),
+            edge_dst: edge_dst.row(row),
+            edge_weights: edge_weights.row(row),
+            edge_layers: edge_layers.row(row),
         });
     }
     Ok(())

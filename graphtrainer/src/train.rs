@@ -35,8 +35,7 @@ pub struct EpochMetrics {
     pub test_accuracy: f64,
     pub seconds: f64,
     pub records_per_second: f64,
-    /// Time compute waited for batches this epoch (summed over this process's workers' view
-    /// of worker 0).
+    /// Time this worker's compute waited for batches this epoch (worker 0 reports).
     pub wait_seconds: f64,
 }
 
@@ -120,7 +119,9 @@ pub fn train_worker(
     let device = cpu.clone().autodiff();
     // Evaluation batches do not change between epochs: build them once.
     let (valid, test) = (EvalSet::new(&valid, &batch_spec, &cpu), EvalSet::new(&test, &batch_spec, &cpu));
-    let mut params = params::flatten(&Gnn::new(&spec, &cpu));
+    // The model's structure, built once: each step loads the current parameters into a clone.
+    let template = Gnn::new(&spec, &cpu);
+    let mut params = params::flatten(&template);
     let len = params.len();
     let output = PathBuf::from(&config.output);
     let mut start_epoch = 0;
@@ -184,7 +185,7 @@ pub fn train_worker(
                         rate: config.dropout,
                         attention_rate: config.attention_dropout,
                     };
-                    gradient(&spec, &params, &batch, &device, dropout)
+                    gradient(&spec, &template, &params, &batch, &device, dropout)
                 }
             };
             for (_, total) in server.step(worker, &grad, count, lr, stats, &mut params, false) {
@@ -194,7 +195,7 @@ pub fn train_worker(
         // Evaluation: counts of every worker's valid and test records, summed by shard 0.
         let mut eval = Stats::default();
         for (split, batches) in [(1, &valid), (2, &test)] {
-            let (correct, total) = evaluate(&spec, &params, batches, &cpu);
+            let (correct, total) = evaluate(&spec, &template, &params, batches, &cpu);
             (eval.correct[split], eval.total[split]) = (correct, total);
         }
         // The evaluation step waits for every step before it: late training stats (async mode)
@@ -253,12 +254,13 @@ pub fn train_worker(
 /// The gradient sum of a batch's loss over its labeled roots, their count, and training stats.
 fn gradient(
     spec: &ModelSpec,
+    template: &Gnn,
     params: &[f32],
     batch: &Batch,
     device: &Device,
     dropout: Dropout,
 ) -> (Vec<f32>, u64, Stats) {
-    let model = params::load(Gnn::new(spec, device), params, device);
+    let model = params::load(template.clone(), params, device);
     let logits = model.forward(spec, batch, &BatchTensors::new(batch, device), Some(dropout));
     let correct = count_correct(logits.clone().detach(), &batch.labels);
     let (loss, n) = cross_entropy(logits, &batch.labels);
@@ -294,8 +296,8 @@ impl EvalSet {
 }
 
 /// (correct, labeled) over an evaluation set, without dropout.
-pub fn evaluate(spec: &ModelSpec, params: &[f32], set: &EvalSet, device: &Device) -> (u64, u64) {
-    let model = params::load(Gnn::new(spec, device), params, device);
+pub fn evaluate(spec: &ModelSpec, template: &Gnn, params: &[f32], set: &EvalSet, device: &Device) -> (u64, u64) {
+    let model = params::load(template.clone(), params, device);
     let (mut correct, mut total) = (0, 0);
     for (batch, tensors) in &set.0 {
         let logits = model.forward(spec, batch, tensors, None);
