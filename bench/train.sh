@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GraphTrainer benchmark: epoch time and records/s for GCN on Cora and on the generated graph
 # (records from bench/flatten.sh's graph, fanouts [10, 10]), 1 and 2 workers; compute's wait for
-# data with and without pipelining; time with and without pruning.
+# data with and without pipelining; time with and without pruning; the edge-partitioned
+# aggregation kernel (the default on the CPU) against the gather/scatter reference.
 #
 #   bench/train.sh [work_dir] [nodes]
 set -euo pipefail
@@ -66,6 +67,8 @@ run cora-no-prefetch cora-flat 1 50 "normalize_features = true
 prefetch = 0"
 run cora-no-prune cora-flat 1 50 "normalize_features = true
 prune = false"
+run cora-reference-aggregation cora-flat 1 50 "normalize_features = true
+aggregation = \"reference\""
 for workers in 1 2; do
   run generated g-flat $workers 3 "batch_size = 1024"
 done
@@ -73,3 +76,5 @@ run generated-no-prefetch g-flat 1 3 "batch_size = 1024
 prefetch = 0"
 run generated-no-prune g-flat 1 3 "batch_size = 1024
 prune = false"
+run generated-reference-aggr g-flat 1 3 "batch_size = 1024
+aggregation = \"reference\""

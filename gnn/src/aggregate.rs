@@ -1,10 +1,13 @@
-//! Neighbor aggregation as gather/scatter over burn tensor ops: the reference every other
-//! aggregation kernel is tested against, and the path on every backend.
+//! Neighbor aggregation. [`scatter_sum`] is gather/scatter over burn tensor ops: the reference
+//! the edge-partitioned kernel ([`crate::kernel`]) is tested against, and the path on backends
+//! the kernel does not cover (the GPU). [`EdgeTensors`] carries a layer's edges to the device and
+//! runs whichever of the two the batch was built for.
 
 use burn::prelude::*;
 use burn::tensor::{IndexingUpdateOp, Int, TensorData};
 
 use crate::batch::LayerEdges;
+use crate::kernel::{Aggregation, PlanRef, edge_sum, uses_kernel};
 
 /// A layer's edges as tensors on a device.
 #[derive(Debug, Clone)]
@@ -19,11 +22,15 @@ pub struct EdgeTensors {
     /// `[rows_out, 1]`.
     pub gcn_self: Tensor<2>,
     pub edges: usize,
+    /// The kernel's plans (when the device runs the kernel): the edges, and the edges followed
+    /// by one self-loop per output row (GAT's attention runs over those).
+    pub plans: Option<(PlanRef, PlanRef)>,
 }
 
 impl EdgeTensors {
-    pub fn new(e: &LayerEdges, device: &Device) -> Self {
+    pub fn new(e: &LayerEdges, device: &Device, aggregation: Aggregation) -> Self {
         let n = e.src.len();
+        let plans = uses_kernel(aggregation, device).then(|| e.plans());
         let column = |v: &[f32]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [v.len(), 1]), device);
         EdgeTensors {
             rows_in: e.rows_in,
@@ -34,7 +41,40 @@ impl EdgeTensors {
             mean_coef: column(&e.mean_coef),
             gcn_self: column(&e.gcn_self),
             edges: n,
+            plans,
         }
+    }
+
+    /// `out[dst] += coef * x[src]` over the edges (`coef` is `[edges, 1]`), `rows_out` rows.
+    pub fn sum(&self, x: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
+        match &self.plans {
+            Some((plan, _)) => edge_sum(x, coef.clone(), plan),
+            None => scatter_sum(x, &self.src, &self.dst, Some(coef), self.rows_out),
+        }
+    }
+
+    /// Per head `h`: `out[dst, h] += alpha[e, h] * x[src, h]` over the edges and then one
+    /// self-loop per output row (`alpha` is `[edges + rows_out, heads]`, `x` is
+    /// `[rows_in, heads * width]`).
+    pub fn sum_with_self_loops(&self, x: Tensor<2>, alpha: Tensor<2>) -> Tensor<2> {
+        if let Some((_, looped)) = &self.plans {
+            return edge_sum(x, alpha, looped);
+        }
+        let ([rows, cols], heads) = (x.dims(), alpha.dims()[1]);
+        let (src, dst) = self.with_self_loops();
+        let entries = alpha.dims()[0];
+        let messages = x.reshape([rows, heads, cols / heads]).select(0, src) * alpha.reshape([entries, heads, 1]);
+        Tensor::<3>::zeros([self.rows_out, heads, cols / heads], &messages.device())
+            .select_assign(0, dst, messages, IndexingUpdateOp::Add)
+            .reshape([self.rows_out, cols])
+    }
+
+    /// The edges followed by one self-loop per output row, as (src, dst).
+    pub fn with_self_loops(&self) -> (Tensor<1, Int>, Tensor<1, Int>) {
+        let device = self.src.device();
+        let own: Vec<i64> = (0..self.rows_out as i64).collect();
+        let own: Tensor<1, Int> = Tensor::from_data(TensorData::new(own, [self.rows_out]), &device);
+        (Tensor::cat(vec![self.src.clone(), own.clone()], 0), Tensor::cat(vec![self.dst.clone(), own], 0))
     }
 }
 

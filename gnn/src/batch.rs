@@ -5,7 +5,11 @@
 //! the rows: pruning is "layer l computes rows `0..prefix(k - l)`". The roots are rows
 //! `0..records`, in record order.
 
+use std::sync::Arc;
+
 use schemas::Split;
+
+use crate::kernel::{EdgePlan, PlanRef};
 
 /// One flattened record, decoded (see `schemas::record` for the columns).
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +51,27 @@ pub struct LayerEdges {
     /// (root, index) of each edge within its record, for dropout on attention: the same edge
     /// gets the same mask however records are batched.
     pub edge_keys: Vec<(i64, u32)>,
+    /// The aggregation kernel's plans (see [`LayerEdges::plans`]), when the batch was built for
+    /// it: building them on the loader thread keeps them off the compute thread.
+    pub plans: Option<(PlanRef, PlanRef)>,
+}
+
+impl LayerEdges {
+    /// The kernel's plans: over the edges, and over the edges followed by one self-loop per
+    /// output row (GAT's attention runs over those).
+    pub fn plans(&self) -> (PlanRef, PlanRef) {
+        if let Some(plans) = &self.plans {
+            return plans.clone();
+        }
+        let src: Vec<u32> = self.src.iter().map(|&s| s as u32).collect();
+        let dst: Vec<u32> = self.dst.iter().map(|&d| d as u32).collect();
+        let own = 0..self.rows_out as u32;
+        let looped = |ends: &[u32]| ends.iter().copied().chain(own.clone()).collect::<Vec<_>>();
+        (
+            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &src, &dst)),
+            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &looped(&src), &looped(&dst))),
+        )
+    }
 }
 
 /// A block-diagonal batch of records.
@@ -75,6 +100,8 @@ pub struct BatchSpec {
     pub prune: bool,
     /// Divide each feature row by its sum, clamped below at 1 (PyG's NormalizeFeatures).
     pub normalize_features: bool,
+    /// Build the aggregation kernel's plans with the batch.
+    pub kernel_plans: bool,
 }
 
 impl BatchSpec {
@@ -147,6 +174,9 @@ impl Batch {
                 }
                 e.mean_coef = e.dst.iter().map(|&d| 1.0 / count[d as usize] as f32).collect();
                 e.gcn_self = (0..rows_out).map(|row| 1.0 / (spec.layer_degree(l, in_degree[row]) + 1.0)).collect();
+                if spec.kernel_plans {
+                    e.plans = Some(e.plans());
+                }
                 e
             })
             .collect();
@@ -198,7 +228,7 @@ mod tests {
 
     #[test]
     fn rows_follow_hops_and_layers_prune_to_prefixes() {
-        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false };
+        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false };
         let b = Batch::build(&two_records(), &spec);
         // Rows: roots (0, 5), hop 1 (node 1 of each), hop 2 (node 2 of record 0).
         assert_eq!(b.row_keys, vec![(0, 0), (5, 0), (0, 1), (5, 1), (0, 2)]);
@@ -221,7 +251,7 @@ mod tests {
     fn fanouts_cap_the_degrees() {
         let mut records = two_records();
         records[0].in_degrees = vec![40, 1, 0];
-        let spec = BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true };
+        let spec = BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
         assert_eq!(b.layers[1].gcn_self[0], 0.25);

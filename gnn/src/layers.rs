@@ -4,9 +4,9 @@
 use burn::module::Param;
 use burn::prelude::*;
 use burn::tensor::activation::leaky_relu;
-use burn::tensor::{IndexingUpdateOp, Int, TensorData};
+use burn::tensor::{IndexingUpdateOp, TensorData};
 
-use crate::aggregate::{EdgeTensors, scatter_sum};
+use crate::aggregate::EdgeTensors;
 use crate::rng::Stream;
 
 /// Glorot-uniform weights from a seeded stream: the same on every worker and backend.
@@ -35,7 +35,7 @@ impl GcnLayer {
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
         let h = x.matmul(self.weight.val());
-        let neighbors = scatter_sum(h.clone(), &e.src, &e.dst, Some(&e.gcn_coef), e.rows_out);
+        let neighbors = e.sum(h.clone(), &e.gcn_coef);
         let own = h.slice(0..e.rows_out) * e.gcn_self.clone();
         neighbors + own + self.bias.val().unsqueeze::<2>()
     }
@@ -61,7 +61,7 @@ impl SageLayer {
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
-        let mean = scatter_sum(x.clone(), &e.src, &e.dst, Some(&e.mean_coef), e.rows_out);
+        let mean = e.sum(x.clone(), &e.mean_coef);
         x.slice(0..e.rows_out).matmul(self.self_weight.val())
             + mean.matmul(self.neighbor_weight.val())
             + self.bias.val().unsqueeze::<2>()
@@ -103,14 +103,6 @@ impl GatLayer {
         }
     }
 
-    /// The self-loops and edges attention runs over: (src, dst), edges first.
-    pub fn with_self_loops(e: &EdgeTensors) -> (Tensor<1, Int>, Tensor<1, Int>) {
-        let device = e.src.device();
-        let own: Tensor<1, Int> =
-            Tensor::from_data(TensorData::new((0..e.rows_out as i64).collect::<Vec<_>>(), [e.rows_out]), &device);
-        (Tensor::cat(vec![e.src.clone(), own.clone()], 0), Tensor::cat(vec![e.dst.clone(), own], 0))
-    }
-
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors, keep: AttentionMask) -> Tensor<2> {
         let (heads, out) = (self.heads, self.out);
         let rows_in = x.dims()[0];
@@ -118,7 +110,7 @@ impl GatLayer {
         let score_src = (z.clone() * self.att_src.val().unsqueeze::<3>()).sum_dim(2).reshape([rows_in, heads]);
         let z_out = z.clone().slice(0..e.rows_out);
         let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
-        let (src, dst) = Self::with_self_loops(e);
+        let (src, dst) = e.with_self_loops();
         let scores = leaky_relu(score_src.select(0, src.clone()) + score_dst.select(0, dst.clone()), 0.2);
         // Softmax over each node's in-edges; shifting by a constant per head keeps exp finite and
         // cancels in the ratio.
@@ -134,18 +126,11 @@ impl GatLayer {
         if let Some(keep) = keep {
             alpha = alpha * keep;
         }
-        let edges = alpha.dims()[0];
-        let messages = z.select(0, src) * alpha.reshape([edges, heads, 1]);
-        let summed = Tensor::<3>::zeros([e.rows_out, heads, out], &messages.device()).select_assign(
-            0,
-            dst,
-            messages,
-            IndexingUpdateOp::Add,
-        );
+        let summed = e.sum_with_self_loops(z.reshape([rows_in, heads * out]), alpha);
         let combined = if self.concat {
-            summed.reshape([e.rows_out, heads * out])
+            summed
         } else {
-            summed.mean_dim(1).reshape([e.rows_out, out])
+            summed.reshape([e.rows_out, heads, out]).mean_dim(1).reshape([e.rows_out, out])
         };
         combined + self.bias.val().unsqueeze::<2>()
     }

@@ -8,6 +8,7 @@
 
 pub mod aggregate;
 pub mod batch;
+pub mod kernel;
 pub mod layers;
 pub mod model;
 pub mod params;

@@ -8,6 +8,7 @@ use schemas::model::{Activation, ModelKind, ModelSpec};
 
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
+use crate::kernel::Aggregation;
 use crate::layers::{GatLayer, GcnLayer, SageLayer};
 use crate::rng::Stream;
 
@@ -33,10 +34,10 @@ pub struct BatchTensors {
 }
 
 impl BatchTensors {
-    pub fn new(batch: &Batch, device: &Device) -> Self {
+    pub fn new(batch: &Batch, device: &Device, aggregation: Aggregation) -> Self {
         BatchTensors {
             x: Tensor::from_data(TensorData::new(batch.features.clone(), [batch.rows(), batch.dim]), device),
-            layers: batch.layers.iter().map(|e| EdgeTensors::new(e, device)).collect(),
+            layers: batch.layers.iter().map(|e| EdgeTensors::new(e, device, aggregation)).collect(),
         }
     }
 }

@@ -1,11 +1,14 @@
 //! The models against independent references: GCN against a dense-matrix GCN on a small random
-//! graph, and pruned against unpruned batches (same loss, same gradients) for every model.
+//! graph, pruned against unpruned batches (same loss, same gradients) for every model, and the
+//! edge-partitioned kernel against the gather/scatter reference inside every model. Each test
+//! runs with both aggregations.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use burn::prelude::*;
 use gnn::batch::{Batch, BatchSpec, RecordGraph};
 use gnn::model::{BatchTensors, Dropout, Gnn, cross_entropy};
+use gnn::kernel::Aggregation;
 use gnn::params;
 use schemas::model::{Activation, ModelKind, ModelSpec};
 
@@ -120,16 +123,38 @@ fn gcn_matches_a_dense_matrix_gcn() {
         matmul(&a_hat, &matmul(&h1, &w2)).iter().map(|r| r.iter().zip(b2).map(|(x, b)| x + b).collect()).collect();
 
     let recs = records(n, 2, &edges, &features);
-    for prune in [true, false] {
-        let batch = Batch::build(&recs, &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false });
-        let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device), None);
+    for (prune, aggregation) in [(true, Aggregation::Kernel), (false, Aggregation::Kernel), (true, Aggregation::Reference)]
+    {
+        let batch = Batch::build(&recs, &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false });
+        let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, aggregation), None);
         let got = logits.into_data().try_to_vec::<f32>().unwrap();
         for (r, root) in batch.roots.iter().enumerate() {
             for c in 0..3 {
                 let (x, y) = (got[r * 3 + c], dense[*root as usize][c]);
-                assert!((x - y).abs() < 1e-4, "root {root} class {c}: {x} vs dense {y} (prune {prune})");
+                assert!((x - y).abs() < 1e-4, "root {root} class {c}: {x} vs dense {y} ({prune}, {aggregation:?})");
             }
         }
+    }
+}
+
+/// The loss and gradients of one training step with dropout.
+fn step(kind: ModelKind, recs: &[RecordGraph], dim: usize, prune: bool, aggregation: Aggregation) -> (f32, Vec<f32>) {
+    let device = Device::flex().autodiff();
+    let spec = spec(kind, dim);
+    let model = Gnn::new(&spec, &device);
+    let batch = Batch::build(recs, &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false });
+    let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
+    let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, aggregation), Some(dropout));
+    let (loss, _) = cross_entropy(logits, &batch.labels);
+    let value = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
+    (value, params::gradients(&model, &loss.backward()))
+}
+
+fn assert_same_step(what: &str, (loss_a, grads_a): (f32, Vec<f32>), (loss_b, grads_b): (f32, Vec<f32>)) {
+    assert!((loss_a - loss_b).abs() < 1e-5, "{what}: loss {loss_a} vs {loss_b}");
+    assert!(grads_a.iter().any(|g| *g != 0.0), "{what}: all gradients are zero");
+    for (i, (a, b)) in grads_a.iter().zip(&grads_b).enumerate() {
+        assert!((a - b).abs() < 1e-5, "{what}: gradient {i}: {a} vs {b}");
     }
 }
 
@@ -138,25 +163,21 @@ fn pruned_and_unpruned_batches_give_the_same_loss_and_gradients() {
     let (n, dim) = (25, 3);
     let (edges, features) = graph(n, dim);
     let recs = records(n, 2, &edges, &features);
-    let device = Device::flex().autodiff();
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
-        let spec = spec(kind, dim);
-        let init = params::flatten(&Gnn::new(&spec, &device));
-        let run = |prune: bool| {
-            let model = params::load(Gnn::new(&spec, &device), &init, &device);
-            let batch = Batch::build(&recs, &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false });
-            let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
-            let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device), Some(dropout));
-            let (loss, _) = cross_entropy(logits, &batch.labels);
-            let value = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
-            (value, params::gradients(&model, &loss.backward()))
-        };
-        let (pruned_loss, pruned_grads) = run(true);
-        let (full_loss, full_grads) = run(false);
-        assert!((pruned_loss - full_loss).abs() < 1e-5, "{kind:?}: {pruned_loss} vs {full_loss}");
-        assert!(pruned_grads.iter().any(|g| *g != 0.0));
-        for (i, (a, b)) in pruned_grads.iter().zip(&full_grads).enumerate() {
-            assert!((a - b).abs() < 1e-5, "{kind:?}: gradient {i}: {a} vs {b}");
+        for aggregation in [Aggregation::Kernel, Aggregation::Reference] {
+            let what = format!("{kind:?} {aggregation:?}");
+            assert_same_step(&what, step(kind, &recs, dim, true, aggregation), step(kind, &recs, dim, false, aggregation));
         }
+    }
+}
+
+#[test]
+fn the_kernel_and_the_reference_give_the_same_loss_and_gradients() {
+    let (n, dim) = (60, 4);
+    let (edges, features) = graph(n, dim);
+    let recs = records(n, 2, &edges, &features);
+    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+        let kernel = step(kind, &recs, dim, true, Aggregation::Kernel);
+        assert_same_step(&format!("{kind:?}"), kernel, step(kind, &recs, dim, true, Aggregation::Reference));
     }
 }

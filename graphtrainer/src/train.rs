@@ -12,6 +12,7 @@ use burn::store::{BurnpackStore, ModuleSnapshot};
 use gnn::batch::{Batch, BatchSpec};
 use gnn::model::{BatchTensors, Dropout, Gnn, cross_entropy};
 use gnn::{RecordGraph, params};
+use schemas::job::Aggregation;
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Split};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,12 @@ pub struct TrainSummary {
 /// Runs a training job on this process's workers.
 pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Error> {
     let set = RecordSet::open(Path::new(&config.records))?;
+    // The kernel's threads: the cores shared among this process's workers unless set.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    gnn::kernel::set_threads(match config.kernel_threads {
+        0 => (cores / cluster.workers.max(1)).max(1),
+        n => n,
+    });
     let config = Arc::new(config.clone());
     let set = Arc::new(set);
     let guards = timely::execute(cluster.timely(), move |worker| {
@@ -109,16 +116,19 @@ pub fn train_worker(
         normalize_features: config.normalize_features,
         seed: config.seed,
     };
+    let cpu = Device::flex();
+    let device = cpu.clone().autodiff();
     let batch_spec = BatchSpec {
         hops: set.meta.hops,
         fanouts: set.meta.fanouts.clone(),
         prune: config.prune,
         normalize_features: config.normalize_features,
+        kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
     };
-    let cpu = Device::flex();
-    let device = cpu.clone().autodiff();
     // Evaluation batches do not change between epochs: build them once.
-    let (valid, test) = (EvalSet::new(&valid, &batch_spec, &cpu), EvalSet::new(&test, &batch_spec, &cpu));
+    let aggregation = config.aggregation;
+    let (valid, test) =
+        (EvalSet::new(&valid, &batch_spec, &cpu, aggregation), EvalSet::new(&test, &batch_spec, &cpu, aggregation));
     // The model's structure, built once: each step loads the current parameters into a clone.
     let template = Gnn::new(&spec, &cpu);
     let mut params = params::flatten(&template);
@@ -185,7 +195,7 @@ pub fn train_worker(
                         rate: config.dropout,
                         attention_rate: config.attention_dropout,
                     };
-                    gradient(&spec, &template, &params, &batch, &device, dropout)
+                    gradient(&spec, &template, &params, &batch, (&device, aggregation), dropout)
                 }
             };
             for (_, total) in server.step(worker, &grad, count, lr, stats, &mut params, false) {
@@ -257,11 +267,11 @@ fn gradient(
     template: &Gnn,
     params: &[f32],
     batch: &Batch,
-    device: &Device,
+    (device, aggregation): (&Device, Aggregation),
     dropout: Dropout,
 ) -> (Vec<f32>, u64, Stats) {
     let model = params::load(template.clone(), params, device);
-    let logits = model.forward(spec, batch, &BatchTensors::new(batch, device), Some(dropout));
+    let logits = model.forward(spec, batch, &BatchTensors::new(batch, device, aggregation), Some(dropout));
     let correct = count_correct(logits.clone().detach(), &batch.labels);
     let (loss, n) = cross_entropy(logits, &batch.labels);
     let loss_value = f64::from(loss.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
@@ -281,13 +291,13 @@ fn count_correct(logits: Tensor<2>, labels: &[Option<i64>]) -> u64 {
 pub struct EvalSet(Vec<(Batch, BatchTensors)>);
 
 impl EvalSet {
-    pub fn new(records: &[RecordGraph], spec: &BatchSpec, device: &Device) -> Self {
+    pub fn new(records: &[RecordGraph], spec: &BatchSpec, device: &Device, aggregation: Aggregation) -> Self {
         EvalSet(
             records
                 .chunks(2048)
                 .map(|chunk| {
                     let batch = Batch::build(chunk, spec);
-                    let tensors = BatchTensors::new(&batch, device);
+                    let tensors = BatchTensors::new(&batch, device, aggregation);
                     (batch, tensors)
                 })
                 .collect(),

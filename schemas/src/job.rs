@@ -458,6 +458,20 @@ pub enum DeviceKind {
     Cpu,
 }
 
+/// Which implementation aggregates neighbors (see `gnn::kernel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregation {
+    /// The edge-partitioned kernel where the device supports it (the CPU), the reference
+    /// elsewhere.
+    #[default]
+    Auto,
+    /// The edge-partitioned kernel (the CPU only; elsewhere the reference runs).
+    Kernel,
+    /// Gather/scatter over burn tensor ops: slower on the CPU, kept as the reference.
+    Reference,
+}
+
 /// The `[train]` stage: a GNN on GraphFlat's records, with a parameter server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -532,6 +546,12 @@ pub struct TrainConfig {
     pub staleness: usize,
     #[serde(default = "default_device")]
     pub device: DeviceKind,
+    #[serde(default)]
+    pub aggregation: Aggregation,
+    /// Threads the CPU aggregation kernel uses per training worker (0: the cores divided among
+    /// the process's workers).
+    #[serde(default)]
+    pub kernel_threads: usize,
     /// Seeds the initial weights, the shuffling and dropout.
     #[serde(default)]
     pub seed: u64,

@@ -1,0 +1,74 @@
+//! Edge-partitioned neighbor aggregation: a CPU kernel with its own backward pass.
+//!
+//! `out[w] = sum over edges (w <- r) of coef[e, h] * x[r]`, per head `h`. The edges are sorted
+//! by destination and cut into blocks of equal edge counts ([`plan`]); threads take runs of
+//! blocks, so no two threads write the same row and a hub's edges are spread over threads
+//! ([`cpu`]). The backward pass runs the same kernel over the source-sorted edges
+//! ([`autodiff`]).
+//!
+//! It is a burn backend extension implemented for Flex (and Autodiff over it). Other backends
+//! (the GPU) use the gather/scatter reference in [`crate::aggregate`], which the tests compare
+//! this kernel against; [`Aggregation`] picks one per device.
+
+mod autodiff;
+pub mod cpu;
+mod flex;
+pub mod plan;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use burn::backend::{Dispatch, DispatchDevice, backend_extension, tensor::FloatTensor};
+use burn::prelude::*;
+
+pub use plan::{EdgePlan, PlanRef};
+
+#[backend_extension(Flex, Autodiff)]
+pub trait EdgeOps: burn::backend::Backend {
+    /// Aggregates `x` (`[rows read, heads * width]`) over the plan's edges with coefficients
+    /// `coef` (`[edges, heads]`): into destination rows, or source rows when `transpose`.
+    fn edge_aggregate(
+        x: FloatTensor<Self>,
+        coef: FloatTensor<Self>,
+        plan: PlanRef,
+        transpose: bool,
+    ) -> FloatTensor<Self>;
+
+    /// The gradient of [`EdgeOps::edge_aggregate`] with respect to `coef`, given the output's
+    /// gradient `g` and the input `x`: `[edges, heads]`.
+    fn edge_coef_grad(
+        g: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        plan: PlanRef,
+        transpose: bool,
+        heads: usize,
+    ) -> FloatTensor<Self>;
+}
+
+pub use schemas::job::Aggregation;
+
+/// Whether `device` runs the kernel under `choice`: only Flex (the CPU) has it.
+pub fn uses_kernel(choice: Aggregation, device: &Device) -> bool {
+    let on_flex = matches!(device.clone().inner().as_dispatch(), DispatchDevice::Flex(_));
+    on_flex && choice != Aggregation::Reference
+}
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads the kernel may use per call (0: one per core). A process running several training
+/// workers gives each its share of the cores.
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads, Ordering::Relaxed);
+}
+
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// [`EdgeOps::edge_aggregate`] on high-level tensors (forward direction).
+pub fn edge_sum(x: Tensor<2>, coef: Tensor<2>, plan: &PlanRef) -> Tensor<2> {
+    let out = <Dispatch as EdgeOps>::edge_aggregate(x.into_dispatch(), coef.into_dispatch(), plan.clone(), false);
+    Tensor::from_dispatch(out)
+}
