@@ -55,6 +55,9 @@ enum Command {
         /// Zipf exponent of in-degrees (larger: bigger hubs).
         #[arg(long, default_value_t = 0.9)]
         skew: f64,
+        /// Multi-hot targets (list<float32> labels, one per class) instead of class ids.
+        #[arg(long)]
+        multi_label: bool,
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -103,13 +106,14 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run { job, process, workers } => run_job(&job, process, workers),
-        Command::Generate { out, nodes, avg_degree, feature_dim, classes, skew, seed } => {
+        Command::Generate { out, nodes, avg_degree, feature_dim, classes, skew, multi_label, seed } => {
             let config = GenerateConfig {
                 nodes,
                 avg_degree,
                 feature_dim,
                 classes,
                 skew,
+                multi_label,
                 seed,
                 ..GenerateConfig::with_output(out)
             };
@@ -189,9 +193,11 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Re
         if job.cluster.process == 0 {
             println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
             println!(
-                "  best validation accuracy {:.4} at epoch {}; test accuracy there {:.4}",
+                "  best validation {} {:.4} at epoch {}; test {} there {:.4}",
+                summary.metric,
                 summary.best_valid,
                 summary.best_epoch + 1,
+                summary.metric,
                 summary.test_at_best
             );
             println!("  compute waited {:.2}s for data", summary.wait_seconds);

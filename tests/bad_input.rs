@@ -237,3 +237,43 @@ fn bad_job_file_names_the_key() {
     let message = text(&output);
     assert!(message.contains("job.toml") && message.contains("fanout"), "{message}");
 }
+
+/// A node table with multi-hot targets (`list<float32>` labels).
+fn nodes_with_targets(data: &Path, targets: &[Option<Vec<f32>>]) -> PathBuf {
+    let path = data.join("nodes/part-0.parquet");
+    let n = targets.len();
+    let lists = targets.iter().map(|t| t.as_ref().map(|t| t.iter().map(|&v| Some(v)).collect::<Vec<_>>()));
+    write(
+        &path,
+        vec![
+            ("node_id", Arc::new(Int64Array::from_iter_values(0..n as i64)) as ArrayRef),
+            ("features", features(&good_features(n))),
+            ("label", Arc::new(ListArray::from_iter_primitive::<arrow_array::types::Float32Type, _, _>(lists))),
+        ],
+    );
+    path
+}
+
+#[test]
+fn target_outside_zero_one() {
+    let dir = scratch("bad-target-value");
+    let data = dir.join("data");
+    let file = nodes_with_targets(&data, &[Some(vec![0.0, 1.0]), None, Some(vec![1.0, 0.0]), Some(vec![0.0, 2.0])]);
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(3), "label");
+    assert!(message.contains("target 2 at position 1 is not in [0, 1]"), "{message}");
+}
+
+#[test]
+fn targets_of_differing_lengths() {
+    let dir = scratch("bad-target-length");
+    let data = dir.join("data");
+    // Row 0 is unlabeled: the table's length comes from row 1.
+    let file =
+        nodes_with_targets(&data, &[None, Some(vec![0.0, 1.0]), Some(vec![1.0, 0.0, 1.0]), Some(vec![1.0, 1.0])]);
+    good_edges(&data);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(2), "label");
+    assert!(message.contains("3 targets, but the table's first labeled row has 2"), "{message}");
+}

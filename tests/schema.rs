@@ -23,6 +23,7 @@ fn output_reads_back_with_the_documented_schema() {
         sampler: "uniform".into(),
         seed: 4,
         feature_dim: 6,
+        label: schemas::LabelKind::Class,
     });
     let files = parquet_files(&out);
     assert!(!files.is_empty());

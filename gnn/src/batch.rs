@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use schemas::Split;
+use schemas::{Label, Split};
 
 use crate::kernel::{EdgePlan, PlanRef};
 
@@ -15,7 +15,7 @@ use crate::kernel::{EdgePlan, PlanRef};
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordGraph {
     pub root: i64,
-    pub label: Option<i64>,
+    pub label: Option<Label>,
     pub split: Option<Split>,
     pub hops: Vec<u8>,
     pub in_degrees: Vec<i64>,
@@ -85,7 +85,7 @@ pub struct Batch {
     /// Layer 1 first.
     pub layers: Vec<LayerEdges>,
     pub roots: Vec<i64>,
-    pub labels: Vec<Option<i64>>,
+    pub labels: Vec<Option<Label>>,
     pub splits: Vec<Option<Split>>,
 }
 
@@ -186,7 +186,7 @@ impl Batch {
             row_keys,
             layers,
             roots: records.iter().map(|r| r.root).collect(),
-            labels: records.iter().map(|r| r.label).collect(),
+            labels: records.iter().map(|r| r.label.clone()).collect(),
             splits: records.iter().map(|r| r.split).collect(),
         }
     }
@@ -201,7 +201,7 @@ mod tests {
         vec![
             RecordGraph {
                 root: 0,
-                label: Some(1),
+                label: Some(Label::Class(1)),
                 split: Some(Split::Train),
                 hops: vec![0, 1, 2],
                 in_degrees: vec![1, 1, 0],
@@ -213,7 +213,7 @@ mod tests {
             },
             RecordGraph {
                 root: 5,
-                label: Some(0),
+                label: Some(Label::Class(0)),
                 split: Some(Split::Train),
                 hops: vec![0, 1],
                 in_degrees: vec![1, 0],
@@ -251,7 +251,8 @@ mod tests {
     fn fanouts_cap_the_degrees() {
         let mut records = two_records();
         records[0].in_degrees = vec![40, 1, 0];
-        let spec = BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true };
+        let spec =
+            BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
         assert_eq!(b.layers[1].gcn_self[0], 0.25);

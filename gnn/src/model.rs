@@ -4,6 +4,7 @@
 use burn::prelude::*;
 use burn::tensor::activation::{elu, log_softmax, relu};
 use burn::tensor::{Int, TensorData};
+use schemas::Label;
 use schemas::model::{Activation, ModelKind, ModelSpec};
 
 use crate::aggregate::EdgeTensors;
@@ -112,16 +113,54 @@ impl Gnn {
     }
 }
 
-/// Mean cross-entropy of `logits` against `labels` (rows with a label only), and the number of
-/// rows it averaged over.
-pub fn cross_entropy(logits: Tensor<2>, labels: &[Option<i64>]) -> (Tensor<1>, usize) {
+/// The mean loss over the rows with a label, and how many rows that is: cross-entropy for class
+/// labels; binary cross-entropy with logits, averaged over every target, for multi-hot targets.
+pub fn loss(logits: Tensor<2>, labels: &[Option<Label>]) -> (Tensor<1>, usize) {
     let device = logits.device();
     let rows: Vec<i64> = (0..labels.len() as i64).filter(|&i| labels[i as usize].is_some()).collect();
     let n = rows.len();
-    let targets: Vec<i64> = labels.iter().flatten().copied().collect();
-    let picked = log_softmax(logits, 1).select(0, Tensor::<1, Int>::from_data(TensorData::new(rows, [n]), &device));
-    let at_label = picked.gather(1, Tensor::<2, Int>::from_data(TensorData::new(targets, [n, 1]), &device));
+    let picked = logits.select(0, Tensor::<1, Int>::from_data(TensorData::new(rows, [n]), &device));
+    let labeled: Vec<&Label> = labels.iter().flatten().collect();
+    if let Some(Label::Targets(first)) = labeled.first() {
+        let width = first.len();
+        let targets: Vec<f32> = labeled.iter().flat_map(|l| l.targets().unwrap_or(&[]).iter().copied()).collect();
+        let y = Tensor::<2>::from_data(TensorData::new(targets, [n, width]), &device);
+        // max(x, 0) - x y + log(1 + exp(-|x|)): the stable form of -[y log s(x) + (1-y) log(1-s(x))].
+        let x = picked;
+        let elementwise = x.clone().clamp_min(0.0) - x.clone() * y + (x.abs().neg().exp() + 1.0).log();
+        return (elementwise.mean(), n);
+    }
+    let classes: Vec<i64> = labeled.iter().filter_map(|l| l.class()).collect();
+    let at_label =
+        log_softmax(picked, 1).gather(1, Tensor::<2, Int>::from_data(TensorData::new(classes, [n, 1]), &device));
     (at_label.sum().neg() / n.max(1) as f32, n)
+}
+
+/// Score counts `(hits, out of)` over the rows with a label, additive across batches and workers:
+/// for classes, (correct, labeled): their ratio is the accuracy; for multi-hot targets with
+/// predictions `logit > 0`, (2 TP, 2 TP + FP + FN): their ratio is the micro-F1.
+pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
+    let [rows, width] = logits.dims();
+    if labels.iter().flatten().next().is_some_and(|l| l.targets().is_some()) {
+        let values: Vec<f32> = logits.into_data().iter::<f32>().collect();
+        let (mut tp, mut fp, mut fn_) = (0u64, 0u64, 0u64);
+        for (row, label) in labels.iter().enumerate().take(rows) {
+            let Some(targets) = label.as_ref().and_then(Label::targets) else { continue };
+            for (x, &y) in values[row * width..(row + 1) * width].iter().zip(targets) {
+                match (*x > 0.0, y >= 0.5) {
+                    (true, true) => tp += 1,
+                    (true, false) => fp += 1,
+                    (false, true) => fn_ += 1,
+                    (false, false) => {}
+                }
+            }
+        }
+        return (2 * tp, 2 * tp + fp + fn_);
+    }
+    let predicted: Vec<i64> = logits.argmax(1).into_data().iter::<i64>().collect();
+    let labeled = labels.iter().filter(|l| l.is_some()).count() as u64;
+    let correct = predicted.iter().zip(labels).filter(|(p, l)| l.as_ref().and_then(Label::class) == Some(**p)).count();
+    (correct as u64, labeled)
 }
 
 /// Inverted dropout on `h`: each kept value scaled by 1 / (1 - rate).

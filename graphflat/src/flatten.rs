@@ -179,6 +179,7 @@ fn flatten_worker(
         sampler: config.sampler.name().to_owned(),
         seed: config.seed,
         feature_dim: nodes.dim,
+        label: nodes.label_kind,
     };
     let schema: SchemaRef = Arc::new(record_schema(&meta));
     let mut stats = flatten_targets(worker, io, config, progress, reporter, nodes, plan, schema, &output)?;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field};
-use schemas::GenerateConfig;
 use schemas::edges::edge_schema;
 use schemas::nodes::node_schema;
+use schemas::{GenerateConfig, LabelKind};
 
 use crate::error::Error;
 use crate::hash::{hash3, mix64, unit_interval};
@@ -213,6 +213,7 @@ fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
     let dim = c.feature_dim;
     let mut features = Vec::with_capacity((range.end - range.start) as usize * dim);
     let mut labels = Vec::new();
+    let mut targets = Vec::new();
     let mut splits = Vec::new();
     for v in range.clone() {
         let label = model.label(v);
@@ -220,6 +221,12 @@ fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
         let centroid = &model.centroids[label as usize * dim..(label as usize + 1) * dim];
         features.extend(centroid.iter().map(|&m| (m + draws.normal()) as f32));
         labels.push(label as i64);
+        if c.multi_label {
+            let next = (label as usize + 1) % c.classes;
+            targets.extend(
+                (0..c.classes).map(|k| f32::from(k == label as usize || (label.is_multiple_of(2) && k == next))),
+            );
+        }
         let u = unit_interval(mix64(c.seed ^ mix64(v.wrapping_add(0x5eed))));
         splits.push(if u < c.train_fraction {
             "train"
@@ -237,13 +244,23 @@ fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
         Arc::new(Float32Array::from(features)),
         None,
     );
+    let (label_kind, labels): (LabelKind, ArrayRef) = if c.multi_label {
+        let item = Arc::new(Field::new("item", DataType::Float32, false));
+        let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(c.classes, rows));
+        (
+            LabelKind::Targets(c.classes),
+            Arc::new(ListArray::new(item, offsets, Arc::new(Float32Array::from(targets)), None)),
+        )
+    } else {
+        (LabelKind::Class, Arc::new(Int64Array::from(labels)))
+    };
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(range.map(|v| v as i64))),
         Arc::new(features),
-        Arc::new(Int64Array::from(labels)),
+        labels,
         Arc::new(StringArray::from(splits)),
     ];
-    RecordBatch::try_new(schema_ref(node_schema()), columns).expect("columns match the node schema")
+    RecordBatch::try_new(schema_ref(node_schema(label_kind)), columns).expect("columns match the node schema")
 }
 
 /// One part of the edges, and how many of its edges point at the largest hub (rank 0).

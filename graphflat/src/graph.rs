@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use schemas::Split;
+use schemas::{Label, LabelKind, Split};
 
 /// One in-edge kept by sampling, best key first.
 #[derive(Debug, Clone, Copy)]
@@ -15,9 +15,10 @@ pub struct InEdge {
 #[derive(Debug, Default)]
 pub struct NodeStore {
     pub dim: usize,
+    pub label_kind: LabelKind,
     index: HashMap<i64, u32>,
     pub ids: Vec<i64>,
-    pub labels: Vec<Option<i64>>,
+    pub labels: Vec<Option<Label>>,
     pub splits: Vec<Option<Split>>,
     features: Vec<f32>,
     pub in_degree: Vec<u64>,
@@ -26,12 +27,18 @@ pub struct NodeStore {
 }
 
 impl NodeStore {
-    pub fn new(dim: usize) -> Self {
-        NodeStore { dim, ..NodeStore::default() }
+    pub fn new(dim: usize, label_kind: LabelKind) -> Self {
+        NodeStore { dim, label_kind, ..NodeStore::default() }
     }
 
     /// Adds a node; returns its slot, or the slot that already holds this id.
-    pub fn insert(&mut self, id: i64, label: Option<i64>, split: Option<Split>, features: &[f32]) -> Result<u32, u32> {
+    pub fn insert(
+        &mut self,
+        id: i64,
+        label: Option<Label>,
+        split: Option<Split>,
+        features: &[f32],
+    ) -> Result<u32, u32> {
         if let Some(&slot) = self.index.get(&id) {
             return Err(slot);
         }

@@ -12,12 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
-use arrow_buffer::OffsetBuffer;
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field};
 use flate2::read::MultiGzDecoder;
 use schemas::edges::edge_schema;
 use schemas::nodes::node_schema;
-use schemas::{BadInput, Location, Split};
+use schemas::{BadInput, Label, LabelKind, Location, Split};
 
 use crate::error::Error;
 use crate::store::{Io, Place};
@@ -53,6 +53,51 @@ fn parse_i64(path: &Path, line: u64, column: &str, text: &str) -> Result<i64, Er
     text.trim().parse().map_err(|_| bad(path, line, column, format!("not an integer: {text:?}")))
 }
 
+fn parse_f32(path: &Path, line: u64, column: &str, text: &str) -> Result<f32, Error> {
+    text.parse().map_err(|_| bad(path, line, column, format!("not a number: {text:?}")))
+}
+
+/// The labels' kind: targets if any line has several values (all must have as many), else
+/// classes.
+fn label_kind(path: &Path, labels: &[Option<Label>]) -> Result<LabelKind, Error> {
+    let Some(n) = labels.iter().flatten().find_map(|l| l.targets().map(<[f32]>::len)) else {
+        return Ok(LabelKind::Class);
+    };
+    for (line, label) in labels.iter().enumerate() {
+        let problem = match label {
+            Some(Label::Targets(t)) if t.len() != n => {
+                format!("{} targets, but the first multi-value line has {n}", t.len())
+            }
+            Some(Label::Class(_)) => "one value, but other lines hold several targets".to_owned(),
+            _ => continue,
+        };
+        return Err(bad(path, line as u64, "label", problem));
+    }
+    Ok(LabelKind::Targets(n))
+}
+
+/// A part's label column in the node schema's type for `kind`.
+fn label_column(labels: &[Option<Label>], kind: LabelKind) -> ArrayRef {
+    match kind {
+        LabelKind::Class => Arc::new(Int64Array::from_iter(labels.iter().map(|l| l.as_ref().and_then(Label::class)))),
+        LabelKind::Targets(n) => {
+            let mut values = Vec::with_capacity(labels.len() * n);
+            for l in labels {
+                values.extend_from_slice(l.as_ref().and_then(Label::targets).unwrap_or(&[]));
+            }
+            let lengths = labels.iter().map(|l| l.as_ref().map_or(0, |_| n));
+            let valid = NullBuffer::from_iter(labels.iter().map(Option::is_some));
+            let item = Arc::new(Field::new("item", DataType::Float32, false));
+            Arc::new(ListArray::new(
+                item,
+                OffsetBuffer::from_lengths(lengths),
+                Arc::new(Float32Array::from(values)),
+                Some(valid),
+            ))
+        }
+    }
+}
+
 /// Reads `dir` (an OGB dataset folder) and writes `<out>/nodes/` and `<out>/edges/`.
 /// `split`: the folder under `split/` to use; `None` picks the only one there, if any.
 pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result<Imported, Error> {
@@ -85,7 +130,8 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     let dim = dim.ok_or_else(|| Error::job(format!("{}: no nodes (an empty table)", feat_path.display())))?;
 
     let label_path = raw.join("node-label.csv.gz");
-    let labels: Vec<Option<i64>> = if label_path.exists() {
+    // One class id per line, or (multi-label, as ogbn-proteins) comma-separated 0/1 targets.
+    let labels: Vec<Option<Label>> = if label_path.exists() {
         let mut labels = Vec::with_capacity(nodes);
         for line in lines(&label_path)? {
             let (i, text) = line?;
@@ -93,8 +139,11 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             // OGB marks unlabeled nodes as nan in some datasets.
             labels.push(if t.is_empty() || t.eq_ignore_ascii_case("nan") {
                 None
+            } else if t.contains(',') {
+                let targets = t.split(',').map(|v| parse_f32(&label_path, i, "label", v.trim()));
+                Some(Label::Targets(targets.collect::<Result<_, _>>()?))
             } else {
-                Some(parse_i64(&label_path, i, "label", t)?)
+                Some(Label::Class(parse_i64(&label_path, i, "label", t)?))
             });
         }
         if labels.len() != nodes {
@@ -104,6 +153,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     } else {
         vec![None; nodes]
     };
+    let label_kind = label_kind(&label_path, &labels)?;
 
     let split_name = match split {
         Some(s) => Some(s.to_owned()),
@@ -153,11 +203,11 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from_iter_values((lo..hi).map(|v| v as i64))),
                 Arc::new(feats),
-                Arc::new(Int64Array::from(labels[lo..hi].to_vec())),
+                label_column(&labels[lo..hi], label_kind),
                 Arc::new(StringArray::from_iter(splits[lo..hi].iter().map(|s| s.map(Split::name)))),
             ];
-            let batch =
-                RecordBatch::try_new(schema_ref(node_schema()), columns).expect("columns match the node schema");
+            let batch = RecordBatch::try_new(schema_ref(node_schema(label_kind)), columns)
+                .expect("columns match the node schema");
             write_file(io, &nodes_dir.child(&part_name(part)), batch.schema(), &[batch])?;
         }
         Ok(())
@@ -199,4 +249,36 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
         flush(&mut src, &mut dst, &mut part)
     })?;
     Ok(Imported { nodes: nodes as u64, edges, feature_dim: dim, split: split_name })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Float32Type;
+
+    #[test]
+    fn multi_value_label_lines_are_targets_of_one_length() {
+        let path = Path::new("raw/node-label.csv.gz");
+        let targets = |v: &[f32]| Some(Label::Targets(v.to_vec()));
+        let labels = vec![targets(&[0.0, 1.0, 1.0]), None, targets(&[1.0, 0.0, 0.0])];
+        assert_eq!(label_kind(path, &labels).unwrap(), LabelKind::Targets(3));
+        let column = label_column(&labels, LabelKind::Targets(3));
+        let list = column.as_list::<i32>();
+        assert!(list.is_null(1) && list.is_valid(2));
+        assert_eq!(list.value(2).as_primitive::<Float32Type>().values().to_vec(), vec![1.0, 0.0, 0.0]);
+
+        let classes = vec![Some(Label::Class(3)), None];
+        assert_eq!(label_kind(path, &classes).unwrap(), LabelKind::Class);
+
+        let ragged = vec![targets(&[0.0, 1.0]), targets(&[1.0])];
+        let message = label_kind(path, &ragged).unwrap_err().to_string();
+        assert!(
+            message.contains("row 1") && message.contains("1 targets, but the first multi-value line has 2"),
+            "{message}"
+        );
+        let mixed = vec![targets(&[0.0, 1.0]), Some(Label::Class(1))];
+        assert!(label_kind(path, &mixed).is_err());
+    }
 }

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use schemas::edges::EdgeBatch;
-use schemas::nodes::{FEATURES, NODE_ID, NodeBatch, check_features};
-use schemas::{BadInput, Location, Split};
+use schemas::nodes::{FEATURES, LABEL, Labels, NODE_ID, NodeBatch, check_features};
+use schemas::{BadInput, Label, LabelKind, Location, Split};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
@@ -24,7 +24,7 @@ pub type RowAt = (u32, u64);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct NodeMsg {
     id: i64,
-    label: Option<i64>,
+    label: Option<Label>,
     split: Option<Split>,
     features: Vec<f32>,
     at: RowAt,
@@ -41,10 +41,11 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
     let files = agree(worker, open_table(io, table))?;
     let (index, peers) = (worker.index(), worker.peers());
 
-    // The table's feature length is its first row's: every worker reads that row itself.
-    let dim = agree(worker, first_feature_length(io, &files))?;
+    // The table's feature length is its first row's, and the targets' length (multi-label) its
+    // first labeled row's: every worker reads those rows itself.
+    let (dim, label_kind) = agree(worker, table_shape(io, &files))?;
 
-    let store = Rc::new(RefCell::new(NodeStore::new(dim)));
+    let store = Rc::new(RefCell::new(NodeStore::new(dim, label_kind)));
     // Each stored node's row, to name both rows of a duplicate whatever the arrival order.
     let rows: Rc<RefCell<Vec<RowAt>>> = Rc::default();
     let owner_rows = rows.clone();
@@ -67,6 +68,9 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
                         store.dim
                     ),
                 ));
+            }
+            if let Some(problem) = label_problem(m.label.as_ref(), store.label_kind) {
+                owner_problems.borrow_mut().push(BadInput::new(at(m.at, LABEL), problem));
             }
             let mut rows = owner_rows.borrow_mut();
             match store.insert(m.id, m.label, m.split, &m.features) {
@@ -98,7 +102,7 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
                         let features = check_features(&nodes.features, i, &name, row)?;
                         msgs.push(NodeMsg {
                             id: nodes.ids.value(i),
-                            label: nodes.label(i),
+                            label: nodes.label(i, &name, row)?,
                             split: nodes.split(i),
                             features: features.to_vec(),
                             at: (f as u32, row),
@@ -121,25 +125,53 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
     Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
 }
 
-/// The feature length of the table's first row (every worker reads the same row group).
-fn first_feature_length(io: &Io, files: &[ParquetFile]) -> Result<usize, Error> {
-    for file in files {
+/// The feature length of the table's first row, and its label kind: class ids, or targets of
+/// the length of the first labeled row (every worker reads the same rows).
+fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Error> {
+    let (mut dim, mut label) = (None, None);
+    'files: for file in files {
         for rg in 0..file.row_groups() {
-            let mut found = None;
             let name = file.name();
             file.read_row_group(io, rg, |batch, first_row| {
-                if found.is_none() && batch.num_rows() > 0 {
-                    let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
-                    found = Some(check_features(&nodes.features, 0, &name, first_row)?.len());
+                let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
+                if dim.is_none() && !nodes.is_empty() {
+                    dim = Some(check_features(&nodes.features, 0, &name, first_row)?.len());
+                }
+                match &nodes.labels {
+                    Some(Labels::Targets(_)) => {
+                        for i in 0..nodes.len() {
+                            if label.is_some() {
+                                break;
+                            }
+                            if let Some(Label::Targets(t)) = nodes.label(i, &name, first_row + i as u64)? {
+                                label = Some(LabelKind::Targets(t.len()));
+                            }
+                        }
+                    }
+                    _ => label = label.or(Some(LabelKind::Class)),
                 }
                 Ok(())
             })?;
-            if let Some(dim) = found {
-                return Ok(dim);
+            if dim.is_some() && label.is_some() {
+                break 'files;
             }
         }
     }
-    Ok(0)
+    Ok((dim.unwrap_or(0), label.unwrap_or_default()))
+}
+
+/// What is wrong with a row's label given the table's kind, if anything.
+fn label_problem(label: Option<&Label>, kind: LabelKind) -> Option<String> {
+    match (label?, kind) {
+        (Label::Class(_), LabelKind::Class) => None,
+        (Label::Targets(t), LabelKind::Targets(n)) if t.len() == n => None,
+        (Label::Targets(t), LabelKind::Targets(n)) => {
+            Some(format!("{} targets, but the table's first labeled row has {n}", t.len()))
+        }
+        (Label::Targets(_), LabelKind::Class) | (Label::Class(_), LabelKind::Targets(_)) => {
+            Some("the label type differs from the table's first file's".into())
+        }
+    }
 }
 
 /// One edge as read, kept by the worker that read it until sampling.

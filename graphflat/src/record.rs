@@ -7,9 +7,9 @@ use arrow_array::{
     ArrayRef, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
     UInt8Array, UInt32Array,
 };
-use arrow_buffer::OffsetBuffer;
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef};
-use schemas::Split;
+use schemas::{Label, Split};
 
 /// One node of a record as it arrives: its hop, full in-degree and features.
 #[derive(Debug, Clone)]
@@ -27,7 +27,7 @@ pub type GatheredEdge = (i64, i64, f32, u32);
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub root: i64,
-    pub label: Option<i64>,
+    pub label: Option<Label>,
     pub split: Option<Split>,
     pub node_ids: Vec<i64>,
     pub hops: Vec<u8>,
@@ -45,7 +45,7 @@ impl Record {
     /// indices sorted by (dst, src): the layout depends only on the content.
     pub fn assemble(
         root: i64,
-        label: Option<i64>,
+        label: Option<Label>,
         split: Option<Split>,
         mut nodes: Vec<GatheredNode>,
         mut edges: Vec<GatheredEdge>,
@@ -99,6 +99,31 @@ fn list<T: Copy>(
     Ok(Arc::new(ListArray::try_new(Arc::new(Field::new("item", item, false)), offsets, values(flat), None)?))
 }
 
+/// The label column of the schema's type: `int64` classes or fixed-size lists of targets.
+fn labels(records: &[Record], schema: &SchemaRef) -> Result<ArrayRef, ArrowError> {
+    let field = schema.field_with_name(schemas::record::LABEL)?;
+    Ok(match field.data_type() {
+        DataType::FixedSizeList(item, n) => {
+            let n = *n as usize;
+            let mut values = Vec::with_capacity(records.len() * n);
+            for r in records {
+                match r.label.as_ref().and_then(Label::targets) {
+                    Some(t) if t.len() == n => values.extend_from_slice(t),
+                    _ => values.resize(values.len() + n, 0.0),
+                }
+            }
+            let valid = NullBuffer::from_iter(records.iter().map(|r| r.label.is_some()));
+            Arc::new(FixedSizeListArray::try_new(
+                item.clone(),
+                n as i32,
+                Arc::new(Float32Array::from(values)),
+                Some(valid),
+            )?)
+        }
+        _ => Arc::new(Int64Array::from_iter(records.iter().map(|r| r.label.as_ref().and_then(Label::class)))),
+    })
+}
+
 /// Lays out records as one batch of the record schema (`schema` must be the one for `dim`).
 pub fn to_batch(records: &[Record], schema: &SchemaRef, dim: usize) -> Result<RecordBatch, ArrowError> {
     let feature_type = schemas::record::feature_type(dim);
@@ -120,7 +145,7 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef, dim: usize) -> Result<Re
     };
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.root))),
-        Arc::new(Int64Array::from_iter(records.iter().map(|r| r.label))),
+        labels(records, schema)?,
         Arc::new(StringArray::from_iter(records.iter().map(|r| r.split.map(Split::name)))),
         list(records, DataType::Int64, |r| &r.node_ids, |v| Arc::new(Int64Array::from(v)))?,
         list(records, DataType::UInt8, |r| &r.hops, |v| Arc::new(UInt8Array::from(v)))?,

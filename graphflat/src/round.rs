@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use schemas::Split;
+use schemas::{Label, Split};
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -45,7 +45,8 @@ pub struct Reply {
     node: i64,
     hop: u8,
     in_degree: u64,
-    label: Option<i64>,
+    /// The root's label (only replies about the root itself carry it).
+    label: Option<Label>,
     split: Option<Split>,
     features: Vec<f32>,
     /// (src, weight, layer mask) of the in-edges the record needs at this hop.
@@ -56,7 +57,7 @@ pub struct Reply {
 #[derive(Debug, Clone, Default)]
 pub struct Partial {
     root: i64,
-    label: Option<i64>,
+    label: Option<Label>,
     split: Option<Split>,
     nodes: Vec<GatheredNode>,
     edges: Vec<GatheredEdge>,
@@ -90,7 +91,7 @@ fn expand<'s>(
                         node: r.node,
                         hop: r.hop,
                         in_degree: nodes.in_degree[slot],
-                        label: nodes.labels[slot],
+                        label: if r.hop == 0 { nodes.labels[slot].clone() } else { None },
                         split: nodes.splits[slot],
                         features: nodes.features(slot).to_vec(),
                         edges,

@@ -31,7 +31,10 @@ pub use schemas::job::PsMode;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub loss_sum: f64,
-    /// Labeled roots per split: train, valid, test.
+    /// The labeled training roots `loss_sum` adds up over.
+    pub loss_rows: u64,
+    /// Score counts per split (train, valid, test), `correct / total` being the accuracy, or
+    /// the micro-F1 for multi-label targets (see `gnn::model::score`).
     pub total: [u64; 3],
     pub correct: [u64; 3],
 }
@@ -39,6 +42,7 @@ pub struct Stats {
 impl Stats {
     pub fn add(&mut self, other: &Stats) {
         self.loss_sum += other.loss_sum;
+        self.loss_rows += other.loss_rows;
         for i in 0..3 {
             self.total[i] += other.total[i];
             self.correct[i] += other.correct[i];

@@ -8,8 +8,8 @@ use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Typ
 use arrow_array::{Array, RecordBatch};
 use gnn::RecordGraph;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use schemas::Split;
 use schemas::record::{self, FlattenMeta};
+use schemas::{Label, Split};
 
 use crate::error::Error;
 
@@ -106,13 +106,40 @@ impl<'a, T: arrow_array::ArrowPrimitiveType> ListColumn<'a, T> {
     }
 }
 
+/// The label column: class ids, or fixed-size lists of multi-hot targets.
+enum Labels<'a> {
+    Classes(&'a arrow_array::Int64Array),
+    Targets(&'a arrow_array::FixedSizeListArray),
+}
+
+impl<'a> Labels<'a> {
+    fn new(batch: &'a RecordBatch) -> Result<Self, String> {
+        let array = column(batch, record::LABEL)?;
+        if let Some(classes) = array.as_primitive_opt::<Int64Type>() {
+            return Ok(Labels::Classes(classes));
+        }
+        let targets = array.as_fixed_size_list_opt().ok_or("label is neither int64 nor fixed_size_list<float32>")?;
+        targets.values().as_primitive_opt::<Float32Type>().ok_or("label targets are not float32")?;
+        Ok(Labels::Targets(targets))
+    }
+
+    fn get(&self, row: usize) -> Option<Label> {
+        match self {
+            Labels::Classes(c) => c.is_valid(row).then(|| Label::Class(c.value(row))),
+            Labels::Targets(t) => {
+                t.is_valid(row).then(|| Label::Targets(t.value(row).as_primitive::<Float32Type>().values().to_vec()))
+            }
+        }
+    }
+}
+
 fn decode(
     batch: &RecordBatch,
     out: &mut Vec<RecordGraph>,
     keep: &impl Fn(Option<Split>) -> bool,
 ) -> Result<(), String> {
     let roots = column(batch, record::ROOT_ID)?.as_primitive_opt::<Int64Type>().ok_or("root_id is not int64")?;
-    let labels = column(batch, record::LABEL)?.as_primitive_opt::<Int64Type>().ok_or("label is not int64")?;
+    let labels = Labels::new(batch)?;
     let splits = column(batch, record::SPLIT)?.as_string_opt::<i32>().ok_or("split is not utf8")?;
     let features = column(batch, record::NODE_FEATURES)?.as_list_opt::<i32>().ok_or("node_features is not a list")?;
     let hops = ListColumn::<UInt8Type>::new(batch, record::NODE_HOPS)?;
@@ -133,7 +160,7 @@ fn decode(
             (per_node.offset() * per_node.value_length() as usize, per_node.len() * per_node.value_length() as usize);
         out.push(RecordGraph {
             root: roots.value(row),
-            label: labels.is_valid(row).then(|| labels.value(row)),
+            label: labels.get(row),
             split,
             hops: hops.row(row),
             in_degrees: in_degrees.row(row),

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use gnn::batch::{Batch, BatchSpec};
-use gnn::model::{BatchTensors, Dropout, Gnn, cross_entropy};
+use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
 use gnn::{RecordGraph, params};
-use schemas::job::Aggregation;
+use schemas::LabelKind;
+use schemas::job::{Aggregation, DeviceKind};
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Split};
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,9 @@ pub use schemas::job::TrainConfig;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochMetrics {
     pub epoch: usize,
+    /// What the three scores below measure: `accuracy` (class labels) or `micro_f1` (multi-hot
+    /// targets).
+    pub metric: String,
     pub train_loss: f64,
     pub train_accuracy: f64,
     pub valid_accuracy: f64,
@@ -44,6 +48,8 @@ pub struct EpochMetrics {
 #[derive(Debug, Clone)]
 pub struct TrainSummary {
     pub epochs: usize,
+    /// `accuracy` or `micro_f1`: what `best_valid` and `test_at_best` measure.
+    pub metric: &'static str,
     pub best_epoch: usize,
     pub best_valid: f64,
     pub test_at_best: f64,
@@ -76,6 +82,34 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
     first.ok_or_else(|| Error::Job("no worker ran".into()))
 }
 
+/// The device a job computes on (without autodiff). The GPU is probed with a small computation
+/// so that a machine without a usable adapter gets an error, not a panic mid-run.
+pub fn device(kind: DeviceKind) -> Result<Device, Error> {
+    match kind {
+        DeviceKind::Cpu => Ok(Device::flex()),
+        #[cfg(feature = "gpu")]
+        DeviceKind::Gpu => {
+            let probe = std::panic::catch_unwind(|| {
+                let device = Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
+                let sum = Tensor::<1>::from_floats([1.0, 2.0], &device).sum().into_scalar::<f32>();
+                (sum == 3.0).then_some(device)
+            });
+            match probe {
+                Ok(Some(device)) => Ok(device),
+                _ => Err(Error::Job(
+                    "device = \"gpu\": no usable wgpu adapter (install a Vulkan driver; \
+                     Debian's mesa-vulkan-drivers runs it in software)"
+                        .into(),
+                )),
+            }
+        }
+        #[cfg(not(feature = "gpu"))]
+        DeviceKind::Gpu => Err(Error::Job(
+            "device = \"gpu\" needs a build with the `gpu` feature: cargo build --release --features gpu".into(),
+        )),
+    }
+}
+
 /// Batches given per (epoch, step), and the steps per epoch: see [`train_worker`].
 pub type FixedBatches<'a> = (&'a dyn Fn(usize, usize) -> Option<Vec<RecordGraph>>, usize);
 
@@ -98,8 +132,14 @@ pub fn train_worker(
     };
     let train = Arc::new(by_split(Split::Train));
     let (valid, test) = (by_split(Split::Valid), by_split(Split::Test));
-    let max_label = records.iter().filter_map(|r| r.label).max().unwrap_or(0).max(0) as u64;
-    let classes = config.classes.unwrap_or(crate::collective::max(worker, max_label) as usize + 1);
+    let multi_label = matches!(set.meta.label, LabelKind::Targets(_));
+    let classes = match set.meta.label {
+        LabelKind::Targets(n) => n,
+        LabelKind::Class => {
+            let max_label = records.iter().filter_map(|r| r.label.as_ref()?.class()).max().unwrap_or(0).max(0) as u64;
+            config.classes.unwrap_or(crate::collective::max(worker, max_label) as usize + 1)
+        }
+    };
     let dim =
         records.iter().find(|r| !r.hops.is_empty()).map_or(set.meta.feature_dim, |r| r.features.len() / r.hops.len());
     drop(records);
@@ -114,10 +154,11 @@ pub fn train_worker(
         output_heads: if config.model == schemas::model::ModelKind::Gat { config.output_heads } else { 1 },
         activation: config.activation,
         normalize_features: config.normalize_features,
+        multi_label,
         seed: config.seed,
     };
-    let cpu = Device::flex();
-    let device = cpu.clone().autodiff();
+    let base = device(config.device)?;
+    let device = base.clone().autodiff();
     let batch_spec = BatchSpec {
         hops: set.meta.hops,
         fanouts: set.meta.fanouts.clone(),
@@ -128,9 +169,9 @@ pub fn train_worker(
     // Evaluation batches do not change between epochs: build them once.
     let aggregation = config.aggregation;
     let (valid, test) =
-        (EvalSet::new(&valid, &batch_spec, &cpu, aggregation), EvalSet::new(&test, &batch_spec, &cpu, aggregation));
+        (EvalSet::new(&valid, &batch_spec, &base, aggregation), EvalSet::new(&test, &batch_spec, &base, aggregation));
     // The model's structure, built once: each step loads the current parameters into a clone.
-    let template = Gnn::new(&spec, &cpu);
+    let template = Gnn::new(&spec, &base);
     let mut params = params::flatten(&template);
     let len = params.len();
     let output = PathBuf::from(&config.output);
@@ -205,7 +246,7 @@ pub fn train_worker(
         // Evaluation: counts of every worker's valid and test records, summed by shard 0.
         let mut eval = Stats::default();
         for (split, batches) in [(1, &valid), (2, &test)] {
-            let (correct, total) = evaluate(&spec, &template, &params, batches, &cpu);
+            let (correct, total) = evaluate(&spec, &template, &params, batches, &base);
             (eval.correct[split], eval.total[split]) = (correct, total);
         }
         // The evaluation step waits for every step before it: late training stats (async mode)
@@ -218,7 +259,8 @@ pub fn train_worker(
         wait_total += wait;
         let metrics = EpochMetrics {
             epoch,
-            train_loss: epoch_stats.loss_sum / epoch_stats.total[0].max(1) as f64,
+            metric: metric_name(multi_label).into(),
+            train_loss: epoch_stats.loss_sum / epoch_stats.loss_rows.max(1) as f64,
             train_accuracy: epoch_stats.accuracy(0),
             valid_accuracy: evaluated.accuracy(1),
             test_accuracy: evaluated.accuracy(2),
@@ -248,10 +290,11 @@ pub fn train_worker(
     let final_params =
         if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
     if index == 0 {
-        save_model(&output, &spec, set, &final_params, &cpu)?;
+        save_model(&output, &spec, set, &final_params, &base)?;
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
+        metric: metric_name(multi_label),
         best_epoch: tracker.best_epoch,
         best_valid: tracker.best_valid,
         test_at_best: tracker.test_at_best,
@@ -272,19 +315,14 @@ fn gradient(
 ) -> (Vec<f32>, u64, Stats) {
     let model = params::load(template.clone(), params, device);
     let logits = model.forward(spec, batch, &BatchTensors::new(batch, device, aggregation), Some(dropout));
-    let correct = count_correct(logits.clone().detach(), &batch.labels);
-    let (loss, n) = cross_entropy(logits, &batch.labels);
+    let (hits, out_of) = score(logits.clone().detach(), &batch.labels);
+    let (loss, n) = loss(logits, &batch.labels);
     let loss_value = f64::from(loss.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
     let mut grad = params::gradients(&model, &loss.backward());
     grad.iter_mut().for_each(|g| *g *= n as f32);
-    let mut stats = Stats { loss_sum: loss_value * n as f64, ..Stats::default() };
-    (stats.total[0], stats.correct[0]) = (n as u64, correct);
+    let mut stats = Stats { loss_sum: loss_value * n as f64, loss_rows: n as u64, ..Stats::default() };
+    (stats.correct[0], stats.total[0]) = (hits, out_of);
     (grad, n as u64, stats)
-}
-
-fn count_correct(logits: Tensor<2>, labels: &[Option<i64>]) -> u64 {
-    let predicted: Vec<i64> = logits.argmax(1).into_data().iter::<i64>().collect();
-    predicted.iter().zip(labels).filter(|(p, l)| l.is_some_and(|l| l == **p)).count() as u64
 }
 
 /// Records to evaluate on, batched once and kept on the device.
@@ -305,16 +343,21 @@ impl EvalSet {
     }
 }
 
-/// (correct, labeled) over an evaluation set, without dropout.
+/// Score counts over an evaluation set, without dropout: (correct, labeled), or (2 TP,
+/// 2 TP + FP + FN) for multi-label targets; see [`gnn::model::score`].
 pub fn evaluate(spec: &ModelSpec, template: &Gnn, params: &[f32], set: &EvalSet, device: &Device) -> (u64, u64) {
     let model = params::load(template.clone(), params, device);
     let (mut correct, mut total) = (0, 0);
     for (batch, tensors) in &set.0 {
         let logits = model.forward(spec, batch, tensors, None);
-        correct += count_correct(logits, &batch.labels);
-        total += batch.labels.iter().filter(|l| l.is_some()).count() as u64;
+        let (hits, out_of) = score(logits, &batch.labels);
+        (correct, total) = (correct + hits, total + out_of);
     }
     (correct, total)
+}
+
+fn metric_name(multi_label: bool) -> &'static str {
+    if multi_label { "micro_f1" } else { "accuracy" }
 }
 
 /// Best validation accuracy so far (for early stopping and the model written).
@@ -341,9 +384,10 @@ impl Tracker {
 
 fn report(output: &Path, m: &EpochMetrics, epochs: usize) -> Result<(), Error> {
     tracing::info!(
-        "train: epoch {}/{epochs}: loss {:.4}, train {:.3}, valid {:.3}, test {:.3}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
+        "train: epoch {}/{epochs}: loss {:.4}, {} train {:.3}, valid {:.3}, test {:.3}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
         m.epoch + 1,
         m.train_loss,
+        m.metric,
         m.train_accuracy,
         m.valid_accuracy,
         m.test_accuracy,

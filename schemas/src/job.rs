@@ -325,6 +325,10 @@ pub struct GenerateConfig {
     pub train_fraction: f64,
     #[serde(default = "default_gen_valid")]
     pub valid_fraction: f64,
+    /// Multi-hot targets (`list<float32>` labels) instead of class ids: a node's community, and
+    /// for even communities the next one too.
+    #[serde(default)]
+    pub multi_label: bool,
     #[serde(default)]
     pub seed: u64,
 }
@@ -371,6 +375,7 @@ impl GenerateConfig {
             feature_signal: default_gen_signal(),
             train_fraction: default_gen_train(),
             valid_fraction: default_gen_valid(),
+            multi_label: false,
             seed: 0,
         }
     }
@@ -455,7 +460,11 @@ pub enum OptimizerKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceKind {
+    /// burn's Flex backend, with the edge-partitioned aggregation kernel.
     Cpu,
+    /// The default wgpu adapter (Vulkan, Metal or DX12; software Vulkan works): needs a build
+    /// with the `gpu` cargo feature.
+    Gpu,
 }
 
 /// Which implementation aggregates neighbors (see `gnn::kernel`).

@@ -6,12 +6,14 @@
 pub mod edges;
 pub mod error;
 pub mod job;
+pub mod label;
 pub mod model;
 pub mod nodes;
 pub mod record;
 
 pub use error::{BadInput, Location};
 pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, JobFile, Sampler, Split, Targets};
+pub use label::{Label, LabelKind};
 
 /// The marker file written last into every finished output directory. Readers ignore a
 /// directory without it.

@@ -35,6 +35,10 @@ pub struct ModelSpec {
     pub activation: Activation,
     /// Divide each input feature row by its sum clamped at 1 (PyG's NormalizeFeatures).
     pub normalize_features: bool,
+    /// Multi-hot targets: one independent sigmoid per class (binary cross-entropy, micro-F1)
+    /// instead of a softmax over classes.
+    #[serde(default)]
+    pub multi_label: bool,
     /// Seed of the initial weights.
     pub seed: u64,
 }

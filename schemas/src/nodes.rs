@@ -1,6 +1,8 @@
 //! The node table: `node_id: int64` (unique), `features: list<float32>` or
-//! `fixed_size_list<float32>` (one length on every row), optional `label: int64` (nullable),
-//! optional `split: utf8` (`train`, `valid`, `test` or null).
+//! `fixed_size_list<float32>` (one length on every row), optional `label` (nullable): `int64`
+//! class ids, or multi-hot targets as `list<float32>` / `fixed_size_list<float32>` (one length
+//! on every labeled row, values in [0, 1]), optional `split: utf8` (`train`, `valid`, `test` or
+//! null).
 
 use std::sync::Arc;
 
@@ -12,18 +14,24 @@ use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
 use crate::job::Split;
+use crate::label::{Label, LabelKind};
 
 pub const NODE_ID: &str = "node_id";
 pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";
 
-/// The schema this project writes for node tables (`import`, `generate`).
-pub fn node_schema() -> Schema {
+fn float_list() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Float32, false)))
+}
+
+/// The schema this project writes for node tables (`import`, `generate`): `int64` class labels,
+/// or `list<float32>` multi-hot targets.
+pub fn node_schema(label: LabelKind) -> Schema {
     Schema::new(vec![
         Field::new(NODE_ID, DataType::Int64, false),
-        Field::new(FEATURES, DataType::List(Arc::new(Field::new("item", DataType::Float32, false))), false),
-        Field::new(LABEL, DataType::Int64, true),
+        Field::new(FEATURES, float_list(), false),
+        Field::new(LABEL, if label == LabelKind::Class { DataType::Int64 } else { float_list() }, true),
         Field::new(SPLIT, DataType::Utf8, true),
     ])
 }
@@ -96,11 +104,17 @@ impl FloatLists {
     }
 }
 
+/// A node table's label column.
+pub enum Labels {
+    Classes(Int64Array),
+    Targets(FloatLists),
+}
+
 /// The node table's columns of one record batch, typed and checked.
 pub struct NodeBatch {
     pub ids: Int64Array,
     pub features: FloatLists,
-    pub labels: Option<Int64Array>,
+    pub labels: Option<Labels>,
     pub splits: Option<Vec<Option<Split>>>,
 }
 
@@ -115,7 +129,16 @@ impl NodeBatch {
         let features = FloatLists::from_column(batch, FEATURES, file)?;
         let labels = match batch.column_by_name(LABEL) {
             None => None,
-            Some(_) => Some(int64(batch, LABEL, file)?),
+            Some(array) if array.data_type() == &DataType::Int64 => Some(Labels::Classes(int64(batch, LABEL, file)?)),
+            Some(array) => Some(Labels::Targets(FloatLists::from_array(array, LABEL, file).map_err(|_| {
+                BadInput::new(
+                    Location::file(file).column(LABEL),
+                    format!(
+                        "expected int64 (a class) or list<float32> (multi-hot targets), found {}",
+                        array.data_type()
+                    ),
+                )
+            })?)),
         };
         let splits = match batch.column_by_name(SPLIT) {
             None => None,
@@ -132,8 +155,23 @@ impl NodeBatch {
         self.ids.is_empty()
     }
 
-    pub fn label(&self, i: usize) -> Option<i64> {
-        self.labels.as_ref().and_then(|l| l.is_valid(i).then(|| l.value(i)))
+    /// Row `i`'s label; targets are checked (no null, each in [0, 1]); `row` is its file row.
+    pub fn label(&self, i: usize, file: &str, row: u64) -> Result<Option<Label>, BadInput> {
+        match &self.labels {
+            None => Ok(None),
+            Some(Labels::Classes(c)) => Ok(c.is_valid(i).then(|| Label::Class(c.value(i)))),
+            Some(Labels::Targets(t)) => {
+                let Some(values) = t.row(i) else { return Ok(None) };
+                let at = || Location::file(file).row(row).column(LABEL);
+                if let Some(j) = t.null_value_in_row(i) {
+                    return Err(BadInput::new(at(), format!("null target at position {j}")));
+                }
+                if let Some(j) = values.iter().position(|v| !(0.0..=1.0).contains(v)) {
+                    return Err(BadInput::new(at(), format!("target {} at position {j} is not in [0, 1]", values[j])));
+                }
+                Ok(Some(Label::Targets(values.to_vec())))
+            }
+        }
     }
 
     pub fn split(&self, i: usize) -> Option<Split> {

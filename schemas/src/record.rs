@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Metadata, Schema};
 
+use crate::label::LabelKind;
+
 pub const ROOT_ID: &str = "root_id";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";
@@ -29,6 +31,8 @@ pub mod meta {
     pub const SAMPLER: &str = "graphflat.sampler";
     pub const SEED: &str = "graphflat.seed";
     pub const FEATURE_DIM: &str = "graphflat.feature_dim";
+    /// `class` or `targets:<n>`; absent means `class`.
+    pub const LABEL: &str = "graphflat.label";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -40,11 +44,19 @@ pub fn feature_type(feature_dim: usize) -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, false)), feature_dim as i32)
 }
 
+/// The label column's type: `int64`, or `fixed_size_list<float32, n>` for multi-hot targets.
+pub fn label_type(kind: LabelKind) -> DataType {
+    match kind {
+        LabelKind::Class => DataType::Int64,
+        LabelKind::Targets(n) => feature_type(n),
+    }
+}
+
 /// The record table's schema, without metadata.
-pub fn record_fields(feature_dim: usize) -> Vec<Field> {
+pub fn record_fields(feature_dim: usize, label: LabelKind) -> Vec<Field> {
     vec![
         Field::new(ROOT_ID, DataType::Int64, false),
-        Field::new(LABEL, DataType::Int64, true),
+        Field::new(LABEL, label_type(label), true),
         Field::new(SPLIT, DataType::Utf8, true),
         Field::new(NODE_IDS, list_of(DataType::Int64), false),
         Field::new(NODE_HOPS, list_of(DataType::UInt8), false),
@@ -66,6 +78,7 @@ pub struct FlattenMeta {
     pub sampler: String,
     pub seed: u64,
     pub feature_dim: usize,
+    pub label: LabelKind,
 }
 
 impl FlattenMeta {
@@ -77,6 +90,7 @@ impl FlattenMeta {
             (meta::SAMPLER.to_owned(), self.sampler.clone()),
             (meta::SEED.to_owned(), self.seed.to_string()),
             (meta::FEATURE_DIM.to_owned(), self.feature_dim.to_string()),
+            (meta::LABEL.to_owned(), self.label.to_text()),
         ])
     }
 
@@ -93,13 +107,17 @@ impl FlattenMeta {
             sampler: metadata.get(meta::SAMPLER)?.clone(),
             seed: metadata.get(meta::SEED)?.parse().ok()?,
             feature_dim: metadata.get(meta::FEATURE_DIM)?.parse().ok()?,
+            label: match metadata.get(meta::LABEL) {
+                None => LabelKind::Class,
+                Some(text) => LabelKind::parse(text)?,
+            },
         })
     }
 }
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {
-    Schema::new(record_fields(meta.feature_dim)).with_metadata(meta.to_metadata())
+    Schema::new(record_fields(meta.feature_dim, meta.label)).with_metadata(meta.to_metadata())
 }
 
 #[cfg(test)]
@@ -108,9 +126,20 @@ mod tests {
 
     #[test]
     fn metadata_round_trips() {
-        let meta = FlattenMeta { hops: 2, fanouts: vec![10, 5], sampler: "uniform".into(), seed: 7, feature_dim: 32 };
+        let meta = FlattenMeta {
+            hops: 2,
+            fanouts: vec![10, 5],
+            sampler: "uniform".into(),
+            seed: 7,
+            feature_dim: 32,
+            label: LabelKind::Targets(121),
+        };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
-        let all = FlattenMeta { fanouts: vec![], sampler: "all".into(), ..meta };
-        assert_eq!(FlattenMeta::from_metadata(&all.to_metadata()), Some(all));
+        let all = FlattenMeta { fanouts: vec![], sampler: "all".into(), label: LabelKind::Class, ..meta };
+        assert_eq!(FlattenMeta::from_metadata(&all.to_metadata()), Some(all.clone()));
+        // Record sets written before multi-label support carry class labels.
+        let mut old = all.to_metadata();
+        old.remove(meta::LABEL);
+        assert_eq!(FlattenMeta::from_metadata(&old).map(|m| m.label), Some(LabelKind::Class));
     }
 }

@@ -217,9 +217,8 @@ mod tests {
         assert_eq!(dots, coef_grad(&plan.by_dst, &g, &x, layout, 1));
         for e in [0usize, 1_234, 3_599] {
             for h in 0..2 {
-                let expect: f32 = (h * 4..h * 4 + 4)
-                    .map(|j| g[dst[e] as usize * 8 + j] * x[src[e] as usize * 8 + j])
-                    .sum();
+                let expect: f32 =
+                    (h * 4..h * 4 + 4).map(|j| g[dst[e] as usize * 8 + j] * x[src[e] as usize * 8 + j]).sum();
                 assert!((dots[e * 2 + h] - expect).abs() < 1e-5);
             }
         }

@@ -1,0 +1,117 @@
+//! Shared by the model tests: random graphs, records built by a plain BFS, and one training
+//! step's loss and gradients.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::collections::{BTreeMap, VecDeque};
+
+use burn::prelude::*;
+use gnn::batch::{Batch, BatchSpec, RecordGraph};
+use gnn::kernel::Aggregation;
+use gnn::model::{BatchTensors, Dropout, Gnn, loss};
+use gnn::params;
+use schemas::Label;
+use schemas::model::{Activation, ModelKind, ModelSpec};
+
+/// A random directed graph with a hub (node 0) and an isolated node (the last).
+pub fn graph(n: usize, dim: usize) -> (Vec<(usize, usize)>, Vec<Vec<f32>>) {
+    let mut s = gnn::rng::Stream::new(&[42]);
+    let mut edges = Vec::new();
+    for _ in 0..n * 3 {
+        let (u, w) = ((s.next_u64() % (n as u64 - 1)) as usize, (s.next_u64() % (n as u64 - 1)) as usize);
+        if u != w {
+            edges.push((u, w));
+        }
+    }
+    for u in 1..n - 1 {
+        edges.push((u, 0));
+    }
+    let features = (0..n).map(|_| (0..dim).map(|_| s.unit() - 0.5).collect()).collect();
+    (edges, features)
+}
+
+/// Records with every edge, built by a plain BFS (as GraphFlat's `all` sampler makes them).
+pub fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>]) -> Vec<RecordGraph> {
+    let mut in_edges: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &(u, w) in edges {
+        in_edges.entry(w).or_default().push(u);
+    }
+    (0..n)
+        .map(|root| {
+            let mut dist = BTreeMap::from([(root, 0u8)]);
+            let mut queue = VecDeque::from([root]);
+            while let Some(v) = queue.pop_front() {
+                if dist[&v] == k {
+                    continue;
+                }
+                for &u in in_edges.get(&v).into_iter().flatten() {
+                    if !dist.contains_key(&u) {
+                        dist.insert(u, dist[&v] + 1);
+                        queue.push_back(u);
+                    }
+                }
+            }
+            let mut nodes: Vec<usize> = dist.keys().copied().collect();
+            nodes.sort_by_key(|v| (*v != root, dist[v], *v));
+            let local: BTreeMap<usize, i32> = nodes.iter().enumerate().map(|(i, &v)| (v, i as i32)).collect();
+            let kept: Vec<&(usize, usize)> =
+                edges.iter().filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k)).collect();
+            RecordGraph {
+                root: root as i64,
+                label: Some(Label::Class((root % 3) as i64)),
+                split: None,
+                hops: nodes.iter().map(|v| dist[v]).collect(),
+                in_degrees: nodes.iter().map(|v| in_edges.get(v).map_or(0, Vec::len) as i64).collect(),
+                features: nodes.iter().flat_map(|&v| features[v].clone()).collect(),
+                edge_src: kept.iter().map(|(u, _)| local[u]).collect(),
+                edge_dst: kept.iter().map(|(_, w)| local[w]).collect(),
+                edge_weights: vec![1.0; kept.len()],
+                edge_layers: kept.iter().map(|(_, w)| (1u32 << (k - dist[w])) - 1).collect(),
+            }
+        })
+        .collect()
+}
+
+pub fn spec(kind: ModelKind, dim: usize) -> ModelSpec {
+    ModelSpec {
+        kind,
+        input_dim: dim,
+        hidden: 5,
+        classes: 3,
+        layers: 2,
+        heads: if kind == ModelKind::Gat { 2 } else { 1 },
+        output_heads: if kind == ModelKind::Gat { 2 } else { 1 },
+        activation: Activation::Relu,
+        normalize_features: false,
+        multi_label: false,
+        seed: 9,
+    }
+}
+
+/// The loss and gradients of one training step with dropout.
+pub fn step(
+    kind: ModelKind,
+    recs: &[RecordGraph],
+    dim: usize,
+    prune: bool,
+    (device, aggregation): (&Device, Aggregation),
+) -> (f32, Vec<f32>) {
+    let spec = spec(kind, dim);
+    let model = Gnn::new(&spec, device);
+    let batch = Batch::build(
+        recs,
+        &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false },
+    );
+    let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
+    let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, device, aggregation), Some(dropout));
+    let (loss, _) = loss(logits, &batch.labels);
+    let value = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
+    (value, params::gradients(&model, &loss.backward()))
+}
+
+pub fn assert_same_step(what: &str, (loss_a, grads_a): (f32, Vec<f32>), (loss_b, grads_b): (f32, Vec<f32>)) {
+    assert!((loss_a - loss_b).abs() < 1e-5, "{what}: loss {loss_a} vs {loss_b}");
+    assert!(grads_a.iter().any(|g| *g != 0.0), "{what}: all gradients are zero");
+    for (i, (a, b)) in grads_a.iter().zip(&grads_b).enumerate() {
+        assert!((a - b).abs() < 1e-5, "{what}: gradient {i}: {a} vs {b}");
+    }
+}

@@ -1,0 +1,59 @@
+//! `device = "gpu"` end to end (burn-wgpu; software Vulkan in CI): a GAT trained on the GPU
+//! tracks the same job on the CPU, and a build without the feature says how to get one.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// (first epoch's train loss, last epoch's test accuracy) from `metrics.jsonl`.
+#[cfg(feature = "gpu")]
+fn loss_and_accuracy(model: &Path) -> (f64, f64) {
+    let text = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (rows[0]["train_loss"].as_f64().unwrap(), rows.last().unwrap()["test_accuracy"].as_f64().unwrap())
+}
+
+fn train_job(dir: &Path, device: &str) -> std::path::PathBuf {
+    let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join(format!("model-{device}")));
+    let body = format!(
+        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gat\"\nheads = 2\nhidden = 8\nepochs = 20\nbatch_size = 4096\ndevice = {device:?}\n",
+        flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\n"),
+        flat.display().to_string(),
+        model.display().to_string()
+    );
+    job(dir, &format!("{device}.toml"), &body)
+}
+
+#[cfg(feature = "gpu")]
+#[test]
+fn training_on_the_gpu_tracks_the_cpu() {
+    let dir = scratch("gpu-train");
+    generate(&dir.join("graph"), 1500, 8, 16, 3);
+    let mut results = Vec::new();
+    for device in ["cpu", "gpu"] {
+        let out = run_ok(&["run", train_job(&dir, device).to_str().unwrap()]);
+        results.push(loss_and_accuracy(&dir.join(format!("model-{device}"))));
+        eprintln!("{device}: {:?}\n{out}", results.last().unwrap());
+    }
+    let ((cpu_loss, cpu_acc), (gpu_loss, gpu_acc)) = (results[0], results[1]);
+    // One step per epoch (the batch holds every training record): the first epoch's loss is
+    // the initial model's, with the same weights, batch and dropout masks on both devices, so it
+    // agrees to float rounding. Adam then amplifies rounding differences in near-zero
+    // gradients, so later epochs agree closely but not exactly.
+    assert!((cpu_loss - gpu_loss).abs() < 1e-4 * cpu_loss.abs().max(1.0), "loss {cpu_loss} vs {gpu_loss}");
+    assert!((cpu_acc - gpu_acc).abs() < 0.05, "test accuracy {cpu_acc} vs {gpu_acc}");
+    assert!(gpu_acc > 0.5, "the GPU run learned nothing: {gpu_acc}");
+}
+
+#[cfg(not(feature = "gpu"))]
+#[test]
+fn a_build_without_the_gpu_feature_says_how_to_get_one() {
+    let dir = scratch("gpu-missing");
+    generate(&dir.join("graph"), 200, 4, 4, 3);
+    let out = graphflat().args(["run", train_job(&dir, "gpu").to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    let message = text(&out);
+    assert!(message.contains("--features gpu"), "{message}");
+}
