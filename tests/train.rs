@@ -123,7 +123,7 @@ fn train_on(workers: usize, config: TrainConfig, set: RecordSet, fixed: Option<(
 fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
     let dir = scratch("train-sync");
     let flat = two_part_records(&dir);
-    let set = RecordSet::open(&flat).unwrap();
+    let set = RecordSet::open(flat.to_str().unwrap()).unwrap();
     let (epochs, batch_size, seed) = (3, 40, 7);
     for model in ["gcn", "sage", "gat"] {
         let extra = format!(
@@ -132,7 +132,7 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
         let two = train_on(2, train_config(&flat, &dir.join(format!("{model}-two")), &extra), set.clone(), None);
 
         // What each of the two workers trains on, step by step, concatenated.
-        let units = set.units().unwrap();
+        let units = set.units();
         let shards: Vec<Vec<RecordGraph>> = (0..2)
             .map(|w| {
                 set.read(&[units[w]], |s| s == Some(Split::Train))
@@ -188,7 +188,7 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
 fn resume_from_a_checkpoint_reaches_the_uninterrupted_parameters() {
     let dir = scratch("train-resume");
     let flat = two_part_records(&dir);
-    let set = RecordSet::open(&flat).unwrap();
+    let set = RecordSet::open(flat.to_str().unwrap()).unwrap();
     let extra = "model = \"sage\"\nbatch_size = 50\nseed = 3\ncheckpoint_every = 2\n";
     let whole =
         train_on(2, train_config(&flat, &dir.join("whole"), &format!("{extra}epochs = 5\n")), set.clone(), None);
@@ -251,4 +251,23 @@ fn async_mode_with_bounded_staleness_trains_as_well_as_sync() {
     }
     eprintln!("generated graph, 2 workers: sync {:.3}, async (staleness 2) {:.3}", accuracy[0], accuracy[1]);
     assert!(accuracy[1] > 0.6 && accuracy[1] > accuracy[0] - 0.05, "sync {} vs async {}", accuracy[0], accuracy[1]);
+}
+
+#[test]
+fn reads_records_through_a_uri_and_refuses_an_unfinished_set() {
+    let dir = scratch("train-uri");
+    let data = dir.join("graph");
+    generate(&data, 400, 6, 8, 2);
+    let flat = dir.join("flat");
+    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 2\n")).to_str().unwrap()]);
+    let uri = format!("file://{}", flat.canonicalize().unwrap().display());
+    let model = dir.join("model");
+    let body = format!("[train]\nrecords = {uri:?}\noutput = {:?}\nepochs = 3\n", model.display().to_string());
+    run_ok(&["run", job(&dir, "train.toml", &body).to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(model.join("metrics.jsonl")).unwrap().lines().count(), 3);
+
+    std::fs::remove_file(flat.join("_SUCCESS")).unwrap();
+    let out = graphflat().args(["run", job(&dir, "train.toml", &body).to_str().unwrap()]).output().unwrap();
+    let message = text(&out);
+    assert!(!out.status.success() && message.contains("no _SUCCESS marker"), "{message}");
 }

@@ -3,25 +3,9 @@
 use schemas::BadInput;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    BadInput(#[from] BadInput),
-    #[error("{what}")]
-    Store { what: String, source: object_store::Error },
-    #[error("{file}")]
-    Parquet { file: String, source: parquet::errors::ParquetError },
-    #[error("{file}")]
-    Arrow { file: String, source: arrow_schema::ArrowError },
-    #[error("{0}")]
-    Job(String),
-}
-
-impl Error {
-    pub fn job(message: impl Into<String>) -> Self {
-        Error::Job(message.into())
-    }
-}
+/// GraphFlat's errors are the table layer's: bad input, store and Parquet failures, and job
+/// errors.
+pub use tables::Error;
 
 /// An error as it crosses between workers: bad input keeps its location so every worker reports
 /// the same first error; anything else travels as its message.
@@ -35,16 +19,8 @@ impl From<&Error> for Report {
     fn from(e: &Error) -> Self {
         match e {
             Error::BadInput(b) => Report::BadInput(b.clone()),
-            other => {
-                // Keep the whole chain: the report is all the other workers will see.
-                let mut message = other.to_string();
-                let mut source = std::error::Error::source(other);
-                while let Some(s) = source {
-                    message.push_str(&format!(": {s}"));
-                    source = s.source();
-                }
-                Report::Other(message)
-            }
+            // Keep the whole chain: the report is all the other workers will see.
+            other => Report::Other(other.chain()),
         }
     }
 }

@@ -22,8 +22,8 @@ pub mod reindex;
 pub mod round;
 pub mod sample;
 pub mod sink;
-pub mod store;
-pub mod table;
 
 pub use error::Error;
 pub use flatten::{Summary, run};
+/// The table layer, shared with the other stages (see the `tables` crate).
+pub use tables::{store, table};

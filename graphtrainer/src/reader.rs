@@ -1,57 +1,55 @@
-//! Reads GraphFlat's record parts into [`RecordGraph`]s: a worker's share of the row groups.
+//! Reads GraphFlat's record parts into [`RecordGraph`]s: a worker's share of the row groups,
+//! through `object_store` (local paths and URIs alike, as GraphFlat writes them).
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
 use arrow_array::{Array, RecordBatch};
 use gnn::RecordGraph;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use schemas::record::{self, FlattenMeta};
 use schemas::{Label, Split};
+use tables::{Io, ParquetFile, Place};
 
 use crate::error::Error;
 
 /// A record set's part files (in name order) and its flatten settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RecordSet {
-    pub files: Vec<PathBuf>,
+    io: Arc<Io>,
+    pub place: Place,
+    pub files: Vec<ParquetFile>,
     pub meta: FlattenMeta,
 }
 
+/// A table-layer failure as the trainer reports it (the whole chain of causes).
+fn input(e: tables::Error) -> Error {
+    Error::Input(e.chain())
+}
+
 impl RecordSet {
-    /// Opens a finished record set: the directory must hold `_SUCCESS`.
-    pub fn open(dir: &Path) -> Result<Self, Error> {
-        if !dir.join(schemas::SUCCESS_MARKER).exists() {
+    /// Opens a finished record set (a local path or a URI): it must hold `_SUCCESS`.
+    pub fn open(uri: &str) -> Result<Self, Error> {
+        let io = Io::new().map_err(input)?;
+        let place = Place::parse(uri).map_err(input)?;
+        if !io.block_on(place.child(schemas::SUCCESS_MARKER).exists()) {
             return Err(Error::Input(format!(
                 "{}: no {} marker; the flatten job that writes it did not finish",
-                dir.display(),
+                place.shown(),
                 schemas::SUCCESS_MARKER
             )));
         }
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| Error::Input(format!("{}: {e}", dir.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-            .collect();
-        files.sort();
-        let first = files.first().ok_or_else(|| Error::Input(format!("{}: no record parts", dir.display())))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(open(first)?).map_err(|e| parquet_error(first, e))?;
-        let meta = FlattenMeta::from_metadata(builder.schema().metadata()).ok_or_else(|| {
-            Error::Input(format!("{}: not a GraphFlat record table (no flatten metadata)", first.display()))
+        let files = tables::open_table(&io, &place).map_err(input)?;
+        let first = &files[0];
+        let meta = FlattenMeta::from_metadata(first.arrow.schema().metadata()).ok_or_else(|| {
+            Error::Input(format!("{}: not a GraphFlat record table (no flatten metadata)", first.name()))
         })?;
-        Ok(RecordSet { files, meta })
+        Ok(RecordSet { io, place, files, meta })
     }
 
     /// Every (file, row group), numbered alike on every worker.
-    pub fn units(&self) -> Result<Vec<(usize, usize)>, Error> {
-        let mut units = Vec::new();
-        for (f, path) in self.files.iter().enumerate() {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-            units.extend((0..builder.metadata().num_row_groups()).map(|rg| (f, rg)));
-        }
-        Ok(units)
+    pub fn units(&self) -> Vec<(usize, usize)> {
+        tables::units(&self.files, 0, 1)
     }
 
     /// Reads the row groups `units`, keeping records whose split passes `keep`.
@@ -62,25 +60,21 @@ impl RecordSet {
     ) -> Result<Vec<RecordGraph>, Error> {
         let mut out = Vec::new();
         for &(f, rg) in units {
-            let path = &self.files[f];
-            let reader = ParquetRecordBatchReaderBuilder::try_new(open(path)?)
-                .and_then(|b| b.with_row_groups(vec![rg]).build())
-                .map_err(|e| parquet_error(path, e))?;
-            for batch in reader {
-                let batch = batch.map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-                decode(&batch, &mut out, &keep).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            let file = &self.files[f];
+            let mut failure = None;
+            file.read_row_group(&self.io, rg, |batch, _| {
+                if let Err(e) = decode(&batch, &mut out, &keep) {
+                    failure.get_or_insert(e);
+                }
+                Ok(())
+            })
+            .map_err(input)?;
+            if let Some(e) = failure {
+                return Err(Error::Input(format!("{}: {e}", file.name())));
             }
         }
         Ok(out)
     }
-}
-
-fn open(path: &Path) -> Result<File, Error> {
-    File::open(path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
-}
-
-fn parquet_error(path: &Path, e: parquet::errors::ParquetError) -> Error {
-    Error::Input(format!("{}: {e}", path.display()))
 }
 
 fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array, String> {

@@ -61,7 +61,7 @@ pub struct TrainSummary {
 
 /// Runs a training job on this process's workers.
 pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Error> {
-    let set = RecordSet::open(Path::new(&config.records))?;
+    let set = RecordSet::open(&config.records)?;
     // The kernel's threads: the cores shared among this process's workers unless set.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     gnn::kernel::set_threads(match config.kernel_threads {
@@ -125,7 +125,7 @@ pub fn train_worker(
     let started = Instant::now();
     let (index, peers) = (worker.index(), worker.peers());
     let mine: Vec<(usize, usize)> =
-        set.units()?.into_iter().enumerate().filter(|(u, _)| u % peers == index).map(|(_, x)| x).collect();
+        set.units().into_iter().enumerate().filter(|(u, _)| u % peers == index).map(|(_, x)| x).collect();
     let records = set.read(&mine, |s| s.is_some())?;
     let by_split = |split: Split| -> Vec<RecordGraph> {
         records.iter().filter(|r| r.split == Some(split) && r.label.is_some()).cloned().collect()

@@ -485,7 +485,8 @@ pub enum Aggregation {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
-    /// A finished flatten output (with `_SUCCESS`), local path.
+    /// A finished flatten output (with `_SUCCESS`): a local path or a URI, read through
+    /// object_store as GraphFlat writes it.
     pub records: String,
     /// Directory that receives `model.json`, `model.bin`, `metrics.jsonl` and checkpoints.
     pub output: String,

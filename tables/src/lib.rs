@@ -1,0 +1,12 @@
+//! Parquet tables through `object_store`, for every stage: a table is a directory of part files
+//! with a `_SUCCESS` marker written last.
+//!
+//! - [`store`]: places (local paths and URIs), listing a table's parts, reading row groups;
+//! - [`table`]: writing files and whole tables.
+
+pub mod error;
+pub mod store;
+pub mod table;
+
+pub use error::Error;
+pub use store::{Io, ParquetFile, Place, open_table, units};
