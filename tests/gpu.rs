@@ -1,5 +1,6 @@
 //! `device = "gpu"` end to end (burn-wgpu; software Vulkan in CI): a GAT trained on the GPU
-//! tracks the same job on the CPU, and a build without the feature says how to get one.
+//! tracks the same job on the CPU, `jobs/gpu.toml` runs, and a build without the feature says
+//! how to get one.
 
 mod common;
 
@@ -45,6 +46,19 @@ fn training_on_the_gpu_tracks_the_cpu() {
     assert!((cpu_loss - gpu_loss).abs() < 1e-4 * cpu_loss.abs().max(1.0), "loss {cpu_loss} vs {gpu_loss}");
     assert!((cpu_acc - gpu_acc).abs() < 0.05, "test accuracy {cpu_acc} vs {gpu_acc}");
     assert!(gpu_acc > 0.5, "the GPU run learned nothing: {gpu_acc}");
+}
+
+/// The example GPU job runs as it is.
+#[cfg(feature = "gpu")]
+#[test]
+fn the_gpu_job_file_runs() {
+    let cwd = scratch("gpu-job");
+    let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs/gpu.toml");
+    let out = graphflat().args(["run", job.to_str().unwrap()]).current_dir(&cwd).output().unwrap();
+    let message = text(&out);
+    assert!(out.status.success(), "{message}");
+    let (_, accuracy) = loss_and_accuracy(&cwd.join("data/gpu/model"));
+    assert!(accuracy > 0.5, "test accuracy {accuracy}\n{message}");
 }
 
 #[cfg(not(feature = "gpu"))]

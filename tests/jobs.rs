@@ -58,3 +58,12 @@ fn cora_job_runs_after_import() {
     let inspected = run_in(&cwd, &["inspect", "data/cora/flat"]);
     assert!(inspected.contains("2708 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
 }
+
+#[test]
+fn multilabel_job_trains_on_targets() {
+    let cwd = scratch("multilabel-job");
+    let summary = run_in(&cwd, &["run", jobs_dir().join("multilabel.toml").to_str().unwrap()]);
+    assert!(summary.contains("best validation micro_f1"), "{summary}");
+    let inspected = run_in(&cwd, &["inspect", "data/multilabel/flat"]);
+    assert!(inspected.contains("graphflat.label = targets:8"), "{inspected}");
+}

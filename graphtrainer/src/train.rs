@@ -65,7 +65,7 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
     // The kernel's threads: the cores shared among this process's workers unless set.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     gnn::kernel::set_threads(match config.kernel_threads {
-        0 => (cores / cluster.workers.max(1)).max(1),
+        0 => (cores / cluster.threads()).max(1),
         n => n,
     });
     let config = Arc::new(config.clone());
