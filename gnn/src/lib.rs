@@ -2,8 +2,10 @@
 //!
 //! - [`batch`]: records of a mini-batch become one block-diagonal graph, nodes ordered by hop so
 //!   that layer `l`'s outputs are a prefix of the rows (pruning);
-//! - [`aggregate`]: neighbor aggregation as gather/scatter over burn tensor ops;
-//! - [`layers`], [`model`]: GCN, GraphSAGE and GAT;
+//! - [`aggregate`]: a layer's edges on the device, and neighbor aggregation as gather/scatter
+//!   over burn tensor ops (the reference, and the GPU path);
+//! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
+//! - [`layers`], [`model`]: GCN, GraphSAGE and GAT; the losses and scores (accuracy, micro-F1);
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server.
 
 pub mod aggregate;
