@@ -65,8 +65,8 @@ fn main() {
     let mut rows = Vec::new();
     for (name, aggregation, threads) in [
         ("reference (gather/scatter)", Aggregation::Reference, 1),
-        ("kernel, 1 thread", Aggregation::Kernel, 1),
-        ("kernel, all cores", Aggregation::Kernel, cores),
+        ("kernel, 1 thread", Aggregation::Auto, 1),
+        ("kernel, all cores", Aggregation::Auto, cores),
     ] {
         set_threads(threads);
         let t = EdgeTensors::new(&e, &device, aggregation);

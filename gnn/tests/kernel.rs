@@ -55,7 +55,7 @@ fn forward_and_backward_match_the_reference() {
     for (case, &(rows_in, rows_out, edges, hub)) in CASES.iter().enumerate() {
         let e = random_layer(case as u64, rows_in, rows_out, edges, hub);
         let n = e.src.len();
-        let kernel = EdgeTensors::new(&e, &device, Aggregation::Kernel);
+        let kernel = EdgeTensors::new(&e, &device, Aggregation::Auto);
         let reference = EdgeTensors::new(&e, &device, Aggregation::Reference);
         assert!(kernel.plans.is_some() && reference.plans.is_none(), "the kernel runs on Flex");
         let width = 6;
@@ -107,7 +107,7 @@ fn multi_head_attention_sums_match_the_reference() {
             let grad = |t: &Tensor<2>| t.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap();
             (values(out.inner()), grad(&x), grad(&alpha))
         };
-        let (k, r) = (run(Aggregation::Kernel), run(Aggregation::Reference));
+        let (k, r) = (run(Aggregation::Auto), run(Aggregation::Reference));
         assert_close(&format!("case {case} forward"), &k.0, &r.0);
         assert_close(&format!("case {case} d/dx"), &k.1, &r.1);
         assert_close(&format!("case {case} d/dalpha"), &k.2, &r.2);

@@ -51,7 +51,7 @@ fn gcn_matches_a_dense_matrix_gcn() {
 
     let recs = records(n, 2, &edges, &features);
     for (prune, aggregation) in
-        [(true, Aggregation::Kernel), (false, Aggregation::Kernel), (true, Aggregation::Reference)]
+        [(true, Aggregation::Auto), (false, Aggregation::Auto), (true, Aggregation::Reference)]
     {
         let batch = Batch::build(
             &recs,
@@ -75,7 +75,7 @@ fn pruned_and_unpruned_batches_give_the_same_loss_and_gradients() {
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
-        for aggregation in [Aggregation::Kernel, Aggregation::Reference] {
+        for aggregation in [Aggregation::Auto, Aggregation::Reference] {
             let what = format!("{kind:?} {aggregation:?}");
             assert_same_step(
                 &what,
@@ -93,7 +93,7 @@ fn the_kernel_and_the_reference_give_the_same_loss_and_gradients() {
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
-        let kernel = step(kind, &recs, dim, true, (&device, Aggregation::Kernel));
+        let kernel = step(kind, &recs, dim, true, (&device, Aggregation::Auto));
         assert_same_step(&format!("{kind:?}"), kernel, step(kind, &recs, dim, true, (&device, Aggregation::Reference)));
     }
 }

@@ -475,8 +475,6 @@ pub enum Aggregation {
     /// elsewhere.
     #[default]
     Auto,
-    /// The edge-partitioned kernel (the CPU only; elsewhere the reference runs).
-    Kernel,
     /// Gather/scatter over burn tensor ops: slower on the CPU, kept as the reference.
     Reference,
 }
