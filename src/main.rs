@@ -1,11 +1,18 @@
 //! `graphflat`: runs AGL-style graph learning jobs over Parquet tables.
 
+mod exit;
+mod inspect;
+
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
-use graphflat::store::{Io, Place, open_table};
-use schemas::{GenerateConfig, JobFile};
+use exit::{Exit, WithCause};
+use graphflat::store::{Io, Place};
+use schemas::{Cause, GenerateConfig, JobFile};
+
+type Result<T> = std::result::Result<T, Exit>;
 
 #[derive(Parser)]
 #[command(
@@ -15,7 +22,10 @@ use schemas::{GenerateConfig, JobFile};
     long_about = "Graph learning as batch jobs over Parquet files, in the style of Ant Group's AGL.\n\n\
         `graphflat run job.toml` runs the stages a job file names. `generate` and `import` bring \
         graphs in as node and edge tables; `inspect` shows what a table or record set holds.\n\n\
-        Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change their level."
+        Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change their level.\n\n\
+        Exit codes: 0 done; 64 bad command line or job file; 65 bad input data; 66 a missing or \
+        unfinished input; 70 internal error (a bug); 73 an output that cannot be written; 75 a \
+        store or peer process failed and a retry may help; 143 stopped by SIGTERM."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -36,6 +46,9 @@ enum Command {
         /// Worker threads per process (overrides [cluster] workers).
         #[arg(long)]
         workers: Option<usize>,
+        /// Continue training from the latest checkpoint in the [train] output (sets resume).
+        #[arg(long)]
+        resume: bool,
     },
     /// Write a synthetic graph: power-law in-degrees with hubs, planted communities as labels,
     /// label-correlated features and a train/valid/test split.
@@ -66,9 +79,10 @@ enum Command {
         #[command(subcommand)]
         format: ImportFormat,
     },
-    /// Show a table's or record set's schema, metadata, size and first row.
+    /// Show what a table, record set or model holds: schema, metadata, size, label and split
+    /// counts, record sizes and the first row; for a model directory, its model.json.
     Inspect {
-        /// A Parquet file or a directory of part files (local path or URI).
+        /// A Parquet file, a directory of part files (local path or URI), or a model directory.
         table: String,
     },
 }
@@ -95,17 +109,32 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
-    if let Err(e) = run(Cli::parse()) {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+    cluster::install_panic_hook();
+    exit::exit_on_signals();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(Cause::Usage.exit_code());
+        }
+    };
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(())) => {}
+        Ok(Err(exit)) => exit.exit(),
+        Err(payload) => {
+            let message = payload.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| payload.downcast_ref::<String>().cloned());
+            Exit::new(Cause::Internal, anyhow::anyhow!("internal error (a bug; please report it): {}", message.unwrap_or_default())).exit()
+        }
     }
 }
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run { job, process, workers } => run_job(&job, process, workers),
+        Command::Run { job, process, workers, resume } => run_job(&job, process, workers, resume),
         Command::Generate { out, nodes, avg_degree, feature_dim, classes, skew, multi_label, seed } => {
             let config = GenerateConfig {
                 nodes,
@@ -120,9 +149,9 @@ fn run(cli: Cli) -> Result<()> {
             generate(&config)
         }
         Command::Import { format: ImportFormat::Ogb { dir, out, split } } => {
-            let io = Io::new()?;
+            let io = Io::new().cause(Cause::Internal)?;
             let imported = graphflat::import::import_ogb(&io, &dir, &out, split.as_deref())
-                .with_context(|| format!("importing {}", dir.display()))?;
+                .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display()))))?;
             println!(
                 "imported {} nodes ({} features), {} edges, split {} into {out}",
                 imported.nodes,
@@ -132,27 +161,38 @@ fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
-        Command::Inspect { table } => inspect(&table),
+        Command::Inspect { table } => inspect::inspect(&table),
     }
 }
 
-fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading job file {}", path.display()))?;
-    let mut job =
-        JobFile::parse(&text).map_err(anyhow::Error::msg).with_context(|| format!("in job file {}", path.display()))?;
+/// Reads the job file and applies the command line's overrides.
+fn read_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resume: bool) -> Result<JobFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading job file {}", path.display())).cause(Cause::NoInput)?;
+    let mut job = JobFile::parse(&text).map_err(|e| Exit::usage(format!("in job file {}: {e}", path.display())))?;
     if let Some(p) = process {
         job.cluster.process = p;
     }
     if let Some(w) = workers {
         job.cluster.workers = w;
     }
-    job.cluster.check().map_err(anyhow::Error::msg)?;
-    if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() {
-        bail!("{} names no stage: add [generate], [flatten] or [train]", path.display());
+    if resume {
+        match &mut job.train {
+            Some(train) => train.resume = true,
+            None => return Err(Exit::usage("--resume applies to a [train] stage, and this job has none")),
+        }
     }
+    job.cluster.check().map_err(Exit::usage)?;
+    if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() {
+        return Err(Exit::usage(format!("{} names no stage: add [generate], [flatten] or [train]", path.display())));
+    }
+    Ok(job)
+}
+
+fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resume: bool) -> Result<()> {
+    let job = read_job(path, process, workers, resume)?;
     if let Some(config) = &job.generate {
-        let io = Io::new()?;
-        let out = Place::parse(&config.output)?;
+        let io = Io::new().cause(Cause::Internal)?;
+        let out = Place::parse(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
         let done = io.block_on(async {
             out.child("nodes").child(schemas::SUCCESS_MARKER).exists().await
                 && out.child("edges").child(schemas::SUCCESS_MARKER).exists().await
@@ -162,7 +202,7 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Re
         } else if job.cluster.process == 0 {
             generate(config)?;
         } else {
-            bail!("[generate] runs on process 0 only; run it before starting the other processes");
+            return Err(Exit::usage("[generate] runs on process 0 only; run it before starting the other processes"));
         }
     }
     if let Some(config) = &job.flatten {
@@ -174,7 +214,8 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Re
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphflat::run(config, &job.cluster).context("flatten failed; no _SUCCESS was written")?;
+        let summary = graphflat::run(config, &job.cluster)
+            .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; no _SUCCESS was written"))?;
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
@@ -189,29 +230,27 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>) -> Re
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphtrainer::run(config, &job.cluster).context("train failed")?;
+        let summary = graphtrainer::run(config, &job.cluster)
+            .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"))?;
         if job.cluster.process == 0 {
             println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
             println!(
                 "  best validation {} {:.4} at epoch {}; test {} there {:.4}",
-                summary.metric,
-                summary.best_valid,
-                summary.best_epoch + 1,
-                summary.metric,
-                summary.test_at_best
+                summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
             );
             println!("  compute waited {:.2}s for data", summary.wait_seconds);
-            println!("  model:        {}/model.bpk, model.json, metrics.jsonl", config.output);
+            println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
         }
     }
     Ok(())
 }
 
 fn generate(config: &GenerateConfig) -> Result<()> {
-    let io = Io::new()?;
+    let io = Io::new().cause(Cause::Internal)?;
     let started = std::time::Instant::now();
     tracing::info!("generate: {} nodes, {} edges per node into {}", config.nodes, config.avg_degree, config.output);
-    let g = graphflat::generate::generate(&io, config).context("generate failed")?;
+    let g = graphflat::generate::generate(&io, config)
+        .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context("generate failed")))?;
     println!(
         "generated {} nodes, {} edges (largest hub: in-degree {}) into {} in {:.1}s",
         g.nodes,
@@ -221,53 +260,4 @@ fn generate(config: &GenerateConfig) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-fn inspect(table: &str) -> Result<()> {
-    let io = Io::new()?;
-    let place = Place::parse(table)?;
-    let files = open_table(&io, &place)?;
-    let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
-    let rows: u64 = files.iter().map(|f| f.rows()).sum();
-    let bytes: u64 = files.iter().map(|f| f.meta.size).sum();
-    let schema = files[0].arrow.schema();
-    println!(
-        "{}: {} rows in {} files, {:.1} MB, _SUCCESS {}",
-        place.shown(),
-        rows,
-        files.len(),
-        bytes as f64 / 1e6,
-        if marker { "present" } else { "MISSING (readers ignore this directory)" }
-    );
-    println!("schema:");
-    for field in schema.fields() {
-        println!("  {}: {}{}", field.name(), field.data_type(), if field.is_nullable() { " (nullable)" } else { "" });
-    }
-    let mut metadata: Vec<_> = schema.metadata().iter().collect();
-    metadata.sort();
-    for (k, v) in metadata {
-        println!("  metadata {k} = {v}");
-    }
-    if let Some(file) = files.iter().find(|f| f.rows() > 0) {
-        let mut shown = false;
-        file.read_row_group(&io, 0, |batch, _| {
-            if !shown && batch.num_rows() > 0 {
-                shown = true;
-                println!("first row:");
-                for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-                    let value = arrow_cast_display(column.as_ref());
-                    println!("  {}: {}", field.name(), value);
-                }
-            }
-            Ok(())
-        })?;
-    }
-    Ok(())
-}
-
-/// The first value of a column, shortened for a terminal.
-fn arrow_cast_display(column: &dyn arrow_array::Array) -> String {
-    let text = format!("{:?}", column.slice(0, 1));
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.len() > 160 { format!("{}...", &flat[..160]) } else { flat }
 }

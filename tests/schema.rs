@@ -20,7 +20,7 @@ fn output_reads_back_with_the_documented_schema() {
     let expected = record_schema(&FlattenMeta {
         hops: 2,
         fanouts: vec![3, 2],
-        sampler: "uniform".into(),
+        sampler: schemas::Sampler::Uniform,
         seed: 4,
         feature_dim: 6,
         label: schemas::LabelKind::Class,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use gnn::RecordGraph;
+use schemas::Record as RecordGraph;
 use graphtrainer::loader::epoch_order;
 use graphtrainer::reader::RecordSet;
 use graphtrainer::train::{TrainConfig, train_worker};
@@ -132,10 +132,9 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
         let two = train_on(2, train_config(&flat, &dir.join(format!("{model}-two")), &extra), set.clone(), None);
 
         // What each of the two workers trains on, step by step, concatenated.
-        let units = set.units();
         let shards: Vec<Vec<RecordGraph>> = (0..2)
             .map(|w| {
-                set.read(&[units[w]], |s| s == Some(Split::Train))
+                set.read(graphtrainer::reader::Share { worker: w, peers: 2 }, None, |s| s == Some(Split::Train))
                     .unwrap()
                     .into_iter()
                     .filter(|r| r.label.is_some())
@@ -220,8 +219,8 @@ fn two_processes_train_like_two_workers_in_one() {
     run_two_processes(&job(&dir, "processes.toml", &body), &dir);
 
     let device = burn::prelude::Device::flex();
-    let (_, a) = graphtrainer::train::load_model(&threads, &device).unwrap();
-    let (meta, b) = graphtrainer::train::load_model(&processes, &device).unwrap();
+    let (_, a) = gnn::io::load(&threads, &device).unwrap();
+    let (meta, b) = gnn::io::load(&processes, &device).unwrap();
     let (a, b) = (gnn::params::flatten(&a), gnn::params::flatten(&b));
     assert_eq!((a.len(), meta.parameters), (b.len(), b.len()));
     let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);

@@ -11,7 +11,7 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use gnn::aggregate::EdgeTensors;
 use gnn::batch::LayerEdges;
-use gnn::kernel::{Aggregation, set_threads};
+use gnn::kernel::Aggregation;
 use gnn::rng::Stream;
 
 /// A 2-hop-like layer: `rows_out` destinations with `degree` in-edges each, and a hub (row 0)
@@ -68,8 +68,7 @@ fn main() {
         ("kernel, 1 thread", Aggregation::Auto, 1),
         ("kernel, all cores", Aggregation::Auto, cores),
     ] {
-        set_threads(threads);
-        let t = EdgeTensors::new(&e, &device, aggregation);
+        let t = EdgeTensors::new(&LayerEdges { threads, ..e.clone() }, &device, aggregation);
         let (mut forward, mut both) = (Vec::new(), Vec::new());
         for _ in 0..reps {
             let started = Instant::now();

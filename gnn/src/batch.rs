@@ -7,31 +7,9 @@
 
 use std::sync::Arc;
 
-use schemas::{Label, Split};
+use schemas::{Label, Record, Split};
 
 use crate::kernel::{EdgePlan, PlanRef};
-
-/// One flattened record, decoded (see `schemas::record` for the columns).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecordGraph {
-    pub root: i64,
-    pub label: Option<Label>,
-    pub split: Option<Split>,
-    pub hops: Vec<u8>,
-    pub in_degrees: Vec<i64>,
-    /// Row-major, `hops.len() * dim`.
-    pub features: Vec<f32>,
-    pub edge_src: Vec<i32>,
-    pub edge_dst: Vec<i32>,
-    pub edge_weights: Vec<f32>,
-    pub edge_layers: Vec<u32>,
-}
-
-impl RecordGraph {
-    pub fn num_nodes(&self) -> usize {
-        self.hops.len()
-    }
-}
 
 /// The edges one layer aggregates over, by batch row.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -54,9 +32,34 @@ pub struct LayerEdges {
     /// The aggregation kernel's plans (see [`LayerEdges::plans`]), when the batch was built for
     /// it: building them on the loader thread keeps them off the compute thread.
     pub plans: Option<(PlanRef, PlanRef)>,
+    /// Threads the kernel runs these edges on (0: one per core).
+    pub threads: usize,
 }
 
 impl LayerEdges {
+    /// A layer's edges from plain lists, with every model's coefficients: `src[e]` indexes the
+    /// `rows_in` input rows and `dst[e]` the `rows_out` output rows (output row `r` is input
+    /// row `r`), and `degree[row]` is each input row's in-degree as this layer counts it (the
+    /// whole graph's, capped by the layer's fanout; see `schemas::layers::layer_degree`).
+    /// GCN's symmetric normalization uses those degrees; the mean uses the edges present.
+    pub fn new(rows_in: usize, rows_out: usize, src: Vec<i64>, dst: Vec<i64>, degree: &[f32]) -> LayerEdges {
+        let mut count = vec![0u32; rows_out];
+        for &d in &dst {
+            count[d as usize] += 1;
+        }
+        let norm = |row: i64| degree[row as usize] + 1.0;
+        LayerEdges {
+            rows_in,
+            rows_out,
+            gcn_coef: src.iter().zip(&dst).map(|(&s, &d)| 1.0 / (norm(d) * norm(s)).sqrt()).collect(),
+            gcn_self: (0..rows_out as i64).map(|row| 1.0 / norm(row)).collect(),
+            mean_coef: dst.iter().map(|&d| 1.0 / count[d as usize] as f32).collect(),
+            src,
+            dst,
+            ..LayerEdges::default()
+        }
+    }
+
     /// The kernel's plans: over the edges, and over the edges followed by one self-loop per
     /// output row (GAT's attention runs over those).
     pub fn plans(&self) -> (PlanRef, PlanRef) {
@@ -68,8 +71,8 @@ impl LayerEdges {
         let own = 0..self.rows_out as u32;
         let looped = |ends: &[u32]| ends.iter().copied().chain(own.clone()).collect::<Vec<_>>();
         (
-            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &src, &dst)),
-            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &looped(&src), &looped(&dst))),
+            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &src, &dst).with_threads(self.threads)),
+            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &looped(&src), &looped(&dst)).with_threads(self.threads)),
         )
     }
 }
@@ -102,13 +105,14 @@ pub struct BatchSpec {
     pub normalize_features: bool,
     /// Build the aggregation kernel's plans with the batch.
     pub kernel_plans: bool,
+    /// Threads the kernel runs each layer on (0: one per core).
+    pub kernel_threads: usize,
 }
 
 impl BatchSpec {
     /// The number of in-edges a node of in-degree `in_degree` aggregates over at layer `l`.
     fn layer_degree(&self, layer: usize, in_degree: i64) -> f32 {
-        let fanout = if self.fanouts.is_empty() { i64::MAX } else { i64::from(self.fanouts[self.hops - layer]) };
-        in_degree.min(fanout) as f32
+        schemas::layers::layer_degree(&self.fanouts, self.hops, layer, in_degree.max(0) as u64) as f32
     }
 }
 
@@ -117,9 +121,9 @@ impl Batch {
         self.row_keys.len()
     }
 
-    pub fn build(records: &[RecordGraph], spec: &BatchSpec) -> Batch {
+    pub fn build(records: &[Record], spec: &BatchSpec) -> Batch {
         let k = spec.hops;
-        let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, |r| r.features.len() / r.num_nodes());
+        let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, Record::dim);
         // Global row of each (record, position): sort by (hop, record, position).
         let mut order: Vec<(u8, u32, u32)> = records
             .iter()
@@ -156,24 +160,21 @@ impl Batch {
         let layers = (1..=k)
             .map(|l| {
                 let (rows_in, rows_out) = (within(k - l + 1), within(k - l));
-                let mut e = LayerEdges { rows_in, rows_out, ..LayerEdges::default() };
-                let mut count = vec![0u32; rows_out];
+                let (mut src, mut dst, mut edge_keys) = (Vec::new(), Vec::new(), Vec::new());
                 for (r, rec) in records.iter().enumerate() {
                     for j in 0..rec.edge_src.len() {
                         if rec.edge_layers[j] & (1 << (l - 1)) == 0 {
                             continue;
                         }
-                        let (s, d) = (row_of[r][rec.edge_src[j] as usize], row_of[r][rec.edge_dst[j] as usize]);
-                        let deg = |row: u32| spec.layer_degree(l, in_degree[row as usize]) + 1.0;
-                        e.src.push(i64::from(s));
-                        e.dst.push(i64::from(d));
-                        e.gcn_coef.push(1.0 / (deg(d) * deg(s)).sqrt());
-                        e.edge_keys.push((rec.root, j as u32));
-                        count[d as usize] += 1;
+                        src.push(i64::from(row_of[r][rec.edge_src[j] as usize]));
+                        dst.push(i64::from(row_of[r][rec.edge_dst[j] as usize]));
+                        edge_keys.push((rec.root, j as u32));
                     }
                 }
-                e.mean_coef = e.dst.iter().map(|&d| 1.0 / count[d as usize] as f32).collect();
-                e.gcn_self = (0..rows_out).map(|row| 1.0 / (spec.layer_degree(l, in_degree[row]) + 1.0)).collect();
+                let degree: Vec<f32> = in_degree[..rows_in].iter().map(|&d| spec.layer_degree(l, d)).collect();
+                let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
+                e.edge_keys = edge_keys;
+                e.threads = spec.kernel_threads;
                 if spec.kernel_plans {
                     e.plans = Some(e.plans());
                 }
@@ -197,10 +198,11 @@ mod tests {
     use super::*;
 
     /// Two records of a 2-hop graph: 0 <- 1 <- 2 and 5 <- 6.
-    pub fn two_records() -> Vec<RecordGraph> {
+    pub fn two_records() -> Vec<Record> {
         vec![
-            RecordGraph {
+            Record {
                 root: 0,
+                node_ids: vec![0, 1, 2],
                 label: Some(Label::Class(1)),
                 split: Some(Split::Train),
                 hops: vec![0, 1, 2],
@@ -211,8 +213,9 @@ mod tests {
                 edge_weights: vec![1.0, 1.0],
                 edge_layers: vec![0b11, 0b01],
             },
-            RecordGraph {
+            Record {
                 root: 5,
+                node_ids: vec![5, 6],
                 label: Some(Label::Class(0)),
                 split: Some(Split::Train),
                 hops: vec![0, 1],
@@ -228,7 +231,7 @@ mod tests {
 
     #[test]
     fn rows_follow_hops_and_layers_prune_to_prefixes() {
-        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false };
+        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0 };
         let b = Batch::build(&two_records(), &spec);
         // Rows: roots (0, 5), hop 1 (node 1 of each), hop 2 (node 2 of record 0).
         assert_eq!(b.row_keys, vec![(0, 0), (5, 0), (0, 1), (5, 1), (0, 2)]);
@@ -252,7 +255,7 @@ mod tests {
         let mut records = two_records();
         records[0].in_degrees = vec![40, 1, 0];
         let spec =
-            BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true };
+            BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true, kernel_threads: 2 };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
         assert_eq!(b.layers[1].gcn_self[0], 0.25);

@@ -6,15 +6,21 @@
 //!   over burn tensor ops (the reference, and the GPU path);
 //! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
 //! - [`layers`], [`model`]: GCN, GraphSAGE and GAT; the losses and scores (accuracy, micro-F1);
-//! - [`params`]: a model's parameters as one flat vector, for the parameter server.
+//! - [`params`]: a model's parameters as one flat vector, for the parameter server;
+//! - [`io`], [`device`]: a model's files (`model.bpk`, `model.json`), and the device it runs on.
 
 pub mod aggregate;
 pub mod batch;
+pub mod device;
+mod error;
+pub mod io;
 pub mod kernel;
 pub mod layers;
 pub mod model;
 pub mod params;
 pub mod rng;
 
-pub use batch::{Batch, LayerEdges, RecordGraph};
+pub use batch::{Batch, LayerEdges};
+pub use device::device;
+pub use error::Error;
 pub use model::{Gnn, ModelConfig};

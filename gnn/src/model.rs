@@ -10,7 +10,7 @@ use schemas::model::{Activation, ModelKind, ModelSpec};
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
 use crate::kernel::Aggregation;
-use crate::layers::{GatLayer, GcnLayer, SageLayer};
+use crate::layers::{AttentionMask, GatLayer, GcnLayer, SageLayer};
 use crate::rng::Stream;
 
 pub use schemas::model::ModelSpec as ModelConfig;
@@ -83,6 +83,33 @@ impl Gnn {
         Gnn { layers }
     }
 
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Layer `l` (0-based) on its own, in evaluation mode: `h` holds the layer's input rows
+    /// (`e.rows_in`), the result its output rows (`e.rows_out`), after the activation unless it
+    /// is the last layer (whose outputs are the logits). GraphInfer runs the model this way,
+    /// one round per layer; [`Gnn::forward`] is these layers in sequence.
+    pub fn forward_layer(&self, spec: &ModelSpec, l: usize, h: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
+        self.apply_layer(spec, l, h, e, None)
+    }
+
+    fn apply_layer(&self, spec: &ModelSpec, l: usize, h: Tensor<2>, e: &EdgeTensors, keep: AttentionMask) -> Tensor<2> {
+        let h = match &self.layers[l] {
+            Layer::Gcn(g) => g.forward(h, e),
+            Layer::Sage(s) => s.forward(h, e),
+            Layer::Gat(g) => g.forward(h, e, keep),
+        };
+        if l + 1 == self.layers.len() {
+            return h;
+        }
+        match spec.activation {
+            Activation::Relu => relu(h),
+            Activation::Elu => elu(h, 1.0),
+        }
+    }
+
     /// Logits of the batch's roots, `[records, classes]`. `dropout` is `None` at evaluation.
     pub fn forward(&self, spec: &ModelSpec, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
         let mut h = t.x.clone();
@@ -92,22 +119,13 @@ impl Gnn {
             if let Some(d) = dropout {
                 h = apply_dropout(h, batch, d, l as u64);
             }
-            h = match layer {
-                Layer::Gcn(g) => g.forward(h, e),
-                Layer::Sage(s) => s.forward(h, e),
-                Layer::Gat(g) => {
-                    let keep = dropout
-                        .filter(|d| d.attention_rate > 0.0)
-                        .map(|d| attention_mask(batch, l, g.heads, d, &h.device()));
-                    g.forward(h, e, keep)
-                }
+            let keep = match layer {
+                Layer::Gat(g) => dropout
+                    .filter(|d| d.attention_rate > 0.0)
+                    .map(|d| attention_mask(batch, l, g.heads, d, &h.device())),
+                _ => None,
             };
-            if l + 1 < self.layers.len() {
-                h = match spec.activation {
-                    Activation::Relu => relu(h),
-                    Activation::Elu => elu(h, 1.0),
-                };
-            }
+            h = self.apply_layer(spec, l, h, e, keep);
         }
         h.slice(0..batch.roots.len())
     }

@@ -55,7 +55,7 @@ fn gcn_matches_a_dense_matrix_gcn() {
     {
         let batch = Batch::build(
             &recs,
-            &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false },
+            &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0 },
         );
         let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, aggregation), None);
         let got = logits.into_data().try_to_vec::<f32>().unwrap();

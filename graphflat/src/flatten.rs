@@ -3,6 +3,7 @@
 //! any bad input ends all of them with the same error and no marker.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,14 +19,13 @@ use timely::dataflow::operators::{Input, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
+use cluster::{Failure, all_gather, wait_while};
+use sampling::{LayerPlan, NodeStore, SampleSpec, agree, load_edges, load_nodes, sample_in_edges};
+use schemas::Record;
+
 use crate::error::Error;
-use crate::exchange::{agree, all_gather};
-use crate::graph::NodeStore;
-use crate::load::{load_edges, load_nodes};
 use crate::progress::{Progress, peak_rss_bytes};
-use crate::reindex::{SampleSpec, sample_in_edges};
 use crate::round::{Request, rounds};
-use crate::sample::LayerPlan;
 use crate::sink::PartWriter;
 use crate::store::{Io, Place};
 
@@ -103,28 +103,16 @@ impl std::fmt::Display for Summary {
     }
 }
 
-/// Runs the flatten job on this process's workers and returns the summary.
-pub fn run(config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, Error> {
-    let io = Io::new()?;
+/// Runs the flatten job on this process's workers and returns the summary. Any worker's
+/// failure ends every worker (see `cluster::execute`).
+pub fn run(config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, Failure<Error>> {
+    let io = Io::new().map_err(Failure::Worker)?;
     let config = Arc::new(config.clone());
     let progress = Arc::new(Progress::new(config.hops));
     let threads = cluster.threads();
-    let timely_config = cluster.timely();
     let started = std::time::Instant::now();
-    let guards = timely::execute(timely_config, move |worker| {
-        let result = flatten_worker(worker, &io, &config, &progress, threads);
-        result.map_err(|e| crate::error::Report::from(&e))
-    })
-    .map_err(|e| Error::job(format!("cannot start the timely workers: {e}")))?;
-    let mut first = None;
-    for result in guards.join() {
-        let result = result.map_err(|e| Error::job(format!("a worker failed: {e}")))?;
-        match result {
-            Ok(summary) => first = first.or(Some(summary)),
-            Err(report) => return Err(report.into()),
-        }
-    }
-    let mut summary: Summary = first.ok_or_else(|| Error::job("no worker ran"))?;
+    let summaries = cluster::execute(cluster, move |worker| flatten_worker(worker, &io, &config, &progress, threads))?;
+    let mut summary = summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }
@@ -171,12 +159,12 @@ fn flatten_worker(
         tracing::info!("flatten: sampled in-edges ({}, {} hubs re-indexed)", config.sampler.name(), sampled.hubs);
     }
     let nodes: NodeStore =
-        Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::job("node store still shared"))?;
+        Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::Internal("node store still shared".into()))?;
 
     let meta = FlattenMeta {
         hops: config.hops,
         fanouts: config.recorded_fanouts(),
-        sampler: config.sampler.name().to_owned(),
+        sampler: config.sampler,
         seed: config.seed,
         feature_dim: nodes.dim,
         label: nodes.label_kind,
@@ -260,7 +248,7 @@ fn flatten_targets(
     let stats = Rc::new(RefCell::new(WorkerStats { worker: index, nodes: nodes.len() as u64, ..Default::default() }));
     let failure: Rc<RefCell<Option<Error>>> = Rc::default();
     let finished = Rc::new(Cell::new(false));
-    let mut writer = PartWriter::new(io.clone(), output.clone(), schema, nodes.dim, index, config.part_size_mb << 20);
+    let mut writer = PartWriter::new(io.clone(), output.clone(), schema, index, config.part_size_mb << 20);
 
     let mut input = InputHandleVec::<u64, Request>::new();
     let probe = ProbeHandle::new();
@@ -270,15 +258,26 @@ fn flatten_targets(
         let (stats, failure, finished, progress) = (stats.clone(), failure.clone(), finished.clone(), progress.clone());
         // Bytes already added to the process's progress counter.
         let mut counted = 0u64;
+        let mut pending: HashMap<u64, Vec<Record>> = HashMap::new();
         worker.dataflow::<u64, _, _>(|scope| {
             let requests = scope.input_from(&mut input);
             rounds(scope, requests, nodes, plan, progress.clone()).probe_with(&probe).sink(
                 Pipeline,
                 "Write",
                 move |(input, frontier)| {
-                    input.for_each(|_, records| {
+                    // Records of a batch arrive in no fixed order: hold each batch until it is
+                    // complete, then write it sorted by root, so parts are the same every run.
+                    input.for_each(|cap, records| {
+                        let time = cap.least().copied().unwrap_or_default();
+                        pending.entry(time).or_default().append(records)
+                    });
+                    let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
+                    done.sort_unstable();
+                    for time in done {
+                        let mut records = pending.remove(&time).unwrap_or_default();
+                        records.sort_unstable_by_key(|r| r.root);
                         let mut stats = stats.borrow_mut();
-                        for record in records.drain(..) {
+                        for record in records {
                             stats.targets += 1;
                             stats.record_nodes += record.num_nodes() as u64;
                             stats.record_edges += record.num_edges() as u64;
@@ -291,7 +290,7 @@ fn flatten_targets(
                             }
                             progress.records.fetch_add(1, Ordering::Relaxed);
                         }
-                    });
+                    }
                     if frontier.is_empty() && !finished.get() {
                         if failure.borrow().is_none()
                             && let Err(e) = writer.finish()
@@ -320,13 +319,13 @@ fn flatten_targets(
         input.advance_to(epoch + 1);
         // Keep at most `max_in_flight` batches between input and output.
         let oldest = (epoch + 1).saturating_sub(config.max_in_flight as u64);
-        worker.step_or_park_while(None, || probe.less_than(&oldest));
+        wait_while(worker, || probe.less_than(&oldest));
         if reporter {
             progress.report(Duration::from_secs(2), false);
         }
     }
     input.close();
-    worker.step_or_park_while(None, || !finished.get());
+    wait_while(worker, || !finished.get());
     let failure = failure.take();
     agree(worker, failure.map_or(Ok(()), Err))?;
     Ok(stats.take())

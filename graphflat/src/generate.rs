@@ -12,7 +12,7 @@ use schemas::nodes::node_schema;
 use schemas::{GenerateConfig, LabelKind};
 
 use crate::error::Error;
-use crate::hash::{hash3, mix64, unit_interval};
+use cluster::hash::{hash3, mix64, unit_interval};
 use crate::store::{Io, Place};
 use crate::table::{part_name, schema_ref, write_file, write_table};
 
@@ -157,7 +157,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// Writes `<output>/nodes/` and `<output>/edges/`, each with `_SUCCESS`.
 pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
-    config.check().map_err(Error::Job)?;
+    config.check().map_err(Error::Usage)?;
     let model = Model::new(config);
     let out = Place::parse(&config.output)?;
     let n = config.nodes;

@@ -36,13 +36,13 @@ pub struct Imported {
 /// Each line of a gzipped CSV (or plain, if the name does not end in .gz), with its 0-based number.
 fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(u64, String), Error>>, Error> {
     let shown = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| Error::job(format!("{shown}: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| Error::NoInput(format!("{shown}: {e}")))?;
     let reader: Box<dyn std::io::Read> =
         if shown.ends_with(".gz") { Box::new(MultiGzDecoder::new(file)) } else { Box::new(file) };
     Ok(BufReader::with_capacity(1 << 20, reader)
         .lines()
         .enumerate()
-        .map(move |(i, l)| l.map(|l| (i as u64, l)).map_err(|e| Error::job(format!("{shown}, line {}: {e}", i + 1)))))
+        .map(move |(i, l)| l.map(|l| (i as u64, l)).map_err(|e| Error::BadData(format!("{shown}, line {}: {e}", i + 1)))))
 }
 
 fn bad(path: &Path, line: u64, column: &str, problem: String) -> Error {
@@ -127,7 +127,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
         }
         nodes += 1;
     }
-    let dim = dim.ok_or_else(|| Error::job(format!("{}: no nodes (an empty table)", feat_path.display())))?;
+    let dim = dim.ok_or_else(|| Error::BadData(format!("{}: no nodes (an empty table)", feat_path.display())))?;
 
     let label_path = raw.join("node-label.csv.gz");
     // One class id per line, or (multi-label, as ogbn-proteins) comma-separated 0/1 targets.
@@ -147,7 +147,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             });
         }
         if labels.len() != nodes {
-            return Err(Error::job(format!("{}: {} labels for {} nodes", label_path.display(), labels.len(), nodes)));
+            return Err(Error::BadData(format!("{}: {} labels for {} nodes", label_path.display(), labels.len(), nodes)));
         }
         labels
     } else {
@@ -163,7 +163,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 .unwrap_or_default();
             names.sort();
             if names.len() > 1 {
-                return Err(Error::job(format!(
+                return Err(Error::BadData(format!(
                     "{}: several splits ({}); choose one with --split",
                     dir.display(),
                     names.join(", ")

@@ -2,25 +2,20 @@
 //! and edge tables to Parquet record parts, as a timely dataflow.
 //!
 //! The job runs in phases, every worker in step (see `docs/graphflat.md`):
-//! 1. map ([`load`]): read a share of the tables, check every row, send nodes to their owners;
-//! 2. sampling with re-indexing ([`reindex`], [`sample`]): each node keeps its best in-edges by
-//!    hash-derived key, hubs spread over salted reducers and merged exactly;
+//! 1. map ([`sampling::load`]): read a share of the tables, check every row, send nodes to their
+//!    owners;
+//! 2. sampling with re-indexing ([`sampling::reindex`], [`sampling::sample`]): each node keeps
+//!    its best in-edges by hash-derived key, hubs spread over salted reducers and merged exactly;
 //! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch;
 //! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` ([`flatten`]).
 
 pub mod error;
-pub mod exchange;
 pub mod flatten;
 pub mod generate;
-pub mod graph;
-pub mod hash;
 pub mod import;
-pub mod load;
 pub mod progress;
 pub mod record;
-pub mod reindex;
 pub mod round;
-pub mod sample;
 pub mod sink;
 
 pub use error::Error;

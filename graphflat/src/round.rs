@@ -24,11 +24,11 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::graph::NodeStore;
-use crate::hash::owner_key;
+use sampling::{LayerPlan, NodeStore};
+use cluster::owner_key;
 use crate::progress::Progress;
-use crate::record::{GatheredEdge, GatheredNode, Record};
-use crate::sample::LayerPlan;
+use crate::record::{GatheredEdge, GatheredNode, assemble};
+use schemas::Record;
 
 /// "Record `root` reaches `node` at `hop`."
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -195,7 +195,7 @@ pub fn rounds<'s>(
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for p in data.drain(..) {
-                    session.give(Record::assemble(p.root, p.label, p.split, p.nodes, p.edges));
+                    session.give(assemble(p.root, p.label, p.split, p.nodes, p.edges));
                 }
             });
         }

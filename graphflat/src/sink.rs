@@ -12,7 +12,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::error::Error;
-use crate::record::{Record, to_batch};
+use schemas::record::{Record, to_batch};
 use crate::store::{Io, Place};
 
 /// Records buffered before they become one Arrow batch.
@@ -24,7 +24,6 @@ pub struct PartWriter {
     io: Arc<Io>,
     dir: Place,
     schema: SchemaRef,
-    dim: usize,
     worker: usize,
     part_limit: u64,
     next_part: u32,
@@ -37,12 +36,11 @@ pub struct PartWriter {
 }
 
 impl PartWriter {
-    pub fn new(io: Arc<Io>, dir: Place, schema: SchemaRef, dim: usize, worker: usize, part_limit: u64) -> Self {
+    pub fn new(io: Arc<Io>, dir: Place, schema: SchemaRef, worker: usize, part_limit: u64) -> Self {
         PartWriter {
             io,
             dir,
             schema,
-            dim,
             worker,
             part_limit,
             next_part: 0,
@@ -74,7 +72,7 @@ impl PartWriter {
         }
         let part = self.dir.child(&format!("part-{:05}-{:05}.parquet", self.worker, self.next_part));
         let file = part.shown();
-        let batch = to_batch(&self.buffered, &self.schema, self.dim)
+        let batch = to_batch(&self.buffered, &self.schema)
             .map_err(|source| Error::Arrow { file: file.clone(), source })?;
         self.buffered.clear();
         self.buffered_bytes = 0;
@@ -91,11 +89,11 @@ impl PartWriter {
                 .build();
             let upload = BufWriter::new(part.store.clone(), part.path.clone());
             let writer = AsyncArrowWriter::try_new(upload, self.schema.clone(), Some(props))
-                .map_err(|source| Error::Parquet { file: file.clone(), source })?;
+                .map_err(|source| Error::Write { file: file.clone(), source })?;
             self.current = Some(writer);
         }
         let writer = self.current.as_mut().expect("opened above");
-        self.io.block_on(writer.write(&batch)).map_err(|source| Error::Parquet { file: file.clone(), source })?;
+        self.io.block_on(writer.write(&batch)).map_err(|source| Error::Write { file: file.clone(), source })?;
         if (writer.bytes_written() + writer.in_progress_size()) as u64 >= self.part_limit {
             self.close_part()?;
         }
@@ -105,7 +103,7 @@ impl PartWriter {
     fn close_part(&mut self) -> Result<(), Error> {
         if let Some(mut writer) = self.current.take() {
             let file = self.dir.child(&format!("part-{:05}-{:05}.parquet", self.worker, self.next_part)).shown();
-            self.io.block_on(writer.finish()).map_err(|source| Error::Parquet { file, source })?;
+            self.io.block_on(writer.finish()).map_err(|source| Error::Write { file, source })?;
             self.bytes_written += writer.bytes_written() as u64;
             self.parts_written += 1;
             self.next_part += 1;

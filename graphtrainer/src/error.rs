@@ -1,11 +1,44 @@
-//! The errors a training job can end with.
+//! The errors a training job can end with, each with its exit [`Cause`].
+
+use schemas::{BadInput, Cause};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A record that breaks the contract: its part file, row and column are named.
+    #[error(transparent)]
+    BadRecord(#[from] BadInput),
+    /// Reading the record set failed (the table layer says why).
+    #[error(transparent)]
+    Table(#[from] tables::Error),
+    /// The model's files (see `gnn::io`), or the device.
+    #[error(transparent)]
+    Model(#[from] gnn::Error),
+    /// The records hold nothing this job can learn from.
     #[error("{0}")]
-    Input(String),
+    NothingToLearn(String),
+    /// The job file asks for something that cannot work with these records or this output.
     #[error("{0}")]
     Config(String),
+    /// A checkpoint to resume from is missing or does not fit.
     #[error("{0}")]
-    Job(String),
+    Resume(String),
+    #[error("{0}")]
+    Output(String),
+    /// A bug: a helper thread died, an invariant broke.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn cause(&self) -> Cause {
+        match self {
+            Error::BadRecord(_) | Error::NothingToLearn(_) => Cause::BadData,
+            Error::Table(e) => e.cause(),
+            Error::Model(e) => e.cause(),
+            Error::Config(_) => Cause::Usage,
+            Error::Resume(_) => Cause::NoInput,
+            Error::Output(_) => Cause::CantCreate,
+            Error::Internal(_) => Cause::Internal,
+        }
+    }
 }

@@ -1,18 +1,21 @@
 //! GraphTrainer: GCN, GraphSAGE and GAT (from the `gnn` crate) trained on GraphFlat's records,
 //! data-parallel over timely workers with a parameter server on the same engine.
 //!
-//! - [`reader`]: record parts to records, a worker's share of the row groups;
+//! - [`reader`]: record parts to records, checked, a worker's share of the roots;
 //! - [`loader`]: shuffling and batch preparation on a reader thread, ahead of compute;
-//! - [`ps`]: the parameter server (one shard per worker, sync mode);
+//! - [`ps`]: the parameter server (one shard per worker; sync or async);
 //! - [`optim`]: Adam and SGD with weight decay and a step schedule, run by the shards;
-//! - [`train`]: the loop, evaluation, early stopping, checkpoints, the model files.
+//! - [`train`]: the run as named steps (setup, start, epoch, evaluation);
+//! - [`tracker`], [`checkpoint`], [`metrics`]: early stopping, resume, what is reported.
 
-pub mod collective;
+pub mod checkpoint;
 pub mod error;
 pub mod loader;
+pub mod metrics;
 pub mod optim;
 pub mod ps;
 pub mod reader;
+pub mod tracker;
 pub mod train;
 
 pub use error::Error;

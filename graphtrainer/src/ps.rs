@@ -26,37 +26,65 @@ use timely::worker::Worker;
 
 use crate::optim::ShardOptimizer;
 pub use schemas::job::PsMode;
+use schemas::Split;
 
-/// Sums a step reports: training loss and accuracy, and evaluation counts per split.
+/// Score counts of one split: `hits / out_of` is the accuracy, or the micro-F1 for multi-label
+/// targets (see `gnn::model::score`). Additive across batches and workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Score {
+    pub hits: u64,
+    pub out_of: u64,
+}
+
+impl Score {
+    pub fn add(&mut self, other: Score) {
+        self.hits += other.hits;
+        self.out_of += other.out_of;
+    }
+
+    pub fn ratio(&self) -> f64 {
+        if self.out_of == 0 { f64::NAN } else { self.hits as f64 / self.out_of as f64 }
+    }
+}
+
+/// Sums a step reports: training loss, and score counts per split.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub loss_sum: f64,
     /// The labeled training roots `loss_sum` adds up over.
     pub loss_rows: u64,
-    /// Score counts per split (train, valid, test), `correct / total` being the accuracy, or
-    /// the micro-F1 for multi-label targets (see `gnn::model::score`).
-    pub total: [u64; 3],
-    pub correct: [u64; 3],
+    scores: [Score; 3],
+}
+
+impl std::ops::Index<Split> for Stats {
+    type Output = Score;
+    fn index(&self, split: Split) -> &Score {
+        &self.scores[split as usize]
+    }
+}
+
+impl std::ops::IndexMut<Split> for Stats {
+    fn index_mut(&mut self, split: Split) -> &mut Score {
+        &mut self.scores[split as usize]
+    }
 }
 
 impl Stats {
     pub fn add(&mut self, other: &Stats) {
         self.loss_sum += other.loss_sum;
         self.loss_rows += other.loss_rows;
-        for i in 0..3 {
-            self.total[i] += other.total[i];
-            self.correct[i] += other.correct[i];
+        for (mine, theirs) in self.scores.iter_mut().zip(other.scores) {
+            mine.add(theirs);
         }
-    }
-
-    pub fn accuracy(&self, split: usize) -> f64 {
-        if self.total[split] == 0 { f64::NAN } else { self.correct[split] as f64 / self.total[split] as f64 }
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Push {
     pub shard: u32,
+    /// The pushing worker: a step's pushes are summed in worker order, so the sum (and with it
+    /// every parameter) is the same whatever order they arrived in.
+    pub from: u32,
     /// Sum of per-root gradients over this worker's batch (empty: no gradient this step).
     pub grad: Vec<f32>,
     pub count: u64,
@@ -151,7 +179,8 @@ impl Server {
                                 pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
                             done.sort_unstable();
                             for time in done {
-                                let (cap, pushes) = pending.remove(&time).expect("listed above");
+                                let (cap, mut pushes) = pending.remove(&time).expect("listed above");
+                                pushes.sort_by_key(|p| p.from);
                                 let mut owned = owned.borrow_mut();
                                 let Some(shard) = owned.as_mut() else { continue };
                                 let mut sum = vec![0.0f32; shard.values.len()];
@@ -207,12 +236,12 @@ impl Server {
             let range = shard_range(self.len, self.shards, s);
             let grad = if grad.is_empty() { Vec::new() } else { grad[range].to_vec() };
             let stats = if s == 0 { stats } else { Stats::default() };
-            self.input.send(Push { shard: s as u32, grad, count, lr, stats });
+            self.input.send(Push { shard: s as u32, from: worker.index() as u32, grad, count, lr, stats });
         }
         self.step += 1;
         self.input.advance_to(self.step);
         let wait_for = if complete { self.step } else { self.step.saturating_sub(self.staleness) };
-        worker.step_or_park_while(None, || self.probe.less_than(&wait_for));
+        cluster::wait_while(worker, || self.probe.less_than(&wait_for));
         let mut completed = Vec::new();
         for update in self.updates.borrow_mut().drain(..) {
             let range = shard_range(self.len, self.shards, update.shard as usize);

@@ -1,48 +1,35 @@
 //! A `[train]` job: every timely worker reads its share of the records, computes gradients on
 //! its batches and trades them with the parameter-server shards (one per worker); evaluation
 //! counts go through the same server. Worker 0 writes metrics, checkpoints and the model.
+//!
+//! A worker's run is four named steps: [`Setup::new`] (records, model shape, device),
+//! [`Start::new`] (fresh parameters or a checkpoint), [`train_epoch`] and [`evaluate_epoch`],
+//! with a [`Tracker`] deciding early stopping and which parameters are written.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
-use burn::store::{BurnpackStore, ModuleSnapshot};
+use cluster::Failure;
 use gnn::batch::{Batch, BatchSpec};
 use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
-use gnn::{RecordGraph, params};
-use schemas::LabelKind;
-use schemas::job::{Aggregation, DeviceKind};
-use schemas::model::{ModelMeta, ModelSpec};
-use schemas::{ClusterConfig, Split};
-use serde::{Deserialize, Serialize};
+use gnn::params;
+use schemas::job::Aggregation;
+use schemas::model::{ModelKind, ModelMeta, ModelSpec};
+use schemas::{ClusterConfig, LabelKind, Record, Split};
 use timely::worker::Worker;
 
+use crate::checkpoint::Checkpoint;
 use crate::error::Error;
 use crate::loader::{Batches, epoch_order};
+use crate::metrics::{EpochMetrics, EpochTiming, MetricsLog, metric_name};
 use crate::optim::{ShardOptimizer, learning_rate};
-use crate::ps::{Server, ShardState, Stats, shard_range};
-use crate::reader::RecordSet;
+use crate::ps::{Score, Server, ShardState, Stats, shard_range};
+use crate::reader::{RecordSet, Share};
+use crate::tracker::Tracker;
 
 pub use schemas::job::TrainConfig;
-
-/// One epoch's line of `metrics.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EpochMetrics {
-    pub epoch: usize,
-    /// What the three scores below measure: `accuracy` (class labels) or `micro_f1` (multi-hot
-    /// targets).
-    pub metric: String,
-    pub train_loss: f64,
-    pub train_accuracy: f64,
-    pub valid_accuracy: f64,
-    pub test_accuracy: f64,
-    pub seconds: f64,
-    pub records_per_second: f64,
-    /// Time this worker's compute waited for batches this epoch (worker 0 reports).
-    pub wait_seconds: f64,
-}
 
 /// What a training run ended with.
 #[derive(Debug, Clone)]
@@ -50,6 +37,7 @@ pub struct TrainSummary {
     pub epochs: usize,
     /// `accuracy` or `micro_f1`: what `best_valid` and `test_at_best` measure.
     pub metric: &'static str,
+    /// 1-based.
     pub best_epoch: usize,
     pub best_valid: f64,
     pub test_at_best: f64,
@@ -59,269 +47,293 @@ pub struct TrainSummary {
     pub params: Vec<f32>,
 }
 
-/// Runs a training job on this process's workers.
-pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Error> {
-    let set = RecordSet::open(&config.records)?;
+/// Runs a training job on this process's workers. Any worker's failure ends every worker.
+pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
+    let set = RecordSet::open(&config.records).map_err(Failure::Worker)?;
+    let output = Path::new(&config.output);
+    if output.is_file() {
+        return Err(Failure::Worker(Error::Output(format!("{}: the training output is a file, not a directory", output.display()))));
+    }
+    let mut config = config.clone();
     // The kernel's threads: the cores shared among this process's workers unless set.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    gnn::kernel::set_threads(match config.kernel_threads {
-        0 => (cores / cluster.threads()).max(1),
-        n => n,
-    });
-    let config = Arc::new(config.clone());
-    let set = Arc::new(set);
-    let guards = timely::execute(cluster.timely(), move |worker| {
-        train_worker(worker, &config, &set, None).map_err(|e| e.to_string())
-    })
-    .map_err(|e| Error::Job(format!("cannot start the timely workers: {e}")))?;
-    let mut first = None;
-    for result in guards.join() {
-        let summary = result.map_err(Error::Job)?.map_err(Error::Job)?;
-        first = first.or(Some(summary));
+    if config.kernel_threads == 0 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        config.kernel_threads = (cores / cluster.threads()).max(1);
     }
-    first.ok_or_else(|| Error::Job("no worker ran".into()))
-}
-
-/// The device a job computes on (without autodiff). The GPU is probed with a small computation
-/// so that a machine without a usable adapter gets an error, not a panic mid-run.
-pub fn device(kind: DeviceKind) -> Result<Device, Error> {
-    match kind {
-        DeviceKind::Cpu => Ok(Device::flex()),
-        #[cfg(feature = "gpu")]
-        DeviceKind::Gpu => {
-            let probe = std::panic::catch_unwind(|| {
-                let device = Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
-                let sum = Tensor::<1>::from_floats([1.0, 2.0], &device).sum().into_scalar::<f32>();
-                (sum == 3.0).then_some(device)
-            });
-            match probe {
-                Ok(Some(device)) => Ok(device),
-                _ => Err(Error::Job(
-                    "device = \"gpu\": no usable wgpu adapter (install a Vulkan driver; \
-                     Debian's mesa-vulkan-drivers runs it in software)"
-                        .into(),
-                )),
-            }
-        }
-        #[cfg(not(feature = "gpu"))]
-        DeviceKind::Gpu => Err(Error::Job(
-            "device = \"gpu\" needs a build with the `gpu` feature: cargo build --release --features gpu".into(),
-        )),
-    }
+    let (config, set) = (Arc::new(config), Arc::new(set));
+    let summaries = cluster::execute(cluster, move |worker| train_worker(worker, &config, &set, None))?;
+    summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))
 }
 
 /// Batches given per (epoch, step), and the steps per epoch: see [`train_worker`].
-pub type FixedBatches<'a> = (&'a dyn Fn(usize, usize) -> Option<Vec<RecordGraph>>, usize);
+pub type FixedBatches<'a> = (&'a dyn Fn(usize, usize) -> Option<Vec<Record>>, usize);
+
+/// What a worker trains and evaluates on, and the model's shape and device.
+pub struct Setup {
+    /// Labeled training records of this worker, sorted by root.
+    pub train: Arc<Vec<Record>>,
+    pub valid: EvalSet,
+    pub test: EvalSet,
+    pub spec: ModelSpec,
+    pub batch_spec: BatchSpec,
+    /// The device, and the same with autodiff.
+    pub base: Device,
+    pub device: Device,
+    pub aggregation: Aggregation,
+    /// The model's structure: each step loads the current parameters into a clone.
+    pub template: Gnn,
+}
+
+impl Setup {
+    pub fn new(worker: &mut Worker, config: &TrainConfig, set: &RecordSet) -> Result<Setup, Error> {
+        let share = Share { worker: worker.index(), peers: worker.peers() };
+        let records = set.read(share, config.classes, |s| s.is_some())?;
+        let labeled = |split: Split| -> Vec<Record> {
+            records.iter().filter(|r| r.split == Some(split) && r.label.is_some()).cloned().collect()
+        };
+        let (train, valid, test) = (labeled(Split::Train), labeled(Split::Valid), labeled(Split::Test));
+        let max_class = records.iter().filter_map(|r| r.label.as_ref()?.class()).max().unwrap_or(0).max(0) as u64;
+        drop(records);
+        check_learnable(worker, config, set, train.len(), valid.len())?;
+        let classes = match set.meta.label {
+            LabelKind::Targets(n) => n,
+            LabelKind::Class => config.classes.unwrap_or(cluster::max(worker, max_class) as usize + 1),
+        };
+        let gat = config.model == ModelKind::Gat;
+        let spec = ModelSpec {
+            kind: config.model,
+            input_dim: set.meta.feature_dim,
+            hidden: config.hidden,
+            classes,
+            layers: set.meta.hops,
+            heads: if gat { config.heads } else { 1 },
+            output_heads: if gat { config.output_heads } else { 1 },
+            activation: config.activation,
+            normalize_features: config.normalize_features,
+            multi_label: matches!(set.meta.label, LabelKind::Targets(_)),
+            seed: config.seed,
+        };
+        let base = gnn::device(config.device)?;
+        let device = base.clone().autodiff();
+        let batch_spec = BatchSpec {
+            hops: set.meta.hops,
+            fanouts: set.meta.fanouts.clone(),
+            prune: config.prune,
+            normalize_features: config.normalize_features,
+            kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
+            kernel_threads: config.kernel_threads,
+        };
+        let aggregation = config.aggregation;
+        Ok(Setup {
+            valid: EvalSet::new(&valid, &batch_spec, &base, aggregation),
+            test: EvalSet::new(&test, &batch_spec, &base, aggregation),
+            train: Arc::new(train),
+            template: Gnn::new(&spec, &base),
+            spec,
+            batch_spec,
+            base,
+            device,
+            aggregation,
+        })
+    }
+}
+
+/// Nothing to learn is an error on every worker alike: no labeled training records, or early
+/// stopping without validation records.
+fn check_learnable(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, train: usize, valid: usize) -> Result<(), Error> {
+    let counts = cluster::all_gather(worker, vec![(worker.index(), train as u64, valid as u64)]);
+    let (train, valid): (u64, u64) = counts.iter().fold((0, 0), |(t, v), c| (t + c.1, v + c.2));
+    if train == 0 {
+        return Err(Error::NothingToLearn(format!(
+            "{}: no training records with a label (split \"train\" and a non-null label); flatten targets that include \
+             labeled train nodes",
+            set.place.shown()
+        )));
+    }
+    if valid == 0 && config.patience > 0 {
+        return Err(Error::NothingToLearn(format!(
+            "{}: patience = {} stops early on the validation score, but there are no labeled validation records; \
+             set patience = 0 or flatten the valid split",
+            set.place.shown(),
+            config.patience
+        )));
+    }
+    Ok(())
+}
+
+/// Where a worker starts: fresh parameters, or a checkpoint every worker agrees on.
+struct Start {
+    params: Vec<f32>,
+    shard: ShardState,
+    epoch: usize,
+    tracker: Tracker,
+}
+
+impl Start {
+    fn new(worker: &mut Worker, config: &TrainConfig, setup: &Setup, output: &Path) -> Result<Start, Error> {
+        let (index, peers) = (worker.index(), worker.peers());
+        if config.resume {
+            let c = Checkpoint::resume(worker, output)?;
+            if index == 0 {
+                tracing::info!("train: resuming after epoch {} from {}", c.epoch, output.join("checkpoints").display());
+            }
+            return Ok(Start { params: c.params, shard: c.shard, epoch: c.epoch, tracker: c.tracker });
+        }
+        let params = params::flatten(&setup.template);
+        let range = shard_range(params.len(), peers, index);
+        let shard = ShardState {
+            shard: index as u32,
+            values: params[range.clone()].to_vec(),
+            optimizer: ShardOptimizer::new(config, range.len()),
+        };
+        Ok(Start { params, shard, epoch: 0, tracker: Tracker::default() })
+    }
+}
 
 /// One worker's whole training run. `fixed` (a batch per (epoch, step), and the steps per
 /// epoch) replaces the worker's own batches: tests use it to feed one worker the combined
 /// batches of several.
-pub fn train_worker(
-    worker: &mut Worker,
-    config: &TrainConfig,
-    set: &RecordSet,
-    fixed: Option<FixedBatches>,
-) -> Result<TrainSummary, Error> {
+pub fn train_worker(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, fixed: Option<FixedBatches>) -> Result<TrainSummary, Error> {
     let started = Instant::now();
-    let (index, peers) = (worker.index(), worker.peers());
-    let mine: Vec<(usize, usize)> =
-        set.units().into_iter().enumerate().filter(|(u, _)| u % peers == index).map(|(_, x)| x).collect();
-    let records = set.read(&mine, |s| s.is_some())?;
-    let by_split = |split: Split| -> Vec<RecordGraph> {
-        records.iter().filter(|r| r.split == Some(split) && r.label.is_some()).cloned().collect()
-    };
-    let train = Arc::new(by_split(Split::Train));
-    let (valid, test) = (by_split(Split::Valid), by_split(Split::Test));
-    let multi_label = matches!(set.meta.label, LabelKind::Targets(_));
-    let classes = match set.meta.label {
-        LabelKind::Targets(n) => n,
-        LabelKind::Class => {
-            let max_label = records.iter().filter_map(|r| r.label.as_ref()?.class()).max().unwrap_or(0).max(0) as u64;
-            config.classes.unwrap_or(crate::collective::max(worker, max_label) as usize + 1)
-        }
-    };
-    let dim =
-        records.iter().find(|r| !r.hops.is_empty()).map_or(set.meta.feature_dim, |r| r.features.len() / r.hops.len());
-    drop(records);
-
-    let spec = ModelSpec {
-        kind: config.model,
-        input_dim: dim,
-        hidden: config.hidden,
-        classes,
-        layers: set.meta.hops,
-        heads: if config.model == schemas::model::ModelKind::Gat { config.heads } else { 1 },
-        output_heads: if config.model == schemas::model::ModelKind::Gat { config.output_heads } else { 1 },
-        activation: config.activation,
-        normalize_features: config.normalize_features,
-        multi_label,
-        seed: config.seed,
-    };
-    let base = device(config.device)?;
-    let device = base.clone().autodiff();
-    let batch_spec = BatchSpec {
-        hops: set.meta.hops,
-        fanouts: set.meta.fanouts.clone(),
-        prune: config.prune,
-        normalize_features: config.normalize_features,
-        kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
-    };
-    // Evaluation batches do not change between epochs: build them once.
-    let aggregation = config.aggregation;
-    let (valid, test) =
-        (EvalSet::new(&valid, &batch_spec, &base, aggregation), EvalSet::new(&test, &batch_spec, &base, aggregation));
-    // The model's structure, built once: each step loads the current parameters into a clone.
-    let template = Gnn::new(&spec, &base);
-    let mut params = params::flatten(&template);
-    let len = params.len();
+    let index = worker.index();
+    let setup = Setup::new(worker, config, set)?;
     let output = PathBuf::from(&config.output);
-    let mut start_epoch = 0;
-    let mut shard = ShardState {
-        shard: index as u32,
-        values: params[shard_range(len, peers, index)].to_vec(),
-        optimizer: ShardOptimizer::new(config, shard_range(len, peers, index).len()),
-    };
-    let mut tracker = Tracker::default();
-    if config.resume
-        && let Some(c) = Checkpoint::load(&output, index)?
-    {
-        (params, shard, start_epoch, tracker) = (c.params, c.shard, c.epoch, c.tracker);
-    }
     if index == 0 {
-        std::fs::create_dir_all(&output).map_err(|e| Error::Job(format!("{}: {e}", output.display())))?;
+        std::fs::create_dir_all(&output).map_err(|e| Error::Output(format!("{}: {e}", output.display())))?;
         if !config.resume {
-            // A fresh run must not append to an old run's metrics or resume from its checkpoints
-            // later. (No other worker writes before the first step, which needs this one.)
-            let _ = std::fs::remove_file(output.join("metrics.jsonl"));
+            // A fresh run must not resume from an old run's checkpoints later.
             let _ = std::fs::remove_dir_all(output.join("checkpoints"));
         }
     }
-    let local_steps = match fixed {
-        Some((_, steps)) => steps,
-        None => train.len().div_ceil(config.batch_size),
-    };
-    let steps_per_epoch = crate::collective::max(worker, local_steps as u64) as usize;
-    let mut server =
-        Server::new(worker, shard, len, (start_epoch * (steps_per_epoch + 1)) as u64, config.mode, config.staleness);
-    let mut wait_total = Duration::ZERO;
+    let log = if index == 0 { Some(MetricsLog::open(&output, config.epochs, config.resume)?) } else { None };
+    let Start { mut params, shard, epoch: first_epoch, mut tracker } = Start::new(worker, config, &setup, &output)?;
+    let local_steps = fixed.map_or(setup.train.len().div_ceil(config.batch_size), |(_, steps)| steps);
+    let steps = cluster::max(worker, local_steps as u64) as usize;
+    let mut server = Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
+    let mut waited = Duration::ZERO;
 
-    for epoch in start_epoch..config.epochs {
-        let epoch_started = Instant::now();
+    for epoch in first_epoch..config.epochs {
+        let clock = Instant::now();
         let lr = learning_rate(config, epoch);
-        let mut batches = match fixed {
-            Some(_) => None,
-            None => Some(Batches::new(
-                train.clone(),
-                epoch_order(train.len(), config.seed, epoch, index),
-                config.batch_size,
-                batch_spec.clone(),
-                config.prefetch,
-            )),
-        };
-        let (mut epoch_stats, mut wait, mut seen) = (Stats::default(), Duration::ZERO, 0usize);
-        for step in 0..steps_per_epoch {
-            let next = match (&mut batches, fixed) {
-                (Some(b), _) => b.next_batch(),
-                (None, Some((feed, _))) => feed(epoch, step).map(|r| (Batch::build(&r, &batch_spec), Duration::ZERO)),
-                (None, None) => None,
-            };
-            let (grad, count, stats) = match next {
-                None => (Vec::new(), 0, Stats::default()),
-                Some((batch, waited)) => {
-                    wait += waited;
-                    seen += batch.roots.len();
-                    let dropout = Dropout {
-                        seed: config.seed,
-                        step: server.steps_done(),
-                        rate: config.dropout,
-                        attention_rate: config.attention_dropout,
-                    };
-                    gradient(&spec, &template, &params, &batch, (&device, aggregation), dropout)
-                }
-            };
-            for (_, total) in server.step(worker, &grad, count, lr, stats, &mut params, false) {
-                epoch_stats.add(&total);
-            }
-        }
-        // Evaluation: counts of every worker's valid and test records, summed by shard 0.
-        let mut eval = Stats::default();
-        for (split, batches) in [(1, &valid), (2, &test)] {
-            let (correct, total) = evaluate(&spec, &template, &params, batches, &base);
-            (eval.correct[split], eval.total[split]) = (correct, total);
-        }
-        // The evaluation step waits for every step before it: late training stats (async mode)
-        // join the epoch's, and every worker sees the same accuracies.
-        let eval_step = server.steps_done();
-        let mut evaluated = Stats::default();
-        for (step, total) in server.step(worker, &[], 0, lr, eval, &mut params, true) {
-            if step == eval_step { evaluated = total } else { epoch_stats.add(&total) }
-        }
-        wait_total += wait;
+        let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), fixed)?;
+        let evaluated = evaluate_epoch(worker, &setup, &mut server, &mut params, lr, &mut done.stats);
+        waited += done.waited;
         let metrics = EpochMetrics {
-            epoch,
-            metric: metric_name(multi_label).into(),
-            train_loss: epoch_stats.loss_sum / epoch_stats.loss_rows.max(1) as f64,
-            train_accuracy: epoch_stats.accuracy(0),
-            valid_accuracy: evaluated.accuracy(1),
-            test_accuracy: evaluated.accuracy(2),
-            seconds: epoch_started.elapsed().as_secs_f64(),
-            records_per_second: (seen * peers) as f64 / epoch_started.elapsed().as_secs_f64().max(1e-9),
-            wait_seconds: wait.as_secs_f64(),
+            epoch: epoch + 1,
+            metric: metric_name(setup.spec.multi_label).into(),
+            train_loss: done.stats.loss_sum / done.stats.loss_rows.max(1) as f64,
+            train_accuracy: done.stats[Split::Train].ratio(),
+            valid_accuracy: evaluated[Split::Valid].ratio(),
+            test_accuracy: evaluated[Split::Test].ratio(),
         };
-        let improved = tracker.observe(&metrics, &params);
-        if index == 0 {
-            report(&output, &metrics, config.epochs)?;
+        tracker.observe(&metrics, &params);
+        if let Some(log) = &log {
+            let seconds = clock.elapsed().as_secs_f64();
+            let rate = (done.seen * worker.peers()) as f64 / seconds.max(1e-9);
+            log.write(&metrics, &EpochTiming { epoch: epoch + 1, seconds, records_per_second: rate, wait_seconds: done.waited.as_secs_f64() })?;
         }
         if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
-            let shard = server.shard_state().ok_or_else(|| Error::Job("server shard missing".into()))?;
-            Checkpoint { epoch: epoch + 1, params: params.clone(), shard, tracker: tracker.clone() }
-                .save(&output, index)?;
+            let shard = server.shard_state().ok_or_else(|| Error::Internal("server shard missing".into()))?;
+            let checkpoint = Checkpoint { epoch: epoch + 1, workers: worker.peers(), params: params.clone(), shard, tracker: tracker.clone() };
+            checkpoint.save(&output, index)?;
         }
-        if config.patience > 0 && !improved && epoch - tracker.best_epoch >= config.patience {
+        if tracker.should_stop(config.patience) {
             if index == 0 {
-                tracing::info!(
-                    "train: early stop after epoch {epoch} ({} epochs without a better validation accuracy)",
-                    config.patience
-                );
+                tracing::info!("train: early stop after epoch {} ({} epochs without a better validation score)", epoch + 1, config.patience);
             }
             break;
         }
     }
-    let final_params =
-        if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
+    let params = if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
     if index == 0 {
-        save_model(&output, &spec, set, &final_params, &base)?;
+        save_model(&output, &setup.spec, set, &params, &setup.base)?;
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
-        metric: metric_name(multi_label),
+        metric: metric_name(setup.spec.multi_label),
         best_epoch: tracker.best_epoch,
         best_valid: tracker.best_valid,
         test_at_best: tracker.test_at_best,
         seconds: started.elapsed().as_secs_f64(),
-        wait_seconds: wait_total.as_secs_f64(),
-        params: final_params,
+        wait_seconds: waited.as_secs_f64(),
+        params,
     })
 }
 
+/// What an epoch's training steps add up to.
+struct EpochDone {
+    stats: Stats,
+    /// Training roots this worker computed.
+    seen: usize,
+    /// Time compute waited for batches.
+    waited: Duration,
+}
+
+/// One epoch of steps: every worker takes part in every step (with an empty push when it has
+/// no batch left), so the steps line up across workers.
+fn train_epoch(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    setup: &Setup,
+    server: &mut Server,
+    params: &mut [f32],
+    (epoch, steps, lr): (usize, usize, f32),
+    fixed: Option<FixedBatches>,
+) -> Result<EpochDone, Error> {
+    let order = epoch_order(setup.train.len(), config.seed, epoch, worker.index());
+    let mut batches = fixed.is_none().then(|| Batches::new(setup.train.clone(), order, config.batch_size, setup.batch_spec.clone(), config.prefetch));
+    let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO };
+    for step in 0..steps {
+        let next = match (&mut batches, fixed) {
+            (Some(b), _) => b.next_batch()?,
+            (None, Some((feed, _))) => feed(epoch, step).map(|r| (Batch::build(&r, &setup.batch_spec), Duration::ZERO)),
+            (None, None) => None,
+        };
+        let (grad, count, stats) = match next {
+            None => (Vec::new(), 0, Stats::default()),
+            Some((batch, waited)) => {
+                done.waited += waited;
+                done.seen += batch.roots.len();
+                let dropout = Dropout { seed: config.seed, step: server.steps_done(), rate: config.dropout, attention_rate: config.attention_dropout };
+                gradient(setup, params, &batch, dropout)
+            }
+        };
+        for (_, total) in server.step(worker, &grad, count, lr, stats, params, false) {
+            done.stats.add(&total);
+        }
+    }
+    Ok(done)
+}
+
+/// Every worker's valid and test counts, summed by shard 0. The evaluation step waits for every
+/// step before it: late training stats (async mode) join the epoch's, and every worker sees the
+/// same scores.
+fn evaluate_epoch(worker: &mut Worker, setup: &Setup, server: &mut Server, params: &mut [f32], lr: f32, train: &mut Stats) -> Stats {
+    let mut eval = Stats::default();
+    eval[Split::Valid] = evaluate(&setup.spec, &setup.template, params, &setup.valid, &setup.base);
+    eval[Split::Test] = evaluate(&setup.spec, &setup.template, params, &setup.test, &setup.base);
+    let eval_step = server.steps_done();
+    let mut evaluated = Stats::default();
+    for (step, total) in server.step(worker, &[], 0, lr, eval, params, true) {
+        if step == eval_step { evaluated = total } else { train.add(&total) }
+    }
+    evaluated
+}
+
 /// The gradient sum of a batch's loss over its labeled roots, their count, and training stats.
-fn gradient(
-    spec: &ModelSpec,
-    template: &Gnn,
-    params: &[f32],
-    batch: &Batch,
-    (device, aggregation): (&Device, Aggregation),
-    dropout: Dropout,
-) -> (Vec<f32>, u64, Stats) {
-    let model = params::load(template.clone(), params, device);
-    let logits = model.forward(spec, batch, &BatchTensors::new(batch, device, aggregation), Some(dropout));
+fn gradient(setup: &Setup, params: &[f32], batch: &Batch, dropout: Dropout) -> (Vec<f32>, u64, Stats) {
+    let device = &setup.device;
+    let model = params::load(setup.template.clone(), params, device);
+    let tensors = BatchTensors::new(batch, device, setup.aggregation);
+    let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
     let (hits, out_of) = score(logits.clone().detach(), &batch.labels);
     let (loss, n) = loss(logits, &batch.labels);
     let loss_value = f64::from(loss.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
     let mut grad = params::gradients(&model, &loss.backward());
     grad.iter_mut().for_each(|g| *g *= n as f32);
-    let mut stats = Stats { loss_sum: loss_value * n as f64, loss_rows: n as u64, ..Stats::default() };
-    (stats.correct[0], stats.total[0]) = (hits, out_of);
+    let mut stats = Stats::default();
+    (stats.loss_sum, stats.loss_rows) = (loss_value * n as f64, n as u64);
+    stats[Split::Train] = Score { hits, out_of };
     (grad, n as u64, stats)
 }
 
@@ -329,7 +341,7 @@ fn gradient(
 pub struct EvalSet(Vec<(Batch, BatchTensors)>);
 
 impl EvalSet {
-    pub fn new(records: &[RecordGraph], spec: &BatchSpec, device: &Device, aggregation: Aggregation) -> Self {
+    pub fn new(records: &[Record], spec: &BatchSpec, device: &Device, aggregation: Aggregation) -> Self {
         EvalSet(
             records
                 .chunks(2048)
@@ -343,129 +355,27 @@ impl EvalSet {
     }
 }
 
-/// Score counts over an evaluation set, without dropout: (correct, labeled), or (2 TP,
-/// 2 TP + FP + FN) for multi-label targets; see [`gnn::model::score`].
-pub fn evaluate(spec: &ModelSpec, template: &Gnn, params: &[f32], set: &EvalSet, device: &Device) -> (u64, u64) {
+/// Score counts over an evaluation set, without dropout (see [`gnn::model::score`]).
+pub fn evaluate(spec: &ModelSpec, template: &Gnn, params: &[f32], set: &EvalSet, device: &Device) -> Score {
     let model = params::load(template.clone(), params, device);
-    let (mut correct, mut total) = (0, 0);
+    let mut total = Score::default();
     for (batch, tensors) in &set.0 {
-        let logits = model.forward(spec, batch, tensors, None);
-        let (hits, out_of) = score(logits, &batch.labels);
-        (correct, total) = (correct + hits, total + out_of);
+        let (hits, out_of) = score(model.forward(spec, batch, tensors, None), &batch.labels);
+        total.add(Score { hits, out_of });
     }
-    (correct, total)
+    total
 }
 
-fn metric_name(multi_label: bool) -> &'static str {
-    if multi_label { "micro_f1" } else { "accuracy" }
-}
-
-/// Best validation accuracy so far (for early stopping and the model written).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Tracker {
-    epochs: usize,
-    best_epoch: usize,
-    best_valid: f64,
-    test_at_best: f64,
-    best_params: Vec<f32>,
-}
-
-impl Tracker {
-    fn observe(&mut self, m: &EpochMetrics, params: &[f32]) -> bool {
-        self.epochs = m.epoch + 1;
-        if self.best_params.is_empty() || m.valid_accuracy > self.best_valid {
-            (self.best_epoch, self.best_valid, self.test_at_best) = (m.epoch, m.valid_accuracy, m.test_accuracy);
-            self.best_params = params.to_vec();
-            return true;
-        }
-        false
-    }
-}
-
-fn report(output: &Path, m: &EpochMetrics, epochs: usize) -> Result<(), Error> {
-    tracing::info!(
-        "train: epoch {}/{epochs}: loss {:.4}, {} train {:.3}, valid {:.3}, test {:.3}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
-        m.epoch + 1,
-        m.train_loss,
-        m.metric,
-        m.train_accuracy,
-        m.valid_accuracy,
-        m.test_accuracy,
-        m.seconds,
-        m.records_per_second,
-        m.wait_seconds
-    );
-    let path = output.join("metrics.jsonl");
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| Error::Job(format!("{}: {e}", path.display())))?;
-    let line = serde_json::to_string(m).map_err(|e| Error::Job(e.to_string()))?;
-    writeln!(file, "{line}").map_err(|e| Error::Job(format!("{}: {e}", path.display())))
-}
-
-/// `model.bpk` (burn's burnpack record) and `model.json` (the spec and flatten settings).
+/// The model files (see `gnn::io`), with the flatten settings of the records.
 fn save_model(output: &Path, spec: &ModelSpec, set: &RecordSet, params: &[f32], device: &Device) -> Result<(), Error> {
-    let model = params::load(Gnn::new(spec, device), params, device);
-    let mut store = BurnpackStore::from_file(output.join("model.bpk")).overwrite(true);
-    model.save_into(&mut store).map_err(|e| Error::Job(format!("writing the model record: {e:?}")))?;
     let meta = ModelMeta {
         format: 1,
         spec: spec.clone(),
         hops: set.meta.hops,
         fanouts: set.meta.fanouts.clone(),
-        sampler: set.meta.sampler.clone(),
+        sampler: set.meta.sampler,
         flatten_seed: set.meta.seed,
         parameters: params.len(),
     };
-    let json = serde_json::to_string_pretty(&meta).map_err(|e| Error::Job(e.to_string()))?;
-    let path = output.join("model.json");
-    std::fs::write(&path, json).map_err(|e| Error::Job(format!("{}: {e}", path.display())))
-}
-
-/// Reads a model written by a training job.
-pub fn load_model(dir: &Path, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
-    let path = dir.join("model.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-    let meta: ModelMeta = serde_json::from_str(&text).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-    let mut model = Gnn::new(&meta.spec, device);
-    let mut store = BurnpackStore::from_file(dir.join("model.bpk"));
-    model.load_from(&mut store).map_err(|e| Error::Input(format!("{}: {e:?}", dir.join("model.bpk").display())))?;
-    Ok((meta, model))
-}
-
-/// A worker's checkpoint: the parameters, its server shard (with optimizer state), the epoch to
-/// continue from and the best-so-far tracker. Resume needs the same number of workers.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Checkpoint {
-    epoch: usize,
-    params: Vec<f32>,
-    shard: ShardState,
-    tracker: Tracker,
-}
-
-impl Checkpoint {
-    fn path(output: &Path, worker: usize) -> PathBuf {
-        output.join("checkpoints").join(format!("worker-{worker:05}.json"))
-    }
-
-    fn save(&self, output: &Path, worker: usize) -> Result<(), Error> {
-        let path = Self::path(output, worker);
-        let io = |e: std::io::Error| Error::Job(format!("{}: {e}", path.display()));
-        std::fs::create_dir_all(path.parent().expect("has a parent")).map_err(io)?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(self).map_err(|e| Error::Job(e.to_string()))?).map_err(io)?;
-        // Rename last, so a crash never leaves a half-written checkpoint in place.
-        std::fs::rename(&tmp, &path).map_err(io)
-    }
-
-    fn load(output: &Path, worker: usize) -> Result<Option<Self>, Error> {
-        let path = Self::path(output, worker);
-        if !path.exists() {
-            return Ok(None);
-        }
-        let bytes = std::fs::read(&path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
-    }
+    Ok(gnn::io::save(output, &meta, params, device)?)
 }

@@ -46,6 +46,13 @@ pub struct ClusterConfig {
     /// `host:port` of every process, in process order. Empty: `127.0.0.1:2101`, `:2102`, ...
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// Seconds a process waits for the others to connect before it gives up.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_s: u64,
+}
+
+fn default_connect_timeout() -> u64 {
+    60
 }
 
 fn one() -> usize {
@@ -54,7 +61,7 @@ fn one() -> usize {
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        ClusterConfig { workers: 0, processes: 1, process: 0, hosts: Vec::new() }
+        ClusterConfig { workers: 0, processes: 1, process: 0, hosts: Vec::new(), connect_timeout_s: default_connect_timeout() }
     }
 }
 
@@ -75,24 +82,6 @@ impl ClusterConfig {
     /// Worker threads per process, with 0 resolved to the available cores.
     pub fn threads(&self) -> usize {
         if self.workers > 0 { self.workers } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
-    }
-
-    /// timely's configuration for this process: one thread, several, or cluster mode.
-    pub fn timely(&self) -> timely::Config {
-        let threads = self.threads();
-        if self.processes <= 1 {
-            return if threads == 1 { timely::Config::thread() } else { timely::Config::process(threads) };
-        }
-        timely::Config {
-            communication: timely::CommunicationConfig::Cluster {
-                threads,
-                process: self.process,
-                addresses: self.addresses(),
-                report: false,
-                zerocopy: false,
-            },
-            worker: timely::WorkerConfig::default(),
-        }
     }
 
     /// Every process's address, defaults filled in.
@@ -121,6 +110,10 @@ pub enum Sampler {
 }
 
 impl Sampler {
+    pub fn parse(name: &str) -> Option<Sampler> {
+        [Sampler::All, Sampler::Uniform, Sampler::Weighted, Sampler::Topk].into_iter().find(|s| s.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Sampler::All => "all",

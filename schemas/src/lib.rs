@@ -5,15 +5,20 @@
 
 pub mod edges;
 pub mod error;
+pub mod exit;
 pub mod job;
 pub mod label;
+pub mod layers;
 pub mod model;
 pub mod nodes;
 pub mod record;
+mod record_batch;
 
 pub use error::{BadInput, Location};
+pub use exit::Cause;
 pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, JobFile, Sampler, Split, Targets};
 pub use label::{Label, LabelKind};
+pub use record::Record;
 
 /// The marker file written last into every finished output directory. Readers ignore a
 /// directory without it.

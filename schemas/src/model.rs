@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::job::Sampler;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
@@ -51,7 +53,7 @@ pub struct ModelMeta {
     pub hops: usize,
     /// Nearest hop first; empty when records held every edge.
     pub fanouts: Vec<u32>,
-    pub sampler: String,
+    pub sampler: Sampler,
     pub flatten_seed: u64,
     pub parameters: usize,
 }

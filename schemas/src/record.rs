@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Metadata, Schema};
 
+use crate::job::Sampler;
 use crate::label::LabelKind;
 
 pub const ROOT_ID: &str = "root_id";
@@ -75,7 +76,7 @@ pub fn record_fields(feature_dim: usize, label: LabelKind) -> Vec<Field> {
 pub struct FlattenMeta {
     pub hops: usize,
     pub fanouts: Vec<u32>,
-    pub sampler: String,
+    pub sampler: Sampler,
     pub seed: u64,
     pub feature_dim: usize,
     pub label: LabelKind,
@@ -87,7 +88,7 @@ impl FlattenMeta {
         Metadata::from([
             (meta::HOPS.to_owned(), self.hops.to_string()),
             (meta::FANOUTS.to_owned(), fanouts.join(",")),
-            (meta::SAMPLER.to_owned(), self.sampler.clone()),
+            (meta::SAMPLER.to_owned(), self.sampler.name().to_owned()),
             (meta::SEED.to_owned(), self.seed.to_string()),
             (meta::FEATURE_DIM.to_owned(), self.feature_dim.to_string()),
             (meta::LABEL.to_owned(), self.label.to_text()),
@@ -104,7 +105,7 @@ impl FlattenMeta {
             } else {
                 fanouts.split(',').map(|f| f.parse().ok()).collect::<Option<_>>()?
             },
-            sampler: metadata.get(meta::SAMPLER)?.clone(),
+            sampler: Sampler::parse(metadata.get(meta::SAMPLER)?)?,
             seed: metadata.get(meta::SEED)?.parse().ok()?,
             feature_dim: metadata.get(meta::FEATURE_DIM)?.parse().ok()?,
             label: match metadata.get(meta::LABEL) {
@@ -114,6 +115,8 @@ impl FlattenMeta {
         })
     }
 }
+
+pub use crate::record_batch::{Record, from_batch, from_batch_where, to_batch};
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {
@@ -129,13 +132,13 @@ mod tests {
         let meta = FlattenMeta {
             hops: 2,
             fanouts: vec![10, 5],
-            sampler: "uniform".into(),
+            sampler: Sampler::Uniform,
             seed: 7,
             feature_dim: 32,
             label: LabelKind::Targets(121),
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
-        let all = FlattenMeta { fanouts: vec![], sampler: "all".into(), label: LabelKind::Class, ..meta };
+        let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
         assert_eq!(FlattenMeta::from_metadata(&all.to_metadata()), Some(all.clone()));
         // Record sets written before multi-label support carry class labels.
         let mut old = all.to_metadata();

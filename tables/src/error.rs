@@ -1,6 +1,7 @@
-//! What reading or writing a table can fail with.
+//! What reading or writing a table can fail with; each variant knows its [`Cause`] (the exit
+//! code a scheduler sees).
 
-use schemas::BadInput;
+use schemas::{BadInput, Cause};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -8,17 +9,40 @@ pub enum Error {
     BadInput(#[from] BadInput),
     #[error("{what}")]
     Store { what: String, source: object_store::Error },
+    /// A file that cannot be read as Parquet.
     #[error("{file}")]
     Parquet { file: String, source: parquet::errors::ParquetError },
+    /// A part that cannot be written.
+    #[error("writing {file}")]
+    Write { file: String, source: parquet::errors::ParquetError },
     #[error("{file}")]
     Arrow { file: String, source: arrow_schema::ArrowError },
+    /// A setting or a URI that cannot work.
     #[error("{0}")]
-    Job(String),
+    Usage(String),
+    /// An input that is missing or is not what it must be.
+    #[error("{0}")]
+    NoInput(String),
+    /// A problem of a whole table (an empty table, counts that disagree).
+    #[error("{0}")]
+    BadData(String),
+    #[error("{0}")]
+    Output(String),
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl Error {
-    pub fn job(message: impl Into<String>) -> Self {
-        Error::Job(message.into())
+    /// Why the job failed, as an exit code tells it.
+    pub fn cause(&self) -> Cause {
+        match self {
+            Error::BadInput(_) | Error::Parquet { .. } | Error::Arrow { .. } | Error::BadData(_) => Cause::BadData,
+            Error::Store { source: object_store::Error::NotFound { .. }, .. } | Error::NoInput(_) => Cause::NoInput,
+            Error::Store { .. } => Cause::Retry,
+            Error::Write { .. } | Error::Output(_) => Cause::CantCreate,
+            Error::Usage(_) => Cause::Usage,
+            Error::Internal(_) => Cause::Internal,
+        }
     }
 
     /// The message with its whole chain of sources, for reports that cross process borders.
@@ -30,5 +54,36 @@ impl Error {
             source = s.source();
         }
         message
+    }
+}
+
+/// An error as it crosses between workers (see `cluster::agree`): bad input keeps its location
+/// so every worker reports the same first error; anything else travels as its cause and chain.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum Report {
+    BadInput(BadInput),
+    Other(Cause, String),
+}
+
+impl From<&Error> for Report {
+    fn from(e: &Error) -> Self {
+        match e {
+            Error::BadInput(b) => Report::BadInput(b.clone()),
+            other => Report::Other(other.cause(), other.chain()),
+        }
+    }
+}
+
+impl From<Report> for Error {
+    fn from(r: Report) -> Self {
+        match r {
+            Report::BadInput(b) => Error::BadInput(b),
+            Report::Other(Cause::BadData, m) => Error::BadData(m),
+            Report::Other(Cause::NoInput, m) => Error::NoInput(m),
+            Report::Other(Cause::CantCreate, m) => Error::Output(m),
+            Report::Other(Cause::Usage, m) => Error::Usage(m),
+            Report::Other(Cause::Retry, m) => Error::Store { what: m, source: object_store::Error::Generic { store: "peer", source: "reported by another worker".into() } },
+            Report::Other(_, m) => Error::Internal(m),
+        }
     }
 }

@@ -30,7 +30,7 @@ impl Io {
             .thread_name("graphflat-io")
             .enable_all()
             .build()
-            .map_err(|e| Error::job(format!("cannot start the I/O runtime: {e}")))?;
+            .map_err(|e| Error::Internal(format!("cannot start the I/O runtime: {e}")))?;
         Ok(Arc::new(Io { runtime }))
     }
 
@@ -53,14 +53,14 @@ impl Place {
     /// A local path (relative to the working directory) or a URI object_store understands.
     pub fn parse(uri: &str) -> Result<Place, Error> {
         if uri.contains("://") {
-            let url = url::Url::parse(uri).map_err(|e| Error::job(format!("{uri}: not a valid URI: {e}")))?;
+            let url = url::Url::parse(uri).map_err(|e| Error::Usage(format!("{uri}: not a valid URI: {e}")))?;
             let (store, path) = object_store::parse_url(&url)
                 .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
             let prefix = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or(""));
             let prefix = if url.scheme() == "file" { "/".to_owned() } else { prefix };
             Ok(Place { store: Arc::from(store), path, prefix })
         } else {
-            let absolute = std::path::absolute(uri).map_err(|e| Error::job(format!("{uri}: {e}")))?;
+            let absolute = std::path::absolute(uri).map_err(|e| Error::Usage(format!("{uri}: {e}")))?;
             let path = Path::from_absolute_path(&absolute)
                 .map_err(|source| Error::Store { what: format!("bad path {uri}"), source: source.into() })?;
             Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix: "/".to_owned() })
@@ -100,7 +100,7 @@ impl Place {
             .map_err(|source| self.store_error("cannot list", source))?;
         files.sort_by(|a, b| a.location.cmp(&b.location));
         if files.is_empty() {
-            return Err(Error::job(format!("{}: no Parquet files found (an empty table)", self.shown())));
+            return Err(Error::NoInput(format!("{}: no Parquet files found (an empty table)", self.shown())));
         }
         Ok(files)
     }

@@ -6,7 +6,7 @@ use burn::tensor::{DType, TensorData};
 
 use super::cpu::{self, Layout};
 use super::plan::PlanRef;
-use super::{EdgeOps, threads};
+use super::EdgeOps;
 
 /// The tensor's values in row-major order (copied only when it is a strided view).
 fn values(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {
@@ -31,14 +31,14 @@ impl EdgeOps for Flex {
         let expect_read = if transpose { plan.rows_out } else { plan.rows_in };
         assert!(read_rows >= expect_read && edges == csr.edges(), "edge kernel: shapes do not match the plan");
         let layout = Layout { heads, cols };
-        let out = cpu::aggregate(csr, &values(&x), &values(&coef), layout, threads());
+        let out = cpu::aggregate(csr, &values(&x), &values(&coef), layout, plan.threads);
         FlexTensor::from_data(TensorData::new(out, [csr.rows(), cols]))
     }
 
     fn edge_coef_grad(g: FlexTensor, x: FlexTensor, plan: PlanRef, transpose: bool, heads: usize) -> FlexTensor {
         let csr = plan.csr(transpose);
         let [_, cols] = dims2(&x);
-        let grad = cpu::coef_grad(csr, &values(&g), &values(&x), Layout { heads, cols }, threads());
+        let grad = cpu::coef_grad(csr, &values(&g), &values(&x), Layout { heads, cols }, plan.threads);
         FlexTensor::from_data(TensorData::new(grad, [csr.edges(), heads]))
     }
 }

@@ -15,8 +15,6 @@ pub mod cpu;
 mod flex;
 pub mod plan;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use burn::backend::{Dispatch, DispatchDevice, backend_extension, tensor::FloatTensor};
 use burn::prelude::*;
 
@@ -50,21 +48,6 @@ pub use schemas::job::Aggregation;
 pub fn uses_kernel(choice: Aggregation, device: &Device) -> bool {
     let on_flex = matches!(device.clone().inner().as_dispatch(), DispatchDevice::Flex(_));
     on_flex && choice != Aggregation::Reference
-}
-
-static THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// Threads the kernel may use per call (0: one per core). A process running several training
-/// workers gives each its share of the cores.
-pub fn set_threads(threads: usize) {
-    THREADS.store(threads, Ordering::Relaxed);
-}
-
-pub fn threads() -> usize {
-    match THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
 }
 
 /// [`EdgeOps::edge_aggregate`] on high-level tensors (forward direction).

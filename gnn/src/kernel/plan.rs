@@ -77,6 +77,8 @@ pub struct EdgePlan {
     pub by_dst: Csr,
     /// By source: the backward pass (gradient of the input).
     pub by_src: Csr,
+    /// Threads the kernel runs this plan on (the output does not depend on it).
+    pub threads: usize,
 }
 
 /// Plans are shared between the forward pass and the backward nodes autodiff keeps.
@@ -89,7 +91,17 @@ impl EdgePlan {
         assert_eq!(src.len(), dst.len(), "edge endpoints differ in length");
         assert!(src.iter().all(|&s| (s as usize) < rows_in), "an edge reads past rows_in");
         assert!(dst.iter().all(|&d| (d as usize) < rows_out), "an edge writes past rows_out");
-        EdgePlan { rows_in, rows_out, by_dst: Csr::build(rows_out, dst, src), by_src: Csr::build(rows_in, src, dst) }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        EdgePlan { rows_in, rows_out, by_dst: Csr::build(rows_out, dst, src), by_src: Csr::build(rows_in, src, dst), threads }
+    }
+
+    /// The same plan run on `threads` threads (0: one per core). A process running several
+    /// workers gives each its share of the cores.
+    pub fn with_threads(mut self, threads: usize) -> EdgePlan {
+        if threads > 0 {
+            self.threads = threads;
+        }
+        self
     }
 
     pub fn edges(&self) -> usize {

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use burn::prelude::*;
-use gnn::batch::{Batch, BatchSpec, RecordGraph};
+use gnn::batch::{Batch, BatchSpec};
+use schemas::Record as RecordGraph;
 use gnn::kernel::Aggregation;
 use gnn::model::{BatchTensors, Dropout, Gnn, loss};
 use gnn::params;
@@ -57,6 +58,7 @@ pub fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>])
                 edges.iter().filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k)).collect();
             RecordGraph {
                 root: root as i64,
+                node_ids: nodes.iter().map(|&v| v as i64).collect(),
                 label: Some(Label::Class((root % 3) as i64)),
                 split: None,
                 hops: nodes.iter().map(|v| dist[v]).collect(),
@@ -99,7 +101,7 @@ pub fn step(
     let model = Gnn::new(&spec, device);
     let batch = Batch::build(
         recs,
-        &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false },
+        &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0 },
     );
     let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
     let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, device, aggregation), Some(dropout));

@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 use schemas::Sampler;
 use serde::{Deserialize, Serialize};
 
-use crate::hash::{hash3, unit_interval};
+use cluster::hash::{hash3, unit_interval};
 
 /// One in-edge of a node, with its sampling key. Ordered by (key, tie, src, weight): a total
 /// order in which smaller is kept first.
@@ -90,12 +90,12 @@ impl Reservoir {
     }
 }
 
-/// Which layers each hop's fanout serves. Layer `l` (1-based, 1 nearest the input) computes the
-/// nodes within `k - l` hops of the root and aggregates over `fanouts[k - l]` in-edges: the
-/// last layer serves hop 1 and uses the first fanout.
+/// The per-layer fanouts of a flatten or inference job, and which layers each sampled in-edge
+/// serves: a thin handle on the one rule in [`schemas::layers`].
 #[derive(Debug, Clone)]
 pub struct LayerPlan {
     hops: usize,
+    /// Nearest hop first; `u32::MAX` for every edge.
     fanouts: Vec<u32>,
 }
 
@@ -116,15 +116,12 @@ impl LayerPlan {
 
     /// The fanout of layer `l` (1-based).
     pub fn layer_fanout(&self, layer: usize) -> u32 {
-        self.fanouts[self.hops - layer]
+        schemas::layers::layer_fanout(&self.fanouts, self.hops, layer).unwrap_or(u32::MAX)
     }
 
-    /// The layers served by the in-edge of rank `rank` (0 = smallest key) of a node at `hop`:
-    /// bit `l - 1` for each layer `l <= k - hop` whose fanout exceeds the rank.
+    /// The layers served by the in-edge of rank `rank` (0 = smallest key) of a node at `hop`.
     pub fn layer_mask(&self, rank: usize, hop: usize) -> u32 {
-        (1..=self.hops.saturating_sub(hop))
-            .filter(|&l| rank < self.layer_fanout(l) as usize)
-            .fold(0, |mask, l| mask | 1 << (l - 1))
+        schemas::layers::layer_mask(&self.fanouts, self.hops, rank, hop)
     }
 }
 

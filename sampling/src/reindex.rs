@@ -11,10 +11,10 @@ use schemas::Sampler;
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
-use crate::error::Error;
-use crate::exchange::{all_gather, shuffle};
+use crate::Error;
+use cluster::{all_gather, shuffle};
 use crate::graph::{InEdge, NodeStore};
-use crate::hash::{hash3, owner_key, reducer_key};
+use cluster::hash::{hash3, owner_key, reducer_key};
 use crate::load::Edge;
 use crate::sample::{Candidate, Reservoir};
 
@@ -109,7 +109,7 @@ pub fn sample_in_edges(
                         .collect(),
                 );
             }
-            Ok(())
+            Ok::<(), Error>(())
         },
     )?;
     drop(edges);
@@ -130,7 +130,7 @@ pub fn sample_in_edges(
         },
         |send| {
             send(partials);
-            Ok(())
+            Ok::<(), Error>(())
         },
     )?;
 

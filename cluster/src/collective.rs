@@ -1,5 +1,6 @@
 //! Collective steps between phases: every worker calls them in the same order, each builds the
-//! same small dataflow, and each gets back what was sent to it. Built on timely's `exchange`.
+//! same small dataflow, and each gets back what was sent to it. What crosses the wire is the
+//! items themselves, routed by `route(item) % peers` (timely's `Exchange`).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -12,7 +13,7 @@ use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
-use crate::error::{Error, Report};
+use crate::wait::wait_while;
 
 /// Sends each item to worker `route(item) % peers`; returns what this worker received once
 /// every worker has sent everything.
@@ -36,7 +37,7 @@ where
         input.send(item);
     }
     input.close();
-    worker.step_or_park_while(None, || !probe.done());
+    wait_while(worker, || !probe.done());
     received.take()
 }
 
@@ -55,15 +56,24 @@ pub fn sum(worker: &mut Worker, value: u64) -> u64 {
     all_gather(worker, vec![(index, value)]).iter().map(|(_, v)| v).sum()
 }
 
+/// The largest `value` any worker holds, on every worker.
+pub fn max(worker: &mut Worker, value: u64) -> u64 {
+    all_gather(worker, vec![value]).last().copied().unwrap_or(value)
+}
+
 /// Makes every worker agree on failure: if any worker's `local` is an error, every worker
 /// returns the same error (the smallest, so the first bad row of the first bad file wins).
-pub fn agree<T>(worker: &mut Worker, local: Result<T, Error>) -> Result<T, Error> {
-    let reports = match &local {
+/// `R` is the error as it crosses between workers.
+pub fn agree<T, E, R>(worker: &mut Worker, local: Result<T, E>) -> Result<T, E>
+where
+    R: ExchangeData + Clone + Ord + for<'a> From<&'a E>,
+    E: From<R>,
+{
+    let reports: Vec<R> = match &local {
         Ok(_) => Vec::new(),
-        Err(e) => vec![Report::from(e)],
+        Err(e) => vec![R::from(e)],
     };
-    let all = all_gather(worker, reports);
-    match all.into_iter().next() {
+    match all_gather(worker, reports).into_iter().next() {
         None => local,
         Some(first) => Err(first.into()),
     }
@@ -73,12 +83,12 @@ pub fn agree<T>(worker: &mut Worker, local: Result<T, Error>) -> Result<T, Error
 /// each. `produce` gets a `send` function; each call ships a batch and lets the dataflow run,
 /// so no worker holds more than a batch in flight. Returns `produce`'s result once every
 /// worker is done.
-pub fn shuffle<D, R, C, P>(worker: &mut Worker, route: R, mut consume: C, produce: P) -> Result<(), Error>
+pub fn shuffle<D, R, C, P, E>(worker: &mut Worker, route: R, mut consume: C, produce: P) -> Result<(), E>
 where
     D: ExchangeData + Clone,
     R: Fn(&D) -> u64 + 'static,
     C: FnMut(D) + 'static,
-    P: FnOnce(&mut dyn FnMut(Vec<D>)) -> Result<(), Error>,
+    P: FnOnce(&mut dyn FnMut(Vec<D>)) -> Result<(), E>,
 {
     let mut input = InputHandleVec::<u64, D>::new();
     let probe = ProbeHandle::new();
@@ -103,10 +113,11 @@ where
             }
             input.flush();
             worker.step();
+            crate::wait::check_abort();
         };
         produce(&mut send)
     };
     input.close();
-    worker.step_or_park_while(None, || !probe.done());
+    wait_while(worker, || !probe.done());
     result
 }

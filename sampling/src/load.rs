@@ -12,11 +12,12 @@ use schemas::{BadInput, Label, LabelKind, Location, Split};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
-use crate::error::Error;
-use crate::exchange::{agree, shuffle};
+use crate::Error;
+use crate::agree;
+use cluster::shuffle;
 use crate::graph::NodeStore;
-use crate::hash::owner_key;
-use crate::store::{Io, ParquetFile, Place, open_table, units};
+use cluster::owner_key;
+use tables::{Io, ParquetFile, Place, open_table, units};
 
 /// A row's place: file number (in the table's file order) and 0-based row in that file.
 pub type RowAt = (u32, u64);
@@ -118,9 +119,9 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
     agree(worker, read)?;
     let first_problem = problems.borrow().iter().min().cloned();
     agree(worker, first_problem.map_or(Ok(()), |p| Err(p.into())))?;
-    let total = crate::exchange::sum(worker, store.borrow().len() as u64);
+    let total = cluster::sum(worker, store.borrow().len() as u64);
     if total == 0 {
-        return Err(Error::job(format!("{}: the node table is empty", table.shown())));
+        return Err(Error::BadData(format!("{}: the node table is empty", table.shown())));
     }
     Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
 }
@@ -268,9 +269,9 @@ pub fn load_edges(
         Error::from(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")))
     });
     agree(worker, first.map_or(Ok(()), Err))?;
-    let total = crate::exchange::sum(worker, edges.len() as u64);
+    let total = cluster::sum(worker, edges.len() as u64);
     if total == 0 {
-        return Err(Error::job(format!("{}: the edge table is empty", table.shown())));
+        return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));
     }
     Ok(edges)
 }

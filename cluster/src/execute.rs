@@ -1,0 +1,210 @@
+//! Running a stage on every worker of this process, failing fast.
+//!
+//! Every worker runs the stage's closure under `catch_unwind` and reports its outcome on a
+//! channel; the calling thread collects the outcomes instead of joining the threads. The first
+//! failure (an error, a panic, a lost peer process) sets the job's abort flag, which every
+//! worker sees within [`crate::wait::POLL`] at its next wait; the caller returns that failure
+//! after the other workers have stopped or after [`GRACE`], whichever is first. Threads still
+//! running then are left behind: the binary exits the process on any failure.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use schemas::ClusterConfig;
+use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+use timely::communication::{Config as CommunicationConfig, Hooks};
+use timely::worker::Worker;
+
+use crate::wait::{Aborted, PEER_LOST, set_abort_flag};
+
+/// How long the other workers of a process get to stop after one failed.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// Why a job ended early.
+#[derive(Debug)]
+pub enum Failure<E> {
+    /// A worker's own error (the first reported).
+    Worker(E),
+    /// A worker panicked: a bug. The message names where.
+    Panic(String),
+    /// A connection to a peer process broke: that process ended (its own log says why).
+    PeerLost(String),
+    /// The processes of the cluster could not connect.
+    Connect(String),
+}
+
+impl<E: fmt::Display> fmt::Display for Failure<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Worker(e) => write!(f, "{e}"),
+            Failure::Panic(m) => write!(f, "internal error (a bug; please report it): {m}"),
+            Failure::PeerLost(m) => write!(f, "lost a peer process of the cluster, which ended; its log says why ({m})"),
+            Failure::Connect(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for Failure<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Failure::Worker(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl<E> Failure<E> {
+    /// The same failure with the worker's error mapped.
+    pub fn map<F>(self, f: impl FnOnce(E) -> F) -> Failure<F> {
+        match self {
+            Failure::Worker(e) => Failure::Worker(f(e)),
+            Failure::Panic(m) => Failure::Panic(m),
+            Failure::PeerLost(m) => Failure::PeerLost(m),
+            Failure::Connect(m) => Failure::Connect(m),
+        }
+    }
+}
+
+enum Outcome<T, E> {
+    Done(T),
+    Failed(E),
+    Panicked(String),
+    Aborted,
+}
+
+thread_local! {
+    /// The last panic on this thread, with its location, recorded by the panic hook.
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs the process's panic hook: a panic's message and location are kept for the failure
+/// report instead of printed (the report is the one message a user sees); with `RUST_BACKTRACE`
+/// set, the default report with its backtrace is printed as well. A panic on one of timely's
+/// communication threads marks the peer connection lost, which aborts every waiting worker.
+pub fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = payload_text(info.payload());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let thread = std::thread::current().name().unwrap_or("").to_owned();
+        if message.starts_with("timely communication error") || thread.starts_with("timely:send") || thread.starts_with("timely:recv") {
+            PEER_LOST.store(true, Ordering::Relaxed);
+        }
+        LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{message}{at}")));
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            default(info);
+        }
+    }));
+}
+
+fn payload_text(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// timely's allocators for this process: one thread, several, or a cluster process whose
+/// connections are made by [`crate::connect`] within the configured timeout.
+fn allocators(cluster: &ClusterConfig) -> Result<(Vec<AllocatorBuilder>, Box<dyn Any + Send>), String> {
+    let threads = cluster.threads();
+    if cluster.processes <= 1 {
+        let config = if threads == 1 { CommunicationConfig::Thread } else { CommunicationConfig::Process(threads) };
+        return config.try_build();
+    }
+    let timeout = Duration::from_secs(cluster.connect_timeout_s);
+    let sockets = crate::connect::connect(&cluster.addresses(), cluster.process, timeout)?;
+    let hooks = Hooks::default();
+    let local = ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+    let (builders, guard) = initialize_networking_from_sockets(local, sockets, cluster.process, threads, hooks)
+        .map_err(|e| format!("cannot start the cluster's connections: {e}"))?;
+    Ok((builders.into_iter().map(AllocatorBuilder::Tcp).collect(), Box::new(guard)))
+}
+
+/// Runs `work` on every worker of this process and returns their results in worker order, or
+/// the job's first failure. See the module documentation for how a failure ends the others.
+pub fn execute<T, E, F>(cluster: &ClusterConfig, work: F) -> Result<Vec<T>, Failure<E>>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+    F: Fn(&mut Worker) -> Result<T, E> + Send + Sync + 'static,
+{
+    let (builders, others) = allocators(cluster).map_err(Failure::Connect)?;
+    let threads = builders.len();
+    let abort = Arc::new(AtomicBool::new(false));
+    let (report, outcomes) = mpsc::channel::<(usize, Outcome<T, E>)>();
+    let flag = abort.clone();
+    let guards = timely::execute::execute_from(builders, others, Default::default(), move |worker| {
+        set_abort_flag(flag.clone());
+        let outcome = match catch_unwind(AssertUnwindSafe(|| work(worker))) {
+            Ok(Ok(value)) => Outcome::Done(value),
+            Ok(Err(e)) => Outcome::Failed(e),
+            Err(payload) if payload.is::<Aborted>() => Outcome::Aborted,
+            Err(payload) => Outcome::Panicked(
+                LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| payload_text(payload.as_ref())),
+            ),
+        };
+        if !matches!(outcome, Outcome::Done(_)) {
+            flag.store(true, Ordering::Relaxed);
+        }
+        let _ = report.send((worker.index() % threads, outcome));
+    })
+    .map_err(|e| Failure::Connect(format!("cannot start the timely workers: {e}")))?;
+
+    let mut results: Vec<Option<T>> = (0..threads).map(|_| None).collect();
+    let (mut failure, mut failed_at, mut heard) = (None, None::<Instant>, 0);
+    while heard < threads {
+        if failed_at.is_some_and(|t| t.elapsed() > GRACE) {
+            break;
+        }
+        let (worker, outcome) = match outcomes.recv_timeout(crate::wait::POLL) {
+            Ok(received) => received,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if PEER_LOST.load(Ordering::Relaxed) && failure.is_none() {
+                    abort.store(true, Ordering::Relaxed);
+                    failure = Some(Failure::PeerLost("a connection closed".into()));
+                    failed_at = Some(Instant::now());
+                }
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        heard += 1;
+        let this = match outcome {
+            Outcome::Done(value) => {
+                results[worker] = Some(value);
+                continue;
+            }
+            Outcome::Failed(e) => Failure::Worker(e),
+            Outcome::Panicked(m) if PEER_LOST.load(Ordering::Relaxed) => Failure::PeerLost(m),
+            Outcome::Panicked(m) => Failure::Panic(m),
+            Outcome::Aborted if PEER_LOST.load(Ordering::Relaxed) => Failure::PeerLost("a connection closed".into()),
+            Outcome::Aborted => continue,
+        };
+        abort.store(true, Ordering::Relaxed);
+        failed_at.get_or_insert_with(Instant::now);
+        // A worker's own error says more than the peer losses it causes.
+        if failure.is_none() || (matches!(this, Failure::Worker(_)) && !matches!(failure, Some(Failure::Worker(_)))) {
+            failure = Some(this);
+        }
+    }
+    if let Some(failure) = failure {
+        // Joining could wait forever on a worker stuck in timely; the process exits instead.
+        std::mem::forget(guards);
+        return Err(failure);
+    }
+    if heard < threads {
+        std::mem::forget(guards);
+        return Err(Failure::Panic("a worker thread ended without reporting".into()));
+    }
+    drop(guards.join());
+    Ok(results.into_iter().map(|r| r.expect("every worker reported")).collect())
+}

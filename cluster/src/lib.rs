@@ -1,0 +1,21 @@
+//! The cluster layer: what every stage that runs on timely shares.
+//!
+//! - [`execute`]: runs a closure on every worker of this process (one thread, several, or one
+//!   process of a cluster), and ends the whole job when any worker fails;
+//! - [`connect`]: the sockets between processes, made with a deadline;
+//! - [`wait`]: the only way a worker waits for the dataflow, so that a failure elsewhere ends
+//!   the wait within a bounded time;
+//! - [`collective`]: small all-worker agreements between phases (exchange, gather, sums, the
+//!   same error everywhere) and streamed shuffles;
+//! - [`hash`]: the fixed hashes that route nodes to owners and key samples.
+
+pub mod collective;
+pub mod connect;
+pub mod execute;
+pub mod hash;
+pub mod wait;
+
+pub use collective::{agree, all_gather, exchange, max, shuffle, sum};
+pub use execute::{Failure, execute, install_panic_hook};
+pub use hash::owner_key;
+pub use wait::wait_while;

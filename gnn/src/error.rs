@@ -1,0 +1,25 @@
+//! What loading, saving or placing a model can fail with.
+
+use schemas::Cause;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A model directory whose files are missing or do not match each other.
+    #[error("{path}: {problem}")]
+    Model { path: String, problem: String },
+    #[error("{path}: {problem}")]
+    Write { path: String, problem: String },
+    /// The device a job asks for cannot run here.
+    #[error("{0}")]
+    Device(String),
+}
+
+impl Error {
+    pub fn cause(&self) -> Cause {
+        match self {
+            Error::Model { .. } => Cause::NoInput,
+            Error::Write { .. } => Cause::CantCreate,
+            Error::Device(_) => Cause::Usage,
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! One flattened record as plain data, and its Arrow layout both ways. Columns are found by
+//! name, never by position: a writer or reader that orders them differently still pairs every
+//! value with its column. Reading checks each record's structure, so a bad record is an error
+//! naming its file, row and column rather than a panic later.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
+use arrow_array::{
+    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray,
+    PrimitiveArray, RecordBatch, StringArray, UInt8Array, UInt32Array,
+};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::{ArrowError, DataType, Field, SchemaRef};
+
+use crate::error::{BadInput, Location};
+use crate::job::Split;
+use crate::label::Label;
+use crate::record::*;
+
+/// One target node's k-hop neighborhood (see [`crate::record`] for the layout rules).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Record {
+    pub root: i64,
+    pub label: Option<Label>,
+    pub split: Option<Split>,
+    /// Root first, then by (hop, node id).
+    pub node_ids: Vec<i64>,
+    pub hops: Vec<u8>,
+    /// Each node's in-degree in the whole graph.
+    pub in_degrees: Vec<i64>,
+    /// Row-major, `node_ids.len() * dim`.
+    pub features: Vec<f32>,
+    pub edge_src: Vec<i32>,
+    pub edge_dst: Vec<i32>,
+    pub edge_weights: Vec<f32>,
+    pub edge_layers: Vec<u32>,
+}
+
+impl Record {
+    pub fn num_nodes(&self) -> usize {
+        self.node_ids.len()
+    }
+
+    pub fn num_edges(&self) -> usize {
+        self.edge_src.len()
+    }
+
+    /// The feature length (0 for a record without nodes).
+    pub fn dim(&self) -> usize {
+        self.features.len().checked_div(self.num_nodes()).unwrap_or(0)
+    }
+
+    /// Node `i`'s features.
+    pub fn node_features(&self, i: usize) -> &[f32] {
+        let dim = self.dim();
+        &self.features[i * dim..(i + 1) * dim]
+    }
+
+    /// Roughly the bytes this record takes in memory, for batching writes.
+    pub fn size_bytes(&self) -> usize {
+        self.node_ids.len() * 17 + self.features.len() * 4 + self.edge_src.len() * 16
+    }
+}
+
+/// A `list<item>` column from per-record slices.
+fn list<T: Copy>(records: &[Record], item: DataType, get: impl Fn(&Record) -> &[T], values: impl FnOnce(Vec<T>) -> ArrayRef) -> Result<ArrayRef, ArrowError> {
+    let offsets: OffsetBuffer<i32> = OffsetBuffer::from_lengths(records.iter().map(|r| get(r).len()));
+    let mut flat: Vec<T> = Vec::with_capacity(offsets.last() as usize);
+    for r in records {
+        flat.extend_from_slice(get(r));
+    }
+    Ok(Arc::new(ListArray::try_new(Arc::new(Field::new("item", item, false)), offsets, values(flat), None)?))
+}
+
+/// The label column of `field`'s type: `int64` classes or fixed-size lists of targets.
+fn label_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowError> {
+    Ok(match field.data_type() {
+        DataType::FixedSizeList(item, n) => {
+            let n = *n as usize;
+            let mut values = Vec::with_capacity(records.len() * n);
+            for r in records {
+                match r.label.as_ref().and_then(Label::targets) {
+                    Some(t) if t.len() == n => values.extend_from_slice(t),
+                    _ => values.resize(values.len() + n, 0.0),
+                }
+            }
+            let valid = NullBuffer::from_iter(records.iter().map(|r| r.label.is_some()));
+            Arc::new(FixedSizeListArray::try_new(item.clone(), n as i32, Arc::new(Float32Array::from(values)), Some(valid))?)
+        }
+        _ => Arc::new(Int64Array::from_iter(records.iter().map(|r| r.label.as_ref().and_then(Label::class)))),
+    })
+}
+
+/// `node_features`: a list per record of `fixed_size_list<float32, dim>` per node.
+fn features_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowError> {
+    let DataType::List(per_node) = field.data_type() else {
+        return Err(ArrowError::SchemaError(format!("{NODE_FEATURES} must be a list, found {}", field.data_type())));
+    };
+    let DataType::FixedSizeList(item, dim) = per_node.data_type() else {
+        return Err(ArrowError::SchemaError(format!("{NODE_FEATURES} items must be fixed-size lists")));
+    };
+    let values: Vec<f32> = records.iter().flat_map(|r| r.features.iter().copied()).collect();
+    let nodes = FixedSizeListArray::try_new(item.clone(), *dim, Arc::new(Float32Array::from(values)), None)?;
+    let offsets = OffsetBuffer::from_lengths(records.iter().map(Record::num_nodes));
+    Ok(Arc::new(ListArray::try_new(per_node.clone(), offsets, Arc::new(nodes), None)?))
+}
+
+/// Lays out records as one batch of `schema` (a record schema), column by column name.
+pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| -> Result<ArrayRef, ArrowError> {
+            Ok(match field.name().as_str() {
+                ROOT_ID => Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.root))),
+                LABEL => label_column(records, field)?,
+                SPLIT => Arc::new(StringArray::from_iter(records.iter().map(|r| r.split.map(Split::name)))),
+                NODE_IDS => list(records, DataType::Int64, |r| &r.node_ids, |v| Arc::new(Int64Array::from(v)))?,
+                NODE_HOPS => list(records, DataType::UInt8, |r| &r.hops, |v| Arc::new(UInt8Array::from(v)))?,
+                NODE_IN_DEGREES => list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?,
+                NODE_FEATURES => features_column(records, field)?,
+                EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
+                EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
+                EDGE_WEIGHTS => list(records, DataType::Float32, |r| &r.edge_weights, |v| Arc::new(Float32Array::from(v)))?,
+                EDGE_LAYERS => list(records, DataType::UInt32, |r| &r.edge_layers, |v| Arc::new(UInt32Array::from(v)))?,
+                other => return Err(ArrowError::SchemaError(format!("no record column is named {other:?}"))),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
+/// Where a problem of a batch's row lies.
+struct At<'a> {
+    file: &'a str,
+    first_row: u64,
+}
+
+impl At<'_> {
+    fn column(&self, column: &str) -> Location {
+        Location::file(self.file).column(column)
+    }
+
+    fn bad(&self, row: usize, column: &str, problem: impl Into<String>) -> BadInput {
+        BadInput::new(self.column(column).row(self.first_row + row as u64), problem)
+    }
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str, at: &At) -> Result<&'a ArrayRef, BadInput> {
+    batch.column_by_name(name).ok_or_else(|| BadInput::new(at.column(name), "missing record column"))
+}
+
+/// A `list<primitive>` column, resolved once per batch.
+struct ListColumn<'a, T: ArrowPrimitiveType> {
+    name: &'static str,
+    list: &'a ListArray,
+    values: &'a [T::Native],
+}
+
+impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
+    fn new(batch: &'a RecordBatch, name: &'static str, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, name, at)?;
+        let mistyped = || BadInput::new(at.column(name), format!("expected list<{}>, found {}", T::DATA_TYPE, array.data_type()));
+        let list = array.as_list_opt::<i32>().ok_or_else(mistyped)?;
+        let values: &PrimitiveArray<T> = list.values().as_primitive_opt::<T>().ok_or_else(mistyped)?;
+        Ok(ListColumn { name, list, values: values.values() })
+    }
+
+    fn row(&self, row: usize, at: &At) -> Result<Vec<T::Native>, BadInput> {
+        if self.list.is_null(row) {
+            return Err(at.bad(row, self.name, "null list"));
+        }
+        let offsets = self.list.value_offsets();
+        Ok(self.values[offsets[row] as usize..offsets[row + 1] as usize].to_vec())
+    }
+}
+
+/// The label column: class ids, or fixed-size lists of multi-hot targets.
+enum Labels<'a> {
+    Classes(&'a Int64Array),
+    Targets(&'a FixedSizeListArray, &'a [f32]),
+}
+
+impl<'a> Labels<'a> {
+    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, LABEL, at)?;
+        if let Some(classes) = array.as_primitive_opt::<Int64Type>() {
+            return Ok(Labels::Classes(classes));
+        }
+        let mistyped = || BadInput::new(at.column(LABEL), format!("expected int64 or fixed_size_list<float32>, found {}", array.data_type()));
+        let targets = array.as_fixed_size_list_opt().ok_or_else(mistyped)?;
+        let values = targets.values().as_primitive_opt::<Float32Type>().ok_or_else(mistyped)?;
+        Ok(Labels::Targets(targets, values.values()))
+    }
+
+    fn get(&self, row: usize) -> Option<Label> {
+        match self {
+            Labels::Classes(c) => c.is_valid(row).then(|| Label::Class(c.value(row))),
+            Labels::Targets(t, values) => {
+                let n = t.value_length() as usize;
+                let start = (t.offset() + row) * n;
+                t.is_valid(row).then(|| Label::Targets(values[start..start + n].to_vec()))
+            }
+        }
+    }
+}
+
+/// `node_features`: per record, a list of fixed-size float vectors.
+struct Features<'a> {
+    list: &'a ListArray,
+    dim: usize,
+    values: &'a [f32],
+}
+
+impl<'a> Features<'a> {
+    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, NODE_FEATURES, at)?;
+        let mistyped = || BadInput::new(at.column(NODE_FEATURES), format!("expected list<fixed_size_list<float32>>, found {}", array.data_type()));
+        let list = array.as_list_opt::<i32>().ok_or_else(mistyped)?;
+        let nodes = list.values().as_fixed_size_list_opt().ok_or_else(mistyped)?;
+        let values = nodes.values().as_primitive_opt::<Float32Type>().ok_or_else(mistyped)?;
+        let dim = nodes.value_length() as usize;
+        Ok(Features { list, dim, values: &values.values()[nodes.offset() * dim..] })
+    }
+
+    fn row(&self, row: usize) -> Vec<f32> {
+        let offsets = self.list.value_offsets();
+        self.values[offsets[row] as usize * self.dim..offsets[row + 1] as usize * self.dim].to_vec()
+    }
+}
+
+/// Decodes every record of `batch` (rows `first_row..` of `file`); see [`from_batch_where`].
+pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Vec<Record>, BadInput> {
+    Ok(from_batch_where(batch, file, first_row, |_, _| true)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Decodes the records of `batch` (rows `first_row..` of `file`) for which `keep(root, split)`
+/// holds, with the row each came from, checking each one's structure: one hop, in-degree and
+/// feature vector per node, the root first, edges whose ends are nodes of the record. Rows not
+/// kept are not decoded.
+pub fn from_batch_where(
+    batch: &RecordBatch,
+    file: &str,
+    first_row: u64,
+    keep: impl Fn(i64, Option<Split>) -> bool,
+) -> Result<Vec<(u64, Record)>, BadInput> {
+    let at = At { file, first_row };
+    let roots = column(batch, ROOT_ID, &at)?.as_primitive_opt::<Int64Type>().ok_or_else(|| BadInput::new(at.column(ROOT_ID), "expected int64"))?;
+    let splits = column(batch, SPLIT, &at)?.as_string_opt::<i32>().ok_or_else(|| BadInput::new(at.column(SPLIT), "expected utf8"))?;
+    let labels = Labels::new(batch, &at)?;
+    let features = Features::new(batch, &at)?;
+    let node_ids = ListColumn::<Int64Type>::new(batch, NODE_IDS, &at)?;
+    let hops = ListColumn::<UInt8Type>::new(batch, NODE_HOPS, &at)?;
+    let in_degrees = ListColumn::<Int64Type>::new(batch, NODE_IN_DEGREES, &at)?;
+    let edge_src = ListColumn::<Int32Type>::new(batch, EDGE_SRC, &at)?;
+    let edge_dst = ListColumn::<Int32Type>::new(batch, EDGE_DST, &at)?;
+    let edge_weights = ListColumn::<Float32Type>::new(batch, EDGE_WEIGHTS, &at)?;
+    let edge_layers = ListColumn::<UInt32Type>::new(batch, EDGE_LAYERS, &at)?;
+    let mut out = Vec::new();
+    for row in 0..batch.num_rows() {
+        let split = match splits.is_valid(row) {
+            false => None,
+            true => Some(Split::parse(splits.value(row)).ok_or_else(|| at.bad(row, SPLIT, format!("unknown split {:?}", splits.value(row))))?),
+        };
+        if !keep(roots.value(row), split) {
+            continue;
+        }
+        let record = Record {
+            root: roots.value(row),
+            label: labels.get(row),
+            split,
+            node_ids: node_ids.row(row, &at)?,
+            hops: hops.row(row, &at)?,
+            in_degrees: in_degrees.row(row, &at)?,
+            features: features.row(row),
+            edge_src: edge_src.row(row, &at)?,
+            edge_dst: edge_dst.row(row, &at)?,
+            edge_weights: edge_weights.row(row, &at)?,
+            edge_layers: edge_layers.row(row, &at)?,
+        };
+        check(&record, features.dim).map_err(|(column, problem)| at.bad(row, column, problem))?;
+        out.push((first_row + row as u64, record));
+    }
+    Ok(out)
+}
+
+/// What is structurally wrong with a record, by column.
+fn check(r: &Record, dim: usize) -> Result<(), (&'static str, String)> {
+    let n = r.num_nodes();
+    if n == 0 || r.node_ids[0] != r.root {
+        return Err((NODE_IDS, format!("the record of root {} must list its root first", r.root)));
+    }
+    for (column, len) in [(NODE_HOPS, r.hops.len()), (NODE_IN_DEGREES, r.in_degrees.len())] {
+        if len != n {
+            return Err((column, format!("{len} values for {n} nodes")));
+        }
+    }
+    if r.features.len() != n * dim {
+        return Err((NODE_FEATURES, format!("{} feature vectors for {n} nodes", r.features.len() / dim.max(1))));
+    }
+    let edges = r.num_edges();
+    for (column, len) in [(EDGE_DST, r.edge_dst.len()), (EDGE_WEIGHTS, r.edge_weights.len()), (EDGE_LAYERS, r.edge_layers.len())] {
+        if len != edges {
+            return Err((column, format!("{len} values for {edges} edges ({EDGE_SRC} has {edges})")));
+        }
+    }
+    for (column, ends) in [(EDGE_SRC, &r.edge_src), (EDGE_DST, &r.edge_dst)] {
+        if let Some(bad) = ends.iter().find(|&&i| i < 0 || i as usize >= n) {
+            return Err((column, format!("edge end {bad} is out of range for a record of {n} nodes")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_schema::Schema;
+
+    use super::*;
+    use crate::LabelKind;
+
+    fn record(root: i64, label: Option<Label>) -> Record {
+        Record {
+            root,
+            label,
+            split: Some(Split::Train),
+            node_ids: vec![root, root + 1, root + 2],
+            hops: vec![0, 1, 2],
+            in_degrees: vec![1, 1, 0],
+            features: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            edge_src: vec![1, 2],
+            edge_dst: vec![0, 1],
+            edge_weights: vec![1.0, 0.5],
+            edge_layers: vec![0b11, 0b01],
+        }
+    }
+
+    fn round_trip(records: &[Record], label: LabelKind) -> Vec<Record> {
+        let schema = Arc::new(Schema::new(record_fields(2, label)));
+        let batch = to_batch(records, &schema).unwrap();
+        from_batch(&batch, "t.parquet", 0).unwrap()
+    }
+
+    #[test]
+    fn class_and_multi_hot_labels_round_trip() {
+        let classes = vec![record(10, Some(Label::Class(3))), record(20, None)];
+        assert_eq!(round_trip(&classes, LabelKind::Class), classes);
+        let targets = vec![record(10, Some(Label::Targets(vec![1.0, 0.0, 1.0]))), record(20, None)];
+        assert_eq!(round_trip(&targets, LabelKind::Targets(3)), targets);
+    }
+
+    #[test]
+    fn columns_are_matched_by_name_not_position() {
+        // A writer that puts edge_dst before edge_src: every edge keeps its direction.
+        let mut fields = record_fields(2, LabelKind::Class);
+        let (s, d) = (fields.iter().position(|f| f.name() == EDGE_SRC).unwrap(), fields.iter().position(|f| f.name() == EDGE_DST).unwrap());
+        fields.swap(s, d);
+        fields.reverse();
+        let records = vec![record(1, Some(Label::Class(0)))];
+        let batch = to_batch(&records, &Arc::new(Schema::new(fields))).unwrap();
+        assert_eq!(from_batch(&batch, "t", 0).unwrap(), records);
+    }
+
+    #[test]
+    fn bad_records_name_file_row_and_column() {
+        let mut bad = record(5, None);
+        bad.edge_src[1] = 7;
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class)));
+        let batch = to_batch(&[record(1, None), bad], &schema).unwrap();
+        let err = from_batch(&batch, "part-0.parquet", 100).unwrap_err();
+        assert_eq!(err.at, Location::file("part-0.parquet").row(101).column(EDGE_SRC));
+        assert!(err.problem.contains("out of range"), "{err}");
+    }
+
+    #[test]
+    fn keep_filters_by_split() {
+        let mut valid = record(2, None);
+        valid.split = Some(Split::Valid);
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class)));
+        let batch = to_batch(&[record(1, None), valid], &schema).unwrap();
+        let kept = from_batch_where(&batch, "t", 10, |_, s| s == Some(Split::Valid)).unwrap();
+        assert_eq!(kept.iter().map(|(row, r)| (*row, r.root)).collect::<Vec<_>>(), vec![(11, 2)]);
+    }
+}

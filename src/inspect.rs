@@ -1,0 +1,151 @@
+//! `graphflat inspect`: what a table, a record set or a model directory holds. Tables are read
+//! row group by row group, so memory stays bounded whatever their size.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use graphflat::store::{Io, Place, open_table};
+use schemas::Cause;
+
+use crate::Result;
+use crate::exit::{Exit, WithCause};
+
+pub fn inspect(target: &str) -> Result<()> {
+    let local = Path::new(target);
+    if local.join(gnn::io::META).is_file() {
+        return inspect_model(local);
+    }
+    let io = Io::new().cause(Cause::Internal)?;
+    let place = Place::parse(target).map_err(|e| Exit::new(e.cause(), e))?;
+    let files = open_table(&io, &place).map_err(|e| Exit::new(e.cause(), e))?;
+    let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
+    let rows: u64 = files.iter().map(|f| f.rows()).sum();
+    let bytes: u64 = files.iter().map(|f| f.meta.size).sum();
+    let schema = files[0].arrow.schema();
+    println!(
+        "{}: {} rows in {} files, {:.1} MB, _SUCCESS {}",
+        place.shown(),
+        rows,
+        files.len(),
+        bytes as f64 / 1e6,
+        if marker { "present" } else { "MISSING (readers ignore this directory)" }
+    );
+    println!("schema:");
+    for field in schema.fields() {
+        println!("  {}: {}{}", field.name(), field.data_type(), if field.is_nullable() { " (nullable)" } else { "" });
+    }
+    let mut metadata: Vec<_> = schema.metadata().iter().collect();
+    metadata.sort();
+    for (k, v) in metadata {
+        println!("  metadata {k} = {v}");
+    }
+    let mut counts = Counts::default();
+    let mut first: Option<RecordBatch> = None;
+    for file in &files {
+        for rg in 0..file.row_groups() {
+            file.read_row_group(&io, rg, |batch, _| {
+                counts.add(&batch);
+                if first.is_none() && batch.num_rows() > 0 {
+                    first = Some(batch.slice(0, 1));
+                }
+                Ok(())
+            })
+            .map_err(|e| Exit::new(e.cause(), e))?;
+        }
+    }
+    counts.print();
+    if let Some(batch) = first {
+        println!("first row:");
+        for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+            println!("  {}: {}", field.name(), shorten(&format!("{:?}", column.as_ref()), 160));
+        }
+    }
+    Ok(())
+}
+
+/// Label, split and size counts over a whole table.
+#[derive(Default)]
+struct Counts {
+    rows: u64,
+    labeled: u64,
+    splits: BTreeMap<String, u64>,
+    /// Per-row list lengths of `node_ids` and `edge_src` (record sets): (sum, max).
+    nodes: Option<(u64, u64)>,
+    edges: Option<(u64, u64)>,
+}
+
+impl Counts {
+    fn add(&mut self, batch: &RecordBatch) {
+        self.rows += batch.num_rows() as u64;
+        if let Some(label) = batch.column_by_name("label") {
+            self.labeled += (label.len() - label.null_count()) as u64;
+        }
+        if let Some(splits) = batch.column_by_name("split").and_then(|c| c.as_string_opt::<i32>()) {
+            for i in 0..splits.len() {
+                let name = if splits.is_valid(i) { splits.value(i) } else { "(null)" };
+                *self.splits.entry(name.to_owned()).or_default() += 1;
+            }
+        }
+        for (column, total) in [("node_ids", &mut self.nodes), ("edge_src", &mut self.edges)] {
+            if let Some(list) = batch.column_by_name(column).and_then(|c| c.as_list_opt::<i32>()) {
+                let (sum, max) = total.get_or_insert((0, 0));
+                for w in list.value_offsets().windows(2) {
+                    let len = (w[1] - w[0]) as u64;
+                    (*sum, *max) = (*sum + len, (*max).max(len));
+                }
+            }
+        }
+    }
+
+    fn print(&self) {
+        println!("counts:");
+        println!("  labeled rows: {} of {}", self.labeled, self.rows);
+        if !self.splits.is_empty() {
+            let splits: Vec<String> = self.splits.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("  splits:       {}", splits.join(", "));
+        }
+        for (name, total) in [("record nodes", self.nodes), ("record edges", self.edges)] {
+            if let Some((sum, max)) = total {
+                println!("  {name}: mean {:.1}, max {max}", sum as f64 / self.rows.max(1) as f64);
+            }
+        }
+    }
+}
+
+fn inspect_model(dir: &Path) -> Result<()> {
+    let meta = gnn::io::load_meta(dir).map_err(|e| Exit::new(e.cause(), e))?;
+    let weights = dir.join(gnn::io::WEIGHTS);
+    println!("{}: a {:?} model, {} parameters", dir.display(), meta.spec.kind, meta.parameters);
+    match std::fs::metadata(&weights) {
+        Ok(m) => println!("  weights: {} ({:.1} kB)", weights.display(), m.len() as f64 / 1e3),
+        Err(_) => println!("  weights: MISSING ({})", weights.display()),
+    }
+    let json = serde_json::to_string_pretty(&meta).cause(Cause::Internal)?;
+    println!("{}:\n{json}", gnn::io::META);
+    let metrics = dir.join(graphtrainer::metrics::METRICS);
+    if let Ok(text) = std::fs::read_to_string(&metrics) {
+        println!("{} epochs in {}; the last:\n  {}", text.lines().count(), metrics.display(), text.lines().last().unwrap_or(""));
+    }
+    Ok(())
+}
+
+/// `text` on one line, at most `limit` characters (cut on a character boundary).
+fn shorten(text: &str, limit: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(limit) {
+        Some((cut, _)) => format!("{}...", &flat[..cut]),
+        None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shorten_cuts_on_characters() {
+        let text = "é".repeat(200);
+        assert_eq!(super::shorten(&text, 160).chars().count(), 163);
+        assert_eq!(super::shorten("a  b", 160), "a b");
+    }
+}
