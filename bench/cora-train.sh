@@ -58,13 +58,14 @@ TOML
     start=$(date +%s.%N)
     $BIN run "$WORK/$model-$seed.toml" --workers "$WORKERS" > /dev/null 2>&1
     end=$(date +%s.%N)
-    python3 - "$WORK/model-$model-$seed/metrics.jsonl" "$model" "$seed" "$start" "$end" <<'PY'
+    python3 - "$WORK/model-$model-$seed/timings.jsonl" "$model" "$seed" "$start" "$end" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+timings = [json.loads(l) for l in open(sys.argv[1])]
+rows = [json.loads(l) for l in open(sys.argv[1].replace("timings.jsonl", "metrics.jsonl"))]
 best = max(rows, key=lambda r: (r["valid_accuracy"], -r["epoch"]))
-epoch_s = sorted(r["seconds"] for r in rows)[len(rows) // 2]
+epoch_s = sorted(r["seconds"] for r in timings)[len(timings) // 2]
 print(f"{sys.argv[2]} seed {sys.argv[3]}: last-epoch test {rows[-1]['test_accuracy']:.4f}, "
-      f"best-valid epoch {best['epoch'] + 1} test {best['test_accuracy']:.4f}, "
+      f"best-valid epoch {best['epoch']} test {best['test_accuracy']:.4f}, "
       f"median epoch {epoch_s:.3f}s, run {float(sys.argv[5]) - float(sys.argv[4]):.1f}s")
 PY
   done

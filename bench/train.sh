@@ -49,14 +49,15 @@ $extra
 TOML
   rm -rf "$WORK/model-$name"
   $BIN run "$WORK/$name.toml" --workers "$workers" > /dev/null 2>&1
-  python3 - "$WORK/model-$name/metrics.jsonl" "$name" "$workers" <<'PY'
+  python3 - "$WORK/model-$name/timings.jsonl" "$name" "$workers" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+metrics = [json.loads(l) for l in open(sys.argv[1].replace("timings.jsonl", "metrics.jsonl"))]
 mid = lambda xs: sorted(xs)[len(xs) // 2]
 print(f"{sys.argv[2]:28s} workers {sys.argv[3]}: median epoch {mid([r['seconds'] for r in rows]):.3f}s, "
       f"{mid([r['records_per_second'] for r in rows]):.0f} train records/s, "
       f"waited {mid([r['wait_seconds'] for r in rows]):.4f}s/epoch for data, "
-      f"test {rows[-1]['test_accuracy']:.3f}")
+      f"test {metrics[-1]['test_accuracy']:.3f}")
 PY
 }
 

@@ -108,8 +108,7 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
             .map(|&(u, w)| (u, w, (1u32 << (k - dist[&w])) - 1))
             .collect();
         expected.sort();
-        let got: Vec<(i64, i64, u32)> = record
-            .global_edges()
+        let got: Vec<(i64, i64, u32)> = global_edges(record)
             .into_iter()
             .map(|(s, d, w, l)| {
                 assert_eq!(f32::from_bits(w), 1.0);
@@ -119,12 +118,12 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
         assert_eq!(got, expected, "root {}: edge set differs", record.root);
         // Features, in-degrees, label and split equal the input rows.
         for (i, &node) in record.node_ids.iter().enumerate() {
-            assert_eq!(record.features[i], raw.features[node as usize], "root {} node {node}: features", record.root);
+            assert_eq!(record.node_features(i), &raw.features[node as usize][..], "root {} node {node}: features", record.root);
             let in_degree = raw.in_edges.get(&node).map_or(0, Vec::len) as i64;
             assert_eq!(record.in_degrees[i], in_degree, "root {} node {node}: in-degree", record.root);
         }
-        assert_eq!(record.label, Some(raw.labels[record.root as usize]));
-        assert_eq!(record.split.as_deref(), splits.get(&record.root).copied());
+        assert_eq!(record.label.as_ref().and_then(schemas::Label::class), Some(raw.labels[record.root as usize]));
+        assert_eq!(record.split.map(schemas::Split::name), splits.get(&record.root).copied());
     }
 }
 

@@ -34,6 +34,7 @@ fn train_job(dir: &Path, name: &str, records: &Path, extra: &str) -> PathBuf {
 /// Runs `graphflat run job --workers n [args]`, bounded in time (a hang fails the test).
 fn run_job(job: &Path, workers: usize, args: &[&str]) -> Output {
     let mut child = graphflat()
+        .env_remove("RUST_BACKTRACE")
         .args(["run", job.to_str().unwrap(), "--workers", &workers.to_string()])
         .args(args)
         .stdout(Stdio::piped())

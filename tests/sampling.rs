@@ -85,7 +85,7 @@ fn topk_keeps_exactly_the_heaviest_in_edges() {
         heaviest.truncate(6);
         let mut expected: Vec<(i64, u32)> = heaviest.iter().map(|&(s, w)| (s, w.to_bits())).collect();
         expected.sort();
-        let got: Vec<(i64, u32)> = r.global_edges().iter().map(|&(s, _, w, _)| (s, w)).collect();
+        let got: Vec<(i64, u32)> = global_edges(&r).iter().map(|&(s, _, w, _)| (s, w)).collect();
         assert_eq!(got, expected, "root {}", r.root);
     }
 }

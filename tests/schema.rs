@@ -42,8 +42,8 @@ fn output_reads_back_with_the_documented_schema() {
     let graph = read_graph(&data);
     for r in read_records(&out) {
         for (i, node) in r.node_ids.iter().enumerate() {
-            assert_eq!(&r.features[i], &graph.features[node]);
+            assert_eq!(r.node_features(i), &graph.features[node][..]);
         }
-        assert_eq!(r.label, graph.labels[&r.root]);
+        assert_eq!(r.label.as_ref().and_then(schemas::Label::class), graph.labels[&r.root]);
     }
 }

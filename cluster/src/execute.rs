@@ -79,6 +79,13 @@ enum Outcome<T, E> {
     Aborted,
 }
 
+/// What the communication layer said when a peer connection broke.
+static LOST_BECAUSE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn lost_because() -> String {
+    LOST_BECAUSE.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "a connection closed".into())
+}
+
 thread_local! {
     /// The last panic on this thread, with its location, recorded by the panic hook.
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
@@ -94,8 +101,13 @@ pub fn install_panic_hook() {
         let message = payload_text(info.payload());
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         let thread = std::thread::current().name().unwrap_or("").to_owned();
-        if message.starts_with("timely communication error") || thread.starts_with("timely:send") || thread.starts_with("timely:recv") {
+        let lost = message.starts_with("timely communication error") || thread.starts_with("timely:send") || thread.starts_with("timely:recv");
+        if lost || PEER_LOST.load(Ordering::Relaxed) {
+            // A peer that went away is not a bug, nor are the panics it causes on the workers
+            // (timely's queues poisoned): the failure report says so, without a trace.
             PEER_LOST.store(true, Ordering::Relaxed);
+            LOST_BECAUSE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(message);
+            return;
         }
         LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{message}{at}")));
         if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
@@ -170,7 +182,7 @@ where
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if PEER_LOST.load(Ordering::Relaxed) && failure.is_none() {
                     abort.store(true, Ordering::Relaxed);
-                    failure = Some(Failure::PeerLost("a connection closed".into()));
+                    failure = Some(Failure::PeerLost(lost_because()));
                     failed_at = Some(Instant::now());
                 }
                 continue;
@@ -184,9 +196,9 @@ where
                 continue;
             }
             Outcome::Failed(e) => Failure::Worker(e),
-            Outcome::Panicked(m) if PEER_LOST.load(Ordering::Relaxed) => Failure::PeerLost(m),
+            Outcome::Panicked(_) if PEER_LOST.load(Ordering::Relaxed) => Failure::PeerLost(lost_because()),
             Outcome::Panicked(m) => Failure::Panic(m),
-            Outcome::Aborted if PEER_LOST.load(Ordering::Relaxed) => Failure::PeerLost("a connection closed".into()),
+            Outcome::Aborted if PEER_LOST.load(Ordering::Relaxed) => Failure::PeerLost(lost_because()),
             Outcome::Aborted => continue,
         };
         abort.store(true, Ordering::Relaxed);

@@ -1,7 +1,7 @@
 //! One message-passing layer of each kind. A layer maps `rows_in x in` to `rows_out x out`;
 //! rows `0..rows_out` of its input are the nodes it computes (see `batch`).
 
-use burn::module::Param;
+use burn::module::{Param, ParamId};
 use burn::prelude::*;
 use burn::tensor::activation::leaky_relu;
 use burn::tensor::{IndexingUpdateOp, TensorData};
@@ -9,16 +9,27 @@ use burn::tensor::{IndexingUpdateOp, TensorData};
 use crate::aggregate::EdgeTensors;
 use crate::rng::Stream;
 
+/// A parameter whose id derives from its seed: burn draws ids at random otherwise, and the
+/// ids are written into `model.bpk`, so the same seed would not give the same file.
+fn param<const D: usize>(tensor: Tensor<D>, seed: &[u64], tag: u64) -> Param<Tensor<D>> {
+    let mut key = seed.to_vec();
+    key.extend([tag, 0x9a2a_3e1d]);
+    let mut param = Param::from_tensor(tensor);
+    param.id = ParamId::from(Stream::new(&key).next_u64());
+    param
+}
+
 /// Glorot-uniform weights from a seeded stream: the same on every worker and backend.
 pub fn glorot(rows: usize, cols: usize, seed: &[u64], device: &Device) -> Param<Tensor<2>> {
     let mut s = Stream::new(seed);
     let bound = (6.0 / (rows + cols) as f32).sqrt();
     let values: Vec<f32> = (0..rows * cols).map(|_| (2.0 * s.unit() - 1.0) * bound).collect();
-    Param::from_tensor(Tensor::from_data(TensorData::new(values, [rows, cols]), device))
+    param(Tensor::from_data(TensorData::new(values, [rows, cols]), device), seed, 0)
 }
 
-pub fn zeros(len: usize, device: &Device) -> Param<Tensor<1>> {
-    Param::from_tensor(Tensor::zeros([len], device))
+/// A zero vector (biases); `seed` only names the parameter.
+pub fn zeros(len: usize, seed: &[u64], device: &Device) -> Param<Tensor<1>> {
+    param(Tensor::zeros([len], device), seed, 1)
 }
 
 /// GCN (Kipf & Welling): `h'_w = sum over u in N(w) + w of x_u W / sqrt((d_u + 1)(d_w + 1)) + b`.
@@ -30,7 +41,7 @@ pub struct GcnLayer {
 
 impl GcnLayer {
     pub fn new(input: usize, output: usize, seed: &[u64], device: &Device) -> Self {
-        GcnLayer { weight: glorot(input, output, seed, device), bias: zeros(output, device) }
+        GcnLayer { weight: glorot(input, output, seed, device), bias: zeros(output, seed, device) }
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
@@ -56,7 +67,7 @@ impl SageLayer {
         SageLayer {
             self_weight: glorot(input, output, seed, device),
             neighbor_weight: glorot(input, output, &s, device),
-            bias: zeros(output, device),
+            bias: zeros(output, seed, device),
         }
     }
 
@@ -96,7 +107,7 @@ impl GatLayer {
             weight: glorot(input, heads * out, seed, device),
             att_src: glorot(heads, out, &with(1), device),
             att_dst: glorot(heads, out, &with(2), device),
-            bias: zeros(if concat { heads * out } else { out }, device),
+            bias: zeros(if concat { heads * out } else { out }, seed, device),
             heads,
             out,
             concat,

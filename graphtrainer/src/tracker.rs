@@ -11,7 +11,10 @@ pub struct Tracker {
     pub epochs: usize,
     /// 1-based, as in `metrics.jsonl`.
     pub best_epoch: usize,
+    /// NaN without validation records: kept as JSON's null in checkpoints.
+    #[serde(with = "nan_as_null")]
     pub best_valid: f64,
+    #[serde(with = "nan_as_null")]
     pub test_at_best: f64,
     pub best_params: Vec<f32>,
 }
@@ -31,5 +34,18 @@ impl Tracker {
     /// Whether `patience` epochs have passed without a better validation score.
     pub fn should_stop(&self, patience: usize) -> bool {
         patience > 0 && self.epochs - self.best_epoch >= patience
+    }
+}
+
+/// JSON has no NaN: serde_json writes it as null, which must read back as NaN.
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if value.is_nan() { s.serialize_none() } else { s.serialize_some(value) }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
     }
 }

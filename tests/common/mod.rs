@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
+use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -74,38 +74,19 @@ pub fn generate(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) 
     ]);
 }
 
-/// One record row as the tests see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub root: i64,
-    pub label: Option<i64>,
-    pub split: Option<String>,
-    pub node_ids: Vec<i64>,
-    pub hops: Vec<u8>,
-    pub in_degrees: Vec<i64>,
-    pub features: Vec<Vec<f32>>,
-    pub edge_src: Vec<i32>,
-    pub edge_dst: Vec<i32>,
-    pub edge_weights: Vec<f32>,
-    pub edge_layers: Vec<u32>,
-}
+/// One record as the tests see it: the contract's own type (the BFS the tests check it against
+/// stays independent).
+pub type Row = schemas::Record;
 
-impl Row {
-    /// Edges by global ids: (src, dst, weight bits, layers), sorted.
-    pub fn global_edges(&self) -> Vec<(i64, i64, u32, u32)> {
-        let mut e: Vec<_> = (0..self.edge_src.len())
-            .map(|i| {
-                (
-                    self.node_ids[self.edge_src[i] as usize],
-                    self.node_ids[self.edge_dst[i] as usize],
-                    self.edge_weights[i].to_bits(),
-                    self.edge_layers[i],
-                )
-            })
-            .collect();
-        e.sort();
-        e
-    }
+/// A record's edges by global ids: (src, dst, weight bits, layers), sorted.
+pub fn global_edges(r: &Row) -> Vec<(i64, i64, u32, u32)> {
+    let mut e: Vec<_> = (0..r.num_edges())
+        .map(|i| {
+            (r.node_ids[r.edge_src[i] as usize], r.node_ids[r.edge_dst[i] as usize], r.edge_weights[i].to_bits(), r.edge_layers[i])
+        })
+        .collect();
+    e.sort();
+    e
 }
 
 /// Every `*.parquet` file under `dir`, in name order.
@@ -131,39 +112,10 @@ pub fn read_batches(dir: &Path) -> Vec<RecordBatch> {
         .collect()
 }
 
-fn list_of<T: arrow_array::ArrowPrimitiveType>(batch: &RecordBatch, name: &str, row: usize) -> Vec<T::Native> {
-    let list = batch.column_by_name(name).unwrap().as_list::<i32>();
-    list.value(row).as_primitive::<T>().values().to_vec()
-}
-
 /// Every record of a flatten output, sorted by root id.
 pub fn read_records(dir: &Path) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for batch in read_batches(dir) {
-        let roots = batch.column_by_name("root_id").unwrap().as_primitive::<Int64Type>();
-        let labels = batch.column_by_name("label").unwrap().as_primitive::<Int64Type>();
-        let splits = batch.column_by_name("split").unwrap().as_string::<i32>();
-        let features = batch.column_by_name("node_features").unwrap().as_list::<i32>();
-        for r in 0..batch.num_rows() {
-            let per_node = features.value(r);
-            let per_node = per_node.as_fixed_size_list();
-            rows.push(Row {
-                root: roots.value(r),
-                label: labels.is_valid(r).then(|| labels.value(r)),
-                split: splits.is_valid(r).then(|| splits.value(r).to_owned()),
-                node_ids: list_of::<Int64Type>(&batch, "node_ids", r),
-                hops: list_of::<UInt8Type>(&batch, "node_hops", r),
-                in_degrees: list_of::<Int64Type>(&batch, "node_in_degrees", r),
-                features: (0..per_node.len())
-                    .map(|i| per_node.value(i).as_primitive::<Float32Type>().values().to_vec())
-                    .collect(),
-                edge_src: list_of::<Int32Type>(&batch, "edge_src", r),
-                edge_dst: list_of::<Int32Type>(&batch, "edge_dst", r),
-                edge_weights: list_of::<Float32Type>(&batch, "edge_weights", r),
-                edge_layers: list_of::<UInt32Type>(&batch, "edge_layers", r),
-            });
-        }
-    }
+    let mut rows: Vec<Row> =
+        read_batches(dir).iter().flat_map(|b| schemas::record::from_batch(b, &dir.display().to_string(), 0).unwrap()).collect();
     rows.sort_by_key(|r| r.root);
     rows
 }
