@@ -28,6 +28,9 @@ pub enum Error {
     BadData(String),
     #[error("{0}")]
     Output(String),
+    /// A failure that may pass on retry, as reported by another worker.
+    #[error("{0}")]
+    Retry(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -38,7 +41,7 @@ impl Error {
         match self {
             Error::BadInput(_) | Error::Parquet { .. } | Error::Arrow { .. } | Error::BadData(_) => Cause::BadData,
             Error::Store { source: object_store::Error::NotFound { .. }, .. } | Error::NoInput(_) => Cause::NoInput,
-            Error::Store { .. } => Cause::Retry,
+            Error::Store { .. } | Error::Retry(_) => Cause::Retry,
             Error::Write { .. } | Error::Output(_) => Cause::CantCreate,
             Error::Usage(_) => Cause::Usage,
             Error::Internal(_) => Cause::Internal,
@@ -82,7 +85,7 @@ impl From<Report> for Error {
             Report::Other(Cause::NoInput, m) => Error::NoInput(m),
             Report::Other(Cause::CantCreate, m) => Error::Output(m),
             Report::Other(Cause::Usage, m) => Error::Usage(m),
-            Report::Other(Cause::Retry, m) => Error::Store { what: m, source: object_store::Error::Generic { store: "peer", source: "reported by another worker".into() } },
+            Report::Other(Cause::Retry, m) => Error::Retry(m),
             Report::Other(_, m) => Error::Internal(m),
         }
     }
