@@ -18,9 +18,11 @@ type Result<T> = std::result::Result<T, Exit>;
 #[command(
     name = "graphflat",
     version,
-    about = "Graph learning as batch jobs over Parquet: flatten k-hop neighborhoods into records",
+    about = "Graph learning as batch jobs over Parquet: flatten k-hop neighborhoods, train GNNs, score every node",
     long_about = "Graph learning as batch jobs over Parquet files, in the style of Ant Group's AGL.\n\n\
-        `graphflat run job.toml` runs the stages a job file names. `generate` and `import` bring \
+        `graphflat run job.toml` runs the stages a job file names: [flatten] writes every target's \
+        k-hop record, [train] trains a GNN on records, [infer] scores and embeds every node from \
+        the node and edge tables and a trained model. `generate` and `import` bring \
         graphs in as node and edge tables; `inspect` shows what a table or record set holds.\n\n\
         Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change their level.\n\n\
         Exit codes: 0 done; 64 bad command line or job file; 65 bad input data; 66 a missing or \
@@ -34,7 +36,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the stages of a job file ([generate], [flatten], [train]) in order.
+    /// Run the stages of a job file ([generate], [flatten], [train], [infer]) in order.
     ///
     /// On several machines, every process runs the same job file with its own --process.
     Run {
@@ -182,8 +184,8 @@ fn read_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resu
         }
     }
     job.cluster.check().map_err(Exit::usage)?;
-    if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() {
-        return Err(Exit::usage(format!("{} names no stage: add [generate], [flatten] or [train]", path.display())));
+    if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() && job.infer.is_none() {
+        return Err(Exit::usage(format!("{} names no stage: add [generate], [flatten], [train] or [infer]", path.display())));
     }
     Ok(job)
 }
@@ -240,6 +242,22 @@ fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resum
             );
             println!("  compute waited {:.2}s for data", summary.wait_seconds);
             println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
+        }
+    }
+    if let Some(config) = &job.infer {
+        tracing::info!(
+            "infer: model {} over {} and {}, {} workers x {} processes",
+            config.model,
+            config.nodes,
+            config.edges,
+            job.cluster.threads(),
+            job.cluster.processes
+        );
+        let summary = graphinfer::run(config, &job.cluster)
+            .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; no _SUCCESS was written"))?;
+        if job.cluster.process == 0 {
+            println!("{summary}");
+            println!("  output:       {}", config.output);
         }
     }
     Ok(())

@@ -7,15 +7,18 @@
 //!   the wait within a bounded time;
 //! - [`collective`]: small all-worker agreements between phases (exchange, gather, sums, the
 //!   same error everywhere) and streamed shuffles;
-//! - [`hash`]: the fixed hashes that route nodes to owners and key samples.
+//! - [`hash`]: the fixed hashes that route nodes to owners and key samples;
+//! - [`memory`]: the process's peak memory, for summaries.
 
 pub mod collective;
 pub mod connect;
 pub mod execute;
 pub mod hash;
+pub mod memory;
 pub mod wait;
 
 pub use collective::{agree, all_gather, exchange, max, shuffle, sum};
 pub use execute::{Failure, execute, install_panic_hook};
 pub use hash::owner_key;
+pub use memory::peak_rss_bytes;
 pub use wait::wait_while;

@@ -7,6 +7,9 @@ pub enum Error {
     /// A model directory whose files are missing or do not match each other.
     #[error("{path}: {problem}")]
     Model { path: String, problem: String },
+    /// A model file that exists but cannot be read as what it must be.
+    #[error("{path}: {problem}")]
+    Corrupt { path: String, problem: String },
     #[error("{path}: {problem}")]
     Write { path: String, problem: String },
     /// The device a job asks for cannot run here.
@@ -18,6 +21,7 @@ impl Error {
     pub fn cause(&self) -> Cause {
         match self {
             Error::Model { .. } => Cause::NoInput,
+            Error::Corrupt { .. } => Cause::BadData,
             Error::Write { .. } => Cause::CantCreate,
             Error::Device(_) => Cause::Usage,
         }

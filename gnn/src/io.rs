@@ -37,9 +37,11 @@ pub fn save(dir: &Path, meta: &ModelMeta, params: &[f32], device: &Device) -> Re
 /// Reads `model.json` alone.
 pub fn load_meta(dir: &Path) -> Result<ModelMeta, Error> {
     let path = dir.join(META);
-    let bad = |problem: String| Error::Model { path: path.display().to_string(), problem };
-    let text = std::fs::read_to_string(&path).map_err(|e| bad(format!("cannot read the model's metadata: {e}")))?;
-    serde_json::from_str(&text).map_err(|e| bad(format!("not a model description: {e}")))
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::Model { path: shown.clone(), problem: format!("cannot read the model's metadata: {e}") })?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::Corrupt { path: shown, problem: format!("not a model description (model.json): {e}") })
 }
 
 /// Reads a model written by [`save`] (by a training job).
@@ -53,6 +55,6 @@ pub fn load(dir: &Path, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
     let mut store = BurnpackStore::from_file(&path);
     model
         .load_from(&mut store)
-        .map_err(|e| Error::Model { path: path.display().to_string(), problem: format!("cannot load the weights {e:?}") })?;
+        .map_err(|e| Error::Corrupt { path: path.display().to_string(), problem: format!("cannot load the weights: {e:?}") })?;
     Ok((meta, model))
 }

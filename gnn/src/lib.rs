@@ -7,6 +7,7 @@
 //! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
 //! - [`layers`], [`model`]: GCN, GraphSAGE and GAT; the losses and scores (accuracy, micro-F1);
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server;
+//! - [`slice`]: the model sliced by layer (transform, aggregate, finish), for GraphInfer;
 //! - [`io`], [`device`]: a model's files (`model.bpk`, `model.json`), and the device it runs on.
 
 pub mod aggregate;
@@ -19,8 +20,10 @@ pub mod layers;
 pub mod model;
 pub mod params;
 pub mod rng;
+pub mod slice;
 
 pub use batch::{Batch, LayerEdges};
 pub use device::device;
 pub use error::Error;
 pub use model::{Gnn, ModelConfig};
+pub use slice::LayerSlice;

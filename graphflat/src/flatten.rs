@@ -24,7 +24,8 @@ use sampling::{LayerPlan, NodeStore, SampleSpec, agree, load_edges, load_nodes, 
 use schemas::Record;
 
 use crate::error::Error;
-use crate::progress::{Progress, peak_rss_bytes};
+use crate::progress::Progress;
+use cluster::peak_rss_bytes;
 use crate::round::{Request, rounds};
 use crate::sink::PartWriter;
 use crate::store::{Io, Place};
@@ -298,8 +299,8 @@ fn flatten_targets(
                             *failure.borrow_mut() = Some(e);
                         }
                         let mut stats = stats.borrow_mut();
-                        stats.bytes = writer.bytes_written;
-                        stats.parts = writer.parts_written;
+                        stats.bytes = writer.bytes_written();
+                        stats.parts = writer.parts_written();
                         finished.set(true);
                     }
                     let now = writer.bytes_so_far();

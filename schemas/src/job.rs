@@ -13,6 +13,7 @@ pub struct JobFile {
     pub generate: Option<GenerateConfig>,
     pub flatten: Option<FlattenConfig>,
     pub train: Option<TrainConfig>,
+    pub infer: Option<InferConfig>,
 }
 
 impl JobFile {
@@ -24,6 +25,9 @@ impl JobFile {
         }
         if let Some(train) = &job.train {
             train.check()?;
+        }
+        if let Some(infer) = &job.infer {
+            infer.check()?;
         }
         job.cluster.check()?;
         Ok(job)
@@ -617,6 +621,66 @@ impl TrainConfig {
         }
         if self.lr <= 0.0 || self.weight_decay < 0.0 {
             return Err("[train] lr must be positive and weight_decay not negative".into());
+        }
+        Ok(())
+    }
+}
+
+/// The `[infer]` stage (GraphInfer): scores and embeds nodes from the node and edge tables and
+/// a trained model, in k + 1 rounds over the graph, without k-hop records. The sampler, fanouts
+/// and seed come from the model's `model.json` (the flatten settings it was trained on), so
+/// every node aggregates over the same sampled in-edges as its training record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferConfig {
+    /// Node table, as in `[flatten]`.
+    pub nodes: String,
+    /// Edge table, as in `[flatten]`.
+    pub edges: String,
+    /// A training output directory (`model.json` and `model.bpk`); a local path.
+    pub model: String,
+    /// Output directory for the part files and `_SUCCESS`.
+    pub output: String,
+    /// Which layer's output is the `embedding` column, 1-based (layer k gives the logits).
+    /// Default: the last hidden layer, k - 1 (k for a one-layer model).
+    #[serde(default)]
+    pub embedding: Option<usize>,
+    /// Which nodes get a row: "all", or a list of splits. Only the nodes these need at each
+    /// layer are computed.
+    #[serde(default)]
+    pub targets: Targets,
+    /// Rows per transform on the device; every transform is padded to this many rows, so a
+    /// node's result does not depend on which nodes share its batch.
+    #[serde(default = "default_infer_batch")]
+    pub batch_size: usize,
+    #[serde(default = "default_device")]
+    pub device: DeviceKind,
+    /// A node whose sampled in-edges at a layer number more than this has its aggregation split
+    /// over salted reducers and merged in salt order (0: never). Also the re-indexing threshold
+    /// of the sampling round, as in `[flatten]`.
+    #[serde(default = "default_hub_threshold")]
+    pub hub_threshold: u64,
+    /// A worker starts a new part file when its current one passes this size.
+    #[serde(default = "default_part_size_mb")]
+    pub part_size_mb: u64,
+}
+
+fn default_infer_batch() -> usize {
+    4096
+}
+
+impl InferConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.batch_size == 0 || self.part_size_mb == 0 {
+            return Err("[infer] batch_size and part_size_mb must be positive".into());
+        }
+        if self.embedding == Some(0) {
+            return Err("[infer] embedding names a layer, 1-based (1 is the first layer's output)".into());
+        }
+        if let Targets::Splits(s) = &self.targets
+            && s.is_empty()
+        {
+            return Err("[infer] targets lists no split".into());
         }
         Ok(())
     }

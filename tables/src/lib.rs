@@ -2,9 +2,11 @@
 //! with a `_SUCCESS` marker written last.
 //!
 //! - [`store`]: places (local paths and URIs), listing a table's parts, reading row groups;
-//! - [`table`]: writing files and whole tables.
+//! - [`table`]: writing files and whole tables;
+//! - [`parts`]: one worker's share of a stage's output as part files.
 
 pub mod error;
+pub mod parts;
 pub mod store;
 pub mod table;
 

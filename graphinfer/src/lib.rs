@@ -1,0 +1,26 @@
+//! GraphInfer: scores and embeds every target node from the node and edge tables and a trained
+//! model, in k + 1 rounds over the original graph, without k-hop records (AGL's layer-sliced
+//! inference). Cost grows with k |E|, not with |V| fanout^k.
+//!
+//! The job runs in phases, every worker in step (see `docs/graphinfer.md`):
+//! 0. map and sampling ([`sampling`], the same library code as GraphFlat, with the model's
+//!    flatten settings: the same samples), then the [`plan`]: which nodes each layer needs,
+//!    where each aggregation runs (hubs split over salted reducers), which rows cross;
+//! 1. ..= k. one [`round`] per layer: transform on the device, messages to where they are
+//!    aggregated, hub partials merged at the owner, the layer's output per node;
+//! k + 1. the [`output`] head: scores, predictions and embeddings as Parquet parts, then
+//!    `_SUCCESS`.
+//!
+//! Memory per worker: its share of the nodes (features, in-degrees, sampled in-edges), the
+//! rows it reads from other workers, and two layers of per-node rows (a layer's input and its
+//! transform or output); never a neighborhood.
+
+pub mod infer;
+pub mod model;
+pub mod output;
+pub mod plan;
+pub mod progress;
+pub mod round;
+
+pub use infer::{Summary, run};
+pub use tables::Error;

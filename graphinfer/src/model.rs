@@ -1,0 +1,97 @@
+//! The trained model GraphInfer runs, checked against the tables it will run on.
+
+use std::path::{Path, PathBuf};
+
+use burn::prelude::Device;
+use gnn::Gnn;
+use schemas::model::ModelMeta;
+
+use crate::Error;
+
+/// A model error as the table layer's error, keeping its exit cause.
+pub fn model_error(e: gnn::Error) -> Error {
+    let message = e.to_string();
+    match e.cause() {
+        schemas::Cause::BadData => Error::BadData(message),
+        schemas::Cause::Usage => Error::Usage(message),
+        schemas::Cause::CantCreate => Error::Output(message),
+        _ => Error::NoInput(message),
+    }
+}
+
+/// The model directory of `[infer] model`: a local path (object storage comes with the
+/// storage work, see `docs/graphinfer.md`).
+pub fn model_dir(model: &str) -> Result<PathBuf, Error> {
+    let path = model.strip_prefix("file://").unwrap_or(model);
+    if path.contains("://") {
+        return Err(Error::Usage(format!("[infer] model = {model:?}: GraphInfer reads models from a local directory")));
+    }
+    let dir = Path::new(path);
+    if !dir.is_dir() {
+        return Err(Error::NoInput(format!("[infer] model {model}: no such directory (a training job's output)")));
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// Loads the model and checks that its parts agree: one layer per hop of its records, one
+/// fanout per hop.
+pub fn load(dir: &Path, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
+    let (meta, model) = gnn::io::load(dir, device).map_err(model_error)?;
+    let json = dir.join(gnn::io::META).display().to_string();
+    if meta.spec.layers != meta.hops {
+        return Err(Error::BadData(format!(
+            "{json}: the model has {} layers but was trained on {}-hop records; GraphInfer needs one layer per hop",
+            meta.spec.layers, meta.hops
+        )));
+    }
+    if !meta.fanouts.is_empty() && meta.fanouts.len() != meta.hops {
+        return Err(Error::BadData(format!(
+            "{json}: {} fanouts for {} hops (one per hop, nearest first)",
+            meta.fanouts.len(),
+            meta.hops
+        )));
+    }
+    Ok((meta, model))
+}
+
+/// The node table must have the features the model's first layer takes.
+pub fn check_input_width(meta: &ModelMeta, dir: &Path, nodes: &str, dim: usize) -> Result<(), Error> {
+    if meta.spec.input_dim != dim {
+        return Err(Error::BadData(format!(
+            "the model in {} takes {} input features, but the node table {nodes} has {dim} per node",
+            dir.display(),
+            meta.spec.input_dim
+        )));
+    }
+    Ok(())
+}
+
+/// The layer rule for a model's records (see `schemas::layers`).
+#[derive(Debug, Clone)]
+pub struct Layers {
+    pub hops: usize,
+    /// Nearest hop first; empty when every in-edge is kept.
+    pub fanouts: Vec<u32>,
+}
+
+impl Layers {
+    pub fn of(meta: &ModelMeta) -> Self {
+        Layers { hops: meta.hops, fanouts: meta.fanouts.clone() }
+    }
+
+    /// In-edges a node with `sampled` stored in-edges aggregates over at `layer` (1-based): the
+    /// first ones of its sample.
+    pub fn count(&self, layer: usize, sampled: usize) -> usize {
+        schemas::layers::layer_fanout(&self.fanouts, self.hops, layer).map_or(sampled, |f| sampled.min(f as usize))
+    }
+
+    /// A node's in-degree as layer `layer` counts it (GCN's normalization).
+    pub fn degree(&self, layer: usize, in_degree: u64) -> f32 {
+        schemas::layers::layer_degree(&self.fanouts, self.hops, layer, in_degree) as f32
+    }
+
+    /// Fanout of each hop for the sampler (`u32::MAX` for every edge).
+    pub fn hop_fanouts(&self) -> Vec<u32> {
+        if self.fanouts.is_empty() { vec![u32::MAX; self.hops] } else { self.fanouts.clone() }
+    }
+}

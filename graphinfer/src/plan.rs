@@ -1,0 +1,249 @@
+//! Round 0's plan, made once after sampling: which nodes each layer computes, where each
+//! aggregation runs, and which rows cross between workers at each layer.
+//!
+//! - **Needed**: bit `l` of a node says its layer-`l` output is needed (bit 0: its features).
+//!   Targets need every layer (each layer reads a node's own previous row); a node needed at
+//!   layer `l` needs its layer-`l` in-neighbors at `l - 1`. With `targets = "all"` every bit is
+//!   set; otherwise the bits travel back from the targets, one shuffle per layer.
+//! - **Hubs**: a node whose layer-`l` in-edges number more than the threshold has them cut into
+//!   `salts` runs of consecutive ranks; run `s` is aggregated on worker
+//!   `reducer_key(node, (l, s))`, and the owner merges the partial states in salt order. The
+//!   salt count depends on the in-edge count and the threshold only, never on the number of
+//!   workers, so the result is the same bits on any cluster.
+//! - **Rows**: each aggregation reads its sources' messages by *row*: a local node's slot, or
+//!   `local + i` for the `i`-th remote node this worker reads. Owners learn once who reads each
+//!   of their nodes at each layer (subscriptions) and push those messages every round.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+
+use cluster::hash::reducer_key;
+use cluster::{all_gather, owner_key, shuffle};
+use sampling::NodeStore;
+use serde::{Deserialize, Serialize};
+use timely::worker::Worker;
+
+use crate::Error;
+use crate::model::Layers;
+
+/// Most reducers a hub's in-edges are cut over at one layer.
+const MAX_SALTS: u64 = 64;
+
+/// A run of a hub's in-edges that one worker aggregates at one layer.
+#[derive(Debug, Clone)]
+pub struct HubTask {
+    pub hub: i64,
+    pub salt: u32,
+    /// The sources' rows, in rank order.
+    pub rows: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct TaskMsg {
+    hub: i64,
+    layer: u32,
+    salt: u32,
+    sources: Vec<i64>,
+}
+
+/// The worker a hub's run is aggregated on.
+pub fn reducer(hub: i64, layer: usize, salt: u32) -> u64 {
+    reducer_key(hub, ((layer as u64) << 32) | u64::from(salt))
+}
+
+/// How many runs a hub's `count` in-edges are cut into.
+fn salts(count: usize, threshold: u64) -> u32 {
+    (count as u64).div_ceil(threshold).clamp(2, MAX_SALTS) as u32
+}
+
+/// One worker's plan (see the module doc). Layers are indexed 1..=k; index 0 is unused.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub needed: Vec<u32>,
+    /// Remote nodes this worker reads, by row - local.
+    pub remote_ids: Vec<i64>,
+    /// Per slot, the rows of the in-edges the node aggregates itself, best first.
+    offsets: Vec<usize>,
+    rows: Vec<u32>,
+    /// Per layer: the runs this worker aggregates, sorted by (hub, salt).
+    pub tasks: Vec<Vec<HubTask>>,
+    /// Per layer: this worker's hubs (slot → salts).
+    pub hubs: Vec<BTreeMap<u32, u32>>,
+    /// Per layer: (slot, worker) that reads the slot's message.
+    pub subscribers: Vec<Vec<(u32, u32)>>,
+    /// Per layer: hubs on all workers.
+    pub hub_count: Vec<u64>,
+}
+
+impl Plan {
+    pub fn needs(&self, slot: usize, layer: usize) -> bool {
+        self.needed[slot] & (1 << layer) != 0
+    }
+
+    /// The rows of `slot`'s first `count` in-edges.
+    pub fn in_rows(&self, slot: usize, count: usize) -> &[u32] {
+        &self.rows[self.offsets[slot]..self.offsets[slot] + count]
+    }
+
+    /// Rows a layer reads: local nodes, then remote ones.
+    pub fn row_count(&self, local: usize) -> usize {
+        local + self.remote_ids.len()
+    }
+}
+
+/// Makes the plan for `targets` (slots of this worker's target nodes).
+pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: &[u32], all: bool, threshold: u64) -> Result<Plan, Error> {
+    let k = layers.hops;
+    let needed = needed(worker, nodes, layers, targets, all);
+    let is_hub = |slot: usize, l: usize| {
+        threshold > 0 && needed[slot] & (1 << l) != 0 && layers.count(l, nodes.sampled[slot].len()) as u64 > threshold
+    };
+
+    // Hubs: cut each hub's in-edges into runs and send them to their reducers.
+    let mut hubs = vec![BTreeMap::new(); k + 1];
+    let mut runs = Vec::new();
+    for slot in 0..nodes.len() {
+        for (l, owned) in hubs.iter_mut().enumerate().skip(1) {
+            if !is_hub(slot, l) {
+                continue;
+            }
+            let count = layers.count(l, nodes.sampled[slot].len());
+            let n = salts(count, threshold);
+            owned.insert(slot as u32, n);
+            for s in 0..n as usize {
+                let ranks = s * count / n as usize..(s + 1) * count / n as usize;
+                let sources = nodes.sampled[slot][ranks].iter().map(|e| e.src).collect();
+                runs.push(TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt: s as u32, sources });
+            }
+        }
+    }
+    let received: Rc<RefCell<Vec<TaskMsg>>> = Rc::default();
+    let sink = received.clone();
+    shuffle(worker, |t: &TaskMsg| reducer(t.hub, t.layer as usize, t.salt), move |t| sink.borrow_mut().push(t), |send| {
+        send(runs);
+        Ok::<(), Error>(())
+    })?;
+    let mut received = received.take();
+    received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
+
+    // The remote nodes each layer reads here, and the row of every remote node.
+    let local = |id: i64| nodes.slot(id);
+    let mut reads: Vec<HashSet<i64>> = vec![HashSet::new(); k + 1];
+    let mut own_prefix = vec![0usize; nodes.len()];
+    for (slot, prefix) in own_prefix.iter_mut().enumerate() {
+        for (l, read) in reads.iter_mut().enumerate().skip(1) {
+            if needed[slot] & (1 << l) == 0 || is_hub(slot, l) {
+                continue;
+            }
+            let count = layers.count(l, nodes.sampled[slot].len());
+            *prefix = (*prefix).max(count);
+            read.extend(nodes.sampled[slot][..count].iter().map(|e| e.src).filter(|&u| local(u).is_none()));
+        }
+    }
+    for t in &received {
+        reads[t.layer as usize].extend(t.sources.iter().copied().filter(|&u| local(u).is_none()));
+    }
+    let mut remote_ids: Vec<i64> = reads.iter().flatten().copied().collect::<HashSet<_>>().into_iter().collect();
+    remote_ids.sort_unstable();
+    let remote: HashMap<i64, u32> = remote_ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
+    let n = nodes.len() as u32;
+    let row = |id: i64| local(id).map_or_else(|| n + remote[&id], |s| s as u32);
+
+    let mut offsets = Vec::with_capacity(nodes.len() + 1);
+    let mut rows = Vec::new();
+    for (slot, &prefix) in own_prefix.iter().enumerate() {
+        offsets.push(rows.len());
+        rows.extend(nodes.sampled[slot][..prefix].iter().map(|e| row(e.src)));
+    }
+    offsets.push(rows.len());
+    let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
+    for t in received {
+        let rows = t.sources.iter().map(|&u| row(u)).collect();
+        tasks[t.layer as usize].push(HubTask { hub: t.hub, salt: t.salt, rows });
+    }
+
+    let subscribers = subscribe(worker, nodes, &reads)?;
+    let me = worker.index();
+    let local_hubs: Vec<(usize, usize, u64)> = (1..=k).map(|l| (me, l, hubs[l].len() as u64)).collect();
+    let mut hub_count = vec![0u64; k + 1];
+    for (_, l, c) in all_gather(worker, local_hubs) {
+        hub_count[l] += c;
+    }
+    Ok(Plan { needed, remote_ids, offsets, rows, tasks, hubs, subscribers, hub_count })
+}
+
+/// Bit `l` of each slot: its layer-`l` output is needed (see the module doc).
+fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: &[u32], all: bool) -> Vec<u32> {
+    let k = layers.hops;
+    let every = (1u32 << (k + 1)) - 1;
+    if all {
+        return vec![every; nodes.len()];
+    }
+    let needed = Rc::new(RefCell::new(vec![0u32; nodes.len()]));
+    for &t in targets {
+        needed.borrow_mut()[t as usize] = every;
+    }
+    for l in (1..=k).rev() {
+        let mut remote = Vec::new();
+        {
+            let mut bits = needed.borrow_mut();
+            for slot in 0..nodes.len() {
+                if bits[slot] & (1 << l) == 0 {
+                    continue;
+                }
+                bits[slot] |= 1 << (l - 1);
+                let count = layers.count(l, nodes.sampled[slot].len());
+                for e in &nodes.sampled[slot][..count] {
+                    match nodes.slot(e.src) {
+                        Some(s) => bits[s] |= 1 << (l - 1),
+                        None => remote.push(e.src),
+                    }
+                }
+            }
+        }
+        let (sink, store) = (needed.clone(), nodes.clone());
+        // Every worker takes part in every shuffle; errors cannot happen here.
+        let _ = shuffle(worker, |&u: &i64| owner_key(u), move |u: i64| {
+            if let Some(s) = store.slot(u) {
+                sink.borrow_mut()[s] |= 1 << (l - 1);
+            }
+        }, |send| {
+            send(remote);
+            Ok::<(), Error>(())
+        });
+    }
+    needed.take()
+}
+
+/// Tells each owner who reads its nodes at each layer; returns this worker's subscribers.
+fn subscribe(worker: &mut Worker, nodes: &Rc<NodeStore>, reads: &[HashSet<i64>]) -> Result<Vec<Vec<(u32, u32)>>, Error> {
+    let me = worker.index() as u32;
+    let wanted: Vec<(i64, u32, u32)> =
+        reads.iter().enumerate().flat_map(|(l, ids)| ids.iter().map(move |&id| (id, l as u32, me))).collect();
+    let subscribers = Rc::new(RefCell::new(vec![Vec::new(); reads.len()]));
+    let (sink, store) = (subscribers.clone(), nodes.clone());
+    shuffle(worker, |w: &(i64, u32, u32)| owner_key(w.0), move |(id, l, reader): (i64, u32, u32)| {
+        if let Some(s) = store.slot(id) {
+            sink.borrow_mut()[l as usize].push((s as u32, reader));
+        }
+    }, |send| {
+        send(wanted);
+        Ok::<(), Error>(())
+    })?;
+    let mut subscribers = subscribers.take();
+    subscribers.iter_mut().for_each(|s| s.sort_unstable());
+    Ok(subscribers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn salt_counts_depend_on_the_hub_only() {
+        assert_eq!(salts(101, 100), 2);
+        assert_eq!(salts(1_000, 100), 10);
+        assert_eq!(salts(1_000_000, 100), MAX_SALTS as u32);
+    }
+}

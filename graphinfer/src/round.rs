@@ -1,0 +1,275 @@
+//! One layer's round, on every worker in step:
+//!
+//! 1. **transform**: the rows of this worker's nodes that the layer reads, on the device in
+//!    batches padded to `batch_size` rows (so a row's bits do not depend on its batch mates);
+//! 2. **push**: each node's message to the workers that subscribed to it, and each hub's own
+//!    row to the reducers of its runs (what crosses the wire: `Push`);
+//! 3. **hub runs**: each reducer folds its runs and sends the partial states to the hub's owner
+//!    (`Partial`), which merges them in salt order;
+//! 4. **finish**: every node the layer computes folds its in-edges' messages in rank order (or
+//!    takes its hub's merged state) and gets its output.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+use burn::prelude::Device;
+use cluster::owner_key;
+use cluster::shuffle;
+use cluster::wait::check_abort;
+use gnn::{Gnn, LayerSlice};
+use sampling::NodeStore;
+use schemas::model::ModelSpec;
+use serde::{Deserialize, Serialize};
+use timely::worker::Worker;
+
+use crate::Error;
+use crate::model::Layers;
+use crate::plan::{Plan, reducer};
+use crate::progress::Progress;
+
+/// What a round needs, the same for every layer.
+pub struct Context<'a> {
+    pub nodes: &'a Rc<NodeStore>,
+    pub plan: &'a Plan,
+    pub layers: &'a Layers,
+    pub model: &'a Gnn,
+    pub spec: &'a ModelSpec,
+    pub device: &'a Device,
+    pub batch_size: usize,
+    pub progress: &'a Progress,
+    pub reporter: bool,
+}
+
+/// What crosses the wire in step 2.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Push {
+    /// A node's message, to a worker that aggregates over it.
+    Message { to: u32, id: i64, row: Vec<f32> },
+    /// A hub's own transformed row, to the reducer of its run `salt` (GAT's attention reads it).
+    Hub { hub: i64, layer: u32, salt: u32, row: Vec<f32> },
+}
+
+/// A reducer's state over one run of a hub's in-edges, to the hub's owner (step 3).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Partial {
+    hub: i64,
+    salt: u32,
+    state: Vec<f32>,
+}
+
+/// A layer's input rows: the node features (layer 1) or the previous layer's outputs.
+pub enum Input<'a> {
+    Features { normalize: bool },
+    Rows { values: &'a [f32], width: usize },
+}
+
+impl Input<'_> {
+    fn width(&self, nodes: &NodeStore) -> usize {
+        match self {
+            Input::Features { .. } => nodes.dim,
+            Input::Rows { width, .. } => *width,
+        }
+    }
+
+    fn append(&self, nodes: &NodeStore, slot: usize, out: &mut Vec<f32>) {
+        match self {
+            Input::Features { normalize: false } => out.extend_from_slice(nodes.features(slot)),
+            Input::Features { normalize: true } => {
+                // As the trainer's batches (PyG's NormalizeFeatures): divide by the row sum, at least 1.
+                let x = nodes.features(slot);
+                let sum = x.iter().sum::<f32>().max(1.0);
+                out.extend(x.iter().map(|v| v / sum));
+            }
+            Input::Rows { values, width } => out.extend_from_slice(&values[slot * width..(slot + 1) * width]),
+        }
+    }
+}
+
+/// Layer `l` (1-based): this worker's outputs, `nodes x slice.output_width()` row-major (rows
+/// of nodes the layer does not compute stay zero).
+pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Result<Vec<f32>, Error> {
+    let slice = cx.model.slice(cx.spec, l - 1);
+    let n = cx.nodes.len();
+    cx.progress.add_total(l - 1, (0..n).filter(|&v| cx.plan.needs(v, l)).count() as u64);
+    let rows = transform(cx, l, &slice, &input);
+    let (rw, mw) = (slice.row_width(), slice.message_width());
+
+    let mut local = vec![0f32; n * mw];
+    for u in (0..n).filter(|&u| cx.plan.needs(u, l - 1)) {
+        let degree = cx.layers.degree(l, cx.nodes.in_degree[u]);
+        slice.message(&rows[u * rw..(u + 1) * rw], degree, &mut local[u * mw..(u + 1) * mw]);
+    }
+    let (remote, hub_rows) = push(worker, cx, l, &rows, rw, &local, mw)?;
+    let messages = Messages { local, remote, n, width: mw };
+    let merged = if cx.plan.hub_count[l] > 0 { reduce_hubs(worker, cx, l, &slice, &messages, &hub_rows)? } else { HashMap::new() };
+
+    let ow = slice.output_width();
+    let mut out = vec![0f32; n * ow];
+    let mut done = 0u64;
+    for v in (0..n).filter(|&v| cx.plan.needs(v, l)) {
+        let own = &rows[v * rw..(v + 1) * rw];
+        let state = match merged.get(&(v as u32)) {
+            Some(state) => state.clone(),
+            None => {
+                let count = cx.layers.count(l, cx.nodes.sampled[v].len());
+                fold(&slice, own, cx.plan.in_rows(v, count), &messages)
+            }
+        };
+        slice.finish(own, cx.layers.degree(l, cx.nodes.in_degree[v]), &state, &mut out[v * ow..(v + 1) * ow]);
+        done += 1;
+        if done.is_multiple_of(8192) {
+            cx.progress.advance(l - 1, 8192);
+            check_abort();
+            if cx.reporter {
+                cx.progress.report(l - 1, Duration::from_secs(2), false);
+            }
+        }
+    }
+    cx.progress.advance(l - 1, done % 8192);
+    Ok(out)
+}
+
+/// A layer's messages by row (see `plan`): this worker's nodes', then the remote nodes' it reads.
+struct Messages {
+    local: Vec<f32>,
+    remote: Vec<f32>,
+    n: usize,
+    width: usize,
+}
+
+impl Messages {
+    fn row(&self, r: usize) -> &[f32] {
+        let w = self.width;
+        if r < self.n { &self.local[r * w..(r + 1) * w] } else { &self.remote[(r - self.n) * w..(r - self.n + 1) * w] }
+    }
+}
+
+/// The folded messages of `rows`, in order, for a destination with transformed row `own`.
+fn fold(slice: &LayerSlice, own: &[f32], rows: &[u32], messages: &Messages) -> Vec<f32> {
+    let mut state = slice.empty_state();
+    for &r in rows {
+        slice.fold(&mut state, own, messages.row(r as usize));
+    }
+    state
+}
+
+/// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed.
+fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: &Input) -> Vec<f32> {
+    let (n, rw, width) = (cx.nodes.len(), slice.row_width(), input.width(cx.nodes));
+    let mut rows = vec![0f32; n * rw];
+    let slots: Vec<usize> = (0..n).filter(|&u| cx.plan.needs(u, l - 1)).collect();
+    for batch in slots.chunks(cx.batch_size) {
+        let mut values = Vec::with_capacity(cx.batch_size * width);
+        for &u in batch {
+            input.append(cx.nodes, u, &mut values);
+        }
+        values.resize(cx.batch_size * width, 0.0);
+        let out = gnn::slice::transform_rows(cx.model, l - 1, values, width, cx.device);
+        for (i, &u) in batch.iter().enumerate() {
+            rows[u * rw..(u + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
+        }
+        check_abort();
+    }
+    rows
+}
+
+/// Step 2: messages to subscribers and hub rows to reducers. Returns the remote nodes'
+/// messages this worker reads (by row - local), and the hub rows it got (by (hub, salt)).
+#[allow(clippy::type_complexity)]
+fn push(
+    worker: &mut Worker,
+    cx: &Context,
+    l: usize,
+    rows: &[f32],
+    rw: usize,
+    local: &[f32],
+    mw: usize,
+) -> Result<(Vec<f32>, HashMap<(i64, u32), Vec<f32>>), Error> {
+    let remote_rows = Rc::new(RefCell::new(vec![0f32; cx.plan.remote_ids.len() * mw]));
+    let hub_rows: Rc<RefCell<HashMap<(i64, u32), Vec<f32>>>> = Rc::default();
+    let (sink, hubs_sink) = (remote_rows.clone(), hub_rows.clone());
+    let remote = Rc::new(cx.plan.remote_ids.clone());
+    let route = |p: &Push| match p {
+        Push::Message { to, .. } => u64::from(*to),
+        Push::Hub { hub, layer, salt, .. } => reducer(*hub, *layer as usize, *salt),
+    };
+    let consume = move |p: Push| match p {
+        Push::Message { id, row, .. } => {
+            if let Ok(i) = remote.binary_search(&id) {
+                sink.borrow_mut()[i * mw..(i + 1) * mw].copy_from_slice(&row);
+            }
+        }
+        Push::Hub { hub, salt, row, .. } => {
+            hubs_sink.borrow_mut().insert((hub, salt), row);
+        }
+    };
+    shuffle(worker, route, consume, |send| {
+        for chunk in cx.plan.subscribers[l].chunks(4096) {
+            let batch = chunk
+                .iter()
+                .map(|&(slot, to)| {
+                    let s = slot as usize;
+                    Push::Message { to, id: cx.nodes.ids[s], row: local[s * mw..(s + 1) * mw].to_vec() }
+                })
+                .collect();
+            send(batch);
+        }
+        let hubs = cx.plan.hubs[l].iter().flat_map(|(&slot, &salts)| {
+            let s = slot as usize;
+            (0..salts).map(move |salt| Push::Hub {
+                hub: cx.nodes.ids[s],
+                layer: l as u32,
+                salt,
+                row: rows[s * rw..(s + 1) * rw].to_vec(),
+            })
+        });
+        send(hubs.collect());
+        Ok::<(), Error>(())
+    })?;
+    Ok((remote_rows.take(), hub_rows.take()))
+}
+
+/// Step 3: this worker's runs folded and sent to the owners; returns the merged state of each
+/// hub this worker owns, by slot.
+fn reduce_hubs(
+    worker: &mut Worker,
+    cx: &Context,
+    l: usize,
+    slice: &LayerSlice,
+    messages: &Messages,
+    hub_rows: &HashMap<(i64, u32), Vec<f32>>,
+) -> Result<HashMap<u32, Vec<f32>>, Error> {
+    let mut partials = Vec::with_capacity(cx.plan.tasks[l].len());
+    for task in &cx.plan.tasks[l] {
+        let own = hub_rows
+            .get(&(task.hub, task.salt))
+            .ok_or_else(|| Error::Internal(format!("no row of hub {} for run {}", task.hub, task.salt)))?;
+        partials.push(Partial { hub: task.hub, salt: task.salt, state: fold(slice, own, &task.rows, messages) });
+        check_abort();
+    }
+    let received: Rc<RefCell<Vec<Partial>>> = Rc::default();
+    let sink = received.clone();
+    shuffle(worker, |p: &Partial| owner_key(p.hub), move |p| sink.borrow_mut().push(p), |send| {
+        send(partials);
+        Ok::<(), Error>(())
+    })?;
+    let mut by_hub: BTreeMap<(i64, u32), Vec<f32>> = BTreeMap::new();
+    for p in received.take() {
+        by_hub.insert((p.hub, p.salt), p.state);
+    }
+    let mut merged: HashMap<u32, Vec<f32>> = HashMap::new();
+    // BTreeMap order: each hub's runs in salt order.
+    for ((hub, _), state) in by_hub {
+        let slot = cx.nodes.slot(hub).ok_or_else(|| Error::Internal(format!("hub {hub} has no owner here")))? as u32;
+        slice.merge(merged.entry(slot).or_insert_with(|| slice.empty_state()), &state);
+    }
+    for (&slot, &salts) in &cx.plan.hubs[l] {
+        let got = merged.contains_key(&slot);
+        if !got && salts > 0 {
+            return Err(Error::Internal(format!("hub {} got no partial states", cx.nodes.ids[slot as usize])));
+        }
+    }
+    Ok(merged)
+}

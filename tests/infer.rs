@@ -1,0 +1,359 @@
+//! GraphInfer end to end: the three stages agree (every node's scores equal the trainer's
+//! forward pass on its flattened record), the output is the same bits on any cluster, hubs
+//! split or not give the same scores, and bad input is an error with no `_SUCCESS`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use burn::prelude::*;
+use common::*;
+use gnn::batch::{Batch, BatchSpec};
+use gnn::kernel::Aggregation;
+use gnn::model::BatchTensors;
+
+/// One output row: (embedding, prediction, scores).
+type Scored = (Vec<f32>, i64, Vec<f32>);
+
+fn floats(list: &arrow_array::FixedSizeListArray, row: usize) -> Vec<f32> {
+    list.value(row).as_primitive::<Float32Type>().values().to_vec()
+}
+
+/// GraphInfer's output by node id, read with parquet's Arrow reader.
+fn read_scores(dir: &Path) -> BTreeMap<i64, Scored> {
+    let mut out = BTreeMap::new();
+    for batch in read_batches(dir) {
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let embedding = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
+        let prediction = batch.column_by_name("prediction").unwrap().as_primitive::<Int64Type>();
+        let scores = batch.column_by_name("scores").unwrap().as_fixed_size_list();
+        for r in 0..batch.num_rows() {
+            let row = (floats(embedding, r), prediction.value(r), floats(scores, r));
+            assert!(out.insert(ids.value(r), row).is_none(), "node {} written twice", ids.value(r));
+        }
+    }
+    out
+}
+
+/// The trainer's forward pass (evaluation mode) of the saved model on every record: softmax
+/// scores by root.
+fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
+    let device = Device::flex();
+    let (meta, gnn) = gnn::io::load(model, &device).unwrap();
+    let spec = BatchSpec {
+        hops: meta.hops,
+        fanouts: meta.fanouts.clone(),
+        prune: true,
+        normalize_features: meta.spec.normalize_features,
+        kernel_plans: false,
+        kernel_threads: 1,
+    };
+    let mut out = BTreeMap::new();
+    for chunk in read_records(records).chunks(256) {
+        let batch = Batch::build(chunk, &spec);
+        let tensors = BatchTensors::new(&batch, &device, Aggregation::Reference);
+        let logits = gnn.forward(&meta.spec, &batch, &tensors, None);
+        let probabilities: Vec<f32> = burn::tensor::activation::softmax(logits, 1).into_data().iter::<f32>().collect();
+        let classes = meta.spec.classes;
+        for (i, root) in batch.roots.iter().enumerate() {
+            out.insert(*root, probabilities[i * classes..(i + 1) * classes].to_vec());
+        }
+    }
+    out
+}
+
+/// Largest absolute difference between two score maps over the same nodes.
+fn max_difference(a: &BTreeMap<i64, Vec<f32>>, b: &BTreeMap<i64, Vec<f32>>) -> f32 {
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "different nodes");
+    a.iter().flat_map(|(id, x)| x.iter().zip(&b[id]).map(|(u, v)| (u - v).abs())).fold(0.0, f32::max)
+}
+
+fn scores_only(scored: &BTreeMap<i64, Scored>) -> BTreeMap<i64, Vec<f32>> {
+    scored.iter().map(|(&id, s)| (id, s.2.clone())).collect()
+}
+
+/// `[infer]` over `data` with `model`, into `out`.
+fn infer_job(data: &Path, model: &Path, out: &Path, extra: &str) -> String {
+    format!(
+        "[infer]\nnodes = {:?}\nedges = {:?}\nmodel = {:?}\noutput = {:?}\n{extra}\n",
+        data.join("nodes").display().to_string(),
+        data.join("edges").display().to_string(),
+        model.display().to_string(),
+        out.display().to_string()
+    )
+}
+
+/// `[train]` on `records` into `model`: 3 epochs, batches of 256, 8 hidden units, unless
+/// `extra` sets them.
+fn train_job(records: &Path, model: &Path, extra: &str) -> String {
+    let defaults: String = [("epochs", "3"), ("batch_size", "256"), ("hidden", "8")]
+        .iter()
+        .filter(|(key, _)| !extra.lines().any(|l| l.starts_with(&format!("{key} "))))
+        .map(|(key, value)| format!("{key} = {value}\n"))
+        .collect();
+    format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\n{defaults}{extra}\n",
+        records.display().to_string(),
+        model.display().to_string()
+    )
+}
+
+/// Runs a job file made of `body` in `dir`; returns stdout.
+fn run_job(dir: &Path, name: &str, body: &str) -> String {
+    let path = job(dir, &format!("{name}.toml"), body);
+    run_ok(&["run", path.to_str().unwrap()])
+}
+
+const MODELS: [(&str, &str); 3] = [
+    ("gcn", "model = \"gcn\""),
+    ("sage", "model = \"sage\"\nactivation = \"elu\""),
+    ("gat", "model = \"gat\"\nheads = 3\noutput_heads = 2\nattention_dropout = 0.2"),
+];
+
+/// A generated graph with hubs, flattened with a sampler and different fanouts per hop (and
+/// re-indexing forced low), and each model trained on its records.
+fn trained_on_generated(dir: &Path) -> (PathBuf, PathBuf) {
+    let (data, flat) = (dir.join("graph"), dir.join("flat"));
+    generate(&data, 3000, 8, 12, 5);
+    run_job(dir, "flatten", &format!("[cluster]\nworkers = 2\n{}", flatten_job(&data, &flat, "fanouts = [6, 3]\nseed = 9\nhub_threshold = 20")));
+    for (name, model) in MODELS {
+        run_job(dir, &format!("train-{name}"), &format!("[cluster]\nworkers = 2\n{}", train_job(&flat, &dir.join(name), model)));
+    }
+    (data, flat)
+}
+
+#[test]
+fn scores_equal_the_trainer_forward_pass_on_every_record_with_hubs_split_or_not() {
+    let dir = scratch("infer-consistency");
+    let (data, flat) = trained_on_generated(&dir);
+    for (name, _) in MODELS {
+        let model = dir.join(name);
+        let expected = record_scores(&model, &flat);
+        // hub_threshold = 4: every node with more than 4 sampled in-edges at a layer (fanouts 6
+        // and 3) has its aggregation split over reducers; 0: never.
+        let mut runs = Vec::new();
+        for threshold in [4, 0] {
+            let out = dir.join(format!("scores-{name}-{threshold}"));
+            let stdout = run_job(&dir, &format!("infer-{name}-{threshold}"), &format!(
+                "[cluster]\nworkers = 2\n{}",
+                infer_job(&data, &model, &out, &format!("hub_threshold = {threshold}"))
+            ));
+            if threshold > 0 {
+                assert!(!stdout.contains("hubs split per layer [0, 0]"), "no hub was split:\n{stdout}");
+            }
+            let got = scores_only(&read_scores(&out));
+            let difference = max_difference(&got, &expected);
+            assert!(difference < 1e-4, "{name}, hub threshold {threshold}: scores differ from the records' by {difference}");
+            runs.push(got);
+        }
+        let split = max_difference(&runs[0], &runs[1]);
+        assert!(split < 1e-5, "{name}: hubs split and not differ by {split}");
+    }
+}
+
+#[test]
+fn output_is_the_same_bits_on_one_worker_two_workers_and_two_processes() {
+    let dir = scratch("infer-determinism");
+    let (data, flat) = (dir.join("graph"), dir.join("flat"));
+    generate(&data, 2500, 8, 10, 3);
+    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [5, 4]\nsampler = \"weighted\""));
+    let model = dir.join("model");
+    run_job(&dir, "train", &train_job(&flat, &model, "model = \"gat\"\nheads = 2"));
+
+    let settings = "hub_threshold = 3\nbatch_size = 100";
+    let mut outputs = Vec::new();
+    for workers in [1, 2] {
+        let out = dir.join(format!("scores-{workers}"));
+        run_job(&dir, &format!("infer-{workers}"), &format!("[cluster]\nworkers = {workers}\n{}", infer_job(&data, &model, &out, settings)));
+        outputs.push(read_scores(&out));
+    }
+    let out = dir.join("scores-2p");
+    let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
+    let body = format!("[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}", infer_job(&data, &model, &out, settings));
+    run_two_processes(&job(&dir, "infer-2p.toml", &body), &dir);
+    outputs.push(read_scores(&out));
+
+    assert_eq!(outputs[0].len(), 2500);
+    let bits = |s: &BTreeMap<i64, Scored>| -> Vec<(i64, Vec<u32>, i64, Vec<u32>)> {
+        s.iter()
+            .map(|(&id, (e, p, x))| (id, e.iter().map(|v| v.to_bits()).collect(), *p, x.iter().map(|v| v.to_bits()).collect()))
+            .collect()
+    };
+    assert!(bits(&outputs[0]) == bits(&outputs[1]), "1 and 2 workers differ");
+    assert!(bits(&outputs[0]) == bits(&outputs[2]), "1 worker and 2 processes differ");
+}
+
+/// Accuracy from predictions over the test split's labeled nodes.
+fn test_accuracy(data: &Path, scored: &BTreeMap<i64, Scored>) -> (usize, usize) {
+    let (mut hits, mut total) = (0, 0);
+    for batch in read_batches(&data.join("nodes")) {
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let labels = batch.column_by_name("label").unwrap().as_primitive::<Int64Type>();
+        let splits = batch.column_by_name("split").unwrap().as_string::<i32>();
+        for r in 0..batch.num_rows() {
+            if splits.is_valid(r) && splits.value(r) == "test" && labels.is_valid(r) {
+                total += 1;
+                hits += usize::from(scored[&ids.value(r)].1 == labels.value(r));
+            }
+        }
+    }
+    (hits, total)
+}
+
+fn last_metrics(model: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn cora_scores_equal_the_records_and_test_accuracy_equals_the_trainers() {
+    let Some(cora) = cora() else { return };
+    let dir = scratch("infer-cora");
+    let (data, flat) = (dir.join("cora"), dir.join("flat"));
+    run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
+    run_job(&dir, "flatten", &flatten_job(&data, &flat, "sampler = \"all\""));
+    for (name, model_keys) in MODELS {
+        let model = dir.join(name);
+        run_job(&dir, &format!("train-{name}"), &train_job(&flat, &model, &format!("{model_keys}\nnormalize_features = true\nepochs = 10\nlr = 0.02")));
+        let out = dir.join(format!("scores-{name}"));
+        let stdout = run_job(&dir, &format!("infer-{name}"), &infer_job(&data, &model, &out, "hub_threshold = 100"));
+        let scored = read_scores(&out);
+        assert_eq!(scored.len(), 2708, "{stdout}");
+        let difference = max_difference(&scores_only(&scored), &record_scores(&model, &flat));
+        assert!(difference < 1e-4, "{name}: Cora scores differ from the records' by {difference}");
+
+        let (hits, total) = test_accuracy(&data, &scored);
+        let trainer = last_metrics(&model)["test_accuracy"].as_f64().unwrap();
+        assert_eq!(total, 1000, "Cora's test split");
+        assert!((hits as f64 / total as f64 - trainer).abs() < 1e-9, "{name}: GraphInfer's test accuracy {hits}/{total}, the trainer's {trainer}");
+    }
+}
+
+#[test]
+fn targets_and_the_embedding_layer_choose_rows_and_columns() {
+    let dir = scratch("infer-targets");
+    let (data, flat) = (dir.join("graph"), dir.join("flat"));
+    generate(&data, 1200, 6, 8, 4);
+    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [4, 4]"));
+    let model = dir.join("model");
+    run_job(&dir, "train", &train_job(&flat, &model, "hidden = 6"));
+    let all = dir.join("all");
+    run_job(&dir, "all", &infer_job(&data, &model, &all, ""));
+    let test = dir.join("test");
+    run_job(&dir, "test", &infer_job(&data, &model, &test, "targets = [\"test\"]\nembedding = 2"));
+    let (all, test) = (read_scores(&all), read_scores(&test));
+    assert!(!test.is_empty() && test.len() < all.len());
+    for (id, (embedding, prediction, scores)) in &test {
+        // Only the test nodes, with the same scores as when every node is computed; the
+        // embedding is now the logits (8 classes), the default the hidden layer (6).
+        assert_eq!(&all[id].2, scores);
+        assert_eq!(all[id].1, *prediction);
+        assert_eq!((embedding.len(), all[id].0.len()), (8, 6));
+    }
+}
+
+/// Runs a job expected to fail; returns (exit code, output).
+fn run_failing(dir: &Path, name: &str, body: &str) -> (i32, String) {
+    let path = job(dir, &format!("{name}.toml"), body);
+    let out = graphflat().args(["run", path.to_str().unwrap()]).output().unwrap();
+    (out.status.code().unwrap_or(-1), text(&out))
+}
+
+#[test]
+fn bad_models_and_tables_are_named_and_leave_no_success() {
+    let dir = scratch("infer-bad");
+    let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join("model"));
+    generate(&data, 600, 5, 8, 2);
+    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [3, 3]"));
+    run_job(&dir, "train", &train_job(&flat, &model, ""));
+    let other = dir.join("other");
+    generate(&other, 300, 5, 6, 2);
+
+    let copy_model = |name: &str, change: &dyn Fn(&Path)| -> PathBuf {
+        let to = dir.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for file in ["model.json", "model.bpk"] {
+            std::fs::copy(model.join(file), to.join(file)).unwrap();
+        }
+        change(&to);
+        to
+    };
+    let meta = std::fs::read_to_string(model.join("model.json")).unwrap();
+    let cases: Vec<(&str, PathBuf, PathBuf, i32, &str)> = vec![
+        ("width", data_with(&other), model.clone(), 65, "takes 8 input features, but the node table"),
+        ("no-json", data.clone(), copy_model("no-json", &|d| std::fs::remove_file(d.join("model.json")).unwrap()), 66, "model.json"),
+        ("bad-json", data.clone(), copy_model("bad-json", &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()), 65, "not a model description"),
+        ("no-weights", data.clone(), copy_model("no-weights", &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()), 66, "model.bpk"),
+        ("bad-weights", data.clone(), copy_model("bad-weights", &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()), 65, "cannot load the weights"),
+        (
+            "hops",
+            data.clone(),
+            copy_model("hops", &|d| std::fs::write(d.join("model.json"), meta.replace("\"hops\": 2", "\"hops\": 3").replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]")).unwrap()),
+            65,
+            "2 layers but was trained on 3-hop records",
+        ),
+        ("no-model", data.clone(), dir.join("missing-model"), 66, "no such directory"),
+    ];
+    for (name, graph, model, code, message) in cases {
+        let out = dir.join(format!("out-{name}"));
+        let (rc, text) = run_failing(&dir, name, &infer_job(&graph, &model, &out, ""));
+        assert_eq!(rc, code, "{name}: {text}");
+        assert!(text.contains(message), "{name}: expected {message:?} in:\n{text}");
+        assert!(!out.join("_SUCCESS").exists(), "{name}: _SUCCESS after a failure");
+    }
+
+    // An edge to an unknown node: the same check as GraphFlat's, naming file, row and column.
+    let broken = dir.join("broken");
+    std::fs::create_dir_all(broken.join("edges")).unwrap();
+    copy_dir(&data.join("nodes"), &broken.join("nodes"));
+    let batch = RecordBatch::try_from_iter([
+        ("src", std::sync::Arc::new(arrow_array::Int64Array::from(vec![0i64, 99_999])) as arrow_array::ArrayRef),
+        ("dst", std::sync::Arc::new(arrow_array::Int64Array::from(vec![1i64, 2])) as arrow_array::ArrayRef),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(broken.join("edges/part-00000.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    std::fs::write(broken.join("edges/_SUCCESS"), "").unwrap();
+    let out = dir.join("out-edges");
+    let (rc, text) = run_failing(&dir, "edges", &infer_job(&broken, &model, &out, ""));
+    assert_eq!(rc, 65, "{text}");
+    assert!(text.contains("99999") && text.contains("row 1") && text.contains("src"), "{text}");
+    assert!(!out.join("_SUCCESS").exists());
+}
+
+fn data_with(dir: &Path) -> PathBuf {
+    dir.to_path_buf()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// GraphInfer on the GPU (burn-wgpu; software Vulkan in CI) equals the CPU to 1e-4.
+#[cfg(feature = "gpu")]
+#[test]
+fn gpu_scores_equal_the_cpu() {
+    let dir = scratch("infer-gpu");
+    let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join("model"));
+    generate(&data, 1500, 6, 12, 8);
+    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [5, 3]"));
+    run_job(&dir, "train", &train_job(&flat, &model, "model = \"gat\"\nheads = 2"));
+    let mut runs = Vec::new();
+    for device in ["cpu", "gpu"] {
+        let out = dir.join(device);
+        run_job(&dir, device, &infer_job(&data, &model, &out, &format!("device = {device:?}\nhub_threshold = 4")));
+        runs.push(read_scores(&out));
+    }
+    let difference = max_difference(&scores_only(&runs[0]), &scores_only(&runs[1]));
+    assert!(difference < 1e-4, "GPU scores differ from the CPU's by {difference}");
+}
