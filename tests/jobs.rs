@@ -38,6 +38,10 @@ fn quickstart_then_two_processes_give_the_same_records() {
     let quickstart = jobs_dir().join("quickstart.toml");
     let summary = run_in(&cwd, &["run", quickstart.to_str().unwrap()]);
     assert!(summary.contains("10000 targets"), "{summary}");
+    // All three stages ran: GraphInfer scored every node of the generated graph.
+    assert!(summary.contains("scored:       10000 nodes"), "{summary}");
+    let inspected = run_in(&cwd, &["inspect", "data/quickstart/scores"]);
+    assert!(inspected.contains("10000 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
     let single = read_records(&cwd.join("data/quickstart/flat"));
     assert_eq!(single.len(), 10_000);
     // A second run finds the graph generated and flattens again to the same records.
@@ -57,6 +61,12 @@ fn cora_job_runs_after_import() {
     assert!(summary.contains("2708 targets"), "{summary}");
     let inspected = run_in(&cwd, &["inspect", "data/cora/flat"]);
     assert!(inspected.contains("2708 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
+
+    // Then the paper's GCN on those records, and GraphInfer over every Cora node.
+    let summary = run_in(&cwd, &["run", jobs_dir().join("cora-infer.toml").to_str().unwrap()]);
+    assert!(summary.contains("scored:       2708 nodes"), "{summary}");
+    let test: f64 = summary.split("test accuracy there ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().parse().unwrap();
+    assert!(test > 0.75, "the paper's GCN reaches about 0.81 on Cora; this one {test}\n{summary}");
 }
 
 #[test]
@@ -66,4 +76,8 @@ fn multilabel_job_trains_on_targets() {
     assert!(summary.contains("best validation micro_f1"), "{summary}");
     let inspected = run_in(&cwd, &["inspect", "data/multilabel/flat"]);
     assert!(inspected.contains("graphflat.label = targets:8"), "{inspected}");
+    let scores = read_batches(&cwd.join("data/multilabel/scores"));
+    let prediction = scores[0].schema().field_with_name("prediction").unwrap().data_type().clone();
+    assert_eq!(prediction.to_string(), "FixedSizeList(8 x non-null Boolean)");
+    assert_eq!(scores.iter().map(|b| b.num_rows()).sum::<usize>(), 3000);
 }

@@ -83,13 +83,6 @@ impl Gnn {
 }
 
 impl LayerSlice {
-    fn heads(&self) -> usize {
-        match self.rule {
-            Rule::Gat { heads, .. } => heads,
-            _ => 1,
-        }
-    }
-
     /// Width of a transformed row.
     pub fn row_width(&self) -> usize {
         match self.rule {
@@ -232,11 +225,6 @@ impl LayerSlice {
                 }
             }),
         }
-    }
-
-    /// GAT's attention heads (1 for the other models).
-    pub fn attention_heads(&self) -> usize {
-        self.heads()
     }
 }
 

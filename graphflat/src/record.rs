@@ -1,7 +1,7 @@
 //! A flattened record assembled from the pieces the rounds gather. The record itself, and its
 //! Arrow layout, are the contract in `schemas::record`.
 
-use std::collections::HashMap;
+use cluster::hash::IdMap;
 
 use schemas::{Label, Record, Split};
 
@@ -27,7 +27,7 @@ pub fn assemble(
     mut edges: Vec<GatheredEdge>,
 ) -> Record {
     nodes.sort_by_key(|n| (n.id != root, n.hop, n.id));
-    let local: HashMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
+    let local: IdMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
     let mut local_edges: Vec<(i32, i32, f32, u32)> =
         edges.drain(..).map(|(dst, src, w, mask)| (local[&dst], local[&src], w, mask)).collect();
     local_edges.sort_by_key(|a| (a.0, a.1, a.2.to_bits(), a.3));

@@ -10,7 +10,9 @@
 //! record is complete. Rounds are unrolled operators, so records of several batches can be in
 //! different rounds at once, and a batch's state is dropped as soon as it is written.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use cluster::hash::{IdMap, IdSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -61,7 +63,7 @@ pub struct Partial {
     split: Option<Split>,
     nodes: Vec<GatheredNode>,
     edges: Vec<GatheredEdge>,
-    seen: HashSet<i64>,
+    seen: IdSet<i64>,
 }
 
 /// Round `hop`'s expand step, at the owner of each requested node.
@@ -139,11 +141,11 @@ fn merge<'s>(
                 for time in done {
                     let (cap, parts, replies) = pending.remove(&time).expect("listed above");
                     let mut session = output.session(&cap);
-                    let mut records: HashMap<i64, Partial> = parts.into_iter().map(|p| (p.root, p)).collect();
+                    let mut records: IdMap<i64, Partial> = parts.into_iter().map(|p| (p.root, p)).collect();
                     for reply in replies {
                         let record = records.entry(reply.root).or_insert_with(|| Partial {
                             root: reply.root,
-                            seen: HashSet::from([reply.root]),
+                            seen: IdSet::from_iter([reply.root]),
                             ..Partial::default()
                         });
                         if hop == 0 {

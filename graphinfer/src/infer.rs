@@ -270,7 +270,7 @@ fn write(
         ("graphinfer.model".to_owned(), dir.display().to_string()),
         ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),
         ("graphinfer.embedding_layer".to_owned(), embedding_layer.to_string()),
-        ("graphinfer.targets".to_owned(), format!("{:?}", config.targets)),
+        ("graphinfer.targets".to_owned(), config.targets.to_string()),
         ("graphinfer.hub_threshold".to_owned(), config.hub_threshold.to_string()),
     ]);
     let schema: SchemaRef = Arc::new(output::schema(head, width, classes, metadata));

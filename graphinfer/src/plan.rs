@@ -15,10 +15,10 @@
 //!   of their nodes at each layer (subscriptions) and push those messages every round.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use cluster::hash::reducer_key;
+use cluster::hash::{IdMap, IdSet, reducer_key};
 use cluster::{all_gather, owner_key, shuffle};
 use sampling::NodeStore;
 use serde::{Deserialize, Serialize};
@@ -85,11 +85,6 @@ impl Plan {
     pub fn in_rows(&self, slot: usize, count: usize) -> &[u32] {
         &self.rows[self.offsets[slot]..self.offsets[slot] + count]
     }
-
-    /// Rows a layer reads: local nodes, then remote ones.
-    pub fn row_count(&self, local: usize) -> usize {
-        local + self.remote_ids.len()
-    }
 }
 
 /// Makes the plan for `targets` (slots of this worker's target nodes).
@@ -129,7 +124,7 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
 
     // The remote nodes each layer reads here, and the row of every remote node.
     let local = |id: i64| nodes.slot(id);
-    let mut reads: Vec<HashSet<i64>> = vec![HashSet::new(); k + 1];
+    let mut reads: Vec<IdSet<i64>> = vec![IdSet::default(); k + 1];
     let mut own_prefix = vec![0usize; nodes.len()];
     for (slot, prefix) in own_prefix.iter_mut().enumerate() {
         for (l, read) in reads.iter_mut().enumerate().skip(1) {
@@ -144,9 +139,9 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
     for t in &received {
         reads[t.layer as usize].extend(t.sources.iter().copied().filter(|&u| local(u).is_none()));
     }
-    let mut remote_ids: Vec<i64> = reads.iter().flatten().copied().collect::<HashSet<_>>().into_iter().collect();
+    let mut remote_ids: Vec<i64> = reads.iter().flatten().copied().collect::<IdSet<_>>().into_iter().collect();
     remote_ids.sort_unstable();
-    let remote: HashMap<i64, u32> = remote_ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
+    let remote: IdMap<i64, u32> = remote_ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
     let n = nodes.len() as u32;
     let row = |id: i64| local(id).map_or_else(|| n + remote[&id], |s| s as u32);
 
@@ -217,7 +212,7 @@ fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: 
 }
 
 /// Tells each owner who reads its nodes at each layer; returns this worker's subscribers.
-fn subscribe(worker: &mut Worker, nodes: &Rc<NodeStore>, reads: &[HashSet<i64>]) -> Result<Vec<Vec<(u32, u32)>>, Error> {
+fn subscribe(worker: &mut Worker, nodes: &Rc<NodeStore>, reads: &[IdSet<i64>]) -> Result<Vec<Vec<(u32, u32)>>, Error> {
     let me = worker.index() as u32;
     let wanted: Vec<(i64, u32, u32)> =
         reads.iter().enumerate().flat_map(|(l, ids)| ids.iter().map(move |&id| (id, l as u32, me))).collect();

@@ -1,7 +1,7 @@
 //! The part of the graph one worker owns: its nodes (by `owner_key`), their features, label,
 //! split, full in-degree and sampled in-edges.
 
-use std::collections::HashMap;
+use cluster::hash::IdMap;
 
 use schemas::{Label, LabelKind, Split};
 
@@ -16,7 +16,7 @@ pub struct InEdge {
 pub struct NodeStore {
     pub dim: usize,
     pub label_kind: LabelKind,
-    index: HashMap<i64, u32>,
+    index: IdMap<i64, u32>,
     pub ids: Vec<i64>,
     pub labels: Vec<Option<Label>>,
     pub splits: Vec<Option<Split>>,

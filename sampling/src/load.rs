@@ -3,7 +3,7 @@
 //! were read, in memory, until sampling routes them; their endpoints are checked at the owners.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use schemas::edges::EdgeBatch;
@@ -14,6 +14,7 @@ use timely::worker::Worker;
 
 use crate::Error;
 use crate::agree;
+use cluster::hash::IdMap;
 use cluster::shuffle;
 use crate::graph::NodeStore;
 use cluster::owner_key;
@@ -212,8 +213,8 @@ pub fn load_edges(
 
     let mut edges = Vec::new();
     // Local combiner: one message per distinct endpoint, with the first row that named it.
-    let mut dsts: HashMap<i64, (u64, RowAt)> = HashMap::new();
-    let mut srcs: HashMap<i64, RowAt> = HashMap::new();
+    let mut dsts: IdMap<i64, (u64, RowAt)> = IdMap::default();
+    let mut srcs: IdMap<i64, RowAt> = IdMap::default();
     let mut read = || -> Result<(), Error> {
         for (f, rg) in units(&files, index, peers) {
             let file = &files[f];

@@ -5,7 +5,6 @@
 //! larger one's.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
 use schemas::Sampler;
 use serde::{Deserialize, Serialize};
@@ -62,31 +61,41 @@ impl PartialEq for Candidate {
 
 impl Eq for Candidate {}
 
-/// Keeps the `limit` smallest candidates pushed into it, in O(limit) memory.
+/// Keeps the `limit` smallest candidates pushed into it, in O(limit) memory: candidates are
+/// buffered, and when the buffer holds half as many again as `limit` (at least 8 more) the
+/// smallest `limit` are selected in linear time. That is amortized O(1) a push, where a heap
+/// costs O(log limit), and with no limit (`sampler = "all"`) a push is a plain append.
 #[derive(Debug, Clone)]
 pub struct Reservoir {
     limit: usize,
-    heap: BinaryHeap<Candidate>,
+    kept: Vec<Candidate>,
 }
 
 impl Reservoir {
     pub fn new(limit: usize) -> Self {
-        Reservoir { limit, heap: BinaryHeap::new() }
+        Reservoir { limit, kept: Vec::new() }
     }
 
     pub fn push(&mut self, candidate: Candidate) {
-        if self.heap.len() < self.limit {
-            self.heap.push(candidate);
-        } else if let Some(mut worst) = self.heap.peek_mut()
-            && candidate < *worst
-        {
-            *worst = candidate;
+        self.kept.push(candidate);
+        if self.kept.len() >= self.limit.saturating_add((self.limit / 2).max(8)) {
+            self.trim();
+        }
+    }
+
+    /// Keeps the `limit` smallest. The order is total, so which ones is well defined.
+    fn trim(&mut self) {
+        if self.kept.len() > self.limit {
+            self.kept.select_nth_unstable(self.limit);
+            self.kept.truncate(self.limit);
         }
     }
 
     /// The kept candidates, best first.
-    pub fn into_sorted(self) -> Vec<Candidate> {
-        self.heap.into_sorted_vec()
+    pub fn into_sorted(mut self) -> Vec<Candidate> {
+        self.trim();
+        self.kept.sort_unstable();
+        self.kept
     }
 }
 

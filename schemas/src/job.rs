@@ -166,6 +166,16 @@ pub enum Targets {
     Splits(Vec<Split>),
 }
 
+impl std::fmt::Display for Targets {
+    /// As a job file spells it: `all`, or the splits joined by commas.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Targets::All => write!(f, "all"),
+            Targets::Splits(s) => write!(f, "{}", s.iter().map(|s| s.name()).collect::<Vec<_>>().join(",")),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Targets {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
