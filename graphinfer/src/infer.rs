@@ -226,12 +226,8 @@ fn rounds(worker: &mut Worker, cx: &Context, clock: &mut Clock, embedding: usize
         } else {
             Input::Rows { values: &current, width }
         };
-        let out = layer(worker, cx, l, input)?;
-        width = out.len() / cx.nodes.len().max(1);
-        if cx.nodes.is_empty() {
-            width = cx.model.slice(cx.spec, l - 1).output_width();
-        }
-        current = out;
+        current = layer(worker, cx, l, input)?;
+        width = cx.model.slice(cx.spec, l - 1).output_width();
         if l == embedding {
             kept = rows_of(&current, width, targets);
         }
@@ -265,7 +261,7 @@ fn write(
     let head = if meta.spec.multi_label { Head::MultiHot } else { Head::Classes };
     let n = targets.len();
     let classes = meta.spec.classes;
-    let width = if n > 0 { embedding.len() / n } else { cx.model.slice(cx.spec, embedding_layer - 1).output_width() };
+    let width = cx.model.slice(cx.spec, embedding_layer - 1).output_width();
     let metadata = HashMap::from([
         ("graphinfer.model".to_owned(), dir.display().to_string()),
         ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),

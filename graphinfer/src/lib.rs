@@ -3,13 +3,13 @@
 //! inference). Cost grows with k |E|, not with |V| fanout^k.
 //!
 //! The job runs in phases, every worker in step (see `docs/graphinfer.md`):
-//! 0. map and sampling ([`sampling`], the same library code as GraphFlat, with the model's
-//!    flatten settings: the same samples), then the [`plan`]: which nodes each layer needs,
-//!    where each aggregation runs (hubs split over salted reducers), which rows cross;
-//! 1. ..= k. one [`round`] per layer: transform on the device, messages to where they are
-//!    aggregated, hub partials merged at the owner, the layer's output per node;
-//! k + 1. the [`output`] head: scores, predictions and embeddings as Parquet parts, then
-//!    `_SUCCESS`.
+//! - round 0: map and sampling ([`sampling`], the same library code as GraphFlat, with the
+//!   model's flatten settings: the same samples), then the [`plan`]: which nodes each layer
+//!   needs, where each aggregation runs (hubs split over salted reducers), which rows cross;
+//! - rounds 1 to k: one [`round`] per layer: transform on the device, messages to where they
+//!   are aggregated, hub partials merged at the owner, the layer's output per node;
+//! - round k + 1: the [`output`] head: scores, predictions and embeddings as Parquet parts,
+//!   then `_SUCCESS`.
 //!
 //! Memory per worker: its share of the nodes (features, in-degrees, sampled in-edges), the
 //! rows it reads from other workers, and two layers of per-node rows (a layer's input and its
