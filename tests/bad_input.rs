@@ -132,16 +132,17 @@ fn edge_to_unknown_node() {
 }
 
 #[test]
-fn nan_feature_and_a_rerun_removes_the_old_marker() {
+fn nan_feature_and_a_failed_rerun_keeps_the_old_output() {
     let dir = scratch("bad-nan");
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
     good_edges(&data);
-    // A good run first: its _SUCCESS must not survive the failed re-run.
-    let out = dir.join("flat");
-    let job_path = job(&dir, "good.toml", &flatten_job(&data, &out, "hops = 2\nfanouts = [2, 2]\n"));
+    // A good run first: the failed re-run must leave it finished and readable.
+    let out = dir.join("good");
+    let body = flatten_job(&data, &out, "hops = 2\nfanouts = [2, 2]\noverwrite = true\n");
+    let job_path = job(&dir, "good.toml", &body);
     run_ok(&["run", job_path.to_str().unwrap()]);
-    assert!(out.join("_SUCCESS").exists());
+    let before = read_records(&out);
 
     let mut feats = good_features(4);
     feats[3][1] = f32::NAN;
@@ -149,7 +150,9 @@ fn nan_feature_and_a_rerun_removes_the_old_marker() {
     let message = fails(&dir, &data, "");
     assert_names(&message, &file, Some(3), "features");
     assert!(message.contains("NaN at position 1"), "{message}");
-    assert!(parquet_files(&out).is_empty(), "old parts left behind");
+    let rerun = graphflat().args(["run", job_path.to_str().unwrap()]).output().unwrap();
+    assert!(!rerun.status.success() && text(&rerun).contains("NaN"), "{}", text(&rerun));
+    assert!(read_records(&out) == before, "the failed re-run changed the finished output");
 }
 
 #[test]
@@ -225,7 +228,7 @@ fn missing_table_directory() {
     let data = dir.join("data");
     nodes(&data, vec![0, 1], good_features(2));
     let message = fails(&dir, &data, "");
-    assert!(message.contains("no Parquet files found"), "{message}");
+    assert!(message.contains(&format!("{}: does not exist", data.join("edges").display())), "{message}");
 }
 
 #[test]

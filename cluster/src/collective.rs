@@ -50,6 +50,11 @@ pub fn all_gather<D: ExchangeData + Clone + Ord>(worker: &mut Worker, items: Vec
     all
 }
 
+/// The value one worker offers (`Some` on that worker, `None` elsewhere), on every worker.
+pub fn broadcast<D: ExchangeData + Clone + Ord>(worker: &mut Worker, value: Option<D>) -> Option<D> {
+    all_gather(worker, value.into_iter().collect()).into_iter().next()
+}
+
 /// Sums a counter over all workers.
 pub fn sum(worker: &mut Worker, value: u64) -> u64 {
     let index = worker.index() as u64;

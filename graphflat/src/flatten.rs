@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use arrow_schema::SchemaRef;
 use schemas::record::{FlattenMeta, record_schema};
-use schemas::{ClusterConfig, FlattenConfig, SUCCESS_MARKER, Sampler, Targets};
+use schemas::{ClusterConfig, FlattenConfig, Sampler, Targets};
+use tables::commit::{Manifest, PartEntry, check_output, commit, new_run_id};
+use tables::parts::PartsOf;
 use serde::{Deserialize, Serialize};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -19,7 +21,7 @@ use timely::dataflow::operators::{Input, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
-use cluster::{Failure, all_gather, wait_while};
+use cluster::{Failure, all_gather, broadcast, wait_while};
 use sampling::{LayerPlan, NodeStore, SampleSpec, agree, load_edges, load_nodes, sample_in_edges};
 use schemas::Record;
 
@@ -43,6 +45,8 @@ pub struct WorkerStats {
     pub max_record_edges: u64,
     pub bytes: u64,
     pub parts: u32,
+    /// This worker's finished parts, for the manifest.
+    pub entries: Vec<PartEntry>,
     pub peak_rss: u64,
     pub reduced_edges: u64,
 }
@@ -131,9 +135,13 @@ fn flatten_worker(
     let nodes_table = agree(worker, Place::parse(&config.nodes))?;
     let edges_table = agree(worker, Place::parse(&config.edges))?;
 
-    // A re-run starts clean: the old marker goes first, then old parts.
-    let cleared = if index == 0 { io.block_on(output.clear_output()) } else { Ok(()) };
-    agree(worker, cleared)?;
+    // The output must not touch an input, and a finished output stays unless `overwrite`;
+    // nothing is deleted before this run commits (see `tables::commit`).
+    let inputs = [&nodes_table, &edges_table];
+    let checked = if index == 0 { io.block_on(check_output(&output, &inputs, config.overwrite)) } else { Ok(()) };
+    agree(worker, checked)?;
+    let run = broadcast(worker, (index == 0).then(new_run_id)).ok_or_else(|| Error::Internal("no run id".into()))?;
+    let output = PartsOf { dir: output, run, worker: index };
 
     let clock = std::time::Instant::now();
     if reporter {
@@ -186,8 +194,9 @@ fn flatten_worker(
     (summary.map_seconds, summary.sample_seconds, summary.rounds_seconds) =
         (map_seconds, sample_seconds, rounds_seconds);
     let marked = if index == 0 {
-        let text = format!("targets={}\nparts={}\nbytes={}\n", summary.targets, summary.parts, summary.bytes);
-        io.block_on(output.child(SUCCESS_MARKER).put(text.into_bytes()))
+        let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
+        let settings = serde_json::to_value(config).unwrap_or_default();
+        io.block_on(commit(&output.dir, &Manifest::new(&output.run, "flatten", parts, settings), config.overwrite))
     } else {
         Ok(())
     };
@@ -231,7 +240,7 @@ fn flatten_targets(
     nodes: NodeStore,
     plan: LayerPlan,
     schema: SchemaRef,
-    output: &Place,
+    output: &PartsOf,
 ) -> Result<WorkerStats, Error> {
     let index = worker.index();
     let mut targets: Vec<i64> = (0..nodes.len())
@@ -249,7 +258,7 @@ fn flatten_targets(
     let stats = Rc::new(RefCell::new(WorkerStats { worker: index, nodes: nodes.len() as u64, ..Default::default() }));
     let failure: Rc<RefCell<Option<Error>>> = Rc::default();
     let finished = Rc::new(Cell::new(false));
-    let mut writer = PartWriter::new(io.clone(), output.clone(), schema, index, config.part_size_mb << 20);
+    let mut writer = PartWriter::new(io.clone(), output.clone(), schema, config.part_size_mb << 20);
 
     let mut input = InputHandleVec::<u64, Request>::new();
     let probe = ProbeHandle::new();
@@ -301,6 +310,7 @@ fn flatten_targets(
                         let mut stats = stats.borrow_mut();
                         stats.bytes = writer.bytes_written();
                         stats.parts = writer.parts_written();
+                        stats.entries = writer.entries();
                         finished.set(true);
                     }
                     let now = writer.bytes_so_far();

@@ -14,7 +14,7 @@ use schemas::{GenerateConfig, LabelKind};
 use crate::error::Error;
 use cluster::hash::{hash3, mix64, unit_interval};
 use crate::store::{Io, Place};
-use crate::table::{part_name, schema_ref, write_file, write_table};
+use crate::table::{schema_ref, write_table};
 
 const NODES_PER_PART: u64 = 1 << 18;
 const EDGES_PER_PART: u64 = 1 << 21;
@@ -164,24 +164,24 @@ pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
     let m = config.nodes * config.avg_degree;
 
     let nodes_dir = out.child("nodes");
-    write_table(io, &nodes_dir, || {
+    write_table(io, &nodes_dir, "generate", |table| {
         let parts = n.div_ceil(NODES_PER_PART);
         parallel(parts, |part| {
             let lo = part * NODES_PER_PART;
             let batch = node_batch(&model, lo..(lo + NODES_PER_PART).min(n));
-            write_file(io, &nodes_dir.child(&part_name(part as usize)), batch.schema(), &[batch]).map(|_| 0)
+            table.write(part as usize, batch.schema(), &[batch])
         })
         .map(|_| ())
     })?;
 
     let edges_dir = out.child("edges");
     let mut max_in_degree = 0;
-    write_table(io, &edges_dir, || {
+    write_table(io, &edges_dir, "generate", |table| {
         let parts = m.div_ceil(EDGES_PER_PART);
         let degrees = parallel(parts, |part| {
             let lo = part * EDGES_PER_PART;
             let (batch, hub) = edge_batch(&model, part, lo..(lo + EDGES_PER_PART).min(m));
-            write_file(io, &edges_dir.child(&part_name(part as usize)), batch.schema(), &[batch])?;
+            table.write(part as usize, batch.schema(), &[batch])?;
             Ok(hub)
         })?;
         // The largest in-degree is that of rank 0, which every part counts.

@@ -21,7 +21,7 @@ use schemas::{BadInput, Label, LabelKind, Location, Split};
 
 use crate::error::Error;
 use crate::store::{Io, Place};
-use crate::table::{part_name, schema_ref, write_file, write_table};
+use crate::table::{schema_ref, write_table};
 
 const ROWS_PER_PART: usize = 1 << 17;
 
@@ -190,7 +190,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
 
     let outp = Place::parse(out)?;
     let nodes_dir = outp.child("nodes");
-    write_table(io, &nodes_dir, || {
+    write_table(io, &nodes_dir, "import", |table| {
         for (part, lo) in (0..nodes).step_by(ROWS_PER_PART).enumerate() {
             let hi = (lo + ROWS_PER_PART).min(nodes);
             let item = Arc::new(Field::new("item", DataType::Float32, false));
@@ -208,7 +208,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             ];
             let batch = RecordBatch::try_new(schema_ref(node_schema(label_kind)), columns)
                 .expect("columns match the node schema");
-            write_file(io, &nodes_dir.child(&part_name(part)), batch.schema(), &[batch])?;
+            table.write(part, batch.schema(), &[batch])?;
         }
         Ok(())
     })?;
@@ -216,7 +216,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     let edge_path = raw.join("edge.csv.gz");
     let edges_dir = outp.child("edges");
     let mut edges = 0u64;
-    write_table(io, &edges_dir, || {
+    write_table(io, &edges_dir, "import", |table| {
         let (mut src, mut dst) = (Vec::new(), Vec::new());
         let mut part = 0;
         let flush = |src: &mut Vec<i64>, dst: &mut Vec<i64>, part: &mut usize| -> Result<(), Error> {
@@ -231,7 +231,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             ];
             let batch =
                 RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema");
-            write_file(io, &edges_dir.child(&part_name(*part)), batch.schema(), &[batch])?;
+            table.write(*part, batch.schema(), &[batch])?;
             *part += 1;
             Ok(())
         };

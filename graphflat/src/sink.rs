@@ -8,9 +8,10 @@ use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 
 use crate::error::Error;
-use crate::store::{Io, Place};
+use crate::store::Io;
 use schemas::record::{Record, to_batch};
-use tables::parts::{PartWriter as Parts, part_properties};
+use tables::commit::PartEntry;
+use tables::parts::{PartWriter as Parts, PartsOf, part_properties};
 
 /// Records buffered before they become one Arrow batch.
 const BATCH_BYTES: usize = 8 << 20;
@@ -22,12 +23,12 @@ pub struct PartWriter {
 }
 
 impl PartWriter {
-    pub fn new(io: Arc<Io>, dir: Place, schema: SchemaRef, worker: usize, part_limit: u64) -> Self {
+    pub fn new(io: Arc<Io>, to: PartsOf, schema: SchemaRef, part_limit: u64) -> Self {
         // Chunk statistics on root_id only, where readers can prune by it.
         let props = part_properties()
             .set_column_statistics_enabled(ColumnPath::from(schemas::record::ROOT_ID), EnabledStatistics::Chunk)
             .build();
-        PartWriter { parts: Parts::new(io, dir, schema, props, worker, part_limit), buffered: Vec::new(), buffered_bytes: 0 }
+        PartWriter { parts: Parts::new(io, to, schema, props, part_limit), buffered: Vec::new(), buffered_bytes: 0 }
     }
 
     pub fn push(&mut self, record: Record) -> Result<(), Error> {
@@ -50,6 +51,11 @@ impl PartWriter {
 
     pub fn parts_written(&self) -> u32 {
         self.parts.parts_written
+    }
+
+    /// The finished parts, for the manifest.
+    pub fn entries(&self) -> Vec<PartEntry> {
+        self.parts.parts.clone()
     }
 
     fn write_buffered(&mut self) -> Result<(), Error> {

@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_schema::SchemaRef;
-use cluster::{Failure, all_gather, peak_rss_bytes};
+use cluster::{Failure, all_gather, broadcast, peak_rss_bytes};
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, SampleSpec, agree, load_edges, load_nodes, sample_in_edges};
 use schemas::model::ModelMeta;
 use schemas::{ClusterConfig, InferConfig, Sampler, Targets};
 use serde::{Deserialize, Serialize};
-use tables::parts::{PartWriter, part_properties};
+use tables::commit::{Manifest, PartEntry, check_output, commit, new_run_id};
+use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
 use timely::worker::Worker;
 
@@ -38,6 +39,8 @@ struct WorkerStats {
     remote_rows: u64,
     bytes: u64,
     parts: u32,
+    /// This worker's finished parts, for the manifest.
+    entries: Vec<PartEntry>,
     peak_rss: u64,
 }
 
@@ -130,9 +133,14 @@ fn infer_worker(worker: &mut Worker, io: &Arc<Io>, config: &InferConfig, progres
         );
     }
 
-    // A re-run starts clean: the old marker goes first, then old parts.
-    let cleared = if worker.index() == 0 { io.block_on(output.clear_output()) } else { Ok(()) };
-    agree(worker, cleared)?;
+    // The output must not touch an input, and a finished output stays unless `overwrite`;
+    // nothing is deleted before this run commits (see `tables::commit`).
+    let index = worker.index();
+    let inputs = [&nodes_table, &edges_table];
+    let checked = if index == 0 { io.block_on(check_output(&output, &inputs, config.overwrite)) } else { Ok(()) };
+    agree(worker, checked)?;
+    let run = broadcast(worker, (index == 0).then(new_run_id)).ok_or_else(|| Error::Internal("no run id".into()))?;
+    let output = PartsOf { dir: output, run, worker: index };
 
     // Round 0: the map and the sampling, as GraphFlat ran them for the model's records.
     if reporter {
@@ -203,9 +211,10 @@ fn infer_worker(worker: &mut Worker, io: &Arc<Io>, config: &InferConfig, progres
         phases: clock.phases,
         seconds: 0.0,
     };
-    let marked = if worker.index() == 0 {
-        let text = format!("targets={}\nparts={}\nbytes={}\n", summary.targets, summary.parts, summary.bytes);
-        io.block_on(output.child(schemas::SUCCESS_MARKER).put(text.into_bytes()))
+    let marked = if index == 0 {
+        let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
+        let settings = serde_json::to_value(config).unwrap_or_default();
+        io.block_on(commit(&output.dir, &Manifest::new(&output.run, "infer", parts, settings), config.overwrite))
     } else {
         Ok(())
     };
@@ -252,7 +261,7 @@ fn write(
     cx: &Context,
     meta: &ModelMeta,
     dir: &Path,
-    output: &Place,
+    output: &PartsOf,
     targets: &[(i64, u32)],
     logits: &[f32],
     embedding: &[f32],
@@ -273,7 +282,7 @@ fn write(
     let props = part_properties()
         .set_column_statistics_enabled(ColumnPath::from(output::NODE_ID), EnabledStatistics::Chunk)
         .build();
-    let mut writer = PartWriter::new(io.clone(), output.clone(), schema.clone(), props, worker.index(), config.part_size_mb << 20);
+    let mut writer = PartWriter::new(io.clone(), output.clone(), schema.clone(), props, config.part_size_mb << 20);
     let phase = cx.progress.write_phase();
     cx.progress.add_total(phase, n as u64);
     let result = (|| {
@@ -300,6 +309,7 @@ fn write(
         targets: n as u64,
         bytes: writer.bytes_written,
         parts: writer.parts_written,
+        entries: writer.parts.clone(),
         ..WorkerStats::default()
     })
 }

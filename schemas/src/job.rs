@@ -230,6 +230,10 @@ pub struct FlattenConfig {
     /// A worker starts a new part file when its current one passes this size.
     #[serde(default = "default_part_size_mb")]
     pub part_size_mb: u64,
+    /// Replace an output that already holds a finished run (`_SUCCESS`). Without it such a job
+    /// fails and leaves the output as it was.
+    #[serde(default)]
+    pub overwrite: bool,
 }
 
 fn default_hops() -> usize {
@@ -673,6 +677,9 @@ pub struct InferConfig {
     /// A worker starts a new part file when its current one passes this size.
     #[serde(default = "default_part_size_mb")]
     pub part_size_mb: u64,
+    /// Replace an output that already holds a finished run (`_SUCCESS`), as in `[flatten]`.
+    #[serde(default)]
+    pub overwrite: bool,
 }
 
 fn default_infer_batch() -> usize {

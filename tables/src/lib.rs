@@ -3,8 +3,10 @@
 //!
 //! - [`store`]: places (local paths and URIs), listing a table's parts, reading row groups;
 //! - [`table`]: writing files and whole tables;
-//! - [`parts`]: one worker's share of a stage's output as part files.
+//! - [`parts`]: one worker's share of a stage's output as part files;
+//! - [`commit`]: the commit protocol: run-named parts, a `_SUCCESS` manifest written last.
 
+pub mod commit;
 pub mod error;
 pub mod parts;
 pub mod store;

@@ -6,14 +6,45 @@
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use parquet::arrow::async_writer::AsyncFileWriter;
 use arrow_schema::SchemaRef;
 use object_store::buffered::BufWriter;
 use parquet::arrow::AsyncArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 
+use crate::commit::PartEntry;
 use crate::error::Error;
 use crate::store::{Io, Place};
+
+/// The upload of one part, with the CRC-32 of every byte that passes (for the manifest).
+pub(crate) struct Checksummed {
+    upload: BufWriter,
+    crc: crc32fast::Hasher,
+}
+
+impl Checksummed {
+    pub(crate) fn new(upload: BufWriter) -> Self {
+        Checksummed { upload, crc: crc32fast::Hasher::new() }
+    }
+
+    pub(crate) fn finish(self) -> u32 {
+        self.crc.finalize()
+    }
+}
+
+impl AsyncFileWriter for Checksummed {
+    fn write(&mut self, bytes: Bytes) -> BoxFuture<'_, parquet::errors::Result<()>> {
+        self.crc.update(&bytes);
+        self.upload.write(bytes)
+    }
+
+    fn complete(&mut self) -> BoxFuture<'_, parquet::errors::Result<()>> {
+        self.upload.complete()
+    }
+}
 
 /// A row group closes at about this many bytes in memory.
 const ROW_GROUP_BYTES: usize = 64 << 20;
@@ -29,32 +60,60 @@ pub fn part_properties() -> WriterPropertiesBuilder {
         .set_statistics_enabled(EnabledStatistics::None)
 }
 
+/// Where a writer's parts go: the output directory, the run, and the worker.
+#[derive(Debug, Clone)]
+pub struct PartsOf {
+    pub dir: Place,
+    /// The run id every worker of the run shares (see [`crate::commit::new_run_id`]).
+    pub run: String,
+    pub worker: usize,
+}
+
 pub struct PartWriter {
     io: Arc<Io>,
-    dir: Place,
+    to: PartsOf,
     schema: SchemaRef,
     props: WriterProperties,
-    worker: usize,
     part_limit: u64,
     next_part: u32,
-    current: Option<AsyncArrowWriter<BufWriter>>,
+    current: Option<AsyncArrowWriter<Checksummed>>,
+    current_rows: u64,
     /// Bytes of finished parts.
     pub bytes_written: u64,
     pub parts_written: u32,
+    /// The finished parts, for the manifest.
+    pub parts: Vec<PartEntry>,
 }
 
 impl PartWriter {
-    /// Parts of worker `worker` under `dir`, each closed once it passes `part_limit` bytes.
-    pub fn new(io: Arc<Io>, dir: Place, schema: SchemaRef, props: WriterProperties, worker: usize, part_limit: u64) -> Self {
-        PartWriter { io, dir, schema, props, worker, part_limit, next_part: 0, current: None, bytes_written: 0, parts_written: 0 }
+    /// Parts named `part-<run>-<worker>-<n>.parquet` under `to.dir`, each closed once it passes
+    /// `part_limit` bytes.
+    pub fn new(io: Arc<Io>, to: PartsOf, schema: SchemaRef, props: WriterProperties, part_limit: u64) -> Self {
+        PartWriter {
+            io,
+            to,
+            schema,
+            props,
+            part_limit,
+            next_part: 0,
+            current: None,
+            current_rows: 0,
+            bytes_written: 0,
+            parts_written: 0,
+            parts: Vec::new(),
+        }
     }
 
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
+    fn part_name(&self) -> String {
+        format!("part-{}-{:05}-{:05}.parquet", self.to.run, self.to.worker, self.next_part)
+    }
+
     fn part(&self) -> Place {
-        self.dir.child(&format!("part-{:05}-{:05}.parquet", self.worker, self.next_part))
+        self.to.dir.child(&self.part_name())
     }
 
     /// The name of the part being written, for errors about a batch headed there.
@@ -71,13 +130,14 @@ impl PartWriter {
         let part = self.part();
         let file = part.shown();
         if self.current.is_none() {
-            let upload = BufWriter::new(part.store.clone(), part.path.clone());
+            let upload = Checksummed::new(BufWriter::new(part.store.clone(), part.path.clone()));
             let writer = AsyncArrowWriter::try_new(upload, self.schema.clone(), Some(self.props.clone()))
                 .map_err(|source| Error::Write { file: file.clone(), source })?;
             self.current = Some(writer);
         }
         let writer = self.current.as_mut().expect("opened above");
         self.io.block_on(writer.write(batch)).map_err(|source| Error::Write { file, source })?;
+        self.current_rows += batch.num_rows() as u64;
         if (writer.bytes_written() + writer.in_progress_size()) as u64 >= self.part_limit {
             self.close_part()?;
         }
@@ -88,7 +148,11 @@ impl PartWriter {
         if let Some(mut writer) = self.current.take() {
             let file = self.part().shown();
             self.io.block_on(writer.finish()).map_err(|source| Error::Write { file, source })?;
-            self.bytes_written += writer.bytes_written() as u64;
+            let bytes = writer.bytes_written() as u64;
+            let crc32 = writer.into_inner().finish();
+            self.parts.push(PartEntry { name: self.part_name(), rows: self.current_rows, bytes, crc32 });
+            self.current_rows = 0;
+            self.bytes_written += bytes;
             self.parts_written += 1;
             self.next_part += 1;
         }

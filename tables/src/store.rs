@@ -47,29 +47,44 @@ pub struct Place {
     pub path: Path,
     /// How files under this store are shown: `file_uri_prefix` + path.
     prefix: String,
+    /// A glob on file names (`*`, `?`) from the last component of the path it was parsed from;
+    /// `path` is then the directory.
+    pattern: Option<String>,
 }
 
 impl Place {
-    /// A local path (relative to the working directory) or a URI object_store understands.
+    /// A local path (relative to the working directory) or a URI object_store understands. A
+    /// last component with `*` or `?` is a glob over the file names of its directory.
     pub fn parse(uri: &str) -> Result<Place, Error> {
-        if uri.contains("://") {
-            let url = url::Url::parse(uri).map_err(|e| Error::Usage(format!("{uri}: not a valid URI: {e}")))?;
+        let (dir, pattern) = match uri.rsplit_once('/') {
+            Some((dir, last)) if last.contains(['*', '?']) => (dir, Some(last.to_owned())),
+            None if uri.contains(['*', '?']) => (".", Some(uri.to_owned())),
+            _ => (uri, None),
+        };
+        let mut place = Self::parse_plain(uri, dir)?;
+        place.pattern = pattern;
+        Ok(place)
+    }
+
+    fn parse_plain(uri: &str, location: &str) -> Result<Place, Error> {
+        if location.contains("://") {
+            let url = url::Url::parse(location).map_err(|e| Error::Usage(format!("{uri}: not a valid URI: {e}")))?;
             let (store, path) = object_store::parse_url(&url)
                 .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
             let prefix = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or(""));
             let prefix = if url.scheme() == "file" { "/".to_owned() } else { prefix };
-            Ok(Place { store: Arc::from(store), path, prefix })
+            Ok(Place { store: Arc::from(store), path, prefix, pattern: None })
         } else {
-            let absolute = std::path::absolute(uri).map_err(|e| Error::Usage(format!("{uri}: {e}")))?;
+            let absolute = std::path::absolute(location).map_err(|e| Error::Usage(format!("{uri}: {e}")))?;
             let path = Path::from_absolute_path(&absolute)
                 .map_err(|source| Error::Store { what: format!("bad path {uri}"), source: source.into() })?;
-            Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix: "/".to_owned() })
+            Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix: "/".to_owned(), pattern: None })
         }
     }
 
     /// The place `name` inside this directory.
     pub fn child(&self, name: &str) -> Place {
-        Place { store: self.store.clone(), path: self.path.clone().join(name), prefix: self.prefix.clone() }
+        Place { store: self.store.clone(), path: self.path.clone().join(name), prefix: self.prefix.clone(), pattern: None }
     }
 
     /// How an object of this store is named in messages.
@@ -78,31 +93,81 @@ impl Place {
     }
 
     pub fn shown(&self) -> String {
-        self.show(&self.path)
+        match &self.pattern {
+            Some(p) => format!("{}/{p}", self.show(&self.path)),
+            None => self.show(&self.path),
+        }
     }
 
-    /// The Parquet files of a table: the file itself, or every `*.parquet` below the directory
-    /// (names starting with `_` or `.` skipped), in name order.
+    /// Whether one of the two is the other or lies inside it (an output must not touch an input).
+    pub fn overlaps(&self, other: &Place) -> bool {
+        let (a, b) = (self.show(&self.path), other.show(&other.path));
+        a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
+    }
+
+    /// Every object below this directory.
+    pub async fn list_files(&self) -> Result<Vec<ObjectMeta>, Error> {
+        self.store.list(Some(&self.path)).try_collect().await.map_err(|source| self.store_error("cannot list", source))
+    }
+
+    /// The files of a table, in name order:
+    /// - a single file;
+    /// - a finished output (a `_SUCCESS` manifest): the parts it lists, and nothing else;
+    /// - a directory: every file below it, skipping hidden and `_`-prefixed names (the Hadoop and
+    ///   Spark convention for markers and temporary files);
+    /// - a glob: the files of its directory whose names match.
     pub async fn parquet_files(&self) -> Result<Vec<ObjectMeta>, Error> {
-        if self.path.as_ref().ends_with(".parquet") {
-            let meta = self.store.head(&self.path).await.map_err(|source| self.store_error("cannot read", source))?;
-            return Ok(vec![meta]);
+        if self.pattern.is_none()
+            && let Some(manifest) = crate::commit::read_manifest(self).await?
+        {
+            return Ok(self.listed(&manifest));
         }
-        let mut files: Vec<ObjectMeta> = self
-            .store
-            .list(Some(&self.path))
-            .try_filter(|m| {
-                let name = m.location.filename().unwrap_or("");
-                futures::future::ready(name.ends_with(".parquet") && !name.starts_with(['_', '.']))
-            })
-            .try_collect()
-            .await
-            .map_err(|source| self.store_error("cannot list", source))?;
+        let listed = self.list_files().await;
+        let mut files: Vec<ObjectMeta> = match listed {
+            Ok(files) if files.is_empty() && self.pattern.is_none() => match self.store.head(&self.path).await {
+                Ok(meta) => vec![meta],
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(Error::NoInput(format!("{}: does not exist", self.shown())));
+                }
+                Err(source) => return Err(self.store_error("cannot read", source)),
+            },
+            Ok(files) => files.into_iter().filter(|m| self.is_data_file(&m.location)).collect(),
+            Err(e) => return Err(e),
+        };
         files.sort_by(|a, b| a.location.cmp(&b.location));
         if files.is_empty() {
-            return Err(Error::NoInput(format!("{}: no Parquet files found (an empty table)", self.shown())));
+            let what = if self.pattern.is_some() { "no file matches" } else { "no data files in this directory" };
+            return Err(Error::NoInput(format!("{}: {what}", self.shown())));
         }
         Ok(files)
+    }
+
+    /// A listed file is data unless a component below this directory is hidden or `_`-prefixed,
+    /// or it fails the glob.
+    fn is_data_file(&self, location: &Path) -> bool {
+        let below: Vec<String> =
+            location.prefix_match(&self.path).map(|parts| parts.map(|p| p.as_ref().to_owned()).collect()).unwrap_or_default();
+        let visible = below.iter().all(|part| !part.starts_with(['_', '.']));
+        let matches = match &self.pattern {
+            Some(pattern) => below.len() == 1 && glob_matches(pattern, &below[0]),
+            None => true,
+        };
+        visible && matches
+    }
+
+    /// The parts a manifest lists, as objects of this directory.
+    fn listed(&self, manifest: &crate::commit::Manifest) -> Vec<ObjectMeta> {
+        manifest
+            .parts
+            .iter()
+            .map(|p| ObjectMeta {
+                location: self.path.clone().join(p.name.as_str()),
+                last_modified: chrono_epoch(),
+                size: p.bytes,
+                e_tag: None,
+                version: None,
+            })
+            .collect()
     }
 
     pub async fn exists(&self) -> bool {
@@ -117,33 +182,38 @@ impl Place {
             .map_err(|source| self.store_error("cannot write", source))
     }
 
-    /// Removes the `_SUCCESS` marker first, then every part file, so that a re-run never leaves
-    /// a mix of old and new parts looking finished.
-    pub async fn clear_output(&self) -> Result<(), Error> {
-        let marker = self.child(schemas::SUCCESS_MARKER);
-        match self.store.delete(&marker.path).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(source) => return Err(marker.store_error("cannot delete", source)),
-        }
-        let parts: Vec<ObjectMeta> = self
-            .store
-            .list(Some(&self.path))
-            .try_filter(|m| futures::future::ready(m.location.filename().is_some_and(|n| n.starts_with("part-"))))
-            .try_collect()
-            .await
-            .map_err(|source| self.store_error("cannot list", source))?;
-        for part in parts {
-            self.store.delete(&part.location).await.map_err(|source| Error::Store {
-                what: format!("cannot delete {}", self.show(&part.location)),
-                source,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn store_error(&self, what: &str, source: object_store::Error) -> Error {
+    pub(crate) fn store_error(&self, what: &str, source: object_store::Error) -> Error {
         Error::Store { what: format!("{what} {}", self.shown()), source }
     }
+}
+
+/// `*` (any run of characters) and `?` (one character) against a whole file name.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Classic two-pointer match with backtracking to the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < n.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == '*')
+}
+
+/// Listed parts carry no modification time; readers do not use it.
+fn chrono_epoch() -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::UNIX_EPOCH
 }
 
 /// One Parquet file with its footer read: the unit of work is one of its row groups.
@@ -268,5 +338,31 @@ impl AsyncFileReader for ObjectReader {
             Ok(Arc::new(metadata))
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(glob_matches("*.parquet", "part-0.parquet"));
+        assert!(!glob_matches("*.parquet", "part-0.parquet.tmp"));
+        assert!(glob_matches("part-?-*", "part-1-x"));
+        assert!(!glob_matches("part-?-*", "part-12-x"));
+        assert!(glob_matches("*", "anything"));
+    }
+
+    #[test]
+    fn places_overlap_when_one_holds_the_other() {
+        let place = |p: &str| Place::parse(p).unwrap();
+        assert!(place("/data/g").overlaps(&place("/data/g/nodes")));
+        assert!(place("/data/g/nodes").overlaps(&place("/data/g")));
+        assert!(place("/data/g").overlaps(&place("/data/g")));
+        assert!(!place("/data/g").overlaps(&place("/data/graph")));
+        let glob = place("/data/g/*.parquet");
+        assert_eq!(glob.shown(), "/data/g/*.parquet");
+        assert!(glob.overlaps(&place("/data/g")));
     }
 }

@@ -1,7 +1,7 @@
-//! Writing whole input tables (nodes, edges) as Parquet part files with a `_SUCCESS` marker,
-//! for `import` and `generate`.
+//! Writing whole input tables (nodes, edges) as Parquet part files under the commit protocol
+//! ([`crate::commit`]), for `import` and `generate`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -10,37 +10,66 @@ use parquet::arrow::AsyncArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use crate::commit::{Manifest, PartEntry, commit, new_run_id};
 use crate::error::Error;
+use crate::parts::Checksummed;
 use crate::store::{Io, Place};
 
-/// Writes `batches` as one Parquet file at `place`.
-pub fn write_file(io: &Io, place: &Place, schema: SchemaRef, batches: &[RecordBatch]) -> Result<u64, Error> {
+/// The parts of one table being written, from any number of threads.
+pub struct TableWriter<'a> {
+    io: &'a Io,
+    dir: &'a Place,
+    run: String,
+    parts: Mutex<Vec<PartEntry>>,
+}
+
+impl TableWriter<'_> {
+    /// Writes `batches` as part `i` of the table.
+    pub fn write(&self, i: usize, schema: SchemaRef, batches: &[RecordBatch]) -> Result<(), Error> {
+        let name = format!("part-{}-{i:05}.parquet", self.run);
+        let entry = write_file(self.io, &self.dir.child(&name), schema, batches)?;
+        self.parts.lock().map_err(|_| Error::Internal("a part writer panicked".into()))?.push(PartEntry { name, ..entry });
+        Ok(())
+    }
+}
+
+/// Writes `batches` as one Parquet file at `place`; its entry for a manifest (named by `place`).
+pub fn write_file(io: &Io, place: &Place, schema: SchemaRef, batches: &[RecordBatch]) -> Result<PartEntry, Error> {
     let file = place.shown();
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1 is valid")))
         .build();
     io.block_on(async {
-        let upload = BufWriter::new(place.store.clone(), place.path.clone());
+        let upload = Checksummed::new(BufWriter::new(place.store.clone(), place.path.clone()));
         let mut writer = AsyncArrowWriter::try_new(upload, schema, Some(props))?;
         for batch in batches {
             writer.write(batch).await?;
         }
         writer.finish().await?;
-        Ok(writer.bytes_written() as u64)
+        let bytes = writer.bytes_written() as u64;
+        Ok(PartEntry {
+            name: place.path.filename().unwrap_or_default().to_owned(),
+            rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+            bytes,
+            crc32: writer.into_inner().finish(),
+        })
     })
     .map_err(|source| Error::Parquet { file, source })
 }
 
-/// Clears `dir` (marker first), lets `write_parts` write its parts, then writes the marker.
-pub fn write_table(io: &Io, dir: &Place, write_parts: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
-    io.block_on(dir.clear_output())?;
-    write_parts()?;
-    io.block_on(dir.child(schemas::SUCCESS_MARKER).put(Vec::new()))
-}
-
-/// The name of part `i` of a table.
-pub fn part_name(i: usize) -> String {
-    format!("part-{i:05}.parquet")
+/// Lets `write_parts` write the table's parts, then commits them with a `_SUCCESS` manifest
+/// (replacing any earlier table there; its parts are removed after the commit).
+pub fn write_table(
+    io: &Io,
+    dir: &Place,
+    stage: &str,
+    write_parts: impl FnOnce(&TableWriter) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let writer = TableWriter { io, dir, run: new_run_id(), parts: Mutex::new(Vec::new()) };
+    write_parts(&writer)?;
+    let parts = writer.parts.into_inner().map_err(|_| Error::Internal("a part writer panicked".into()))?;
+    let manifest = Manifest::new(&writer.run, stage, parts, serde_json::Value::Null);
+    io.block_on(commit(dir, &manifest, true))
 }
 
 pub fn schema_ref(schema: arrow_schema::Schema) -> SchemaRef {
