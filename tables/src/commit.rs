@@ -150,4 +150,16 @@ async fn remove_unlisted(output: &Place, manifest: &Manifest) {
             tracing::warn!("cannot remove {}: {e}", output.show(&file.location));
         }
     }
+    // object_store's local store stages uploads as `<name>#<n>` and leaves those names out of
+    // its listings; a killed run's staging files are removed here.
+    if let Some(dir) = output.local_dir()
+        && let Ok(entries) = std::fs::read_dir(&dir)
+    {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("part-") && name.contains('#') && std::fs::remove_file(entry.path()).is_err() {
+                tracing::warn!("cannot remove {}", entry.path().display());
+            }
+        }
+    }
 }

@@ -50,6 +50,8 @@ pub struct Place {
     /// A glob on file names (`*`, `?`) from the last component of the path it was parsed from;
     /// `path` is then the directory.
     pattern: Option<String>,
+    /// On the local file system (a plain path or a `file://` URI).
+    local: bool,
 }
 
 impl Place {
@@ -73,18 +75,24 @@ impl Place {
                 .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
             let prefix = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or(""));
             let prefix = if url.scheme() == "file" { "/".to_owned() } else { prefix };
-            Ok(Place { store: Arc::from(store), path, prefix, pattern: None })
+            Ok(Place { store: Arc::from(store), path, prefix, pattern: None, local: url.scheme() == "file" })
         } else {
             let absolute = std::path::absolute(location).map_err(|e| Error::Usage(format!("{uri}: {e}")))?;
             let path = Path::from_absolute_path(&absolute)
                 .map_err(|source| Error::Store { what: format!("bad path {uri}"), source: source.into() })?;
-            Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix: "/".to_owned(), pattern: None })
+            Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix: "/".to_owned(), pattern: None, local: true })
         }
     }
 
     /// The place `name` inside this directory.
     pub fn child(&self, name: &str) -> Place {
-        Place { store: self.store.clone(), path: self.path.clone().join(name), prefix: self.prefix.clone(), pattern: None }
+        Place {
+            store: self.store.clone(),
+            path: self.path.clone().join(name),
+            prefix: self.prefix.clone(),
+            pattern: None,
+            local: self.local,
+        }
     }
 
     /// How an object of this store is named in messages.
@@ -103,6 +111,11 @@ impl Place {
     pub fn overlaps(&self, other: &Place) -> bool {
         let (a, b) = (self.show(&self.path), other.show(&other.path));
         a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
+    }
+
+    /// The directory on the local file system, for a local place.
+    pub fn local_dir(&self) -> Option<std::path::PathBuf> {
+        self.local.then(|| std::path::PathBuf::from(format!("/{}", self.path)))
     }
 
     /// Every object below this directory.

@@ -1,0 +1,270 @@
+//! The table layer as users meet it: Parquet from other tools (every codec, any file name,
+//! globs), the commit protocol (a manifest written last, outputs that never touch inputs, a
+//! finished output kept unless `overwrite`, leftovers of killed runs ignored and removed, two
+//! racing runs of which exactly one commits).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch};
+use arrow_schema::{DataType, Field};
+use common::*;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{BrotliLevel, Compression, GzipLevel};
+use parquet::file::properties::WriterProperties;
+
+/// A small graph written by the parquet crate with `codec`, as other tools write tables: one
+/// file per table named `name`.
+fn write_graph(dir: &Path, codec: Compression, name: &str) {
+    let n = 300i64;
+    let ids: Vec<i64> = (0..n).collect();
+    let features: Vec<f32> = (0..n * 4).map(|i| ((i * 37) % 11) as f32 / 10.0).collect();
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let list = ListArray::new(
+        item,
+        arrow_buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(4, n as usize)),
+        Arc::new(Float32Array::from(features)),
+        None,
+    );
+    let nodes = RecordBatch::try_from_iter([
+        ("node_id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+        ("features", Arc::new(list) as ArrayRef),
+    ])
+    .unwrap();
+    let (src, dst): (Vec<i64>, Vec<i64>) = (0..n * 5).map(|i| ((i * 7919) % n, (i * 104_729 + 3) % n)).unzip();
+    let edges = RecordBatch::try_from_iter([
+        ("src", Arc::new(Int64Array::from(src)) as ArrayRef),
+        ("dst", Arc::new(Int64Array::from(dst)) as ArrayRef),
+    ])
+    .unwrap();
+    for (table, batch) in [("nodes", nodes), ("edges", edges)] {
+        std::fs::create_dir_all(dir.join(table)).unwrap();
+        let file = std::fs::File::create(dir.join(table).join(name)).unwrap();
+        let props = WriterProperties::builder().set_compression(codec).build();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+}
+
+fn flatten(dir: &Path, data: &Path, name: &str, extra: &str) -> (PathBuf, std::process::Output) {
+    let out = dir.join(name);
+    let body = flatten_job(data, &out, &format!("fanouts = [3, 3]\n{extra}"));
+    let path = job(dir, &format!("{name}.toml"), &body);
+    (out, graphflat().args(["run", path.to_str().unwrap(), "--workers", "2"]).output().unwrap())
+}
+
+fn flatten_ok(dir: &Path, data: &Path, name: &str, extra: &str) -> Vec<Row> {
+    let (out, output) = flatten(dir, data, name, extra);
+    assert!(output.status.success(), "{}", text(&output));
+    read_records(&out)
+}
+
+#[test]
+fn every_codec_and_any_file_name_read_the_same() {
+    let dir = scratch("storage-codecs");
+    let reference = dir.join("zstd");
+    write_graph(&reference, Compression::ZSTD(Default::default()), "part-0.parquet");
+    let expected = flatten_ok(&dir, &reference, "flat-zstd", "");
+    assert_eq!(expected.len(), 300);
+    let codecs = [
+        ("snappy", Compression::SNAPPY, "data.snappy.parquet"),
+        ("gzip", Compression::GZIP(GzipLevel::default()), "table.gz"),
+        ("lz4", Compression::LZ4_RAW, "file-without-extension"),
+        ("brotli", Compression::BROTLI(BrotliLevel::default()), "x.parquet"),
+        ("none", Compression::UNCOMPRESSED, "y.parquet"),
+    ];
+    for (name, codec, file) in codecs {
+        let data = dir.join(name);
+        write_graph(&data, codec, file);
+        // Hidden and `_`-prefixed files are not data (Hadoop's and Spark's markers, temporaries).
+        std::fs::write(data.join("nodes/_SUCCESS"), "").unwrap();
+        std::fs::write(data.join("edges/.part-9.crc"), "not parquet").unwrap();
+        std::fs::write(data.join("edges/_temporary"), "not parquet").unwrap();
+        let got = flatten_ok(&dir, &data, &format!("flat-{name}"), "");
+        assert!(got == expected, "{name}: records differ from the zstd tables'");
+    }
+}
+
+#[test]
+fn globs_and_bad_files_in_input_directories() {
+    let dir = scratch("storage-inputs");
+    let data = dir.join("data");
+    write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    let expected = flatten_ok(&dir, &data, "flat", "");
+
+    // A glob picks the matching files of its directory only.
+    std::fs::write(data.join("edges/notes.txt"), "these are not edges").unwrap();
+    let glob = dir.join("glob");
+    std::fs::create_dir_all(&glob).unwrap();
+    let body = format!(
+        "[flatten]\nnodes = {:?}\nedges = {:?}\noutput = {:?}\nfanouts = [3, 3]\n",
+        data.join("nodes").display().to_string(),
+        data.join("edges/*.parquet").display().to_string(),
+        glob.join("flat").display().to_string()
+    );
+    run_ok(&["run", job(&dir, "glob.toml", &body).to_str().unwrap()]);
+    assert!(read_records(&glob.join("flat")) == expected);
+
+    // Without the glob the text file is part of the table, and it is not Parquet.
+    let (out, output) = flatten(&dir, &data, "with-text", "");
+    let message = text(&output);
+    assert_eq!(output.status.code(), Some(65), "{message}");
+    assert!(message.contains("notes.txt"), "{message}");
+    assert!(!out.join("_SUCCESS").exists());
+
+    // A truncated Parquet file is named too.
+    std::fs::remove_file(data.join("edges/notes.txt")).unwrap();
+    let bytes = std::fs::read(data.join("edges/part-0.parquet")).unwrap();
+    std::fs::write(data.join("edges/part-1.parquet"), &bytes[..bytes.len() / 2]).unwrap();
+    let (_, output) = flatten(&dir, &data, "truncated", "");
+    assert_eq!(output.status.code(), Some(65), "{}", text(&output));
+    assert!(text(&output).contains("part-1.parquet"), "{}", text(&output));
+}
+
+#[test]
+fn outputs_never_touch_inputs_and_finished_outputs_are_kept() {
+    let dir = scratch("storage-outputs");
+    let data = dir.join("data");
+    write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    for output in [data.clone(), data.join("edges"), data.join("nodes/inside")] {
+        let body = flatten_job(&data, &output, "");
+        let out = graphflat().args(["run", job(&dir, "touch.toml", &body).to_str().unwrap()]).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+        assert!(text(&out).contains("choose another output"), "{}", text(&out));
+        assert!(data.join("edges/part-0.parquet").exists() && data.join("nodes/part-0.parquet").exists(), "an input was deleted");
+    }
+
+    let first = flatten_ok(&dir, &data, "flat", "");
+    let (out, again) = flatten(&dir, &data, "flat", "");
+    assert_eq!(again.status.code(), Some(73), "{}", text(&again));
+    assert!(text(&again).contains("overwrite = true"), "{}", text(&again));
+    assert!(read_records(&out) == first);
+    assert!(flatten_ok(&dir, &data, "flat", "overwrite = true") == first);
+}
+
+/// The manifest as JSON.
+fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("_SUCCESS")).unwrap()).unwrap()
+}
+
+#[test]
+fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go() {
+    let dir = scratch("storage-manifest");
+    let data = dir.join("data");
+    write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    let first = flatten_ok(&dir, &data, "flat", "");
+    let out = dir.join("flat");
+    // What a killed run and a stray writer leave: a staging file and a part of another run.
+    std::fs::write(out.join("part-00000-00000.parquet#1"), "half an upload").unwrap();
+    std::fs::copy(parquet_files(&out)[0].clone(), out.join("part-stale-00000-00000.parquet")).unwrap();
+    // Readers take only what the manifest lists: training and re-reading see the same records.
+    assert!(read_listed(&out) == first);
+    assert!(flatten_ok(&dir, &data, "flat", "overwrite = true") == first);
+
+    let m = manifest(&out);
+    let parts = m["parts"].as_array().unwrap();
+    let mut on_disk: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = parts.iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+    listed.push("_SUCCESS".into());
+    listed.sort();
+    assert_eq!(on_disk, listed, "leftovers were not removed");
+    let rows: u64 = parts.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
+    assert_eq!((rows, m["rows"].as_u64().unwrap()), (300, 300));
+    for p in parts {
+        let bytes = std::fs::read(out.join(p["name"].as_str().unwrap())).unwrap();
+        assert_eq!(bytes.len() as u64, p["bytes"].as_u64().unwrap());
+        assert_eq!(crc32fast::hash(&bytes), p["crc32"].as_u64().unwrap() as u32, "checksum of {}", p["name"]);
+    }
+    assert_eq!(m["stage"], "flatten");
+    assert_eq!(m["settings"]["fanouts"], serde_json::json!([3, 3]));
+}
+
+/// Records of the parts a manifest lists.
+fn read_listed(out: &Path) -> Vec<Row> {
+    let m = manifest(out);
+    let mut rows: Vec<Row> = m["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            let file = std::fs::File::open(out.join(p["name"].as_str().unwrap())).unwrap();
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .unwrap()
+                .build()
+                .unwrap()
+                .flat_map(|b| schemas::record::from_batch(&b.unwrap(), "part", 0).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort_by_key(|r| r.root);
+    rows
+}
+
+#[test]
+fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
+    let dir = scratch("storage-killed");
+    let data = dir.join("graph");
+    generate(&data, 60_000, 10, 16, 3);
+    let out = dir.join("flat");
+    let body = flatten_job(&data, &out, "fanouts = [10, 10]\nbatch_size = 256\npart_size_mb = 1");
+    let path = job(&dir, "flatten.toml", &body);
+    let mut child = graphflat().args(["run", path.to_str().unwrap(), "--workers", "1"]).stderr(std::process::Stdio::null()).spawn().unwrap();
+    // Kill it once it has finished a part and is writing more.
+    let started = Instant::now();
+    while !(out.exists() && parquet_files(&out).len() >= 2) && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the run finished before it could be killed");
+    assert!(!out.join("_SUCCESS").exists(), "a killed run left _SUCCESS");
+    let left = parquet_files(&out).len();
+    assert!(left >= 2, "no parts were written before the kill");
+
+    // Training refuses the unfinished output.
+    let train = format!("[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n", out.display().to_string(), dir.join("model").display().to_string());
+    let refused = graphflat().args(["run", job(&dir, "train.toml", &train).to_str().unwrap()]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
+    assert!(text(&refused).contains("_SUCCESS"), "{}", text(&refused));
+
+    // The re-run commits only its own parts and removes the killed run's.
+    run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
+    let listed: Vec<String> =
+        manifest(&out)["parts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+    let on_disk: Vec<String> = parquet_files(&out).iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_owned()).collect();
+    assert_eq!(on_disk.len(), listed.len(), "leftovers of the killed run remain: {on_disk:?}");
+    assert_eq!(read_records(&out).len(), 60_000);
+}
+
+#[test]
+fn of_two_runs_racing_for_one_output_exactly_one_commits() {
+    let dir = scratch("storage-race");
+    let data = dir.join("graph");
+    generate(&data, 20_000, 8, 8, 4);
+    let out = dir.join("flat");
+    let path = job(&dir, "flatten.toml", &flatten_job(&data, &out, "fanouts = [5, 5]"));
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            graphflat()
+                .args(["run", path.to_str().unwrap(), "--workers", "1"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<_> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let won = outputs.iter().filter(|o| o.status.success()).count();
+    assert_eq!(won, 1, "{}\n{}", text(&outputs[0]), text(&outputs[1]));
+    let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
+    assert_eq!(lost.status.code(), Some(73), "{}", text(lost));
+    // Readers see one run's complete output.
+    let records = read_listed(&out);
+    assert_eq!(records.len(), 20_000);
+    assert!(records.windows(2).all(|w| w[0].root < w[1].root), "a node appears twice");
+}
