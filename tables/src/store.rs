@@ -71,8 +71,18 @@ impl Place {
     fn parse_plain(uri: &str, location: &str) -> Result<Place, Error> {
         if location.contains("://") {
             let url = url::Url::parse(location).map_err(|e| Error::Usage(format!("{uri}: not a valid URI: {e}")))?;
-            let (store, path) = object_store::parse_url(&url)
-                .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
+            let (store, path) = if url.scheme() == "s3" {
+                // Credentials, region, endpoint and allow_http from the standard AWS environment.
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(location)
+                    .build()
+                    .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
+                let path = Path::from_url_path(url.path())
+                    .map_err(|source| Error::Store { what: format!("bad path {uri}"), source: source.into() })?;
+                (Box::new(store) as Box<dyn ObjectStore>, path)
+            } else {
+                object_store::parse_url(&url).map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?
+            };
             let prefix = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or(""));
             let prefix = if url.scheme() == "file" { "/".to_owned() } else { prefix };
             Ok(Place { store: Arc::from(store), path, prefix, pattern: None, local: url.scheme() == "file" })

@@ -1,0 +1,184 @@
+//! Jobs against a real S3-compatible server on 127.0.0.1: moto's `moto_server`, which `.ci/run`
+//! installs into a venv and names in `GRAPHFLAT_MOTO_SERVER`. Skipped, with a message, when no
+//! moto_server is found.
+
+mod common;
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::aws::AmazonS3Builder;
+
+const SECRET: &str = "s3cr3t-never-printed";
+
+/// A moto server on a free port, stopped when dropped.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn moto() -> Option<Moto> {
+    let server = std::env::var_os("GRAPHFLAT_MOTO_SERVER").map(PathBuf::from).filter(|p| p.exists()).or_else(|| {
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin/moto_server");
+        venv.exists().then_some(venv)
+    });
+    let Some(server) = server else {
+        eprintln!("SKIPPED: no moto_server (set GRAPHFLAT_MOTO_SERVER, or run .ci/run, which installs one)");
+        return None;
+    };
+    let port = free_port();
+    let child = Command::new(server)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Moto { child, port })
+}
+
+impl Moto {
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Creates a bucket (moto takes an unsigned PUT).
+    fn bucket(&self, name: &str) {
+        use std::io::{Read, Write};
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(stream, "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    }
+
+    /// `graphflat args...` with this server's AWS environment.
+    fn graphflat(&self, args: &[&str], cwd: &Path) -> std::process::Output {
+        graphflat()
+            .args(args)
+            .current_dir(cwd)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT", self.endpoint())
+            .env("AWS_ALLOW_HTTP", "true")
+            .output()
+            .unwrap()
+    }
+
+    /// Copies every object under `s3://bucket/prefix` into `to`.
+    fn download(&self, bucket: &str, prefix: &str, to: &Path) {
+        let store = AmazonS3Builder::new()
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_access_key_id("testing")
+            .with_secret_access_key(SECRET)
+            .with_region("us-east-1")
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let prefix = object_store::path::Path::from(prefix);
+            let objects: Vec<_> = store.list(Some(&prefix)).try_collect().await.unwrap();
+            std::fs::create_dir_all(to).unwrap();
+            for object in objects {
+                let bytes = store.get(&object.location).await.unwrap().bytes().await.unwrap();
+                std::fs::write(to.join(object.location.filename().unwrap()), bytes).unwrap();
+            }
+        });
+    }
+}
+
+fn stages(nodes: &str, edges: &str, flat: &str, model: &str, scores: &str) -> String {
+    format!(
+        "[cluster]\nworkers = 2\n[flatten]\nnodes = {nodes:?}\nedges = {edges:?}\noutput = {flat:?}\nfanouts = [5, 3]\n\
+         [train]\nrecords = {flat:?}\noutput = {model:?}\nepochs = 2\n\
+         [infer]\nnodes = {nodes:?}\nedges = {edges:?}\nmodel = {model:?}\noutput = {scores:?}\n"
+    )
+}
+
+#[test]
+fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
+    let Some(s3) = moto() else { return };
+    s3.bucket("graphs");
+    let dir = scratch("s3-pipeline");
+    let local = dir.join("local");
+    generate(&local, 3000, 6, 8, 2);
+    // The same tables on S3: generated with the same settings straight into the bucket.
+    let out = s3.graphflat(&["generate", "--out", "s3://graphs/g", "--nodes", "3000", "--avg-degree", "6", "--feature-dim", "8", "--seed", "2"], &dir);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let on_disk = stages(
+        &local.join("nodes").display().to_string(),
+        &local.join("edges").display().to_string(),
+        &dir.join("flat").display().to_string(),
+        &dir.join("model-local").display().to_string(),
+        &dir.join("scores").display().to_string(),
+    );
+    run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
+    let on_s3 = stages("s3://graphs/g/nodes", "s3://graphs/g/edges", "s3://graphs/flat", &dir.join("model-s3").display().to_string(), "s3://graphs/scores");
+    let out = s3.graphflat(&["run", job(&dir, "s3.toml", &on_s3).to_str().unwrap()], &dir);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(!log.contains(SECRET), "the secret key appears in the output");
+
+    s3.download("graphs", "flat", &dir.join("flat-s3"));
+    assert!(read_records(&dir.join("flat")) == read_records(&dir.join("flat-s3")), "records differ");
+    let model = |name: &str| std::fs::read(dir.join(name).join("model.bpk")).unwrap();
+    assert!(model("model-local") == model("model-s3"), "models differ");
+    s3.download("graphs", "scores", &dir.join("scores-s3"));
+    let (a, b) = (read_batches(&dir.join("scores")), read_batches(&dir.join("scores-s3")));
+    assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 3000);
+    assert_eq!(sorted_rows(&a), sorted_rows(&b), "scores differ");
+
+    // A finished output on S3 is kept without `overwrite` (create-if-absent marker).
+    let again = s3.graphflat(&["run", job(&dir, "s3.toml", &on_s3).to_str().unwrap()], &dir);
+    assert_eq!(again.status.code(), Some(73), "{}", text(&again));
+}
+
+/// Every row of a score table as text, sorted (part boundaries differ from run to run).
+fn sorted_rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
+    let mut rows: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                b.columns().iter().map(|c| format!("{:?}", c.slice(r, 1))).collect::<Vec<_>>().join("|")
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn missing_buckets_and_bad_uris_are_clear_errors() {
+    let Some(s3) = moto() else { return };
+    let dir = scratch("s3-errors");
+    let body = "[flatten]\nnodes = \"s3://no-such-bucket/nodes\"\nedges = \"s3://no-such-bucket/edges\"\noutput = \"s3://no-such-bucket/flat\"\n";
+    let out = s3.graphflat(&["run", job(&dir, "missing.toml", body).to_str().unwrap()], &dir);
+    let message = text(&out);
+    assert!(!out.status.success(), "{message}");
+    assert!(message.contains("no-such-bucket"), "{message}");
+    assert!(!message.contains(SECRET), "{message}");
+
+    let body = "[flatten]\nnodes = \"s3://\"\nedges = \"e\"\noutput = \"o\"\n";
+    let out = s3.graphflat(&["run", job(&dir, "bad.toml", body).to_str().unwrap()], &dir);
+    assert!(!out.status.success() && text(&out).contains("s3://"), "{}", text(&out));
+}
