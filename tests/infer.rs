@@ -284,7 +284,7 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     };
     let meta = std::fs::read_to_string(model.join("model.json")).unwrap();
     let cases: Vec<(&str, PathBuf, PathBuf, i32, &str)> = vec![
-        ("width", data_with(&other), model.clone(), 65, "takes 8 input features, but the node table"),
+        ("width", other.clone(), model.clone(), 65, "takes 8 input features, but the node table"),
         ("no-json", data.clone(), copy_model("no-json", &|d| std::fs::remove_file(d.join("model.json")).unwrap()), 66, "model.json"),
         ("bad-json", data.clone(), copy_model("bad-json", &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()), 65, "not a model description"),
         ("no-weights", data.clone(), copy_model("no-weights", &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()), 66, "model.bpk"),
@@ -325,10 +325,6 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     assert_eq!(rc, 65, "{text}");
     assert!(text.contains("99999") && text.contains("row 1") && text.contains("src"), "{text}");
     assert!(!out.join("_SUCCESS").exists());
-}
-
-fn data_with(dir: &Path) -> PathBuf {
-    dir.to_path_buf()
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -61,8 +61,8 @@ fn salts(count: usize, threshold: u64) -> u32 {
 #[derive(Debug, Default)]
 pub struct Plan {
     pub needed: Vec<u32>,
-    /// Remote nodes this worker reads, by row - local.
-    pub remote_ids: Vec<i64>,
+    /// Remote nodes this worker reads, by row - local (sorted; shared with each round's consumer).
+    pub remote_ids: Rc<Vec<i64>>,
     /// Per slot, the rows of the in-edges the node aggregates itself, best first.
     offsets: Vec<usize>,
     rows: Vec<u32>,
@@ -165,7 +165,7 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
     for (_, l, c) in all_gather(worker, local_hubs) {
         hub_count[l] += c;
     }
-    Ok(Plan { needed, remote_ids, offsets, rows, tasks, hubs, subscribers, hub_count })
+    Ok(Plan { needed, remote_ids: Rc::new(remote_ids), offsets, rows, tasks, hubs, subscribers, hub_count })
 }
 
 /// Bit `l` of each slot: its layer-`l` output is needed (see the module doc).

@@ -190,7 +190,7 @@ fn push(
     let remote_rows = Rc::new(RefCell::new(vec![0f32; cx.plan.remote_ids.len() * mw]));
     let hub_rows: Rc<RefCell<HashMap<(i64, u32), Vec<f32>>>> = Rc::default();
     let (sink, hubs_sink) = (remote_rows.clone(), hub_rows.clone());
-    let remote = Rc::new(cx.plan.remote_ids.clone());
+    let remote = cx.plan.remote_ids.clone();
     let route = |p: &Push| match p {
         Push::Message { to, .. } => u64::from(*to),
         Push::Hub { hub, layer, salt, .. } => reducer(*hub, *layer as usize, *salt),

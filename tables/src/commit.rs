@@ -75,7 +75,8 @@ pub fn new_run_id() -> String {
 }
 
 /// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
-/// marker (Hadoop and Spark write an empty one).
+/// marker (Hadoop and Spark write an empty one; earlier versions of this project a few lines of
+/// text). A JSON object that is not a manifest is an error.
 pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     let marker = dir.child(schemas::SUCCESS_MARKER);
     let bytes = match marker.store.get(&marker.path).await {
@@ -83,7 +84,7 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(source) => return Err(marker.store_error("cannot read", source)),
     };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Ok(None);
     }
     serde_json::from_slice(&bytes)
