@@ -45,6 +45,10 @@ enum Command {
         /// This process's index in [cluster] (overrides the file's `process`).
         #[arg(long)]
         process: Option<usize>,
+        /// How many processes take part (overrides [cluster] processes; without [cluster]
+        /// hosts they meet on 127.0.0.1:2101, :2102, ...). See scripts/launch-local.sh.
+        #[arg(long)]
+        processes: Option<usize>,
         /// Worker threads per process (overrides [cluster] workers).
         #[arg(long)]
         workers: Option<usize>,
@@ -136,7 +140,10 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run { job, process, workers, resume } => run_job(&job, process, workers, resume),
+        Command::Run { job, process, processes, workers, resume } => {
+            let overrides = Overrides { process, processes, workers, resume };
+            run_job(&job, &overrides)
+        }
         Command::Generate { out, nodes, avg_degree, feature_dim, classes, skew, multi_label, seed } => {
             let config = GenerateConfig {
                 nodes,
@@ -167,12 +174,24 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// What the command line sets over the job file.
+struct Overrides {
+    process: Option<usize>,
+    processes: Option<usize>,
+    workers: Option<usize>,
+    resume: bool,
+}
+
 /// Reads the job file and applies the command line's overrides.
-fn read_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resume: bool) -> Result<JobFile> {
+fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<JobFile> {
+    let &Overrides { process, processes, workers, resume } = overrides;
     let text = std::fs::read_to_string(path).with_context(|| format!("reading job file {}", path.display())).cause(Cause::NoInput)?;
     let mut job = JobFile::parse(&text).map_err(|e| Exit::usage(format!("in job file {}: {e}", path.display())))?;
     if let Some(p) = process {
         job.cluster.process = p;
+    }
+    if let Some(n) = processes {
+        job.cluster.processes = n;
     }
     if let Some(w) = workers {
         job.cluster.workers = w;
@@ -190,8 +209,9 @@ fn read_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resu
     Ok(job)
 }
 
-fn run_job(path: &PathBuf, process: Option<usize>, workers: Option<usize>, resume: bool) -> Result<()> {
-    let job = read_job(path, process, workers, resume)?;
+fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
+    let job = read_job(path, overrides)?;
+    graphflat::store::configure(&job.storage);
     if let Some(config) = &job.generate {
         let io = Io::new().cause(Cause::Internal)?;
         let out = Place::parse(&config.output).map_err(|e| Exit::new(e.cause(), e))?;

@@ -20,7 +20,7 @@ fn train_job(dir: &Path, device: &str) -> std::path::PathBuf {
     let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join(format!("model-{device}")));
     let body = format!(
         "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gat\"\nheads = 2\nhidden = 8\nepochs = 20\nbatch_size = 4096\ndevice = {device:?}\n",
-        flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\n"),
+        flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\noverwrite = true\n"),
         flat.display().to_string(),
         model.display().to_string()
     );

@@ -182,3 +182,68 @@ fn missing_buckets_and_bad_uris_are_clear_errors() {
     let out = s3.graphflat(&["run", job(&dir, "bad.toml", body).to_str().unwrap()], &dir);
     assert!(!out.status.success() && text(&out).contains("s3://"), "{}", text(&out));
 }
+
+/// An S3 endpoint that accepts connections and never answers.
+fn silent_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_with_the_retry_exit_in_bounded_time() {
+    let dir = scratch("s3-silent");
+    let port = silent_server();
+    // [storage] alone points the job at the server: it overrides the environment's endpoint.
+    let body = format!(
+        "[storage]\nendpoint = \"http://127.0.0.1:{port}\"\nallow_http = true\nregion = \"us-east-1\"\n\
+         retries = 2\nretry_timeout_s = 10\nconnect_timeout_s = 1\ntimeout_s = 1\n\
+         [flatten]\nnodes = \"s3://graphs/nodes\"\nedges = \"s3://graphs/edges\"\noutput = {:?}\n",
+        dir.join("flat").display().to_string()
+    );
+    let started = Instant::now();
+    let out = graphflat()
+        .args(["run", job(&dir, "silent.toml", &body).to_str().unwrap()])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_ENDPOINT", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let (elapsed, message) = (started.elapsed(), text(&out));
+    assert_eq!(out.status.code(), Some(75), "{message}");
+    // Three attempts of one second each, and their backoff: far below a minute.
+    assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}\n{message}");
+    assert!(message.contains("s3://graphs/"), "{message}");
+    assert!(!message.contains(SECRET), "{message}");
+    assert!(!dir.join("flat").join("_SUCCESS").exists());
+}
+
+#[test]
+fn missing_credentials_are_a_clear_error() {
+    let Some(s3) = moto() else { return };
+    s3.bucket("graphs");
+    let dir = scratch("s3-no-credentials");
+    let body = format!(
+        "[storage]\nendpoint = {:?}\nallow_http = true\nregion = \"us-east-1\"\nretries = 1\nretry_timeout_s = 5\ntimeout_s = 2\nconnect_timeout_s = 1\n\
+         [flatten]\nnodes = \"s3://graphs/nodes\"\nedges = \"s3://graphs/edges\"\noutput = \"s3://graphs/flat\"\n",
+        s3.endpoint()
+    );
+    let started = Instant::now();
+    let mut command = graphflat();
+    command.args(["run", job(&dir, "anonymous.toml", &body).to_str().unwrap()]).current_dir(&dir);
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
+        command.env_remove(key);
+    }
+    // No instance metadata service here: the credential lookup must fail, not hang.
+    let out = command.env("AWS_EC2_METADATA_DISABLED", "true").output().unwrap();
+    let message = text(&out);
+    assert!(!out.status.success(), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}\n{message}", started.elapsed());
+    assert!(message.contains("s3://graphs/"), "{message}");
+}

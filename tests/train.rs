@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use common::*;
 use schemas::Record as RecordGraph;
-use graphtrainer::loader::epoch_order;
-use graphtrainer::reader::RecordSet;
+use graphtrainer::plan::Plan;
+use graphtrainer::reader::{Pass, RecordSet};
+use graphtrainer::stream::{Order, RecordStream, Source};
 use graphtrainer::train::{TrainConfig, train_worker};
-use schemas::Split;
 
 fn train_config(records: &Path, output: &Path, extra: &str) -> TrainConfig {
     let text =
@@ -107,23 +107,91 @@ fn two_part_records(dir: &Path) -> std::path::PathBuf {
 /// Per epoch, per step, the records of that step's batch.
 type Schedule = Arc<Vec<Vec<Vec<RecordGraph>>>>;
 
-fn train_on(workers: usize, config: TrainConfig, set: RecordSet, fixed: Option<(Schedule, usize)>) -> Vec<f32> {
+fn train_on(workers: usize, config: TrainConfig, set: Arc<RecordSet>, fixed: Option<(Schedule, usize)>) -> Vec<f32> {
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
+        let source = Arc::new(Source::new(set.clone(), 1 << 30));
         let feed = fixed.clone();
         let lookup = move |epoch: usize, step: usize| feed.as_ref().and_then(|(b, _)| b.get(epoch)?.get(step).cloned());
         let steps = fixed.as_ref().map(|(_, s)| *s);
         let fixed_arg: Option<graphtrainer::train::FixedBatches> = steps.map(|s| (&lookup as _, s));
-        train_worker(worker, &config, &set, fixed_arg).map(|s| s.params).map_err(|e| e.to_string())
+        train_worker(worker, &config, &source, fixed_arg).map(|s| s.params).map_err(|e| e.to_string())
     })
     .unwrap();
     guards.join().into_iter().next().unwrap().unwrap().unwrap()
+}
+
+/// The plan of `set` for `peers` workers, counted on one thread.
+fn plan_of(set: &RecordSet, peers: usize) -> Plan {
+    let units = set.units();
+    let counts = units.iter().map(|&u| set.count(u, None).unwrap()).collect();
+    Plan::new(units, counts, peers)
+}
+
+/// The records worker `w` streams in `epoch` (default shuffle buffer), and `(0..)` budget.
+fn stream(set: &Arc<RecordSet>, plan: &Plan, w: usize, order: Order, shuffle_bytes: u64, cache: u64) -> Vec<RecordGraph> {
+    let units: Vec<_> = plan.shares[w].iter().map(|&u| plan.units[u]).collect();
+    let source = Arc::new(Source::new(set.clone(), cache));
+    RecordStream::train(source, &units, order, shuffle_bytes).collect::<Result<_, _>>().unwrap()
+}
+
+/// Worker `w`'s batches in `epoch`, as the trainer makes them by default.
+fn epoch_batches(set: &Arc<RecordSet>, plan: &Plan, w: usize, epoch: usize, seed: u64, batch_size: usize) -> Vec<Vec<RecordGraph>> {
+    let records = stream(set, plan, w, Order { seed, epoch, worker: w }, 64 << 20, 0);
+    records.chunks(batch_size).map(<[RecordGraph]>::to_vec).collect()
+}
+
+#[test]
+fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
+    let dir = scratch("train-stream");
+    let data = dir.join("graph");
+    generate(&data, 800, 6, 4, 2);
+    let flat = dir.join("flat");
+    let job = job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 1\nfanouts = [3]\n"));
+    run_ok(&["run", job.to_str().unwrap(), "--workers", "4"]);
+    let set = Arc::new(RecordSet::open(flat.to_str().unwrap()).unwrap());
+    // The independent answer: every labeled training root, read unit by unit.
+    let mut all: Vec<i64> =
+        set.units().iter().flat_map(|&u| set.read(u, Pass::Train).unwrap()).map(|r| r.root).collect();
+    all.sort_unstable();
+    assert!(all.len() > 100 && set.units().len() == 4, "{} records in {} units", all.len(), set.units().len());
+    let roots = |records: Vec<RecordGraph>| records.into_iter().map(|r| r.root).collect::<Vec<i64>>();
+    for peers in 1..=3 {
+        let plan = plan_of(&set, peers);
+        let mut union = Vec::new();
+        for w in 0..peers {
+            let got = roots(stream(&set, &plan, w, Order { seed: 9, epoch: 0, worker: w }, 1 << 20, 0));
+            assert_eq!(got.len() as u64, plan.share_totals(w).train, "{peers} workers, worker {w}");
+            union.extend(got);
+        }
+        union.sort_unstable();
+        assert_eq!(union, all, "{peers} workers");
+    }
+    let plan = plan_of(&set, 1);
+    let order = |epoch| Order { seed: 9, epoch, worker: 0 };
+    let first = roots(stream(&set, &plan, 0, order(1), 1 << 20, 0));
+    // The cache changes nothing but memory; the epoch changes the order.
+    assert_eq!(first, roots(stream(&set, &plan, 0, order(1), 1 << 20, u64::MAX)));
+    assert_ne!(first, roots(stream(&set, &plan, 0, order(2), 1 << 20, 0)));
+    // Without a buffer, each unit's records come out together, in row order; with one, the
+    // units mix.
+    let unit_of: std::collections::HashMap<i64, (usize, usize)> = set
+        .units()
+        .iter()
+        .enumerate()
+        .flat_map(|(u, &unit)| set.read(unit, Pass::Train).unwrap().into_iter().enumerate().map(move |(i, r)| (r.root, (u, i))))
+        .collect();
+    let runs = |roots: &[i64]| roots.windows(2).filter(|w| unit_of[&w[0]].0 != unit_of[&w[1]].0).count() + 1;
+    let unbuffered = roots(stream(&set, &plan, 0, order(1), 0, 0));
+    assert_eq!(runs(&unbuffered), 4);
+    assert!(unbuffered.windows(2).all(|w| unit_of[&w[0]].0 != unit_of[&w[1]].0 || unit_of[&w[0]].1 < unit_of[&w[1]].1));
+    assert!(runs(&first) > 20, "a 1 MiB buffer left {} runs", runs(&first));
 }
 
 #[test]
 fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
     let dir = scratch("train-sync");
     let flat = two_part_records(&dir);
-    let set = RecordSet::open(flat.to_str().unwrap()).unwrap();
+    let set = Arc::new(RecordSet::open(flat.to_str().unwrap()).unwrap());
     let (epochs, batch_size, seed) = (3, 40, 7);
     for model in ["gcn", "sage", "gat"] {
         let extra = format!(
@@ -132,31 +200,15 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
         let two = train_on(2, train_config(&flat, &dir.join(format!("{model}-two")), &extra), set.clone(), None);
 
         // What each of the two workers trains on, step by step, concatenated.
-        let shards: Vec<Vec<RecordGraph>> = (0..2)
-            .map(|w| {
-                set.read(graphtrainer::reader::Share { worker: w, peers: 2 }, None, |s| s == Some(Split::Train))
-                    .unwrap()
-                    .into_iter()
-                    .filter(|r| r.label.is_some())
-                    .collect()
-            })
+        let plan = plan_of(&set, 2);
+        let per_epoch: Vec<Vec<Vec<Vec<RecordGraph>>>> = (0..epochs)
+            .map(|epoch| (0..2).map(|w| epoch_batches(&set, &plan, w, epoch, seed, batch_size)).collect())
             .collect();
-        let steps = shards.iter().map(|s| s.len().div_ceil(batch_size)).max().unwrap();
-        let combined: Vec<Vec<Vec<RecordGraph>>> = (0..epochs)
-            .map(|epoch| {
-                let per_worker: Vec<Vec<Vec<RecordGraph>>> = shards
-                    .iter()
-                    .enumerate()
-                    .map(|(w, shard)| {
-                        epoch_order(shard.len(), seed, epoch, w)
-                            .chunks(batch_size)
-                            .map(|c| c.iter().map(|&i| shard[i].clone()).collect())
-                            .collect()
-                    })
-                    .collect();
-                (0..steps)
-                    .map(|s| per_worker.iter().flat_map(|b| b.get(s).cloned().unwrap_or_default()).collect())
-                    .collect()
+        let steps = plan.steps(batch_size);
+        let combined: Vec<Vec<Vec<RecordGraph>>> = per_epoch
+            .iter()
+            .map(|workers| {
+                (0..steps).map(|s| workers.iter().flat_map(|b| b.get(s).cloned().unwrap_or_default()).collect()).collect()
             })
             .collect();
         let one = train_on(
@@ -187,7 +239,7 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
 fn resume_from_a_checkpoint_reaches_the_uninterrupted_parameters() {
     let dir = scratch("train-resume");
     let flat = two_part_records(&dir);
-    let set = RecordSet::open(flat.to_str().unwrap()).unwrap();
+    let set = Arc::new(RecordSet::open(flat.to_str().unwrap()).unwrap());
     let extra = "model = \"sage\"\nbatch_size = 50\nseed = 3\ncheckpoint_every = 2\n";
     let whole =
         train_on(2, train_config(&flat, &dir.join("whole"), &format!("{extra}epochs = 5\n")), set.clone(), None);

@@ -42,3 +42,23 @@ impl Error {
         }
     }
 }
+
+/// A trainer error as it crosses between workers (see [`cluster::agree`]).
+impl From<&Error> for tables::error::Report {
+    fn from(e: &Error) -> Self {
+        match e {
+            Error::BadRecord(b) => tables::error::Report::BadInput(b.clone()),
+            Error::Table(t) => t.into(),
+            other => tables::error::Report::Other(other.cause(), other.to_string()),
+        }
+    }
+}
+
+impl From<tables::error::Report> for Error {
+    fn from(r: tables::error::Report) -> Self {
+        match r {
+            tables::error::Report::BadInput(b) => Error::BadRecord(b),
+            other => Error::Table(other.into()),
+        }
+    }
+}

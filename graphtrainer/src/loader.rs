@@ -1,9 +1,9 @@
-//! Pipelined loading: a reader thread shuffles, batches and prunes the next batches (the CPU
-//! work of turning records into a block-diagonal graph) while the current one computes, through
-//! a bounded queue of `prefetch` batches. Compute reports how long it waited. A loader thread
-//! that dies is an error, never a shorter epoch.
+//! Pipelined loading: a reader thread reads, shuffles, batches and prunes the next batches (the
+//! I/O and CPU work of turning stored records into a block-diagonal graph) while the current
+//! one computes, through a bounded queue of `prefetch` batches. Compute reports how long it
+//! waited. A read error ends the pass with that error; a loader thread that dies is an error,
+//! never a shorter epoch.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,8 +13,9 @@ use gnn::rng::Stream;
 use schemas::Record;
 
 use crate::error::Error;
+use crate::stream::RecordStream;
 
-/// The order of a worker's training records in `epoch`: a seeded Fisher-Yates shuffle.
+/// A seeded Fisher-Yates shuffle of `0..len` for a worker's `epoch`.
 pub fn epoch_order(len: usize, seed: u64, epoch: usize, worker: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..len).collect();
     let mut s = Stream::new(&[seed, epoch as u64, worker as u64, 0x5107]);
@@ -25,66 +26,71 @@ pub fn epoch_order(len: usize, seed: u64, epoch: usize, worker: usize) -> Vec<us
     order
 }
 
-/// The batches of one epoch, in order.
+/// The batches of one pass, in order: `batch_size` records each from a [`RecordStream`], the
+/// last one shorter.
 pub enum Batches {
-    Inline { records: Arc<Vec<Record>>, chunks: std::vec::IntoIter<Vec<usize>>, spec: BatchSpec },
-    Pipelined { receive: Receiver<Batch>, remaining: usize, thread: Option<JoinHandle<()>> },
+    Inline { records: RecordStream, batch_size: usize, spec: BatchSpec },
+    Pipelined { receive: Receiver<Result<Batch, Error>>, thread: Option<JoinHandle<()>>, ended: bool },
 }
 
 impl Batches {
-    pub fn new(records: Arc<Vec<Record>>, order: Vec<usize>, batch_size: usize, spec: BatchSpec, prefetch: usize) -> Self {
-        let chunks: Vec<Vec<usize>> = order.chunks(batch_size).map(<[usize]>::to_vec).collect();
+    pub fn new(records: RecordStream, batch_size: usize, spec: BatchSpec, prefetch: usize) -> Self {
         if prefetch == 0 {
-            return Batches::Inline { records, chunks: chunks.into_iter(), spec };
+            return Batches::Inline { records, batch_size, spec };
         }
         let (send, receive) = sync_channel(prefetch);
-        let remaining = chunks.len();
         let thread = std::thread::Builder::new()
             .name("graphtrainer-loader".into())
             .spawn(move || {
-                for chunk in chunks {
-                    let batch: Vec<Record> = chunk.iter().map(|&i| records[i].clone()).collect();
-                    if send.send(Batch::build(&batch, &spec)).is_err() {
+                let mut records = records;
+                while let Some(batch) = next_records(&mut records, batch_size).transpose() {
+                    if send.send(batch.map(|b| Batch::build(&b, &spec))).is_err() {
                         return;
                     }
                 }
             })
             .ok();
-        Batches::Pipelined { receive, remaining, thread }
+        Batches::Pipelined { receive, thread, ended: false }
     }
 
-    /// The next batch and how long compute waited for it; `None` at the end of the epoch.
+    /// The next batch and how long compute waited for it; `None` at the end of the pass.
     pub fn next_batch(&mut self) -> Result<Option<(Batch, Duration)>, Error> {
         let started = Instant::now();
         let batch = match self {
-            Batches::Inline { records, chunks, spec } => {
-                let Some(chunk) = chunks.next() else { return Ok(None) };
-                let batch: Vec<Record> = chunk.iter().map(|&i| records[i].clone()).collect();
-                Batch::build(&batch, spec)
-            }
-            Batches::Pipelined { remaining: 0, .. } => return Ok(None),
-            Batches::Pipelined { receive, remaining, thread } => match receive.recv() {
-                Ok(batch) => {
-                    *remaining -= 1;
-                    batch
+            Batches::Inline { records, batch_size, spec } => match next_records(records, *batch_size)? {
+                None => return Ok(None),
+                Some(batch) => Batch::build(&batch, spec),
+            },
+            Batches::Pipelined { ended: true, .. } => return Ok(None),
+            Batches::Pipelined { receive, thread, ended } => match receive.recv() {
+                Ok(batch) => batch?,
+                // The thread hung up: the end of the pass, or a panic.
+                Err(_) => {
+                    *ended = true;
+                    return loader_ended(thread.take()).map(|()| None);
                 }
-                Err(_) => return Err(loader_died(thread.take())),
             },
         };
         Ok(Some((batch, started.elapsed())))
     }
 }
 
-/// The error for a loader thread that stopped before its last batch, with its panic message.
-fn loader_died(thread: Option<JoinHandle<()>>) -> Error {
+/// Up to `n` records from the stream; `None` once it is empty.
+fn next_records(records: &mut RecordStream, n: usize) -> Result<Option<Vec<Record>>, Error> {
+    let batch: Vec<Record> = records.by_ref().take(n).collect::<Result<_, _>>()?;
+    Ok((!batch.is_empty()).then_some(batch))
+}
+
+/// Ok if the loader thread ended after its last batch; its panic message if it died.
+fn loader_ended(thread: Option<JoinHandle<()>>) -> Result<(), Error> {
     let why = match thread.map(JoinHandle::join) {
         None => "it could not be started".to_owned(),
-        Some(Ok(())) => "it ended early".to_owned(),
+        Some(Ok(())) => return Ok(()),
         Some(Err(payload)) => payload
             .downcast_ref::<&str>()
             .map(|s| (*s).to_owned())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "it panicked".into()),
     };
-    Error::Internal(format!("the batch loader thread failed before the end of the epoch: {why}"))
+    Err(Error::Internal(format!("the batch loader thread failed before the end of the pass: {why}")))
 }

@@ -1,14 +1,16 @@
 //! Reads GraphFlat's record parts (`schemas::Record`, decoded by column name) through
-//! `object_store`, local paths and URIs alike, checking each record against the set's metadata
-//! and the job: errors name the part file, row and column.
+//! `object_store`, local paths and URIs alike, one row group (a *unit*) at a time: nothing here
+//! holds more than one row group's records. Every record is checked against the set's metadata
+//! and the job; errors name the part file, row and column.
 //!
-//! A worker trains on the records whose root it owns (`cluster::owner_key`), whichever part
-//! holds them, sorted by root: what a worker sees depends on the records alone, not on how many
-//! workers flattened them.
+//! Two reads per unit:
+//! - [`RecordSet::count`] fetches only the root, split and label columns: what the plan needs
+//!   (how many records of each split a unit holds, the largest class) and the label checks;
+//! - [`RecordSet::read`] decodes the records of one [`Pass`] in full.
 
 use std::sync::Arc;
 
-use schemas::record::{self, FlattenMeta};
+use schemas::record::{self, FlattenMeta, Tag};
 use schemas::{BadInput, Label, LabelKind, Location, Record, Split};
 use tables::{Io, ParquetFile, Place};
 
@@ -17,26 +19,64 @@ use crate::error::Error;
 /// A record set's part files (in name order) and its flatten settings.
 #[derive(Clone)]
 pub struct RecordSet {
-    io: Arc<Io>,
+    pub io: Arc<Io>,
     pub place: Place,
     pub files: Vec<ParquetFile>,
     pub meta: FlattenMeta,
 }
 
-/// Which records a read takes: a split filter and a share of the roots.
-#[derive(Debug, Clone, Copy)]
-pub struct Share {
-    pub worker: usize,
-    pub peers: usize,
+/// One row group of one part file: the unit of reading, planning and caching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Unit {
+    pub file: usize,
+    pub row_group: usize,
 }
 
-impl Share {
-    pub const ALL: Share = Share { worker: 0, peers: 1 };
+/// Which labeled records a read takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pass {
+    /// Split `train`.
+    Train,
+    /// Splits `valid` and `test`.
+    Evaluate,
+}
 
-    pub fn owns(&self, root: i64) -> bool {
-        cluster::owner_key(root) % self.peers as u64 == self.worker as u64
+impl Pass {
+    pub fn takes(self, split: Option<Split>) -> bool {
+        match self {
+            Pass::Train => split == Some(Split::Train),
+            Pass::Evaluate => matches!(split, Some(Split::Valid | Split::Test)),
+        }
     }
 }
+
+/// What a unit holds: labeled records per split, and the largest class among them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    pub train: u64,
+    pub valid: u64,
+    pub test: u64,
+    /// The largest class id of a labeled record (0 without class labels).
+    pub max_class: u64,
+}
+
+impl Counts {
+    pub fn of(self, pass: Pass) -> u64 {
+        match pass {
+            Pass::Train => self.train,
+            Pass::Evaluate => self.valid + self.test,
+        }
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.train += other.train;
+        self.valid += other.valid;
+        self.test += other.test;
+        self.max_class = self.max_class.max(other.max_class);
+    }
+}
+
+const TAG_COLUMNS: [&str; 3] = [record::ROOT_ID, record::SPLIT, record::LABEL];
 
 impl RecordSet {
     /// Opens a finished record set (a local path or a URI): it must hold `_SUCCESS`.
@@ -59,57 +99,96 @@ impl RecordSet {
         Ok(RecordSet { io, place, files, meta })
     }
 
-    /// Every (file, row group), numbered alike on every worker.
-    pub fn units(&self) -> Vec<(usize, usize)> {
-        tables::units(&self.files, 0, 1)
+    /// Every (file, row group), in file order then row-group order: numbered alike everywhere.
+    pub fn units(&self) -> Vec<Unit> {
+        tables::units(&self.files, 0, 1).into_iter().map(|(file, row_group)| Unit { file, row_group }).collect()
     }
 
-    /// The records of `share` whose split passes `keep`, sorted by root. Each is checked: its
-    /// features have the set's length, its label the set's kind, a class id is not negative and
-    /// (with `classes`) below it.
-    pub fn read(&self, share: Share, classes: Option<usize>, keep: impl Fn(Option<Split>) -> bool) -> Result<Vec<Record>, Error> {
+    /// About what `unit`'s records take decoded (its uncompressed size).
+    pub fn unit_bytes(&self, unit: Unit) -> u64 {
+        self.files[unit.file].row_group_bytes(unit.row_group)
+    }
+
+    /// Counts `unit`'s labeled records by split, checking each label: its kind is the set's, a
+    /// class id is not negative and (with `classes`) below it.
+    pub fn count(&self, unit: Unit, classes: Option<usize>) -> Result<Counts, Error> {
+        let file = &self.files[unit.file];
+        let name = file.name();
+        let mut counts = Counts::default();
+        let mut failure = None;
+        file.read_columns(&self.io, unit.row_group, Some(&TAG_COLUMNS), |batch, first_row| {
+            let result = record::tags(&batch, &name, first_row).and_then(|tags| {
+                tags.iter().try_for_each(|(row, tag)| self.tally(&mut counts, tag, classes, &name, *row))
+            });
+            if let Err(e) = result {
+                failure.get_or_insert(e);
+            }
+            Ok(())
+        })?;
+        failure.map_or(Ok(counts), |e| Err(e.into()))
+    }
+
+    fn tally(&self, counts: &mut Counts, tag: &Tag, classes: Option<usize>, file: &str, row: u64) -> Result<(), BadInput> {
+        let Some(label) = &tag.label else { return Ok(()) };
+        check_label(tag.root, label, self.meta.label, classes).map_err(|problem| {
+            BadInput::new(Location::file(file).row(row).column(record::LABEL), problem)
+        })?;
+        match tag.split {
+            Some(Split::Train) => counts.train += 1,
+            Some(Split::Valid) => counts.valid += 1,
+            Some(Split::Test) => counts.test += 1,
+            None => return Ok(()),
+        }
+        if let Label::Class(c) = label {
+            counts.max_class = counts.max_class.max(*c as u64);
+        }
+        Ok(())
+    }
+
+    /// The labeled records of `unit` that `pass` takes, in row order, each checked: its
+    /// structure (see `schemas::record::from_batch_where`) and its features' length.
+    pub fn read(&self, unit: Unit, pass: Pass) -> Result<Vec<Record>, Error> {
+        let file = &self.files[unit.file];
+        let name = file.name();
         let mut out = Vec::new();
-        for (f, rg) in self.units() {
-            let file = &self.files[f];
-            let name = file.name();
-            let mut failure = None;
-            file.read_row_group(&self.io, rg, |batch, first_row| {
-                let kept = |root: i64, split: Option<Split>| share.owns(root) && keep(split);
-                let result = record::from_batch_where(&batch, &name, first_row, kept).and_then(|records| {
-                    for (row, r) in records {
-                        self.check(&r, classes, &name, row)?;
+        let mut failure = None;
+        file.read_row_group(&self.io, unit.row_group, |batch, first_row| {
+            let result = record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
+                for (row, r) in records {
+                    if r.label.is_some() {
+                        self.check_features(&r, &name, row)?;
                         out.push(r);
                     }
-                    Ok(())
-                });
-                if let Err(e) = result {
-                    failure.get_or_insert(e);
                 }
                 Ok(())
-            })?;
-            if let Some(e) = failure {
-                return Err(e.into());
+            });
+            if let Err(e) = result {
+                failure.get_or_insert(e);
             }
-        }
-        out.sort_unstable_by_key(|r| r.root);
-        Ok(out)
+            Ok(())
+        })?;
+        failure.map_or(Ok(out), |e| Err(e.into()))
     }
 
-    fn check(&self, r: &Record, classes: Option<usize>, file: &str, row: u64) -> Result<(), BadInput> {
-        let at = |column: &str| Location::file(file).row(row).column(column);
-        if r.dim() != self.meta.feature_dim {
-            return Err(BadInput::new(at(record::NODE_FEATURES), format!("root {}: {} features per node, but the set's metadata says {}", r.root, r.dim(), self.meta.feature_dim)));
+    fn check_features(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
+        if r.dim() == self.meta.feature_dim {
+            return Ok(());
         }
-        match (&r.label, self.meta.label) {
-            (None, _) => Ok(()),
-            (Some(Label::Class(c)), LabelKind::Class) if *c < 0 => Err(BadInput::new(at(record::LABEL), format!("root {}: class {c} is negative", r.root))),
-            (Some(Label::Class(c)), LabelKind::Class) => match classes {
-                Some(n) if *c as u64 >= n as u64 => Err(BadInput::new(at(record::LABEL), format!("root {}: class {c} is not below classes = {n}", r.root))),
-                _ => Ok(()),
-            },
-            (Some(Label::Targets(t)), LabelKind::Targets(n)) if t.len() == n => Ok(()),
-            (Some(label), kind) => Err(BadInput::new(at(record::LABEL), format!("root {}: a label of {} where the set's metadata says {}", r.root, label_text(label), kind.to_text()))),
-        }
+        let at = Location::file(file).row(row).column(record::NODE_FEATURES);
+        Err(BadInput::new(at, format!("root {}: {} features per node, but the set's metadata says {}", r.root, r.dim(), self.meta.feature_dim)))
+    }
+}
+
+/// What is wrong with a label of `root`, if anything, given the set's label kind.
+fn check_label(root: i64, label: &Label, kind: LabelKind, classes: Option<usize>) -> Result<(), String> {
+    match (label, kind) {
+        (Label::Class(c), LabelKind::Class) if *c < 0 => Err(format!("root {root}: class {c} is negative")),
+        (Label::Class(c), LabelKind::Class) => match classes {
+            Some(n) if *c as u64 >= n as u64 => Err(format!("root {root}: class {c} is not below classes = {n}")),
+            _ => Ok(()),
+        },
+        (Label::Targets(t), LabelKind::Targets(n)) if t.len() == n => Ok(()),
+        (label, kind) => Err(format!("root {root}: a label of {} where the set's metadata says {}", label_text(label), kind.to_text())),
     }
 }
 

@@ -1,8 +1,9 @@
-//! A `[train]` job: every timely worker reads its share of the records, computes gradients on
-//! its batches and trades them with the parameter-server shards (one per worker); evaluation
-//! counts go through the same server. Worker 0 writes metrics, checkpoints and the model.
+//! A `[train]` job: every timely worker streams its share of the records (see [`crate::plan`]
+//! and [`crate::stream`]), computes gradients on its batches and trades them with the
+//! parameter-server shards (one per worker); evaluation counts go through the same server.
+//! Worker 0 writes metrics, checkpoints and the model.
 //!
-//! A worker's run is four named steps: [`Setup::new`] (records, model shape, device),
+//! A worker's run is four named steps: [`Setup::new`] (the plan, model shape, device),
 //! [`Start::new`] (fresh parameters or a checkpoint), [`train_epoch`] and [`evaluate_epoch`],
 //! with a [`Tracker`] deciding early stopping and which parameters are written.
 
@@ -17,16 +18,18 @@ use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
 use gnn::params;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
-use schemas::{ClusterConfig, LabelKind, Record, Split};
+use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
 use timely::worker::Worker;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::Error;
-use crate::loader::{Batches, epoch_order};
+use crate::loader::Batches;
 use crate::metrics::{EpochMetrics, EpochTiming, MetricsLog, metric_name};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::ps::{Score, Server, ShardState, Stats, shard_range};
-use crate::reader::{RecordSet, Share};
+use crate::plan::Plan;
+use crate::reader::{RecordSet, Unit};
+use crate::stream::{Order, RecordStream, Source};
 use crate::tracker::Tracker;
 
 pub use schemas::job::TrainConfig;
@@ -61,8 +64,17 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
         config.kernel_threads = (cores / cluster.threads()).max(1);
     }
     let (config, set) = (Arc::new(config), Arc::new(set));
-    let summaries = cluster::execute(cluster, move |worker| train_worker(worker, &config, &set, None))?;
+    let workers = cluster.threads();
+    let summaries = cluster::execute(cluster, move |worker| {
+        let source = Arc::new(Source::new(set.clone(), cache_budget(&config, workers)));
+        train_worker(worker, &config, &source, None)
+    })?;
     summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))
+}
+
+/// A worker's share of the process's `cache_mb`.
+pub fn cache_budget(config: &TrainConfig, workers: usize) -> u64 {
+    (config.cache_mb << 20) / workers.max(1) as u64
 }
 
 /// Batches given per (epoch, step), and the steps per epoch: see [`train_worker`].
@@ -70,10 +82,10 @@ pub type FixedBatches<'a> = (&'a dyn Fn(usize, usize) -> Option<Vec<Record>>, us
 
 /// What a worker trains and evaluates on, and the model's shape and device.
 pub struct Setup {
-    /// Labeled training records of this worker, sorted by root.
-    pub train: Arc<Vec<Record>>,
-    pub valid: EvalSet,
-    pub test: EvalSet,
+    pub plan: Plan,
+    /// This worker's units, ascending, and where their records come from.
+    pub units: Vec<Unit>,
+    pub source: Arc<Source>,
     pub spec: ModelSpec,
     pub batch_spec: BatchSpec,
     /// The device, and the same with autodiff.
@@ -85,19 +97,14 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub fn new(worker: &mut Worker, config: &TrainConfig, set: &RecordSet) -> Result<Setup, Error> {
-        let share = Share { worker: worker.index(), peers: worker.peers() };
-        let records = set.read(share, config.classes, |s| s.is_some())?;
-        let labeled = |split: Split| -> Vec<Record> {
-            records.iter().filter(|r| r.split == Some(split) && r.label.is_some()).cloned().collect()
-        };
-        let (train, valid, test) = (labeled(Split::Train), labeled(Split::Valid), labeled(Split::Test));
-        let max_class = records.iter().filter_map(|r| r.label.as_ref()?.class()).max().unwrap_or(0).max(0) as u64;
-        drop(records);
-        check_learnable(worker, config, set, train.len(), valid.len())?;
+    pub fn new(worker: &mut Worker, config: &TrainConfig, source: Arc<Source>) -> Result<Setup, Error> {
+        let set = source.set();
+        let plan = Plan::gather(worker, set, config.classes)?;
+        let totals = plan.totals();
+        check_learnable(config, set, totals.train, totals.valid)?;
         let classes = match set.meta.label {
             LabelKind::Targets(n) => n,
-            LabelKind::Class => config.classes.unwrap_or(cluster::max(worker, max_class) as usize + 1),
+            LabelKind::Class => config.classes.unwrap_or(totals.max_class as usize + 1),
         };
         let gat = config.model == ModelKind::Gat;
         let spec = ModelSpec {
@@ -123,26 +130,24 @@ impl Setup {
             kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
             kernel_threads: config.kernel_threads,
         };
-        let aggregation = config.aggregation;
+        let units = plan.shares[worker.index()].iter().map(|&u| plan.units[u]).collect();
         Ok(Setup {
-            valid: EvalSet::new(&valid, &batch_spec, &base, aggregation),
-            test: EvalSet::new(&test, &batch_spec, &base, aggregation),
-            train: Arc::new(train),
+            plan,
+            units,
+            source: source.clone(),
+            aggregation: config.aggregation,
             template: Gnn::new(&spec, &base),
             spec,
             batch_spec,
             base,
             device,
-            aggregation,
         })
     }
 }
 
-/// Nothing to learn is an error on every worker alike: no labeled training records, or early
-/// stopping without validation records.
-fn check_learnable(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, train: usize, valid: usize) -> Result<(), Error> {
-    let counts = cluster::all_gather(worker, vec![(worker.index(), train as u64, valid as u64)]);
-    let (train, valid): (u64, u64) = counts.iter().fold((0, 0), |(t, v), c| (t + c.1, v + c.2));
+/// Nothing to learn is an error on every worker alike (they share the plan's totals): no
+/// labeled training records, or early stopping without validation records.
+fn check_learnable(config: &TrainConfig, set: &RecordSet, train: u64, valid: u64) -> Result<(), Error> {
     if train == 0 {
         return Err(Error::NothingToLearn(format!(
             "{}: no training records with a label (split \"train\" and a non-null label); flatten targets that include \
@@ -193,10 +198,11 @@ impl Start {
 /// One worker's whole training run. `fixed` (a batch per (epoch, step), and the steps per
 /// epoch) replaces the worker's own batches: tests use it to feed one worker the combined
 /// batches of several.
-pub fn train_worker(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, fixed: Option<FixedBatches>) -> Result<TrainSummary, Error> {
+pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Source>, fixed: Option<FixedBatches>) -> Result<TrainSummary, Error> {
     let started = Instant::now();
     let index = worker.index();
-    let setup = Setup::new(worker, config, set)?;
+    let setup = Setup::new(worker, config, source.clone())?;
+    let set = source.set();
     let output = PathBuf::from(&config.output);
     if index == 0 {
         std::fs::create_dir_all(&output).map_err(|e| Error::Output(format!("{}: {e}", output.display())))?;
@@ -207,8 +213,7 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, 
     }
     let log = if index == 0 { Some(MetricsLog::open(&output, config.epochs, config.resume)?) } else { None };
     let Start { mut params, shard, epoch: first_epoch, mut tracker } = Start::new(worker, config, &setup, &output)?;
-    let local_steps = fixed.map_or(setup.train.len().div_ceil(config.batch_size), |(_, steps)| steps);
-    let steps = cluster::max(worker, local_steps as u64) as usize;
+    let steps = fixed.map_or(setup.plan.steps(config.batch_size), |(_, steps)| steps);
     let mut server = Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
     let mut waited = Duration::ZERO;
 
@@ -216,7 +221,7 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, 
         let clock = Instant::now();
         let lr = learning_rate(config, epoch);
         let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), fixed)?;
-        let evaluated = evaluate_epoch(worker, &setup, &mut server, &mut params, lr, &mut done.stats);
+        let evaluated = evaluate_epoch(worker, config, &setup, &mut server, &mut params, lr, &mut done.stats)?;
         waited += done.waited;
         let metrics = EpochMetrics {
             epoch: epoch + 1,
@@ -280,8 +285,9 @@ fn train_epoch(
     (epoch, steps, lr): (usize, usize, f32),
     fixed: Option<FixedBatches>,
 ) -> Result<EpochDone, Error> {
-    let order = epoch_order(setup.train.len(), config.seed, epoch, worker.index());
-    let mut batches = fixed.is_none().then(|| Batches::new(setup.train.clone(), order, config.batch_size, setup.batch_spec.clone(), config.prefetch));
+    let order = Order { seed: config.seed, epoch, worker: worker.index() };
+    let records = RecordStream::train(setup.source.clone(), &setup.units, order, config.shuffle_mb << 20);
+    let mut batches = fixed.is_none().then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
     let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO };
     for step in 0..steps {
         let next = match (&mut batches, fixed) {
@@ -302,22 +308,40 @@ fn train_epoch(
             done.stats.add(&total);
         }
     }
+    if let Some(batches) = &mut batches {
+        let planned = setup.plan.share_totals(worker.index()).train as usize;
+        if done.seen != planned || batches.next_batch()?.is_some() {
+            return Err(Error::Internal(format!(
+                "{}: the record set changed during training ({planned} training records planned, {} read)",
+                setup.source.set().place.shown(),
+                done.seen
+            )));
+        }
+    }
     Ok(done)
 }
 
 /// Every worker's valid and test counts, summed by shard 0. The evaluation step waits for every
 /// step before it: late training stats (async mode) join the epoch's, and every worker sees the
 /// same scores.
-fn evaluate_epoch(worker: &mut Worker, setup: &Setup, server: &mut Server, params: &mut [f32], lr: f32, train: &mut Stats) -> Stats {
-    let mut eval = Stats::default();
-    eval[Split::Valid] = evaluate(&setup.spec, &setup.template, params, &setup.valid, &setup.base);
-    eval[Split::Test] = evaluate(&setup.spec, &setup.template, params, &setup.test, &setup.base);
+fn evaluate_epoch(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    setup: &Setup,
+    server: &mut Server,
+    params: &mut [f32],
+    lr: f32,
+    train: &mut Stats,
+) -> Result<Stats, Error> {
+    let records = RecordStream::evaluate(setup.source.clone(), &setup.units);
+    let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
+    let eval = evaluate(setup, params, &mut batches)?;
     let eval_step = server.steps_done();
     let mut evaluated = Stats::default();
     for (step, total) in server.step(worker, &[], 0, lr, eval, params, true) {
         if step == eval_step { evaluated = total } else { train.add(&total) }
     }
-    evaluated
+    Ok(evaluated)
 }
 
 /// The gradient sum of a batch's loss over its labeled roots, their count, and training stats.
@@ -337,33 +361,25 @@ fn gradient(setup: &Setup, params: &[f32], batch: &Batch, dropout: Dropout) -> (
     (grad, n as u64, stats)
 }
 
-/// Records to evaluate on, batched once and kept on the device.
-pub struct EvalSet(Vec<(Batch, BatchTensors)>);
+/// Records per evaluation batch.
+const EVAL_BATCH: usize = 2048;
 
-impl EvalSet {
-    pub fn new(records: &[Record], spec: &BatchSpec, device: &Device, aggregation: Aggregation) -> Self {
-        EvalSet(
-            records
-                .chunks(2048)
-                .map(|chunk| {
-                    let batch = Batch::build(chunk, spec);
-                    let tensors = BatchTensors::new(&batch, device, aggregation);
-                    (batch, tensors)
-                })
-                .collect(),
-        )
+/// Valid and test score counts over a pass's batches, without dropout (see
+/// [`gnn::model::score`]).
+pub fn evaluate(setup: &Setup, params: &[f32], batches: &mut Batches) -> Result<Stats, Error> {
+    let model = params::load(setup.template.clone(), params, &setup.base);
+    let mut total = Stats::default();
+    while let Some((batch, _)) = batches.next_batch()? {
+        let tensors = BatchTensors::new(&batch, &setup.base, setup.aggregation);
+        let logits = model.forward(&setup.spec, &batch, &tensors, None);
+        for split in [Split::Valid, Split::Test] {
+            let labels: Vec<Option<Label>> =
+                batch.labels.iter().zip(&batch.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect();
+            let (hits, out_of) = score(logits.clone(), &labels);
+            total[split].add(Score { hits, out_of });
+        }
     }
-}
-
-/// Score counts over an evaluation set, without dropout (see [`gnn::model::score`]).
-pub fn evaluate(spec: &ModelSpec, template: &Gnn, params: &[f32], set: &EvalSet, device: &Device) -> Score {
-    let model = params::load(template.clone(), params, device);
-    let mut total = Score::default();
-    for (batch, tensors) in &set.0 {
-        let (hits, out_of) = score(model.forward(spec, batch, tensors, None), &batch.labels);
-        total.add(Score { hits, out_of });
-    }
-    total
+    Ok(total)
 }
 
 /// The model files (see `gnn::io`), with the flatten settings of the records.

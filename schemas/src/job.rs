@@ -9,6 +9,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub struct JobFile {
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// How object stores (`s3://`) are reached; every stage of the job uses it.
+    #[serde(default)]
+    pub storage: StorageConfig,
     /// Generates a synthetic graph first, unless its output already holds one.
     pub generate: Option<GenerateConfig>,
     pub flatten: Option<FlattenConfig>,
@@ -30,8 +33,75 @@ impl JobFile {
             infer.check()?;
         }
         job.cluster.check()?;
+        job.storage.check()?;
         Ok(job)
     }
+}
+
+/// The `[storage]` table: settings of the S3 client, over the standard AWS environment
+/// (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ALLOW_HTTP`, credentials). Credentials are never taken
+/// from a job file: it would put secrets in files that get copied and logged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// An S3-compatible endpoint (MinIO, Ceph, moto): `http://host:port`.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Allow a plain-HTTP endpoint.
+    #[serde(default)]
+    pub allow_http: Option<bool>,
+    /// Retries of a failed request (timeouts, connection errors, 5xx), with exponential
+    /// backoff from 100 ms.
+    #[serde(default = "default_retries")]
+    pub retries: usize,
+    /// No retry starts after this many seconds since a request's first attempt.
+    #[serde(default = "default_retry_timeout")]
+    pub retry_timeout_s: f64,
+    /// Seconds to wait for a connection.
+    #[serde(default = "default_store_connect_timeout")]
+    pub connect_timeout_s: f64,
+    /// Seconds one request may take, its body included.
+    #[serde(default = "default_request_timeout")]
+    pub timeout_s: f64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            endpoint: None,
+            region: None,
+            allow_http: None,
+            retries: default_retries(),
+            retry_timeout_s: default_retry_timeout(),
+            connect_timeout_s: default_store_connect_timeout(),
+            timeout_s: default_request_timeout(),
+        }
+    }
+}
+
+impl StorageConfig {
+    pub fn check(&self) -> Result<(), String> {
+        let times = [self.retry_timeout_s, self.connect_timeout_s, self.timeout_s];
+        if times.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
+            return Err("[storage] retry_timeout_s, connect_timeout_s and timeout_s must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+fn default_retries() -> usize {
+    5
+}
+fn default_retry_timeout() -> f64 {
+    120.0
+}
+fn default_store_connect_timeout() -> f64 {
+    5.0
+}
+fn default_request_timeout() -> f64 {
+    60.0
 }
 
 /// Where the job runs: timely's cluster mode. The same file runs on one thread or many machines.
@@ -552,6 +622,14 @@ pub struct TrainConfig {
     /// Batches a reader thread prepares ahead of compute (0: no pipelining).
     #[serde(default = "default_prefetch")]
     pub prefetch: usize,
+    /// Decoded records a process keeps between epochs, in MiB, shared among its workers; the
+    /// rest is read from storage again every epoch. It changes memory and time, never results.
+    #[serde(default = "default_cache_mb")]
+    pub cache_mb: u64,
+    /// The training shuffle buffer, in MiB per worker: each epoch visits row groups in a seeded
+    /// order and draws records at random from a buffer this large.
+    #[serde(default = "default_shuffle_mb")]
+    pub shuffle_mb: u64,
     /// Write a checkpoint every this many epochs (0: never).
     #[serde(default)]
     pub checkpoint_every: usize,
@@ -614,6 +692,12 @@ fn default_true() -> bool {
 }
 fn default_prefetch() -> usize {
     4
+}
+fn default_cache_mb() -> u64 {
+    512
+}
+fn default_shuffle_mb() -> u64 {
+    64
 }
 fn default_mode() -> PsMode {
     PsMode::Sync

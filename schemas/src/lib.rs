@@ -16,7 +16,7 @@ mod record_batch;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;
-pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, Sampler, Split, Targets};
+pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, Sampler, Split, StorageConfig, Targets};
 pub use label::{Label, LabelKind};
 pub use record::Record;
 

@@ -116,7 +116,7 @@ impl FlattenMeta {
     }
 }
 
-pub use crate::record_batch::{Record, from_batch, from_batch_where, to_batch};
+pub use crate::record_batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {

@@ -247,8 +247,7 @@ pub fn from_batch_where(
     keep: impl Fn(i64, Option<Split>) -> bool,
 ) -> Result<Vec<(u64, Record)>, BadInput> {
     let at = At { file, first_row };
-    let roots = column(batch, ROOT_ID, &at)?.as_primitive_opt::<Int64Type>().ok_or_else(|| BadInput::new(at.column(ROOT_ID), "expected int64"))?;
-    let splits = column(batch, SPLIT, &at)?.as_string_opt::<i32>().ok_or_else(|| BadInput::new(at.column(SPLIT), "expected utf8"))?;
+    let (roots, splits) = (roots(batch, &at)?, Splits::new(batch, &at)?);
     let labels = Labels::new(batch, &at)?;
     let features = Features::new(batch, &at)?;
     let node_ids = ListColumn::<Int64Type>::new(batch, NODE_IDS, &at)?;
@@ -260,10 +259,7 @@ pub fn from_batch_where(
     let edge_layers = ListColumn::<UInt32Type>::new(batch, EDGE_LAYERS, &at)?;
     let mut out = Vec::new();
     for row in 0..batch.num_rows() {
-        let split = match splits.is_valid(row) {
-            false => None,
-            true => Some(Split::parse(splits.value(row)).ok_or_else(|| at.bad(row, SPLIT, format!("unknown split {:?}", splits.value(row))))?),
-        };
+        let split = splits.get(row, &at)?;
         if !keep(roots.value(row), split) {
             continue;
         }
@@ -284,6 +280,46 @@ pub fn from_batch_where(
         out.push((first_row + row as u64, record));
     }
     Ok(out)
+}
+
+/// What a record is for, without its graph: enough to count and plan a pass over a record set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tag {
+    pub root: i64,
+    pub split: Option<Split>,
+    pub label: Option<Label>,
+}
+
+/// The tags of every row of `batch` (rows `first_row..` of `file`), with the row each came
+/// from. `batch` needs only the root, split and label columns: a reader projects to those.
+pub fn tags(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Vec<(u64, Tag)>, BadInput> {
+    let at = At { file, first_row };
+    let (roots, splits, labels) = (roots(batch, &at)?, Splits::new(batch, &at)?, Labels::new(batch, &at)?);
+    (0..batch.num_rows())
+        .map(|row| Ok((first_row + row as u64, Tag { root: roots.value(row), split: splits.get(row, &at)?, label: labels.get(row) })))
+        .collect()
+}
+
+fn roots<'a>(batch: &'a RecordBatch, at: &At) -> Result<&'a Int64Array, BadInput> {
+    column(batch, ROOT_ID, at)?.as_primitive_opt::<Int64Type>().ok_or_else(|| BadInput::new(at.column(ROOT_ID), "expected int64"))
+}
+
+/// The split column: null, or one of the split names.
+struct Splits<'a>(&'a StringArray);
+
+impl<'a> Splits<'a> {
+    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, SPLIT, at)?.as_string_opt::<i32>();
+        array.map(Splits).ok_or_else(|| BadInput::new(at.column(SPLIT), "expected utf8"))
+    }
+
+    fn get(&self, row: usize, at: &At) -> Result<Option<Split>, BadInput> {
+        if self.0.is_null(row) {
+            return Ok(None);
+        }
+        let text = self.0.value(row);
+        Split::parse(text).map(Some).ok_or_else(|| at.bad(row, SPLIT, format!("unknown split {text:?}")))
+    }
 }
 
 /// What is structurally wrong with a record, by column.

@@ -13,4 +13,4 @@ pub mod store;
 pub mod table;
 
 pub use error::Error;
-pub use store::{Io, ParquetFile, Place, open_table, units};
+pub use store::{Io, ParquetFile, Place, configure, open_table, units};

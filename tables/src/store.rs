@@ -1,20 +1,26 @@
 //! Every read and write goes through `object_store`: local paths and URIs (`s3://`, ...) alike.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
+use object_store::{BackoffConfig, ClientConfigKey, RetryConfig};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use schemas::StorageConfig;
 
 use crate::error::Error;
 
@@ -38,6 +44,44 @@ impl Io {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
+}
+
+/// The process's `[storage]` settings, for every store opened after [`configure`].
+static STORAGE: RwLock<Option<StorageConfig>> = RwLock::new(None);
+
+/// Sets the `[storage]` settings every `s3://` place opened from now on uses.
+pub fn configure(storage: &StorageConfig) {
+    *STORAGE.write().unwrap_or_else(PoisonError::into_inner) = Some(storage.clone());
+}
+
+fn storage_config() -> StorageConfig {
+    STORAGE.read().unwrap_or_else(PoisonError::into_inner).clone().unwrap_or_default()
+}
+
+/// An S3 client: the standard AWS environment (credentials, region, endpoint, allow_http),
+/// then what `[storage]` sets.
+fn s3_builder(storage: &StorageConfig) -> AmazonS3Builder {
+    let mut builder = AmazonS3Builder::from_env();
+    if let Some(endpoint) = &storage.endpoint {
+        builder = builder.with_endpoint(endpoint);
+    }
+    if let Some(region) = &storage.region {
+        builder = builder.with_region(region);
+    }
+    if let Some(allow) = storage.allow_http {
+        builder = builder.with_allow_http(allow);
+    }
+    let retry = RetryConfig {
+        backoff: BackoffConfig::default(),
+        max_retries: storage.retries,
+        retry_timeout: Duration::from_secs_f64(storage.retry_timeout_s),
+    };
+    // Set key by key: `with_client_options` would drop what the environment set (allow_http).
+    let millis = |seconds: f64| format!("{}ms", (seconds * 1000.0).round() as u64);
+    builder
+        .with_retry(retry)
+        .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), millis(storage.connect_timeout_s))
+        .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), millis(storage.timeout_s))
 }
 
 /// A file or directory in some store, with the text that names it in messages.
@@ -72,8 +116,7 @@ impl Place {
         if location.contains("://") {
             let url = url::Url::parse(location).map_err(|e| Error::Usage(format!("{uri}: not a valid URI: {e}")))?;
             let (store, path) = if url.scheme() == "s3" {
-                // Credentials, region, endpoint and allow_http from the standard AWS environment.
-                let store = object_store::aws::AmazonS3Builder::from_env()
+                let store = s3_builder(&storage_config())
                     .with_url(location)
                     .build()
                     .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
@@ -273,26 +316,39 @@ impl ParquetFile {
         self.arrow.metadata().row_groups()[..rg].iter().map(|g| g.num_rows() as u64).sum()
     }
 
+    /// Row group `rg`'s size uncompressed: about what its rows take in memory decoded.
+    pub fn row_group_bytes(&self, rg: usize) -> u64 {
+        self.arrow.metadata().row_group(rg).total_byte_size().max(0) as u64
+    }
+
     pub fn rows(&self) -> u64 {
         self.arrow.metadata().file_metadata().num_rows() as u64
     }
 
     /// Reads row group `rg` batch by batch; `each` gets a batch and its first row in the file.
-    pub fn read_row_group(
+    pub fn read_row_group(&self, io: &Io, rg: usize, each: impl FnMut(RecordBatch, u64) -> Result<(), Error>) -> Result<(), Error> {
+        self.read_columns(io, rg, None, each)
+    }
+
+    /// Reads the named columns of row group `rg` (all with `None`): only their column chunks
+    /// are fetched and decoded.
+    pub fn read_columns(
         &self,
         io: &Io,
         rg: usize,
+        columns: Option<&[&str]>,
         mut each: impl FnMut(RecordBatch, u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let parquet_error = |source| Error::Parquet { file: self.name(), source };
-        let mut stream = ParquetRecordBatchStreamBuilder::new_with_metadata(
-            Self::reader(&self.place, &self.meta),
-            self.arrow.clone(),
-        )
-        .with_row_groups(vec![rg])
-        .with_batch_size(8192)
-        .build()
-        .map_err(parquet_error)?;
+        let mut builder =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(Self::reader(&self.place, &self.meta), self.arrow.clone())
+                .with_row_groups(vec![rg])
+                .with_batch_size(8192);
+        if let Some(columns) = columns {
+            let mask = ProjectionMask::columns(self.arrow.metadata().file_metadata().schema_descr(), columns.iter().copied());
+            builder = builder.with_projection(mask);
+        }
+        let mut stream = builder.build().map_err(parquet_error)?;
         let mut row = self.first_row(rg);
         while let Some(batch) = io.block_on(stream.try_next()).map_err(parquet_error)? {
             let rows = batch.num_rows() as u64;

@@ -1,0 +1,121 @@
+//! Which units (row groups) each worker trains and evaluates on, and how many steps an epoch
+//! has.
+//!
+//! Workers count the units first (root, split and label columns only; worker `i` of `n` counts
+//! units `i`, `i + n`, ...), and every worker gathers all counts, so every worker computes the
+//! same plan from the same numbers. Units go to workers by their training records, largest
+//! first, each to the least loaded worker (ties to the lower index): the shares differ by at
+//! most one unit's records, and every row group is decoded by one worker only.
+//!
+//! The plan depends on the record set and the number of workers, never on how the workers are
+//! spread over processes: 2 processes of 1 worker train exactly as 1 process of 2.
+
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::reader::{Counts, Pass, RecordSet, Unit};
+
+/// Every unit, its counts, and each worker's share.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub units: Vec<Unit>,
+    pub counts: Vec<Counts>,
+    /// Per worker, the numbers of its units, ascending.
+    pub shares: Vec<Vec<usize>>,
+}
+
+impl Plan {
+    /// Counts the set's units on all workers and plans them; every worker gets the same plan,
+    /// or the same first error.
+    pub fn gather(worker: &mut Worker, set: &RecordSet, classes: Option<usize>) -> Result<Plan, Error> {
+        let units = set.units();
+        let (index, peers) = (worker.index(), worker.peers());
+        let local: Result<Vec<(usize, Counts)>, Error> =
+            (index..units.len()).step_by(peers).map(|u| Ok((u, set.count(units[u], classes)?))).collect();
+        let local = cluster::agree::<_, Error, tables::error::Report>(worker, local)?;
+        let mut counts = vec![Counts::default(); units.len()];
+        for (u, c) in cluster::all_gather(worker, local) {
+            counts[u] = c;
+        }
+        Ok(Plan::new(units, counts, peers))
+    }
+
+    /// Plans `units` with these counts over `peers` workers.
+    pub fn new(units: Vec<Unit>, counts: Vec<Counts>, peers: usize) -> Plan {
+        // Largest first: by training records, then by evaluation records, then unit number.
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        order.sort_by_key(|&u| (std::cmp::Reverse((counts[u].train, counts[u].of(Pass::Evaluate))), u));
+        let mut load = vec![(0u64, 0u64); peers];
+        let mut shares = vec![Vec::new(); peers];
+        for u in order {
+            let w = (0..peers).min_by_key(|&w| (load[w], w)).unwrap_or(0);
+            load[w].0 += counts[u].train;
+            load[w].1 += counts[u].of(Pass::Evaluate);
+            shares[w].push(u);
+        }
+        shares.iter_mut().for_each(|s| s.sort_unstable());
+        Plan { units, counts, shares }
+    }
+
+    /// The counts summed over every unit.
+    pub fn totals(&self) -> Counts {
+        self.counts.iter().fold(Counts::default(), |mut t, c| {
+            t.add(c);
+            t
+        })
+    }
+
+    /// The counts summed over worker `w`'s units.
+    pub fn share_totals(&self, w: usize) -> Counts {
+        self.shares[w].iter().fold(Counts::default(), |mut t, &u| {
+            t.add(&self.counts[u]);
+            t
+        })
+    }
+
+    /// Steps per epoch: every worker takes part in every step, so the longest share decides.
+    pub fn steps(&self, batch_size: usize) -> usize {
+        (0..self.shares.len()).map(|w| self.share_totals(w).train.div_ceil(batch_size as u64) as usize).max().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(train: &[u64]) -> Vec<Counts> {
+        train.iter().map(|&t| Counts { train: t, valid: t % 3, ..Counts::default() }).collect()
+    }
+
+    fn units(n: usize) -> Vec<Unit> {
+        (0..n).map(|i| Unit { file: i / 4, row_group: i % 4 }).collect()
+    }
+
+    #[test]
+    fn every_unit_goes_to_exactly_one_worker_and_shares_are_balanced() {
+        let train = [90, 10, 40, 40, 0, 7, 55, 31, 12, 3, 0, 64];
+        for peers in 1..6 {
+            let plan = Plan::new(units(train.len()), counts(&train), peers);
+            let mut seen: Vec<usize> = plan.shares.concat();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..train.len()).collect::<Vec<_>>(), "{peers} workers");
+            let loads: Vec<u64> = (0..peers).map(|w| plan.share_totals(w).train).collect();
+            let (min, max) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+            // Greedy largest-first: the spread is at most the largest unit.
+            assert!(max - min <= 90, "{peers} workers: {loads:?}");
+            assert_eq!(plan.totals().train, train.iter().sum::<u64>());
+            let steps = loads.iter().map(|l| l.div_ceil(16) as usize).max().unwrap();
+            assert_eq!(plan.steps(16), steps);
+        }
+    }
+
+    #[test]
+    fn the_plan_depends_on_the_counts_alone() {
+        let train = [5, 5, 5, 5, 9];
+        let a = Plan::new(units(5), counts(&train), 3);
+        let b = Plan::new(units(5), counts(&train), 3);
+        assert_eq!(a.shares, b.shares);
+        // Equal loads break ties by worker index: the 9 goes to worker 0.
+        assert_eq!(a.shares[0], vec![4]);
+    }
+}

@@ -1,0 +1,163 @@
+//! Each epoch's records as a stream, in a seeded order, with memory bounded by settings rather
+//! than by the record set:
+//!
+//! - a worker's units (row groups, see [`crate::plan`]) are visited in a seeded shuffle of
+//!   `(seed, epoch, worker)`;
+//! - their records pass through a shuffle buffer of about `shuffle_mb`: it fills to that size,
+//!   then each record out is a seeded random pick from it and makes room for the next one in
+//!   (tf.data's `shuffle`); evaluation takes the records in order instead;
+//! - a [`Source`] reads a unit's records for one pass at a time and keeps them, up to its
+//!   budget (`cache_mb`), so that a small set is decoded once rather than every epoch. What is
+//!   cached changes the memory and the time only: the order is the same either way.
+//!
+//! So a worker holds at most the cache, the shuffle buffer, one decoded row group and the
+//! loader's prefetched batches, however many records the set has.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use gnn::rng::Stream;
+use schemas::Record;
+
+use crate::error::Error;
+use crate::loader::epoch_order;
+use crate::reader::{Pass, RecordSet, Unit};
+
+/// A unit's records for a pass, read from the set or from the cache.
+pub struct Source {
+    set: Arc<RecordSet>,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Default)]
+struct Cache {
+    budget: u64,
+    used: u64,
+    records: HashMap<(Unit, Pass), Arc<Vec<Record>>>,
+}
+
+impl Source {
+    /// A source that caches up to `budget` bytes of decoded records.
+    pub fn new(set: Arc<RecordSet>, budget: u64) -> Self {
+        Source { set, cache: Mutex::new(Cache { budget, ..Cache::default() }) }
+    }
+
+    pub fn set(&self) -> &RecordSet {
+        &self.set
+    }
+
+    /// The labeled records of `unit` that `pass` takes, in row order.
+    pub fn records(&self, unit: Unit, pass: Pass) -> Result<Arc<Vec<Record>>, Error> {
+        if let Some(hit) = self.cache().records.get(&(unit, pass)) {
+            return Ok(hit.clone());
+        }
+        let records = Arc::new(self.set.read(unit, pass)?);
+        let bytes: u64 = records.iter().map(|r| r.size_bytes() as u64).sum();
+        let mut cache = self.cache();
+        if cache.used + bytes <= cache.budget {
+            cache.used += bytes;
+            cache.records.insert((unit, pass), records.clone());
+        }
+        Ok(records)
+    }
+
+    /// Bytes of records cached so far.
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache().used
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        // The cache holds no invariant a panicking reader could break: take it over.
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Where an epoch's stream starts: the worker, the epoch and the seed choose its order.
+#[derive(Debug, Clone, Copy)]
+pub struct Order {
+    pub seed: u64,
+    pub epoch: usize,
+    pub worker: usize,
+}
+
+/// The records of a pass over some units, in order: see the module doc.
+pub struct RecordStream {
+    source: Arc<Source>,
+    pass: Pass,
+    /// Units still to read, next last.
+    units: Vec<Unit>,
+    /// The unit being drained, and the next record's position in it.
+    current: Option<(Arc<Vec<Record>>, usize)>,
+    buffer: Vec<Record>,
+    buffer_bytes: u64,
+    capacity: u64,
+    pick: Stream,
+    failed: bool,
+}
+
+impl RecordStream {
+    /// The training records of `units` for one epoch, shuffled by `order` through a buffer of
+    /// about `shuffle_bytes`.
+    pub fn train(source: Arc<Source>, units: &[Unit], order: Order, shuffle_bytes: u64) -> Self {
+        let Order { seed, epoch, worker } = order;
+        let visit: Vec<Unit> = epoch_order(units.len(), seed, epoch, worker).into_iter().map(|i| units[i]).collect();
+        let pick = Stream::new(&[seed, epoch as u64, worker as u64, 0x5108]);
+        Self::new(source, Pass::Train, visit, shuffle_bytes, pick)
+    }
+
+    /// The validation and test records of `units`, in unit order.
+    pub fn evaluate(source: Arc<Source>, units: &[Unit]) -> Self {
+        // A zero-byte buffer holds one record at a time: the stream keeps the order.
+        Self::new(source, Pass::Evaluate, units.to_vec(), 0, Stream::new(&[0]))
+    }
+
+    fn new(source: Arc<Source>, pass: Pass, mut visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
+        visit.reverse();
+        RecordStream { source, pass, units: visit, current: None, buffer: Vec::new(), buffer_bytes: 0, capacity, pick, failed: false }
+    }
+
+    /// The next record from the units, or `None` after the last.
+    fn pull(&mut self) -> Result<Option<Record>, Error> {
+        loop {
+            if let Some((records, next)) = &mut self.current {
+                if let Some(r) = records.get(*next) {
+                    *next += 1;
+                    return Ok(Some(r.clone()));
+                }
+                self.current = None;
+            }
+            let Some(unit) = self.units.pop() else { return Ok(None) };
+            self.current = Some((self.source.records(unit, self.pass)?, 0));
+        }
+    }
+}
+
+impl Iterator for RecordStream {
+    type Item = Result<Record, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        while self.buffer.is_empty() || self.buffer_bytes < self.capacity {
+            match self.pull() {
+                Ok(Some(r)) => {
+                    self.buffer_bytes += r.size_bytes() as u64;
+                    self.buffer.push(r);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        if self.buffer.is_empty() {
+            return None;
+        }
+        let i = (self.pick.next_u64() % self.buffer.len() as u64) as usize;
+        let r = self.buffer.swap_remove(i);
+        self.buffer_bytes -= r.size_bytes() as u64;
+        Some(Ok(r))
+    }
+}
