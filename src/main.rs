@@ -261,6 +261,9 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
                 summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
             );
             println!("  compute waited {:.2}s for data", summary.wait_seconds);
+            let mb = |bytes: u64| bytes as f64 / 1e6;
+            let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
+            println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
             println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
         }
     }

@@ -52,15 +52,6 @@ fn run_job(job: &Path, workers: usize, args: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn assert_fails(out: &Output, code: i32, words: &[&str]) {
-    let all = text(out);
-    assert_eq!(out.status.code(), Some(code), "expected exit {code}:\n{all}");
-    for w in words {
-        assert!(all.contains(w), "expected {w:?} in:\n{all}");
-    }
-    assert!(!all.contains("panicked") && !all.contains("RUST_BACKTRACE"), "a panic report leaked:\n{all}");
-}
-
 #[test]
 fn usage_missing_input_and_unwritable_output_have_their_exit_codes() {
     let dir = scratch("exit-codes");

@@ -153,20 +153,6 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
 }
 
-/// Every row of a score table as text, sorted (part boundaries differ from run to run).
-fn sorted_rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
-    let mut rows: Vec<String> = batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows()).map(move |r| {
-                b.columns().iter().map(|c| format!("{:?}", c.slice(r, 1))).collect::<Vec<_>>().join("|")
-            })
-        })
-        .collect();
-    rows.sort();
-    rows
-}
-
 #[test]
 fn missing_buckets_and_bad_uris_are_clear_errors() {
     let Some(s3) = moto() else { return };

@@ -48,6 +48,10 @@ pub struct TrainSummary {
     pub wait_seconds: f64,
     /// The final flat parameters (the best epoch's when `patience` > 0).
     pub params: Vec<f32>,
+    /// This process's peak resident memory, where the platform reports it.
+    pub peak_rss: Option<u64>,
+    /// Decoded records worker 0 kept between epochs (see `cache_mb`).
+    pub cached_bytes: u64,
 }
 
 /// Runs a training job on this process's workers. Any worker's failure ends every worker.
@@ -94,13 +98,28 @@ pub struct Setup {
     pub aggregation: Aggregation,
     /// The model's structure: each step loads the current parameters into a clone.
     pub template: Gnn,
+    /// When the worker started, and whether its first step has been reported.
+    started: Instant,
+    first_step: std::sync::Once,
 }
 
 impl Setup {
     pub fn new(worker: &mut Worker, config: &TrainConfig, source: Arc<Source>) -> Result<Setup, Error> {
+        let started = Instant::now();
         let set = source.set();
         let plan = Plan::gather(worker, set, config.classes)?;
         let totals = plan.totals();
+        if worker.index() == 0 {
+            tracing::info!(
+                "train: {} row groups hold {} train, {} valid, {} test labeled records; {} steps per epoch (planned in {:.1}s)",
+                plan.units.len(),
+                totals.train,
+                totals.valid,
+                totals.test,
+                plan.steps(config.batch_size),
+                started.elapsed().as_secs_f64()
+            );
+        }
         check_learnable(config, set, totals.train, totals.valid)?;
         let classes = match set.meta.label {
             LabelKind::Targets(n) => n,
@@ -136,6 +155,8 @@ impl Setup {
             units,
             source: source.clone(),
             aggregation: config.aggregation,
+            started,
+            first_step: std::sync::Once::new(),
             template: Gnn::new(&spec, &base),
             spec,
             batch_spec,
@@ -262,6 +283,8 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Sour
         seconds: started.elapsed().as_secs_f64(),
         wait_seconds: waited.as_secs_f64(),
         params,
+        peak_rss: cluster::memory::peak_rss_bytes(),
+        cached_bytes: setup.source.cached_bytes(),
     })
 }
 
@@ -298,6 +321,10 @@ fn train_epoch(
         let (grad, count, stats) = match next {
             None => (Vec::new(), 0, Stats::default()),
             Some((batch, waited)) => {
+                if worker.index() == 0 {
+                    let since = setup.started.elapsed().as_secs_f64();
+                    setup.first_step.call_once(|| tracing::info!("train: first step {since:.1}s after the start"));
+                }
                 done.waited += waited;
                 done.seen += batch.roots.len();
                 let dropout = Dropout { seed: config.seed, step: server.steps_done(), rate: config.dropout, attention_rate: config.attention_dropout };

@@ -188,3 +188,27 @@ pub fn run_two_processes(job: &Path, cwd: &Path) {
         assert!(out.status.success(), "a process failed:\n{}", text(&out));
     }
 }
+
+/// Every row of a table as text, sorted (part boundaries differ from run to run).
+pub fn sorted_rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
+    let mut rows: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                b.columns().iter().map(|c| format!("{:?}", c.slice(r, 1))).collect::<Vec<_>>().join("|")
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// `out` failed with exit `code`, says each of `words`, and shows no panic report.
+pub fn assert_fails(out: &Output, code: i32, words: &[&str]) {
+    let all = text(out);
+    assert_eq!(out.status.code(), Some(code), "expected exit {code}:\n{all}");
+    for w in words {
+        assert!(all.contains(w), "expected {w:?} in:\n{all}");
+    }
+    assert!(!all.contains("panicked") && !all.contains("RUST_BACKTRACE"), "a panic report leaked:\n{all}");
+}

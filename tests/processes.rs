@@ -1,0 +1,115 @@
+//! Every stage on several processes over loopback, started by `scripts/launch-local.sh` as a
+//! user would: the outputs equal one process's, and a process that dies ends the others.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// `[cluster]` for `n` processes of one worker on free loopback ports.
+fn cluster(n: usize) -> String {
+    let hosts: Vec<String> = (0..n).map(|_| format!("\"127.0.0.1:{}\"", free_port())).collect();
+    format!("[cluster]\nworkers = 1\nhosts = [{}]\n", hosts.join(", "))
+}
+
+/// Flatten, train and infer of `data` into `out/{flat,model,scores}`.
+fn stages(data: &Path, out: &Path) -> String {
+    let path = |p: PathBuf| format!("{:?}", p.display().to_string());
+    let (flat, model) = (path(out.join("flat")), path(out.join("model")));
+    format!(
+        "{}\n[train]\nrecords = {flat}\noutput = {model}\nmodel = \"sage\"\nepochs = 3\nbatch_size = 64\nseed = 3\n\
+         [infer]\nnodes = {}\nedges = {}\nmodel = {model}\noutput = {}\n",
+        flatten_job(data, &out.join("flat"), "hops = 2\nfanouts = [4, 3]\nseed = 5\nhub_threshold = 30\n"),
+        path(data.join("nodes")),
+        path(data.join("edges")),
+        path(out.join("scores")),
+    )
+}
+
+fn launch(n: usize, job: &Path) -> std::process::Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/launch-local.sh");
+    Command::new("bash")
+        .arg(script)
+        .args([&n.to_string(), job.to_str().unwrap()])
+        .env("GRAPHFLAT", env!("CARGO_BIN_EXE_graphflat"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
+    let dir = scratch("processes");
+    let data = dir.join("graph");
+    generate(&data, 1200, 6, 8, 4);
+    for n in [2, 3] {
+        // The reference: one process of n workers (the trainer's plan depends on the workers).
+        let threads = dir.join(format!("threads-{n}"));
+        run_ok(&["run", job(&dir, &format!("threads-{n}.toml"), &stages(&data, &threads)).to_str().unwrap(), "--workers", &n.to_string()]);
+        let procs = dir.join(format!("processes-{n}"));
+        let body = format!("{}\n{}", cluster(n), stages(&data, &procs));
+        let out = launch(n, &job(&dir, &format!("processes-{n}.toml"), &body));
+        assert!(out.status.success(), "{}", text(&out));
+
+        assert!(read_records(&threads.join("flat")) == read_records(&procs.join("flat")), "{n} processes: records differ");
+        for file in ["model.bpk", "metrics.jsonl"] {
+            let (a, b) = (std::fs::read(threads.join("model").join(file)).unwrap(), std::fs::read(procs.join("model").join(file)).unwrap());
+            assert!(a == b, "{n} processes: {file} differs");
+        }
+        let (a, b) = (read_batches(&threads.join("scores")), read_batches(&procs.join("scores")));
+        assert_eq!(sorted_rows(&a), sorted_rows(&b), "{n} processes: scores differ");
+    }
+    // And one process of one worker: the same records and scores of its own model.
+    let one = dir.join("one");
+    run_ok(&["run", job(&dir, "one.toml", &stages(&data, &one)).to_str().unwrap(), "--workers", "1"]);
+    assert!(read_records(&one.join("flat")) == read_records(&dir.join("processes-3").join("flat")));
+}
+
+/// Child processes, killed if a failing test leaves them running.
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn a_killed_process_ends_the_other_two_with_no_output() {
+    let dir = scratch("processes-kill");
+    let data = dir.join("graph");
+    generate(&data, 1200, 6, 8, 4);
+    let out = dir.join("run");
+    let body = format!("{}\n{}", cluster(3), stages(&data, &out).replace("epochs = 3", "epochs = 100000"));
+    let job = job(&dir, "three.toml", &body);
+    let spawn = |p: usize| {
+        graphflat()
+            .args(["run", job.to_str().unwrap(), "--processes", "3", "--process", &p.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut children = Children(vec![spawn(0), spawn(1), spawn(2)]);
+    // Into training: the records are committed, the model is not.
+    let started = Instant::now();
+    while !out.join("flat").join("_SUCCESS").exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the flatten stage did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    children.0[1].kill().unwrap();
+    let killed = Instant::now();
+    for survivor in [2, 0] {
+        let result = children.0.remove(survivor).wait_with_output().unwrap();
+        assert!(killed.elapsed() < Duration::from_secs(20), "took {:?}", killed.elapsed());
+        assert_fails(&result, 75, &["lost a peer process"]);
+    }
+    assert!(!out.join("model").join("model.bpk").exists());
+    assert!(!out.join("scores").join("_SUCCESS").exists());
+}
