@@ -2,10 +2,10 @@
 //! row group by row group, so memory stays bounded whatever their size.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
+use gnn::io::ModelFiles;
 use graphflat::store::{Io, Place, open_table};
 use schemas::Cause;
 
@@ -13,12 +13,13 @@ use crate::Result;
 use crate::exit::{Exit, WithCause};
 
 pub fn inspect(target: &str) -> Result<()> {
-    let local = Path::new(target);
-    if local.join(gnn::io::META).is_file() {
-        return inspect_model(local);
-    }
     let io = Io::new().cause(Cause::Internal)?;
     let place = Place::parse(target).map_err(|e| Exit::new(e.cause(), e))?;
+    let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
+    let is_model = manifest.is_some_and(|m| m.stage == gnn::io::STAGE);
+    if is_model || io.block_on(place.child(gnn::io::META).exists()) {
+        return inspect_model(&io, &place);
+    }
     let files = open_table(&io, &place).map_err(|e| Exit::new(e.cause(), e))?;
     let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
     let rows: u64 = files.iter().map(|f| f.rows()).sum();
@@ -114,19 +115,17 @@ impl Counts {
     }
 }
 
-fn inspect_model(dir: &Path) -> Result<()> {
-    let meta = gnn::io::load_meta(dir).map_err(|e| Exit::new(e.cause(), e))?;
-    let weights = dir.join(gnn::io::WEIGHTS);
-    println!("{}: a {:?} model, {} parameters", dir.display(), meta.spec.kind, meta.parameters);
-    match std::fs::metadata(&weights) {
-        Ok(m) => println!("  weights: {} ({:.1} kB)", weights.display(), m.len() as f64 / 1e3),
-        Err(_) => println!("  weights: MISSING ({})", weights.display()),
-    }
-    let json = serde_json::to_string_pretty(&meta).cause(Cause::Internal)?;
+fn inspect_model(io: &Io, dir: &Place) -> Result<()> {
+    let files = ModelFiles::read(io, dir).map_err(|e| Exit::new(e.cause(), e))?;
+    let meta = &files.meta;
+    println!("{}: a {:?} model, {} parameters", dir.shown(), meta.spec.kind, meta.parameters);
+    println!("  weights: {} ({:.1} kB)", dir.child(gnn::io::WEIGHTS).shown(), files.weight_bytes() as f64 / 1e3);
+    let json = serde_json::to_string_pretty(meta).cause(Cause::Internal)?;
     println!("{}:\n{json}", gnn::io::META);
-    let metrics = dir.join(graphtrainer::metrics::METRICS);
-    if let Ok(text) = std::fs::read_to_string(&metrics) {
-        println!("{} epochs in {}; the last:\n  {}", text.lines().count(), metrics.display(), text.lines().last().unwrap_or(""));
+    let metrics = dir.child(graphtrainer::metrics::METRICS);
+    if let Ok(Some(bytes)) = io.block_on(metrics.get()) {
+        let text = String::from_utf8_lossy(&bytes);
+        println!("{} epochs in {}; the last:\n  {}", text.lines().count(), metrics.shown(), text.lines().last().unwrap_or(""));
     }
     Ok(())
 }

@@ -43,7 +43,7 @@ fn read_scores(dir: &Path) -> BTreeMap<i64, Scored> {
 /// scores by root.
 fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
     let device = Device::flex();
-    let (meta, gnn) = gnn::io::load(model, &device).unwrap();
+    let (meta, gnn) = gnn::io::load(model.to_str().unwrap(), &device).unwrap();
     let spec = BatchSpec {
         hops: meta.hops,
         fanouts: meta.fanouts.clone(),
@@ -273,26 +273,40 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     let other = dir.join("other");
     generate(&other, 300, 5, 6, 2);
 
-    let copy_model = |name: &str, change: &dyn Fn(&Path)| -> PathBuf {
+    // A copy of the committed model, changed by `change`; with `recommit`, its manifest is
+    // rewritten to match (a bad file that was committed as it is).
+    let copy_model = |name: &str, recommit: bool, change: &dyn Fn(&Path)| -> PathBuf {
         let to = dir.join(name);
         std::fs::create_dir_all(&to).unwrap();
-        for file in ["model.json", "model.bpk"] {
+        for file in ["model.json", "model.bpk", "_SUCCESS"] {
             std::fs::copy(model.join(file), to.join(file)).unwrap();
         }
         change(&to);
+        if recommit {
+            let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(to.join("_SUCCESS")).unwrap()).unwrap();
+            for part in manifest["parts"].as_array_mut().unwrap() {
+                let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
+                part["bytes"] = bytes.len().into();
+                part["crc32"] = crc32fast::hash(&bytes).into();
+            }
+            std::fs::write(to.join("_SUCCESS"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+        }
         to
     };
     let meta = std::fs::read_to_string(model.join("model.json")).unwrap();
     let cases: Vec<(&str, PathBuf, PathBuf, i32, &str)> = vec![
         ("width", other.clone(), model.clone(), 65, "takes 8 input features, but the node table"),
-        ("no-json", data.clone(), copy_model("no-json", &|d| std::fs::remove_file(d.join("model.json")).unwrap()), 66, "model.json"),
-        ("bad-json", data.clone(), copy_model("bad-json", &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()), 65, "not a model description"),
-        ("no-weights", data.clone(), copy_model("no-weights", &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()), 66, "model.bpk"),
-        ("bad-weights", data.clone(), copy_model("bad-weights", &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()), 65, "cannot load the weights"),
+        ("no-json", data.clone(), copy_model("no-json", false, &|d| std::fs::remove_file(d.join("model.json")).unwrap()), 66, "model.json"),
+        ("bad-json", data.clone(), copy_model("bad-json", true, &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()), 65, "not a model description"),
+        ("no-weights", data.clone(), copy_model("no-weights", false, &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()), 66, "model.bpk"),
+        ("bad-weights", data.clone(), copy_model("bad-weights", true, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()), 65, "cannot load the weights"),
+        // Files that changed after the commit (a later run killed before its own).
+        ("changed", data.clone(), copy_model("changed", false, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()), 66, "does not match the model's _SUCCESS manifest"),
+        ("uncommitted", data.clone(), copy_model("uncommitted", false, &|d| std::fs::remove_file(d.join("_SUCCESS")).unwrap()), 66, "no _SUCCESS manifest"),
         (
             "hops",
             data.clone(),
-            copy_model("hops", &|d| std::fs::write(d.join("model.json"), meta.replace("\"hops\": 2", "\"hops\": 3").replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]")).unwrap()),
+            copy_model("hops", true, &|d| std::fs::write(d.join("model.json"), meta.replace("\"hops\": 2", "\"hops\": 3").replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]")).unwrap()),
             65,
             "2 layers but was trained on 3-hop records",
         ),

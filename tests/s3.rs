@@ -133,7 +133,7 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
         &dir.join("scores").display().to_string(),
     );
     run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
-    let on_s3 = stages("s3://graphs/g/nodes", "s3://graphs/g/edges", "s3://graphs/flat", &dir.join("model-s3").display().to_string(), "s3://graphs/scores");
+    let on_s3 = stages("s3://graphs/g/nodes", "s3://graphs/g/edges", "s3://graphs/flat", "s3://graphs/model", "s3://graphs/scores");
     let out = s3.graphflat(&["run", job(&dir, "s3.toml", &on_s3).to_str().unwrap()], &dir);
     let log = text(&out);
     assert!(out.status.success(), "{log}");
@@ -141,8 +141,11 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
 
     s3.download("graphs", "flat", &dir.join("flat-s3"));
     assert!(read_records(&dir.join("flat")) == read_records(&dir.join("flat-s3")), "records differ");
-    let model = |name: &str| std::fs::read(dir.join(name).join("model.bpk")).unwrap();
-    assert!(model("model-local") == model("model-s3"), "models differ");
+    s3.download("graphs", "model", &dir.join("model-s3"));
+    for file in ["model.bpk", "model.json", "metrics.jsonl"] {
+        let read = |name: &str| std::fs::read(dir.join(name).join(file)).unwrap();
+        assert!(read("model-local") == read("model-s3"), "{file} differs");
+    }
     s3.download("graphs", "scores", &dir.join("scores-s3"));
     let (a, b) = (read_batches(&dir.join("scores")), read_batches(&dir.join("scores-s3")));
     assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 3000);

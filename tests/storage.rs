@@ -268,3 +268,53 @@ fn of_two_runs_racing_for_one_output_exactly_one_commits() {
     assert_eq!(records.len(), 20_000);
     assert!(records.windows(2).all(|w| w[0].root < w[1].root), "a node appears twice");
 }
+
+#[test]
+fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_one() {
+    let dir = scratch("storage-killed-train");
+    let data = dir.join("graph");
+    generate(&data, 3000, 8, 16, 3);
+    let flat = dir.join("flat");
+    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "fanouts = [5, 5]")).to_str().unwrap()]);
+    let train = |model: &Path| {
+        let body = format!(
+            "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"sage\"\nepochs = 60\nbatch_size = 32\ncheckpoint_every = 1\nseed = 4\n",
+            flat.display().to_string(),
+            model.display().to_string()
+        );
+        job(&dir, &format!("{}.toml", model.file_name().unwrap().to_str().unwrap()), &body)
+    };
+    let (model, whole) = (dir.join("model"), dir.join("whole"));
+    let mut child = graphflat().args(["run", train(&model).to_str().unwrap()]).stderr(std::process::Stdio::null()).spawn().unwrap();
+    // Kill it after its first epoch, while it writes metrics and checkpoints.
+    let started = Instant::now();
+    while !model.join("metrics.jsonl").exists() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success(), "the run finished before it could be killed");
+    assert!(!model.join("_SUCCESS").exists(), "a killed training run left _SUCCESS");
+
+    // GraphInfer refuses the unfinished model.
+    let infer = format!(
+        "[infer]\nnodes = {:?}\nedges = {:?}\nmodel = {:?}\noutput = {:?}\n",
+        data.join("nodes").display().to_string(),
+        data.join("edges").display().to_string(),
+        model.display().to_string(),
+        dir.join("scores").display().to_string()
+    );
+    let refused = graphflat().args(["run", job(&dir, "infer.toml", &infer).to_str().unwrap()]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
+    assert!(text(&refused).contains("no _SUCCESS manifest"), "{}", text(&refused));
+
+    // The re-run (fresh: no resume) commits the model an uninterrupted run commits.
+    run_ok(&["run", train(&model).to_str().unwrap()]);
+    run_ok(&["run", train(&whole).to_str().unwrap()]);
+    for file in ["model.bpk", "model.json", "metrics.jsonl"] {
+        assert!(std::fs::read(model.join(file)).unwrap() == std::fs::read(whole.join(file)).unwrap(), "{file} differs");
+    }
+    assert_eq!(manifest(&model)["stage"], "train");
+    // Without overwrite, a committed model is kept and the job fails.
+    let again = graphflat().args(["run", train(&model).to_str().unwrap()]).output().unwrap();
+    assert_eq!(again.status.code(), Some(73), "{}", text(&again));
+}

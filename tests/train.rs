@@ -271,8 +271,8 @@ fn two_processes_train_like_two_workers_in_one() {
     run_two_processes(&job(&dir, "processes.toml", &body), &dir);
 
     let device = burn::prelude::Device::flex();
-    let (_, a) = gnn::io::load(&threads, &device).unwrap();
-    let (meta, b) = gnn::io::load(&processes, &device).unwrap();
+    let (_, a) = gnn::io::load(threads.to_str().unwrap(), &device).unwrap();
+    let (meta, b) = gnn::io::load(processes.to_str().unwrap(), &device).unwrap();
     let (a, b) = (gnn::params::flatten(&a), gnn::params::flatten(&b));
     assert_eq!((a.len(), meta.parameters), (b.len(), b.len()));
     let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);

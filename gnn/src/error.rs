@@ -15,6 +15,9 @@ pub enum Error {
     /// The device a job asks for cannot run here.
     #[error("{0}")]
     Device(String),
+    /// Reading or writing the model's files through the table layer.
+    #[error(transparent)]
+    Table(#[from] tables::Error),
 }
 
 impl Error {
@@ -24,6 +27,7 @@ impl Error {
             Error::Corrupt { .. } => Cause::BadData,
             Error::Write { .. } => Cause::CantCreate,
             Error::Device(_) => Cause::Usage,
+            Error::Table(e) => e.cause(),
         }
     }
 }

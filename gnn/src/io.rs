@@ -1,13 +1,17 @@
-//! A model on disk: `model.bpk` (burn's burnpack record of the weights) and `model.json`
-//! ([`ModelMeta`]: the kind, sizes and the flatten settings of its records), so that inference
-//! needs nothing else. Both are written to a temporary name and renamed, so a reader never sees
-//! half a file.
-
-use std::path::Path;
+//! A model in storage (a local directory or a URI, through the `tables` layer): `model.bpk`
+//! (burn's burnpack record of the weights), `model.json` ([`ModelMeta`]: the kind, sizes and the
+//! flatten settings of its records), and `_SUCCESS`, the manifest of the two with their sizes and
+//! CRC-32, written last. Inference needs nothing else.
+//!
+//! A reader takes a model only under a manifest whose checksums match the files: a training job
+//! killed before its commit leaves no `_SUCCESS` (or, replacing an older model, files that no
+//! longer match the older manifest), and both are refused.
 
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use schemas::model::ModelMeta;
+use tables::commit::{Manifest, PartEntry};
+use tables::{Io, Place};
 
 use crate::Error;
 use crate::model::Gnn;
@@ -15,46 +19,101 @@ use crate::params;
 
 pub const WEIGHTS: &str = "model.bpk";
 pub const META: &str = "model.json";
+/// The stage named in a model's manifest.
+pub const STAGE: &str = "train";
 
-fn write_error(path: &Path, problem: impl ToString) -> Error {
-    Error::Write { path: path.display().to_string(), problem: problem.to_string() }
-}
-
-/// Writes the model with parameters `params` (flat, see [`params`]) into `dir`.
-pub fn save(dir: &Path, meta: &ModelMeta, params: &[f32], device: &Device) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
+/// Writes the model with parameters `params` (flat, see [`params`]) into `dir`, then commits it
+/// under a manifest of run `run` with `settings` (the training job's).
+pub fn save(io: &Io, dir: &Place, run: &str, meta: &ModelMeta, params: &[f32], settings: serde_json::Value, device: &Device) -> Result<(), Error> {
     let model = params::load(Gnn::new(&meta.spec, device), params, device);
-    let (weights, weights_tmp) = (dir.join(WEIGHTS), dir.join(format!(".{WEIGHTS}.tmp")));
-    let mut store = BurnpackStore::from_file(&weights_tmp).overwrite(true);
-    model.save_into(&mut store).map_err(|e| write_error(&weights, format!("{e:?}")))?;
-    std::fs::rename(&weights_tmp, &weights).map_err(|e| write_error(&weights, e))?;
-    let json = serde_json::to_string_pretty(meta).map_err(|e| write_error(dir, e))?;
-    let (path, tmp) = (dir.join(META), dir.join(format!(".{META}.tmp")));
-    std::fs::write(&tmp, json).map_err(|e| write_error(&path, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| write_error(&path, e))
+    let mut store = BurnpackStore::from_bytes(None);
+    let weights_place = dir.child(WEIGHTS);
+    let write_error = |problem: String| Error::Write { path: weights_place.shown(), problem };
+    model.save_into(&mut store).map_err(|e| write_error(format!("{e:?}")))?;
+    let weights = store.get_bytes().map_err(|e| write_error(format!("{e:?}")))?.to_vec();
+    let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::Write { path: dir.child(META).shown(), problem: e.to_string() })?;
+    let parts = vec![PartEntry::of(WEIGHTS, 0, &weights), PartEntry::of(META, 0, &json)];
+    io.block_on(async {
+        weights_place.put(weights).await?;
+        dir.child(META).put(json).await?;
+        tables::commit::commit(dir, &Manifest::new(run, STAGE, parts, settings), true).await
+    })?;
+    Ok(())
 }
 
-/// Reads `model.json` alone.
-pub fn load_meta(dir: &Path) -> Result<ModelMeta, Error> {
-    let path = dir.join(META);
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::Model { path: shown.clone(), problem: format!("cannot read the model's metadata: {e}") })?;
-    serde_json::from_str(&text)
-        .map_err(|e| Error::Corrupt { path: shown, problem: format!("not a model description (model.json): {e}") })
+/// A committed model's metadata and weights, checked against its manifest.
+pub struct ModelFiles {
+    pub meta: ModelMeta,
+    weights: Vec<u8>,
+    place: Place,
+}
+
+impl ModelFiles {
+    /// Reads the model under `uri` (a local directory or a URI).
+    pub fn open(uri: &str) -> Result<ModelFiles, Error> {
+        Self::read(&*Io::new()?, &Place::parse(uri)?)
+    }
+
+    /// Reads the model in `dir`.
+    pub fn read(io: &Io, dir: &Place) -> Result<ModelFiles, Error> {
+        io.block_on(Self::read_async(dir))
+    }
+
+    async fn read_async(dir: &Place) -> Result<ModelFiles, Error> {
+        let missing = |problem: &str| Error::Model { path: dir.shown(), problem: problem.into() };
+        let Some(manifest) = tables::commit::read_manifest(dir).await? else {
+            return Err(missing("no _SUCCESS manifest of a model: not a training output, or the training job did not finish"));
+        };
+        let json = checked(dir, &manifest, META).await?;
+        let weights = checked(dir, &manifest, WEIGHTS).await?;
+        let meta = serde_json::from_slice(&json).map_err(|e| Error::Corrupt {
+            path: dir.child(META).shown(),
+            problem: format!("not a model description (model.json): {e}"),
+        })?;
+        Ok(ModelFiles { meta, weights, place: dir.clone() })
+    }
+
+    /// The size of `model.bpk`.
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// The model on `device`.
+    pub fn model(&self, device: &Device) -> Result<Gnn, Error> {
+        let mut model = Gnn::new(&self.meta.spec, device);
+        let mut store = BurnpackStore::from_bytes(Some(burn::tensor::Bytes::from_bytes_vec(self.weights.clone())));
+        model.load_from(&mut store).map_err(|e| Error::Corrupt {
+            path: self.place.child(WEIGHTS).shown(),
+            problem: format!("cannot load the weights: {e:?}"),
+        })?;
+        Ok(model)
+    }
+}
+
+/// The bytes of `name`, which the manifest must list with these bytes' size and checksum.
+async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Error> {
+    let place = dir.child(name);
+    let fail = |problem: &str| Error::Model { path: place.shown(), problem: problem.into() };
+    let Some(entry) = manifest.parts.iter().find(|p| p.name == name) else {
+        return Err(fail("not listed in the model's _SUCCESS manifest"));
+    };
+    let Some(bytes) = place.get().await? else {
+        return Err(fail("missing: the training job did not finish"));
+    };
+    if PartEntry::of(name, entry.rows, &bytes) != *entry {
+        return Err(fail("does not match the model's _SUCCESS manifest (size or CRC-32): a later training run did not finish"));
+    }
+    Ok(bytes)
+}
+
+/// Reads `model.json` of a committed model.
+pub fn load_meta(uri: &str) -> Result<ModelMeta, Error> {
+    Ok(ModelFiles::open(uri)?.meta)
 }
 
 /// Reads a model written by [`save`] (by a training job).
-pub fn load(dir: &Path, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
-    let meta = load_meta(dir)?;
-    let mut model = Gnn::new(&meta.spec, device);
-    let path = dir.join(WEIGHTS);
-    if !path.exists() {
-        return Err(Error::Model { path: path.display().to_string(), problem: "missing: the training job did not finish".into() });
-    }
-    let mut store = BurnpackStore::from_file(&path);
-    model
-        .load_from(&mut store)
-        .map_err(|e| Error::Corrupt { path: path.display().to_string(), problem: format!("cannot load the weights: {e:?}") })?;
-    Ok((meta, model))
+pub fn load(uri: &str, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
+    let files = ModelFiles::open(uri)?;
+    let model = files.model(device)?;
+    Ok((files.meta, model))
 }

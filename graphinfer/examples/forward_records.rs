@@ -17,7 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (records, model) = match &args[..] {
-        [_, records, model] => (Path::new(records), Path::new(model)),
+        [_, records, model] => (Path::new(records), model.as_str()),
         _ => {
             eprintln!("usage: forward_records RECORDS MODEL");
             std::process::exit(64);

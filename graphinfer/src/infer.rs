@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,7 +83,7 @@ pub fn run(config: &InferConfig, cluster: &ClusterConfig) -> Result<Summary, Fai
     let config = Arc::new(config.clone());
     // The model's metadata first: a missing or corrupt model fails before any table is read.
     let dir = model_dir(&config.model).map_err(Failure::Worker)?;
-    let meta = gnn::io::load_meta(&dir).map_err(|e| Failure::Worker(crate::model::model_error(e)))?;
+    let meta = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(crate::model::model_error(e)))?.meta;
     let progress = Arc::new(Progress::new(meta.hops));
     let threads = cluster.threads();
     let started = Instant::now();
@@ -115,7 +114,7 @@ fn infer_worker(worker: &mut Worker, io: &Arc<Io>, config: &InferConfig, progres
     let edges_table = agree(worker, Place::parse(&config.edges))?;
     let device = agree(worker, gnn::device(config.device).map_err(crate::model::model_error))?;
     let dir = agree(worker, model_dir(&config.model))?;
-    let (meta, model) = agree(worker, load(&dir, &device))?;
+    let (meta, model) = agree(worker, load(io, &dir, &device))?;
     let layers = Layers::of(&meta);
     let k = layers.hops;
     let embedding = config.embedding.unwrap_or(if k > 1 { k - 1 } else { k });
@@ -127,7 +126,7 @@ fn infer_worker(worker: &mut Worker, io: &Arc<Io>, config: &InferConfig, progres
         tracing::info!(
             "infer: {:?} model from {} ({k} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
             meta.spec.kind,
-            dir.display(),
+            dir.shown(),
             meta.sampler.name(),
             meta.fanouts
         );
@@ -260,7 +259,7 @@ fn write(
     config: &InferConfig,
     cx: &Context,
     meta: &ModelMeta,
-    dir: &Path,
+    dir: &Place,
     output: &PartsOf,
     targets: &[(i64, u32)],
     logits: &[f32],
@@ -272,7 +271,7 @@ fn write(
     let classes = meta.spec.classes;
     let width = cx.model.slice(cx.spec, embedding_layer - 1).output_width();
     let metadata = HashMap::from([
-        ("graphinfer.model".to_owned(), dir.display().to_string()),
+        ("graphinfer.model".to_owned(), dir.shown()),
         ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),
         ("graphinfer.embedding_layer".to_owned(), embedding_layer.to_string()),
         ("graphinfer.targets".to_owned(), config.targets.to_string()),

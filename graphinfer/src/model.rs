@@ -1,10 +1,11 @@
 //! The trained model GraphInfer runs, checked against the tables it will run on.
 
-use std::path::{Path, PathBuf};
-
 use burn::prelude::Device;
 use gnn::Gnn;
+use gnn::io::ModelFiles;
 use schemas::model::ModelMeta;
+
+use tables::{Io, Place};
 
 use crate::Error;
 
@@ -19,25 +20,22 @@ pub fn model_error(e: gnn::Error) -> Error {
     }
 }
 
-/// The model directory of `[infer] model`: a local path (object storage comes with the
-/// storage work, see `docs/graphinfer.md`).
-pub fn model_dir(model: &str) -> Result<PathBuf, Error> {
-    let path = model.strip_prefix("file://").unwrap_or(model);
-    if path.contains("://") {
-        return Err(Error::Usage(format!("[infer] model = {model:?}: GraphInfer reads models from a local directory")));
-    }
-    let dir = Path::new(path);
-    if !dir.is_dir() {
+/// The model directory of `[infer] model`: a local path or a URI.
+pub fn model_dir(model: &str) -> Result<Place, Error> {
+    let dir = Place::parse(model)?;
+    if dir.local_dir().is_some_and(|d| !d.is_dir()) {
         return Err(Error::NoInput(format!("[infer] model {model}: no such directory (a training job's output)")));
     }
-    Ok(dir.to_path_buf())
+    Ok(dir)
 }
 
-/// Loads the model and checks that its parts agree: one layer per hop of its records, one
-/// fanout per hop.
-pub fn load(dir: &Path, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
-    let (meta, model) = gnn::io::load(dir, device).map_err(model_error)?;
-    let json = dir.join(gnn::io::META).display().to_string();
+/// Loads the committed model in `dir` (see `gnn::io`) and checks that its parts agree: one
+/// layer per hop of its records, one fanout per hop.
+pub fn load(io: &Io, dir: &Place, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
+    let files = ModelFiles::read(io, dir).map_err(model_error)?;
+    let model = files.model(device).map_err(model_error)?;
+    let meta = files.meta;
+    let json = dir.child(gnn::io::META).shown();
     if meta.spec.layers != meta.hops {
         return Err(Error::BadData(format!(
             "{json}: the model has {} layers but was trained on {}-hop records; GraphInfer needs one layer per hop",
@@ -55,11 +53,11 @@ pub fn load(dir: &Path, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
 }
 
 /// The node table must have the features the model's first layer takes.
-pub fn check_input_width(meta: &ModelMeta, dir: &Path, nodes: &str, dim: usize) -> Result<(), Error> {
+pub fn check_input_width(meta: &ModelMeta, dir: &Place, nodes: &str, dim: usize) -> Result<(), Error> {
     if meta.spec.input_dim != dim {
         return Err(Error::BadData(format!(
             "the model in {} takes {} input features, but the node table {nodes} has {dim} per node",
-            dir.display(),
+            dir.shown(),
             meta.spec.input_dim
         )));
     }

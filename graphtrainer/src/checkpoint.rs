@@ -3,9 +3,8 @@
 //! needs every worker's checkpoint of the same epoch, written by the same number of workers;
 //! all workers check that together and fail together.
 
-use std::path::{Path, PathBuf};
-
 use serde::{Deserialize, Serialize};
+use tables::{Io, Place};
 use timely::worker::Worker;
 
 use crate::error::Error;
@@ -24,45 +23,43 @@ pub struct Checkpoint {
     pub tracker: Tracker,
 }
 
-fn path(output: &Path, worker: usize) -> PathBuf {
-    output.join("checkpoints").join(format!("worker-{worker:05}.json"))
+/// The directory of a training output's checkpoints.
+pub fn dir(output: &Place) -> Place {
+    output.child("checkpoints")
+}
+
+fn place(output: &Place, worker: usize) -> Place {
+    dir(output).child(&format!("worker-{worker:05}.json"))
 }
 
 impl Checkpoint {
-    pub fn save(&self, output: &Path, worker: usize) -> Result<(), Error> {
-        let path = path(output, worker);
-        let io = |e: std::io::Error| Error::Output(format!("{}: {e}", path.display()));
-        std::fs::create_dir_all(path.parent().expect("has a parent")).map_err(io)?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(self).map_err(|e| Error::Internal(e.to_string()))?).map_err(io)?;
-        // Rename last, so a crash never leaves a half-written checkpoint in place.
-        std::fs::rename(&tmp, &path).map_err(io)
+    /// Writes this worker's checkpoint in one put: a crash never leaves half of one in place.
+    pub fn save(&self, io: &Io, output: &Place, worker: usize) -> Result<(), Error> {
+        let bytes = serde_json::to_vec(self).map_err(|e| Error::Internal(e.to_string()))?;
+        Ok(io.block_on(place(output, worker).put(bytes))?)
     }
 
-    fn load(output: &Path, worker: usize) -> Result<Option<Self>, Error> {
-        let path = path(output, worker);
-        if !path.exists() {
-            return Ok(None);
-        }
-        let bad = |e: String| Error::Resume(format!("{}: {e}", path.display()));
-        let bytes = std::fs::read(&path).map_err(|e| bad(e.to_string()))?;
+    fn load(io: &Io, output: &Place, worker: usize) -> Result<Option<Self>, Error> {
+        let place = place(output, worker);
+        let bad = |e: String| Error::Resume(format!("{}: {e}", place.shown()));
+        let Some(bytes) = io.block_on(place.get()).map_err(|e| bad(e.to_string()))? else { return Ok(None) };
         serde_json::from_slice(&bytes).map(Some).map_err(|e| bad(format!("not a checkpoint: {e}")))
     }
 
     /// This worker's checkpoint to resume from, once every worker has found one that fits.
-    pub fn resume(worker: &mut Worker, output: &Path) -> Result<Checkpoint, Error> {
+    pub fn resume(worker: &mut Worker, io: &Io, output: &Place) -> Result<Checkpoint, Error> {
         let (index, peers) = (worker.index(), worker.peers());
-        let mine = Checkpoint::load(output, index);
+        let mine = Checkpoint::load(io, output, index);
         let found = mine.as_ref().ok().and_then(|c| c.as_ref().map(|c| (c.epoch, c.workers)));
         // A checkpoint for a worker this job does not have: it was written by more workers.
-        let extra = index == 0 && path(output, peers).exists();
+        let extra = index == 0 && io.block_on(place(output, peers).exists());
         let all = cluster::all_gather(worker, vec![(index, found, extra)]);
         let mine = mine?;
-        let dir = output.join("checkpoints");
+        let dir = dir(output).shown();
         if all.iter().all(|(_, f, _)| f.is_none()) {
             return Err(Error::Resume(format!(
                 "resume = true, but {} holds no checkpoint (set checkpoint_every to write them, or run without resume)",
-                dir.display()
+                dir
             )));
         }
         let epochs: Vec<usize> = all.iter().filter_map(|(_, f, _)| f.map(|(e, _)| e)).collect();
@@ -74,7 +71,7 @@ impl Checkpoint {
             return Err(Error::Resume(format!(
                 "the checkpoints in {} do not fit this job: they must come from one epoch of a run with the same \
                  number of workers ({peers} here: [cluster] workers x processes)",
-                dir.display()
+                dir
             )));
         }
         mine.ok_or_else(|| Error::Internal("a checkpoint vanished while resuming".into()))

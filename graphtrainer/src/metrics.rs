@@ -2,10 +2,10 @@
 //! bytes for the same inputs and seeds), `timings.jsonl` how long it took; both number epochs
 //! from 1, as the log does.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use tables::{Io, Place};
 
 use crate::error::Error;
 
@@ -41,27 +41,31 @@ pub fn metric_name(multi_label: bool) -> &'static str {
     if multi_label { "micro_f1" } else { "accuracy" }
 }
 
-/// Worker 0's writer of the two files and the epoch log line.
+/// Worker 0's writer of the two files and the epoch log line. Each epoch rewrites both files
+/// whole (one put each: object stores have no append), from lines kept here: a few hundred
+/// bytes an epoch.
 pub struct MetricsLog {
-    dir: PathBuf,
+    io: Arc<Io>,
+    dir: Place,
     epochs: usize,
+    /// The text of each file so far.
+    metrics: String,
+    timings: String,
 }
 
 impl MetricsLog {
-    /// Starts the log in `dir`; a fresh run (`resume` false) drops an old run's lines.
-    pub fn open(dir: &Path, epochs: usize, resume: bool) -> Result<Self, Error> {
-        if !resume {
-            for name in [METRICS, TIMINGS] {
-                match std::fs::remove_file(dir.join(name)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(output_error(&dir.join(name), e)),
-                    _ => {}
-                }
-            }
-        }
-        Ok(MetricsLog { dir: dir.to_owned(), epochs })
+    /// Starts the log in `dir`: a resumed run continues the files there, a fresh one starts
+    /// them anew.
+    pub fn open(io: Arc<Io>, dir: &Place, epochs: usize, resume: bool) -> Result<Self, Error> {
+        let earlier = |name: &str| -> Result<String, Error> {
+            let bytes = if resume { io.block_on(dir.child(name).get())? } else { None };
+            Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default())
+        };
+        let (metrics, timings) = (earlier(METRICS)?, earlier(TIMINGS)?);
+        Ok(MetricsLog { io, dir: dir.clone(), epochs, metrics, timings })
     }
 
-    pub fn write(&self, m: &EpochMetrics, t: &EpochTiming) -> Result<(), Error> {
+    pub fn write(&mut self, m: &EpochMetrics, t: &EpochTiming) -> Result<(), Error> {
         tracing::info!(
             "train: epoch {}/{}: loss {:.4}, {} train {:.3}, valid {:.3}, test {:.3}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
             m.epoch,
@@ -75,17 +79,18 @@ impl MetricsLog {
             t.records_per_second,
             t.wait_seconds
         );
-        append(&self.dir.join(METRICS), m)?;
-        append(&self.dir.join(TIMINGS), t)
+        append(&mut self.metrics, m)?;
+        append(&mut self.timings, t)?;
+        self.io.block_on(async {
+            self.dir.child(METRICS).put(self.metrics.clone().into_bytes()).await?;
+            self.dir.child(TIMINGS).put(self.timings.clone().into_bytes()).await
+        })?;
+        Ok(())
     }
 }
 
-fn output_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Output(format!("{}: {e}", path.display()))
-}
-
-fn append(path: &Path, line: &impl Serialize) -> Result<(), Error> {
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| output_error(path, e))?;
-    let text = serde_json::to_string(line).map_err(|e| Error::Internal(e.to_string()))?;
-    writeln!(file, "{text}").map_err(|e| output_error(path, e))
+fn append(text: &mut String, line: &impl Serialize) -> Result<(), Error> {
+    text.push_str(&serde_json::to_string(line).map_err(|e| Error::Internal(e.to_string()))?);
+    text.push('\n');
+    Ok(())
 }

@@ -7,7 +7,6 @@
 //! [`Start::new`] (fresh parameters or a checkpoint), [`train_epoch`] and [`evaluate_epoch`],
 //! with a [`Tracker`] deciding early stopping and which parameters are written.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ use schemas::model::{ModelKind, ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
 use timely::worker::Worker;
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{self, Checkpoint};
 use crate::error::Error;
 use crate::loader::Batches;
 use crate::metrics::{EpochMetrics, EpochTiming, MetricsLog, metric_name};
@@ -29,6 +28,7 @@ use crate::optim::{ShardOptimizer, learning_rate};
 use crate::ps::{Score, Server, ShardState, Stats, shard_range};
 use crate::plan::Plan;
 use crate::reader::{RecordSet, Unit};
+use tables::Place;
 use crate::stream::{Order, RecordStream, Source};
 use crate::tracker::Tracker;
 
@@ -57,10 +57,7 @@ pub struct TrainSummary {
 /// Runs a training job on this process's workers. Any worker's failure ends every worker.
 pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
     let set = RecordSet::open(&config.records).map_err(Failure::Worker)?;
-    let output = Path::new(&config.output);
-    if output.is_file() {
-        return Err(Failure::Worker(Error::Output(format!("{}: the training output is a file, not a directory", output.display()))));
-    }
+    check_output(config, &set).map_err(Failure::Worker)?;
     let mut config = config.clone();
     // The kernel's threads: the cores shared among this process's workers unless set.
     if config.kernel_threads == 0 {
@@ -74,6 +71,17 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
         train_worker(worker, &config, &source, None)
     })?;
     summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))
+}
+
+/// The output is a directory apart from the records, and holds no committed model unless the
+/// job replaces it (`overwrite`) or continues it (`resume`).
+fn check_output(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
+    let output = Place::parse(&config.output)?;
+    if output.local_dir().is_some_and(|d| d.is_file()) {
+        return Err(Error::Output(format!("{}: the training output is a file, not a directory", output.shown())));
+    }
+    let replace = config.overwrite || config.resume;
+    Ok(set.io.block_on(tables::commit::check_output(&output, &[&set.place], replace))?)
 }
 
 /// A worker's share of the process's `cache_mb`.
@@ -196,12 +204,12 @@ struct Start {
 }
 
 impl Start {
-    fn new(worker: &mut Worker, config: &TrainConfig, setup: &Setup, output: &Path) -> Result<Start, Error> {
+    fn new(worker: &mut Worker, config: &TrainConfig, setup: &Setup, output: &Place) -> Result<Start, Error> {
         let (index, peers) = (worker.index(), worker.peers());
         if config.resume {
-            let c = Checkpoint::resume(worker, output)?;
+            let c = Checkpoint::resume(worker, &setup.source.set().io, output)?;
             if index == 0 {
-                tracing::info!("train: resuming after epoch {} from {}", c.epoch, output.join("checkpoints").display());
+                tracing::info!("train: resuming after epoch {} from {}", c.epoch, checkpoint::dir(output).shown());
             }
             return Ok(Start { params: c.params, shard: c.shard, epoch: c.epoch, tracker: c.tracker });
         }
@@ -224,15 +232,13 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Sour
     let index = worker.index();
     let setup = Setup::new(worker, config, source.clone())?;
     let set = source.set();
-    let output = PathBuf::from(&config.output);
-    if index == 0 {
-        std::fs::create_dir_all(&output).map_err(|e| Error::Output(format!("{}: {e}", output.display())))?;
-        if !config.resume {
-            // A fresh run must not resume from an old run's checkpoints later.
-            let _ = std::fs::remove_dir_all(output.join("checkpoints"));
-        }
+    let io = set.io.clone();
+    let output = Place::parse(&config.output)?;
+    if index == 0 && !config.resume {
+        // A fresh run must not resume from an old run's checkpoints later.
+        io.block_on(checkpoint::dir(&output).delete_all())?;
     }
-    let log = if index == 0 { Some(MetricsLog::open(&output, config.epochs, config.resume)?) } else { None };
+    let mut log = if index == 0 { Some(MetricsLog::open(io.clone(), &output, config.epochs, config.resume)?) } else { None };
     let Start { mut params, shard, epoch: first_epoch, mut tracker } = Start::new(worker, config, &setup, &output)?;
     let steps = fixed.map_or(setup.plan.steps(config.batch_size), |(_, steps)| steps);
     let mut server = Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
@@ -253,7 +259,7 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Sour
             test_accuracy: evaluated[Split::Test].ratio(),
         };
         tracker.observe(&metrics, &params);
-        if let Some(log) = &log {
+        if let Some(log) = &mut log {
             let seconds = clock.elapsed().as_secs_f64();
             let rate = (done.seen * worker.peers()) as f64 / seconds.max(1e-9);
             log.write(&metrics, &EpochTiming { epoch: epoch + 1, seconds, records_per_second: rate, wait_seconds: done.waited.as_secs_f64() })?;
@@ -261,7 +267,7 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Sour
         if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
             let shard = server.shard_state().ok_or_else(|| Error::Internal("server shard missing".into()))?;
             let checkpoint = Checkpoint { epoch: epoch + 1, workers: worker.peers(), params: params.clone(), shard, tracker: tracker.clone() };
-            checkpoint.save(&output, index)?;
+            checkpoint.save(&io, &output, index)?;
         }
         if tracker.should_stop(config.patience) {
             if index == 0 {
@@ -272,7 +278,7 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Sour
     }
     let params = if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
     if index == 0 {
-        save_model(&output, &setup.spec, set, &params, &setup.base)?;
+        save_model(config, &output, &setup.spec, set, &params, &setup.base)?;
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
@@ -409,8 +415,9 @@ pub fn evaluate(setup: &Setup, params: &[f32], batches: &mut Batches) -> Result<
     Ok(total)
 }
 
-/// The model files (see `gnn::io`), with the flatten settings of the records.
-fn save_model(output: &Path, spec: &ModelSpec, set: &RecordSet, params: &[f32], device: &Device) -> Result<(), Error> {
+/// The model files (see `gnn::io`), with the flatten settings of the records, committed under a
+/// manifest with the job's settings.
+fn save_model(config: &TrainConfig, output: &Place, spec: &ModelSpec, set: &RecordSet, params: &[f32], device: &Device) -> Result<(), Error> {
     let meta = ModelMeta {
         format: 1,
         spec: spec.clone(),
@@ -420,5 +427,7 @@ fn save_model(output: &Path, spec: &ModelSpec, set: &RecordSet, params: &[f32], 
         flatten_seed: set.meta.seed,
         parameters: params.len(),
     };
-    Ok(gnn::io::save(output, &meta, params, device)?)
+    let settings = serde_json::to_value(config).map_err(|e| Error::Internal(e.to_string()))?;
+    let run = tables::commit::new_run_id();
+    Ok(gnn::io::save(&set.io, output, &run, &meta, params, settings, device)?)
 }

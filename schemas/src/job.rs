@@ -567,8 +567,12 @@ pub struct TrainConfig {
     /// A finished flatten output (with `_SUCCESS`): a local path or a URI, read through
     /// object_store as GraphFlat writes it.
     pub records: String,
-    /// Directory that receives `model.json`, `model.bin`, `metrics.jsonl` and checkpoints.
+    /// Directory (a local path or a URI) that receives `model.bpk`, `model.json`,
+    /// `metrics.jsonl`, `timings.jsonl`, checkpoints, and `_SUCCESS` last.
     pub output: String,
+    /// Replace a committed model (one with `_SUCCESS`); without it the job refuses to.
+    #[serde(default)]
+    pub overwrite: bool,
     #[serde(default = "default_model")]
     pub model: crate::model::ModelKind,
     #[serde(default = "default_hidden")]

@@ -34,13 +34,20 @@ pub struct PartEntry {
     pub crc32: u32,
 }
 
+impl PartEntry {
+    /// The entry of a file `name` holding `bytes` (`rows` rows).
+    pub fn of(name: &str, rows: u64, bytes: &[u8]) -> Self {
+        PartEntry { name: name.to_owned(), rows, bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
+    }
+}
+
 /// `_SUCCESS`: what a run committed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: u32,
     /// The run that wrote it (see [`new_run_id`]).
     pub run: String,
-    /// The stage: `flatten`, `infer`, `generate`, `import`.
+    /// The stage: `flatten`, `train`, `infer`, `generate`, `import`.
     pub stage: String,
     pub rows: u64,
     pub bytes: u64,

@@ -248,6 +248,23 @@ impl Place {
             .map_err(|source| self.store_error("cannot write", source))
     }
 
+    /// The object's bytes; `None` if there is none.
+    pub async fn get(&self) -> Result<Option<Vec<u8>>, Error> {
+        match self.store.get(&self.path).await {
+            Ok(got) => got.bytes().await.map(|b| Some(b.to_vec())).map_err(|source| self.store_error("cannot read", source)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(source) => Err(self.store_error("cannot read", source)),
+        }
+    }
+
+    /// Removes every object under this directory.
+    pub async fn delete_all(&self) -> Result<(), Error> {
+        for file in self.list_files().await? {
+            self.store.delete(&file.location).await.map_err(|source| self.store_error("cannot remove files under", source))?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn store_error(&self, what: &str, source: object_store::Error) -> Error {
         Error::Store { what: format!("{what} {}", self.shown()), source }
     }
