@@ -18,6 +18,7 @@ use gnn::params;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
+use tables::Place;
 use timely::worker::Worker;
 
 use crate::checkpoint::{self, Checkpoint};
@@ -25,10 +26,9 @@ use crate::error::Error;
 use crate::loader::Batches;
 use crate::metrics::{EpochMetrics, EpochTiming, MetricsLog, metric_name};
 use crate::optim::{ShardOptimizer, learning_rate};
-use crate::ps::{Score, Server, ShardState, Stats, shard_range};
 use crate::plan::Plan;
+use crate::ps::{Score, Server, ShardState, Stats, shard_range};
 use crate::reader::{RecordSet, Unit};
-use tables::Place;
 use crate::stream::{Order, RecordStream, Source};
 use crate::tracker::Tracker;
 

@@ -84,6 +84,31 @@ fn s3_builder(storage: &StorageConfig) -> AmazonS3Builder {
         .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), millis(storage.timeout_s))
 }
 
+/// An HDFS client for the namenode (or name service) of `url`: the Hadoop configuration files
+/// hdfs-native reads (`HADOOP_CONF_DIR`), then `[storage]` retries (failover attempts) and
+/// request timeout (socket timeout).
+#[cfg(feature = "hdfs")]
+fn hdfs_store(uri: &str, url: &url::Url) -> Result<Box<dyn ObjectStore>, Error> {
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let namenode = format!("{}://{}{port}", url.scheme(), url.host_str().unwrap_or(""));
+    let storage = storage_config();
+    let settings = [
+        ("dfs.client.failover.max.attempts", storage.retries.to_string()),
+        ("dfs.client.socket-timeout", ((storage.timeout_s * 1000.0).round() as u64).to_string()),
+    ];
+    let store = hdfs_native_object_store::HdfsObjectStoreBuilder::new()
+        .with_url(namenode)
+        .with_config(settings)
+        .build()
+        .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
+    Ok(Box::new(store))
+}
+
+#[cfg(not(feature = "hdfs"))]
+fn hdfs_store(uri: &str, _url: &url::Url) -> Result<Box<dyn ObjectStore>, Error> {
+    Err(Error::Usage(format!("{uri}: this build cannot read HDFS; build with `cargo build --release --features hdfs`")))
+}
+
 /// A file or directory in some store, with the text that names it in messages.
 #[derive(Clone, Debug)]
 pub struct Place {
@@ -115,18 +140,20 @@ impl Place {
     fn parse_plain(uri: &str, location: &str) -> Result<Place, Error> {
         if location.contains("://") {
             let url = url::Url::parse(location).map_err(|e| Error::Usage(format!("{uri}: not a valid URI: {e}")))?;
-            let (store, path) = if url.scheme() == "s3" {
-                let store = s3_builder(&storage_config())
-                    .with_url(location)
-                    .build()
-                    .map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?;
-                let path = Path::from_url_path(url.path())
-                    .map_err(|source| Error::Store { what: format!("bad path {uri}"), source: source.into() })?;
-                (Box::new(store) as Box<dyn ObjectStore>, path)
-            } else {
-                object_store::parse_url(&url).map_err(|source| Error::Store { what: format!("cannot open {uri}"), source })?
+            let opened = |source| Error::Store { what: format!("cannot open {uri}"), source };
+            let url_path = || {
+                Path::from_url_path(url.path()).map_err(|source| Error::Store { what: format!("bad path {uri}"), source: source.into() })
             };
-            let prefix = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or(""));
+            let (store, path) = match url.scheme() {
+                "s3" => {
+                    let store = s3_builder(&storage_config()).with_url(location).build().map_err(opened)?;
+                    (Box::new(store) as Box<dyn ObjectStore>, url_path()?)
+                }
+                "hdfs" | "viewfs" => (hdfs_store(uri, &url)?, url_path()?),
+                _ => object_store::parse_url(&url).map_err(opened)?,
+            };
+            let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+            let prefix = format!("{}://{}{port}/", url.scheme(), url.host_str().unwrap_or(""));
             let prefix = if url.scheme() == "file" { "/".to_owned() } else { prefix };
             Ok(Place { store: Arc::from(store), path, prefix, pattern: None, local: url.scheme() == "file" })
         } else {

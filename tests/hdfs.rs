@@ -1,0 +1,87 @@
+//! `hdfs://` paths. With the `hdfs` feature: the whole pipeline against the namenode that
+//! `GRAPHFLAT_TEST_HDFS` names (`hdfs://host:port`; skipped with a message without one; no HDFS
+//! server can be installed where this project is built), and an unreachable namenode is a clear
+//! error in bounded time. Without the feature: a usage error that says how to build it.
+
+mod common;
+
+use common::*;
+
+fn flatten_from(nodes: &str, out: &std::path::Path) -> String {
+    format!("[flatten]\nnodes = {nodes:?}\nedges = {:?}\noutput = {:?}\n", nodes.replace("nodes", "edges"), out.display().to_string())
+}
+
+#[cfg(not(feature = "hdfs"))]
+#[test]
+fn without_the_feature_an_hdfs_path_says_how_to_build_one() {
+    let dir = scratch("hdfs-missing");
+    let out = graphflat().args(["run", job(&dir, "hdfs.toml", &flatten_from("hdfs://namenode:9000/g/nodes", &dir.join("flat"))).to_str().unwrap()]).output().unwrap();
+    assert_fails(&out, 64, &["hdfs://namenode:9000/g/nodes", "--features hdfs"]);
+}
+
+#[cfg(feature = "hdfs")]
+#[test]
+fn an_unreachable_namenode_is_a_clear_error_in_bounded_time() {
+    use std::time::{Duration, Instant};
+    let dir = scratch("hdfs-unreachable");
+    let port = free_port();
+    let nodes = format!("hdfs://127.0.0.1:{port}/g/nodes");
+    let started = Instant::now();
+    let body = format!("[storage]\nretries = 2\ntimeout_s = 2\n{}", flatten_from(&nodes, &dir.join("flat")));
+    let out = graphflat().args(["run", job(&dir, "hdfs.toml", &body).to_str().unwrap()]).output().unwrap();
+    let message = text(&out);
+    assert_eq!(out.status.code(), Some(75), "{message}");
+    // Two failover attempts with hdfs-native's backoff (from 500 ms): seconds, not minutes.
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}\n{message}", started.elapsed());
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+}
+
+/// Every object under `dir` on HDFS, copied into `to` (file names only).
+#[cfg(feature = "hdfs")]
+fn download(dir: &str, to: &std::path::Path) {
+    let io = tables::Io::new().unwrap();
+    let place = tables::Place::parse(dir).unwrap();
+    std::fs::create_dir_all(to).unwrap();
+    for file in io.block_on(place.list_files()).unwrap() {
+        let name = file.location.filename().unwrap().to_owned();
+        let bytes = io.block_on(place.child(&name).get()).unwrap().unwrap();
+        std::fs::write(to.join(name), bytes).unwrap();
+    }
+}
+
+#[cfg(feature = "hdfs")]
+#[test]
+fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
+    let Ok(namenode) = std::env::var("GRAPHFLAT_TEST_HDFS") else {
+        eprintln!("SKIPPED: set GRAPHFLAT_TEST_HDFS=hdfs://host:port to run the pipeline against a namenode");
+        return;
+    };
+    let dir = scratch("hdfs-pipeline");
+    let root = format!("{}/graphflat-test-{}", namenode.trim_end_matches('/'), std::process::id());
+    let local = dir.join("local");
+    generate(&local, 2000, 6, 8, 2);
+    let generated = run_ok(&["generate", "--out", &format!("{root}/g"), "--nodes", "2000", "--avg-degree", "6", "--feature-dim", "8", "--seed", "2"]);
+    assert!(generated.contains("2000 nodes"), "{generated}");
+    let stages = |nodes: &str, flat: &str, model: &str, scores: &str| {
+        format!(
+            "[flatten]\nnodes = {nodes:?}\nedges = {:?}\noutput = {flat:?}\nfanouts = [5, 3]\n\
+             [train]\nrecords = {flat:?}\noutput = {model:?}\nepochs = 2\n\
+             [infer]\nnodes = {nodes:?}\nedges = {:?}\nmodel = {model:?}\noutput = {scores:?}\n",
+            nodes.replace("nodes", "edges"),
+            nodes.replace("nodes", "edges")
+        )
+    };
+    let path = |name: &str| dir.join(name).display().to_string();
+    let on_disk = stages(&local.join("nodes").display().to_string(), &path("flat"), &path("model"), &path("scores"));
+    run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
+    let on_hdfs = stages(&format!("{root}/g/nodes"), &format!("{root}/flat"), &format!("{root}/model"), &format!("{root}/scores"));
+    run_ok(&["run", job(&dir, "hdfs.toml", &on_hdfs).to_str().unwrap()]);
+
+    for name in ["flat", "model", "scores"] {
+        download(&format!("{root}/{name}"), &dir.join(format!("{name}-hdfs")));
+    }
+    assert!(read_records(&dir.join("flat")) == read_records(&dir.join("flat-hdfs")), "records differ");
+    assert!(std::fs::read(dir.join("model/model.bpk")).unwrap() == std::fs::read(dir.join("model-hdfs/model.bpk")).unwrap());
+    assert_eq!(sorted_rows(&read_batches(&dir.join("scores"))), sorted_rows(&read_batches(&dir.join("scores-hdfs"))));
+}
