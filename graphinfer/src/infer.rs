@@ -81,13 +81,15 @@ impl std::fmt::Display for Summary {
 pub fn run(config: &InferConfig, cluster: &ClusterConfig) -> Result<Summary, Failure<Error>> {
     let io = Io::new().map_err(Failure::Worker)?;
     let config = Arc::new(config.clone());
-    // The model's metadata first: a missing or corrupt model fails before any table is read.
+    // The model first, read once for every worker of this process: a missing or corrupt model
+    // fails before any table is read.
     let dir = model_dir(&config.model).map_err(Failure::Worker)?;
-    let meta = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(crate::model::model_error(e)))?.meta;
-    let progress = Arc::new(Progress::new(meta.hops));
+    let files = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(crate::model::model_error(e)))?;
+    let progress = Arc::new(Progress::new(files.meta.hops));
+    let model = Arc::new((dir, files));
     let threads = cluster.threads();
     let started = Instant::now();
-    let summaries = cluster::execute(cluster, move |worker| infer_worker(worker, &io, &config, &progress, threads))?;
+    let summaries = cluster::execute(cluster, move |worker| infer_worker(worker, &io, &config, &model, &progress, threads))?;
     let mut summary = summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
@@ -106,15 +108,21 @@ impl Clock {
     }
 }
 
-fn infer_worker(worker: &mut Worker, io: &Arc<Io>, config: &InferConfig, progress: &Arc<Progress>, threads: usize) -> Result<Summary, Error> {
+fn infer_worker(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &InferConfig,
+    (dir, files): &(Place, gnn::io::ModelFiles),
+    progress: &Arc<Progress>,
+    threads: usize,
+) -> Result<Summary, Error> {
     let reporter = worker.index().is_multiple_of(threads);
     let mut clock = Clock { started: Instant::now(), phases: Vec::new() };
     let output = agree(worker, Place::parse(&config.output))?;
     let nodes_table = agree(worker, Place::parse(&config.nodes))?;
     let edges_table = agree(worker, Place::parse(&config.edges))?;
     let device = agree(worker, gnn::device(config.device).map_err(crate::model::model_error))?;
-    let dir = agree(worker, model_dir(&config.model))?;
-    let (meta, model) = agree(worker, load(io, &dir, &device))?;
+    let (meta, model) = agree(worker, load(files, dir, &device))?;
     let layers = Layers::of(&meta);
     let k = layers.hops;
     let embedding = config.embedding.unwrap_or(if k > 1 { k - 1 } else { k });

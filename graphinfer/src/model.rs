@@ -5,7 +5,7 @@ use gnn::Gnn;
 use gnn::io::ModelFiles;
 use schemas::model::ModelMeta;
 
-use tables::{Io, Place};
+use tables::Place;
 
 use crate::Error;
 
@@ -29,12 +29,11 @@ pub fn model_dir(model: &str) -> Result<Place, Error> {
     Ok(dir)
 }
 
-/// Loads the committed model in `dir` (see `gnn::io`) and checks that its parts agree: one
+/// The committed model read from `dir` (see `gnn::io`) on `device`, once its parts agree: one
 /// layer per hop of its records, one fanout per hop.
-pub fn load(io: &Io, dir: &Place, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
-    let files = ModelFiles::read(io, dir).map_err(model_error)?;
+pub fn load(files: &ModelFiles, dir: &Place, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
     let model = files.model(device).map_err(model_error)?;
-    let meta = files.meta;
+    let meta = files.meta.clone();
     let json = dir.child(gnn::io::META).shown();
     if meta.spec.layers != meta.hops {
         return Err(Error::BadData(format!(
