@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-cora-train}
 WORKERS=${2:-2}
 BIN=target/release/graphflat
-cargo build --release --quiet
+cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
 [ -f "$WORK/cora/edges/_SUCCESS" ] || $BIN import ogb ../shared/data/cora --out "$WORK/cora" > /dev/null
 cat > "$WORK/flatten.toml" <<TOML

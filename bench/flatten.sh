@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 NODES=${1:-1000000}
 WORK=${2:-/tmp/graphflat-bench}
 BIN=target/release/graphflat
-cargo build --release --quiet
+cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr)"

@@ -11,6 +11,9 @@
 # times back to back (median reported); the naive way once (it is an order of magnitude slower).
 #
 #   bench/infer.sh [work_dir]          SIZES="250000 1000000" REPS=3 PEER_PYTHON=/tmp/peer/bin/python
+#
+# FEATURES="gpu,hdfs" builds with the features CI's build has, so that a tree built by .ci/run
+# is not rebuilt without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphinfer-bench}
@@ -18,8 +21,8 @@ SIZES=${SIZES:-"250000 1000000"}
 REPS=${REPS:-3}
 PY=${PEER_PYTHON:-$(bench/peer-venv.sh)}
 BIN=target/release/graphflat
-cargo build --release --quiet
-cargo build --release --quiet -p graphinfer --example forward_records
+cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
+cargo build --release --quiet --workspace ${FEATURES:+--features "$FEATURES"} --example forward_records
 FORWARD=target/release/examples/forward_records
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F)"
@@ -34,10 +37,10 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 mb() { du -sb "$@" | awk '{s+=$1} END {printf "%.0f", s/1e6}'; }
 
 flatten_job() { # graph output
-  printf '[cluster]\nworkers = 1\n[flatten]\nnodes = "%s/nodes"\nedges = "%s/edges"\noutput = "%s"\nhops = 2\nfanouts = [10, 10]\nseed = 1\n' "$1" "$1" "$2"
+  printf '[cluster]\nworkers = 1\n[flatten]\nnodes = "%s/nodes"\nedges = "%s/edges"\noutput = "%s"\noverwrite = true\nhops = 2\nfanouts = [10, 10]\nseed = 1\n' "$1" "$1" "$2"
 }
 infer_job() { # graph model output
-  printf '[cluster]\nworkers = 1\n[infer]\nnodes = "%s/nodes"\nedges = "%s/edges"\nmodel = "%s"\noutput = "%s"\n' "$1" "$1" "$2" "$3"
+  printf '[cluster]\nworkers = 1\n[infer]\nnodes = "%s/nodes"\nedges = "%s/edges"\nmodel = "%s"\noutput = "%s"\noverwrite = true\n' "$1" "$1" "$2" "$3"
 }
 
 for N in $SIZES; do
@@ -55,9 +58,7 @@ for N in $SIZES; do
     printf '[cluster]\nworkers = 1\n[train]\nrecords = "%s"\noutput = "%s"\nepochs = 1\nhidden = 16\n' "$WORK/flat$N" "$WORK/model" > "$WORK/train.toml"
     $BIN run "$WORK/train.toml" > "$WORK/train.log" 2>&1
     # The same weights with every in-edge: model.json's sampler says how GraphInfer samples.
-    mkdir -p "$WORK/model-all" && cp "$WORK/model/model.bpk" "$WORK/model-all/"
-    python3 -c "import json,sys; m=json.load(open(sys.argv[1])); m['sampler']='all'; m['fanouts']=[]; json.dump(m, open(sys.argv[2],'w'))" \
-      "$WORK/model/model.json" "$WORK/model-all/model.json"
+    python3 bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
   fi
   read -r FWD_S FWD_MB <<< "$(timed forward-$N $FORWARD "$WORK/flat$N" "$WORK/model")"
   RECORDS_MB=$(mb "$WORK/flat$N")

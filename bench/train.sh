@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-train-bench}
 NODES=${2:-200000}
 BIN=target/release/graphflat
-cargo build --release --quiet
+cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB"
 

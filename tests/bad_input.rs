@@ -131,6 +131,19 @@ fn edge_to_unknown_node() {
     assert!(message.contains("unknown node 99"), "{message}");
 }
 
+/// Several unknown nodes, as source and destination: the error names the first row that names
+/// one (row 1, its source), whichever worker owns which node.
+#[test]
+fn first_edge_to_an_unknown_node() {
+    let dir = scratch("bad-unknown-first");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    let file = edges(&data, vec![0, 77, 2, 3, 55], vec![1, 2, 3, 88, 66], vec![1.0; 5]);
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &file, Some(1), "src");
+    assert!(message.contains("unknown node 77"), "{message}");
+}
+
 #[test]
 fn nan_feature_and_a_failed_rerun_keeps_the_old_output() {
     let dir = scratch("bad-nan");

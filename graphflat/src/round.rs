@@ -82,7 +82,7 @@ fn expand<'s>(
                 for r in data.drain(..) {
                     // Requests name only nodes that exist: targets and checked edge sources.
                     let Some(slot) = nodes.slot(r.node) else { continue };
-                    let edges = nodes.sampled[slot]
+                    let edges = nodes.sampled(slot)
                         .iter()
                         .enumerate()
                         .map(|(rank, e)| (e.src, e.weight, plan.layer_mask(rank, hop)))

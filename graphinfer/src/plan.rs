@@ -27,6 +27,9 @@ use timely::worker::Worker;
 use crate::Error;
 use crate::model::Layers;
 
+/// A source row not yet resolved: the node lives on another worker.
+const REMOTE: u32 = u32::MAX;
+
 /// Most reducers a hub's in-edges are cut over at one layer.
 const MAX_SALTS: u64 = 64;
 
@@ -92,7 +95,7 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
     let k = layers.hops;
     let needed = needed(worker, nodes, layers, targets, all);
     let is_hub = |slot: usize, l: usize| {
-        threshold > 0 && needed[slot] & (1 << l) != 0 && layers.count(l, nodes.sampled[slot].len()) as u64 > threshold
+        threshold > 0 && needed[slot] & (1 << l) != 0 && layers.count(l, nodes.sampled(slot).len()) as u64 > threshold
     };
 
     // Hubs: cut each hub's in-edges into runs and send them to their reducers.
@@ -103,12 +106,12 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
             if !is_hub(slot, l) {
                 continue;
             }
-            let count = layers.count(l, nodes.sampled[slot].len());
+            let count = layers.count(l, nodes.sampled(slot).len());
             let n = salts(count, threshold);
             owned.insert(slot as u32, n);
             for s in 0..n as usize {
                 let ranks = s * count / n as usize..(s + 1) * count / n as usize;
-                let sources = nodes.sampled[slot][ranks].iter().map(|e| e.src).collect();
+                let sources = nodes.sampled(slot)[ranks].iter().map(|e| e.src).collect();
                 runs.push(TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt: s as u32, sources });
             }
         }
@@ -122,20 +125,35 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
     let mut received = received.take();
     received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
 
+    // Each node's own prefix of in-edges: the most any layer that it aggregates itself reads.
+    let own_prefix: Vec<usize> = (0..nodes.len())
+        .map(|slot| {
+            let own = (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l));
+            own.map(|l| layers.count(l, nodes.sampled(slot).len())).max().unwrap_or(0)
+        })
+        .collect();
+    // Every source of those prefixes looked up once: its local slot, or REMOTE.
+    let mut offsets = Vec::with_capacity(nodes.len() + 1);
+    let mut rows = Vec::new();
+    for (slot, &prefix) in own_prefix.iter().enumerate() {
+        offsets.push(rows.len());
+        rows.extend(nodes.sampled(slot)[..prefix].iter().map(|e| nodes.slot(e.src).map_or(REMOTE, |s| s as u32)));
+    }
+    offsets.push(rows.len());
+
     // The remote nodes each layer reads here, and the row of every remote node.
-    let local = |id: i64| nodes.slot(id);
     let mut reads: Vec<IdSet<i64>> = vec![IdSet::default(); k + 1];
-    let mut own_prefix = vec![0usize; nodes.len()];
-    for (slot, prefix) in own_prefix.iter_mut().enumerate() {
+    for slot in 0..nodes.len() {
+        let (sources, local) = (nodes.sampled(slot), &rows[offsets[slot]..offsets[slot + 1]]);
         for (l, read) in reads.iter_mut().enumerate().skip(1) {
             if needed[slot] & (1 << l) == 0 || is_hub(slot, l) {
                 continue;
             }
-            let count = layers.count(l, nodes.sampled[slot].len());
-            *prefix = (*prefix).max(count);
-            read.extend(nodes.sampled[slot][..count].iter().map(|e| e.src).filter(|&u| local(u).is_none()));
+            let count = layers.count(l, sources.len());
+            read.extend(sources[..count].iter().zip(local).filter(|(_, r)| **r == REMOTE).map(|(e, _)| e.src));
         }
     }
+    let local = |id: i64| nodes.slot(id);
     for t in &received {
         reads[t.layer as usize].extend(t.sources.iter().copied().filter(|&u| local(u).is_none()));
     }
@@ -144,14 +162,14 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
     let remote: IdMap<i64, u32> = remote_ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
     let n = nodes.len() as u32;
     let row = |id: i64| local(id).map_or_else(|| n + remote[&id], |s| s as u32);
-
-    let mut offsets = Vec::with_capacity(nodes.len() + 1);
-    let mut rows = Vec::new();
-    for (slot, &prefix) in own_prefix.iter().enumerate() {
-        offsets.push(rows.len());
-        rows.extend(nodes.sampled[slot][..prefix].iter().map(|e| row(e.src)));
+    for (slot, window) in offsets.windows(2).enumerate() {
+        let sources = nodes.sampled(slot);
+        for (r, e) in rows[window[0]..window[1]].iter_mut().zip(sources) {
+            if *r == REMOTE {
+                *r = n + remote[&e.src];
+            }
+        }
     }
-    offsets.push(rows.len());
     let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
     for t in received {
         let rows = t.sources.iter().map(|&u| row(u)).collect();
@@ -188,8 +206,8 @@ fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: 
                     continue;
                 }
                 bits[slot] |= 1 << (l - 1);
-                let count = layers.count(l, nodes.sampled[slot].len());
-                for e in &nodes.sampled[slot][..count] {
+                let count = layers.count(l, nodes.sampled(slot).len());
+                for e in &nodes.sampled(slot)[..count] {
                     match nodes.slot(e.src) {
                         Some(s) => bits[s] |= 1 << (l - 1),
                         None => remote.push(e.src),

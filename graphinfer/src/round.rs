@@ -113,7 +113,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
         let state = match merged.get(&(v as u32)) {
             Some(state) => state.clone(),
             None => {
-                let count = cx.layers.count(l, cx.nodes.sampled[v].len());
+                let count = cx.layers.count(l, cx.nodes.sampled(v).len());
                 fold(&slice, own, cx.plan.in_rows(v, count), &messages)
             }
         };

@@ -1,5 +1,6 @@
 //! The part of the graph one worker owns: its nodes (by `owner_key`), their features, label,
-//! split, full in-degree and sampled in-edges.
+//! split, full in-degree and sampled in-edges. Features and sampled in-edges are flat arrays
+//! indexed by slot (one allocation each, not one per node: a worker owns millions of nodes).
 
 use cluster::hash::IdMap;
 
@@ -22,8 +23,10 @@ pub struct NodeStore {
     pub splits: Vec<Option<Split>>,
     features: Vec<f32>,
     pub in_degree: Vec<u64>,
-    /// Sampled in-edges of each node, best first, at most the plan's largest fanout.
-    pub sampled: Vec<Vec<InEdge>>,
+    /// Sampled in-edges of every node, best first, at most the plan's largest fanout each:
+    /// slot `s` holds `sampled[sampled_at[s]..sampled_at[s + 1]]` (empty until sampling ran).
+    sampled_at: Vec<usize>,
+    sampled: Vec<InEdge>,
 }
 
 impl NodeStore {
@@ -54,7 +57,6 @@ impl NodeStore {
             self.features.resize(self.features.len() + self.dim, 0.0);
         }
         self.in_degree.push(0);
-        self.sampled.push(Vec::new());
         Ok(slot)
     }
 
@@ -72,5 +74,22 @@ impl NodeStore {
 
     pub fn features(&self, slot: usize) -> &[f32] {
         &self.features[slot * self.dim..(slot + 1) * self.dim]
+    }
+
+    /// The sampled in-edges of `slot`, best first.
+    pub fn sampled(&self, slot: usize) -> &[InEdge] {
+        match self.sampled_at.get(slot..slot + 2) {
+            Some(&[from, to]) => &self.sampled[from..to],
+            _ => &[],
+        }
+    }
+
+    /// Sets every node's sampled in-edges: `edges` holds slot 0's, then slot 1's, ...; `at` has
+    /// one offset per slot plus the end.
+    pub fn set_sampled(&mut self, at: Vec<usize>, edges: Vec<InEdge>) {
+        debug_assert_eq!(at.len(), self.len() + 1);
+        debug_assert_eq!(at.last().copied(), Some(edges.len()));
+        self.sampled_at = at;
+        self.sampled = edges;
     }
 }

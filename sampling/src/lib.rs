@@ -5,7 +5,8 @@
 //!   owners (by [`cluster::owner_key`]) and counts in-degrees there;
 //! - [`graph`]: the part of the graph a worker owns ([`NodeStore`]);
 //! - [`sample`]: hash-keyed samplers and the per-layer plan;
-//! - [`reindex`]: every node's sampled in-edges, hubs spread over salted reducers and merged.
+//! - [`reindex`]: every node's sampled in-edges, hubs spread over salted reducers and merged;
+//! - [`runs`]: the owner's counting sort of the in-edges it samples itself.
 //!
 //! Errors are the table layer's ([`tables::Error`]); [`agree`] makes every worker return the
 //! same one.
@@ -13,6 +14,7 @@
 pub mod graph;
 pub mod load;
 pub mod reindex;
+pub mod runs;
 pub mod sample;
 
 pub use graph::{InEdge, NodeStore};

@@ -3,7 +3,6 @@
 //! were read, in memory, until sampling routes them; their endpoints are checked at the owners.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use schemas::edges::EdgeBatch;
@@ -14,7 +13,8 @@ use timely::worker::Worker;
 
 use crate::Error;
 use crate::agree;
-use cluster::hash::IdMap;
+use cluster::hash::{IdMap, IdSet};
+use cluster::all_gather;
 use cluster::shuffle;
 use crate::graph::NodeStore;
 use cluster::owner_key;
@@ -127,6 +127,26 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
     Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
 }
 
+/// The first of this worker's edges (in file and row order) that names a node in `unknown`:
+/// its row, the node and the column.
+fn first_unknown(edges: &[Edge], read_units: &[ReadUnit], unknown: &IdSet<i64>) -> Option<(RowAt, i64, &'static str)> {
+    let mut found: Option<(RowAt, i64, &'static str)> = None;
+    for (u, unit) in read_units.iter().enumerate() {
+        let end = read_units.get(u + 1).map_or(edges.len(), |next| next.start);
+        for (i, e) in edges[unit.start..end].iter().enumerate() {
+            let named = if unknown.contains(&e.dst) { Some((e.dst, "dst")) } else { unknown.contains(&e.src).then_some((e.src, "src")) };
+            if let Some((node, column)) = named {
+                let at = (unit.file, unit.first_row + i as u64);
+                if found.is_none_or(|f| at < f.0) {
+                    found = Some((at, node, column));
+                }
+                break;
+            }
+        }
+    }
+    found
+}
+
 /// The feature length of the table's first row, and its label kind: class ids, or targets of
 /// the length of the first labeled row (every worker reads the same rows).
 fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Error> {
@@ -184,23 +204,31 @@ pub struct Edge {
     pub weight: f32,
 }
 
-/// What an owner checks about its node: that it exists, and how many in-edges it has.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-enum Endpoint {
-    Dst { node: i64, count: u64, at: RowAt },
-    Src { node: i64, at: RowAt },
+/// What an owner checks about its node: that it exists; and how many in-edges it has (0 for a
+/// node this worker read only as a source).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Endpoint {
+    node: i64,
+    in_edges: u64,
 }
 
-impl Endpoint {
-    fn node(&self) -> i64 {
-        match self {
-            Endpoint::Dst { node, .. } | Endpoint::Src { node, .. } => *node,
-        }
-    }
+/// Unknown node ids each owner shares to locate the first bad edge row.
+const MAX_UNKNOWN_SHARED: usize = 10_000;
+
+/// Where a row group's edges start in a worker's edge list, to name an edge's row.
+#[derive(Debug, Clone, Copy)]
+struct ReadUnit {
+    start: usize,
+    file: u32,
+    first_row: u64,
 }
 
 /// Reads this worker's share of the edge table; checks every row, that both endpoints are
 /// known nodes, and fills each owner's in-degrees. Returns the edges this worker read.
+///
+/// The combiner keeps one count per distinct endpoint in one map (it is the map step's
+/// hottest loop), not where each was seen; an unknown node's first row is found afterwards by
+/// scanning the edges, which only a failing job does.
 pub fn load_edges(
     worker: &mut Worker,
     io: &Io,
@@ -212,23 +240,19 @@ pub fn load_edges(
     let (index, peers) = (worker.index(), worker.peers());
 
     let mut edges = Vec::new();
-    // Local combiner: one message per distinct endpoint, with the first row that named it.
-    let mut dsts: IdMap<i64, (u64, RowAt)> = IdMap::default();
-    let mut srcs: IdMap<i64, RowAt> = IdMap::default();
+    let mut read_units = Vec::new();
+    let mut in_edges: IdMap<i64, u64> = IdMap::default();
     let mut read = || -> Result<(), Error> {
         for (f, rg) in units(&files, index, peers) {
             let file = &files[f];
             let name = file.name();
             file.read_row_group(io, rg, |batch, first_row| {
                 let batch = EdgeBatch::from_batch(&batch, &name, first_row, require_positive_weight)?;
+                read_units.push(ReadUnit { start: edges.len(), file: f as u32, first_row });
                 for i in 0..batch.len() {
-                    let at = (f as u32, first_row + i as u64);
                     let edge = Edge { src: batch.src.value(i), dst: batch.dst.value(i), weight: batch.weight(i) };
-                    let d = dsts.entry(edge.dst).or_insert((0, at));
-                    d.0 += 1;
-                    d.1 = d.1.min(at);
-                    let s = srcs.entry(edge.src).or_insert(at);
-                    *s = (*s).min(at);
+                    *in_edges.entry(edge.dst).or_insert(0) += 1;
+                    in_edges.entry(edge.src).or_insert(0);
                     edges.push(edge);
                 }
                 Ok(())
@@ -239,37 +263,38 @@ pub fn load_edges(
     let read = read();
     agree(worker, read)?;
 
-    let mut msgs: Vec<Endpoint> =
-        dsts.into_iter().map(|(node, (count, at))| Endpoint::Dst { node, count, at }).collect();
-    msgs.extend(srcs.into_iter().map(|(node, at)| Endpoint::Src { node, at }));
-    let unknown: Rc<RefCell<BTreeMap<RowAt, (i64, &'static str)>>> = Rc::default();
+    let msgs: Vec<Endpoint> = in_edges.into_iter().map(|(node, in_edges)| Endpoint { node, in_edges }).collect();
+    let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();
     let (owner_nodes, owner_unknown) = (nodes.clone(), unknown.clone());
     let checked = shuffle(
         worker,
-        |m: &Endpoint| owner_key(m.node()),
+        |m: &Endpoint| owner_key(m.node),
         move |m: Endpoint| {
             let mut store = owner_nodes.borrow_mut();
-            match (store.slot(m.node()), m) {
-                (Some(slot), Endpoint::Dst { count, .. }) => store.in_degree[slot] += count,
-                (Some(_), Endpoint::Src { .. }) => {}
-                (None, Endpoint::Dst { node, at, .. }) => {
-                    owner_unknown.borrow_mut().insert(at, (node, "dst"));
-                }
-                (None, Endpoint::Src { node, at }) => {
-                    owner_unknown.borrow_mut().insert(at, (node, "src"));
-                }
+            match store.slot(m.node) {
+                Some(slot) => store.in_degree[slot] += m.in_edges,
+                None => owner_unknown.borrow_mut().push(m.node),
             }
         },
         |send| {
             send(msgs);
-            Ok(())
+            Ok::<(), Error>(())
         },
     );
     agree(worker, checked)?;
-    let first = unknown.borrow().iter().next().map(|(&at, &(node, column))| {
-        Error::from(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")))
-    });
-    agree(worker, first.map_or(Ok(()), Err))?;
+    // Every worker looks for the first row naming an unknown node. A table with very many
+    // (an edge table of another graph) shares the smallest ids of each owner only: the error
+    // then names one of them, at its first row.
+    let mut unknown = unknown.take();
+    unknown.sort_unstable();
+    unknown.truncate(MAX_UNKNOWN_SHARED);
+    let unknown: IdSet<i64> = all_gather(worker, unknown).into_iter().collect();
+    if !unknown.is_empty() {
+        let first = first_unknown(&edges, &read_units, &unknown).map(|(at, node, column)| {
+            Error::from(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")))
+        });
+        agree(worker, first.map_or(Ok(()), Err))?;
+    }
     let total = cluster::sum(worker, edges.len() as u64);
     if total == 0 {
         return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));

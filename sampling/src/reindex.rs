@@ -2,6 +2,7 @@
 //! threshold has its in-edges spread over several reducers by a salted key (dst, salt); each
 //! keeps its best `limit` candidates, and the owner merges the partial samples. Because keys are
 //! hash-derived, the merge is exact: the result equals sampling the whole list in one place.
+//! Every other node is sampled at its owner, from one counting-sorted array ([`crate::runs`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,9 +14,10 @@ use timely::worker::Worker;
 use crate::Error;
 use cluster::{all_gather, shuffle};
 use crate::graph::{InEdge, NodeStore};
-use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
 use crate::load::Edge;
+use crate::runs::{OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
+use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
 
 /// How sampling runs.
 #[derive(Debug, Clone, Copy)]
@@ -28,12 +30,14 @@ pub struct SampleSpec {
     pub hub_threshold: u64,
 }
 
-/// An in-edge on its way to a (possibly salted) reducer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// An in-edge on its way to its reducer: the owner of `dst` (salt 0), or one of a hub's salted
+/// reducers. Its sampling key is computed where it is reduced.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Routed {
     dst: i64,
+    src: i64,
+    weight: f32,
     salt: u32,
-    candidate: Candidate,
 }
 
 /// In-edges on their way to one reducing worker.
@@ -42,6 +46,9 @@ struct Bundle {
     to: u32,
     edges: Vec<Routed>,
 }
+
+/// In-edges routed per message round: a bundle per reducing worker and chunk.
+const CHUNK: usize = 1 << 16;
 
 /// A reducer's partial sample of one node's in-edges, on its way to the owner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,18 +92,20 @@ pub fn sample_in_edges(
     let hubs: IdMap<i64, u32> = all_gather(worker, local_hubs).into_iter().collect();
     let hub_count = hubs.len() as u64;
 
-    // Round 1: every in-edge to its reducer; reducers keep their best `limit`. A node that is
-    // not a hub is reduced at its owner (salt 0 routes there), straight into a reservoir by
-    // slot; a hub's runs are reduced by (dst, salt) wherever they land.
-    let slots = nodes.borrow().len();
-    let owned: Rc<RefCell<Vec<Reservoir>>> = Rc::new(RefCell::new((0..slots).map(|_| Reservoir::new(spec.limit)).collect()));
+    // Round 1: every in-edge to its reducer. A node that is not a hub is reduced at its owner
+    // (salt 0 routes there), into its run of the owner's counting sort; a hub's runs are
+    // reduced by (dst, salt) wherever they land, each into a bounded reservoir.
+    let owned = {
+        let store = nodes.borrow();
+        let capacity = (0..store.len()).map(|s| if hubs.contains_key(&store.ids[s]) { 0 } else { store.in_degree[s] });
+        Rc::new(RefCell::new(OwnedRuns::new(capacity)))
+    };
     let runs: Rc<RefCell<IdMap<(i64, u32), Reservoir>>> = Rc::default();
+    let overflow: Rc<RefCell<Option<i64>>> = Rc::default();
     let reduced = Rc::new(std::cell::Cell::new(0u64));
-    let (own_sink, run_sink, store, count) = (owned.clone(), runs.clone(), nodes.clone(), reduced.clone());
+    let (own_sink, run_sink, store, count, over) = (owned.clone(), runs.clone(), nodes.clone(), reduced.clone(), overflow.clone());
+    let (limit, sampler, seed) = (spec.limit, spec.sampler, spec.seed);
     let is_hub = Rc::new(hubs.clone());
-    let limit = spec.limit;
-    // Edges cross in bundles, one per reducing worker and chunk: one timely item per bundle
-    // instead of one per edge.
     let peers = worker.peers() as u64;
     shuffle(
         worker,
@@ -106,40 +115,55 @@ pub fn sample_in_edges(
             let store = store.borrow();
             let (mut own, mut runs) = (own_sink.borrow_mut(), run_sink.borrow_mut());
             for r in b.edges {
-                match if is_hub.contains_key(&r.dst) { None } else { store.slot(r.dst) } {
-                    Some(slot) => own[slot].push(r.candidate),
-                    None => runs.entry((r.dst, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(r.candidate),
+                if is_hub.contains_key(&r.dst) {
+                    let candidate = Candidate::new(sampler, seed, r.dst, r.src, r.weight);
+                    runs.entry((r.dst, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
+                } else if store.slot(r.dst).is_none_or(|slot| own.push(slot, r.src, r.weight).is_err()) {
+                    // The loader checked every endpoint and counted every in-edge.
+                    over.borrow_mut().get_or_insert(r.dst);
                 }
             }
         },
         |send| {
-            for chunk in edges.chunks(1 << 16) {
+            // Routed from the end, releasing the read edges as they go: the edges and the
+            // owners' runs are not held in full at once.
+            let mut edges = edges;
+            while !edges.is_empty() {
+                let from = edges.len().saturating_sub(CHUNK);
                 let mut bundles: Vec<Bundle> = (0..peers as u32).map(|to| Bundle { to, edges: Vec::new() }).collect();
-                for e in chunk {
-                    let salt = hubs.get(&e.dst).map_or(0, |&s| (hash3(spec.seed, e.src as u64, 1) % u64::from(s)) as u32);
+                for e in &edges[from..] {
+                    let salt = hubs.get(&e.dst).map_or(0, |&s| (hash3(seed, e.src as u64, 1) % u64::from(s)) as u32);
                     let to = (reducer_key(e.dst, u64::from(salt)) % peers) as usize;
-                    let candidate = Candidate::new(spec.sampler, spec.seed, e.dst, e.src, e.weight);
-                    bundles[to].edges.push(Routed { dst: e.dst, salt, candidate });
+                    bundles[to].edges.push(Routed { dst: e.dst, src: e.src, weight: e.weight, salt });
+                }
+                edges.truncate(from);
+                if edges.len() < edges.capacity() / 2 {
+                    edges.shrink_to_fit();
                 }
                 send(bundles.into_iter().filter(|b| !b.edges.is_empty()).collect());
             }
             Ok::<(), Error>(())
         },
     )?;
-    drop(edges);
+    let overflow = overflow.take().map_or(Ok(()), |dst| {
+        Err(Error::Internal(format!("node {dst} received more in-edges than its in-degree")))
+    });
+    crate::agree(worker, overflow)?;
 
     // Round 2: the hubs' partial samples to their owners, merged there (exactly: keys are
     // hash-derived, so the best of the bests is the best of all).
     let partials: Vec<PartialSample> =
         runs.take().into_iter().map(|((dst, _), r)| PartialSample { dst, kept: r.into_sorted() }).collect();
-    let (sink, store) = (owned.clone(), nodes.clone());
+    let merged: Rc<RefCell<IdMap<usize, Reservoir>>> = Rc::default();
+    let (sink, store) = (merged.clone(), nodes.clone());
     shuffle(
         worker,
         |p: &PartialSample| owner_key(p.dst),
         move |p: PartialSample| {
             // The loader checked every endpoint, so the owner has this node.
             if let Some(slot) = store.borrow().slot(p.dst) {
-                let reservoir = &mut sink.borrow_mut()[slot];
+                let mut merged = sink.borrow_mut();
+                let reservoir = merged.entry(slot).or_insert_with(|| Reservoir::new(limit));
                 p.kept.into_iter().for_each(|c| reservoir.push(c));
             }
         },
@@ -149,9 +173,26 @@ pub fn sample_in_edges(
         },
     )?;
 
+    // Each node's best `limit`, best first, into the store's flat array.
+    let (owned, mut merged) = (owned.take(), merged.take());
     let mut store = nodes.borrow_mut();
-    for (slot, reservoir) in owned.take().into_iter().enumerate() {
-        store.sampled[slot] = reservoir.into_sorted().into_iter().map(|c| InEdge { src: c.src, weight: c.weight }).collect();
+    let mut at = Vec::with_capacity(store.len() + 1);
+    let mut sampled = Vec::new();
+    let mut best = Vec::new();
+    for slot in 0..store.len() {
+        at.push(sampled.len());
+        best.clear();
+        match merged.remove(&slot) {
+            Some(reservoir) => best = reservoir.into_sorted(),
+            None => {
+                owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
+                keep_best(&mut best, limit);
+            }
+        }
+        sampled.extend(best.iter().map(|c| InEdge { src: c.src, weight: c.weight }));
     }
+    at.push(sampled.len());
+    sampled.shrink_to_fit();
+    store.set_sampled(at, sampled);
     Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
 }
