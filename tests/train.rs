@@ -35,7 +35,7 @@ fn gcn_on_cora_reaches_the_papers_accuracy() {
     run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
     let (flat, model) = (dir.join("flat"), dir.join("model"));
     let body = format!(
-        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gcn\"\nhidden = 16\ndropout = 0.5\nlr = 0.01\nweight_decay = 5e-4\nepochs = 200\nnormalize_features = true\n",
+        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gcn\"\nhidden = 16\ndropout = 0.5\nlr = 0.01\nweight_decay = 5e-4\nepochs = 200\nnormalize_features = true\ncache_mb = 1024\n",
         flatten_job(&data, &flat, "hops = 2\nsampler = \"all\"\n"),
         flat.display().to_string(),
         model.display().to_string()
@@ -78,6 +78,36 @@ fn gcn_beats_the_same_model_without_edges() {
     }
     eprintln!("generated graph: GCN {:.3}, without edges {:.3}", accuracy[0], accuracy[1]);
     assert!(accuracy[0] > accuracy[1] + 0.05, "GCN {} vs MLP {}", accuracy[0], accuracy[1]);
+}
+
+/// Evaluation batches kept between epochs (a large `cache_mb`) and rebuilt every epoch
+/// (`cache_mb = 0`) give the same metrics and the same model, on two workers.
+#[test]
+fn kept_evaluation_batches_change_only_the_time() {
+    let dir = scratch("train-eval-cache");
+    let data = dir.join("graph");
+    generate(&data, 2000, 8, 8, 3);
+    let flat = dir.join("flat");
+    run_ok(&["run", job(&dir, "flat.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\n")).to_str().unwrap()]);
+    let mut runs = Vec::new();
+    for cache_mb in [0, 1024] {
+        let model = dir.join(format!("model-{cache_mb}"));
+        let body = format!(
+            "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 3\nbatch_size = 128\ncache_mb = {cache_mb}\n",
+            flat.display().to_string(),
+            model.display().to_string()
+        );
+        let job = job(&dir, &format!("train-{cache_mb}.toml"), &body);
+        let out = graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).output().unwrap();
+        let log = text(&out);
+        assert!(out.status.success(), "{log}");
+        let kept = log.matches("keeps its").count();
+        assert_eq!(kept, if cache_mb == 0 { 0 } else { 2 }, "cache_mb = {cache_mb}: {log}");
+        let read = |file: &str| std::fs::read(model.join(file)).unwrap();
+        runs.push((read("metrics.jsonl"), read("model.bpk")));
+    }
+    assert!(runs[0].0 == runs[1].0, "metrics differ with kept evaluation batches");
+    assert!(runs[0].1 == runs[1].1, "models differ with kept evaluation batches");
 }
 
 fn write_single_edge(path: &Path) {

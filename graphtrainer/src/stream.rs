@@ -66,6 +66,21 @@ impl Source {
         self.cache().used
     }
 
+    /// The cache's budget in bytes.
+    pub fn budget(&self) -> u64 {
+        self.cache().budget
+    }
+
+    /// Drops the cached records of `pass` and gives their bytes back to the budget: for a pass
+    /// whose batches the trainer keeps instead.
+    pub fn release(&self, pass: Pass) {
+        let mut cache = self.cache();
+        let size = |records: &Vec<Record>| records.iter().map(|r| r.size_bytes() as u64).sum::<u64>();
+        let freed: u64 = cache.records.iter().filter(|((_, p), _)| *p == pass).map(|(_, r)| size(r)).sum();
+        cache.records.retain(|(_, p), _| *p != pass);
+        cache.used -= freed;
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
         // The cache holds no invariant a panicking reader could break: take it over.
         self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -28,7 +28,7 @@ use crate::metrics::{EpochMetrics, EpochTiming, MetricsLog, metric_name};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::plan::Plan;
 use crate::ps::{Score, Server, ShardState, Stats, shard_range};
-use crate::reader::{RecordSet, Unit};
+use crate::reader::{Pass, RecordSet, Unit};
 use crate::stream::{Order, RecordStream, Source};
 use crate::tracker::Tracker;
 
@@ -109,6 +109,30 @@ pub struct Setup {
     /// When the worker started, and whether its first step has been reported.
     started: Instant,
     first_step: std::sync::Once,
+    /// Evaluation batches built once and kept between epochs, when they fit `cache_mb`.
+    eval_cache: std::cell::RefCell<EvalCache>,
+}
+
+/// Evaluation's batches on the device. The evaluation pass visits the same records in the same
+/// order every epoch, so its batches and their tensors are built once when they fit, together
+/// with the records cached so far, in the worker's share of `cache_mb`; the evaluation records
+/// then leave the record cache. A set with wide features (Cora) then costs a forward pass per
+/// epoch, not a decode, a batch build and a copy to the device; a set larger than the cache
+/// is streamed every epoch as before, and never holds more than the budget.
+#[derive(Default)]
+enum EvalCache {
+    /// Not known yet: the first pass measures it.
+    #[default]
+    Unknown,
+    Kept(Vec<(Batch, BatchTensors)>),
+    /// Larger than the budget: streamed every epoch.
+    TooLarge,
+}
+
+/// The bytes a built batch and its tensors hold: the feature rows twice, and the edges.
+fn batch_bytes(batch: &Batch) -> u64 {
+    let edges: usize = batch.layers.iter().map(|l| l.src.len()).sum();
+    (batch.features.len() * 8 + edges * 32 + batch.roots.len() * 64) as u64
 }
 
 impl Setup {
@@ -165,6 +189,7 @@ impl Setup {
             aggregation: config.aggregation,
             started,
             first_step: std::sync::Once::new(),
+            eval_cache: Default::default(),
             template: Gnn::new(&spec, &base),
             spec,
             batch_spec,
@@ -366,9 +391,7 @@ fn evaluate_epoch(
     lr: f32,
     train: &mut Stats,
 ) -> Result<Stats, Error> {
-    let records = RecordStream::evaluate(setup.source.clone(), &setup.units);
-    let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
-    let eval = evaluate(setup, params, &mut batches)?;
+    let eval = evaluate(setup, config, params, worker.index())?;
     let eval_step = server.steps_done();
     let mut evaluated = Stats::default();
     for (step, total) in server.step(worker, &[], 0, lr, eval, params, true) {
@@ -397,22 +420,50 @@ fn gradient(setup: &Setup, params: &[f32], batch: &Batch, dropout: Dropout) -> (
 /// Records per evaluation batch.
 const EVAL_BATCH: usize = 2048;
 
-/// Valid and test score counts over a pass's batches, without dropout (see
-/// [`gnn::model::score`]).
-pub fn evaluate(setup: &Setup, params: &[f32], batches: &mut Batches) -> Result<Stats, Error> {
+/// The evaluation pass: from the kept batches when the first pass kept them (see
+/// [`EvalCache`]), else streamed; the first pass keeps what it built while it fits.
+fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -> Result<Stats, Error> {
     let model = params::load(setup.template.clone(), params, &setup.base);
     let mut total = Stats::default();
+    if let EvalCache::Kept(kept) = &*setup.eval_cache.borrow() {
+        kept.iter().for_each(|(batch, tensors)| score_batch(setup, &model, batch, tensors, &mut total));
+        return Ok(total);
+    }
+    let records = RecordStream::evaluate(setup.source.clone(), &setup.units);
+    let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
+    let mut cache = setup.eval_cache.borrow_mut();
+    let (mut kept, mut bytes) = (Vec::new(), 0u64);
     while let Some((batch, _)) = batches.next_batch()? {
         let tensors = BatchTensors::new(&batch, &setup.base, setup.aggregation);
-        let logits = model.forward(&setup.spec, &batch, &tensors, None);
-        for split in [Split::Valid, Split::Test] {
-            let labels: Vec<Option<Label>> =
-                batch.labels.iter().zip(&batch.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect();
-            let (hits, out_of) = score(logits.clone(), &labels);
-            total[split].add(Score { hits, out_of });
+        score_batch(setup, &model, &batch, &tensors, &mut total);
+        if matches!(*cache, EvalCache::Unknown) {
+            bytes += batch_bytes(&batch);
+            if bytes + setup.source.cached_bytes() <= setup.source.budget() {
+                kept.push((batch, tensors));
+            } else {
+                kept.clear();
+                *cache = EvalCache::TooLarge;
+            }
         }
     }
+    if matches!(*cache, EvalCache::Unknown) {
+        tracing::info!("train: worker {index} keeps its {} evaluation batches between epochs ({} MB)", kept.len(), bytes >> 20);
+        *cache = EvalCache::Kept(kept);
+        setup.source.release(Pass::Evaluate);
+    }
     Ok(total)
+}
+
+/// Adds one batch's valid and test score counts to `total`, without dropout (see
+/// [`gnn::model::score`]).
+fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors, total: &mut Stats) {
+    let logits = model.forward(&setup.spec, batch, tensors, None);
+    for split in [Split::Valid, Split::Test] {
+        let labels: Vec<Option<Label>> =
+            batch.labels.iter().zip(&batch.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect();
+        let (hits, out_of) = score(logits.clone(), &labels);
+        total[split].add(Score { hits, out_of });
+    }
 }
 
 /// The model files (see `gnn::io`), with the flatten settings of the records, committed under a

@@ -627,7 +627,8 @@ pub struct TrainConfig {
     #[serde(default = "default_prefetch")]
     pub prefetch: usize,
     /// Decoded records a process keeps between epochs, in MiB, shared among its workers; the
-    /// rest is read from storage again every epoch. It changes memory and time, never results.
+    /// rest is read from storage again every epoch. Evaluation batches are kept too when they
+    /// fit beside the records. It changes memory and time, never results.
     #[serde(default = "default_cache_mb")]
     pub cache_mb: u64,
     /// The training shuffle buffer, in MiB per worker: each epoch visits row groups in a seeded
