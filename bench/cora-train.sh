@@ -51,7 +51,7 @@ records = "$WORK/flat"
 output = "$WORK/model-$model-$seed"
 epochs = 200
 normalize_features = true
-cache_mb = 1024
+cache_mb = 2048
 seed = $seed
 ${SETTINGS[$model]}
 TOML

@@ -35,7 +35,7 @@ fn gcn_on_cora_reaches_the_papers_accuracy() {
     run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
     let (flat, model) = (dir.join("flat"), dir.join("model"));
     let body = format!(
-        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gcn\"\nhidden = 16\ndropout = 0.5\nlr = 0.01\nweight_decay = 5e-4\nepochs = 200\nnormalize_features = true\ncache_mb = 1024\n",
+        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gcn\"\nhidden = 16\ndropout = 0.5\nlr = 0.01\nweight_decay = 5e-4\nepochs = 200\nnormalize_features = true\ncache_mb = 2048\n",
         flatten_job(&data, &flat, "hops = 2\nsampler = \"all\"\n"),
         flat.display().to_string(),
         model.display().to_string()
