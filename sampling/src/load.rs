@@ -202,14 +202,49 @@ pub struct Edge {
     pub src: i64,
     pub dst: i64,
     pub weight: f32,
+    /// The destination's index in [`ReadEdges::ends`].
+    pub end: u32,
+}
+
+/// The edges a worker read, and every distinct endpoint among them resolved at its owner once.
+/// The map step visits each endpoint anyway (to check it and count in-degrees), so the owner
+/// answers with the node's slot, and sampling routes an edge by its destination's slot: the
+/// owner places it without a lookup of its own.
+#[derive(Debug, Default)]
+pub struct ReadEdges {
+    pub edges: Vec<Edge>,
+    /// Each distinct endpoint's id, in first-read order.
+    pub ends: Vec<i64>,
+    /// Each endpoint's slot at its owner.
+    pub slots: Vec<u32>,
+}
+
+impl ReadEdges {
+    pub fn len(&self) -> usize {
+        self.edges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.edges.is_empty()
+    }
 }
 
 /// What an owner checks about its node: that it exists; and how many in-edges it has (0 for a
-/// node this worker read only as a source).
+/// node this worker read only as a source). `end` is its index at the `reader`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Endpoint {
     node: i64,
     in_edges: u64,
+    reader: u32,
+    end: u32,
+}
+
+/// The owner's answer to an [`Endpoint`]: the node's slot.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Resolved {
+    reader: u32,
+    end: u32,
+    slot: u32,
 }
 
 /// Unknown node ids each owner shares to locate the first bad edge row.
@@ -224,7 +259,8 @@ struct ReadUnit {
 }
 
 /// Reads this worker's share of the edge table; checks every row, that both endpoints are
-/// known nodes, and fills each owner's in-degrees. Returns the edges this worker read.
+/// known nodes, and fills each owner's in-degrees. Returns the edges this worker read, with
+/// their endpoints' slots.
 ///
 /// The combiner keeps one count per distinct endpoint in one map (it is the map step's
 /// hottest loop), not where each was seen; an unknown node's first row is found afterwards by
@@ -235,13 +271,15 @@ pub fn load_edges(
     table: &Place,
     nodes: &Rc<RefCell<NodeStore>>,
     require_positive_weight: bool,
-) -> Result<Vec<Edge>, Error> {
+) -> Result<ReadEdges, Error> {
     let files = agree(worker, open_table(io, table))?;
     let (index, peers) = (worker.index(), worker.peers());
 
     let mut edges = Vec::new();
     let mut read_units = Vec::new();
-    let mut in_edges: IdMap<i64, u64> = IdMap::default();
+    // The combiner: each distinct endpoint's index, and its (id, in-edges read here).
+    let mut end_of: IdMap<i64, u32> = IdMap::default();
+    let mut ends: Vec<(i64, u64)> = Vec::new();
     let mut read = || -> Result<(), Error> {
         for (f, rg) in units(&files, index, peers) {
             let file = &files[f];
@@ -250,10 +288,16 @@ pub fn load_edges(
                 let batch = EdgeBatch::from_batch(&batch, &name, first_row, require_positive_weight)?;
                 read_units.push(ReadUnit { start: edges.len(), file: f as u32, first_row });
                 for i in 0..batch.len() {
-                    let edge = Edge { src: batch.src.value(i), dst: batch.dst.value(i), weight: batch.weight(i) };
-                    *in_edges.entry(edge.dst).or_insert(0) += 1;
-                    in_edges.entry(edge.src).or_insert(0);
-                    edges.push(edge);
+                    let (src, dst) = (batch.src.value(i), batch.dst.value(i));
+                    let mut end = |node: i64| {
+                        *end_of.entry(node).or_insert_with(|| {
+                            ends.push((node, 0));
+                            (ends.len() - 1) as u32
+                        })
+                    };
+                    let (end, _) = (end(dst), end(src));
+                    ends[end as usize].1 += 1;
+                    edges.push(Edge { src, dst, weight: batch.weight(i), end });
                 }
                 Ok(())
             })?;
@@ -263,16 +307,23 @@ pub fn load_edges(
     let read = read();
     agree(worker, read)?;
 
-    let msgs: Vec<Endpoint> = in_edges.into_iter().map(|(node, in_edges)| Endpoint { node, in_edges }).collect();
+    drop(end_of);
+    let me = index as u32;
+    let msgs: Vec<Endpoint> =
+        ends.iter().enumerate().map(|(e, &(node, in_edges))| Endpoint { node, in_edges, reader: me, end: e as u32 }).collect();
     let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();
-    let (owner_nodes, owner_unknown) = (nodes.clone(), unknown.clone());
+    let answers: Rc<RefCell<Vec<Resolved>>> = Rc::default();
+    let (owner_nodes, owner_unknown, owner_answers) = (nodes.clone(), unknown.clone(), answers.clone());
     let checked = shuffle(
         worker,
         |m: &Endpoint| owner_key(m.node),
         move |m: Endpoint| {
             let mut store = owner_nodes.borrow_mut();
             match store.slot(m.node) {
-                Some(slot) => store.in_degree[slot] += m.in_edges,
+                Some(slot) => {
+                    store.in_degree[slot] += m.in_edges;
+                    owner_answers.borrow_mut().push(Resolved { reader: m.reader, end: m.end, slot: slot as u32 });
+                }
                 None => owner_unknown.borrow_mut().push(m.node),
             }
         },
@@ -299,5 +350,15 @@ pub fn load_edges(
     if total == 0 {
         return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));
     }
-    Ok(edges)
+
+    // Every endpoint is known now: the owners' answers go back to the readers.
+    let slots = Rc::new(RefCell::new(vec![u32::MAX; ends.len()]));
+    let sink = slots.clone();
+    let answers = answers.take();
+    shuffle(worker, |a: &Resolved| u64::from(a.reader), move |a: Resolved| sink.borrow_mut()[a.end as usize] = a.slot, |send| {
+        send(answers);
+        Ok::<(), Error>(())
+    })?;
+    let ends = ends.into_iter().map(|(node, _)| node).collect();
+    Ok(ReadEdges { edges, ends, slots: slots.take() })
 }

@@ -14,7 +14,7 @@ use timely::worker::Worker;
 use crate::Error;
 use cluster::{all_gather, shuffle};
 use crate::graph::{InEdge, NodeStore};
-use crate::load::Edge;
+use crate::load::ReadEdges;
 use crate::runs::{OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
 use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
@@ -30,15 +30,19 @@ pub struct SampleSpec {
     pub hub_threshold: u64,
 }
 
-/// An in-edge on its way to its reducer: the owner of `dst` (salt 0), or one of a hub's salted
-/// reducers. Its sampling key is computed where it is reduced.
+/// An in-edge on its way to its reducer: the owner of its destination (`salt == OWNED`, `to` the
+/// destination's slot there), or one of a hub's salted reducers (`to` the hub's id, `salt` its
+/// run). Its sampling key is computed where it is reduced.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Routed {
-    dst: i64,
+    to: i64,
     src: i64,
     weight: f32,
     salt: u32,
 }
+
+/// The `salt` of an in-edge that goes to its destination's owner.
+const OWNED: u32 = u32::MAX;
 
 /// In-edges on their way to one reducing worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -76,7 +80,7 @@ pub struct Sampled {
 pub fn sample_in_edges(
     worker: &mut Worker,
     nodes: &Rc<RefCell<NodeStore>>,
-    edges: Vec<Edge>,
+    edges: ReadEdges,
     spec: SampleSpec,
 ) -> Result<Sampled, Error> {
     let peers = worker.peers();
@@ -101,26 +105,27 @@ pub fn sample_in_edges(
         Rc::new(RefCell::new(OwnedRuns::new(capacity)))
     };
     let runs: Rc<RefCell<IdMap<(i64, u32), Reservoir>>> = Rc::default();
-    let overflow: Rc<RefCell<Option<i64>>> = Rc::default();
+    let overflow: Rc<RefCell<Option<usize>>> = Rc::default();
     let reduced = Rc::new(std::cell::Cell::new(0u64));
-    let (own_sink, run_sink, store, count, over) = (owned.clone(), runs.clone(), nodes.clone(), reduced.clone(), overflow.clone());
+    let (own_sink, run_sink, count, over) = (owned.clone(), runs.clone(), reduced.clone(), overflow.clone());
     let (limit, sampler, seed) = (spec.limit, spec.sampler, spec.seed);
-    let is_hub = Rc::new(hubs.clone());
     let peers = worker.peers() as u64;
+    // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
+    let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
+    let ReadEdges { edges, slots, .. } = edges;
     shuffle(
         worker,
         |b: &Bundle| u64::from(b.to),
         move |b: Bundle| {
             count.set(count.get() + b.edges.len() as u64);
-            let store = store.borrow();
             let (mut own, mut runs) = (own_sink.borrow_mut(), run_sink.borrow_mut());
             for r in b.edges {
-                if is_hub.contains_key(&r.dst) {
-                    let candidate = Candidate::new(sampler, seed, r.dst, r.src, r.weight);
-                    runs.entry((r.dst, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
-                } else if store.slot(r.dst).is_none_or(|slot| own.push(slot, r.src, r.weight).is_err()) {
-                    // The loader checked every endpoint and counted every in-edge.
-                    over.borrow_mut().get_or_insert(r.dst);
+                if r.salt != OWNED {
+                    let candidate = Candidate::new(sampler, seed, r.to, r.src, r.weight);
+                    runs.entry((r.to, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
+                } else if let Err(slot) = own.push(r.to as usize, r.src, r.weight) {
+                    // The loader counted every in-edge at its owner.
+                    over.borrow_mut().get_or_insert(slot);
                 }
             }
         },
@@ -132,9 +137,14 @@ pub fn sample_in_edges(
                 let from = edges.len().saturating_sub(CHUNK);
                 let mut bundles: Vec<Bundle> = (0..peers as u32).map(|to| Bundle { to, edges: Vec::new() }).collect();
                 for e in &edges[from..] {
-                    let salt = hubs.get(&e.dst).map_or(0, |&s| (hash3(seed, e.src as u64, 1) % u64::from(s)) as u32);
-                    let to = (reducer_key(e.dst, u64::from(salt)) % peers) as usize;
-                    bundles[to].edges.push(Routed { dst: e.dst, src: e.src, weight: e.weight, salt });
+                    let (routed, key) = match hub_salts[e.end as usize] {
+                        0 => (Routed { to: i64::from(slots[e.end as usize]), src: e.src, weight: e.weight, salt: OWNED }, owner_key(e.dst)),
+                        s => {
+                            let salt = (hash3(seed, e.src as u64, 1) % u64::from(s)) as u32;
+                            (Routed { to: e.dst, src: e.src, weight: e.weight, salt }, reducer_key(e.dst, u64::from(salt)))
+                        }
+                    };
+                    bundles[(key % peers) as usize].edges.push(routed);
                 }
                 edges.truncate(from);
                 if edges.len() < edges.capacity() / 2 {
@@ -145,8 +155,9 @@ pub fn sample_in_edges(
             Ok::<(), Error>(())
         },
     )?;
-    let overflow = overflow.take().map_or(Ok(()), |dst| {
-        Err(Error::Internal(format!("node {dst} received more in-edges than its in-degree")))
+    let overflow = overflow.take().map_or(Ok(()), |slot| {
+        let node = nodes.borrow().ids.get(slot).copied();
+        Err(Error::Internal(format!("node {node:?} (slot {slot}) received more in-edges than its in-degree")))
     });
     crate::agree(worker, overflow)?;
 

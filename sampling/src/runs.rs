@@ -49,12 +49,11 @@ impl OwnedRuns {
         OwnedRuns { cursor, edges: vec![Slotted::default(); total] }
     }
 
-    /// Places one in-edge of `slot`; `Err` when the slot's run is already full.
+    /// Places one in-edge of `slot`; `Err` when the slot's run is already full, or no slot.
     pub fn push(&mut self, slot: usize, src: i64, weight: f32) -> Result<(), usize> {
-        let c = &mut self.cursor[slot];
-        if c.next >= c.end {
+        let Some(c) = self.cursor.get_mut(slot).filter(|c| c.next < c.end) else {
             return Err(slot);
-        }
+        };
         self.edges[c.next] = Slotted { src, weight };
         c.next += 1;
         Ok(())
