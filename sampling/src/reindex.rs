@@ -97,8 +97,8 @@ pub fn sample_in_edges(
     let hub_count = hubs.len() as u64;
 
     // Round 1: every in-edge to its reducer. A node that is not a hub is reduced at its owner
-    // (salt 0 routes there), into its run of the owner's counting sort; a hub's runs are
-    // reduced by (dst, salt) wherever they land, each into a bounded reservoir.
+    // (`OWNED`, addressed by its slot there), into its run of the owner's counting sort; a
+    // hub's runs are reduced by (dst, salt) wherever they land, each into a bounded reservoir.
     let owned = {
         let store = nodes.borrow();
         let capacity = (0..store.len()).map(|s| if hubs.contains_key(&store.ids[s]) { 0 } else { store.in_degree[s] });

@@ -15,6 +15,7 @@
 use schemas::Sampler;
 
 use crate::sample::Candidate;
+pub use crate::sample::keep_best;
 
 #[derive(Debug, Default)]
 pub struct OwnedRuns {
@@ -65,16 +66,6 @@ impl OwnedRuns {
         let run = &self.edges[start..self.cursor[slot].next];
         out.extend(run.iter().map(|e| Candidate::new(sampler, seed, dst, e.src, e.weight)));
     }
-}
-
-/// Sorts the `limit` smallest of `candidates` to its front and drops the rest: the best
-/// `limit`, best first (the order is total, so which ones is well defined).
-pub fn keep_best(candidates: &mut Vec<Candidate>, limit: usize) {
-    if candidates.len() > limit {
-        candidates.select_nth_unstable(limit);
-        candidates.truncate(limit);
-    }
-    candidates.sort_unstable();
 }
 
 #[cfg(test)]

@@ -93,10 +93,19 @@ impl Reservoir {
 
     /// The kept candidates, best first.
     pub fn into_sorted(mut self) -> Vec<Candidate> {
-        self.trim();
-        self.kept.sort_unstable();
+        keep_best(&mut self.kept, self.limit);
         self.kept
     }
+}
+
+/// Sorts the `limit` smallest of `candidates` to its front and drops the rest: the best
+/// `limit`, best first (the order is total, so which ones is well defined).
+pub fn keep_best(candidates: &mut Vec<Candidate>, limit: usize) {
+    if candidates.len() > limit {
+        candidates.select_nth_unstable(limit);
+        candidates.truncate(limit);
+    }
+    candidates.sort_unstable();
 }
 
 /// The per-layer fanouts of a flatten or inference job, and which layers each sampled in-edge
