@@ -6,8 +6,7 @@
 #
 #   bench/cora-vs-pyg.sh [work_dir]      REPS=3 PEER_PYTHON=/tmp/peer/bin/python FEATURES=gpu,hdfs
 #
-# The peer needs torch and torch_geometric: bench/peer-venv.sh, then
-# `/tmp/peer/bin/pip install torch_geometric==2.5.3`.
+# The peer needs torch and torch_geometric: bench/peer/venv.sh (torch 2.2.1, DGL 2.1.0, PyG 2.8).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-cora-pyg}

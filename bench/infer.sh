@@ -5,7 +5,7 @@
 # 1. fanouts [10, 10]: GraphInfer against the naive way, GraphFlat's records for every node then
 #    a forward pass over every record (graphinfer's forward_records example);
 # 2. sampler "all": GraphInfer against DGL's full-graph layer-wise GCN over every in-edge
-#    (bench/dgl_infer.py, one thread), on the same Parquet tables.
+#    (bench/peer/dgl_infer.py, one thread), on the same Parquet tables.
 #
 # Wall seconds and peak memory from /usr/bin/time; bytes from du. GraphInfer and DGL run REPS
 # times back to back (median reported); the naive way once (it is an order of magnitude slower).
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphinfer-bench}
 SIZES=${SIZES:-"250000 1000000"}
 REPS=${REPS:-3}
-PY=${PEER_PYTHON:-$(bench/peer-venv.sh)}
+PY=${PEER_PYTHON:-$(bench/peer/venv.sh)}
 BIN=target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 cargo build --release --quiet --workspace ${FEATURES:+--features "$FEATURES"} --example forward_records
@@ -69,7 +69,7 @@ for N in $SIZES; do
   for _ in $(seq "$REPS"); do
     timed infer-$N $BIN run "$WORK/infer-$N.toml" >> "$WORK/infer-$N.runs"; echo >> "$WORK/infer-$N.runs"
     timed infer-all-$N $BIN run "$WORK/infer-all-$N.toml" >> "$WORK/infer-all-$N.runs"; echo >> "$WORK/infer-all-$N.runs"
-    timed dgl-$N "$PY" bench/dgl_infer.py "$G/nodes" "$G/edges" >> "$WORK/dgl-$N.runs"; echo >> "$WORK/dgl-$N.runs"
+    timed dgl-$N "$PY" bench/peer/dgl_infer.py "$G/nodes" "$G/edges" >> "$WORK/dgl-$N.runs"; echo >> "$WORK/dgl-$N.runs"
   done
   INF_S=$(awk '{print $1}' "$WORK/infer-$N.runs" | median); INF_MB=$(awk '{print $2}' "$WORK/infer-$N.runs" | median)
   ALL_S=$(awk '{print $1}' "$WORK/infer-all-$N.runs" | median); ALL_MB=$(awk '{print $2}' "$WORK/infer-all-$N.runs" | median)

@@ -1,5 +1,6 @@
 //! `graphflat`: runs AGL-style graph learning jobs over Parquet tables.
 
+mod alloc;
 mod exit;
 mod inspect;
 
@@ -109,6 +110,7 @@ enum ImportFormat {
 }
 
 fn main() {
+    alloc::keep_batches_in_the_heap();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -51,6 +51,7 @@ fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
         normalize_features: meta.spec.normalize_features,
         kernel_plans: false,
         kernel_threads: 1,
+        distinct_inputs: true,
     };
     let mut out = BTreeMap::new();
     for chunk in read_records(records).chunks(256) {

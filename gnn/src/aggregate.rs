@@ -21,6 +21,8 @@ pub struct EdgeTensors {
     pub mean_coef: Tensor<2>,
     /// `[rows_out, 1]`.
     pub gcn_self: Tensor<2>,
+    /// The input row of each output row, when not `0..rows_out` (see [`LayerEdges::own`]).
+    pub own: Option<Tensor<1, Int>>,
     pub edges: usize,
     /// The kernel's plans (when the device runs the kernel): the edges, and the edges followed
     /// by one self-loop per output row (GAT's attention runs over those).
@@ -40,6 +42,7 @@ impl EdgeTensors {
             gcn_coef: column(&e.gcn_coef),
             mean_coef: column(&e.mean_coef),
             gcn_self: column(&e.gcn_self),
+            own: e.own.as_ref().map(|own| Tensor::from_data(TensorData::new(own.clone(), [own.len()]), device)),
             edges: n,
             plans,
         }
@@ -69,12 +72,21 @@ impl EdgeTensors {
             .reshape([self.rows_out, cols])
     }
 
+    /// Each output row's own input row of `x` (`x`'s rows are the layer's input rows).
+    pub fn own_rows<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        match &self.own {
+            Some(own) => x.select(0, own.clone()),
+            None => x.slice(0..self.rows_out),
+        }
+    }
+
     /// The edges followed by one self-loop per output row, as (src, dst).
     pub fn with_self_loops(&self) -> (Tensor<1, Int>, Tensor<1, Int>) {
         let device = self.src.device();
-        let own: Vec<i64> = (0..self.rows_out as i64).collect();
-        let own: Tensor<1, Int> = Tensor::from_data(TensorData::new(own, [self.rows_out]), &device);
-        (Tensor::cat(vec![self.src.clone(), own.clone()], 0), Tensor::cat(vec![self.dst.clone(), own], 0))
+        let out: Vec<i64> = (0..self.rows_out as i64).collect();
+        let out: Tensor<1, Int> = Tensor::from_data(TensorData::new(out, [self.rows_out]), &device);
+        let own = self.own.clone().unwrap_or_else(|| out.clone());
+        (Tensor::cat(vec![self.src.clone(), own], 0), Tensor::cat(vec![self.dst.clone(), out], 0))
     }
 }
 

@@ -4,7 +4,16 @@
 //! `l` only needs the nodes within `k - l` hops of a root, which with this order are a prefix of
 //! the rows: pruning is "layer l computes rows `0..prefix(k - l)`". The roots are rows
 //! `0..records`, in record order.
+//!
+//! Records repeat nodes: Cora's 1,500 evaluation records hold 55k node rows of 2,708 nodes.
+//! Without input dropout (evaluation, or a model without it) the batch can keep each distinct
+//! input row once ([`BatchSpec::distinct_inputs`]): rows of one node id with equal features share
+//! a feature row, and layer 1 reads the distinct rows (its `src` and [`LayerEdges::own`] index
+//! them). Every layer starts with a linear map of its input rows, so layer 1 then multiplies
+//! the distinct rows only, and an output row reads its own input through `own`. The result is
+//! the same as over the repeated rows; only layer 1's input and its indices change.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use schemas::{Label, Record, Split};
@@ -34,6 +43,9 @@ pub struct LayerEdges {
     pub plans: Option<(PlanRef, PlanRef)>,
     /// Threads the kernel runs these edges on (0: one per core).
     pub threads: usize,
+    /// The input row of each output row, when that is not the row of the same index: layer 1
+    /// of a batch that keeps distinct input rows.
+    pub own: Option<Vec<i64>>,
 }
 
 impl LayerEdges {
@@ -68,12 +80,31 @@ impl LayerEdges {
         }
         let src: Vec<u32> = self.src.iter().map(|&s| s as u32).collect();
         let dst: Vec<u32> = self.dst.iter().map(|&d| d as u32).collect();
-        let own = 0..self.rows_out as u32;
-        let looped = |ends: &[u32]| ends.iter().copied().chain(own.clone()).collect::<Vec<_>>();
+        let looped = |ends: &[u32], own: &[u32]| ends.iter().chain(own).copied().collect::<Vec<_>>();
+        let out: Vec<u32> = (0..self.rows_out as u32).collect();
+        let own: Vec<u32> = self.own_rows().iter().map(|&r| r as u32).collect();
         (
             Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &src, &dst).with_threads(self.threads)),
-            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &looped(&src), &looped(&dst)).with_threads(self.threads)),
+            Arc::new(
+                EdgePlan::new(self.rows_in, self.rows_out, &looped(&src, &own), &looped(&dst, &out))
+                    .with_threads(self.threads),
+            ),
         )
+    }
+
+    /// The input row of each output row (`0..rows_out` unless [`LayerEdges::own`] says other).
+    pub fn own_rows(&self) -> Vec<i64> {
+        self.own.clone().unwrap_or_else(|| (0..self.rows_out as i64).collect())
+    }
+
+    /// Makes the layer read `distinct` rows instead of the batch's rows: `input_row[r]` is the
+    /// distinct row batch row `r` reads. Coefficients stay: they belong to the edges.
+    fn read_distinct(&mut self, input_row: &[u32], distinct: usize) {
+        for s in &mut self.src {
+            *s = i64::from(input_row[*s as usize]);
+        }
+        self.own = Some(input_row[..self.rows_out].iter().map(|&r| i64::from(r)).collect());
+        self.rows_in = distinct;
     }
 }
 
@@ -81,7 +112,8 @@ impl LayerEdges {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     pub dim: usize,
-    /// Row-major `rows x dim`, rows in (hop, record, position) order.
+    /// Row-major `rows x dim`, rows in (hop, record, position) order; with
+    /// [`BatchSpec::distinct_inputs`], the distinct rows only (`layers[0].rows_in` of them).
     pub features: Vec<f32>,
     /// (root, position in record) of each row, for dropout masks.
     pub row_keys: Vec<(i64, u32)>,
@@ -107,6 +139,9 @@ pub struct BatchSpec {
     pub kernel_plans: bool,
     /// Threads the kernel runs each layer on (0: one per core).
     pub kernel_threads: usize,
+    /// Keep each distinct input row once (see the module doc). Only where no input dropout
+    /// applies: dropout masks are per (record, position), so repeated rows differ under it.
+    pub distinct_inputs: bool,
 }
 
 impl BatchSpec {
@@ -121,6 +156,36 @@ impl Batch {
         self.row_keys.len()
     }
 
+    /// The rows of [`Batch::features`]: the batch's rows, or its distinct input rows.
+    pub fn input_rows(&self) -> usize {
+        // Layer 1 reads every row (its input is never pruned).
+        self.layers.first().map_or(self.rows(), |e| e.rows_in)
+    }
+
+    /// Batch rows that are copies of an earlier row: the same node id with the same features.
+    fn distinct_rows(records: &[Record], order: &[(u8, u32, u32)], dim: usize) -> (Vec<u32>, Vec<usize>) {
+        let mut first: HashMap<i64, u32> = HashMap::with_capacity(order.len());
+        let mut input_row = Vec::with_capacity(order.len());
+        let mut kept = Vec::new(); // the batch row each distinct row copies
+        let features = |row: usize| {
+            let (_, r, i) = order[row];
+            &records[r as usize].features[i as usize * dim..(i as usize + 1) * dim]
+        };
+        for (row, &(_, r, i)) in order.iter().enumerate() {
+            let id = records[r as usize].node_ids[i as usize];
+            let next = kept.len() as u32;
+            let d = *first.entry(id).or_insert(next);
+            // Records of one flatten run hold equal copies; a hand-made set might not.
+            if d != next && features(kept[d as usize]) == features(row) {
+                input_row.push(d);
+            } else {
+                input_row.push(next);
+                kept.push(row);
+            }
+        }
+        (input_row, kept)
+    }
+
     pub fn build(records: &[Record], spec: &BatchSpec) -> Batch {
         let k = spec.hops;
         let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, Record::dim);
@@ -133,13 +198,26 @@ impl Batch {
         order.sort_unstable();
         let mut row_of: Vec<Vec<u32>> = records.iter().map(|r| vec![0; r.num_nodes()]).collect();
         let mut prefix = vec![0usize; k + 2]; // prefix[h] = rows with hop < h
-        let mut features = Vec::with_capacity(order.len() * dim);
         let mut row_keys = Vec::with_capacity(order.len());
         let mut in_degree = Vec::with_capacity(order.len());
         for (row, &(hop, r, i)) in order.iter().enumerate() {
             let rec = &records[r as usize];
             row_of[r as usize][i as usize] = row as u32;
-            let x = &rec.features[i as usize * dim..(i as usize + 1) * dim];
+            row_keys.push((rec.root, i));
+            in_degree.push(rec.in_degrees[i as usize]);
+            for p in prefix.iter_mut().skip(usize::from(hop) + 1) {
+                *p = row + 1;
+            }
+        }
+        let distinct = spec.distinct_inputs.then(|| Self::distinct_rows(records, &order, dim));
+        let kept: Vec<usize> = match &distinct {
+            Some((_, kept)) => kept.clone(),
+            None => (0..order.len()).collect(),
+        };
+        let mut features = Vec::with_capacity(kept.len() * dim);
+        for &row in &kept {
+            let (_, r, i) = order[row];
+            let x = &records[r as usize].features[i as usize * dim..(i as usize + 1) * dim];
             if spec.normalize_features {
                 // As PyG's NormalizeFeatures: divide by the row sum, clamped below at 1 (meant for
                 // non-negative features such as bag-of-words counts).
@@ -147,11 +225,6 @@ impl Batch {
                 features.extend(x.iter().map(|v| v / sum));
             } else {
                 features.extend_from_slice(x);
-            }
-            row_keys.push((rec.root, i));
-            in_degree.push(rec.in_degrees[i as usize]);
-            for p in prefix.iter_mut().skip(usize::from(hop) + 1) {
-                *p = row + 1;
             }
         }
         let all = order.len();
@@ -175,6 +248,9 @@ impl Batch {
                 let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
                 e.edge_keys = edge_keys;
                 e.threads = spec.kernel_threads;
+                if let (1, Some((input_row, kept))) = (l, &distinct) {
+                    e.read_distinct(input_row, kept.len());
+                }
                 if spec.kernel_plans {
                     e.plans = Some(e.plans());
                 }
@@ -231,7 +307,7 @@ mod tests {
 
     #[test]
     fn rows_follow_hops_and_layers_prune_to_prefixes() {
-        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0 };
+        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false };
         let b = Batch::build(&two_records(), &spec);
         // Rows: roots (0, 5), hop 1 (node 1 of each), hop 2 (node 2 of record 0).
         assert_eq!(b.row_keys, vec![(0, 0), (5, 0), (0, 1), (5, 1), (0, 2)]);
@@ -251,11 +327,47 @@ mod tests {
     }
 
     #[test]
+    fn distinct_inputs_keep_each_node_once_and_remap_layer_one() {
+        // Record 5 also holds node 1 (same features as in record 0) and node 2 with other
+        // features than record 0's copy: node 1 is kept once, node 2 twice.
+        let mut records = two_records();
+        records[1].node_ids = vec![5, 1, 2];
+        records[1].hops = vec![0, 1, 1];
+        records[1].in_degrees = vec![2, 1, 0];
+        records[1].features = vec![2.0, 2.0, 0.0, 1.0, 9.0, 9.0];
+        records[1].edge_src = vec![1, 2];
+        records[1].edge_dst = vec![0, 0];
+        records[1].edge_weights = vec![1.0, 1.0];
+        records[1].edge_layers = vec![0b11, 0b11];
+        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: true, kernel_threads: 1, distinct_inputs: false };
+        let repeated = Batch::build(&records, &spec);
+        let distinct = Batch::build(&records, &BatchSpec { distinct_inputs: true, ..spec });
+        // Rows: (0,0) (5,0) | (0,1) (5,1) (5,2) | (0,2): node 1 twice, node 2 twice with other features.
+        assert_eq!(repeated.rows(), 6);
+        assert_eq!((distinct.rows(), distinct.input_rows()), (6, 5));
+        let row = |b: &Batch, r: usize| b.features[r * 2..r * 2 + 2].to_vec();
+        let own = distinct.layers[0].own_rows();
+        for r in 0..distinct.layers[0].rows_out {
+            assert_eq!(row(&distinct, own[r] as usize), row(&repeated, r), "output row {r} reads its own input");
+        }
+        // Each layer-1 edge reads the same features as before, and the coefficients stay.
+        let (a, b) = (&repeated.layers[0], &distinct.layers[0]);
+        assert_eq!((a.dst.clone(), a.gcn_coef.clone(), a.gcn_self.clone()), (b.dst.clone(), b.gcn_coef.clone(), b.gcn_self.clone()));
+        for (s_a, s_b) in a.src.iter().zip(&b.src) {
+            assert_eq!(row(&distinct, *s_b as usize), row(&repeated, *s_a as usize));
+        }
+        assert_eq!(b.rows_in, 5);
+        assert_eq!(b.plans.as_ref().map(|(p, _)| p.rows_in), Some(5));
+        // Layer 2 is untouched.
+        assert_eq!(repeated.layers[1], distinct.layers[1]);
+    }
+
+    #[test]
     fn fanouts_cap_the_degrees() {
         let mut records = two_records();
         records[0].in_degrees = vec![40, 1, 0];
         let spec =
-            BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true, kernel_threads: 2 };
+            BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true, kernel_threads: 2, distinct_inputs: false };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
         assert_eq!(b.layers[1].gcn_self[0], 0.25);

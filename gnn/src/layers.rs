@@ -47,7 +47,7 @@ impl GcnLayer {
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
         let h = x.matmul(self.weight.val());
         let neighbors = e.sum(h.clone(), &e.gcn_coef);
-        let own = h.slice(0..e.rows_out) * e.gcn_self.clone();
+        let own = e.own_rows(h) * e.gcn_self.clone();
         neighbors + own + self.bias.val().unsqueeze::<2>()
     }
 }
@@ -73,7 +73,7 @@ impl SageLayer {
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
         let mean = e.sum(x.clone(), &e.mean_coef);
-        x.slice(0..e.rows_out).matmul(self.self_weight.val())
+        e.own_rows(x).matmul(self.self_weight.val())
             + mean.matmul(self.neighbor_weight.val())
             + self.bias.val().unsqueeze::<2>()
     }
@@ -119,7 +119,7 @@ impl GatLayer {
         let rows_in = x.dims()[0];
         let z = x.matmul(self.weight.val()).reshape([rows_in, heads, out]);
         let score_src = (z.clone() * self.att_src.val().unsqueeze::<3>()).sum_dim(2).reshape([rows_in, heads]);
-        let z_out = z.clone().slice(0..e.rows_out);
+        let z_out = e.own_rows(z.clone());
         let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
         let (src, dst) = e.with_self_loops();
         let scores = leaky_relu(score_src.select(0, src.clone()) + score_dst.select(0, dst.clone()), 0.2);

@@ -32,13 +32,28 @@ pub struct Gnn {
 pub struct BatchTensors {
     pub x: Tensor<2>,
     pub layers: Vec<EdgeTensors>,
+    /// `x` holds the input rows after dropout already ([`BatchTensors::with_input_dropout`]).
+    pub input_dropped: bool,
 }
 
 impl BatchTensors {
     pub fn new(batch: &Batch, device: &Device, aggregation: Aggregation) -> Self {
+        Self::with_input(batch, batch.features.clone(), device, aggregation, false)
+    }
+
+    /// The batch with its input dropout applied on the host: the same masks as the forward
+    /// pass draws (see [`input_dropout`]), drawn only where a feature is not zero (a zero stays
+    /// zero under any mask), which for sparse features such as Cora's bag of words is 1 draw
+    /// in 80. The input needs no gradient, so masking before the upload changes nothing else.
+    pub fn with_input_dropout(batch: &Batch, d: Dropout, device: &Device, aggregation: Aggregation) -> Self {
+        Self::with_input(batch, input_dropout(batch, d), device, aggregation, d.rate > 0.0)
+    }
+
+    fn with_input(batch: &Batch, x: Vec<f32>, device: &Device, aggregation: Aggregation, dropped: bool) -> Self {
         BatchTensors {
-            x: Tensor::from_data(TensorData::new(batch.features.clone(), [batch.rows(), batch.dim]), device),
+            x: Tensor::from_data(TensorData::new(x, [batch.input_rows(), batch.dim]), device),
             layers: batch.layers.iter().map(|e| EdgeTensors::new(e, device, aggregation)).collect(),
+            input_dropped: dropped,
         }
     }
 }
@@ -116,7 +131,7 @@ impl Gnn {
         for (l, layer) in self.layers.iter().enumerate() {
             let e = &t.layers[l];
             h = h.slice(0..e.rows_in);
-            if let Some(d) = dropout {
+            if let Some(d) = dropout.filter(|_| l > 0 || !t.input_dropped) {
                 h = apply_dropout(h, batch, d, l as u64);
             }
             let keep = match layer {
@@ -195,6 +210,24 @@ fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<
     }
     let device = h.device();
     h * Tensor::<2>::from_data(TensorData::new(mask, [rows, width]), &device)
+}
+
+/// The batch's input rows after layer 1's dropout: what [`apply_dropout`] makes of them, with
+/// the mask drawn only at values that are not zero.
+pub fn input_dropout(batch: &Batch, d: Dropout) -> Vec<f32> {
+    let mut x = batch.features.clone();
+    if d.rate <= 0.0 || batch.dim == 0 {
+        return x;
+    }
+    debug_assert_eq!(batch.input_rows(), batch.rows(), "input dropout on a batch of distinct rows");
+    let scale = 1.0 / (1.0 - d.rate);
+    for (row, &(root, pos)) in x.chunks_mut(batch.dim).zip(&batch.row_keys) {
+        let s = Stream::new(&[d.seed, d.step, root as u64, u64::from(pos), 0]);
+        for (j, v) in row.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
+            *v *= if s.unit_at(j as u64) < d.rate { 0.0 } else { scale };
+        }
+    }
+    x
 }
 
 /// GAT's attention dropout mask, `[edges + self-loops, heads]`, keyed by each edge's place in

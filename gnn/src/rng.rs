@@ -10,18 +10,44 @@ impl Stream {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.0 = self.0.wrapping_add(GAMMA);
         mix(self.0)
     }
 
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+        to_unit(self.next_u64())
     }
+
+    /// What the `j`-th call of [`Stream::unit`] would return (0-based), without drawing the
+    /// ones before it: splitmix64's state after `j + 1` steps is a multiple of the step away.
+    pub fn unit_at(&self, j: u64) -> f32 {
+        to_unit(mix(self.0.wrapping_add(GAMMA.wrapping_mul(j + 1))))
+    }
+}
+
+const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn to_unit(bits: u64) -> f32 {
+    (bits >> 40) as f32 / (1u64 << 24) as f32
 }
 
 fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_at_is_the_stream_drawn_in_order() {
+        let start = Stream::new(&[7, 3, 11]);
+        let mut drawn = start.clone();
+        for j in 0..1000 {
+            assert_eq!(drawn.unit().to_bits(), start.unit_at(j).to_bits(), "draw {j}");
+        }
+    }
 }

@@ -6,10 +6,10 @@
 mod common;
 
 use burn::prelude::*;
-use common::{assert_same_step, graph, records, spec, step};
+use common::{assert_same_step, graph, records, spec, step, step_with};
 use gnn::batch::{Batch, BatchSpec};
 use gnn::kernel::Aggregation;
-use gnn::model::{BatchTensors, Gnn};
+use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
 use schemas::model::ModelKind;
 
@@ -50,12 +50,16 @@ fn gcn_matches_a_dense_matrix_gcn() {
         matmul(&a_hat, &matmul(&h1, &w2)).iter().map(|r| r.iter().zip(b2).map(|(x, b)| x + b).collect()).collect();
 
     let recs = records(n, 2, &edges, &features);
-    for (prune, aggregation) in
-        [(true, Aggregation::Auto), (false, Aggregation::Auto), (true, Aggregation::Reference)]
-    {
+    for (prune, aggregation, distinct_inputs) in [
+        (true, Aggregation::Auto, false),
+        (false, Aggregation::Auto, false),
+        (true, Aggregation::Reference, false),
+        (true, Aggregation::Auto, true),
+        (true, Aggregation::Reference, true),
+    ] {
         let batch = Batch::build(
             &recs,
-            &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0 },
+            &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs },
         );
         let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, aggregation), None);
         let got = logits.into_data().try_to_vec::<f32>().unwrap();
@@ -83,6 +87,54 @@ fn pruned_and_unpruned_batches_give_the_same_loss_and_gradients() {
                 step(kind, &recs, dim, false, (&device, aggregation)),
             );
         }
+    }
+}
+
+#[test]
+fn distinct_and_repeated_input_rows_give_the_same_loss_and_gradients() {
+    // 40 records of a 40-node graph repeat every node many times; attention dropout still
+    // applies (its masks key on edges, not input rows), input dropout does not.
+    let (n, dim) = (40, 4);
+    let (edges, features) = graph(n, dim);
+    let recs = records(n, 2, &edges, &features);
+    let device = Device::flex().autodiff();
+    let dropout = Dropout { seed: 1, step: 3, rate: 0.0, attention_rate: 0.3 };
+    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+        for aggregation in [Aggregation::Auto, Aggregation::Reference] {
+            let repeated = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false };
+            let distinct = BatchSpec { distinct_inputs: true, ..repeated.clone() };
+            assert!(Batch::build(&recs, &distinct).input_rows() <= n, "a node is kept once");
+            assert_same_step(
+                &format!("{kind:?} {aggregation:?}"),
+                step_with(kind, &recs, dim, &repeated, dropout, (&device, aggregation)),
+                step_with(kind, &recs, dim, &distinct, dropout, (&device, aggregation)),
+            );
+        }
+    }
+}
+
+#[test]
+fn input_dropout_on_the_host_is_the_forward_pass_dropout() {
+    // Sparse features (most values zero), as the host path skips zeros.
+    let (n, dim) = (30, 6);
+    let (edges, mut features) = graph(n, dim);
+    features.iter_mut().flatten().enumerate().for_each(|(i, v)| *v = if i % 4 == 0 { *v + 1.0 } else { 0.0 });
+    let recs = records(n, 2, &edges, &features);
+    let device = Device::flex().autodiff();
+    let dropout = Dropout { seed: 5, step: 2, rate: 0.5, attention_rate: 0.2 };
+    let batch = Batch::build(&recs, &BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false });
+    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+        let spec = spec(kind, dim);
+        let model = Gnn::new(&spec, &device);
+        let run = |t: BatchTensors| model.forward(&spec, &batch, &t, Some(dropout)).into_data().try_to_vec::<f32>().unwrap();
+        let on_device = run(BatchTensors::new(&batch, &device, Aggregation::Auto));
+        let on_host = run(BatchTensors::with_input_dropout(&batch, dropout, &device, Aggregation::Auto));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&on_device), bits(&on_host), "{kind:?}");
+        // The same tensors marked as already dropped: layer 1's input goes unmasked.
+        let mut unmasked = BatchTensors::new(&batch, &device, Aggregation::Auto);
+        unmasked.input_dropped = true;
+        assert_ne!(bits(&run(unmasked)), bits(&on_host), "{kind:?}: the mask applies");
     }
 }
 

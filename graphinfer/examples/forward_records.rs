@@ -33,6 +33,7 @@ fn main() {
         normalize_features: meta.spec.normalize_features,
         kernel_plans: true,
         kernel_threads: 1,
+        distinct_inputs: true,
     };
     let mut files: Vec<_> = std::fs::read_dir(records)
         .expect("a records directory")

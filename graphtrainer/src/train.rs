@@ -180,6 +180,8 @@ impl Setup {
             normalize_features: config.normalize_features,
             kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
             kernel_threads: config.kernel_threads,
+            // Input dropout masks each record's rows apart; without it, repeated rows are one.
+            distinct_inputs: config.dropout == 0.0,
         };
         let units = plan.shares[worker.index()].iter().map(|&u| plan.units[u]).collect();
         Ok(Setup {
@@ -404,7 +406,7 @@ fn evaluate_epoch(
 fn gradient(setup: &Setup, params: &[f32], batch: &Batch, dropout: Dropout) -> (Vec<f32>, u64, Stats) {
     let device = &setup.device;
     let model = params::load(setup.template.clone(), params, device);
-    let tensors = BatchTensors::new(batch, device, setup.aggregation);
+    let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
     let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
     let (hits, out_of) = score(logits.clone().detach(), &batch.labels);
     let (loss, n) = loss(logits, &batch.labels);
@@ -430,7 +432,9 @@ fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -
         return Ok(total);
     }
     let records = RecordStream::evaluate(setup.source.clone(), &setup.units);
-    let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
+    // No dropout at evaluation: each distinct input row is multiplied once (see gnn::batch).
+    let spec = BatchSpec { distinct_inputs: true, ..setup.batch_spec.clone() };
+    let mut batches = Batches::new(records, EVAL_BATCH, spec, config.prefetch);
     let mut cache = setup.eval_cache.borrow_mut();
     let (mut kept, mut bytes) = (Vec::new(), 0u64);
     while let Some((batch, _)) = batches.next_batch()? {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use bytes::Bytes;
+use parquet::basic::Type as PhysicalType;
 use futures::FutureExt;
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
@@ -326,6 +327,9 @@ fn chrono_epoch() -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::UNIX_EPOCH
 }
 
+/// What one decoded batch of a row group should hold (see [`ParquetFile::batch_rows`]).
+const BATCH_BYTES: u64 = 4 << 20;
+
 /// One Parquet file with its footer read: the unit of work is one of its row groups.
 #[derive(Clone)]
 pub struct ParquetFile {
@@ -369,6 +373,31 @@ impl ParquetFile {
         self.arrow.metadata().file_metadata().num_rows() as u64
     }
 
+    /// Rows per decoded batch of row group `rg`: about [`BATCH_BYTES`] decoded, at most 8,192.
+    /// Records are wide (Cora's hold 210 kB of features each), and a batch's value and level
+    /// buffers are allocated afresh: at 8,192 such rows they are gigabytes, paged in and
+    /// zeroed on every batch, where batches of a few megabytes reuse the allocator's memory.
+    fn batch_rows(&self, rg: usize) -> usize {
+        let group = self.arrow.metadata().row_group(rg);
+        // Decoded, a value takes its type's width plus two 16-bit levels (the page sizes in
+        // the footer are encoded sizes: a dictionary-encoded 0/1 column is 100x smaller).
+        let decoded: u64 = group
+            .columns()
+            .iter()
+            .map(|c| {
+                let width = match c.column_type() {
+                    PhysicalType::BOOLEAN => 1,
+                    PhysicalType::INT32 | PhysicalType::FLOAT => 4,
+                    PhysicalType::INT96 => 12,
+                    _ => 8,
+                };
+                c.num_values().max(0) as u64 * (width + 4)
+            })
+            .sum();
+        let per_row = (decoded / group.num_rows().max(1) as u64).max(1);
+        (BATCH_BYTES / per_row).clamp(1, 8192) as usize
+    }
+
     /// Reads row group `rg` batch by batch; `each` gets a batch and its first row in the file.
     pub fn read_row_group(&self, io: &Io, rg: usize, each: impl FnMut(RecordBatch, u64) -> Result<(), Error>) -> Result<(), Error> {
         self.read_columns(io, rg, None, each)
@@ -387,7 +416,7 @@ impl ParquetFile {
         let mut builder =
             ParquetRecordBatchStreamBuilder::new_with_metadata(Self::reader(&self.place, &self.meta), self.arrow.clone())
                 .with_row_groups(vec![rg])
-                .with_batch_size(8192);
+                .with_batch_size(self.batch_rows(rg));
         if let Some(columns) = columns {
             let mask = ProjectionMask::columns(self.arrow.metadata().file_metadata().schema_descr(), columns.iter().copied());
             builder = builder.with_projection(mask);

@@ -97,13 +97,22 @@ pub fn step(
     prune: bool,
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
+    let batch_spec = BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false };
+    step_with(kind, recs, dim, &batch_spec, Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 }, (device, aggregation))
+}
+
+/// The loss and gradients of one training step on a batch built by `batch_spec`.
+pub fn step_with(
+    kind: ModelKind,
+    recs: &[RecordGraph],
+    dim: usize,
+    batch_spec: &BatchSpec,
+    dropout: Dropout,
+    (device, aggregation): (&Device, Aggregation),
+) -> (f32, Vec<f32>) {
     let spec = spec(kind, dim);
     let model = Gnn::new(&spec, device);
-    let batch = Batch::build(
-        recs,
-        &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0 },
-    );
-    let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
+    let batch = Batch::build(recs, batch_spec);
     let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, device, aggregation), Some(dropout));
     let (loss, _) = loss(logits, &batch.labels);
     let value = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
