@@ -31,6 +31,9 @@ pub fn assemble(
     let mut local_edges: Vec<(i32, i32, f32, u32)> =
         edges.drain(..).map(|(dst, src, w, mask)| (local[&dst], local[&src], w, mask)).collect();
     local_edges.sort_by_key(|a| (a.0, a.1, a.2.to_bits(), a.3));
+    // Whole-slice copies: a flat_map over the values copies them one at a time.
+    let mut features = Vec::with_capacity(nodes.iter().map(|n| n.features.len()).sum());
+    nodes.iter().for_each(|n| features.extend_from_slice(&n.features));
     Record {
         root,
         label,
@@ -38,7 +41,7 @@ pub fn assemble(
         node_ids: nodes.iter().map(|n| n.id).collect(),
         hops: nodes.iter().map(|n| n.hop).collect(),
         in_degrees: nodes.iter().map(|n| n.in_degree as i64).collect(),
-        features: nodes.into_iter().flat_map(|n| n.features).collect(),
+        features,
         edge_src: local_edges.iter().map(|e| e.1).collect(),
         edge_dst: local_edges.iter().map(|e| e.0).collect(),
         edge_weights: local_edges.iter().map(|e| e.2).collect(),

@@ -101,7 +101,8 @@ fn features_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowE
     let DataType::FixedSizeList(item, dim) = per_node.data_type() else {
         return Err(ArrowError::SchemaError(format!("{NODE_FEATURES} items must be fixed-size lists")));
     };
-    let values: Vec<f32> = records.iter().flat_map(|r| r.features.iter().copied()).collect();
+    let mut values = Vec::with_capacity(records.iter().map(|r| r.features.len()).sum());
+    records.iter().for_each(|r| values.extend_from_slice(&r.features));
     let nodes = FixedSizeListArray::try_new(item.clone(), *dim, Arc::new(Float32Array::from(values)), None)?;
     let offsets = OffsetBuffer::from_lengths(records.iter().map(Record::num_nodes));
     Ok(Arc::new(ListArray::try_new(per_node.clone(), offsets, Arc::new(nodes), None)?))
