@@ -12,7 +12,9 @@
 #      sampled mini-batch epoch (bench/peer/dgl_train.py);
 # then the no-regression rows: GraphFlat at 1M on 2 workers, with and without hub re-indexing.
 #
-#   bench/peers.sh [work_dir]       REPS=3 PEER_PYTHON=/tmp/peer/bin/python FEATURES=gpu,hdfs
+#   bench/peers.sh [work_dir]       REPS=3 ROWS="1 2 3 4 r" PEER_PYTHON=/tmp/peer/bin/python FEATURES=gpu,hdfs
+#
+# ROWS picks the rows to run (r: the no-regression rows); row 4 reads row 2's records.
 #
 # The peers' venv: bench/peer/venv.sh. Not part of the tests or CI.
 set -euo pipefail
@@ -30,6 +32,8 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ratio() { echo "scale=2; $1 / $2" | bc; }
 wall() { /usr/bin/time -f "%e" "$@" 2>&1 > /dev/null | tail -1; } # whole command, seconds
 export OMP_NUM_THREADS=1
+ROWS=" ${ROWS:-1 2 3 4 r} "
+row() { [[ "$ROWS" == *" $1 "* ]]; }
 
 [ -f "$WORK/cora/nodes/_SUCCESS" ] || $BIN import ogb "$CORA" --out "$WORK/cora" > /dev/null 2>&1
 [ -f "$WORK/g/edges/_SUCCESS" ] || $BIN generate --out "$WORK/g" --nodes "$NODES" --avg-degree 10 --feature-dim 32 --seed 1 > /dev/null 2>&1
@@ -48,6 +52,7 @@ $6
 TOML
 }
 
+if row 1; then
 echo "== 1. Cora full 2-hop records to zstd Parquet"
 flatten_job cora "$WORK/cora/nodes" "$WORK/cora/edges" 1 100000 'sampler = "all"'
 : > "$WORK/cora.ours"; : > "$WORK/cora.peer"
@@ -61,8 +66,11 @@ OUT=$(du -cb "$WORK"/out-cora/*.parquet | tail -1 | cut -f1)
 echo "graphflat ${OURS}s (whole command), output $(echo "scale=2; $OUT / 1000000" | bc) MB; PyG ${PEER}s (subgraphs + write only)" \
   "-> graphflat is $(ratio "$PEER" "$OURS")x faster"
 
-echo "== 2. ${NODES} nodes, fanouts [10, 10], every node"
+fi
+
 flatten_job w1 "$WORK/g/nodes" "$WORK/g/edges" 1 100000 'fanouts = [10, 10]'
+if row 2; then
+echo "== 2. ${NODES} nodes, fanouts [10, 10], every node"
 : > "$WORK/w1.ours"; : > "$WORK/w1.peer"
 for _ in $(seq "$REPS"); do
   wall $BIN run "$WORK/w1.toml" >> "$WORK/w1.ours"
@@ -73,9 +81,16 @@ OURS=$(median < "$WORK/w1.ours"); PEER=$(median < "$WORK/w1.peer")
 echo "graphflat ${OURS}s = $(echo "$NODES / $OURS / 1000" | bc)k records/s (whole command, $(du -sh "$WORK/out-w1" | cut -f1) written);" \
   "DGL ${PEER}s = $(echo "$NODES / $PEER / 1000" | bc)k targets/s (sampling + gather only) -> graphflat takes $(ratio "$OURS" "$PEER")x DGL's time"
 
-echo "== 3. Cora GCN, 200 epochs"
-REPS=$REPS PEER_PYTHON=$PY bench/cora-vs-pyg.sh "$WORK/cora-train" | tail -4
+fi
 
+if row 3; then
+echo "== 3. Cora GCN, 200 epochs"
+REPS=$REPS PEER_PYTHON=$PY bench/cora-vs-pyg.sh "$WORK/cora-train" | grep -v INFO
+
+fi
+
+if row 4; then
+[ -f "$WORK/out-w1/_SUCCESS" ] || $BIN run "$WORK/w1.toml" > /dev/null 2>&1
 echo "== 4. ${NODES} records, GCN hidden 16, one epoch"
 train_job() { # name cache_mb
   cat > "$WORK/$1.toml" <<TOML
@@ -106,6 +121,9 @@ S=$(median < "$WORK/streaming"); C=$(median < "$WORK/cached"); D=$(median < "$WO
 echo "graphtrainer second epoch: streaming (cache_mb 512) ${S}s, all cached ${C}s; DGL ${D}s" \
   "-> graphtrainer is $(ratio "$D" "$S")x faster streaming, $(ratio "$D" "$C")x cached"
 
+fi
+
+if row r; then
 echo "== no-regression rows: ${NODES} nodes on 2 workers"
 flatten_job w2 "$WORK/g/nodes" "$WORK/g/edges" 2 100000 'fanouts = [10, 10]'
 flatten_job w2-noreindex "$WORK/g/nodes" "$WORK/g/edges" 2 0 'fanouts = [10, 10]'
@@ -114,3 +132,4 @@ for name in w2 w2-noreindex; do
   for _ in $(seq "$REPS"); do wall $BIN run "$WORK/$name.toml" >> "$WORK/$name.ours"; done
   echo "$name: median $(median < "$WORK/$name.ours")s ($(tr '\n' ' ' < "$WORK/$name.ours"))"
 done
+fi

@@ -6,10 +6,10 @@
 //! `0..records`, in record order.
 //!
 //! Records repeat nodes: Cora's 1,500 evaluation records hold 55k node rows of 2,708 nodes.
-//! Without input dropout (evaluation, or a model without it) the batch can keep each distinct
-//! input row once ([`BatchSpec::distinct_inputs`]): rows of one node id with equal features share
-//! a feature row, and layer 1 reads the distinct rows (its `src` and [`LayerEdges::own`] index
-//! them). Every layer starts with a linear map of its input rows, so layer 1 then multiplies
+//! The batch can keep each distinct input row once ([`BatchSpec::distinct_inputs`]): rows of
+//! one node id with equal features share a feature row, and layer 1 reads the distinct rows (its
+//! `src` and [`LayerEdges::own`] index them). Input dropout keys on the node id, so a kept row
+//! is dropped as each of its copies would be. Every layer starts with a linear map of its input rows, so layer 1 then multiplies
 //! the distinct rows only, and an output row reads its own input through `own`. The result is
 //! the same as over the repeated rows; only layer 1's input and its indices change.
 
@@ -115,8 +115,10 @@ pub struct Batch {
     /// Row-major `rows x dim`, rows in (hop, record, position) order; with
     /// [`BatchSpec::distinct_inputs`], the distinct rows only (`layers[0].rows_in` of them).
     pub features: Vec<f32>,
-    /// (root, position in record) of each row, for dropout masks.
+    /// (root, position in record) of each row, for the dropout masks of layers after the first.
     pub row_keys: Vec<(i64, u32)>,
+    /// The node id of each row of `features`, for the input dropout mask (one per node).
+    pub input_ids: Vec<i64>,
     /// Layer 1 first.
     pub layers: Vec<LayerEdges>,
     pub roots: Vec<i64>,
@@ -139,8 +141,7 @@ pub struct BatchSpec {
     pub kernel_plans: bool,
     /// Threads the kernel runs each layer on (0: one per core).
     pub kernel_threads: usize,
-    /// Keep each distinct input row once (see the module doc). Only where no input dropout
-    /// applies: dropout masks are per (record, position), so repeated rows differ under it.
+    /// Keep each distinct input row once (see the module doc).
     pub distinct_inputs: bool,
 }
 
@@ -215,8 +216,10 @@ impl Batch {
             None => (0..order.len()).collect(),
         };
         let mut features = Vec::with_capacity(kept.len() * dim);
+        let mut input_ids = Vec::with_capacity(kept.len());
         for &row in &kept {
             let (_, r, i) = order[row];
+            input_ids.push(records[r as usize].node_ids[i as usize]);
             let x = &records[r as usize].features[i as usize * dim..(i as usize + 1) * dim];
             if spec.normalize_features {
                 // As PyG's NormalizeFeatures: divide by the row sum, clamped below at 1 (meant for
@@ -261,6 +264,7 @@ impl Batch {
             dim,
             features,
             row_keys,
+            input_ids,
             layers,
             roots: records.iter().map(|r| r.root).collect(),
             labels: records.iter().map(|r| r.label.clone()).collect(),

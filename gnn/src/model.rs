@@ -59,7 +59,8 @@ impl BatchTensors {
 }
 
 /// Training randomness: dropout rates and what seeds the masks. Masks depend on (seed, step,
-/// root, position in record), never on how records were split into batches or workers.
+/// node) for the input and (seed, step, root, position in record) after it, never on how
+/// records were split into batches or workers.
 #[derive(Debug, Clone, Copy)]
 pub struct Dropout {
     pub seed: u64,
@@ -196,6 +197,18 @@ pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
     (correct as u64, labeled)
 }
 
+/// The dropout stream of row `row` of layer `layer`'s input. Layer 1's input rows are nodes:
+/// one mask per node and step, as a full-batch GCN draws it, so a batch may keep a node's rows
+/// once. Later layers' rows are per record: (root, position in record).
+fn row_stream(batch: &Batch, d: Dropout, layer: u64, row: usize) -> Stream {
+    if layer == 0 {
+        Stream::new(&[d.seed, d.step, batch.input_ids[row] as u64, u64::MAX])
+    } else {
+        let (root, pos) = batch.row_keys[row];
+        Stream::new(&[d.seed, d.step, root as u64, u64::from(pos), layer])
+    }
+}
+
 /// Inverted dropout on `h`: each kept value scaled by 1 / (1 - rate).
 fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<2> {
     if d.rate <= 0.0 {
@@ -204,8 +217,8 @@ fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<
     let [rows, width] = h.dims();
     let scale = 1.0 / (1.0 - d.rate);
     let mut mask = Vec::with_capacity(rows * width);
-    for &(root, pos) in &batch.row_keys[..rows] {
-        let mut s = Stream::new(&[d.seed, d.step, root as u64, u64::from(pos), layer]);
+    for row in 0..rows {
+        let mut s = row_stream(batch, d, layer, row);
         mask.extend((0..width).map(|_| if s.unit() < d.rate { 0.0 } else { scale }));
     }
     let device = h.device();
@@ -219,11 +232,10 @@ pub fn input_dropout(batch: &Batch, d: Dropout) -> Vec<f32> {
     if d.rate <= 0.0 || batch.dim == 0 {
         return x;
     }
-    debug_assert_eq!(batch.input_rows(), batch.rows(), "input dropout on a batch of distinct rows");
     let scale = 1.0 / (1.0 - d.rate);
-    for (row, &(root, pos)) in x.chunks_mut(batch.dim).zip(&batch.row_keys) {
-        let s = Stream::new(&[d.seed, d.step, root as u64, u64::from(pos), 0]);
-        for (j, v) in row.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
+    for (row, values) in x.chunks_mut(batch.dim).enumerate() {
+        let s = row_stream(batch, d, 0, row);
+        for (j, v) in values.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
             *v *= if s.unit_at(j as u64) < d.rate { 0.0 } else { scale };
         }
     }

@@ -180,8 +180,8 @@ impl Setup {
             normalize_features: config.normalize_features,
             kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
             kernel_threads: config.kernel_threads,
-            // Input dropout masks each record's rows apart; without it, repeated rows are one.
-            distinct_inputs: config.dropout == 0.0,
+            // Each node's input row once per batch (see gnn::batch).
+            distinct_inputs: true,
         };
         let units = plan.shares[worker.index()].iter().map(|&u| plan.units[u]).collect();
         Ok(Setup {
@@ -432,9 +432,7 @@ fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -
         return Ok(total);
     }
     let records = RecordStream::evaluate(setup.source.clone(), &setup.units);
-    // No dropout at evaluation: each distinct input row is multiplied once (see gnn::batch).
-    let spec = BatchSpec { distinct_inputs: true, ..setup.batch_spec.clone() };
-    let mut batches = Batches::new(records, EVAL_BATCH, spec, config.prefetch);
+    let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
     let mut cache = setup.eval_cache.borrow_mut();
     let (mut kept, mut bytes) = (Vec::new(), 0u64);
     while let Some((batch, _)) = batches.next_batch()? {
