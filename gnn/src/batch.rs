@@ -9,9 +9,10 @@
 //! The batch can keep each distinct input row once ([`BatchSpec::distinct_inputs`]): rows of
 //! one node id with equal features share a feature row, and layer 1 reads the distinct rows (its
 //! `src` and [`LayerEdges::own`] index them). Input dropout keys on the node id, so a kept row
-//! is dropped as each of its copies would be. Every layer starts with a linear map of its input rows, so layer 1 then multiplies
-//! the distinct rows only, and an output row reads its own input through `own`. The result is
-//! the same as over the repeated rows; only layer 1's input and its indices change.
+//! is dropped as each of its copies would be. Every layer starts with a linear map of its input
+//! rows, so layer 1 then multiplies the distinct rows only, and an output row reads its own
+//! input through `own`. The result is the same as over the repeated rows; only layer 1's input
+//! and its indices change.
 
 use std::collections::HashMap;
 use std::sync::Arc;
