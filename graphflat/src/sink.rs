@@ -30,9 +30,9 @@ pub struct PartWriter {
 impl PartWriter {
     pub fn new(io: Arc<Io>, to: PartsOf, schema: SchemaRef, part_limit: u64) -> Self {
         // Chunk statistics on root_id only, where readers can prune by it. Dictionary pages on
-        // the feature values: low-cardinality features (Cora's 0/1) become bit-packed indices,
-        // 4x smaller than zstd alone makes them; others fall back to plain after the first
-        // megabyte of each row group (docs/records.md has the numbers).
+        // the feature values: low-cardinality features (Cora's 0/1) become bit-packed indices
+        // (Cora's records: 1.7 MB against 5.7 MB with zstd alone); others fall back to plain
+        // after the first megabyte of dictionary in each column chunk (docs/graphflat.md).
         let props = part_properties()
             .set_column_statistics_enabled(ColumnPath::from(schemas::record::ROOT_ID), EnabledStatistics::Chunk)
             .set_column_dictionary_enabled(feature_values(), true)
