@@ -211,10 +211,14 @@ impl Batch {
                 *p = row + 1;
             }
         }
-        let distinct = spec.distinct_inputs.then(|| Self::distinct_rows(records, &order, dim));
-        let kept: Vec<usize> = match &distinct {
-            Some((_, kept)) => kept.clone(),
-            None => (0..order.len()).collect(),
+        // `input_row`: the feature row each batch row reads (None: its own); `kept`: the batch
+        // row each feature row copies.
+        let (input_row, kept) = match spec.distinct_inputs {
+            true => {
+                let (input_row, kept) = Self::distinct_rows(records, &order, dim);
+                (Some(input_row), kept)
+            }
+            false => (None, (0..order.len()).collect()),
         };
         let mut features = Vec::with_capacity(kept.len() * dim);
         let mut input_ids = Vec::with_capacity(kept.len());
@@ -252,7 +256,7 @@ impl Batch {
                 let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
                 e.edge_keys = edge_keys;
                 e.threads = spec.kernel_threads;
-                if let (1, Some((input_row, kept))) = (l, &distinct) {
+                if let (1, Some(input_row)) = (l, &input_row) {
                     e.read_distinct(input_row, kept.len());
                 }
                 if spec.kernel_plans {
