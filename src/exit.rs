@@ -43,7 +43,8 @@ impl Exit {
 
     /// Prints the message (ignoring a closed stderr) and exits with the cause's code.
     pub fn exit(self) -> ! {
-        let _ = writeln!(std::io::stderr(), "error: {:#}", self.error);
+        // Secrets in URIs (user information) never reach the terminal or a log file.
+        let _ = writeln!(std::io::stderr(), "error: {}", schemas::redact(&format!("{:#}", self.error)));
         std::process::exit(self.cause.exit_code())
     }
 }
@@ -67,7 +68,10 @@ pub fn exit_on_signals() {
     let _ = std::thread::Builder::new().name("graphflat-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
-            let _ = writeln!(std::io::stderr(), "error: stopped by {name}; this run's outputs are incomplete and carry no _SUCCESS");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: stopped by {name}; this run's outputs are incomplete and carry no _SUCCESS"
+            );
             std::process::exit(if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 });
         }
     });

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use gnn::io::ModelFiles;
-use graphflat::store::{Io, Place, open_table};
 use schemas::Cause;
+use tables::{Io, Place, open_table};
 
 use crate::Result;
 use crate::exit::{Exit, WithCause};
@@ -16,7 +16,7 @@ pub fn inspect(target: &str) -> Result<()> {
     let io = Io::new().cause(Cause::Internal)?;
     let place = Place::parse(target).map_err(|e| Exit::new(e.cause(), e))?;
     let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
-    let is_model = manifest.is_some_and(|m| m.stage == gnn::io::STAGE);
+    let is_model = manifest.is_some_and(|m| m.stage == tables::commit::Stage::Train);
     if is_model || io.block_on(place.child(gnn::io::META).exists()) {
         return inspect_model(&io, &place);
     }
@@ -31,7 +31,11 @@ pub fn inspect(target: &str) -> Result<()> {
         rows,
         files.len(),
         bytes as f64 / 1e6,
-        if marker { "present" } else { "MISSING (readers ignore this directory)" }
+        if marker {
+            "present"
+        } else {
+            "absent (the trainer refuses such a record set; node and edge tables are read whole)"
+        }
     );
     println!("schema:");
     for field in schema.fields() {
@@ -125,7 +129,12 @@ fn inspect_model(io: &Io, dir: &Place) -> Result<()> {
     let metrics = dir.child(graphtrainer::metrics::METRICS);
     if let Ok(Some(bytes)) = io.block_on(metrics.get()) {
         let text = String::from_utf8_lossy(&bytes);
-        println!("{} epochs in {}; the last:\n  {}", text.lines().count(), metrics.shown(), text.lines().last().unwrap_or(""));
+        println!(
+            "{} epochs in {}; the last:\n  {}",
+            text.lines().count(),
+            metrics.shown(),
+            text.lines().last().unwrap_or("")
+        );
     }
     Ok(())
 }

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use exit::{Exit, WithCause};
-use graphflat::store::{Io, Place};
 use schemas::{Cause, GenerateConfig, JobFile};
+use tables::{Io, Place};
 
 type Result<T> = std::result::Result<T, Exit>;
 
@@ -134,8 +134,15 @@ fn main() {
         Ok(Ok(())) => {}
         Ok(Err(exit)) => exit.exit(),
         Err(payload) => {
-            let message = payload.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| payload.downcast_ref::<String>().cloned());
-            Exit::new(Cause::Internal, anyhow::anyhow!("internal error (a bug; please report it): {}", message.unwrap_or_default())).exit()
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned());
+            Exit::new(
+                Cause::Internal,
+                anyhow::anyhow!("internal error (a bug; please report it): {}", message.unwrap_or_default()),
+            )
+            .exit()
         }
     }
 }
@@ -161,8 +168,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Import { format: ImportFormat::Ogb { dir, out, split } } => {
             let io = Io::new().cause(Cause::Internal)?;
-            let imported = graphflat::import::import_ogb(&io, &dir, &out, split.as_deref())
-                .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display()))))?;
+            let imported = graphflat::import::import_ogb(&io, &dir, &out, split.as_deref()).map_err(|e| {
+                Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display())))
+            })?;
             println!(
                 "imported {} nodes ({} features), {} edges, split {} into {out}",
                 imported.nodes,
@@ -187,7 +195,10 @@ struct Overrides {
 /// Reads the job file and applies the command line's overrides.
 fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<JobFile> {
     let &Overrides { process, processes, workers, resume } = overrides;
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading job file {}", path.display())).cause(Cause::NoInput)?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading job file {}", path.display())).cause(Cause::NoInput)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Exit::usage(format!("job file {}: not UTF-8 text ({e})", path.display())))?;
     let mut job = JobFile::parse(&text).map_err(|e| Exit::usage(format!("in job file {}: {e}", path.display())))?;
     if let Some(p) = process {
         job.cluster.process = p;
@@ -206,14 +217,17 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<JobFile> {
     }
     job.cluster.check().map_err(Exit::usage)?;
     if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() && job.infer.is_none() {
-        return Err(Exit::usage(format!("{} names no stage: add [generate], [flatten], [train] or [infer]", path.display())));
+        return Err(Exit::usage(format!(
+            "{} names no stage: add [generate], [flatten], [train] or [infer]",
+            path.display()
+        )));
     }
     Ok(job)
 }
 
 fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     let job = read_job(path, overrides)?;
-    graphflat::store::configure(&job.storage);
+    tables::configure(&job.storage);
     if let Some(config) = &job.generate {
         let io = Io::new().cause(Cause::Internal)?;
         let out = Place::parse(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
@@ -265,7 +279,10 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             println!("  compute waited {:.2}s for data", summary.wait_seconds);
             let mb = |bytes: u64| bytes as f64 / 1e6;
             let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
-            println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
+            println!(
+                "  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0",
+                mb(summary.cached_bytes)
+            );
             println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
         }
     }

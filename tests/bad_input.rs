@@ -293,3 +293,90 @@ fn targets_of_differing_lengths() {
     assert_names(&message, &file, Some(2), "label");
     assert!(message.contains("3 targets, but the table's first labeled row has 2"), "{message}");
 }
+
+#[test]
+fn a_footer_that_names_bytes_beyond_the_file_is_bad_data() {
+    use parquet::file::metadata::{ParquetMetaDataReader, ParquetMetaDataWriter, RowGroupMetaData};
+    let dir = scratch("bad-footer");
+    let data = dir.join("data");
+    let path = nodes(&data, (0..4).collect(), good_features(4));
+    good_edges(&data);
+    // The same file with a footer whose column chunk claims a terabyte.
+    let bytes = std::fs::read(&path).unwrap();
+    let meta = ParquetMetaDataReader::new().parse_and_finish(&bytes::Bytes::from(bytes.clone())).unwrap();
+    let footer_len = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
+    let body = &bytes[..bytes.len() - 8 - footer_len];
+    let groups: Vec<RowGroupMetaData> = meta
+        .row_groups()
+        .iter()
+        .map(|g| {
+            let columns = g
+                .columns()
+                .iter()
+                .map(|c| c.clone().into_builder().set_total_compressed_size(1 << 40).build().unwrap())
+                .collect();
+            g.clone().into_builder().set_column_metadata(columns).build().unwrap()
+        })
+        .collect();
+    let meta = meta.into_builder().set_row_groups(groups).build();
+    let mut out = body.to_vec();
+    ParquetMetaDataWriter::new(&mut out, &meta).finish().unwrap();
+    std::fs::write(&path, out).unwrap();
+    let message = fails(&dir, &data, "");
+    assert!(message.contains("part-0.parquet") && message.contains("corrupt"), "{message}");
+}
+
+#[test]
+fn node_parts_without_a_column_of_the_others_and_empty_features_are_named() {
+    let dir = scratch("bad-parts");
+    let data = dir.join("data");
+    nodes(&data, (0..4).collect(), good_features(4));
+    good_edges(&data);
+    let second = data.join("nodes/part-1.parquet");
+    write(
+        &second,
+        vec![
+            ("node_id", Arc::new(Int64Array::from(vec![4i64, 5])) as ArrayRef),
+            ("features", features(&good_features(2))),
+        ],
+    );
+    let message = fails(&dir, &data, "");
+    assert_names(&message, &second, None, "label");
+    assert!(message.contains("same columns"), "{message}");
+
+    let empty = dir.join("empty");
+    let path = nodes(&empty, (0..4).collect(), vec![vec![]; 4]);
+    good_edges(&empty);
+    let message = fails(&dir, &empty, "");
+    assert_names(&message, &path, Some(0), "features");
+    assert!(message.contains("empty feature vector") && !message.contains("flat/part-"), "{message}");
+}
+
+#[test]
+fn a_failed_import_leaves_no_table_behind() {
+    use std::io::Write;
+    let dir = scratch("bad-import");
+    let raw = dir.join("ogb/raw");
+    std::fs::create_dir_all(&raw).unwrap();
+    let gz = |name: &str, text: &str, keep: usize| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(text.as_bytes()).unwrap();
+        let bytes = encoder.finish().unwrap();
+        std::fs::write(raw.join(name), &bytes[..keep.min(bytes.len())]).unwrap();
+    };
+    gz("node-feat.csv.gz", "1.0,2.0\n3.0,4.0\n5.0,6.0\n", usize::MAX);
+    gz("node-label.csv.gz", "0\n1\n0\n", usize::MAX);
+    let edges: String = (0..2000).map(|i| format!("{},{}\n", i % 3, (i + 1) % 3)).collect();
+    gz("edge.csv.gz", &edges, 40);
+    let out = dir.join("graph");
+    let failed = graphflat()
+        .args(["import", "ogb", dir.join("ogb").to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!failed.status.success(), "{}", text(&failed));
+    assert!(text(&failed).contains("edge.csv.gz"), "{}", text(&failed));
+    assert!(
+        !out.join("nodes/_SUCCESS").exists() && !out.join("edges/_SUCCESS").exists(),
+        "a failed import committed a table"
+    );
+}

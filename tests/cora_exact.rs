@@ -118,7 +118,12 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
         assert_eq!(got, expected, "root {}: edge set differs", record.root);
         // Features, in-degrees, label and split equal the input rows.
         for (i, &node) in record.node_ids.iter().enumerate() {
-            assert_eq!(record.node_features(i), &raw.features[node as usize][..], "root {} node {node}: features", record.root);
+            assert_eq!(
+                record.node_features(i),
+                &raw.features[node as usize][..],
+                "root {} node {node}: features",
+                record.root
+            );
             let in_degree = raw.in_edges.get(&node).map_or(0, Vec::len) as i64;
             assert_eq!(record.in_degrees[i], in_degree, "root {} node {node}: in-degree", record.root);
         }

@@ -14,7 +14,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 /// A small graph flattened by `workers` workers into `dir/flat-<name>`.
 fn flatten(dir: &Path, data: &Path, name: &str, workers: usize, extra: &str) -> PathBuf {
     let flat = dir.join(format!("flat-{name}"));
-    let job = job(dir, &format!("flatten-{name}.toml"), &flatten_job(data, &flat, &format!("hops = 2\nfanouts = [4, 3]\n{extra}")));
+    let job = job(
+        dir,
+        &format!("flatten-{name}.toml"),
+        &flatten_job(data, &flat, &format!("hops = 2\nfanouts = [4, 3]\n{extra}")),
+    );
     run_ok(&["run", job.to_str().unwrap(), "--workers", &workers.to_string()]);
     flat
 }
@@ -27,7 +31,11 @@ fn graph(dir: &Path) -> PathBuf {
 
 fn train_job(dir: &Path, name: &str, records: &Path, extra: &str) -> PathBuf {
     let out = dir.join(format!("model-{name}"));
-    let body = format!("[train]\nrecords = {:?}\noutput = {:?}\nbatch_size = 64\n{extra}\n", records.display().to_string(), out.display().to_string());
+    let body = format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\nbatch_size = 64\n{extra}\n",
+        records.display().to_string(),
+        out.display().to_string()
+    );
     job(dir, &format!("train-{name}.toml"), &body)
 }
 
@@ -66,7 +74,11 @@ fn usage_missing_input_and_unwritable_output_have_their_exit_codes() {
     let flat = flatten(&dir, &data, "one", 1, "");
     let file = dir.join("a-file");
     std::fs::write(&file, "not a directory").unwrap();
-    let body = format!("[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n", flat.display().to_string(), file.display().to_string());
+    let body = format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n",
+        flat.display().to_string(),
+        file.display().to_string()
+    );
     assert_fails(&run_job(&job(&dir, "to-file.toml", &body), 2, &[]), 73, &["a-file", "not a directory"]);
 }
 
@@ -115,6 +127,101 @@ fn bad_records_end_every_training_worker_with_file_row_and_column() {
     assert_fails(&run_job(&job, 2, &[]), 65, &["column \"edge_src\"", "out of range"]);
 }
 
+/// A change to one record.
+type Edit<'a> = &'a dyn Fn(&mut schemas::Record);
+
+#[test]
+fn corrupt_records_are_bad_data_and_non_finite_settings_are_usage_errors() {
+    let dir = scratch("corrupt-records");
+    let flat = flatten(&dir, &graph(&dir), "two", 2, "");
+    let cases: [(&str, Edit, &[&str]); 4] = [
+        (
+            "hop",
+            &|r| {
+                if let Some(h) = r.hops.last_mut() {
+                    *h = 7
+                }
+            },
+            &["column \"node_hops\"", "hop 7"],
+        ),
+        (
+            "mask",
+            &|r| {
+                if let Some(m) = r.edge_layers.first_mut() {
+                    *m |= 0b100
+                }
+            },
+            &["column \"edge_layers\"", "layer mask"],
+        ),
+        (
+            "layer",
+            &|r| {
+                // An edge from the farthest hop marked for the last layer.
+                if let Some(j) = (0..r.edge_src.len()).find(|&j| r.hops[r.edge_src[j] as usize] == 2) {
+                    r.edge_layers[j] = 0b10;
+                }
+            },
+            &["column \"edge_layers\"", "cannot serve layer 2"],
+        ),
+        ("nan", &|r| r.features[0] = f32::NAN, &["column \"node_features\"", "NaN"]),
+    ];
+    for (name, edit, words) in cases {
+        let bad = dir.join(name);
+        edit_records(&flat, &bad, |r| {
+            if r.root % 7 == 3 {
+                edit(r)
+            }
+        });
+        let job = train_job(&dir, name, &bad, "epochs = 1\n");
+        let out = run_job(&job, 2, &[]);
+        assert_fails(&out, 65, words);
+        assert!(text(&out).contains("part-") && text(&out).contains("row"), "{name}: {}", text(&out));
+        assert!(!dir.join(format!("model-{name}/_SUCCESS")).exists());
+    }
+
+    for (name, setting) in
+        [("lr", "lr = nan"), ("lr-inf", "lr = inf"), ("decay", "weight_decay = nan"), ("classes", "classes = 0")]
+    {
+        let job = train_job(&dir, name, &flat, &format!("epochs = 1\n{setting}\n"));
+        assert_fails(&run_job(&job, 1, &[]), 64, &["[train]"]);
+        assert!(!dir.join(format!("model-{name}")).exists(), "{name}: a run started");
+    }
+    // A loss that overflows stops the run with no model.
+    let job = train_job(&dir, "diverged", &flat, "epochs = 3\nlr = 1e30\noptimizer = \"sgd\"\n");
+    let out = run_job(&job, 2, &[]);
+    assert_fails(&out, 65, &["not finite", "no model"]);
+    assert!(!dir.join("model-diverged/_SUCCESS").exists());
+}
+
+#[test]
+fn job_files_and_uris_that_cannot_work_are_usage_errors_and_secrets_are_never_shown() {
+    let dir = scratch("usage-errors");
+    let bytes = job(&dir, "latin1.toml", "");
+    std::fs::write(&bytes, b"[flatten]\nnodes = \"caf\xe9\"\n").unwrap();
+    assert_fails(&run_job(&bytes, 1, &[]), 64, &["not UTF-8"]);
+    for (name, output) in [("no-bucket", "s3:///x"), ("dots", "s3://bucket/a/../b"), ("empty", "s3://bucket/a//b")] {
+        let body = flatten_job(&dir.join("nowhere"), Path::new(output), "");
+        let out = run_job(&job(&dir, &format!("{name}.toml"), &body), 1, &[]);
+        assert_eq!(out.status.code(), Some(64), "{name}: {}", text(&out));
+    }
+    let secret = "hunter2-secret";
+    for (name, body) in [
+        ("key", format!("[storage]\nsecret_access_key = \"{secret}\"\n")),
+        (
+            "endpoint",
+            format!(
+                "[storage]\nendpoint = \"http://key:{secret}@127.0.0.1:1\"\n{}",
+                flatten_job(&dir, Path::new("s3://b/out"), "")
+            ),
+        ),
+        ("uri", flatten_job(&dir.join("nowhere"), Path::new(&format!("s3://key:{secret}@bucket/out")), "")),
+    ] {
+        let out = run_job(&job(&dir, &format!("{name}.toml"), &body), 1, &[]);
+        assert!(!out.status.success(), "{name}");
+        assert!(!text(&out).contains(secret), "{name}: {}", text(&out));
+    }
+}
+
 #[test]
 fn nothing_to_learn_is_an_error_and_so_is_resuming_without_a_checkpoint() {
     let dir = scratch("nothing-to-learn");
@@ -144,7 +251,8 @@ fn nothing_to_learn_is_an_error_and_so_is_resuming_without_a_checkpoint() {
 fn the_same_inputs_give_the_same_records_model_and_metrics() {
     let dir = scratch("determinism-e2e");
     let data = graph(&dir);
-    let (one, two, again) = (flatten(&dir, &data, "1", 1, ""), flatten(&dir, &data, "2", 2, ""), flatten(&dir, &data, "2b", 2, ""));
+    let (one, two, again) =
+        (flatten(&dir, &data, "1", 1, ""), flatten(&dir, &data, "2", 2, ""), flatten(&dir, &data, "2b", 2, ""));
     // Same worker count: the same bytes. Any worker count: the same records.
     let (a, b) = (parquet_files(&two), parquet_files(&again));
     assert_eq!(a.len(), b.len());
@@ -175,7 +283,10 @@ fn the_same_inputs_give_the_same_records_model_and_metrics() {
     let shown = run_ok(&["inspect", models[0].to_str().unwrap()]);
     assert!(shown.contains("model.json") && shown.contains("\"sage\""), "{shown}");
     let shown = run_ok(&["inspect", one.to_str().unwrap()]);
-    assert!(shown.contains("labeled rows") && shown.contains("record nodes: mean") && shown.contains("train "), "{shown}");
+    assert!(
+        shown.contains("labeled rows") && shown.contains("record nodes: mean") && shown.contains("train "),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -183,7 +294,8 @@ fn sigterm_ends_a_job_with_its_exit_code_and_no_model() {
     let dir = scratch("sigterm");
     let flat = flatten(&dir, &graph(&dir), "one", 1, "");
     let job = train_job(&dir, "long", &flat, "epochs = 100000\n");
-    let child = graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).stderr(Stdio::piped()).spawn().unwrap();
+    let child =
+        graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_secs(3));
     assert!(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let out = child.wait_with_output().unwrap();
@@ -203,7 +315,12 @@ fn a_dead_peer_process_ends_the_others_with_one_plain_message() {
     );
     let job = job(&dir, "two.toml", &body);
     let spawn = |p: usize| {
-        graphflat().args(["run", job.to_str().unwrap(), "--process", &p.to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        graphflat()
+            .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     };
     let (survivor, mut victim) = (spawn(0), spawn(1));
     std::thread::sleep(Duration::from_secs(4));

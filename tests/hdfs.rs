@@ -8,14 +8,24 @@ mod common;
 use common::*;
 
 fn flatten_from(nodes: &str, out: &std::path::Path) -> String {
-    format!("[flatten]\nnodes = {nodes:?}\nedges = {:?}\noutput = {:?}\n", nodes.replace("nodes", "edges"), out.display().to_string())
+    format!(
+        "[flatten]\nnodes = {nodes:?}\nedges = {:?}\noutput = {:?}\n",
+        nodes.replace("nodes", "edges"),
+        out.display().to_string()
+    )
 }
 
 #[cfg(not(feature = "hdfs"))]
 #[test]
 fn without_the_feature_an_hdfs_path_says_how_to_build_one() {
     let dir = scratch("hdfs-missing");
-    let out = graphflat().args(["run", job(&dir, "hdfs.toml", &flatten_from("hdfs://namenode:9000/g/nodes", &dir.join("flat"))).to_str().unwrap()]).output().unwrap();
+    let out = graphflat()
+        .args([
+            "run",
+            job(&dir, "hdfs.toml", &flatten_from("hdfs://namenode:9000/g/nodes", &dir.join("flat"))).to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
     assert_fails(&out, 64, &["hdfs://namenode:9000/g/nodes", "--features hdfs"]);
 }
 
@@ -61,7 +71,19 @@ fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
     let root = format!("{}/graphflat-test-{}", namenode.trim_end_matches('/'), std::process::id());
     let local = dir.join("local");
     generate(&local, 2000, 6, 8, 2);
-    let generated = run_ok(&["generate", "--out", &format!("{root}/g"), "--nodes", "2000", "--avg-degree", "6", "--feature-dim", "8", "--seed", "2"]);
+    let generated = run_ok(&[
+        "generate",
+        "--out",
+        &format!("{root}/g"),
+        "--nodes",
+        "2000",
+        "--avg-degree",
+        "6",
+        "--feature-dim",
+        "8",
+        "--seed",
+        "2",
+    ]);
     assert!(generated.contains("2000 nodes"), "{generated}");
     let stages = |nodes: &str, flat: &str, model: &str, scores: &str| {
         format!(
@@ -75,13 +97,20 @@ fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
     let path = |name: &str| dir.join(name).display().to_string();
     let on_disk = stages(&local.join("nodes").display().to_string(), &path("flat"), &path("model"), &path("scores"));
     run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
-    let on_hdfs = stages(&format!("{root}/g/nodes"), &format!("{root}/flat"), &format!("{root}/model"), &format!("{root}/scores"));
+    let on_hdfs = stages(
+        &format!("{root}/g/nodes"),
+        &format!("{root}/flat"),
+        &format!("{root}/model"),
+        &format!("{root}/scores"),
+    );
     run_ok(&["run", job(&dir, "hdfs.toml", &on_hdfs).to_str().unwrap()]);
 
     for name in ["flat", "model", "scores"] {
         download(&format!("{root}/{name}"), &dir.join(format!("{name}-hdfs")));
     }
     assert!(read_records(&dir.join("flat")) == read_records(&dir.join("flat-hdfs")), "records differ");
-    assert!(std::fs::read(dir.join("model/model.bpk")).unwrap() == std::fs::read(dir.join("model-hdfs/model.bpk")).unwrap());
+    assert!(
+        std::fs::read(dir.join("model/model.bpk")).unwrap() == std::fs::read(dir.join("model-hdfs/model.bpk")).unwrap()
+    );
     assert_eq!(sorted_rows(&read_batches(&dir.join("scores"))), sorted_rows(&read_batches(&dir.join("scores-hdfs"))));
 }

@@ -120,9 +120,20 @@ const MODELS: [(&str, &str); 3] = [
 fn trained_on_generated(dir: &Path) -> (PathBuf, PathBuf) {
     let (data, flat) = (dir.join("graph"), dir.join("flat"));
     generate(&data, 3000, 8, 12, 5);
-    run_job(dir, "flatten", &format!("[cluster]\nworkers = 2\n{}", flatten_job(&data, &flat, "fanouts = [6, 3]\nseed = 9\nhub_threshold = 20")));
+    run_job(
+        dir,
+        "flatten",
+        &format!(
+            "[cluster]\nworkers = 2\n{}",
+            flatten_job(&data, &flat, "fanouts = [6, 3]\nseed = 9\nhub_threshold = 20")
+        ),
+    );
     for (name, model) in MODELS {
-        run_job(dir, &format!("train-{name}"), &format!("[cluster]\nworkers = 2\n{}", train_job(&flat, &dir.join(name), model)));
+        run_job(
+            dir,
+            &format!("train-{name}"),
+            &format!("[cluster]\nworkers = 2\n{}", train_job(&flat, &dir.join(name), model)),
+        );
     }
     (data, flat)
 }
@@ -139,16 +150,23 @@ fn scores_equal_the_trainer_forward_pass_on_every_record_with_hubs_split_or_not(
         let mut runs = Vec::new();
         for threshold in [4, 0] {
             let out = dir.join(format!("scores-{name}-{threshold}"));
-            let stdout = run_job(&dir, &format!("infer-{name}-{threshold}"), &format!(
-                "[cluster]\nworkers = 2\n{}",
-                infer_job(&data, &model, &out, &format!("hub_threshold = {threshold}"))
-            ));
+            let stdout = run_job(
+                &dir,
+                &format!("infer-{name}-{threshold}"),
+                &format!(
+                    "[cluster]\nworkers = 2\n{}",
+                    infer_job(&data, &model, &out, &format!("hub_threshold = {threshold}"))
+                ),
+            );
             if threshold > 0 {
                 assert!(!stdout.contains("hubs split per layer [0, 0]"), "no hub was split:\n{stdout}");
             }
             let got = scores_only(&read_scores(&out));
             let difference = max_difference(&got, &expected);
-            assert!(difference < 1e-4, "{name}, hub threshold {threshold}: scores differ from the records' by {difference}");
+            assert!(
+                difference < 1e-4,
+                "{name}, hub threshold {threshold}: scores differ from the records' by {difference}"
+            );
             runs.push(got);
         }
         let split = max_difference(&runs[0], &runs[1]);
@@ -169,19 +187,28 @@ fn output_is_the_same_bits_on_one_worker_two_workers_and_two_processes() {
     let mut outputs = Vec::new();
     for workers in [1, 2] {
         let out = dir.join(format!("scores-{workers}"));
-        run_job(&dir, &format!("infer-{workers}"), &format!("[cluster]\nworkers = {workers}\n{}", infer_job(&data, &model, &out, settings)));
+        run_job(
+            &dir,
+            &format!("infer-{workers}"),
+            &format!("[cluster]\nworkers = {workers}\n{}", infer_job(&data, &model, &out, settings)),
+        );
         outputs.push(read_scores(&out));
     }
     let out = dir.join("scores-2p");
     let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
-    let body = format!("[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}", infer_job(&data, &model, &out, settings));
+    let body = format!(
+        "[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}",
+        infer_job(&data, &model, &out, settings)
+    );
     run_two_processes(&job(&dir, "infer-2p.toml", &body), &dir);
     outputs.push(read_scores(&out));
 
     assert_eq!(outputs[0].len(), 2500);
     let bits = |s: &BTreeMap<i64, Scored>| -> Vec<(i64, Vec<u32>, i64, Vec<u32>)> {
         s.iter()
-            .map(|(&id, (e, p, x))| (id, e.iter().map(|v| v.to_bits()).collect(), *p, x.iter().map(|v| v.to_bits()).collect()))
+            .map(|(&id, (e, p, x))| {
+                (id, e.iter().map(|v| v.to_bits()).collect(), *p, x.iter().map(|v| v.to_bits()).collect())
+            })
             .collect()
     };
     assert!(bits(&outputs[0]) == bits(&outputs[1]), "1 and 2 workers differ");
@@ -219,7 +246,11 @@ fn cora_scores_equal_the_records_and_test_accuracy_equals_the_trainers() {
     run_job(&dir, "flatten", &flatten_job(&data, &flat, "sampler = \"all\""));
     for (name, model_keys) in MODELS {
         let model = dir.join(name);
-        run_job(&dir, &format!("train-{name}"), &train_job(&flat, &model, &format!("{model_keys}\nnormalize_features = true\nepochs = 10\nlr = 0.02")));
+        run_job(
+            &dir,
+            &format!("train-{name}"),
+            &train_job(&flat, &model, &format!("{model_keys}\nnormalize_features = true\nepochs = 10\nlr = 0.02")),
+        );
         let out = dir.join(format!("scores-{name}"));
         let stdout = run_job(&dir, &format!("infer-{name}"), &infer_job(&data, &model, &out, "hub_threshold = 100"));
         let scored = read_scores(&out);
@@ -230,7 +261,10 @@ fn cora_scores_equal_the_records_and_test_accuracy_equals_the_trainers() {
         let (hits, total) = test_accuracy(&data, &scored);
         let trainer = last_metrics(&model)["test_accuracy"].as_f64().unwrap();
         assert_eq!(total, 1000, "Cora's test split");
-        assert!((hits as f64 / total as f64 - trainer).abs() < 1e-9, "{name}: GraphInfer's test accuracy {hits}/{total}, the trainer's {trainer}");
+        assert!(
+            (hits as f64 / total as f64 - trainer).abs() < 1e-9,
+            "{name}: GraphInfer's test accuracy {hits}/{total}, the trainer's {trainer}"
+        );
     }
 }
 
@@ -284,7 +318,8 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
         }
         change(&to);
         if recommit {
-            let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(to.join("_SUCCESS")).unwrap()).unwrap();
+            let mut manifest: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(to.join("_SUCCESS")).unwrap()).unwrap();
             for part in manifest["parts"].as_array_mut().unwrap() {
                 let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
                 part["bytes"] = bytes.len().into();
@@ -297,21 +332,77 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     let meta = std::fs::read_to_string(model.join("model.json")).unwrap();
     let cases: Vec<(&str, PathBuf, PathBuf, i32, &str)> = vec![
         ("width", other.clone(), model.clone(), 65, "takes 8 input features, but the node table"),
-        ("no-json", data.clone(), copy_model("no-json", false, &|d| std::fs::remove_file(d.join("model.json")).unwrap()), 66, "model.json"),
-        ("bad-json", data.clone(), copy_model("bad-json", true, &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()), 65, "not a model description"),
-        ("no-weights", data.clone(), copy_model("no-weights", false, &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()), 66, "model.bpk"),
-        ("bad-weights", data.clone(), copy_model("bad-weights", true, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()), 65, "cannot load the weights"),
+        (
+            "no-json",
+            data.clone(),
+            copy_model("no-json", false, &|d| std::fs::remove_file(d.join("model.json")).unwrap()),
+            66,
+            "model.json",
+        ),
+        (
+            "bad-json",
+            data.clone(),
+            copy_model("bad-json", true, &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()),
+            65,
+            "not a model description",
+        ),
+        (
+            "no-weights",
+            data.clone(),
+            copy_model("no-weights", false, &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()),
+            66,
+            "model.bpk",
+        ),
+        (
+            "bad-weights",
+            data.clone(),
+            copy_model("bad-weights", true, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()),
+            65,
+            "cannot load the weights",
+        ),
         // Files that changed after the commit (a later run killed before its own).
-        ("changed", data.clone(), copy_model("changed", false, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()), 66, "does not match the model's _SUCCESS manifest"),
-        ("uncommitted", data.clone(), copy_model("uncommitted", false, &|d| std::fs::remove_file(d.join("_SUCCESS")).unwrap()), 66, "no _SUCCESS manifest"),
+        (
+            "changed",
+            data.clone(),
+            copy_model("changed", false, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()),
+            66,
+            "does not match the model's _SUCCESS manifest",
+        ),
+        (
+            "uncommitted",
+            data.clone(),
+            copy_model("uncommitted", false, &|d| std::fs::remove_file(d.join("_SUCCESS")).unwrap()),
+            66,
+            "no _SUCCESS manifest",
+        ),
         (
             "hops",
             data.clone(),
-            copy_model("hops", true, &|d| std::fs::write(d.join("model.json"), meta.replace("\"hops\": 2", "\"hops\": 3").replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]")).unwrap()),
+            copy_model("hops", true, &|d| {
+                std::fs::write(
+                    d.join("model.json"),
+                    meta.replace("\"hops\": 2", "\"hops\": 3")
+                        .replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]"),
+                )
+                .unwrap()
+            }),
             65,
             "2 layers but was trained on 3-hop records",
         ),
         ("no-model", data.clone(), dir.join("missing-model"), 66, "no such directory"),
+        // Sizes no weights file holds: an error before anything of that size is allocated.
+        (
+            "huge",
+            data.clone(),
+            copy_model("huge", true, &|d| {
+                let mut meta: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(d.join("model.json")).unwrap()).unwrap();
+                meta["spec"]["hidden"] = 1_000_000_000u64.into();
+                std::fs::write(d.join("model.json"), serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+            }),
+            65,
+            "do not fit",
+        ),
     ];
     for (name, graph, model, code, message) in cases {
         let out = dir.join(format!("out-{name}"));

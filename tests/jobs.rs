@@ -65,7 +65,13 @@ fn cora_job_runs_after_import() {
     // Then the paper's GCN on those records, and GraphInfer over every Cora node.
     let summary = run_in(&cwd, &["run", jobs_dir().join("cora-infer.toml").to_str().unwrap()]);
     assert!(summary.contains("scored:       2708 nodes"), "{summary}");
-    let test: f64 = summary.split("test accuracy there ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().parse().unwrap();
+    let test: f64 = summary
+        .split("test accuracy there ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(test > 0.75, "the paper's GCN reaches about 0.81 on Cora; this one {test}\n{summary}");
 }
 

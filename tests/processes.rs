@@ -47,15 +47,26 @@ fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
     for n in [2, 3] {
         // The reference: one process of n workers (the trainer's plan depends on the workers).
         let threads = dir.join(format!("threads-{n}"));
-        run_ok(&["run", job(&dir, &format!("threads-{n}.toml"), &stages(&data, &threads)).to_str().unwrap(), "--workers", &n.to_string()]);
+        run_ok(&[
+            "run",
+            job(&dir, &format!("threads-{n}.toml"), &stages(&data, &threads)).to_str().unwrap(),
+            "--workers",
+            &n.to_string(),
+        ]);
         let procs = dir.join(format!("processes-{n}"));
         let body = format!("{}\n{}", cluster(n), stages(&data, &procs));
         let out = launch(n, &job(&dir, &format!("processes-{n}.toml"), &body));
         assert!(out.status.success(), "{}", text(&out));
 
-        assert!(read_records(&threads.join("flat")) == read_records(&procs.join("flat")), "{n} processes: records differ");
+        assert!(
+            read_records(&threads.join("flat")) == read_records(&procs.join("flat")),
+            "{n} processes: records differ"
+        );
         for file in ["model.bpk", "metrics.jsonl"] {
-            let (a, b) = (std::fs::read(threads.join("model").join(file)).unwrap(), std::fs::read(procs.join("model").join(file)).unwrap());
+            let (a, b) = (
+                std::fs::read(threads.join("model").join(file)).unwrap(),
+                std::fs::read(procs.join("model").join(file)).unwrap(),
+            );
             assert!(a == b, "{n} processes: {file} differs");
         }
         let (a, b) = (read_batches(&threads.join("scores")), read_batches(&procs.join("scores")));
@@ -112,4 +123,52 @@ fn a_killed_process_ends_the_other_two_with_no_output() {
     }
     assert!(!out.join("model").join("model.bpk").exists());
     assert!(!out.join("scores").join("_SUCCESS").exists());
+}
+
+/// `scripts/launch-local.sh` with a stand-in binary (a shell script): its exit code and what it
+/// prints, on success, on one process's failure, and on TERM.
+#[test]
+fn the_launch_script_reports_the_first_failure_and_stops_on_term() {
+    let dir = scratch("launch-script");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/launch-local.sh");
+    let fake = |name: &str, body: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        Command::new("chmod").arg("755").arg(&path).status().unwrap();
+        path
+    };
+    let launch_with = |binary: &Path| {
+        let mut command = Command::new("bash");
+        command
+            .arg(&script)
+            .args(["3", "job.toml"])
+            .env("GRAPHFLAT", binary)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    let clean = |out: &std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("unbound variable") && !err.contains("no such job"), "{err}");
+        err
+    };
+
+    let ok = launch_with(&fake("ok", "exit 0")).output().unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(clean(&ok), "");
+
+    // Process 1 fails with 65; the others would run for a minute.
+    let failing = fake("failing", "[ \"$6\" = 1 ] && exit 65\nexec sleep 60");
+    let started = Instant::now();
+    let failed = launch_with(&failing).output().unwrap();
+    assert_eq!(failed.status.code(), Some(65), "{}", clean(&failed));
+    assert!(clean(&failed).contains("exited with 65"));
+    assert!(started.elapsed() < Duration::from_secs(30), "the others were not stopped");
+
+    let child = launch_with(&fake("slow", "exec sleep 60")).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let stopped = child.wait_with_output().unwrap();
+    assert_eq!(stopped.status.code(), Some(143), "{}", clean(&stopped));
+    clean(&stopped);
 }

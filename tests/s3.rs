@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::aws::AmazonS3Builder;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 const SECRET: &str = "s3cr3t-never-printed";
 
@@ -62,7 +62,8 @@ impl Moto {
     fn bucket(&self, name: &str) {
         use std::io::{Read, Write};
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(stream, "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        write!(stream, "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .unwrap();
         let mut reply = String::new();
         stream.read_to_string(&mut reply).unwrap();
         assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
@@ -82,9 +83,9 @@ impl Moto {
             .unwrap()
     }
 
-    /// Copies every object under `s3://bucket/prefix` into `to`.
-    fn download(&self, bucket: &str, prefix: &str, to: &Path) {
-        let store = AmazonS3Builder::new()
+    /// A client of `bucket` on this server.
+    fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        AmazonS3Builder::new()
             .with_endpoint(self.endpoint())
             .with_allow_http(true)
             .with_bucket_name(bucket)
@@ -92,7 +93,41 @@ impl Moto {
             .with_secret_access_key(SECRET)
             .with_region("us-east-1")
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Every key under `prefix` (as written, not URL-decoded), with its size.
+    fn keys(&self, bucket: &str, prefix: &str) -> Vec<(String, u64)> {
+        let store = self.store(bucket);
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let prefix = object_store::path::Path::parse(prefix).unwrap();
+        let mut keys: Vec<(String, u64)> = runtime
+            .block_on(store.list(Some(&prefix)).try_collect::<Vec<_>>())
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.location.to_string(), m.size))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
+        let store = self.store(bucket);
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let path = object_store::path::Path::parse(key).unwrap();
+        runtime.block_on(async { store.get(&path).await.unwrap().bytes().await.unwrap().to_vec() })
+    }
+
+    fn put(&self, bucket: &str, key: &str, bytes: &[u8]) {
+        let store = self.store(bucket);
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let path = object_store::path::Path::parse(key).unwrap();
+        runtime.block_on(store.put(&path, bytes.to_vec().into())).unwrap();
+    }
+
+    /// Copies every object under `s3://bucket/prefix` into `to`.
+    fn download(&self, bucket: &str, prefix: &str, to: &Path) {
+        let store = self.store(bucket);
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let prefix = object_store::path::Path::from(prefix);
@@ -122,7 +157,22 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     let local = dir.join("local");
     generate(&local, 3000, 6, 8, 2);
     // The same tables on S3: generated with the same settings straight into the bucket.
-    let out = s3.graphflat(&["generate", "--out", "s3://graphs/g", "--nodes", "3000", "--avg-degree", "6", "--feature-dim", "8", "--seed", "2"], &dir);
+    let out = s3.graphflat(
+        &[
+            "generate",
+            "--out",
+            "s3://graphs/g",
+            "--nodes",
+            "3000",
+            "--avg-degree",
+            "6",
+            "--feature-dim",
+            "8",
+            "--seed",
+            "2",
+        ],
+        &dir,
+    );
     assert!(out.status.success(), "{}", text(&out));
 
     let on_disk = stages(
@@ -133,7 +183,13 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
         &dir.join("scores").display().to_string(),
     );
     run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
-    let on_s3 = stages("s3://graphs/g/nodes", "s3://graphs/g/edges", "s3://graphs/flat", "s3://graphs/model", "s3://graphs/scores");
+    let on_s3 = stages(
+        "s3://graphs/g/nodes",
+        "s3://graphs/g/edges",
+        "s3://graphs/flat",
+        "s3://graphs/model",
+        "s3://graphs/scores",
+    );
     let out = s3.graphflat(&["run", job(&dir, "s3.toml", &on_s3).to_str().unwrap()], &dir);
     let log = text(&out);
     assert!(out.status.success(), "{log}");
@@ -164,6 +220,7 @@ fn missing_buckets_and_bad_uris_are_clear_errors() {
     let out = s3.graphflat(&["run", job(&dir, "missing.toml", body).to_str().unwrap()], &dir);
     let message = text(&out);
     assert!(!out.status.success(), "{message}");
+    assert_eq!(out.status.code(), Some(66), "a missing bucket is a missing input: {message}");
     assert!(message.contains("no-such-bucket"), "{message}");
     assert!(!message.contains(SECRET), "{message}");
 
@@ -235,4 +292,72 @@ fn missing_credentials_are_a_clear_error() {
     assert!(!out.status.success(), "{message}");
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}\n{message}", started.elapsed());
     assert!(message.contains("s3://graphs/"), "{message}");
+}
+
+#[test]
+fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_output() {
+    let Some(s3) = moto() else { return };
+    s3.bucket("graphs");
+    let dir = scratch("s3-data-loss");
+    let generated = s3.graphflat(
+        &[
+            "generate",
+            "--out",
+            "s3://graphs/g",
+            "--nodes",
+            "3000",
+            "--avg-degree",
+            "6",
+            "--feature-dim",
+            "8",
+            "--seed",
+            "2",
+        ],
+        &dir,
+    );
+    assert!(generated.status.success(), "{}", text(&generated));
+    // An output key with characters URL parsing treats specially, holding someone else's object.
+    let key = "odd?x#y%41 z";
+    s3.put("graphs", &format!("{key}/theirs/part-0.parquet"), b"not ours");
+    let body = |extra: &str| {
+        format!(
+            "[flatten]\nnodes = \"s3://graphs/g/nodes\"\nedges = \"s3://graphs/g/edges\"\noutput = \"s3://graphs/{key}\"\nfanouts = [4, 3]\n{extra}"
+        )
+    };
+    let refused = s3.graphflat(&["run", job(&dir, "refused.toml", &body("")).to_str().unwrap()], &dir);
+    assert_eq!(refused.status.code(), Some(73), "{}", text(&refused));
+    assert!(text(&refused).contains("did not write"), "{}", text(&refused));
+
+    let path = job(&dir, "overwrite.toml", &body("overwrite = true\n"));
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            graphflat()
+                .args(["run", path.to_str().unwrap()])
+                .current_dir(&dir)
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", SECRET)
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ENDPOINT", s3.endpoint())
+                .env("AWS_ALLOW_HTTP", "true")
+                .output()
+                .unwrap()
+        })
+        .collect();
+    for out in &children {
+        assert!(out.status.success(), "{}", text(out));
+    }
+    let keys = s3.keys("graphs", key);
+    assert!(
+        keys.iter().any(|(k, _)| k == &format!("{key}/theirs/part-0.parquet")),
+        "the foreign object was removed: {keys:?}"
+    );
+    // The manifest lists parts that are all there, whole, at the exact key.
+    let manifest: serde_json::Value = serde_json::from_slice(&s3.get("graphs", &format!("{key}/_SUCCESS"))).unwrap();
+    for part in manifest["parts"].as_array().unwrap() {
+        let name = part["name"].as_str().unwrap();
+        let size = keys.iter().find(|(k, _)| k == &format!("{key}/{name}")).map(|(_, s)| *s);
+        assert_eq!(size, part["bytes"].as_u64(), "{name}");
+    }
+    assert_eq!(manifest["rows"], 3000);
+    assert!(s3.keys("graphs", "odd").iter().all(|(k, _)| k.starts_with(key)), "written under another key");
 }

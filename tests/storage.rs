@@ -135,7 +135,10 @@ fn outputs_never_touch_inputs_and_finished_outputs_are_kept() {
         let out = graphflat().args(["run", job(&dir, "touch.toml", &body).to_str().unwrap()]).output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{}", text(&out));
         assert!(text(&out).contains("choose another output"), "{}", text(&out));
-        assert!(data.join("edges/part-0.parquet").exists() && data.join("nodes/part-0.parquet").exists(), "an input was deleted");
+        assert!(
+            data.join("edges/part-0.parquet").exists() && data.join("nodes/part-0.parquet").exists(),
+            "an input was deleted"
+        );
     }
 
     let first = flatten_ok(&dir, &data, "flat", "");
@@ -158,16 +161,23 @@ fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go(
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
     let first = flatten_ok(&dir, &data, "flat", "");
     let out = dir.join("flat");
-    // What a killed run and a stray writer leave: a staging file and a part of another run.
-    std::fs::write(out.join("part-00000-00000.parquet#1"), "half an upload").unwrap();
-    std::fs::copy(parquet_files(&out)[0].clone(), out.join("part-stale-00000-00000.parquet")).unwrap();
+    // What killed runs leave: a staging file, and a part and the marker of a run whose process
+    // is gone.
+    let (dead, gone) = ("0000000000a00000001", "0000000000b00000002");
+    std::fs::write(out.join(format!("part-{dead}-00000-00000.parquet#1")), "half an upload").unwrap();
+    std::fs::copy(parquet_files(&out)[0].clone(), out.join(format!("part-{gone}-00000-00000.parquet"))).unwrap();
+    let marker = |run: &str| {
+        format!(r#"{{"run":"{run}","stage":"flatten","host":"h/b","pid":1,"pid_start":null,"heartbeat_ms":0}}"#)
+    };
+    std::fs::write(out.join(format!("_run-{gone}.json")), marker(gone)).unwrap();
     // Readers take only what the manifest lists: training and re-reading see the same records.
     assert!(read_listed(&out) == first);
     assert!(flatten_ok(&dir, &data, "flat", "overwrite = true") == first);
 
     let m = manifest(&out);
     let parts = m["parts"].as_array().unwrap();
-    let mut on_disk: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut on_disk: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     on_disk.sort();
     let mut listed: Vec<String> = parts.iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
     listed.push("_SUCCESS".into());
@@ -213,7 +223,11 @@ fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
     let out = dir.join("flat");
     let body = flatten_job(&data, &out, "fanouts = [10, 10]\nbatch_size = 256\npart_size_mb = 1");
     let path = job(&dir, "flatten.toml", &body);
-    let mut child = graphflat().args(["run", path.to_str().unwrap(), "--workers", "1"]).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = graphflat()
+        .args(["run", path.to_str().unwrap(), "--workers", "1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     // Kill it once it has finished a part and is writing more.
     let started = Instant::now();
     while !(out.exists() && parquet_files(&out).len() >= 2) && started.elapsed() < Duration::from_secs(60) {
@@ -227,7 +241,11 @@ fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
     assert!(left >= 2, "no parts were written before the kill");
 
     // Training refuses the unfinished output.
-    let train = format!("[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n", out.display().to_string(), dir.join("model").display().to_string());
+    let train = format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n",
+        out.display().to_string(),
+        dir.join("model").display().to_string()
+    );
     let refused = graphflat().args(["run", job(&dir, "train.toml", &train).to_str().unwrap()]).output().unwrap();
     assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
     assert!(text(&refused).contains("_SUCCESS"), "{}", text(&refused));
@@ -236,19 +254,15 @@ fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
     run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
     let listed: Vec<String> =
         manifest(&out)["parts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
-    let on_disk: Vec<String> = parquet_files(&out).iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_owned()).collect();
+    let on_disk: Vec<String> =
+        parquet_files(&out).iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_owned()).collect();
     assert_eq!(on_disk.len(), listed.len(), "leftovers of the killed run remain: {on_disk:?}");
     assert_eq!(read_records(&out).len(), 60_000);
 }
 
-#[test]
-fn of_two_runs_racing_for_one_output_exactly_one_commits() {
-    let dir = scratch("storage-race");
-    let data = dir.join("graph");
-    generate(&data, 20_000, 8, 8, 4);
-    let out = dir.join("flat");
-    let path = job(&dir, "flatten.toml", &flatten_job(&data, &out, "fanouts = [5, 5]"));
-    let children: Vec<_> = (0..2)
+/// Runs `n` copies of the job at once, on one worker each.
+fn race(path: &Path, n: usize) -> Vec<std::process::Output> {
+    let children: Vec<_> = (0..n)
         .map(|_| {
             graphflat()
                 .args(["run", path.to_str().unwrap(), "--workers", "1"])
@@ -258,7 +272,17 @@ fn of_two_runs_racing_for_one_output_exactly_one_commits() {
                 .unwrap()
         })
         .collect();
-    let outputs: Vec<_> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+}
+
+#[test]
+fn of_two_runs_racing_for_one_output_exactly_one_commits() {
+    let dir = scratch("storage-race");
+    let data = dir.join("graph");
+    generate(&data, 20_000, 8, 8, 4);
+    let out = dir.join("flat");
+    let path = job(&dir, "flatten.toml", &flatten_job(&data, &out, "fanouts = [5, 5]"));
+    let outputs = race(&path, 2);
     let won = outputs.iter().filter(|o| o.status.success()).count();
     assert_eq!(won, 1, "{}\n{}", text(&outputs[0]), text(&outputs[1]));
     let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
@@ -285,15 +309,21 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
         job(&dir, &format!("{}.toml", model.file_name().unwrap().to_str().unwrap()), &body)
     };
     let (model, whole) = (dir.join("model"), dir.join("whole"));
-    let mut child = graphflat().args(["run", train(&model).to_str().unwrap()]).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child =
+        graphflat().args(["run", train(&model).to_str().unwrap()]).stderr(std::process::Stdio::null()).spawn().unwrap();
     // Kill it after its first epoch, while it writes metrics and checkpoints.
     let started = Instant::now();
-    while !model.join("metrics.jsonl").exists() && started.elapsed() < Duration::from_secs(60) {
+    let training = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .is_ok_and(|mut d| d.any(|e| e.unwrap().file_name().to_string_lossy().starts_with("metrics-")))
+    };
+    while !training(&model) && started.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
     assert!(!child.wait().unwrap().success(), "the run finished before it could be killed");
     assert!(!model.join("_SUCCESS").exists(), "a killed training run left _SUCCESS");
+    assert!(!model.join("metrics.jsonl").exists(), "a killed training run wrote metrics.jsonl");
 
     // GraphInfer refuses the unfinished model.
     let infer = format!(
@@ -317,4 +347,147 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
     // Without overwrite, a committed model is kept and the job fails.
     let again = graphflat().args(["run", train(&model).to_str().unwrap()]).output().unwrap();
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
+}
+
+/// The names directly under `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_run_never_deletes_what_it_did_not_write() {
+    let dir = scratch("storage-foreign");
+    let data = dir.join("data");
+    write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    let out = dir.join("flat");
+    // Someone else's files under the output: a table in a subdirectory, a part named as other
+    // tools name them, and a symlink named like one of this project's parts, to an input.
+    std::fs::create_dir_all(out.join("other")).unwrap();
+    std::fs::copy(data.join("nodes/part-0.parquet"), out.join("other/part-0.parquet")).unwrap();
+    std::fs::copy(data.join("nodes/part-0.parquet"), out.join("part-0.parquet")).unwrap();
+    let lookalike = "part-0000000000100000001-00000-00000.parquet";
+    std::os::unix::fs::symlink(data.join("edges/part-0.parquet"), out.join(lookalike)).unwrap();
+    let before = names(&out);
+
+    let (_, refused) = flatten(&dir, &data, "flat", "");
+    assert_eq!(refused.status.code(), Some(73), "{}", text(&refused));
+    assert!(text(&refused).contains("did not write") && text(&refused).contains("other"), "{}", text(&refused));
+    assert_eq!(names(&out), before, "a refused run changed the output");
+
+    // With overwrite the run commits beside them and keeps every one, twice over.
+    let first = flatten_ok_listed(&dir, &data, "overwrite = true");
+    assert!(flatten_ok_listed(&dir, &data, "overwrite = true") == first);
+    let after = names(&out);
+    for name in &before {
+        assert!(after.contains(name), "{name} was removed: {after:?}");
+    }
+    assert!(out.join("other/part-0.parquet").exists() && data.join("edges/part-0.parquet").exists());
+    assert_eq!(std::fs::read_link(out.join(lookalike)).unwrap(), data.join("edges/part-0.parquet"));
+    let listed = manifest(&out)["parts"].as_array().unwrap().len();
+    assert_eq!(after.len(), before.len() + listed + 1, "leftovers of the first run remain: {after:?}");
+}
+
+/// Flattens `data` into `dir/flat` and reads the parts its manifest lists.
+fn flatten_ok_listed(dir: &Path, data: &Path, extra: &str) -> Vec<Row> {
+    let (out, done) = flatten(dir, data, "flat", extra);
+    assert!(done.status.success(), "{}", text(&done));
+    read_listed(&out)
+}
+
+#[test]
+fn overwriting_runs_racing_for_one_output_leave_one_complete_output() {
+    let dir = scratch("storage-race-overwrite");
+    let data = dir.join("graph");
+    generate(&data, 20_000, 8, 8, 4);
+    let out = dir.join("flat");
+    let path =
+        job(&dir, "flatten.toml", &flatten_job(&data, &out, "fanouts = [5, 5]\npart_size_mb = 1\noverwrite = true"));
+    let reference = {
+        run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
+        read_listed(&out)
+    };
+    for round in 0..3 {
+        let outputs = race(&path, 3);
+        for o in &outputs {
+            assert!(o.status.success(), "round {round}: {}", text(o));
+        }
+        // Every listed part is there, whole, and they hold one run's records.
+        for p in manifest(&out)["parts"].as_array().unwrap() {
+            let bytes = std::fs::read(out.join(p["name"].as_str().unwrap())).unwrap();
+            assert_eq!(crc32fast::hash(&bytes), p["crc32"].as_u64().unwrap() as u32, "round {round}: {}", p["name"]);
+        }
+        assert!(read_listed(&out) == reference, "round {round}: the committed output differs");
+    }
+    // The next commit removes the parts of the runs that lost.
+    run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
+    let listed = manifest(&out)["parts"].as_array().unwrap().len();
+    assert_eq!(parquet_files(&out).len(), listed);
+}
+
+#[test]
+fn an_output_reached_through_a_symlink_or_equal_to_the_model_is_refused() {
+    let dir = scratch("storage-symlink-output");
+    let data = dir.join("data");
+    write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    let link = dir.join("lnk");
+    std::os::unix::fs::symlink(data.join("nodes"), &link).unwrap();
+    for output in [link.clone(), link.join("inside")] {
+        let body = flatten_job(&data, &output, "overwrite = true");
+        let out = graphflat().args(["run", job(&dir, "link.toml", &body).to_str().unwrap()]).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+        assert!(text(&out).contains("choose another output"), "{}", text(&out));
+        assert_eq!(names(&data.join("nodes")), vec!["part-0.parquet"], "the node table was touched");
+    }
+
+    // A model, then GraphInfer asked to write over it.
+    let data = dir.join("graph");
+    generate(&data, 400, 5, 8, 2);
+    let flat = dir.join("flat");
+    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "fanouts = [3, 3]")).to_str().unwrap()]);
+    let model = dir.join("model");
+    let train = format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n",
+        flat.display().to_string(),
+        model.display().to_string()
+    );
+    run_ok(&["run", job(&dir, "train.toml", &train).to_str().unwrap()]);
+    let model_files = names(&model);
+    let weights = std::fs::read(model.join("model.bpk")).unwrap();
+    let model_link = dir.join("model-link");
+    std::os::unix::fs::symlink(&model, &model_link).unwrap();
+    for output in [&model, &model_link] {
+        let infer = format!(
+            "[infer]\nnodes = {:?}\nedges = {:?}\nmodel = {:?}\noutput = {:?}\noverwrite = true\n",
+            data.join("nodes").display().to_string(),
+            data.join("edges").display().to_string(),
+            model.display().to_string(),
+            output.display().to_string()
+        );
+        let out = graphflat().args(["run", job(&dir, "infer.toml", &infer).to_str().unwrap()]).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{}", text(&out));
+        assert!(text(&out).contains("choose another output"), "{}", text(&out));
+    }
+    assert_eq!(names(&model), model_files);
+    assert!(std::fs::read(model.join("model.bpk")).unwrap() == weights, "the model was changed");
+}
+
+#[test]
+fn an_output_path_keeps_every_character() {
+    let dir = scratch("storage-odd-names");
+    let data = dir.join("data");
+    write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    for name in ["what?", "a#b", "c%41d", "sp ace", "[x]*"] {
+        let records = flatten_ok_listed_into(&dir, &data, name);
+        assert_eq!(records.len(), 300, "{name}");
+        assert!(dir.join(name).join("_SUCCESS").exists(), "{name}: written somewhere else");
+    }
+}
+
+fn flatten_ok_listed_into(dir: &Path, data: &Path, name: &str) -> Vec<Row> {
+    let (out, done) = flatten(dir, data, name, "");
+    assert!(done.status.success(), "{name}: {}", text(&done));
+    read_listed(&out)
 }

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use schemas::Record as RecordGraph;
 use graphtrainer::plan::Plan;
 use graphtrainer::reader::{Pass, RecordSet};
 use graphtrainer::stream::{Order, RecordStream, Source};
 use graphtrainer::train::{TrainConfig, train_worker};
+use schemas::Record as RecordGraph;
 
 fn train_config(records: &Path, output: &Path, extra: &str) -> TrainConfig {
     let text =
@@ -88,7 +88,10 @@ fn kept_evaluation_batches_change_only_the_time() {
     let data = dir.join("graph");
     generate(&data, 2000, 8, 8, 3);
     let flat = dir.join("flat");
-    run_ok(&["run", job(&dir, "flat.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\n")).to_str().unwrap()]);
+    run_ok(&[
+        "run",
+        job(&dir, "flat.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\n")).to_str().unwrap(),
+    ]);
     let mut runs = Vec::new();
     for cache_mb in [0, 1024] {
         let model = dir.join(format!("model-{cache_mb}"));
@@ -158,14 +161,28 @@ fn plan_of(set: &RecordSet, peers: usize) -> Plan {
 }
 
 /// The records worker `w` streams in `epoch` (default shuffle buffer), and `(0..)` budget.
-fn stream(set: &Arc<RecordSet>, plan: &Plan, w: usize, order: Order, shuffle_bytes: u64, cache: u64) -> Vec<RecordGraph> {
+fn stream(
+    set: &Arc<RecordSet>,
+    plan: &Plan,
+    w: usize,
+    order: Order,
+    shuffle_bytes: u64,
+    cache: u64,
+) -> Vec<RecordGraph> {
     let units: Vec<_> = plan.shares[w].iter().map(|&u| plan.units[u]).collect();
     let source = Arc::new(Source::new(set.clone(), cache));
     RecordStream::train(source, &units, order, shuffle_bytes).collect::<Result<_, _>>().unwrap()
 }
 
 /// Worker `w`'s batches in `epoch`, as the trainer makes them by default.
-fn epoch_batches(set: &Arc<RecordSet>, plan: &Plan, w: usize, epoch: usize, seed: u64, batch_size: usize) -> Vec<Vec<RecordGraph>> {
+fn epoch_batches(
+    set: &Arc<RecordSet>,
+    plan: &Plan,
+    w: usize,
+    epoch: usize,
+    seed: u64,
+    batch_size: usize,
+) -> Vec<Vec<RecordGraph>> {
     let records = stream(set, plan, w, Order { seed, epoch, worker: w }, 64 << 20, 0);
     records.chunks(batch_size).map(<[RecordGraph]>::to_vec).collect()
 }
@@ -208,7 +225,9 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
         .units()
         .iter()
         .enumerate()
-        .flat_map(|(u, &unit)| set.read(unit, Pass::Train).unwrap().into_iter().enumerate().map(move |(i, r)| (r.root, (u, i))))
+        .flat_map(|(u, &unit)| {
+            set.read(unit, Pass::Train).unwrap().into_iter().enumerate().map(move |(i, r)| (r.root, (u, i)))
+        })
         .collect();
     let runs = |roots: &[i64]| roots.windows(2).filter(|w| unit_of[&w[0]].0 != unit_of[&w[1]].0).count() + 1;
     let unbuffered = roots(stream(&set, &plan, 0, order(1), 0, 0));
@@ -238,7 +257,9 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
         let combined: Vec<Vec<Vec<RecordGraph>>> = per_epoch
             .iter()
             .map(|workers| {
-                (0..steps).map(|s| workers.iter().flat_map(|b| b.get(s).cloned().unwrap_or_default()).collect()).collect()
+                (0..steps)
+                    .map(|s| workers.iter().flat_map(|b| b.get(s).cloned().unwrap_or_default()).collect())
+                    .collect()
             })
             .collect();
         let one = train_on(

@@ -17,8 +17,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use schemas::ClusterConfig;
-use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
 use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
 use timely::communication::{Config as CommunicationConfig, Hooks};
 use timely::worker::Worker;
 
@@ -45,7 +45,9 @@ impl<E: fmt::Display> fmt::Display for Failure<E> {
         match self {
             Failure::Worker(e) => write!(f, "{e}"),
             Failure::Panic(m) => write!(f, "internal error (a bug; please report it): {m}"),
-            Failure::PeerLost(m) => write!(f, "lost a peer process of the cluster, which ended; its log says why ({m})"),
+            Failure::PeerLost(m) => {
+                write!(f, "lost a peer process of the cluster, which ended; its log says why ({m})")
+            }
             Failure::Connect(m) => write!(f, "{m}"),
         }
     }
@@ -101,7 +103,9 @@ pub fn install_panic_hook() {
         let message = payload_text(info.payload());
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         let thread = std::thread::current().name().unwrap_or("").to_owned();
-        let lost = message.starts_with("timely communication error") || thread.starts_with("timely:send") || thread.starts_with("timely:recv");
+        let lost = message.starts_with("timely communication error")
+            || thread.starts_with("timely:send")
+            || thread.starts_with("timely:recv");
         if lost || PEER_LOST.load(Ordering::Relaxed) {
             // A peer that went away is not a bug, nor are the panics it causes on the workers
             // (timely's queues poisoned): the failure report says so, without a trace.

@@ -60,7 +60,9 @@ fn a_peer_that_never_starts_is_given_up_on() {
     let started = Instant::now();
     let result = execute(&cluster, |_| Ok::<_, String>(()));
     match result {
-        Err(Failure::Connect(m)) => assert!(m.contains("could not reach process 0") && m.contains("connect_timeout_s"), "{m}"),
+        Err(Failure::Connect(m)) => {
+            assert!(m.contains("could not reach process 0") && m.contains("connect_timeout_s"), "{m}")
+        }
         other => panic!("expected a connect failure, got {other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(5));

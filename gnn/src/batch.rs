@@ -316,7 +316,15 @@ mod tests {
 
     #[test]
     fn rows_follow_hops_and_layers_prune_to_prefixes() {
-        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false };
+        let spec = BatchSpec {
+            hops: 2,
+            fanouts: vec![],
+            prune: true,
+            normalize_features: false,
+            kernel_plans: false,
+            kernel_threads: 0,
+            distinct_inputs: false,
+        };
         let b = Batch::build(&two_records(), &spec);
         // Rows: roots (0, 5), hop 1 (node 1 of each), hop 2 (node 2 of record 0).
         assert_eq!(b.row_keys, vec![(0, 0), (5, 0), (0, 1), (5, 1), (0, 2)]);
@@ -348,7 +356,15 @@ mod tests {
         records[1].edge_dst = vec![0, 0];
         records[1].edge_weights = vec![1.0, 1.0];
         records[1].edge_layers = vec![0b11, 0b11];
-        let spec = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: true, kernel_threads: 1, distinct_inputs: false };
+        let spec = BatchSpec {
+            hops: 2,
+            fanouts: vec![],
+            prune: true,
+            normalize_features: false,
+            kernel_plans: true,
+            kernel_threads: 1,
+            distinct_inputs: false,
+        };
         let repeated = Batch::build(&records, &spec);
         let distinct = Batch::build(&records, &BatchSpec { distinct_inputs: true, ..spec });
         // Rows: (0,0) (5,0) | (0,1) (5,1) (5,2) | (0,2): node 1 twice, node 2 twice with other features.
@@ -356,12 +372,15 @@ mod tests {
         assert_eq!((distinct.rows(), distinct.input_rows()), (6, 5));
         let row = |b: &Batch, r: usize| b.features[r * 2..r * 2 + 2].to_vec();
         let own = distinct.layers[0].own_rows();
-        for r in 0..distinct.layers[0].rows_out {
-            assert_eq!(row(&distinct, own[r] as usize), row(&repeated, r), "output row {r} reads its own input");
+        for (r, &input) in own.iter().enumerate().take(distinct.layers[0].rows_out) {
+            assert_eq!(row(&distinct, input as usize), row(&repeated, r), "output row {r} reads its own input");
         }
         // Each layer-1 edge reads the same features as before, and the coefficients stay.
         let (a, b) = (&repeated.layers[0], &distinct.layers[0]);
-        assert_eq!((a.dst.clone(), a.gcn_coef.clone(), a.gcn_self.clone()), (b.dst.clone(), b.gcn_coef.clone(), b.gcn_self.clone()));
+        assert_eq!(
+            (a.dst.clone(), a.gcn_coef.clone(), a.gcn_self.clone()),
+            (b.dst.clone(), b.gcn_coef.clone(), b.gcn_self.clone())
+        );
         for (s_a, s_b) in a.src.iter().zip(&b.src) {
             assert_eq!(row(&distinct, *s_b as usize), row(&repeated, *s_a as usize));
         }
@@ -375,8 +394,15 @@ mod tests {
     fn fanouts_cap_the_degrees() {
         let mut records = two_records();
         records[0].in_degrees = vec![40, 1, 0];
-        let spec =
-            BatchSpec { hops: 2, fanouts: vec![3, 2], prune: true, normalize_features: true, kernel_plans: true, kernel_threads: 2, distinct_inputs: false };
+        let spec = BatchSpec {
+            hops: 2,
+            fanouts: vec![3, 2],
+            prune: true,
+            normalize_features: true,
+            kernel_plans: true,
+            kernel_threads: 2,
+            distinct_inputs: false,
+        };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
         assert_eq!(b.layers[1].gcn_self[0], 0.25);

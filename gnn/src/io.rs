@@ -10,7 +10,9 @@
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use schemas::model::ModelMeta;
-use tables::commit::{Manifest, PartEntry};
+use tables::commit::{Manifest, PartEntry, Stage};
+use tables::lease::Lease;
+use tables::names::Layout;
 use tables::{Io, Place};
 
 use crate::Error;
@@ -19,24 +21,38 @@ use crate::params;
 
 pub const WEIGHTS: &str = "model.bpk";
 pub const META: &str = "model.json";
-/// The stage named in a model's manifest.
-pub const STAGE: &str = "train";
 
-/// Writes the model with parameters `params` (flat, see [`params`]) into `dir`, then commits it
-/// under a manifest of run `run` with `settings` (the training job's).
-pub fn save(io: &Io, dir: &Place, run: &str, meta: &ModelMeta, params: &[f32], settings: serde_json::Value, device: &Device) -> Result<(), Error> {
+/// The files of a model output besides run-named ones (see `tables::names`).
+pub const LAYOUT: Layout = Layout { files: &[WEIGHTS, META, "metrics.jsonl", "timings.jsonl"], dirs: &["checkpoints"] };
+
+/// A model to write: its description, flat parameters (see [`params`]), the training job's
+/// settings, and other files written beside it before the commit (the metrics; the manifest
+/// lists the two model files, which are all a reader needs).
+pub struct Saved<'a> {
+    pub meta: &'a ModelMeta,
+    pub params: &'a [f32],
+    pub settings: serde_json::Value,
+    pub files: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// Writes the model into `dir`, then commits it under a manifest of `lease`'s run.
+pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -> Result<(), Error> {
+    let Saved { meta, params, settings, files } = saved;
     let model = params::load(Gnn::new(&meta.spec, device), params, device);
     let mut store = BurnpackStore::from_bytes(None);
     let weights_place = dir.child(WEIGHTS);
     let write_error = |problem: String| Error::Write { path: weights_place.shown(), problem };
     model.save_into(&mut store).map_err(|e| write_error(format!("{e:?}")))?;
     let weights = store.get_bytes().map_err(|e| write_error(format!("{e:?}")))?.to_vec();
-    let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::Write { path: dir.child(META).shown(), problem: e.to_string() })?;
+    let json = serde_json::to_vec_pretty(meta)
+        .map_err(|e| Error::Write { path: dir.child(META).shown(), problem: e.to_string() })?;
     let parts = vec![PartEntry::of(WEIGHTS, 0, &weights), PartEntry::of(META, 0, &json)];
+    let manifest = Manifest::new(lease.run(), Stage::Train, parts, settings);
     io.block_on(async {
-        weights_place.put(weights).await?;
-        dir.child(META).put(json).await?;
-        tables::commit::commit(dir, &Manifest::new(run, STAGE, parts, settings), true).await
+        for (name, bytes) in [(WEIGHTS, weights), (META, json)].into_iter().chain(files) {
+            dir.child(name).put(bytes).await?;
+        }
+        tables::commit::commit(dir, &manifest, true, &LAYOUT, lease).await
     })?;
     Ok(())
 }
@@ -62,14 +78,18 @@ impl ModelFiles {
     async fn read_async(dir: &Place) -> Result<ModelFiles, Error> {
         let missing = |problem: &str| Error::Model { path: dir.shown(), problem: problem.into() };
         let Some(manifest) = tables::commit::read_manifest(dir).await? else {
-            return Err(missing("no _SUCCESS manifest of a model: not a training output, or the training job did not finish"));
+            return Err(missing(
+                "no _SUCCESS manifest of a model: not a training output, or the training job did not finish",
+            ));
         };
         let json = checked(dir, &manifest, META).await?;
         let weights = checked(dir, &manifest, WEIGHTS).await?;
-        let meta = serde_json::from_slice(&json).map_err(|e| Error::Corrupt {
+        let meta: ModelMeta = serde_json::from_slice(&json).map_err(|e| Error::Corrupt {
             path: dir.child(META).shown(),
             problem: format!("not a model description (model.json): {e}"),
         })?;
+        check_sizes(&meta, weights.len())
+            .map_err(|problem| Error::Corrupt { path: dir.child(META).shown(), problem })?;
         Ok(ModelFiles { meta, weights, place: dir.clone() })
     }
 
@@ -90,6 +110,29 @@ impl ModelFiles {
     }
 }
 
+/// Whether the sizes in `meta` fit `weight_bytes` of weights (four bytes a parameter): a model
+/// is built only after this, so a `model.json` with absurd sizes is an error, not an allocation.
+fn check_sizes(meta: &ModelMeta, weight_bytes: usize) -> Result<(), String> {
+    // A model this small is built without a second thought; a larger one must be held by the
+    // weights (its bound is at most twice its parameters, plus a few vectors a layer).
+    const SMALL: u64 = 1 << 24;
+    let held = weight_bytes as u64 / 4;
+    let spec = &meta.spec;
+    let fits =
+        spec.parameter_bound().is_some_and(|bound| bound <= SMALL.max(2 * held + 64 * spec.layers as u64 + 1024))
+            && (1..=64).contains(&spec.layers)
+            && spec.heads.max(spec.output_heads) <= 1024;
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "its sizes (input {}, hidden {}, classes {}, {} layers, {} heads, {} parameters) do not fit the {weight_bytes} \
+             bytes of model.bpk: the model is corrupt",
+            spec.input_dim, spec.hidden, spec.classes, spec.layers, spec.heads, meta.parameters
+        ))
+    }
+}
+
 /// The bytes of `name`, which the manifest must list with these bytes' size and checksum.
 async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Error> {
     let place = dir.child(name);
@@ -101,14 +144,11 @@ async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>
         return Err(fail("missing: the training job did not finish"));
     };
     if PartEntry::of(name, entry.rows, &bytes) != *entry {
-        return Err(fail("does not match the model's _SUCCESS manifest (size or CRC-32): a later training run did not finish"));
+        return Err(fail(
+            "does not match the model's _SUCCESS manifest (size or CRC-32): a later training run did not finish",
+        ));
     }
     Ok(bytes)
-}
-
-/// Reads `model.json` of a committed model.
-pub fn load_meta(uri: &str) -> Result<ModelMeta, Error> {
-    Ok(ModelFiles::open(uri)?.meta)
 }
 
 /// Reads a model written by [`save`] (by a training job).

@@ -149,7 +149,11 @@ impl LayerSlice {
                 let dst_scores = &dst_row[heads * out + heads..];
                 for h in 0..heads {
                     let score = leaky_relu(message[heads * out + h] + dst_scores[h]);
-                    fold_softmax(&mut state[h * (out + 2)..(h + 1) * (out + 2)], score, &message[h * out..(h + 1) * out]);
+                    fold_softmax(
+                        &mut state[h * (out + 2)..(h + 1) * (out + 2)],
+                        score,
+                        &message[h * out..(h + 1) * out],
+                    );
                 }
             }
         }
@@ -190,7 +194,8 @@ impl LayerSlice {
             Rule::Gat { heads, concat } => {
                 let mut state = state.to_vec();
                 // The self-loop is the last term of the softmax.
-                let (own_src, own_dst) = (row[heads * width..heads * width + heads].to_vec(), &row[heads * width + heads..]);
+                let (own_src, own_dst) =
+                    (row[heads * width..heads * width + heads].to_vec(), &row[heads * width + heads..]);
                 for h in 0..heads {
                     let score = leaky_relu(own_src[h] + own_dst[h]);
                     let w = width + 2;
@@ -321,7 +326,15 @@ mod tests {
 
     /// Every node's layer-`l` output through the slice, each node's in-edges split in `parts`
     /// and merged in order.
-    fn sliced(model: &Gnn, spec: &ModelSpec, l: usize, x: &[f32], width: usize, edges: &(Vec<i64>, Vec<i64>), parts: usize) -> Vec<f32> {
+    fn sliced(
+        model: &Gnn,
+        spec: &ModelSpec,
+        l: usize,
+        x: &[f32],
+        width: usize,
+        edges: &(Vec<i64>, Vec<i64>),
+        parts: usize,
+    ) -> Vec<f32> {
         let slice = model.slice(spec, l);
         let n = x.len() / width;
         let rows = transform_rows(model, l, x.to_vec(), width, &Device::flex());
@@ -330,7 +343,8 @@ mod tests {
         let mut out = vec![0.0; n * slice.output_width()];
         for v in 0..n {
             let own = &rows[v * rw..(v + 1) * rw];
-            let incoming: Vec<usize> = (0..edges.0.len()).filter(|&e| edges.1[e] == v as i64).map(|e| edges.0[e] as usize).collect();
+            let incoming: Vec<usize> =
+                (0..edges.0.len()).filter(|&e| edges.1[e] == v as i64).map(|e| edges.0[e] as usize).collect();
             let mut state = slice.empty_state();
             for part in 0..parts {
                 let mut partial = slice.empty_state();
@@ -367,7 +381,11 @@ mod tests {
                     let got = sliced(&model, &spec, l, &h, width, &edges, parts);
                     assert_eq!(got.len(), expected.len());
                     for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
-                        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{:?} layer {l} parts {parts} value {i}: {a} vs {b}", spec.kind);
+                        assert!(
+                            (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                            "{:?} layer {l} parts {parts} value {i}: {a} vs {b}",
+                            spec.kind
+                        );
                     }
                 }
             }

@@ -59,7 +59,15 @@ fn gcn_matches_a_dense_matrix_gcn() {
     ] {
         let batch = Batch::build(
             &recs,
-            &BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs },
+            &BatchSpec {
+                hops: 2,
+                fanouts: vec![],
+                prune,
+                normalize_features: false,
+                kernel_plans: false,
+                kernel_threads: 0,
+                distinct_inputs,
+            },
         );
         let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, aggregation), None);
         let got = logits.into_data().try_to_vec::<f32>().unwrap();
@@ -101,7 +109,15 @@ fn distinct_and_repeated_input_rows_give_the_same_loss_and_gradients() {
     let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
         for aggregation in [Aggregation::Auto, Aggregation::Reference] {
-            let repeated = BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false };
+            let repeated = BatchSpec {
+                hops: 2,
+                fanouts: vec![],
+                prune: true,
+                normalize_features: false,
+                kernel_plans: false,
+                kernel_threads: 0,
+                distinct_inputs: false,
+            };
             let distinct = BatchSpec { distinct_inputs: true, ..repeated.clone() };
             assert!(Batch::build(&recs, &distinct).input_rows() <= n, "a node is kept once");
             assert_same_step(
@@ -122,11 +138,23 @@ fn input_dropout_on_the_host_is_the_forward_pass_dropout() {
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
     let dropout = Dropout { seed: 5, step: 2, rate: 0.5, attention_rate: 0.2 };
-    let batch = Batch::build(&recs, &BatchSpec { hops: 2, fanouts: vec![], prune: true, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false });
+    let batch = Batch::build(
+        &recs,
+        &BatchSpec {
+            hops: 2,
+            fanouts: vec![],
+            prune: true,
+            normalize_features: false,
+            kernel_plans: false,
+            kernel_threads: 0,
+            distinct_inputs: false,
+        },
+    );
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
         let spec = spec(kind, dim);
         let model = Gnn::new(&spec, &device);
-        let run = |t: BatchTensors| model.forward(&spec, &batch, &t, Some(dropout)).into_data().try_to_vec::<f32>().unwrap();
+        let run =
+            |t: BatchTensors| model.forward(&spec, &batch, &t, Some(dropout)).into_data().try_to_vec::<f32>().unwrap();
         let on_device = run(BatchTensors::new(&batch, &device, Aggregation::Auto));
         let on_host = run(BatchTensors::with_input_dropout(&batch, dropout, &device, Aggregation::Auto));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

@@ -12,9 +12,11 @@ use std::time::Duration;
 use arrow_schema::SchemaRef;
 use schemas::record::{FlattenMeta, record_schema};
 use schemas::{ClusterConfig, FlattenConfig, Sampler, Targets};
-use tables::commit::{Manifest, PartEntry, check_output, commit, new_run_id};
-use tables::parts::PartsOf;
 use serde::{Deserialize, Serialize};
+use tables::commit::{Manifest, PartEntry, Stage, check_output, commit, new_run_id};
+use tables::lease::Lease;
+use tables::names::Layout;
+use tables::parts::PartsOf;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Input, Probe};
@@ -27,10 +29,10 @@ use schemas::Record;
 
 use crate::error::Error;
 use crate::progress::Progress;
-use cluster::peak_rss_bytes;
 use crate::round::{Request, rounds};
 use crate::sink::PartWriter;
-use crate::store::{Io, Place};
+use cluster::peak_rss_bytes;
+use tables::{Io, Place};
 
 /// What one worker did, gathered into the job's summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -131,16 +133,22 @@ fn flatten_worker(
 ) -> Result<Summary, Error> {
     let index = worker.index();
     let reporter = index.is_multiple_of(threads);
-    let output = agree(worker, Place::parse(&config.output))?;
+    let output = agree(worker, Place::parse_output(&config.output))?;
     let nodes_table = agree(worker, Place::parse(&config.nodes))?;
     let edges_table = agree(worker, Place::parse(&config.edges))?;
 
     // The output must not touch an input, and a finished output stays unless `overwrite`;
     // nothing is deleted before this run commits (see `tables::commit`).
     let inputs = [&nodes_table, &edges_table];
-    let checked = if index == 0 { io.block_on(check_output(&output, &inputs, config.overwrite)) } else { Ok(()) };
-    agree(worker, checked)?;
-    let run = broadcast(worker, (index == 0).then(new_run_id)).ok_or_else(|| Error::Internal("no run id".into()))?;
+    let lease = (index == 0).then(|| {
+        io.block_on(async {
+            check_output(&output, &inputs, config.overwrite, &Layout::TABLE).await?;
+            Lease::take(&output, &new_run_id(), Stage::Flatten.name()).await
+        })
+    });
+    let lease = agree(worker, lease.transpose())?;
+    let run = broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
+        .ok_or_else(|| Error::Internal("no run id".into()))?;
     let output = PartsOf { dir: output, run, worker: index };
 
     let clock = std::time::Instant::now();
@@ -167,8 +175,9 @@ fn flatten_worker(
     if reporter {
         tracing::info!("flatten: sampled in-edges ({}, {} hubs re-indexed)", config.sampler.name(), sampled.hubs);
     }
-    let nodes: NodeStore =
-        Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::Internal("node store still shared".into()))?;
+    let nodes: NodeStore = Rc::try_unwrap(nodes)
+        .map(RefCell::into_inner)
+        .map_err(|_| Error::Internal("node store still shared".into()))?;
 
     let meta = FlattenMeta {
         hops: config.hops,
@@ -193,12 +202,14 @@ fn flatten_worker(
     let mut summary = summarize(&all, sampled.hubs, worker.peers());
     (summary.map_seconds, summary.sample_seconds, summary.rounds_seconds) =
         (map_seconds, sample_seconds, rounds_seconds);
-    let marked = if index == 0 {
-        let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
-        let settings = serde_json::to_value(config).unwrap_or_default();
-        io.block_on(commit(&output.dir, &Manifest::new(&output.run, "flatten", parts, settings), config.overwrite))
-    } else {
-        Ok(())
+    let marked = match lease {
+        Some(lease) => {
+            let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
+            let settings = serde_json::to_value(config).unwrap_or_default();
+            let manifest = Manifest::new(&output.run, Stage::Flatten, parts, settings);
+            io.block_on(commit(&output.dir, &manifest, config.overwrite, &Layout::TABLE, lease))
+        }
+        None => Ok(()),
     };
     agree(worker, marked)?;
     Ok(summary)

@@ -12,9 +12,10 @@ use schemas::nodes::node_schema;
 use schemas::{GenerateConfig, LabelKind};
 
 use crate::error::Error;
+use crate::table::{TableWriter, schema_ref};
 use cluster::hash::{hash3, mix64, unit_interval};
-use crate::store::{Io, Place};
-use crate::table::{schema_ref, write_table};
+use tables::commit::Stage;
+use tables::{Io, Place};
 
 const NODES_PER_PART: u64 = 1 << 18;
 const EDGES_PER_PART: u64 = 1 << 21;
@@ -159,36 +160,28 @@ fn gcd(a: u64, b: u64) -> u64 {
 pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
     config.check().map_err(Error::Usage)?;
     let model = Model::new(config);
-    let out = Place::parse(&config.output)?;
+    let out = Place::parse_output(&config.output)?;
     let n = config.nodes;
     let m = config.nodes * config.avg_degree;
 
-    let nodes_dir = out.child("nodes");
-    write_table(io, &nodes_dir, "generate", |table| {
-        let parts = n.div_ceil(NODES_PER_PART);
-        parallel(parts, |part| {
-            let lo = part * NODES_PER_PART;
-            let batch = node_batch(&model, lo..(lo + NODES_PER_PART).min(n));
-            table.write(part as usize, batch.schema(), &[batch])
-        })
-        .map(|_| ())
+    // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
+    let nodes = TableWriter::start(io, &out.child("nodes"), Stage::Generate, &[])?;
+    let edges = TableWriter::start(io, &out.child("edges"), Stage::Generate, &[])?;
+    parallel(n.div_ceil(NODES_PER_PART), |part| {
+        let lo = part * NODES_PER_PART;
+        let batch = node_batch(&model, lo..(lo + NODES_PER_PART).min(n));
+        nodes.write(part as usize, batch.schema(), &[batch])
     })?;
-
-    let edges_dir = out.child("edges");
-    let mut max_in_degree = 0;
-    write_table(io, &edges_dir, "generate", |table| {
-        let parts = m.div_ceil(EDGES_PER_PART);
-        let degrees = parallel(parts, |part| {
-            let lo = part * EDGES_PER_PART;
-            let (batch, hub) = edge_batch(&model, part, lo..(lo + EDGES_PER_PART).min(m));
-            table.write(part as usize, batch.schema(), &[batch])?;
-            Ok(hub)
-        })?;
-        // The largest in-degree is that of rank 0, which every part counts.
-        max_in_degree = degrees.iter().sum();
-        Ok(())
+    let degrees = parallel(m.div_ceil(EDGES_PER_PART), |part| {
+        let lo = part * EDGES_PER_PART;
+        let (batch, hub) = edge_batch(&model, part, lo..(lo + EDGES_PER_PART).min(m));
+        edges.write(part as usize, batch.schema(), &[batch])?;
+        Ok(hub)
     })?;
-    Ok(Generated { nodes: n, edges: m, max_in_degree })
+    nodes.commit()?;
+    edges.commit()?;
+    // The largest in-degree is that of rank 0, which every part counts.
+    Ok(Generated { nodes: n, edges: m, max_in_degree: degrees.iter().sum() })
 }
 
 /// Runs `work` for parts 0..parts on all cores; results in part order.

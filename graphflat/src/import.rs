@@ -20,8 +20,9 @@ use schemas::nodes::node_schema;
 use schemas::{BadInput, Label, LabelKind, Location, Split};
 
 use crate::error::Error;
-use crate::store::{Io, Place};
-use crate::table::{schema_ref, write_table};
+use crate::table::{TableWriter, schema_ref};
+use tables::commit::Stage;
+use tables::{Io, Place};
 
 const ROWS_PER_PART: usize = 1 << 17;
 
@@ -39,10 +40,9 @@ fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(u64, String), Error
     let file = std::fs::File::open(path).map_err(|e| Error::NoInput(format!("{shown}: {e}")))?;
     let reader: Box<dyn std::io::Read> =
         if shown.ends_with(".gz") { Box::new(MultiGzDecoder::new(file)) } else { Box::new(file) };
-    Ok(BufReader::with_capacity(1 << 20, reader)
-        .lines()
-        .enumerate()
-        .map(move |(i, l)| l.map(|l| (i as u64, l)).map_err(|e| Error::BadData(format!("{shown}, line {}: {e}", i + 1)))))
+    Ok(BufReader::with_capacity(1 << 20, reader).lines().enumerate().map(move |(i, l)| {
+        l.map(|l| (i as u64, l)).map_err(|e| Error::BadData(format!("{shown}, line {}: {e}", i + 1)))
+    }))
 }
 
 fn bad(path: &Path, line: u64, column: &str, problem: String) -> Error {
@@ -147,7 +147,12 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             });
         }
         if labels.len() != nodes {
-            return Err(Error::BadData(format!("{}: {} labels for {} nodes", label_path.display(), labels.len(), nodes)));
+            return Err(Error::BadData(format!(
+                "{}: {} labels for {} nodes",
+                label_path.display(),
+                labels.len(),
+                nodes
+            )));
         }
         labels
     } else {
@@ -188,9 +193,13 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
         }
     }
 
-    let outp = Place::parse(out)?;
-    let nodes_dir = outp.child("nodes");
-    write_table(io, &nodes_dir, "import", |table| {
+    // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
+    let outp = Place::parse_output(out)?;
+    let source = Place::parse_output(&dir.to_string_lossy())?;
+    let nodes_table = TableWriter::start(io, &outp.child("nodes"), Stage::Import, &[&source])?;
+    let edges_table = TableWriter::start(io, &outp.child("edges"), Stage::Import, &[&source])?;
+    {
+        let table = &nodes_table;
         for (part, lo) in (0..nodes).step_by(ROWS_PER_PART).enumerate() {
             let hi = (lo + ROWS_PER_PART).min(nodes);
             let item = Arc::new(Field::new("item", DataType::Float32, false));
@@ -210,13 +219,12 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 .expect("columns match the node schema");
             table.write(part, batch.schema(), &[batch])?;
         }
-        Ok(())
-    })?;
+    }
 
     let edge_path = raw.join("edge.csv.gz");
-    let edges_dir = outp.child("edges");
     let mut edges = 0u64;
-    write_table(io, &edges_dir, "import", |table| {
+    {
+        let table = &edges_table;
         let (mut src, mut dst) = (Vec::new(), Vec::new());
         let mut part = 0;
         let flush = |src: &mut Vec<i64>, dst: &mut Vec<i64>, part: &mut usize| -> Result<(), Error> {
@@ -246,8 +254,10 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 flush(&mut src, &mut dst, &mut part)?;
             }
         }
-        flush(&mut src, &mut dst, &mut part)
-    })?;
+        flush(&mut src, &mut dst, &mut part)?;
+    }
+    nodes_table.commit()?;
+    edges_table.commit()?;
     Ok(Imported { nodes: nodes as u64, edges, feature_dim: dim, split: split_name })
 }
 

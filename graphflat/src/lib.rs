@@ -21,4 +21,4 @@ pub mod sink;
 pub use error::Error;
 pub use flatten::{Summary, run};
 /// The table layer, shared with the other stages (see the `tables` crate).
-pub use tables::{store, table};
+pub use tables::table;

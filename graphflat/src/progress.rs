@@ -41,7 +41,11 @@ impl Progress {
         let bytes = self.bytes.load(Ordering::Relaxed);
         let secs = elapsed.as_secs_f64().max(1e-9);
         let rate = records as f64 / secs;
-        let eta = if rate > 0.0 { format!("{:.0}s", targets.saturating_sub(records) as f64 / rate) } else { "unknown".into() };
+        let eta = if rate > 0.0 {
+            format!("{:.0}s", targets.saturating_sub(records) as f64 / rate)
+        } else {
+            "unknown".into()
+        };
         let rounds: Vec<String> = self.requests.iter().map(|r| r.load(Ordering::Relaxed).to_string()).collect();
         tracing::info!(
             "flatten: {records}/{targets} records ({:.0}%), {:.1} MB written, {:.0} records/s, ETA {}; requests per round [{}]",

@@ -26,10 +26,10 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use sampling::{LayerPlan, NodeStore};
-use cluster::owner_key;
 use crate::progress::Progress;
 use crate::record::{GatheredEdge, GatheredNode, assemble};
+use cluster::owner_key;
+use sampling::{LayerPlan, NodeStore};
 use schemas::Record;
 
 /// "Record `root` reaches `node` at `hop`."
@@ -82,7 +82,8 @@ fn expand<'s>(
                 for r in data.drain(..) {
                     // Requests name only nodes that exist: targets and checked edge sources.
                     let Some(slot) = nodes.slot(r.node) else { continue };
-                    let edges = nodes.sampled(slot)
+                    let edges = nodes
+                        .sampled(slot)
                         .iter()
                         .enumerate()
                         .map(|(rank, e)| (e.src, e.weight, plan.layer_mask(rank, hop)))

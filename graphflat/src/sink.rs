@@ -8,8 +8,8 @@ use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 
 use crate::error::Error;
-use crate::store::Io;
 use schemas::record::{Record, to_batch};
+use tables::Io;
 use tables::commit::PartEntry;
 use tables::parts::{PartWriter as Parts, PartsOf, part_properties};
 

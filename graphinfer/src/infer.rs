@@ -16,7 +16,9 @@ use sampling::{NodeStore, SampleSpec, agree, load_edges, load_nodes, sample_in_e
 use schemas::model::ModelMeta;
 use schemas::{ClusterConfig, InferConfig, Sampler, Targets};
 use serde::{Deserialize, Serialize};
-use tables::commit::{Manifest, PartEntry, check_output, commit, new_run_id};
+use tables::commit::{Manifest, PartEntry, Stage, check_output, commit, new_run_id};
+use tables::lease::Lease;
+use tables::names::Layout;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
 use timely::worker::Worker;
@@ -67,10 +69,19 @@ pub struct Summary {
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "infer finished in {:.2}s on {} workers", self.seconds, self.workers)?;
-        writeln!(f, "  graph:        {} nodes, {} edges; hubs split per layer {:?}", self.nodes, self.edges, self.hubs)?;
+        writeln!(
+            f,
+            "  graph:        {} nodes, {} edges; hubs split per layer {:?}",
+            self.nodes, self.edges, self.hubs
+        )?;
         let phases: Vec<String> = self.phases.iter().map(|(name, s)| format!("{name} {s:.2}s")).collect();
         writeln!(f, "  phases:       {}", phases.join(", "))?;
-        writeln!(f, "  scored:       {} nodes ({:.0} nodes/s)", self.targets, self.targets as f64 / self.seconds.max(1e-9))?;
+        writeln!(
+            f,
+            "  scored:       {} nodes ({:.0} nodes/s)",
+            self.targets,
+            self.targets as f64 / self.seconds.max(1e-9)
+        )?;
         writeln!(f, "  exchanged:    {} rows between workers", self.remote_rows)?;
         writeln!(f, "  written:      {:.1} MB in {} part files", self.bytes as f64 / 1e6, self.parts)?;
         write!(f, "  peak memory:  {:.0} MB (largest process)", self.peak_rss as f64 / 1e6)
@@ -89,7 +100,8 @@ pub fn run(config: &InferConfig, cluster: &ClusterConfig) -> Result<Summary, Fai
     let model = Arc::new((dir, files));
     let threads = cluster.threads();
     let started = Instant::now();
-    let summaries = cluster::execute(cluster, move |worker| infer_worker(worker, &io, &config, &model, &progress, threads))?;
+    let summaries =
+        cluster::execute(cluster, move |worker| infer_worker(worker, &io, &config, &model, &progress, threads))?;
     let mut summary = summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
@@ -118,7 +130,7 @@ fn infer_worker(
 ) -> Result<Summary, Error> {
     let reporter = worker.index().is_multiple_of(threads);
     let mut clock = Clock { started: Instant::now(), phases: Vec::new() };
-    let output = agree(worker, Place::parse(&config.output))?;
+    let output = agree(worker, Place::parse_output(&config.output))?;
     let nodes_table = agree(worker, Place::parse(&config.nodes))?;
     let edges_table = agree(worker, Place::parse(&config.edges))?;
     let device = agree(worker, gnn::device(config.device).map_err(crate::model::model_error))?;
@@ -143,10 +155,16 @@ fn infer_worker(
     // The output must not touch an input, and a finished output stays unless `overwrite`;
     // nothing is deleted before this run commits (see `tables::commit`).
     let index = worker.index();
-    let inputs = [&nodes_table, &edges_table];
-    let checked = if index == 0 { io.block_on(check_output(&output, &inputs, config.overwrite)) } else { Ok(()) };
-    agree(worker, checked)?;
-    let run = broadcast(worker, (index == 0).then(new_run_id)).ok_or_else(|| Error::Internal("no run id".into()))?;
+    let inputs = [&nodes_table, &edges_table, dir];
+    let lease = (index == 0).then(|| {
+        io.block_on(async {
+            check_output(&output, &inputs, config.overwrite, &Layout::TABLE).await?;
+            Lease::take(&output, &new_run_id(), Stage::Infer.name()).await
+        })
+    });
+    let lease = agree(worker, lease.transpose())?;
+    let run = broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
+        .ok_or_else(|| Error::Internal("no run id".into()))?;
     let output = PartsOf { dir: output, run, worker: index };
 
     // Round 0: the map and the sampling, as GraphFlat ran them for the model's records.
@@ -154,7 +172,7 @@ fn infer_worker(
         tracing::info!("infer: map: reading nodes from {}", nodes_table.shown());
     }
     let store = load_nodes(worker, io, &nodes_table)?;
-    agree(worker, check_input_width(&meta, &dir, &config.nodes, store.dim))?;
+    agree(worker, check_input_width(&meta, dir, &config.nodes, store.dim))?;
     let nodes = Rc::new(RefCell::new(store));
     if reporter {
         tracing::info!("infer: map: reading edges from {}", edges_table.shown());
@@ -171,8 +189,11 @@ fn infer_worker(
     };
     sample_in_edges(worker, &nodes, edges, spec)?;
     clock.lap("sample");
-    let nodes: Rc<NodeStore> =
-        Rc::new(Rc::try_unwrap(nodes).map(RefCell::into_inner).map_err(|_| Error::Internal("node store still shared".into()))?);
+    let nodes: Rc<NodeStore> = Rc::new(
+        Rc::try_unwrap(nodes)
+            .map(RefCell::into_inner)
+            .map_err(|_| Error::Internal("node store still shared".into()))?,
+    );
 
     let mut targets: Vec<(i64, u32)> = (0..nodes.len())
         .filter(|&s| match &config.targets {
@@ -199,9 +220,14 @@ fn infer_worker(
     };
     let (logits, kept) = rounds(worker, &cx, &mut clock, embedding, &targets)?;
 
-    let stats = write(worker, io, config, &cx, &meta, &dir, &output, &targets, &logits, &kept, embedding)?;
+    let stats = write(worker, io, config, &cx, &meta, dir, &output, &targets, &logits, &kept, embedding)?;
     clock.lap("head and write");
-    let stats = WorkerStats { edges: local_edges, remote_rows: plan.remote_ids.len() as u64, peak_rss: peak_rss_bytes().unwrap_or(0), ..stats };
+    let stats = WorkerStats {
+        edges: local_edges,
+        remote_rows: plan.remote_ids.len() as u64,
+        peak_rss: peak_rss_bytes().unwrap_or(0),
+        ..stats
+    };
 
     // Every worker's parts are closed once its stats arrive here: only then the marker.
     let all = all_gather(worker, vec![stats]);
@@ -218,12 +244,14 @@ fn infer_worker(
         phases: clock.phases,
         seconds: 0.0,
     };
-    let marked = if index == 0 {
-        let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
-        let settings = serde_json::to_value(config).unwrap_or_default();
-        io.block_on(commit(&output.dir, &Manifest::new(&output.run, "infer", parts, settings), config.overwrite))
-    } else {
-        Ok(())
+    let marked = match lease {
+        Some(lease) => {
+            let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
+            let settings = serde_json::to_value(config).unwrap_or_default();
+            let manifest = Manifest::new(&output.run, Stage::Infer, parts, settings);
+            io.block_on(commit(&output.dir, &manifest, config.overwrite, &Layout::TABLE, lease))
+        }
+        None => Ok(()),
     };
     agree(worker, marked)?;
     Ok(summary)
@@ -231,7 +259,13 @@ fn infer_worker(
 
 /// Rounds 1..=k: the targets' logits, and their rows of the embedding layer (both in target
 /// order, row-major).
-fn rounds(worker: &mut Worker, cx: &Context, clock: &mut Clock, embedding: usize, targets: &[(i64, u32)]) -> Result<(Vec<f32>, Vec<f32>), Error> {
+fn rounds(
+    worker: &mut Worker,
+    cx: &Context,
+    clock: &mut Clock,
+    embedding: usize,
+    targets: &[(i64, u32)],
+) -> Result<(Vec<f32>, Vec<f32>), Error> {
     let k = cx.layers.hops;
     let mut current: Vec<f32> = Vec::new();
     let mut width = cx.nodes.dim;
@@ -293,11 +327,18 @@ fn write(
     let phase = cx.progress.write_phase();
     cx.progress.add_total(phase, n as u64);
     let result = (|| {
-        for start in (0..n).step_by(config.batch_size) {
-            let end = (start + config.batch_size).min(n);
+        let rows = crate::round::transform_rows(config.batch_size, width + classes);
+        for start in (0..n).step_by(rows) {
+            let end = (start + rows).min(n);
             let ids: Vec<i64> = targets[start..end].iter().map(|t| t.0).collect();
-            let batch = output::batch(&schema, head, &ids, &embedding[start * width..end * width], &logits[start * classes..end * classes])
-                .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
+            let batch = output::batch(
+                &schema,
+                head,
+                &ids,
+                &embedding[start * width..end * width],
+                &logits[start * classes..end * classes],
+            )
+            .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
             writer.write(&batch)?;
             cx.progress.advance(phase, (end - start) as u64);
             if cx.reporter {

@@ -77,7 +77,13 @@ pub fn schema(head: Head, width: usize, classes: usize, metadata: HashMap<String
 }
 
 /// Rows for nodes `ids`, with their embeddings and logits (row-major).
-pub fn batch(schema: &SchemaRef, head: Head, ids: &[i64], embedding: &[f32], logits: &[f32]) -> Result<RecordBatch, ArrowError> {
+pub fn batch(
+    schema: &SchemaRef,
+    head: Head,
+    ids: &[i64],
+    embedding: &[f32],
+    logits: &[f32],
+) -> Result<RecordBatch, ArrowError> {
     let n = ids.len();
     let (width, classes) = (embedding.len() / n.max(1), logits.len() / n.max(1));
     let mut scores = vec![0f32; logits.len()];
@@ -103,7 +109,12 @@ pub fn batch(schema: &SchemaRef, head: Head, ids: &[i64], embedding: &[f32], log
     };
     RecordBatch::try_new(
         schema.clone(),
-        vec![Arc::new(Int64Array::from(ids.to_vec())), fixed(embedding.to_vec(), width)?, prediction, fixed(scores, classes)?],
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            fixed(embedding.to_vec(), width)?,
+            prediction,
+            fixed(scores, classes)?,
+        ],
     )
 }
 

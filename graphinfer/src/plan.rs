@@ -91,7 +91,14 @@ impl Plan {
 }
 
 /// Makes the plan for `targets` (slots of this worker's target nodes).
-pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: &[u32], all: bool, threshold: u64) -> Result<Plan, Error> {
+pub fn plan(
+    worker: &mut Worker,
+    nodes: &Rc<NodeStore>,
+    layers: &Layers,
+    targets: &[u32],
+    all: bool,
+    threshold: u64,
+) -> Result<Plan, Error> {
     let k = layers.hops;
     let needed = needed(worker, nodes, layers, targets, all);
     let is_hub = |slot: usize, l: usize| {
@@ -118,10 +125,15 @@ pub fn plan(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets
     }
     let received: Rc<RefCell<Vec<TaskMsg>>> = Rc::default();
     let sink = received.clone();
-    shuffle(worker, |t: &TaskMsg| reducer(t.hub, t.layer as usize, t.salt), move |t| sink.borrow_mut().push(t), |send| {
-        send(runs);
-        Ok::<(), Error>(())
-    })?;
+    shuffle(
+        worker,
+        |t: &TaskMsg| reducer(t.hub, t.layer as usize, t.salt),
+        move |t| sink.borrow_mut().push(t),
+        |send| {
+            send(runs);
+            Ok::<(), Error>(())
+        },
+    )?;
     let mut received = received.take();
     received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
 
@@ -217,14 +229,19 @@ fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: 
         }
         let (sink, store) = (needed.clone(), nodes.clone());
         // Every worker takes part in every shuffle; errors cannot happen here.
-        let _ = shuffle(worker, |&u: &i64| owner_key(u), move |u: i64| {
-            if let Some(s) = store.slot(u) {
-                sink.borrow_mut()[s] |= 1 << (l - 1);
-            }
-        }, |send| {
-            send(remote);
-            Ok::<(), Error>(())
-        });
+        let _ = shuffle(
+            worker,
+            |&u: &i64| owner_key(u),
+            move |u: i64| {
+                if let Some(s) = store.slot(u) {
+                    sink.borrow_mut()[s] |= 1 << (l - 1);
+                }
+            },
+            |send| {
+                send(remote);
+                Ok::<(), Error>(())
+            },
+        );
     }
     needed.take()
 }
@@ -236,14 +253,19 @@ fn subscribe(worker: &mut Worker, nodes: &Rc<NodeStore>, reads: &[IdSet<i64>]) -
         reads.iter().enumerate().flat_map(|(l, ids)| ids.iter().map(move |&id| (id, l as u32, me))).collect();
     let subscribers = Rc::new(RefCell::new(vec![Vec::new(); reads.len()]));
     let (sink, store) = (subscribers.clone(), nodes.clone());
-    shuffle(worker, |w: &(i64, u32, u32)| owner_key(w.0), move |(id, l, reader): (i64, u32, u32)| {
-        if let Some(s) = store.slot(id) {
-            sink.borrow_mut()[l as usize].push((s as u32, reader));
-        }
-    }, |send| {
-        send(wanted);
-        Ok::<(), Error>(())
-    })?;
+    shuffle(
+        worker,
+        |w: &(i64, u32, u32)| owner_key(w.0),
+        move |(id, l, reader): (i64, u32, u32)| {
+            if let Some(s) = store.slot(id) {
+                sink.borrow_mut()[l as usize].push((s as u32, reader));
+            }
+        },
+        |send| {
+            send(wanted);
+            Ok::<(), Error>(())
+        },
+    )?;
     let mut subscribers = subscribers.take();
     subscribers.iter_mut().for_each(|s| s.sort_unstable());
     Ok(subscribers)

@@ -55,7 +55,8 @@ impl Progress {
         let seconds = self.started[p].lock().ok().and_then(|s| *s).map_or(0.0, |s| s.elapsed().as_secs_f64()).max(1e-9);
         let (done, total) = (self.done[p].load(Ordering::Relaxed), self.total[p].load(Ordering::Relaxed));
         let rate = done as f64 / seconds;
-        let eta = if rate > 0.0 { format!("{:.0}s", total.saturating_sub(done) as f64 / rate) } else { "unknown".into() };
+        let eta =
+            if rate > 0.0 { format!("{:.0}s", total.saturating_sub(done) as f64 / rate) } else { "unknown".into() };
         tracing::info!(
             "infer: {}: {done}/{total} nodes ({:.0}%), {:.0} nodes/s, ETA {eta}",
             self.names[p],

@@ -1,7 +1,8 @@
 //! One layer's round, on every worker in step:
 //!
 //! 1. **transform**: the rows of this worker's nodes that the layer reads, on the device in
-//!    batches padded to `batch_size` rows (so a row's bits do not depend on its batch mates);
+//!    batches padded to `batch_size` rows, fewer for very wide rows (so a row's bits do not
+//!    depend on its batch mates, and a batch stays under [`TRANSFORM_BYTES`]);
 //! 2. **push**: each node's message to the workers that subscribed to it, and each hub's own
 //!    row to the reducers of its runs (what crosses the wire: `Push`);
 //! 3. **hub runs**: each reducer folds its runs and sends the partial states to the hub's owner
@@ -103,7 +104,11 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     }
     let (remote, hub_rows) = push(worker, cx, l, &rows, rw, &local, mw)?;
     let messages = Messages { local, remote, n, width: mw };
-    let merged = if cx.plan.hub_count[l] > 0 { reduce_hubs(worker, cx, l, &slice, &messages, &hub_rows)? } else { HashMap::new() };
+    let merged = if cx.plan.hub_count[l] > 0 {
+        reduce_hubs(worker, cx, l, &slice, &messages, &hub_rows)?
+    } else {
+        HashMap::new()
+    };
 
     let ow = slice.output_width();
     let mut out = vec![0f32; n * ow];
@@ -155,17 +160,29 @@ fn fold(slice: &LayerSlice, own: &[f32], rows: &[u32], messages: &Messages) -> V
     state
 }
 
+/// A transform's input and output stay under this many bytes: `batch_size` rows of very wide
+/// features (100k a row) would otherwise take gigabytes.
+const TRANSFORM_BYTES: usize = 256 << 20;
+
+/// Rows per transform: `batch_size`, fewer when rows of `width` values would pass
+/// [`TRANSFORM_BYTES`]. It depends only on the settings and the width, so every batch of a
+/// layer has the same padded shape on every worker.
+pub(crate) fn transform_rows(batch_size: usize, width: usize) -> usize {
+    batch_size.min(TRANSFORM_BYTES / (4 * width.max(1))).max(1)
+}
+
 /// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed.
 fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: &Input) -> Vec<f32> {
     let (n, rw, width) = (cx.nodes.len(), slice.row_width(), input.width(cx.nodes));
     let mut rows = vec![0f32; n * rw];
     let slots: Vec<usize> = (0..n).filter(|&u| cx.plan.needs(u, l - 1)).collect();
-    for batch in slots.chunks(cx.batch_size) {
-        let mut values = Vec::with_capacity(cx.batch_size * width);
+    let batch_rows = transform_rows(cx.batch_size, width.max(rw));
+    for batch in slots.chunks(batch_rows) {
+        let mut values = Vec::with_capacity(batch_rows * width);
         for &u in batch {
             input.append(cx.nodes, u, &mut values);
         }
-        values.resize(cx.batch_size * width, 0.0);
+        values.resize(batch_rows * width, 0.0);
         let out = gnn::slice::transform_rows(cx.model, l - 1, values, width, cx.device);
         for (i, &u) in batch.iter().enumerate() {
             rows[u * rw..(u + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
@@ -251,10 +268,15 @@ fn reduce_hubs(
     }
     let received: Rc<RefCell<Vec<Partial>>> = Rc::default();
     let sink = received.clone();
-    shuffle(worker, |p: &Partial| owner_key(p.hub), move |p| sink.borrow_mut().push(p), |send| {
-        send(partials);
-        Ok::<(), Error>(())
-    })?;
+    shuffle(
+        worker,
+        |p: &Partial| owner_key(p.hub),
+        move |p| sink.borrow_mut().push(p),
+        |send| {
+            send(partials);
+            Ok::<(), Error>(())
+        },
+    )?;
     let mut by_hub: BTreeMap<(i64, u32), Vec<f32>> = BTreeMap::new();
     for p in received.take() {
         by_hub.insert((p.hub, p.salt), p.state);
@@ -272,4 +294,17 @@ fn reduce_hubs(
         }
     }
     Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wide_rows_make_smaller_transforms() {
+        assert_eq!(transform_rows(4096, 1433), 4096);
+        let rows = transform_rows(4096, 100_000);
+        assert!(rows < 4096 && rows * 100_000 * 4 <= TRANSFORM_BYTES, "{rows}");
+        assert_eq!(transform_rows(4096, usize::MAX / 8), 1);
+    }
 }

@@ -19,6 +19,9 @@ pub enum Error {
     /// The job file asks for something that cannot work with these records or this output.
     #[error("{0}")]
     Config(String),
+    /// The loss or the parameters stopped being finite.
+    #[error("{0}")]
+    Diverged(String),
     /// A checkpoint to resume from is missing or does not fit.
     #[error("{0}")]
     Resume(String),
@@ -32,7 +35,7 @@ pub enum Error {
 impl Error {
     pub fn cause(&self) -> Cause {
         match self {
-            Error::BadRecord(_) | Error::NothingToLearn(_) => Cause::BadData,
+            Error::BadRecord(_) | Error::NothingToLearn(_) | Error::Diverged(_) => Cause::BadData,
             Error::Table(e) => e.cause(),
             Error::Model(e) => e.cause(),
             Error::Config(_) => Cause::Usage,

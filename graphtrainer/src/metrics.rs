@@ -1,6 +1,9 @@
 //! What a training run reports per epoch: `metrics.jsonl` holds what was learned (the same
 //! bytes for the same inputs and seeds), `timings.jsonl` how long it took; both number epochs
-//! from 1, as the log does.
+//! from 1, as the log does. While a run trains they are `metrics-<run>.jsonl` and
+//! `timings-<run>.jsonl` in the output, rewritten every epoch; the commit writes them under
+//! their own names beside the model, so a run that does not finish never changes a committed
+//! model's files.
 
 use std::sync::Arc;
 
@@ -47,6 +50,7 @@ pub fn metric_name(multi_label: bool) -> &'static str {
 pub struct MetricsLog {
     io: Arc<Io>,
     dir: Place,
+    run: String,
     epochs: usize,
     /// The text of each file so far.
     metrics: String,
@@ -54,15 +58,15 @@ pub struct MetricsLog {
 }
 
 impl MetricsLog {
-    /// Starts the log in `dir`: a resumed run continues the files there, a fresh one starts
-    /// them anew.
-    pub fn open(io: Arc<Io>, dir: &Place, epochs: usize, resume: bool) -> Result<Self, Error> {
-        let earlier = |name: &str| -> Result<String, Error> {
-            let bytes = if resume { io.block_on(dir.child(name).get())? } else { None };
-            Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default())
-        };
-        let (metrics, timings) = (earlier(METRICS)?, earlier(TIMINGS)?);
-        Ok(MetricsLog { io, dir: dir.clone(), epochs, metrics, timings })
+    /// Starts run `run`'s log in `dir`, after the lines of the run it resumes (`earlier`).
+    pub fn open(io: Arc<Io>, dir: &Place, run: &str, epochs: usize, earlier: Option<(String, String)>) -> Self {
+        let (metrics, timings) = earlier.unwrap_or_default();
+        MetricsLog { io, dir: dir.clone(), run: run.to_owned(), epochs, metrics, timings }
+    }
+
+    /// The text of `metrics.jsonl` and `timings.jsonl` so far.
+    pub fn texts(&self) -> (String, String) {
+        (self.metrics.clone(), self.timings.clone())
     }
 
     pub fn write(&mut self, m: &EpochMetrics, t: &EpochTiming) -> Result<(), Error> {
@@ -82,8 +86,8 @@ impl MetricsLog {
         append(&mut self.metrics, m)?;
         append(&mut self.timings, t)?;
         self.io.block_on(async {
-            self.dir.child(METRICS).put(self.metrics.clone().into_bytes()).await?;
-            self.dir.child(TIMINGS).put(self.timings.clone().into_bytes()).await
+            self.dir.child(&format!("metrics-{}.jsonl", self.run)).put(self.metrics.clone().into_bytes()).await?;
+            self.dir.child(&format!("timings-{}.jsonl", self.run)).put(self.timings.clone().into_bytes()).await
         })?;
         Ok(())
     }

@@ -75,7 +75,10 @@ impl Plan {
 
     /// Steps per epoch: every worker takes part in every step, so the longest share decides.
     pub fn steps(&self, batch_size: usize) -> usize {
-        (0..self.shares.len()).map(|w| self.share_totals(w).train.div_ceil(batch_size as u64) as usize).max().unwrap_or(0)
+        (0..self.shares.len())
+            .map(|w| self.share_totals(w).train.div_ceil(batch_size as u64) as usize)
+            .max()
+            .unwrap_or(0)
     }
 }
 

@@ -25,8 +25,8 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
 use crate::optim::ShardOptimizer;
-pub use schemas::job::PsMode;
 use schemas::Split;
+pub use schemas::job::PsMode;
 
 /// Score counts of one split: `hits / out_of` is the accuracy, or the micro-F1 for multi-label
 /// targets (see `gnn::model::score`). Additive across batches and workers.

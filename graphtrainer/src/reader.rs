@@ -128,11 +128,17 @@ impl RecordSet {
         failure.map_or(Ok(counts), |e| Err(e.into()))
     }
 
-    fn tally(&self, counts: &mut Counts, tag: &Tag, classes: Option<usize>, file: &str, row: u64) -> Result<(), BadInput> {
+    fn tally(
+        &self,
+        counts: &mut Counts,
+        tag: &Tag,
+        classes: Option<usize>,
+        file: &str,
+        row: u64,
+    ) -> Result<(), BadInput> {
         let Some(label) = &tag.label else { return Ok(()) };
-        check_label(tag.root, label, self.meta.label, classes).map_err(|problem| {
-            BadInput::new(Location::file(file).row(row).column(record::LABEL), problem)
-        })?;
+        check_label(tag.root, label, self.meta.label, classes)
+            .map_err(|problem| BadInput::new(Location::file(file).row(row).column(record::LABEL), problem))?;
         match tag.split {
             Some(Split::Train) => counts.train += 1,
             Some(Split::Valid) => counts.valid += 1,
@@ -153,15 +159,19 @@ impl RecordSet {
         let mut out = Vec::new();
         let mut failure = None;
         file.read_row_group(&self.io, unit.row_group, |batch, first_row| {
-            let result = record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
-                for (row, r) in records {
-                    if r.label.is_some() {
-                        self.check_features(&r, &name, row)?;
-                        out.push(r);
+            let result =
+                record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
+                    for (row, r) in records {
+                        if r.label.is_some() {
+                            self.check_features(&r, &name, row)?;
+                            r.check_layers(self.meta.hops).map_err(|(column, problem)| {
+                                BadInput::new(Location::file(&name).row(row).column(column), problem)
+                            })?;
+                            out.push(r);
+                        }
                     }
-                }
-                Ok(())
-            });
+                    Ok(())
+                });
             if let Err(e) = result {
                 failure.get_or_insert(e);
             }
@@ -175,7 +185,15 @@ impl RecordSet {
             return Ok(());
         }
         let at = Location::file(file).row(row).column(record::NODE_FEATURES);
-        Err(BadInput::new(at, format!("root {}: {} features per node, but the set's metadata says {}", r.root, r.dim(), self.meta.feature_dim)))
+        Err(BadInput::new(
+            at,
+            format!(
+                "root {}: {} features per node, but the set's metadata says {}",
+                r.root,
+                r.dim(),
+                self.meta.feature_dim
+            ),
+        ))
     }
 }
 
@@ -188,7 +206,11 @@ fn check_label(root: i64, label: &Label, kind: LabelKind, classes: Option<usize>
             _ => Ok(()),
         },
         (Label::Targets(t), LabelKind::Targets(n)) if t.len() == n => Ok(()),
-        (label, kind) => Err(format!("root {root}: a label of {} where the set's metadata says {}", label_text(label), kind.to_text())),
+        (label, kind) => Err(format!(
+            "root {root}: a label of {} where the set's metadata says {}",
+            label_text(label),
+            kind.to_text()
+        )),
     }
 }
 

@@ -128,7 +128,17 @@ impl RecordStream {
 
     fn new(source: Arc<Source>, pass: Pass, mut visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
         visit.reverse();
-        RecordStream { source, pass, units: visit, current: None, buffer: Vec::new(), buffer_bytes: 0, capacity, pick, failed: false }
+        RecordStream {
+            source,
+            pass,
+            units: visit,
+            current: None,
+            buffer: Vec::new(),
+            buffer_bytes: 0,
+            capacity,
+            pick,
+            failed: false,
+        }
     }
 
     /// The next record from the units, or `None` after the last.

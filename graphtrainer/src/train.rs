@@ -19,12 +19,14 @@ use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
 use tables::Place;
+use tables::commit::{Stage, new_run_id};
+use tables::lease::Lease;
 use timely::worker::Worker;
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::Error;
 use crate::loader::Batches;
-use crate::metrics::{EpochMetrics, EpochTiming, MetricsLog, metric_name};
+use crate::metrics::{EpochMetrics, EpochTiming, METRICS, MetricsLog, TIMINGS, metric_name};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::plan::Plan;
 use crate::ps::{Score, Server, ShardState, Stats, shard_range};
@@ -76,12 +78,9 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
 /// The output is a directory apart from the records, and holds no committed model unless the
 /// job replaces it (`overwrite`) or continues it (`resume`).
 fn check_output(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
-    let output = Place::parse(&config.output)?;
-    if output.local_dir().is_some_and(|d| d.is_file()) {
-        return Err(Error::Output(format!("{}: the training output is a file, not a directory", output.shown())));
-    }
+    let output = Place::parse_output(&config.output)?;
     let replace = config.overwrite || config.resume;
-    Ok(set.io.block_on(tables::commit::check_output(&output, &[&set.place], replace))?)
+    Ok(set.io.block_on(tables::commit::check_output(&output, &[&set.place], replace, &gnn::io::LAYOUT))?)
 }
 
 /// A worker's share of the process's `cache_mb`.
@@ -228,6 +227,8 @@ struct Start {
     shard: ShardState,
     epoch: usize,
     tracker: Tracker,
+    /// The metrics and timings lines of the run resumed.
+    earlier: Option<(String, String)>,
 }
 
 impl Start {
@@ -238,7 +239,8 @@ impl Start {
             if index == 0 {
                 tracing::info!("train: resuming after epoch {} from {}", c.epoch, checkpoint::dir(output).shown());
             }
-            return Ok(Start { params: c.params, shard: c.shard, epoch: c.epoch, tracker: c.tracker });
+            let earlier = Some((c.metrics, c.timings));
+            return Ok(Start { params: c.params, shard: c.shard, epoch: c.epoch, tracker: c.tracker, earlier });
         }
         let params = params::flatten(&setup.template);
         let range = shard_range(params.len(), peers, index);
@@ -247,28 +249,37 @@ impl Start {
             values: params[range.clone()].to_vec(),
             optimizer: ShardOptimizer::new(config, range.len()),
         };
-        Ok(Start { params, shard, epoch: 0, tracker: Tracker::default() })
+        Ok(Start { params, shard, epoch: 0, tracker: Tracker::default(), earlier: None })
     }
 }
 
 /// One worker's whole training run. `fixed` (a batch per (epoch, step), and the steps per
 /// epoch) replaces the worker's own batches: tests use it to feed one worker the combined
 /// batches of several.
-pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Source>, fixed: Option<FixedBatches>) -> Result<TrainSummary, Error> {
+pub fn train_worker(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    source: &Arc<Source>,
+    fixed: Option<FixedBatches>,
+) -> Result<TrainSummary, Error> {
     let started = Instant::now();
     let index = worker.index();
     let setup = Setup::new(worker, config, source.clone())?;
     let set = source.set();
     let io = set.io.clone();
-    let output = Place::parse(&config.output)?;
-    if index == 0 && !config.resume {
-        // A fresh run must not resume from an old run's checkpoints later.
-        io.block_on(checkpoint::dir(&output).delete_all())?;
-    }
-    let mut log = if index == 0 { Some(MetricsLog::open(io.clone(), &output, config.epochs, config.resume)?) } else { None };
-    let Start { mut params, shard, epoch: first_epoch, mut tracker } = Start::new(worker, config, &setup, &output)?;
+    let output = Place::parse_output(&config.output)?;
+    // Worker 0 holds the run's lease on the output (see `tables::commit`) and commits.
+    let lease =
+        if index == 0 { Some(io.block_on(Lease::take(&output, &new_run_id(), Stage::Train.name()))) } else { None };
+    let lease = cluster::agree::<_, Error, tables::error::Report>(worker, lease.transpose().map_err(Error::from))?;
+    let run = cluster::broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
+        .ok_or_else(|| Error::Internal("no run id".into()))?;
+    let Start { mut params, shard, epoch: first_epoch, mut tracker, earlier } =
+        Start::new(worker, config, &setup, &output)?;
+    let mut log = (index == 0).then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, earlier));
     let steps = fixed.map_or(setup.plan.steps(config.batch_size), |(_, steps)| steps);
-    let mut server = Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
+    let mut server =
+        Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
     let mut waited = Duration::ZERO;
 
     for epoch in first_epoch..config.epochs {
@@ -285,27 +296,62 @@ pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Sour
             valid_accuracy: evaluated[Split::Valid].ratio(),
             test_accuracy: evaluated[Split::Test].ratio(),
         };
+        // A loss or a parameter that is not finite ends the run on every worker, with no model.
+        let finite = metrics.train_loss.is_finite() && params.iter().all(|p| p.is_finite());
+        let diverged = if finite {
+            Ok(())
+        } else {
+            Err(Error::Diverged(format!(
+                "epoch {}: the training loss is {} or a parameter is not finite; lower lr, or check the features \
+                 (no model is written)",
+                epoch + 1,
+                metrics.train_loss
+            )))
+        };
+        cluster::agree::<_, Error, tables::error::Report>(worker, diverged)?;
         tracker.observe(&metrics, &params);
         if let Some(log) = &mut log {
             let seconds = clock.elapsed().as_secs_f64();
             let rate = (done.seen * worker.peers()) as f64 / seconds.max(1e-9);
-            log.write(&metrics, &EpochTiming { epoch: epoch + 1, seconds, records_per_second: rate, wait_seconds: done.waited.as_secs_f64() })?;
+            log.write(
+                &metrics,
+                &EpochTiming {
+                    epoch: epoch + 1,
+                    seconds,
+                    records_per_second: rate,
+                    wait_seconds: done.waited.as_secs_f64(),
+                },
+            )?;
         }
         if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
             let shard = server.shard_state().ok_or_else(|| Error::Internal("server shard missing".into()))?;
-            let checkpoint = Checkpoint { epoch: epoch + 1, workers: worker.peers(), params: params.clone(), shard, tracker: tracker.clone() };
-            checkpoint.save(&io, &output, index)?;
+            let (metrics, timings) = log.as_ref().map(MetricsLog::texts).unwrap_or_default();
+            let checkpoint = Checkpoint {
+                epoch: epoch + 1,
+                workers: worker.peers(),
+                params: params.clone(),
+                shard,
+                tracker: tracker.clone(),
+                metrics,
+                timings,
+            };
+            checkpoint.save(&io, &output, &run, index)?;
         }
         if tracker.should_stop(config.patience) {
             if index == 0 {
-                tracing::info!("train: early stop after epoch {} ({} epochs without a better validation score)", epoch + 1, config.patience);
+                tracing::info!(
+                    "train: early stop after epoch {} ({} epochs without a better validation score)",
+                    epoch + 1,
+                    config.patience
+                );
             }
             break;
         }
     }
-    let params = if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
-    if index == 0 {
-        save_model(config, &output, &setup.spec, set, &params, &setup.base)?;
+    let params =
+        if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
+    if let (Some(lease), Some(log)) = (lease, &log) {
+        save_model(config, &output, lease, log, &setup.spec, set, &params, &setup.base)?;
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
@@ -343,7 +389,8 @@ fn train_epoch(
 ) -> Result<EpochDone, Error> {
     let order = Order { seed: config.seed, epoch, worker: worker.index() };
     let records = RecordStream::train(setup.source.clone(), &setup.units, order, config.shuffle_mb << 20);
-    let mut batches = fixed.is_none().then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
+    let mut batches =
+        fixed.is_none().then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
     let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO };
     for step in 0..steps {
         let next = match (&mut batches, fixed) {
@@ -360,7 +407,12 @@ fn train_epoch(
                 }
                 done.waited += waited;
                 done.seen += batch.roots.len();
-                let dropout = Dropout { seed: config.seed, step: server.steps_done(), rate: config.dropout, attention_rate: config.attention_dropout };
+                let dropout = Dropout {
+                    seed: config.seed,
+                    step: server.steps_done(),
+                    rate: config.dropout,
+                    attention_rate: config.attention_dropout,
+                };
                 gradient(setup, params, &batch, dropout)
             }
         };
@@ -449,7 +501,11 @@ fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -
         }
     }
     if matches!(*cache, EvalCache::Unknown) {
-        tracing::info!("train: worker {index} keeps its {} evaluation batches between epochs ({} MB)", kept.len(), bytes >> 20);
+        tracing::info!(
+            "train: worker {index} keeps its {} evaluation batches between epochs ({} MB)",
+            kept.len(),
+            bytes >> 20
+        );
         *cache = EvalCache::Kept(kept);
         setup.source.release(Pass::Evaluate);
     }
@@ -461,16 +517,30 @@ fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -
 fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors, total: &mut Stats) {
     let logits = model.forward(&setup.spec, batch, tensors, None);
     for split in [Split::Valid, Split::Test] {
-        let labels: Vec<Option<Label>> =
-            batch.labels.iter().zip(&batch.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect();
+        let labels: Vec<Option<Label>> = batch
+            .labels
+            .iter()
+            .zip(&batch.splits)
+            .map(|(l, s)| if *s == Some(split) { l.clone() } else { None })
+            .collect();
         let (hits, out_of) = score(logits.clone(), &labels);
         total[split].add(Score { hits, out_of });
     }
 }
 
-/// The model files (see `gnn::io`), with the flatten settings of the records, committed under a
-/// manifest with the job's settings.
-fn save_model(config: &TrainConfig, output: &Place, spec: &ModelSpec, set: &RecordSet, params: &[f32], device: &Device) -> Result<(), Error> {
+/// The model files (see `gnn::io`), with the flatten settings of the records, and the metrics,
+/// committed under a manifest with the job's settings.
+#[allow(clippy::too_many_arguments)]
+fn save_model(
+    config: &TrainConfig,
+    output: &Place,
+    lease: Lease,
+    log: &MetricsLog,
+    spec: &ModelSpec,
+    set: &RecordSet,
+    params: &[f32],
+    device: &Device,
+) -> Result<(), Error> {
     let meta = ModelMeta {
         format: 1,
         spec: spec.clone(),
@@ -481,6 +551,8 @@ fn save_model(config: &TrainConfig, output: &Place, spec: &ModelSpec, set: &Reco
         parameters: params.len(),
     };
     let settings = serde_json::to_value(config).map_err(|e| Error::Internal(e.to_string()))?;
-    let run = tables::commit::new_run_id();
-    Ok(gnn::io::save(&set.io, output, &run, &meta, params, settings, device)?)
+    let (metrics, timings) = log.texts();
+    let files = vec![(METRICS, metrics.into_bytes()), (TIMINGS, timings.into_bytes())];
+    let saved = gnn::io::Saved { meta: &meta, params, settings, files };
+    Ok(gnn::io::save(&set.io, output, lease, saved, device)?)
 }

@@ -6,18 +6,18 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use schemas::edges::EdgeBatch;
-use schemas::nodes::{FEATURES, LABEL, Labels, NODE_ID, NodeBatch, check_features};
+use schemas::nodes::{FEATURES, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
 use schemas::{BadInput, Label, LabelKind, Location, Split};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
 use crate::agree;
-use cluster::hash::{IdMap, IdSet};
-use cluster::all_gather;
-use cluster::shuffle;
 use crate::graph::NodeStore;
+use cluster::all_gather;
+use cluster::hash::{IdMap, IdSet};
 use cluster::owner_key;
+use cluster::shuffle;
 use tables::{Io, ParquetFile, Place, open_table, units};
 
 /// A row's place: file number (in the table's file order) and 0-based row in that file.
@@ -41,6 +41,7 @@ fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
 /// feature lengths differ, a duplicate id or an empty table.
 pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeStore, Error> {
     let files = agree(worker, open_table(io, table))?;
+    agree(worker, same_optional_columns(&files))?;
     let (index, peers) = (worker.index(), worker.peers());
 
     // The table's feature length is its first row's, and the targets' length (multi-label) its
@@ -143,7 +144,11 @@ fn first_unknown(edges: &[Edge], read_units: &[ReadUnit], unknown: &IdSet<i64>) 
     for (u, unit) in read_units.iter().enumerate() {
         let end = read_units.get(u + 1).map_or(edges.len(), |next| next.start);
         for (i, e) in edges[unit.start..end].iter().enumerate() {
-            let named = if unknown.contains(&e.dst) { Some((e.dst, "dst")) } else { unknown.contains(&e.src).then_some((e.src, "src")) };
+            let named = if unknown.contains(&e.dst) {
+                Some((e.dst, "dst"))
+            } else {
+                unknown.contains(&e.src).then_some((e.src, "src"))
+            };
             if let Some((node, column)) = named {
                 let at = (unit.file, unit.first_row + i as u64);
                 if found.is_none_or(|f| at < f.0) {
@@ -156,6 +161,27 @@ fn first_unknown(edges: &[Edge], read_units: &[ReadUnit], unknown: &IdSet<i64>) 
     found
 }
 
+/// Every part of a node table has the optional columns (`label`, `split`) of its first part, so
+/// that no part's labels are silently taken as missing.
+fn same_optional_columns(files: &[ParquetFile]) -> Result<(), Error> {
+    let has = |file: &ParquetFile, column: &str| file.arrow.schema().column_with_name(column).is_some();
+    let Some(first) = files.first() else { return Ok(()) };
+    for file in &files[1..] {
+        for column in [LABEL, SPLIT] {
+            if has(file, column) != has(first, column) {
+                let (with, without) = if has(first, column) { (first, file) } else { (file, first) };
+                let at = Location::file(without.name()).column(column);
+                let problem = format!(
+                    "this part has no {column:?} column, but {} has one: every part of a table needs the same columns",
+                    with.name()
+                );
+                return Err(BadInput::new(at, problem).into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The feature length of the table's first row, and its label kind: class ids, or targets of
 /// the length of the first labeled row (every worker reads the same rows).
 fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Error> {
@@ -166,7 +192,16 @@ fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Err
             file.read_row_group(io, rg, |batch, first_row| {
                 let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
                 if dim.is_none() && !nodes.is_empty() {
-                    dim = Some(check_features(&nodes.features, 0, &name, first_row)?.len());
+                    let first = check_features(&nodes.features, 0, &name, first_row)?.len();
+                    if first == 0 {
+                        let at = Location::file(name.as_str()).row(first_row).column(FEATURES);
+                        return Err(BadInput::new(
+                            at,
+                            "an empty feature vector: every node needs at least one feature",
+                        )
+                        .into());
+                    }
+                    dim = Some(first);
                 }
                 match &nodes.labels {
                     Some(Labels::Targets(_)) => {
@@ -282,6 +317,7 @@ pub fn load_edges(
     require_positive_weight: bool,
 ) -> Result<ReadEdges, Error> {
     let files = agree(worker, open_table(io, table))?;
+    agree(worker, same_optional_columns(&files))?;
     let (index, peers) = (worker.index(), worker.peers());
 
     let mut edges = Vec::new();
@@ -363,9 +399,14 @@ pub fn load_edges(
     let slots = Rc::new(RefCell::new(vec![u32::MAX; ends.len()]));
     let sink = slots.clone();
     let answers = answers.take();
-    shuffle(worker, |a: &Resolved| u64::from(a.reader), move |a: Resolved| sink.borrow_mut()[a.end as usize] = a.slot, |send| {
-        send(answers);
-        Ok::<(), Error>(())
-    })?;
+    shuffle(
+        worker,
+        |a: &Resolved| u64::from(a.reader),
+        move |a: Resolved| sink.borrow_mut()[a.end as usize] = a.slot,
+        |send| {
+            send(answers);
+            Ok::<(), Error>(())
+        },
+    )?;
     Ok(ReadEdges { edges, ends, slots: slots.take() })
 }

@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
-use cluster::{all_gather, shuffle};
 use crate::graph::{InEdge, NodeStore};
 use crate::load::ReadEdges;
 use crate::runs::{OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
 use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
+use cluster::{all_gather, shuffle};
 
 /// How sampling runs.
 #[derive(Debug, Clone, Copy)]
@@ -138,10 +138,16 @@ pub fn sample_in_edges(
                 let mut bundles: Vec<Bundle> = (0..peers as u32).map(|to| Bundle { to, edges: Vec::new() }).collect();
                 for e in &edges[from..] {
                     let (routed, key) = match hub_salts[e.end as usize] {
-                        0 => (Routed { to: i64::from(slots[e.end as usize]), src: e.src, weight: e.weight, salt: OWNED }, owner_key(e.dst)),
+                        0 => (
+                            Routed { to: i64::from(slots[e.end as usize]), src: e.src, weight: e.weight, salt: OWNED },
+                            owner_key(e.dst),
+                        ),
                         s => {
                             let salt = (hash3(seed, e.src as u64, 1) % u64::from(s)) as u32;
-                            (Routed { to: e.dst, src: e.src, weight: e.weight, salt }, reducer_key(e.dst, u64::from(salt)))
+                            (
+                                Routed { to: e.dst, src: e.src, weight: e.weight, salt },
+                                reducer_key(e.dst, u64::from(salt)),
+                            )
                         }
                     };
                     bundles[(key % peers) as usize].edges.push(routed);

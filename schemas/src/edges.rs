@@ -1,5 +1,5 @@
 //! The edge table: `src: int64`, `dst: int64`, optional `weight: float32` (> 0), optional
-//! `features: list<float32>` (validated for type; not carried into records yet).
+//! `features: list<float32>` (validated for type; not carried into records).
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;

@@ -22,7 +22,7 @@ pub struct JobFile {
 impl JobFile {
     /// Parses and checks a job file's text.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let job: JobFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let job: JobFile = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
         if let Some(flatten) = &job.flatten {
             flatten.check()?;
         }
@@ -35,6 +35,26 @@ impl JobFile {
         // [cluster] is checked by the caller, after the command line's overrides.
         job.storage.check()?;
         Ok(job)
+    }
+}
+
+/// A job file's parse error without quoting the file's text when the line holds a secret (a
+/// key such as `secret_access_key`, or a URI with user information): the message and the line
+/// only. Other errors keep toml's quote of the line, which shows where the mistake is.
+fn parse_error(text: &str, error: &toml::de::Error) -> String {
+    let line_of = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    let secret = error.span().is_some_and(|span| {
+        let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        let end = text[span.end.min(text.len())..].find('\n').map_or(text.len(), |i| span.end.min(text.len()) + i);
+        let line = &text[start..end];
+        let key = line.split('=').next().unwrap_or("").trim();
+        crate::redact::is_secret_key(key) || crate::redact::redact(line) != line
+    });
+    match (secret, error.span()) {
+        (true, Some(span)) => {
+            format!("line {}: {} (the line is not shown: it holds a secret)", line_of(span.start), error.message())
+        }
+        _ => crate::redact::redact(&error.to_string()),
     }
 }
 
@@ -135,7 +155,13 @@ fn one() -> usize {
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        ClusterConfig { workers: 0, processes: 1, process: 0, hosts: Vec::new(), connect_timeout_s: default_connect_timeout() }
+        ClusterConfig {
+            workers: 0,
+            processes: 1,
+            process: 0,
+            hosts: Vec::new(),
+            connect_timeout_s: default_connect_timeout(),
+        }
     }
 }
 
@@ -465,10 +491,14 @@ impl GenerateConfig {
         if self.nodes < 2 || self.avg_degree == 0 || self.feature_dim == 0 || self.classes < 2 {
             return Err("[generate] needs nodes >= 2, avg_degree >= 1, feature_dim >= 1, classes >= 2".into());
         }
-        if !(0.0..=1.0).contains(&self.homophily) || self.skew <= 0.0 || self.skew == 1.0 {
+        if !((0.0..=1.0).contains(&self.homophily) && self.skew.is_finite() && self.skew > 0.0) || self.skew == 1.0 {
             return Err("[generate] homophily must be in [0, 1] and skew positive (and not exactly 1)".into());
         }
-        if self.train_fraction < 0.0 || self.valid_fraction < 0.0 || self.train_fraction + self.valid_fraction > 1.0 {
+        if !(0.0..=1.0).contains(&self.train_fraction)
+            || !(0.0..=1.0).contains(&self.valid_fraction)
+            || self.train_fraction + self.valid_fraction > 1.0
+            || !self.feature_signal.is_finite()
+        {
             return Err("[generate] train_fraction + valid_fraction must be within [0, 1]".into());
         }
         Ok(())
@@ -478,6 +508,19 @@ impl GenerateConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_errors_never_quote_a_secret() {
+        for text in [
+            "[storage]\nsecret_access_key = \"hunter2\"\n",
+            "[storage]\nendpoint = \"http://key:hunter2@host\"\nbogus = 1\n",
+            "[storage]\nendpoint = \"http://key:hunter2@host\" x\n",
+        ] {
+            let error = JobFile::parse(text).unwrap_err();
+            assert!(!error.contains("hunter2"), "{error}");
+            assert!(error.contains("line"), "{error}");
+        }
+    }
 
     #[test]
     fn defaults_fill_a_minimal_job() {
@@ -722,8 +765,14 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.dropout) || !(0.0..1.0).contains(&self.attention_dropout) {
             return Err("[train] dropout rates must be in [0, 1)".into());
         }
-        if self.lr <= 0.0 || self.weight_decay < 0.0 {
-            return Err("[train] lr must be positive and weight_decay not negative".into());
+        if !(self.lr.is_finite() && self.lr > 0.0 && self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err("[train] lr must be a positive number and weight_decay a number not below 0".into());
+        }
+        if !(self.momentum.is_finite() && self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
+            return Err("[train] momentum and lr_gamma must be numbers, lr_gamma positive".into());
+        }
+        if self.classes == Some(0) {
+            return Err("[train] classes must be at least 1 (or left out to count them)".into());
         }
         Ok(())
     }

@@ -13,13 +13,18 @@ pub mod model;
 pub mod nodes;
 pub mod record;
 mod record_batch;
+pub mod redact;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;
-pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, Sampler, Split, StorageConfig, Targets};
+pub use job::{
+    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, Sampler, Split, StorageConfig, Targets,
+};
 pub use label::{Label, LabelKind};
 pub use record::Record;
+pub use redact::redact;
 
-/// The marker file written last into every finished output directory. Readers ignore a
-/// directory without it.
+/// The marker file written last into every finished output directory: the manifest of the
+/// parts a reader takes (see `tables::commit`). A stage reads its input tables whole when they
+/// have none (tables from other tools), and only the listed parts when they have one.
 pub const SUCCESS_MARKER: &str = "_SUCCESS";

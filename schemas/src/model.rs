@@ -45,6 +45,33 @@ pub struct ModelSpec {
     pub seed: u64,
 }
 
+impl ModelSpec {
+    /// An upper bound on the model's parameters from its sizes alone (every kind's layer holds
+    /// at most two weight matrices per head and a few vectors of its output width), `None`
+    /// when it overflows: sizes read from a file are checked against the bytes that hold the
+    /// weights before anything of that size is allocated.
+    pub fn parameter_bound(&self) -> Option<u64> {
+        let mut total = 0u64;
+        for i in 0..self.layers {
+            let last = i + 1 == self.layers;
+            let input = match (i, self.kind) {
+                (0, _) => self.input_dim,
+                (_, ModelKind::Gat) => self.hidden.checked_mul(self.heads)?,
+                _ => self.hidden,
+            } as u64;
+            let output = if last { self.classes } else { self.hidden } as u64;
+            let heads = match self.kind {
+                ModelKind::Gat if last => self.output_heads,
+                ModelKind::Gat => self.heads,
+                _ => 1,
+            } as u64;
+            let per_head = input.checked_mul(output)?.checked_mul(2)?.checked_add(output.checked_mul(4)?)?;
+            total = total.checked_add(per_head.checked_mul(heads)?)?.checked_add(16)?;
+        }
+        Some(total)
+    }
+}
+
 /// `model.json`: the spec plus the flatten settings of the records the model was trained on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelMeta {

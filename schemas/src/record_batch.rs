@@ -58,6 +58,45 @@ impl Record {
         &self.features[i * dim..(i + 1) * dim]
     }
 
+    /// What breaks the layer rule of a `hops`-layer model in this record, by column: a hop
+    /// above `hops`, a layer mask with bits for layers the model does not have, an edge that
+    /// serves layer `l` from a node farther than `hops - l + 1` hops or into one farther than
+    /// `hops - l` (see `schemas::layers`), a feature that is not finite. A record that passes
+    /// builds a batch without an index out of range.
+    pub fn check_layers(&self, hops: usize) -> Result<(), (&'static str, String)> {
+        if let Some(&h) = self.hops.iter().find(|&&h| usize::from(h) > hops) {
+            return Err((NODE_HOPS, format!("root {}: hop {h} in a record set of {hops} hops", self.root)));
+        }
+        let layers = if hops >= 32 { u32::MAX } else { (1u32 << hops) - 1 };
+        for j in 0..self.num_edges() {
+            let mask = self.edge_layers[j];
+            if mask & !layers != 0 {
+                return Err((
+                    EDGE_LAYERS,
+                    format!("root {}: edge {j} has layer mask {mask:#b}, but there are {hops} layers", self.root),
+                ));
+            }
+            let hop = |end: i32| usize::from(self.hops[end as usize]);
+            let (src, dst) = (hop(self.edge_src[j]), hop(self.edge_dst[j]));
+            let last = (1..=hops).filter(|l| mask & (1 << (l - 1)) != 0).max();
+            if let Some(l) = last
+                && (src > hops - l + 1 || dst > hops - l)
+            {
+                return Err((
+                    EDGE_LAYERS,
+                    format!(
+                        "root {}: edge {j} ({src} -> {dst} hops from the root) cannot serve layer {l} of {hops}",
+                        self.root
+                    ),
+                ));
+            }
+        }
+        if let Some(v) = self.features.iter().find(|v| !v.is_finite()) {
+            return Err((NODE_FEATURES, format!("root {}: a feature value of {v}", self.root)));
+        }
+        Ok(())
+    }
+
     /// Roughly the bytes this record takes in memory, for batching writes.
     pub fn size_bytes(&self) -> usize {
         self.node_ids.len() * 17 + self.features.len() * 4 + self.edge_src.len() * 16
@@ -65,7 +104,12 @@ impl Record {
 }
 
 /// A `list<item>` column from per-record slices.
-fn list<T: Copy>(records: &[Record], item: DataType, get: impl Fn(&Record) -> &[T], values: impl FnOnce(Vec<T>) -> ArrayRef) -> Result<ArrayRef, ArrowError> {
+fn list<T: Copy>(
+    records: &[Record],
+    item: DataType,
+    get: impl Fn(&Record) -> &[T],
+    values: impl FnOnce(Vec<T>) -> ArrayRef,
+) -> Result<ArrayRef, ArrowError> {
     let offsets: OffsetBuffer<i32> = OffsetBuffer::from_lengths(records.iter().map(|r| get(r).len()));
     let mut flat: Vec<T> = Vec::with_capacity(offsets.last() as usize);
     for r in records {
@@ -87,7 +131,12 @@ fn label_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowErro
                 }
             }
             let valid = NullBuffer::from_iter(records.iter().map(|r| r.label.is_some()));
-            Arc::new(FixedSizeListArray::try_new(item.clone(), n as i32, Arc::new(Float32Array::from(values)), Some(valid))?)
+            Arc::new(FixedSizeListArray::try_new(
+                item.clone(),
+                n as i32,
+                Arc::new(Float32Array::from(values)),
+                Some(valid),
+            )?)
         }
         _ => Arc::new(Int64Array::from_iter(records.iter().map(|r| r.label.as_ref().and_then(Label::class)))),
     })
@@ -120,11 +169,15 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
                 SPLIT => Arc::new(StringArray::from_iter(records.iter().map(|r| r.split.map(Split::name)))),
                 NODE_IDS => list(records, DataType::Int64, |r| &r.node_ids, |v| Arc::new(Int64Array::from(v)))?,
                 NODE_HOPS => list(records, DataType::UInt8, |r| &r.hops, |v| Arc::new(UInt8Array::from(v)))?,
-                NODE_IN_DEGREES => list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?,
+                NODE_IN_DEGREES => {
+                    list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?
+                }
                 NODE_FEATURES => features_column(records, field)?,
                 EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
                 EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
-                EDGE_WEIGHTS => list(records, DataType::Float32, |r| &r.edge_weights, |v| Arc::new(Float32Array::from(v)))?,
+                EDGE_WEIGHTS => {
+                    list(records, DataType::Float32, |r| &r.edge_weights, |v| Arc::new(Float32Array::from(v)))?
+                }
                 EDGE_LAYERS => list(records, DataType::UInt32, |r| &r.edge_layers, |v| Arc::new(UInt32Array::from(v)))?,
                 other => return Err(ArrowError::SchemaError(format!("no record column is named {other:?}"))),
             })
@@ -163,7 +216,8 @@ struct ListColumn<'a, T: ArrowPrimitiveType> {
 impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
     fn new(batch: &'a RecordBatch, name: &'static str, at: &At) -> Result<Self, BadInput> {
         let array = column(batch, name, at)?;
-        let mistyped = || BadInput::new(at.column(name), format!("expected list<{}>, found {}", T::DATA_TYPE, array.data_type()));
+        let mistyped =
+            || BadInput::new(at.column(name), format!("expected list<{}>, found {}", T::DATA_TYPE, array.data_type()));
         let list = array.as_list_opt::<i32>().ok_or_else(mistyped)?;
         let values: &PrimitiveArray<T> = list.values().as_primitive_opt::<T>().ok_or_else(mistyped)?;
         Ok(ListColumn { name, list, values: values.values() })
@@ -190,7 +244,12 @@ impl<'a> Labels<'a> {
         if let Some(classes) = array.as_primitive_opt::<Int64Type>() {
             return Ok(Labels::Classes(classes));
         }
-        let mistyped = || BadInput::new(at.column(LABEL), format!("expected int64 or fixed_size_list<float32>, found {}", array.data_type()));
+        let mistyped = || {
+            BadInput::new(
+                at.column(LABEL),
+                format!("expected int64 or fixed_size_list<float32>, found {}", array.data_type()),
+            )
+        };
         let targets = array.as_fixed_size_list_opt().ok_or_else(mistyped)?;
         let values = targets.values().as_primitive_opt::<Float32Type>().ok_or_else(mistyped)?;
         Ok(Labels::Targets(targets, values.values()))
@@ -218,7 +277,12 @@ struct Features<'a> {
 impl<'a> Features<'a> {
     fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
         let array = column(batch, NODE_FEATURES, at)?;
-        let mistyped = || BadInput::new(at.column(NODE_FEATURES), format!("expected list<fixed_size_list<float32>>, found {}", array.data_type()));
+        let mistyped = || {
+            BadInput::new(
+                at.column(NODE_FEATURES),
+                format!("expected list<fixed_size_list<float32>>, found {}", array.data_type()),
+            )
+        };
         let list = array.as_list_opt::<i32>().ok_or_else(mistyped)?;
         let nodes = list.values().as_fixed_size_list_opt().ok_or_else(mistyped)?;
         let values = nodes.values().as_primitive_opt::<Float32Type>().ok_or_else(mistyped)?;
@@ -297,12 +361,19 @@ pub fn tags(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Vec<(u64,
     let at = At { file, first_row };
     let (roots, splits, labels) = (roots(batch, &at)?, Splits::new(batch, &at)?, Labels::new(batch, &at)?);
     (0..batch.num_rows())
-        .map(|row| Ok((first_row + row as u64, Tag { root: roots.value(row), split: splits.get(row, &at)?, label: labels.get(row) })))
+        .map(|row| {
+            Ok((
+                first_row + row as u64,
+                Tag { root: roots.value(row), split: splits.get(row, &at)?, label: labels.get(row) },
+            ))
+        })
         .collect()
 }
 
 fn roots<'a>(batch: &'a RecordBatch, at: &At) -> Result<&'a Int64Array, BadInput> {
-    column(batch, ROOT_ID, at)?.as_primitive_opt::<Int64Type>().ok_or_else(|| BadInput::new(at.column(ROOT_ID), "expected int64"))
+    column(batch, ROOT_ID, at)?
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| BadInput::new(at.column(ROOT_ID), "expected int64"))
 }
 
 /// The split column: null, or one of the split names.
@@ -338,7 +409,9 @@ fn check(r: &Record, dim: usize) -> Result<(), (&'static str, String)> {
         return Err((NODE_FEATURES, format!("{} feature vectors for {n} nodes", r.features.len() / dim.max(1))));
     }
     let edges = r.num_edges();
-    for (column, len) in [(EDGE_DST, r.edge_dst.len()), (EDGE_WEIGHTS, r.edge_weights.len()), (EDGE_LAYERS, r.edge_layers.len())] {
+    for (column, len) in
+        [(EDGE_DST, r.edge_dst.len()), (EDGE_WEIGHTS, r.edge_weights.len()), (EDGE_LAYERS, r.edge_layers.len())]
+    {
         if len != edges {
             return Err((column, format!("{len} values for {edges} edges ({EDGE_SRC} has {edges})")));
         }
@@ -392,7 +465,10 @@ mod tests {
     fn columns_are_matched_by_name_not_position() {
         // A writer that puts edge_dst before edge_src: every edge keeps its direction.
         let mut fields = record_fields(2, LabelKind::Class);
-        let (s, d) = (fields.iter().position(|f| f.name() == EDGE_SRC).unwrap(), fields.iter().position(|f| f.name() == EDGE_DST).unwrap());
+        let (s, d) = (
+            fields.iter().position(|f| f.name() == EDGE_SRC).unwrap(),
+            fields.iter().position(|f| f.name() == EDGE_DST).unwrap(),
+        );
         fields.swap(s, d);
         fields.reverse();
         let records = vec![record(1, Some(Label::Class(0)))];

@@ -1,27 +1,67 @@
 //! How a stage's output becomes visible: the commit protocol.
 //!
-//! 1. **Check** ([`check_output`]): the output is neither an input nor inside one, nor contains
-//!    one; an output that already has `_SUCCESS` is kept unless the job sets `overwrite`.
-//!    Nothing is deleted here: yesterday's output stays readable until the new one commits.
-//! 2. **Write**: every worker writes parts named by the run (`part-<run>-<worker>-<n>.parquet`,
-//!    see [`crate::parts`]), so two runs never write the same name and a multipart upload never
-//!    needs to be conditional.
-//! 3. **Commit** ([`commit`]): worker 0 writes `_SUCCESS` last, as a JSON [`Manifest`] of the
-//!    parts with their rows, sizes and CRC-32 checksums, and the job's settings. Without
-//!    `overwrite` it is a create-if-absent put, so of two runs racing for one output exactly one
-//!    commits; the other fails. Then parts the manifest does not list (a failed run's
-//!    leftovers, an older run's parts, staging files) are removed.
+//! 1. **Check** ([`check_output`]): the output is neither an input nor inside one, nor holds
+//!    one, after symlinks ([`Place::overlaps`]). It holds nothing this project did not write
+//!    (see [`crate::names`]) unless the job sets `overwrite`, and then such files are kept and
+//!    never read; an output that already has `_SUCCESS` is kept unless the job sets
+//!    `overwrite`. Nothing is deleted here: yesterday's output stays readable until the new
+//!    one commits.
+//! 2. **Write**: the committing worker takes a [`Lease`] (the run's marker), then every worker
+//!    writes parts named by the run (`part-<run>-<worker>-<n>.parquet`, see [`crate::parts`]),
+//!    so two runs never write the same name and a multipart upload never needs to be
+//!    conditional.
+//! 3. **Commit** ([`commit`]): the committing worker checks that its marker is still in
+//!    place, then writes `_SUCCESS` last, as a JSON [`Manifest`] of the parts with their rows,
+//!    sizes and CRC-32 checksums, and the job's settings. Without `overwrite` it is a
+//!    create-if-absent put, so of two runs racing for one output exactly one commits; the
+//!    other fails. Then it removes the files of runs that have ended ([`cleanup`]).
 //!
-//! Readers ([`crate::store::Place::parquet_files`]) take only the parts a manifest lists, so
-//! a reader never sees a half-written output or a mix of runs.
+//! Readers ([`Place::parquet_files`]) take only the parts a manifest lists, so a reader never
+//! sees a half-written output or a mix of runs.
+//!
+//! Why two runs racing with `overwrite` leave one complete output: a run deletes another run's
+//! files only when that run has ended (its marker is gone, or says it is dead), and, for a run
+//! that ended by committing, only when `_SUCCESS`, read again after that, is still its own. A
+//! run that ended before that read committed before it, so the manifest that is still ours
+//! replaced its manifest: its files are no longer listed by any manifest.
 
-use object_store::{ObjectMeta, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::collections::BTreeMap;
+
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::store::Place;
+use crate::lease::{self, Lease};
+use crate::names::{Layout, Name, marker_name, run_of};
+use crate::place::Place;
+
+pub use crate::names::new_run_id;
 
 pub const MANIFEST_FORMAT: u32 = 1;
+
+/// The stage that committed an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Flatten,
+    Train,
+    Infer,
+    Generate,
+    Import,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Flatten => "flatten",
+            Stage::Train => "train",
+            Stage::Infer => "infer",
+            Stage::Generate => "generate",
+            Stage::Import => "import",
+        }
+    }
+}
 
 /// One part of a committed output.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -47,8 +87,7 @@ pub struct Manifest {
     pub format: u32,
     /// The run that wrote it (see [`new_run_id`]).
     pub run: String,
-    /// The stage: `flatten`, `train`, `infer`, `generate`, `import`.
-    pub stage: String,
+    pub stage: Stage,
     pub rows: u64,
     pub bytes: u64,
     /// In name order.
@@ -58,12 +97,12 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    pub fn new(run: &str, stage: &str, mut parts: Vec<PartEntry>, settings: serde_json::Value) -> Self {
+    pub fn new(run: &str, stage: Stage, mut parts: Vec<PartEntry>, settings: serde_json::Value) -> Self {
         parts.sort();
         Manifest {
             format: MANIFEST_FORMAT,
             run: run.to_owned(),
-            stage: stage.to_owned(),
+            stage,
             rows: parts.iter().map(|p| p.rows).sum(),
             bytes: parts.iter().map(|p| p.bytes).sum(),
             parts,
@@ -72,25 +111,12 @@ impl Manifest {
     }
 }
 
-/// A run id, unique in practice: the start time in milliseconds and a random part, in hex.
-/// Worker 0 makes it and every worker of every process uses that one.
-pub fn new_run_id() -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let noise = std::collections::hash_map::RandomState::new();
-    let random = std::hash::BuildHasher::hash_one(&noise, (std::process::id(), now.as_nanos()));
-    format!("{:011x}{:08x}", now.as_millis(), random as u32)
-}
-
 /// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
-/// marker (Hadoop and Spark write an empty one; earlier versions of this project a few lines of
-/// text). A JSON object that is not a manifest is an error.
+/// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
+/// error.
 pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     let marker = dir.child(schemas::SUCCESS_MARKER);
-    let bytes = match marker.store.get(&marker.path).await {
-        Ok(got) => got.bytes().await.map_err(|source| marker.store_error("cannot read", source))?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(source) => return Err(marker.store_error("cannot read", source)),
-    };
+    let Some(bytes) = marker.get().await? else { return Ok(None) };
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Ok(None);
     }
@@ -99,8 +125,9 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
         .map_err(|e| Error::BadData(format!("{}: not a manifest this version reads: {e}", marker.shown())))
 }
 
-/// Step 1 (see the module doc). `inputs` are the stage's input tables.
-pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool) -> Result<(), Error> {
+/// Step 1 (see the module doc). `inputs` are every input of the job's stage (tables, records,
+/// a model); `layout` names the files the stage's output holds besides run-named ones.
+pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, layout: &Layout) -> Result<(), Error> {
     for input in inputs {
         if output.overlaps(input) {
             return Err(Error::Usage(format!(
@@ -110,7 +137,22 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool) ->
             )));
         }
     }
-    if !overwrite && output.child(schemas::SUCCESS_MARKER).exists().await {
+    if output.local_dir().is_some_and(|d| d.exists() && !d.is_dir()) {
+        return Err(Error::Output(format!("{}: the output is a file, not a directory", output.shown())));
+    }
+    let entries = entries(output).await?;
+    let foreign: Vec<&str> = entries.iter().filter(|e| !e.ours(layout)).map(|e| e.name.as_str()).collect();
+    if !foreign.is_empty() && !overwrite {
+        let shown: Vec<&str> = foreign.iter().take(5).copied().collect();
+        return Err(Error::Output(format!(
+            "{} holds files this project did not write ({}{}); choose a new or empty directory, or set \
+             overwrite = true (they are then kept as they are)",
+            output.shown(),
+            shown.join(", "),
+            if foreign.len() > shown.len() { ", ..." } else { "" }
+        )));
+    }
+    if !overwrite && entries.iter().any(|e| e.name == schemas::SUCCESS_MARKER) {
         return Err(Error::Output(format!(
             "{} already holds a finished output (_SUCCESS); set overwrite = true to replace it",
             output.shown()
@@ -119,8 +161,22 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool) ->
     Ok(())
 }
 
-/// Step 3 (see the module doc): writes the manifest, then removes what it does not list.
-pub async fn commit(output: &Place, manifest: &Manifest, overwrite: bool) -> Result<(), Error> {
+/// Step 3 (see the module doc): writes the manifest of `lease`'s run, then removes the files
+/// of runs that have ended, and the run's marker.
+pub async fn commit(
+    output: &Place,
+    manifest: &Manifest,
+    overwrite: bool,
+    layout: &Layout,
+    lease: Lease,
+) -> Result<(), Error> {
+    if !lease.held().await? {
+        return Err(Error::Retry(format!(
+            "{}: this run's marker ({}) is gone: another run judged it dead and removed its files; run it again",
+            output.shown(),
+            marker_name(lease.run())
+        )));
+    }
     let marker = output.child(schemas::SUCCESS_MARKER);
     let json = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Internal(format!("manifest: {e}")))?;
     let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
@@ -129,45 +185,172 @@ pub async fn commit(output: &Place, manifest: &Manifest, overwrite: bool) -> Res
         Ok(_) => {}
         Err(object_store::Error::AlreadyExists { .. }) => {
             return Err(Error::Output(format!(
-                "{}: another run committed this output first; this run's parts are left for its next run to remove",
+                "{}: another run committed this output first; this run's parts are removed by the next commit",
                 output.shown()
             )));
         }
         Err(source) => return Err(marker.store_error("cannot write", source)),
     }
-    remove_unlisted(output, manifest).await;
+    lease.release().await;
+    cleanup(output, manifest, layout).await;
     Ok(())
 }
 
-/// Removes parts (`part-*`, staging files included) the manifest does not list. A failure here
-/// only leaves files that readers ignore, so it is logged, not fatal.
-async fn remove_unlisted(output: &Place, manifest: &Manifest) {
+/// Removes the run-named files (and markers) of runs that have ended, directly under `output`
+/// and in `layout`'s directories, after `manifest`'s run committed; see the module doc for why
+/// this never removes a file a manifest lists. Files this project did not write, symlinks and
+/// other directories are never touched. A failure here only leaves files that readers ignore,
+/// so it is logged, not fatal.
+pub async fn cleanup(output: &Place, manifest: &Manifest, layout: &Layout) {
+    if let Err(e) = try_cleanup(output, manifest, layout).await {
+        tracing::warn!("{}: cannot remove the files of earlier runs: {e}", output.shown());
+    }
+}
+
+async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Result<(), Error> {
     let listed: std::collections::HashSet<&str> = manifest.parts.iter().map(|p| p.name.as_str()).collect();
-    let stale: Vec<ObjectMeta> = match output.list_files().await {
-        Ok(files) => files
-            .into_iter()
-            .filter(|m| m.location.filename().is_some_and(|n| n.starts_with("part-") && !listed.contains(n)))
-            .collect(),
-        Err(e) => {
-            tracing::warn!("{}: cannot list old parts to remove them: {e}", output.shown());
-            return;
-        }
-    };
-    for file in stale {
-        if let Err(e) = output.store.delete(&file.location).await {
-            tracing::warn!("cannot remove {}: {e}", output.show(&file.location));
+    // Files by run; this run's own files outside the manifest (staging) go at once.
+    let mut by_run: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+    let mut markers = Vec::new();
+    let mut own = Vec::new();
+    let mut scopes = vec![(output.clone(), true)];
+    scopes.extend(layout.dirs.iter().map(|d| (output.child(d), false)));
+    for (dir, top) in scopes {
+        for entry in entries(&dir).await? {
+            if entry.kind != Kind::File {
+                continue;
+            }
+            let run = match layout.classify(&entry.name) {
+                Name::Run(run) if top => run.to_owned(),
+                Name::Marker(run) if top => {
+                    if run != manifest.run {
+                        markers.push(run.to_owned());
+                    }
+                    continue;
+                }
+                _ if !top => match run_of(&entry.name) {
+                    Some(run) => run.to_owned(),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            if run == manifest.run {
+                if top && !listed.contains(entry.name.as_str()) {
+                    own.push(entry);
+                }
+            } else {
+                by_run.entry(run).or_default().push(entry);
+            }
         }
     }
-    // object_store's local store stages uploads as `<name>#<n>` and leaves those names out of
-    // its listings; a killed run's staging files are removed here.
-    if let Some(dir) = output.local_dir()
-        && let Ok(entries) = std::fs::read_dir(&dir)
-    {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("part-") && name.contains('#') && std::fs::remove_file(entry.path()).is_err() {
-                tracing::warn!("cannot remove {}", entry.path().display());
+    for run in markers {
+        by_run.entry(run).or_default();
+    }
+    remove(output, &own).await;
+    let mut ended = Vec::new();
+    for (run, files) in by_run {
+        let place = output.child(&marker_name(&run));
+        match lease::read(&place).await? {
+            Some(marker) if marker.alive() => {}
+            Some(_) => {
+                // A dead run: its marker first, so that the run fails if it ever commits.
+                remove(output, &[Entry::file(&place)]).await;
+                remove(output, &files).await;
             }
+            None => ended.extend(files),
+        }
+    }
+    if !ended.is_empty() && read_manifest(output).await?.is_some_and(|m| m.run == manifest.run) {
+        remove(output, &ended).await;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    /// A symlink, or anything else that is neither.
+    Other,
+}
+
+/// A name directly under a directory.
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    path: Path,
+    /// On the local file system, the file's real path (object_store's paths escape some
+    /// characters of local names).
+    local: Option<std::path::PathBuf>,
+    kind: Kind,
+}
+
+impl Entry {
+    fn file(place: &Place) -> Entry {
+        let name = place.path.filename().unwrap_or_default().to_owned();
+        Entry { name, path: place.path.clone(), local: place.local_dir(), kind: Kind::File }
+    }
+
+    /// Whether this project may have written it: a file with one of its names, or a directory
+    /// of the layout.
+    fn ours(&self, layout: &Layout) -> bool {
+        match (layout.classify(&self.name), self.kind) {
+            (Name::Foreign, _) | (_, Kind::Other) => false,
+            (Name::Fixed, Kind::Dir) => layout.dirs.contains(&self.name.as_str()),
+            (_, Kind::Dir) => false,
+            (_, Kind::File) => true,
+        }
+    }
+}
+
+/// The names directly under `dir`, without following symlinks; none if it does not exist.
+async fn entries(dir: &Place) -> Result<Vec<Entry>, Error> {
+    if let Some(local) = dir.local_dir() {
+        let read = match std::fs::read_dir(&local) {
+            Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(Error::Output(format!("cannot list {}: {e}", dir.shown()))),
+        };
+        let mut out = Vec::new();
+        for entry in read {
+            let entry = entry.map_err(|e| Error::Output(format!("cannot list {}: {e}", dir.shown())))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let kind = match std::fs::symlink_metadata(entry.path()) {
+                Ok(m) if m.is_file() => Kind::File,
+                Ok(m) if m.is_dir() => Kind::Dir,
+                _ => Kind::Other,
+            };
+            out.push(Entry { path: dir.path.clone().join(name.as_str()), name, local: Some(entry.path()), kind });
+        }
+        return Ok(out);
+    }
+    let listed = dir
+        .store
+        .list_with_delimiter(Some(&dir.path))
+        .await
+        .map_err(|source| dir.store_error("cannot list", source))?;
+    let name = |path: &Path| path.filename().unwrap_or_default().to_owned();
+    let files = listed.objects.into_iter().map(|m| Entry {
+        name: name(&m.location),
+        path: m.location,
+        local: None,
+        kind: Kind::File,
+    });
+    let dirs =
+        listed.common_prefixes.into_iter().map(|p| Entry { name: name(&p), path: p, local: None, kind: Kind::Dir });
+    Ok(files.chain(dirs).collect())
+}
+
+async fn remove(output: &Place, files: &[Entry]) {
+    for file in files {
+        let removed = match &file.local {
+            Some(path) => std::fs::remove_file(path).map_err(|e| e.to_string()),
+            None => output.store.delete(&file.path).await.map_err(|e| e.to_string()),
+        };
+        if let Err(e) = removed {
+            tracing::warn!("cannot remove {}: {e}", output.show(&file.path));
         }
     }
 }

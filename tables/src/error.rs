@@ -40,9 +40,11 @@ impl Error {
     pub fn cause(&self) -> Cause {
         match self {
             Error::BadInput(_) | Error::Parquet { .. } | Error::Arrow { .. } | Error::BadData(_) => Cause::BadData,
-            Error::Store { source: object_store::Error::NotFound { .. }, .. } | Error::NoInput(_) => Cause::NoInput,
-            Error::Store { .. } | Error::Retry(_) => Cause::Retry,
-            Error::Write { .. } | Error::Output(_) => Cause::CantCreate,
+            Error::Store { source, .. } => store_cause(source).unwrap_or(Cause::Retry),
+            Error::NoInput(_) => Cause::NoInput,
+            Error::Retry(_) => Cause::Retry,
+            Error::Write { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
+            Error::Output(_) => Cause::CantCreate,
             Error::Usage(_) => Cause::Usage,
             Error::Internal(_) => Cause::Internal,
         }
@@ -58,6 +60,39 @@ impl Error {
         }
         message
     }
+}
+
+/// The cause a store's failure tells, from the first source in `error`'s chain that says: a
+/// missing object or bucket (66), a local disk that is full, read-only or not ours to write
+/// (73), a remote store that failed (75, retry). `None` when nothing in the chain says.
+fn store_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
+    use std::io::ErrorKind;
+    let mut next = Some(error);
+    let mut from_a_store = false;
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(match io.kind() {
+                ErrorKind::NotFound => Cause::NoInput,
+                ErrorKind::PermissionDenied
+                | ErrorKind::ReadOnlyFilesystem
+                | ErrorKind::StorageFull
+                | ErrorKind::QuotaExceeded
+                | ErrorKind::FileTooLarge
+                | ErrorKind::IsADirectory
+                | ErrorKind::NotADirectory => Cause::CantCreate,
+                _ => Cause::Retry,
+            });
+        }
+        if let Some(store) = e.downcast_ref::<object_store::Error>() {
+            // The S3 client reports a missing bucket in the response body.
+            if matches!(store, object_store::Error::NotFound { .. }) || store.to_string().contains("NoSuchBucket") {
+                return Some(Cause::NoInput);
+            }
+            from_a_store = true;
+        }
+        next = e.source();
+    }
+    from_a_store.then_some(Cause::Retry)
 }
 
 /// An error as it crosses between workers (see `cluster::agree`): bad input keeps its location

@@ -1,16 +1,30 @@
 //! Parquet tables through `object_store`, for every stage: a table is a directory of part files
-//! with a `_SUCCESS` marker written last.
+//! with a `_SUCCESS` manifest written last.
 //!
-//! - [`store`]: places (local paths and URIs), listing a table's parts, reading row groups;
+//! - [`place`]: places (local paths and URIs with their exact keys), listing a table's files;
+//! - [`backends`]: the stores behind URIs (S3, HDFS, the local file system) and `[storage]`;
+//! - [`io`]: the async runtime every worker's I/O runs on;
+//! - [`read`]: a table's files, row groups as units of work, bounded decoded batches;
 //! - [`table`]: writing files and whole tables;
 //! - [`parts`]: one worker's share of a stage's output as part files;
-//! - [`commit`]: the commit protocol: run-named parts, a `_SUCCESS` manifest written last.
+//! - [`names`]: the names runs give their files, told apart from files this project did not write;
+//! - [`lease`]: a run's marker, and whether the run that wrote one is alive;
+//! - [`commit`]: the commit protocol: run-named parts, a `_SUCCESS` manifest written last,
+//!   cleanup of ended runs.
 
+pub mod backends;
 pub mod commit;
 pub mod error;
+pub mod io;
+pub mod lease;
+pub mod names;
 pub mod parts;
-pub mod store;
+pub mod place;
+pub mod read;
 pub mod table;
 
+pub use backends::configure;
 pub use error::Error;
-pub use store::{Io, ParquetFile, Place, configure, open_table, units};
+pub use io::Io;
+pub use place::Place;
+pub use read::{ParquetFile, open_table, units};

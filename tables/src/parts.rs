@@ -6,18 +6,19 @@
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use parquet::arrow::async_writer::AsyncFileWriter;
-use arrow_schema::SchemaRef;
 use object_store::buffered::BufWriter;
 use parquet::arrow::AsyncArrowWriter;
+use parquet::arrow::async_writer::AsyncFileWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 
 use crate::commit::PartEntry;
 use crate::error::Error;
-use crate::store::{Io, Place};
+use crate::io::Io;
+use crate::place::Place;
 
 /// The upload of one part, with the CRC-32 of every byte that passes (for the manifest).
 pub(crate) struct Checksummed {
@@ -49,7 +50,8 @@ impl AsyncFileWriter for Checksummed {
 /// A row group closes at about this many bytes in memory.
 const ROW_GROUP_BYTES: usize = 64 << 20;
 
-/// The writer settings of every stage's parts: zstd level 1, no dictionaries and no page
+/// The writer settings of every stage's parts: zstd level 1, no dictionaries (a stage turns them
+/// on where they pay: the record sink, on feature values) and no page
 /// statistics (on feature columns they cost more than half the write time and buy nothing:
 /// zstd does the compressing). Callers add chunk statistics on the columns readers prune by.
 pub fn part_properties() -> WriterPropertiesBuilder {

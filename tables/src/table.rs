@@ -10,26 +10,52 @@ use parquet::arrow::AsyncArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::commit::{Manifest, PartEntry, commit, new_run_id};
+use crate::commit::{Manifest, PartEntry, Stage, check_output, commit, new_run_id};
 use crate::error::Error;
+use crate::io::Io;
+use crate::lease::Lease;
+use crate::names::Layout;
 use crate::parts::Checksummed;
-use crate::store::{Io, Place};
+use crate::place::Place;
 
-/// The parts of one table being written, from any number of threads.
+/// The parts of one table being written, from any number of threads, under a run's lease;
+/// [`TableWriter::commit`] makes them the table.
 pub struct TableWriter<'a> {
     io: &'a Io,
-    dir: &'a Place,
-    run: String,
+    dir: Place,
+    stage: Stage,
+    lease: Lease,
     parts: Mutex<Vec<PartEntry>>,
 }
 
-impl TableWriter<'_> {
+impl<'a> TableWriter<'a> {
+    /// Checks `dir` as an output apart from `inputs` (an earlier table there is replaced;
+    /// files this project did not write are kept) and takes a new run's lease on it.
+    pub fn start(io: &'a Io, dir: &Place, stage: Stage, inputs: &[&Place]) -> Result<Self, Error> {
+        let lease = io.block_on(async {
+            check_output(dir, inputs, true, &Layout::TABLE).await?;
+            Lease::take(dir, &new_run_id(), stage.name()).await
+        })?;
+        Ok(TableWriter { io, dir: dir.clone(), stage, lease, parts: Mutex::new(Vec::new()) })
+    }
+
     /// Writes `batches` as part `i` of the table.
     pub fn write(&self, i: usize, schema: SchemaRef, batches: &[RecordBatch]) -> Result<(), Error> {
-        let name = format!("part-{}-{i:05}.parquet", self.run);
+        let name = format!("part-{}-{i:05}.parquet", self.lease.run());
         let entry = write_file(self.io, &self.dir.child(&name), schema, batches)?;
-        self.parts.lock().map_err(|_| Error::Internal("a part writer panicked".into()))?.push(PartEntry { name, ..entry });
+        self.parts
+            .lock()
+            .map_err(|_| Error::Internal("a part writer panicked".into()))?
+            .push(PartEntry { name, ..entry });
         Ok(())
+    }
+
+    /// Commits the parts with a `_SUCCESS` manifest (replacing any earlier table there; its
+    /// parts are removed after the commit).
+    pub fn commit(self) -> Result<(), Error> {
+        let parts = self.parts.into_inner().map_err(|_| Error::Internal("a part writer panicked".into()))?;
+        let manifest = Manifest::new(self.lease.run(), self.stage, parts, serde_json::Value::Null);
+        self.io.block_on(commit(&self.dir, &manifest, true, &Layout::TABLE, self.lease))
     }
 }
 
@@ -55,21 +81,6 @@ pub fn write_file(io: &Io, place: &Place, schema: SchemaRef, batches: &[RecordBa
         })
     })
     .map_err(|source| Error::Parquet { file, source })
-}
-
-/// Lets `write_parts` write the table's parts, then commits them with a `_SUCCESS` manifest
-/// (replacing any earlier table there; its parts are removed after the commit).
-pub fn write_table(
-    io: &Io,
-    dir: &Place,
-    stage: &str,
-    write_parts: impl FnOnce(&TableWriter) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let writer = TableWriter { io, dir, run: new_run_id(), parts: Mutex::new(Vec::new()) };
-    write_parts(&writer)?;
-    let parts = writer.parts.into_inner().map_err(|_| Error::Internal("a part writer panicked".into()))?;
-    let manifest = Manifest::new(&writer.run, stage, parts, serde_json::Value::Null);
-    io.block_on(commit(dir, &manifest, true))
 }
 
 pub fn schema_ref(schema: arrow_schema::Schema) -> SchemaRef {

@@ -82,7 +82,12 @@ pub type Row = schemas::Record;
 pub fn global_edges(r: &Row) -> Vec<(i64, i64, u32, u32)> {
     let mut e: Vec<_> = (0..r.num_edges())
         .map(|i| {
-            (r.node_ids[r.edge_src[i] as usize], r.node_ids[r.edge_dst[i] as usize], r.edge_weights[i].to_bits(), r.edge_layers[i])
+            (
+                r.node_ids[r.edge_src[i] as usize],
+                r.node_ids[r.edge_dst[i] as usize],
+                r.edge_weights[i].to_bits(),
+                r.edge_layers[i],
+            )
         })
         .collect();
     e.sort();
@@ -114,8 +119,10 @@ pub fn read_batches(dir: &Path) -> Vec<RecordBatch> {
 
 /// Every record of a flatten output, sorted by root id.
 pub fn read_records(dir: &Path) -> Vec<Row> {
-    let mut rows: Vec<Row> =
-        read_batches(dir).iter().flat_map(|b| schemas::record::from_batch(b, &dir.display().to_string(), 0).unwrap()).collect();
+    let mut rows: Vec<Row> = read_batches(dir)
+        .iter()
+        .flat_map(|b| schemas::record::from_batch(b, &dir.display().to_string(), 0).unwrap())
+        .collect();
     rows.sort_by_key(|r| r.root);
     rows
 }
@@ -194,9 +201,8 @@ pub fn sorted_rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
     let mut rows: Vec<String> = batches
         .iter()
         .flat_map(|b| {
-            (0..b.num_rows()).map(move |r| {
-                b.columns().iter().map(|c| format!("{:?}", c.slice(r, 1))).collect::<Vec<_>>().join("|")
-            })
+            (0..b.num_rows())
+                .map(move |r| b.columns().iter().map(|c| format!("{:?}", c.slice(r, 1))).collect::<Vec<_>>().join("|"))
         })
         .collect();
     rows.sort();

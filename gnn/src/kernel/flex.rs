@@ -4,9 +4,9 @@ use burn::backend::TensorMetadata;
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::tensor::{DType, TensorData};
 
+use super::EdgeOps;
 use super::cpu::{self, Layout};
 use super::plan::PlanRef;
-use super::EdgeOps;
 
 /// The tensor's values in row-major order (copied only when it is a strided view).
 fn values(t: &FlexTensor) -> std::borrow::Cow<'_, [f32]> {

@@ -92,7 +92,13 @@ impl EdgePlan {
         assert!(src.iter().all(|&s| (s as usize) < rows_in), "an edge reads past rows_in");
         assert!(dst.iter().all(|&d| (d as usize) < rows_out), "an edge writes past rows_out");
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        EdgePlan { rows_in, rows_out, by_dst: Csr::build(rows_out, dst, src), by_src: Csr::build(rows_in, src, dst), threads }
+        EdgePlan {
+            rows_in,
+            rows_out,
+            by_dst: Csr::build(rows_out, dst, src),
+            by_src: Csr::build(rows_in, src, dst),
+            threads,
+        }
     }
 
     /// The same plan run on `threads` threads (0: one per core). A process running several

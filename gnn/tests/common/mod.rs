@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use burn::prelude::*;
 use gnn::batch::{Batch, BatchSpec};
-use schemas::Record as RecordGraph;
 use gnn::kernel::Aggregation;
 use gnn::model::{BatchTensors, Dropout, Gnn, loss};
 use gnn::params;
 use schemas::Label;
+use schemas::Record as RecordGraph;
 use schemas::model::{Activation, ModelKind, ModelSpec};
 
 /// A random directed graph with a hub (node 0) and an isolated node (the last).
@@ -97,8 +97,23 @@ pub fn step(
     prune: bool,
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
-    let batch_spec = BatchSpec { hops: 2, fanouts: vec![], prune, normalize_features: false, kernel_plans: false, kernel_threads: 0, distinct_inputs: false };
-    step_with(kind, recs, dim, &batch_spec, Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 }, (device, aggregation))
+    let batch_spec = BatchSpec {
+        hops: 2,
+        fanouts: vec![],
+        prune,
+        normalize_features: false,
+        kernel_plans: false,
+        kernel_threads: 0,
+        distinct_inputs: false,
+    };
+    step_with(
+        kind,
+        recs,
+        dim,
+        &batch_spec,
+        Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 },
+        (device, aggregation),
+    )
 }
 
 /// The loss and gradients of one training step on a batch built by `batch_spec`.

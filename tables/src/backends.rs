@@ -1,0 +1,92 @@
+//! The object stores behind URIs: S3 (and S3-compatible servers) through `object_store`'s
+//! `aws` client, HDFS through `hdfs-native-object-store` (the `hdfs` feature), and the local
+//! file system. A store is built from the URI's scheme and authority, then the process's
+//! `[storage]` settings.
+
+use std::sync::{PoisonError, RwLock};
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
+use schemas::StorageConfig;
+
+use crate::error::Error;
+
+/// The process's `[storage]` settings, for every store opened after [`configure`]. One job runs
+/// per process, and its settings hold for all of its stages.
+static STORAGE: RwLock<Option<StorageConfig>> = RwLock::new(None);
+
+/// Sets the `[storage]` settings every `s3://` and `hdfs://` place opened from now on uses.
+pub fn configure(storage: &StorageConfig) {
+    *STORAGE.write().unwrap_or_else(PoisonError::into_inner) = Some(storage.clone());
+}
+
+fn storage_config() -> StorageConfig {
+    STORAGE.read().unwrap_or_else(PoisonError::into_inner).clone().unwrap_or_default()
+}
+
+/// The store serving `scheme://authority` (`uri` names it in errors).
+pub(crate) fn open(uri: &str, scheme: &str, authority: &str) -> Result<Box<dyn ObjectStore>, Error> {
+    let opened = |source| Error::Store { what: format!("cannot open {}", schemas::redact(uri)), source };
+    match scheme {
+        "s3" => Ok(Box::new(s3_builder(&storage_config()).with_bucket_name(authority).build().map_err(opened)?)),
+        "hdfs" | "viewfs" => hdfs_store(uri, scheme, authority),
+        _ => {
+            let url = url::Url::parse(&format!("{scheme}://{authority}/"))
+                .map_err(|e| Error::Usage(format!("{}: not a valid URI: {e}", schemas::redact(uri))))?;
+            Ok(object_store::parse_url(&url).map_err(opened)?.0)
+        }
+    }
+}
+
+/// An S3 client: the standard AWS environment (credentials, region, endpoint, allow_http),
+/// then what `[storage]` sets.
+fn s3_builder(storage: &StorageConfig) -> AmazonS3Builder {
+    let mut builder = AmazonS3Builder::from_env();
+    if let Some(endpoint) = &storage.endpoint {
+        builder = builder.with_endpoint(endpoint);
+    }
+    if let Some(region) = &storage.region {
+        builder = builder.with_region(region);
+    }
+    if let Some(allow) = storage.allow_http {
+        builder = builder.with_allow_http(allow);
+    }
+    let retry = RetryConfig {
+        backoff: BackoffConfig::default(),
+        max_retries: storage.retries,
+        retry_timeout: Duration::from_secs_f64(storage.retry_timeout_s),
+    };
+    // Set key by key: `with_client_options` would drop what the environment set (allow_http).
+    let millis = |seconds: f64| format!("{}ms", (seconds * 1000.0).round() as u64);
+    builder
+        .with_retry(retry)
+        .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), millis(storage.connect_timeout_s))
+        .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), millis(storage.timeout_s))
+}
+
+/// An HDFS client for the namenode (or name service) `authority`: the Hadoop configuration
+/// files hdfs-native reads (`HADOOP_CONF_DIR`), then `[storage]` retries (failover attempts)
+/// and request timeout (socket timeout).
+#[cfg(feature = "hdfs")]
+fn hdfs_store(uri: &str, scheme: &str, authority: &str) -> Result<Box<dyn ObjectStore>, Error> {
+    let storage = storage_config();
+    let settings = [
+        ("dfs.client.failover.max.attempts", storage.retries.to_string()),
+        ("dfs.client.socket-timeout", ((storage.timeout_s * 1000.0).round() as u64).to_string()),
+    ];
+    let store = hdfs_native_object_store::HdfsObjectStoreBuilder::new()
+        .with_url(format!("{scheme}://{authority}"))
+        .with_config(settings)
+        .build()
+        .map_err(|source| Error::Store { what: format!("cannot open {}", schemas::redact(uri)), source })?;
+    Ok(Box::new(store))
+}
+
+#[cfg(not(feature = "hdfs"))]
+fn hdfs_store(uri: &str, _scheme: &str, _authority: &str) -> Result<Box<dyn ObjectStore>, Error> {
+    Err(Error::Usage(format!(
+        "{}: this build cannot read HDFS; build with `cargo build --release --features hdfs`",
+        schemas::redact(uri)
+    )))
+}

@@ -1,0 +1,186 @@
+//! A run's marker, `_run-<run>.json` in its output: who is writing there (host, process), kept
+//! fresh by a heartbeat while the run lasts and removed when it ends. Cleanup (see
+//! [`crate::commit`]) deletes another run's files only when that run has ended: its marker is
+//! gone, or the marker says the run is dead:
+//!
+//! - on the same host (same boot), its process no longer exists (or is another process with
+//!   the same pid: its start time differs): a killed run's files go at the next commit;
+//! - elsewhere, its heartbeat is older than [`STALE_AFTER`].
+//!
+//! A run checks that its marker is still in place just before it commits, so a run that was
+//! judged dead (stopped for longer than [`STALE_AFTER`]) and cleaned up fails instead of
+//! committing a manifest of deleted parts.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use object_store::ObjectStoreExt;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::names::marker_name;
+use crate::place::Place;
+
+/// How often a running job refreshes its marker.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// A marker from another host whose heartbeat is older than this belongs to a dead run.
+pub const STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// The marker's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Marker {
+    pub run: String,
+    pub stage: String,
+    /// The host's name and boot id: a pid means something only on the same boot of a host.
+    pub host: String,
+    pub pid: u32,
+    /// The process's start, in clock ticks after boot (tells a reused pid apart).
+    pub pid_start: Option<u64>,
+    /// Milliseconds since the epoch of the last heartbeat.
+    pub heartbeat_ms: u64,
+}
+
+impl Marker {
+    fn now(run: &str, stage: &str) -> Marker {
+        let pid = std::process::id();
+        Marker {
+            run: run.into(),
+            stage: stage.into(),
+            host: host(),
+            pid,
+            pid_start: process_start(pid),
+            heartbeat_ms: now_ms(),
+        }
+    }
+
+    /// Whether the run that wrote this marker may still be running.
+    pub fn alive(&self) -> bool {
+        if self.host == host() {
+            return process_start(self.pid).is_some_and(|start| Some(start) == self.pid_start);
+        }
+        now_ms().saturating_sub(self.heartbeat_ms) < STALE_AFTER.as_millis() as u64
+    }
+}
+
+/// A run's hold on its output: the marker, refreshed every [`HEARTBEAT`] until released.
+pub struct Lease {
+    place: Place,
+    run: String,
+    heartbeat: tokio::task::JoinHandle<()>,
+    runtime: tokio::runtime::Handle,
+    released: bool,
+}
+
+impl Lease {
+    /// Writes run `run`'s marker into `output` and starts its heartbeat. Called inside the I/O
+    /// runtime.
+    pub async fn take(output: &Place, run: &str, stage: &str) -> Result<Lease, Error> {
+        let place = output.child(&marker_name(run));
+        let marker = Marker::now(run, stage);
+        place.put(to_json(&marker)?).await?;
+        let (beat, mut fresh) = (place.clone(), marker);
+        let heartbeat = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT).await;
+                fresh.heartbeat_ms = now_ms();
+                if let Ok(json) = to_json(&fresh)
+                    && let Err(e) = beat.put(json).await
+                {
+                    tracing::warn!("{}: cannot refresh this run's marker: {e}", beat.shown());
+                }
+            }
+        });
+        Ok(Lease { place, run: run.into(), heartbeat, runtime: tokio::runtime::Handle::current(), released: false })
+    }
+
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+
+    /// Stops the heartbeat and removes the marker: the run has ended.
+    pub async fn release(mut self) {
+        self.heartbeat.abort();
+        self.released = true;
+        if let Err(e) = self.place.store.delete(&self.place.path).await {
+            tracing::debug!("{}: cannot remove this run's marker: {e}", self.place.shown());
+        }
+    }
+
+    /// Whether this run's marker is still in place (no other run judged it dead).
+    pub async fn held(&self) -> Result<bool, Error> {
+        Ok(match self.place.get().await? {
+            Some(bytes) => serde_json::from_slice::<Marker>(&bytes).is_ok_and(|m| m.run == self.run),
+            None => false,
+        })
+    }
+}
+
+impl Drop for Lease {
+    /// Stops the heartbeat and removes the marker (best effort: a marker left behind is judged
+    /// by [`Marker::alive`]).
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        if self.released {
+            return;
+        }
+        let (store, path) = (self.place.store.clone(), self.place.path.clone());
+        let remove = async move { store.delete(&path).await };
+        let removed = if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside the runtime: blocking here would stall it.
+            drop(self.runtime.spawn(remove));
+            Ok(())
+        } else {
+            self.runtime.block_on(remove)
+        };
+        if let Err(e) = removed {
+            tracing::debug!("{}: cannot remove this run's marker: {e}", self.place.shown());
+        }
+    }
+}
+
+/// The marker at `place`; `None` when it is gone or unreadable (a run that ended).
+pub async fn read(place: &Place) -> Result<Option<Marker>, Error> {
+    Ok(place.get().await?.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+}
+
+fn to_json(marker: &Marker) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(marker).map_err(|e| Error::Internal(format!("run marker: {e}")))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// This host's name and boot id.
+fn host() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_owned()).unwrap_or_default();
+    format!("{}/{}", read("/proc/sys/kernel/hostname"), read("/proc/sys/kernel/random/boot_id"))
+}
+
+/// When process `pid` started (clock ticks after boot); `None` if there is no such process.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses): the start time
+    // is field 22, the 20th after the name.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_is_alive_while_its_process_runs() {
+        let mine = Marker::now("r", "flatten");
+        assert!(mine.alive());
+        let reused = Marker { pid_start: mine.pid_start.map(|s| s + 1), ..mine.clone() };
+        assert!(!reused.alive());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!Marker { pid, pid_start: Some(1), ..mine.clone() }.alive());
+        let elsewhere = Marker { host: "other/boot".into(), ..mine.clone() };
+        assert!(elsewhere.alive());
+        let stale = Marker { heartbeat_ms: now_ms() - STALE_AFTER.as_millis() as u64 - 1, ..elsewhere };
+        assert!(!stale.alive());
+    }
+}
