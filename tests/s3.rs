@@ -141,6 +141,27 @@ impl Moto {
     }
 }
 
+/// `s3://graphs/g/{nodes,edges}`: the graph `generate(dir, 3000, 6, 8, 2)` writes on disk.
+fn generate_on_s3(s3: &Moto, dir: &Path) {
+    let out = s3.graphflat(
+        &[
+            "generate",
+            "--out",
+            "s3://graphs/g",
+            "--nodes",
+            "3000",
+            "--avg-degree",
+            "6",
+            "--feature-dim",
+            "8",
+            "--seed",
+            "2",
+        ],
+        dir,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 fn stages(nodes: &str, edges: &str, flat: &str, model: &str, scores: &str) -> String {
     format!(
         "[cluster]\nworkers = 2\n[flatten]\nnodes = {nodes:?}\nedges = {edges:?}\noutput = {flat:?}\nfanouts = [5, 3]\n\
@@ -157,23 +178,7 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     let local = dir.join("local");
     generate(&local, 3000, 6, 8, 2);
     // The same tables on S3: generated with the same settings straight into the bucket.
-    let out = s3.graphflat(
-        &[
-            "generate",
-            "--out",
-            "s3://graphs/g",
-            "--nodes",
-            "3000",
-            "--avg-degree",
-            "6",
-            "--feature-dim",
-            "8",
-            "--seed",
-            "2",
-        ],
-        &dir,
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    generate_on_s3(&s3, &dir);
 
     let on_disk = stages(
         &local.join("nodes").display().to_string(),
@@ -299,23 +304,7 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
     let Some(s3) = moto() else { return };
     s3.bucket("graphs");
     let dir = scratch("s3-data-loss");
-    let generated = s3.graphflat(
-        &[
-            "generate",
-            "--out",
-            "s3://graphs/g",
-            "--nodes",
-            "3000",
-            "--avg-degree",
-            "6",
-            "--feature-dim",
-            "8",
-            "--seed",
-            "2",
-        ],
-        &dir,
-    );
-    assert!(generated.status.success(), "{}", text(&generated));
+    generate_on_s3(&s3, &dir);
     // An output key with characters URL parsing treats specially, holding someone else's object.
     let key = "odd?x#y%41 z";
     s3.put("graphs", &format!("{key}/theirs/part-0.parquet"), b"not ours");
