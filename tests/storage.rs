@@ -378,8 +378,8 @@ fn a_run_never_deletes_what_it_did_not_write() {
     assert_eq!(names(&out), before, "a refused run changed the output");
 
     // With overwrite the run commits beside them and keeps every one, twice over.
-    let first = flatten_ok_listed(&dir, &data, "overwrite = true");
-    assert!(flatten_ok_listed(&dir, &data, "overwrite = true") == first);
+    let first = flatten_listed(&dir, &data, "flat", "overwrite = true");
+    assert!(flatten_listed(&dir, &data, "flat", "overwrite = true") == first);
     let after = names(&out);
     for name in &before {
         assert!(after.contains(name), "{name} was removed: {after:?}");
@@ -390,10 +390,10 @@ fn a_run_never_deletes_what_it_did_not_write() {
     assert_eq!(after.len(), before.len() + listed + 1, "leftovers of the first run remain: {after:?}");
 }
 
-/// Flattens `data` into `dir/flat` and reads the parts its manifest lists.
-fn flatten_ok_listed(dir: &Path, data: &Path, extra: &str) -> Vec<Row> {
-    let (out, done) = flatten(dir, data, "flat", extra);
-    assert!(done.status.success(), "{}", text(&done));
+/// Flattens `data` into `dir/name` and reads the parts its manifest lists.
+fn flatten_listed(dir: &Path, data: &Path, name: &str, extra: &str) -> Vec<Row> {
+    let (out, done) = flatten(dir, data, name, extra);
+    assert!(done.status.success(), "{name}: {}", text(&done));
     read_listed(&out)
 }
 
@@ -480,14 +480,8 @@ fn an_output_path_keeps_every_character() {
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
     for name in ["what?", "a#b", "c%41d", "sp ace", "[x]*"] {
-        let records = flatten_ok_listed_into(&dir, &data, name);
+        let records = flatten_listed(&dir, &data, name, "");
         assert_eq!(records.len(), 300, "{name}");
         assert!(dir.join(name).join("_SUCCESS").exists(), "{name}: written somewhere else");
     }
-}
-
-fn flatten_ok_listed_into(dir: &Path, data: &Path, name: &str) -> Vec<Row> {
-    let (out, done) = flatten(dir, data, name, "");
-    assert!(done.status.success(), "{name}: {}", text(&done));
-    read_listed(&out)
 }
