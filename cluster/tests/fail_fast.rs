@@ -56,6 +56,7 @@ fn a_peer_that_never_starts_is_given_up_on() {
         process: 1,
         hosts: vec![format!("127.0.0.1:{}", port + 1), format!("127.0.0.1:{port}")],
         connect_timeout_s: 1,
+        ..ClusterConfig::default()
     };
     let started = Instant::now();
     let result = execute(&cluster, |_| Ok::<_, String>(()));

@@ -143,9 +143,18 @@ pub struct ClusterConfig {
     /// Seconds a process waits for the others to connect before it gives up.
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_s: u64,
+    /// Seconds a process waits to hear from a connected peer before it judges the peer gone (a
+    /// stopped process, a network cut without a reset) and ends the job. Every process sends a
+    /// heartbeat each second on its own connection, so busy peers are never judged gone.
+    #[serde(default = "default_peer_timeout")]
+    pub peer_timeout_s: u64,
 }
 
 fn default_connect_timeout() -> u64 {
+    60
+}
+
+fn default_peer_timeout() -> u64 {
     60
 }
 
@@ -161,6 +170,7 @@ impl Default for ClusterConfig {
             process: 0,
             hosts: Vec::new(),
             connect_timeout_s: default_connect_timeout(),
+            peer_timeout_s: default_peer_timeout(),
         }
     }
 }
@@ -172,6 +182,9 @@ impl ClusterConfig {
         }
         if self.process >= self.processes {
             return Err(format!("[cluster] process {} is out of range for {} processes", self.process, self.processes));
+        }
+        if self.peer_timeout_s < 2 {
+            return Err("[cluster] peer_timeout_s must be at least 2 (heartbeats go out every second)".into());
         }
         if !self.hosts.is_empty() && self.hosts.len() != self.processes {
             return Err(format!("[cluster] hosts lists {} entries for {} processes", self.hosts.len(), self.processes));
