@@ -22,7 +22,7 @@ use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
 use timely::communication::{Config as CommunicationConfig, Hooks};
 use timely::worker::Worker;
 
-use crate::wait::{Aborted, PEER_LOST, set_abort_flag};
+use crate::wait::{Aborted, PEER_LOST, lost_because, peer_lost, set_abort_flag};
 
 /// How long the other workers of a process get to stop after one failed.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -34,7 +34,8 @@ pub enum Failure<E> {
     Worker(E),
     /// A worker panicked: a bug. The message names where.
     Panic(String),
-    /// A connection to a peer process broke: that process ended (its own log says why).
+    /// A peer process is gone: a connection to it closed (it ended; its own log says why) or it
+    /// sent no heartbeat for `[cluster] peer_timeout_s`.
     PeerLost(String),
     /// The processes of the cluster could not connect.
     Connect(String),
@@ -45,9 +46,7 @@ impl<E: fmt::Display> fmt::Display for Failure<E> {
         match self {
             Failure::Worker(e) => write!(f, "{e}"),
             Failure::Panic(m) => write!(f, "internal error (a bug; please report it): {m}"),
-            Failure::PeerLost(m) => {
-                write!(f, "lost a peer process of the cluster, which ended; its log says why ({m})")
-            }
+            Failure::PeerLost(m) => write!(f, "lost a peer process of the cluster: {m}"),
             Failure::Connect(m) => write!(f, "{m}"),
         }
     }
@@ -81,13 +80,6 @@ enum Outcome<T, E> {
     Aborted,
 }
 
-/// What the communication layer said when a peer connection broke.
-static LOST_BECAUSE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-
-fn lost_because() -> String {
-    LOST_BECAUSE.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "a connection closed".into())
-}
-
 thread_local! {
     /// The last panic on this thread, with its location, recorded by the panic hook.
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
@@ -109,8 +101,9 @@ pub fn install_panic_hook() {
         if lost || PEER_LOST.load(Ordering::Relaxed) {
             // A peer that went away is not a bug, nor are the panics it causes on the workers
             // (timely's queues poisoned): the failure report says so, without a trace.
-            PEER_LOST.store(true, Ordering::Relaxed);
-            LOST_BECAUSE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(message);
+            peer_lost(format!(
+                "a connection closed, so the process at its other end ended; its log says why ({message})"
+            ));
             return;
         }
         LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{message}{at}")));
@@ -129,20 +122,26 @@ fn payload_text(payload: &(dyn Any + Send)) -> String {
 }
 
 /// timely's allocators for this process: one thread, several, or a cluster process whose
-/// connections are made by [`crate::connect`] within the configured timeout.
+/// connections are made by [`crate::connect`] within the configured timeout and watched by
+/// [`crate::heartbeat`] (its threads stop when timely drops the returned guard).
 fn allocators(cluster: &ClusterConfig) -> Result<(Vec<AllocatorBuilder>, Box<dyn Any + Send>), String> {
     let threads = cluster.threads();
     if cluster.processes <= 1 {
         let config = if threads == 1 { CommunicationConfig::Thread } else { CommunicationConfig::Process(threads) };
         return config.try_build();
     }
+    let addresses = cluster.addresses();
     let timeout = Duration::from_secs(cluster.connect_timeout_s);
-    let sockets = crate::connect::connect(&cluster.addresses(), cluster.process, timeout)?;
+    let connections = crate::connect::connect(&addresses, cluster.process, timeout)?;
+    let heartbeats =
+        crate::heartbeat::start(connections.heartbeat, &addresses, Duration::from_secs(cluster.peer_timeout_s))
+            .map_err(|e| format!("cannot start the heartbeats between processes: {e}"))?;
+    let sockets = connections.data;
     let hooks = Hooks::default();
     let local = ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
     let (builders, guard) = initialize_networking_from_sockets(local, sockets, cluster.process, threads, hooks)
         .map_err(|e| format!("cannot start the cluster's connections: {e}"))?;
-    Ok((builders.into_iter().map(AllocatorBuilder::Tcp).collect(), Box::new(guard)))
+    Ok((builders.into_iter().map(AllocatorBuilder::Tcp).collect(), Box::new((guard, heartbeats))))
 }
 
 /// Runs `work` on every worker of this process and returns their results in worker order, or

@@ -3,6 +3,7 @@
 //! - [`execute`]: runs a closure on every worker of this process (one thread, several, or one
 //!   process of a cluster), and ends the whole job when any worker fails;
 //! - [`connect`]: the sockets between processes, made with a deadline;
+//! - [`heartbeat`]: the liveness bound on peer processes that stop without dying;
 //! - [`wait`]: the only way a worker waits for the dataflow, so that a failure elsewhere ends
 //!   the wait within a bounded time;
 //! - [`collective`]: small all-worker agreements between phases (exchange, gather, sums, the
@@ -14,6 +15,7 @@ pub mod collective;
 pub mod connect;
 pub mod execute;
 pub mod hash;
+pub mod heartbeat;
 pub mod memory;
 pub mod wait;
 

@@ -24,8 +24,23 @@ thread_local! {
     static ABORT: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
 }
 
-/// Set when a thread of timely's communication layer panicked: a peer process is gone.
+/// Set when a peer process is gone: a thread of timely's communication layer panicked, or
+/// [`crate::heartbeat`] heard nothing from the peer for too long.
 pub(crate) static PEER_LOST: AtomicBool = AtomicBool::new(false);
+
+/// Why the first peer was lost, for the failure report.
+static LOST_BECAUSE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Marks a peer process lost, keeping the first reason; every waiting worker then aborts.
+pub(crate) fn peer_lost(because: String) {
+    LOST_BECAUSE.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(because);
+    PEER_LOST.store(true, Ordering::Relaxed);
+}
+
+/// The first reason a peer was lost.
+pub(crate) fn lost_because() -> String {
+    LOST_BECAUSE.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_else(|| "a connection closed".into())
+}
 
 pub(crate) fn set_abort_flag(flag: Arc<AtomicBool>) {
     ABORT.with(|a| *a.borrow_mut() = Some(flag));

@@ -1,0 +1,88 @@
+//! A peer process that stops without dying (SIGSTOP, as a hung machine or a network cut without
+//! a reset would) ends the job on every other process within `[cluster] peer_timeout_s`, while
+//! busy peers are never judged gone.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Two processes of one worker training on `records` into `dir/model-<name>`.
+fn two_process_job(dir: &Path, name: &str, records: &Path, epochs: usize, peer_timeout_s: u64) -> PathBuf {
+    let body = format!(
+        "[cluster]\nworkers = 1\nprocesses = 2\nhosts = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\npeer_timeout_s = {peer_timeout_s}\n\n\
+         [train]\nrecords = {:?}\noutput = {:?}\nepochs = {epochs}\nbatch_size = 64\n",
+        free_port(),
+        free_port(),
+        records.display().to_string(),
+        dir.join(format!("model-{name}")).display().to_string()
+    );
+    job(dir, &format!("{name}.toml"), &body)
+}
+
+fn spawn(job: &Path, process: usize) -> Child {
+    graphflat()
+        .env_remove("RUST_BACKTRACE")
+        .args(["run", job.to_str().unwrap(), "--process", &process.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn signal(child: &Child, name: &str) {
+    assert!(Command::new("kill").args([name, &child.id().to_string()]).status().unwrap().success());
+}
+
+/// Kills and reaps a child a failing test leaves behind (a stopped one included).
+struct Reaped(Option<Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[test]
+fn a_stopped_peer_ends_the_job_within_peer_timeout_and_busy_peers_are_not_judged_gone() {
+    let dir = scratch("liveness");
+    let data = dir.join("graph");
+    generate(&data, 600, 6, 8, 2);
+    let flat = dir.join("flat");
+    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "fanouts = [4, 3]\n")).to_str().unwrap()]);
+
+    // Two processes on two shared cores with a 2 s bound: busy, never silent.
+    let quick = two_process_job(&dir, "quick", &flat, 20, 2);
+    let (a, b) = (spawn(&quick, 0), spawn(&quick, 1));
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "a busy peer was judged gone:\n{}", text(&out));
+    }
+
+    let long = two_process_job(&dir, "long", &flat, 100_000, 3);
+    let survivor = spawn(&long, 0);
+    let mut victim = Reaped(Some(spawn(&long, 1)));
+    std::thread::sleep(Duration::from_secs(4));
+    signal(victim.0.as_ref().unwrap(), "-STOP");
+    let stopped = Instant::now();
+    let out = survivor.wait_with_output().unwrap();
+    // 3 s of silence, then the workers' grace; far below "forever".
+    assert!(stopped.elapsed() < Duration::from_secs(20), "took {:?}", stopped.elapsed());
+    assert_fails(&out, 75, &["lost a peer process", "process 1", "peer_timeout_s"]);
+
+    // Resumed, the stopped process finds its peer gone and ends too, with no model.
+    let victim_child = victim.0.take().unwrap();
+    signal(&victim_child, "-CONT");
+    let resumed = Instant::now();
+    let out = victim_child.wait_with_output().unwrap();
+    assert!(resumed.elapsed() < Duration::from_secs(20), "took {:?}", resumed.elapsed());
+    assert_fails(&out, 75, &["lost a peer process"]);
+    assert!(!dir.join("model-long").join("model.bpk").exists());
+    assert!(dir.join("model-quick").join("model.bpk").exists());
+}
