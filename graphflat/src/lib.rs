@@ -1,19 +1,19 @@
 //! GraphFlat: one self-contained k-hop neighborhood record per target node, from Parquet node
 //! and edge tables to Parquet record parts, as a timely dataflow.
 //!
-//! The job runs in phases, every worker in step (see `docs/graphflat.md`):
+//! The job is the `stage` skeleton around this crate's body ([`flatten`]); it runs in phases,
+//! every worker in step (see `docs/graphflat.md`):
 //! 1. map ([`sampling::load`]): read a share of the tables, check every row, send nodes to their
 //!    owners;
 //! 2. sampling with re-indexing ([`sampling::reindex`], [`sampling::sample`]): each node keeps
 //!    its best in-edges by hash-derived key, hubs spread over salted reducers and merged exactly;
 //! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch;
-//! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` ([`flatten`]).
+//! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` (the skeleton's commit).
 
 pub mod error;
 pub mod flatten;
 pub mod generate;
 pub mod import;
-pub mod progress;
 pub mod record;
 pub mod round;
 pub mod sink;

@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use cluster::hash::{IdMap, IdSet};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use schemas::{Label, Split};
 use serde::{Deserialize, Serialize};
@@ -26,11 +25,11 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::progress::Progress;
 use crate::record::{GatheredEdge, GatheredNode, assemble};
 use cluster::owner_key;
 use sampling::{LayerPlan, NodeStore};
 use schemas::Record;
+use stage::Progress;
 
 /// "Record `root` reaches `node` at `hop`."
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -78,7 +77,7 @@ fn expand<'s>(
         move |input, output| {
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
-                progress.requests[hop].fetch_add(data.len() as u64, Ordering::Relaxed);
+                progress.count(hop, data.len() as u64);
                 for r in data.drain(..) {
                     // Requests name only nodes that exist: targets and checked edge sources.
                     let Some(slot) = nodes.slot(r.node) else { continue };

@@ -1,91 +1,58 @@
-//! A whole `[infer]` job: model, map and sampling, plan, k rounds, head and write, then
-//! `_SUCCESS`. Every worker runs the same phases in the same order; any failure ends all of
-//! them with one error and no marker.
+//! A whole `[infer]` job: the stage skeleton (`stage::run`: output and lease, round 0's map
+//! and sampling, targets, commit) around this stage's body, [`Scores`]: the plan, k rounds and
+//! the head. Every worker runs the same phases in the same order; any failure ends all of them
+//! with one error and no marker.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow_schema::SchemaRef;
-use cluster::{Failure, all_gather, broadcast, peak_rss_bytes};
+use burn::prelude::Device;
+use cluster::Failure;
+use gnn::Gnn;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
-use sampling::{NodeStore, SampleSpec, agree, load_edges, load_nodes, sample_in_edges};
+use sampling::{NodeStore, SampleSpec, agree};
 use schemas::model::ModelMeta;
-use schemas::{ClusterConfig, InferConfig, Sampler, Targets};
-use serde::{Deserialize, Serialize};
-use tables::commit::{Manifest, PartEntry, Stage, check_output, commit, new_run_id};
-use tables::lease::Lease;
-use tables::names::Layout;
+use schemas::{ClusterConfig, InferConfig, Targets};
+use stage::{Body, Clock, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
+use tables::commit::Stage;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
-use timely::worker::Worker;
 
 use crate::Error;
-use crate::model::{Layers, check_input_width, load, model_dir};
+use crate::model::{Layers, check_input_width, load, model_dir, model_error};
 use crate::output::{self, Head};
 use crate::plan::plan;
-use crate::progress::Progress;
 use crate::round::{Context, Input, layer};
 
-/// What one worker did, gathered into the summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-struct WorkerStats {
-    worker: usize,
-    nodes: u64,
-    edges: u64,
-    targets: u64,
-    remote_rows: u64,
-    bytes: u64,
-    parts: u32,
-    /// This worker's finished parts, for the manifest.
-    entries: Vec<PartEntry>,
-    peak_rss: u64,
-}
-
 /// The job's summary.
+pub type Summary = stage::Summary<Rounds>;
+
+/// What the rounds did over the job.
 #[derive(Debug, Clone, Default)]
-pub struct Summary {
-    pub nodes: u64,
-    pub edges: u64,
-    /// Rows written: the target nodes scored.
-    pub targets: u64,
+pub struct Rounds {
     /// Hubs whose aggregation was split, per layer (layer 1 first).
-    pub hubs: Vec<u64>,
+    pub hubs_split: Vec<u64>,
     /// Rows read from other workers, summed over layers and workers.
     pub remote_rows: u64,
-    pub bytes: u64,
-    pub parts: u64,
-    pub workers: usize,
-    pub seconds: f64,
-    /// Seconds in each phase: load (map), sample, plan, each layer, head and write.
-    pub phases: Vec<(String, f64)>,
-    /// Largest peak resident memory of any process.
-    pub peak_rss: u64,
 }
 
-impl std::fmt::Display for Summary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "infer finished in {:.2}s on {} workers", self.seconds, self.workers)?;
-        writeln!(
-            f,
-            "  graph:        {} nodes, {} edges; hubs split per layer {:?}",
-            self.nodes, self.edges, self.hubs
-        )?;
-        let phases: Vec<String> = self.phases.iter().map(|(name, s)| format!("{name} {s:.2}s")).collect();
-        writeln!(f, "  phases:       {}", phases.join(", "))?;
-        writeln!(
-            f,
-            "  scored:       {} nodes ({:.0} nodes/s)",
-            self.targets,
-            self.targets as f64 / self.seconds.max(1e-9)
-        )?;
-        writeln!(f, "  exchanged:    {} rows between workers", self.remote_rows)?;
-        writeln!(f, "  written:      {:.1} MB in {} part files", self.bytes as f64 / 1e6, self.parts)?;
-        write!(f, "  peak memory:  {:.0} MB (largest process)", self.peak_rss as f64 / 1e6)
+impl Details for Rounds {
+    fn lines(&self, summary: &Summary) -> Vec<(&'static str, String)> {
+        vec![
+            ("scored", format!("{} nodes ({:.0} nodes/s)", summary.targets, summary.rate())),
+            ("hubs split", format!("{:?} per layer", self.hubs_split)),
+            ("exchanged", format!("{} rows between workers", self.remote_rows)),
+        ]
     }
+}
+
+/// The progress phases: `layer 1/k` ..= `layer k/k`, then `write`.
+fn phases(hops: usize) -> Vec<String> {
+    (1..=hops).map(|l| format!("layer {l}/{hops}")).chain(["write".to_owned()]).collect()
 }
 
 /// Runs the infer job on this process's workers. Any worker's failure ends every worker.
@@ -95,172 +62,120 @@ pub fn run(config: &InferConfig, cluster: &ClusterConfig) -> Result<Summary, Fai
     // The model first, read once for every worker of this process: a missing or corrupt model
     // fails before any table is read.
     let dir = model_dir(&config.model).map_err(Failure::Worker)?;
-    let files = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(crate::model::model_error(e)))?;
-    let progress = Arc::new(Progress::new(files.meta.hops));
+    let files = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(model_error(e)))?;
+    let progress = Arc::new(Progress::new("infer", "nodes", phases(files.meta.hops)));
     let model = Arc::new((dir, files));
     let threads = cluster.threads();
-    let started = Instant::now();
-    let summaries =
-        cluster::execute(cluster, move |worker| infer_worker(worker, &io, &config, &model, &progress, threads))?;
-    let mut summary = summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))?;
-    summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+    stage::execute(cluster, move |worker| {
+        let (dir, files) = &*model;
+        let device = agree(worker, gnn::device(config.device).map_err(model_error))?;
+        let (meta, model) = agree(worker, load(files, dir, &device))?;
+        let layers = Layers::of(&meta);
+        let embedding = agree(worker, embedding_layer(&config, &layers))?;
+        if worker.index().is_multiple_of(threads) {
+            tracing::info!(
+                "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
+                meta.spec.kind,
+                dir.shown(),
+                layers.hops,
+                meta.sampler.name(),
+                meta.fanouts
+            );
+        }
+        let declared = Declared::of(Stage::Infer, &*config);
+        let body = Scores { config: &config, dir, meta: &meta, model: &model, device: &device, layers, embedding };
+        stage::run(worker, &io, &progress, threads, &declared, body)
+    })
 }
 
-/// Phase timings, as every worker sees them (workers move through phases together).
-struct Clock {
-    started: Instant,
-    phases: Vec<(String, f64)>,
-}
-
-impl Clock {
-    fn lap(&mut self, name: impl Into<String>) {
-        let total: f64 = self.phases.iter().map(|p| p.1).sum();
-        self.phases.push((name.into(), self.started.elapsed().as_secs_f64() - total));
-    }
-}
-
-fn infer_worker(
-    worker: &mut Worker,
-    io: &Arc<Io>,
-    config: &InferConfig,
-    (dir, files): &(Place, gnn::io::ModelFiles),
-    progress: &Arc<Progress>,
-    threads: usize,
-) -> Result<Summary, Error> {
-    let reporter = worker.index().is_multiple_of(threads);
-    let mut clock = Clock { started: Instant::now(), phases: Vec::new() };
-    let output = agree(worker, Place::parse_output(&config.output))?;
-    let nodes_table = agree(worker, Place::parse(&config.nodes))?;
-    let edges_table = agree(worker, Place::parse(&config.edges))?;
-    let device = agree(worker, gnn::device(config.device).map_err(crate::model::model_error))?;
-    let (meta, model) = agree(worker, load(files, dir, &device))?;
-    let layers = Layers::of(&meta);
+/// The layer whose output is the embedding: `[infer] embedding`, by default the last hidden.
+fn embedding_layer(config: &InferConfig, layers: &Layers) -> Result<usize, Error> {
     let k = layers.hops;
     let embedding = config.embedding.unwrap_or(if k > 1 { k - 1 } else { k });
     if embedding > k {
-        let problem = format!("[infer] embedding = {embedding}, but the model has {k} layers");
-        return agree(worker, Err(Error::Usage(problem)));
+        return Err(Error::Usage(format!("[infer] embedding = {embedding}, but the model has {k} layers")));
     }
-    if reporter {
-        tracing::info!(
-            "infer: {:?} model from {} ({k} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
-            meta.spec.kind,
-            dir.shown(),
-            meta.sampler.name(),
-            meta.fanouts
-        );
-    }
+    Ok(embedding)
+}
 
-    // The output must not touch an input, and a finished output stays unless `overwrite`;
-    // nothing is deleted before this run commits (see `tables::commit`).
-    let index = worker.index();
-    let inputs = [&nodes_table, &edges_table, dir];
-    let lease = (index == 0).then(|| {
-        io.block_on(async {
-            check_output(&output, &inputs, config.overwrite, &Layout::TABLE).await?;
-            Lease::take(&output, &new_run_id(), Stage::Infer.name()).await
-        })
-    });
-    let lease = agree(worker, lease.transpose())?;
-    let run = broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
-        .ok_or_else(|| Error::Internal("no run id".into()))?;
-    let output = PartsOf { dir: output, run, worker: index };
+/// GraphInfer's body: the plan, k rounds and the head over the sampled graph.
+struct Scores<'a> {
+    config: &'a InferConfig,
+    dir: &'a Place,
+    meta: &'a ModelMeta,
+    model: &'a Gnn,
+    device: &'a Device,
+    layers: Layers,
+    embedding: usize,
+}
 
-    // Round 0: the map and the sampling, as GraphFlat ran them for the model's records.
-    if reporter {
-        tracing::info!("infer: map: reading nodes from {}", nodes_table.shown());
-    }
-    let store = load_nodes(worker, io, &nodes_table)?;
-    agree(worker, check_input_width(&meta, dir, &config.nodes, store.dim))?;
-    let nodes = Rc::new(RefCell::new(store));
-    if reporter {
-        tracing::info!("infer: map: reading edges from {}", edges_table.shown());
-    }
-    let edges = load_edges(worker, io, &edges_table, &nodes, meta.sampler == Sampler::Weighted)?;
-    let local_edges = edges.len() as u64;
-    clock.lap("map");
-    let fanouts = layers.hop_fanouts();
-    let spec = SampleSpec {
-        sampler: meta.sampler,
-        seed: meta.flatten_seed,
-        limit: fanouts.iter().copied().max().unwrap_or(0) as usize,
-        hub_threshold: config.hub_threshold,
-    };
-    sample_in_edges(worker, &nodes, edges, spec)?;
-    clock.lap("sample");
-    let nodes: Rc<NodeStore> = Rc::new(
-        Rc::try_unwrap(nodes)
-            .map(RefCell::into_inner)
-            .map_err(|_| Error::Internal("node store still shared".into()))?,
-    );
+/// Rows read from other workers: the only fact of a worker's rounds the summary needs that
+/// the skeleton does not gather (hub counts are the same on every worker).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct RoundStats {
+    pub remote_rows: u64,
+    /// Hubs split per layer (layer 1 first), the same on every worker.
+    pub hubs_split: Vec<u64>,
+}
 
-    let mut targets: Vec<(i64, u32)> = (0..nodes.len())
-        .filter(|&s| match &config.targets {
-            Targets::All => true,
-            Targets::Splits(splits) => nodes.splits[s].is_some_and(|split| splits.contains(&split)),
-        })
-        .map(|s| (nodes.ids[s], s as u32))
-        .collect();
-    targets.sort_unstable();
-    let target_slots: Vec<u32> = targets.iter().map(|t| t.1).collect();
-    let plan = plan(worker, &nodes, &layers, &target_slots, config.targets == Targets::All, config.hub_threshold)?;
-    clock.lap("plan");
+impl Body for Scores<'_> {
+    type Own = RoundStats;
+    type Details = Rounds;
 
-    let cx = Context {
-        nodes: &nodes,
-        plan: &plan,
-        layers: &layers,
-        model: &model,
-        spec: &meta.spec,
-        device: &device,
-        batch_size: config.batch_size,
-        progress,
-        reporter,
-    };
-    let (logits, kept) = rounds(worker, &cx, &mut clock, embedding, &targets)?;
-
-    let stats = write(worker, io, config, &cx, &meta, dir, &output, &targets, &logits, &kept, embedding)?;
-    clock.lap("head and write");
-    let stats = WorkerStats {
-        edges: local_edges,
-        remote_rows: plan.remote_ids.len() as u64,
-        peak_rss: peak_rss_bytes().unwrap_or(0),
-        ..stats
-    };
-
-    // Every worker's parts are closed once its stats arrive here: only then the marker.
-    let all = all_gather(worker, vec![stats]);
-    let summary = Summary {
-        nodes: all.iter().map(|s| s.nodes).sum(),
-        edges: all.iter().map(|s| s.edges).sum(),
-        targets: all.iter().map(|s| s.targets).sum(),
-        hubs: plan.hub_count[1..].to_vec(),
-        remote_rows: all.iter().map(|s| s.remote_rows).sum(),
-        bytes: all.iter().map(|s| s.bytes).sum(),
-        parts: all.iter().map(|s| u64::from(s.parts)).sum(),
-        workers: worker.peers(),
-        peak_rss: all.iter().map(|s| s.peak_rss).max().unwrap_or(0),
-        phases: clock.phases,
-        seconds: 0.0,
-    };
-    let marked = match lease {
-        Some(lease) => {
-            let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
-            let settings = serde_json::to_value(config).unwrap_or_default();
-            let manifest = Manifest::new(&output.run, Stage::Infer, parts, settings);
-            io.block_on(commit(&output.dir, &manifest, config.overwrite, &Layout::TABLE, lease))
+    fn sampling(&self) -> SampleSpec {
+        // Round 0 as GraphFlat ran it for the model's records: the same samples.
+        SampleSpec {
+            sampler: self.meta.sampler,
+            seed: self.meta.flatten_seed,
+            limit: self.layers.hop_fanouts().iter().copied().max().unwrap_or(0) as usize,
+            hub_threshold: self.config.hub_threshold,
         }
-        None => Ok(()),
-    };
-    agree(worker, marked)?;
-    Ok(summary)
+    }
+
+    fn other_inputs(&self) -> Vec<&Place> {
+        vec![self.dir]
+    }
+
+    fn check_nodes(&self, nodes: &NodeStore) -> Result<(), Error> {
+        check_input_width(self.meta, self.dir, &self.config.nodes, nodes.dim)
+    }
+
+    fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
+        let nodes = Rc::new(graph.nodes);
+        let slots: Vec<u32> = graph.targets.iter().map(|t| t.1).collect();
+        let all = self.config.targets == Targets::All;
+        let plan = plan(worker.timely, &nodes, &self.layers, &slots, all, self.config.hub_threshold)?;
+        worker.clock.lap("plan");
+        let cx = Context {
+            nodes: &nodes,
+            plan: &plan,
+            layers: &self.layers,
+            model: self.model,
+            spec: &self.meta.spec,
+            device: self.device,
+            batch_size: self.config.batch_size,
+            progress: worker.progress,
+            reporter: worker.reporter,
+        };
+        let (logits, kept) = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, &graph.targets)?;
+        let written = write(worker, self, &cx, output, &graph.targets, &logits, &kept)?;
+        worker.clock.lap("head and write");
+        let own = RoundStats { remote_rows: plan.remote_ids.len() as u64, hubs_split: plan.hub_count[1..].to_vec() };
+        Ok(Written { own, ..written })
+    }
+
+    fn details(&self, all: &[WorkerStats<RoundStats>]) -> Rounds {
+        Rounds {
+            hubs_split: all.first().map(|s| s.own.hubs_split.clone()).unwrap_or_default(),
+            remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
+        }
+    }
 }
 
 /// Rounds 1..=k: the targets' logits, and their rows of the embedding layer (both in target
 /// order, row-major).
 fn rounds(
-    worker: &mut Worker,
+    worker: &mut timely::worker::Worker,
     cx: &Context,
     clock: &mut Clock,
     embedding: usize,
@@ -294,26 +209,22 @@ fn rows_of(values: &[f32], width: usize, targets: &[(i64, u32)]) -> Vec<f32> {
 }
 
 /// Round k + 1 and the sink: this worker's targets, sorted by id, in batches.
-#[allow(clippy::too_many_arguments)]
 fn write(
     worker: &mut Worker,
-    io: &Arc<Io>,
-    config: &InferConfig,
+    body: &Scores,
     cx: &Context,
-    meta: &ModelMeta,
-    dir: &Place,
     output: &PartsOf,
     targets: &[(i64, u32)],
     logits: &[f32],
     embedding: &[f32],
-    embedding_layer: usize,
-) -> Result<WorkerStats, Error> {
+) -> Result<Written<RoundStats>, Error> {
+    let (config, meta, embedding_layer) = (body.config, body.meta, body.embedding);
     let head = if meta.spec.multi_label { Head::MultiHot } else { Head::Classes };
     let n = targets.len();
     let classes = meta.spec.classes;
     let width = cx.model.slice(cx.spec, embedding_layer - 1).output_width();
     let metadata = HashMap::from([
-        ("graphinfer.model".to_owned(), dir.shown()),
+        ("graphinfer.model".to_owned(), body.dir.shown()),
         ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),
         ("graphinfer.embedding_layer".to_owned(), embedding_layer.to_string()),
         ("graphinfer.targets".to_owned(), config.targets.to_string()),
@@ -323,8 +234,9 @@ fn write(
     let props = part_properties()
         .set_column_statistics_enabled(ColumnPath::from(output::NODE_ID), EnabledStatistics::Chunk)
         .build();
-    let mut writer = PartWriter::new(io.clone(), output.clone(), schema.clone(), props, config.part_size_mb << 20);
-    let phase = cx.progress.write_phase();
+    let mut writer =
+        PartWriter::new(worker.io.clone(), output.clone(), schema.clone(), props, config.part_size_mb << 20);
+    let phase = cx.progress.last_phase();
     cx.progress.add_total(phase, n as u64);
     let result = (|| {
         let rows = crate::round::transform_rows(config.batch_size, width + classes);
@@ -350,14 +262,12 @@ fn write(
     if cx.reporter {
         cx.progress.report(phase, Duration::ZERO, true);
     }
-    agree(worker, result)?;
-    Ok(WorkerStats {
-        worker: worker.index(),
-        nodes: cx.nodes.len() as u64,
+    agree(worker.timely, result)?;
+    Ok(Written {
         targets: n as u64,
         bytes: writer.bytes_written,
         parts: writer.parts_written,
         entries: writer.parts.clone(),
-        ..WorkerStats::default()
+        own: RoundStats::default(),
     })
 }

@@ -2,7 +2,8 @@
 //! model, in k + 1 rounds over the original graph, without k-hop records (AGL's layer-sliced
 //! inference). Cost grows with k |E|, not with |V| fanout^k.
 //!
-//! The job runs in phases, every worker in step (see `docs/graphinfer.md`):
+//! The job is the `stage` skeleton around this crate's body ([`infer`]); it runs in phases,
+//! every worker in step (see `docs/graphinfer.md`):
 //! - round 0: map and sampling ([`sampling`], the same library code as GraphFlat, with the
 //!   model's flatten settings: the same samples), then the [`plan`]: which nodes each layer
 //!   needs, where each aggregation runs (hubs split over salted reducers), which rows cross;
@@ -19,7 +20,6 @@ pub mod infer;
 pub mod model;
 pub mod output;
 pub mod plan;
-pub mod progress;
 pub mod round;
 
 pub use infer::{Summary, run};

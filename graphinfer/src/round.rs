@@ -28,7 +28,7 @@ use timely::worker::Worker;
 use crate::Error;
 use crate::model::Layers;
 use crate::plan::{Plan, reducer};
-use crate::progress::Progress;
+use stage::Progress;
 
 /// What a round needs, the same for every layer.
 pub struct Context<'a> {

@@ -1,0 +1,24 @@
+//! The skeleton of a stage over the graph tables. GraphFlat (k-hop records) and GraphInfer
+//! (scores and embeddings) run the same sequence on every worker, and so will any stage that
+//! reads the node and edge tables and writes a table of parts:
+//!
+//! 1. parse the places and agree on them; check the output against every input and take the
+//!    run's lease (worker 0), then share the run id ([`skeleton`]);
+//! 2. round 0: load this worker's share of the nodes and edges (the map) and sample every
+//!    node's in-edges with hub re-indexing ([`sampling`]);
+//! 3. pick the targets (this worker's nodes in the chosen splits, sorted by id);
+//! 4. the stage's own work: a [`Body`], which writes its parts under the run's names;
+//! 5. gather every worker's [`WorkerStats`] into the [`Summary`], then commit the manifest.
+//!
+//! A body sees only what it needs: the sampled [`Graph`] and where its parts go. Progress on
+//! long work goes through [`Progress`]; phase times through [`Clock`].
+
+pub mod clock;
+pub mod progress;
+pub mod skeleton;
+pub mod summary;
+
+pub use clock::Clock;
+pub use progress::Progress;
+pub use skeleton::{Body, Declared, Graph, Section, Worker, execute, run};
+pub use summary::{Details, Summary, WorkerStats, Written};

@@ -1,0 +1,266 @@
+//! The sequence every worker of a stage over the graph runs; a [`Body`] plugs in the stage's
+//! own work. Every step that can fail ends in [`agree`], so all workers leave a step with the
+//! same result: a bad table, an output that would touch an input, a body's error, all end
+//! every worker with one error, before `_SUCCESS`.
+//!
+//! Nothing is deleted before the commit: the output is checked against every input (after
+//! symlinks, by exact key) and the run's lease is taken by worker 0 before any part is written;
+//! parts carry the run id in their names; the manifest is written once every worker's parts are
+//! closed, which the gather of [`WorkerStats`] proves (see `tables::commit`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cluster::{Failure, all_gather, broadcast, peak_rss_bytes};
+use sampling::{NodeStore, SampleSpec, Sampled, agree, load_edges, load_nodes, sample_in_edges};
+use schemas::{ClusterConfig, FlattenConfig, InferConfig, Sampler, Targets};
+use tables::commit::{Manifest, Stage, check_output, commit, new_run_id};
+use tables::lease::Lease;
+use tables::names::Layout;
+use tables::parts::PartsOf;
+use tables::{Error, Io, Place};
+use timely::ExchangeData;
+
+use crate::{Clock, Details, Progress, Summary, WorkerStats, Written};
+
+/// What a stage declares: its tables, its output and how it picks targets.
+#[derive(Debug, Clone)]
+pub struct Declared<'a> {
+    pub stage: Stage,
+    pub nodes: &'a str,
+    pub edges: &'a str,
+    pub output: &'a str,
+    pub overwrite: bool,
+    pub targets: &'a Targets,
+    /// The job's settings, kept in the manifest.
+    pub settings: serde_json::Value,
+}
+
+impl<'a> Declared<'a> {
+    /// What a job section over the graph declares.
+    pub fn of(stage: Stage, section: &'a impl Section) -> Self {
+        Declared {
+            stage,
+            nodes: section.nodes(),
+            edges: section.edges(),
+            output: section.output(),
+            overwrite: section.overwrite(),
+            targets: section.targets(),
+            settings: serde_json::to_value(section).unwrap_or_default(),
+        }
+    }
+}
+
+/// The keys every job section of a stage over the graph has.
+pub trait Section: serde::Serialize {
+    fn nodes(&self) -> &str;
+    fn edges(&self) -> &str;
+    fn output(&self) -> &str;
+    fn overwrite(&self) -> bool;
+    fn targets(&self) -> &Targets;
+}
+
+macro_rules! section {
+    ($config:ty) => {
+        impl Section for $config {
+            fn nodes(&self) -> &str {
+                &self.nodes
+            }
+            fn edges(&self) -> &str {
+                &self.edges
+            }
+            fn output(&self) -> &str {
+                &self.output
+            }
+            fn overwrite(&self) -> bool {
+                self.overwrite
+            }
+            fn targets(&self) -> &Targets {
+                &self.targets
+            }
+        }
+    };
+}
+
+section!(FlattenConfig);
+section!(InferConfig);
+
+/// Round 0 on this worker: its share of the nodes with their sampled in-edges, and its targets.
+pub struct Graph {
+    pub nodes: NodeStore,
+    /// This worker's targets as (id, slot), sorted by id.
+    pub targets: Vec<(i64, u32)>,
+}
+
+/// What a body runs with besides the graph.
+pub struct Worker<'a> {
+    pub timely: &'a mut timely::worker::Worker,
+    pub io: &'a Arc<Io>,
+    pub progress: &'a Arc<Progress>,
+    /// Whether this worker logs for its process (the first worker of each).
+    pub reporter: bool,
+    pub clock: Clock,
+}
+
+/// A stage's own work over the sampled graph.
+pub trait Body {
+    /// This stage's facts per worker, gathered for the summary.
+    type Own: ExchangeData + Clone + Ord + Default;
+    type Details: Details;
+
+    /// How round 0 samples every node's in-edges.
+    fn sampling(&self) -> SampleSpec;
+
+    /// Inputs besides the node and edge tables that the output must not touch (a model).
+    fn other_inputs(&self) -> Vec<&Place> {
+        Vec::new()
+    }
+
+    /// Checks the loaded node table before the edges are read.
+    fn check_nodes(&self, _nodes: &NodeStore) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// The stage's work on this worker: writes its parts under `output`'s names and closes
+    /// them before it returns. Ends its phases on `worker.clock`.
+    fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<Self::Own>, Error>;
+
+    /// The stage's summary lines from every worker's stats.
+    fn details(&self, all: &[WorkerStats<Self::Own>]) -> Self::Details;
+}
+
+/// Runs `work` (a call of [`run`]) on every worker of this process and returns the summary,
+/// timed as a whole. Any worker's failure ends every worker (see `cluster::execute`).
+pub fn execute<D, F>(cluster: &ClusterConfig, work: F) -> Result<Summary<D>, Failure<Error>>
+where
+    D: Send + 'static,
+    F: Fn(&mut timely::worker::Worker) -> Result<Summary<D>, Error> + Send + Sync + 'static,
+{
+    let started = Instant::now();
+    let summaries = cluster::execute(cluster, work)?;
+    let mut summary = summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))?;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// The stage on this worker: output and lease, round 0, targets, the body, the commit.
+pub fn run<B: Body>(
+    timely: &mut timely::worker::Worker,
+    io: &Arc<Io>,
+    progress: &Arc<Progress>,
+    threads: usize,
+    declared: &Declared,
+    mut body: B,
+) -> Result<Summary<B::Details>, Error> {
+    let reporter = timely.index().is_multiple_of(threads);
+    let clock = Clock::default();
+    let output = agree(timely, Place::parse_output(declared.output))?;
+    let nodes_table = agree(timely, Place::parse(declared.nodes))?;
+    let edges_table = agree(timely, Place::parse(declared.edges))?;
+    let mut inputs = vec![&nodes_table, &edges_table];
+    inputs.extend(body.other_inputs());
+    let (lease, output) = open_output(timely, io, declared, output, &inputs)?;
+
+    let mut worker = Worker { timely, io, progress, reporter, clock };
+    let (nodes, sampled, edges) = round_zero(&mut worker, &body, &nodes_table, &edges_table)?;
+    let targets = targets(&nodes, declared.targets);
+    let own_nodes = nodes.len() as u64;
+    let written = body.run(&mut worker, Graph { nodes, targets }, &output)?;
+    let stats = WorkerStats {
+        worker: worker.timely.index(),
+        nodes: own_nodes,
+        edges,
+        reduced_edges: sampled.reduced_edges,
+        targets: written.targets,
+        bytes: written.bytes,
+        parts: written.parts,
+        entries: written.entries,
+        peak_rss: peak_rss_bytes().unwrap_or(0),
+        own: written.own,
+    };
+
+    // Every worker's parts are closed once its stats arrive here: only then the manifest.
+    let all = all_gather(worker.timely, vec![stats]);
+    let details = body.details(&all);
+    let summary = Summary::gather(declared.stage, &all, sampled.hubs, worker.clock.into_phases(), details);
+    let committed = match lease {
+        Some(lease) => {
+            let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
+            let manifest = Manifest::new(&output.run, declared.stage, parts, declared.settings.clone());
+            io.block_on(commit(&output.dir, &manifest, declared.overwrite, &Layout::TABLE, lease))
+        }
+        None => Ok(()),
+    };
+    agree(worker.timely, committed)?;
+    Ok(summary)
+}
+
+/// Checks the output against every input, takes the run's lease (worker 0, which commits) and
+/// shares the run id that names every worker's parts.
+fn open_output(
+    timely: &mut timely::worker::Worker,
+    io: &Io,
+    declared: &Declared,
+    output: Place,
+    inputs: &[&Place],
+) -> Result<(Option<Lease>, PartsOf), Error> {
+    let index = timely.index();
+    let lease = (index == 0).then(|| {
+        io.block_on(async {
+            check_output(&output, inputs, declared.overwrite, &Layout::TABLE).await?;
+            Lease::take(&output, &new_run_id(), declared.stage.name()).await
+        })
+    });
+    let lease = agree(timely, lease.transpose())?;
+    let run = broadcast(timely, lease.as_ref().map(|l| l.run().to_owned()))
+        .ok_or_else(|| Error::Internal("no run id".into()))?;
+    Ok((lease, PartsOf { dir: output, run, worker: index }))
+}
+
+/// Round 0: this worker's share of the nodes and edges (the map), then every node's in-edges
+/// sampled with hub re-indexing. Returns the nodes, the sampling's facts and the edges read.
+fn round_zero<B: Body>(
+    worker: &mut Worker,
+    body: &B,
+    nodes_table: &Place,
+    edges_table: &Place,
+) -> Result<(NodeStore, Sampled, u64), Error> {
+    let stage = worker.progress.stage();
+    if worker.reporter {
+        tracing::info!("{stage}: map: reading nodes from {}", nodes_table.shown());
+    }
+    let nodes = load_nodes(worker.timely, worker.io, nodes_table)?;
+    agree(worker.timely, body.check_nodes(&nodes))?;
+    let nodes = Rc::new(RefCell::new(nodes));
+    if worker.reporter {
+        tracing::info!("{stage}: map: reading edges from {}", edges_table.shown());
+    }
+    let spec = body.sampling();
+    let edges = load_edges(worker.timely, worker.io, edges_table, &nodes, spec.sampler == Sampler::Weighted)?;
+    let read = edges.len() as u64;
+    worker.clock.lap("map");
+    let sampled = sample_in_edges(worker.timely, &nodes, edges, spec)?;
+    worker.clock.lap("sample");
+    if worker.reporter {
+        tracing::info!("{stage}: sampled in-edges ({}, {} hubs re-indexed)", spec.sampler.name(), sampled.hubs);
+    }
+    let nodes = Rc::try_unwrap(nodes)
+        .map(RefCell::into_inner)
+        .map_err(|_| Error::Internal("node store still shared after sampling".into()))?;
+    Ok((nodes, sampled, read))
+}
+
+/// This worker's nodes in the chosen splits, as (id, slot) sorted by id.
+fn targets(nodes: &NodeStore, chosen: &Targets) -> Vec<(i64, u32)> {
+    let mut targets: Vec<(i64, u32)> = (0..nodes.len())
+        .filter(|&s| match chosen {
+            Targets::All => true,
+            Targets::Splits(splits) => nodes.splits[s].is_some_and(|split| splits.contains(&split)),
+        })
+        .map(|s| (nodes.ids[s], s as u32))
+        .collect();
+    targets.sort_unstable();
+    targets
+}
