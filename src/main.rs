@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use exit::{Exit, WithCause};
+use schemas::job::generate;
 use schemas::{Cause, GenerateConfig, JobFile};
 use tables::{Io, Place};
 
@@ -63,22 +64,22 @@ enum Command {
         /// Directory that receives nodes/ and edges/ (local path or URI).
         #[arg(long)]
         out: String,
-        #[arg(long, default_value_t = 10_000)]
+        #[arg(long, default_value_t = generate::DEFAULT_NODES)]
         nodes: u64,
         /// Edges per node on average.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = generate::DEFAULT_AVG_DEGREE)]
         avg_degree: u64,
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = generate::DEFAULT_FEATURE_DIM)]
         feature_dim: usize,
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = generate::DEFAULT_CLASSES)]
         classes: usize,
         /// Zipf exponent of in-degrees (larger: bigger hubs).
-        #[arg(long, default_value_t = 0.9)]
+        #[arg(long, default_value_t = generate::DEFAULT_SKEW)]
         skew: f64,
         /// Multi-hot targets (list<float32> labels, one per class) instead of class ids.
         #[arg(long)]
         multi_label: bool,
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = generate::DEFAULT_SEED)]
         seed: u64,
     },
     /// Import a dataset into node and edge tables.

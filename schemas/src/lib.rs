@@ -12,17 +12,18 @@ pub mod layers;
 pub mod model;
 pub mod nodes;
 pub mod record;
-mod record_batch;
 pub mod redact;
+pub mod sampler;
+pub mod split;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;
-pub use job::{
-    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, Sampler, Split, StorageConfig, Targets,
-};
+pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, StorageConfig, Targets};
 pub use label::{Label, LabelKind};
 pub use record::Record;
 pub use redact::redact;
+pub use sampler::Sampler;
+pub use split::Split;
 
 /// The marker file written last into every finished output directory: the manifest of the
 /// parts a reader takes (see `tables::commit`). A stage reads its input tables whole when they

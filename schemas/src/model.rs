@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::Sampler;
+use crate::sampler::Sampler;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

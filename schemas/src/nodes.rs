@@ -13,8 +13,8 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
-use crate::job::Split;
 use crate::label::{Label, LabelKind};
+use crate::split::Split;
 
 pub const NODE_ID: &str = "node_id";
 pub const FEATURES: &str = "features";

@@ -1,17 +1,12 @@
-//! The flattened record table GraphFlat writes: one row per target node, self-contained.
-//!
-//! Nodes are listed root first, then by (hop, node_id). Edges are local index pairs into that
-//! list, sorted by (dst, src). `edge_layers` says which GNN layers each edge serves: bit `l-1` is
-//! set when layer `l` (1 = the layer nearest the input) aggregates over the edge. A node at hop
-//! `d` is computed by layers `1..=k-d`, and the record holds exactly the edges those layers need
-//! (see `README.md`).
+//! The record table's columns, its Arrow schema, and the flatten settings it carries as
+//! metadata.
 
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Metadata, Schema};
 
-use crate::job::Sampler;
 use crate::label::LabelKind;
+use crate::sampler::Sampler;
 
 pub const ROOT_ID: &str = "root_id";
 pub const LABEL: &str = "label";
@@ -115,8 +110,6 @@ impl FlattenMeta {
         })
     }
 }
-
-pub use crate::record_batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {

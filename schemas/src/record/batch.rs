@@ -14,10 +14,10 @@ use arrow_array::{
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef};
 
+use super::schema::*;
 use crate::error::{BadInput, Location};
-use crate::job::Split;
 use crate::label::Label;
-use crate::record::*;
+use crate::split::Split;
 
 /// One target node's k-hop neighborhood (see [`crate::record`] for the layout rules).
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -1,0 +1,139 @@
+//! The `[flatten]` stage: k-hop records for every target node.
+
+use serde::{Deserialize, Serialize};
+
+use super::targets::Targets;
+use crate::sampler::Sampler;
+
+/// The most hops a record can serve: `edge_layers` is a 32-bit mask.
+pub const MAX_HOPS: usize = 32;
+
+/// k, the hops of a record (and the layers of the models it serves), when a job sets none.
+pub const DEFAULT_HOPS: usize = 2;
+/// In-edges kept per node at every hop when a job lists no `fanouts`.
+pub const DEFAULT_FANOUT: u32 = 10;
+/// The sampler when a job names none.
+pub const DEFAULT_SAMPLER: Sampler = Sampler::Uniform;
+/// In-edges past which a node is re-indexed over several reducers, when a job sets none.
+pub const DEFAULT_HUB_THRESHOLD: u64 = 100_000;
+/// Targets per worker per batch when a job sets none.
+pub const DEFAULT_BATCH_SIZE: usize = 2048;
+/// Batches a worker lets run at once when a job sets none.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
+/// MiB past which a worker starts a new part file, when a job sets none.
+pub const DEFAULT_PART_SIZE_MB: u64 = 256;
+
+/// The `[flatten]` table. The paths are required; every other key takes the `Default` below.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlattenConfig {
+    /// Node table: a Parquet file or a directory (prefix) of them; local path or URI.
+    pub nodes: String,
+    /// Edge table, as `nodes`.
+    pub edges: String,
+    /// Output directory for record part files and `_SUCCESS`.
+    pub output: String,
+    /// k: the number of hops, and so the number of GNN layers the records serve.
+    #[serde(default = "default_hops")]
+    pub hops: usize,
+    /// In-edges kept per node at each hop, nearest hop first. Default: `DEFAULT_FANOUT` per hop.
+    #[serde(default)]
+    pub fanouts: Option<Vec<u32>>,
+    #[serde(default = "default_sampler")]
+    pub sampler: Sampler,
+    #[serde(default)]
+    pub seed: u64,
+    /// A node with more in-edges than this has them spread over several reducers by a salted
+    /// key, sampled there in part and merged. 0 turns re-indexing off.
+    #[serde(default = "default_hub_threshold")]
+    pub hub_threshold: u64,
+    #[serde(default)]
+    pub targets: Targets,
+    /// Targets per worker per batch. Memory is bounded by `batch_size * max_in_flight` records
+    /// per worker, whatever the size of the whole output.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Batches a worker lets run at once.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+    /// A worker starts a new part file when its current one passes this size.
+    #[serde(default = "default_part_size_mb")]
+    pub part_size_mb: u64,
+    /// Replace an output that already holds a finished run (`_SUCCESS`). Without it such a job
+    /// fails and leaves the output as it was.
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+serde_defaults! {
+    default_hops: usize = DEFAULT_HOPS;
+    default_sampler: Sampler = DEFAULT_SAMPLER;
+    default_hub_threshold: u64 = DEFAULT_HUB_THRESHOLD;
+    default_batch_size: usize = DEFAULT_BATCH_SIZE;
+    default_max_in_flight: usize = DEFAULT_MAX_IN_FLIGHT;
+    default_part_size_mb: u64 = DEFAULT_PART_SIZE_MB;
+}
+
+impl Default for FlattenConfig {
+    /// Every knob's default, with empty paths: a job must name its tables and output.
+    fn default() -> Self {
+        FlattenConfig {
+            nodes: String::new(),
+            edges: String::new(),
+            output: String::new(),
+            hops: DEFAULT_HOPS,
+            fanouts: None,
+            sampler: DEFAULT_SAMPLER,
+            seed: 0,
+            hub_threshold: DEFAULT_HUB_THRESHOLD,
+            targets: Targets::All,
+            batch_size: DEFAULT_BATCH_SIZE,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            part_size_mb: DEFAULT_PART_SIZE_MB,
+            overwrite: false,
+        }
+    }
+}
+
+impl FlattenConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.hops == 0 || self.hops > MAX_HOPS {
+            return Err(format!("[flatten] hops must be between 1 and {MAX_HOPS}, found {}", self.hops));
+        }
+        if let Some(fanouts) = &self.fanouts {
+            if fanouts.len() != self.hops {
+                return Err(format!(
+                    "[flatten] fanouts lists {} values for {} hops (one per hop, nearest first)",
+                    fanouts.len(),
+                    self.hops
+                ));
+            }
+            if fanouts.contains(&0) {
+                return Err(
+                    "[flatten] a fanout of 0 would cut the neighborhood; use sampler = \"all\" for every edge".into()
+                );
+            }
+        }
+        if self.batch_size == 0 || self.max_in_flight == 0 || self.part_size_mb == 0 {
+            return Err("[flatten] batch_size, max_in_flight and part_size_mb must be positive".into());
+        }
+        self.targets.check("flatten")
+    }
+
+    /// The fanout of each hop, nearest first; `u32::MAX` everywhere for the `all` sampler.
+    pub fn hop_fanouts(&self) -> Vec<u32> {
+        match (self.sampler, &self.fanouts) {
+            (Sampler::All, _) => vec![u32::MAX; self.hops],
+            (_, Some(f)) => f.clone(),
+            (_, None) => vec![DEFAULT_FANOUT; self.hops],
+        }
+    }
+
+    /// The fanouts recorded in the output's metadata (empty for `all`).
+    pub fn recorded_fanouts(&self) -> Vec<u32> {
+        match self.sampler {
+            Sampler::All => Vec::new(),
+            _ => self.hop_fanouts(),
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The `[infer]` stage (GraphInfer): scores and embeds nodes from the node and edge tables and
+//! a trained model, in k + 1 rounds over the graph, without k-hop records. The sampler, fanouts
+//! and seed come from the model's `model.json` (the flatten settings it was trained on), so
+//! every node aggregates over the same sampled in-edges as its training record.
+
+use serde::{Deserialize, Serialize};
+
+use super::device::{DEFAULT_DEVICE, DeviceKind};
+use super::flatten::{DEFAULT_HUB_THRESHOLD, DEFAULT_PART_SIZE_MB};
+use super::targets::Targets;
+
+/// Rows per transform on the device when a job sets none.
+pub const DEFAULT_BATCH_SIZE: usize = 4096;
+
+/// The `[infer]` table. The paths are required; every other key takes the `Default` below, the
+/// hub threshold and part size those of `[flatten]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferConfig {
+    /// Node table, as in `[flatten]`.
+    pub nodes: String,
+    /// Edge table, as in `[flatten]`.
+    pub edges: String,
+    /// A training output directory (`model.json` and `model.bpk`); a local path.
+    pub model: String,
+    /// Output directory for the part files and `_SUCCESS`.
+    pub output: String,
+    /// Which layer's output is the `embedding` column, 1-based (layer k gives the logits).
+    /// Default: the last hidden layer, k - 1 (k for a one-layer model).
+    #[serde(default)]
+    pub embedding: Option<usize>,
+    /// Which nodes get a row: "all", or a list of splits. Only the nodes these need at each
+    /// layer are computed.
+    #[serde(default)]
+    pub targets: Targets,
+    /// Rows per transform on the device; every transform is padded to this many rows, so a
+    /// node's result does not depend on which nodes share its batch.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    #[serde(default = "default_device")]
+    pub device: DeviceKind,
+    /// A node whose sampled in-edges at a layer number more than this has its aggregation split
+    /// over salted reducers and merged in salt order (0: never). Also the re-indexing threshold
+    /// of the sampling round, as in `[flatten]`.
+    #[serde(default = "default_hub_threshold")]
+    pub hub_threshold: u64,
+    /// A worker starts a new part file when its current one passes this size.
+    #[serde(default = "default_part_size_mb")]
+    pub part_size_mb: u64,
+    /// Replace an output that already holds a finished run (`_SUCCESS`), as in `[flatten]`.
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+serde_defaults! {
+    default_batch_size: usize = DEFAULT_BATCH_SIZE;
+    default_device: DeviceKind = DEFAULT_DEVICE;
+    default_hub_threshold: u64 = DEFAULT_HUB_THRESHOLD;
+    default_part_size_mb: u64 = DEFAULT_PART_SIZE_MB;
+}
+
+impl Default for InferConfig {
+    /// Every knob's default, with empty paths: a job must name its tables, model and output.
+    fn default() -> Self {
+        InferConfig {
+            nodes: String::new(),
+            edges: String::new(),
+            model: String::new(),
+            output: String::new(),
+            embedding: None,
+            targets: Targets::All,
+            batch_size: DEFAULT_BATCH_SIZE,
+            device: DEFAULT_DEVICE,
+            hub_threshold: DEFAULT_HUB_THRESHOLD,
+            part_size_mb: DEFAULT_PART_SIZE_MB,
+            overwrite: false,
+        }
+    }
+}
+
+impl InferConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.batch_size == 0 || self.part_size_mb == 0 {
+            return Err("[infer] batch_size and part_size_mb must be positive".into());
+        }
+        if self.embedding == Some(0) {
+            return Err("[infer] embedding names a layer, 1-based (1 is the first layer's output)".into());
+        }
+        self.targets.check("infer")
+    }
+}

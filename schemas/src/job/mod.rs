@@ -1,0 +1,170 @@
+//! Job files: `graphflat run job.toml` reads one of these. Every knob has a default; a table that
+//! is absent is a stage that does not run. Unknown keys are errors (a typo must not be ignored).
+//!
+//! One module per table, each holding its config, its `DEFAULT_*` constants and its checks. The
+//! constants are the one statement of each default: serde, the `Default` impls and the command
+//! line read them, and `schemas/tests/documented_defaults.rs` holds the README's job reference
+//! to them.
+
+use serde::{Deserialize, Serialize};
+
+#[macro_use]
+mod serde_defaults;
+
+pub mod cluster;
+pub mod device;
+pub mod flatten;
+pub mod generate;
+pub mod infer;
+pub mod storage;
+pub mod targets;
+pub mod train;
+
+pub use crate::sampler::Sampler;
+pub use crate::split::Split;
+pub use cluster::ClusterConfig;
+pub use device::{Aggregation, DeviceKind};
+pub use flatten::{FlattenConfig, MAX_HOPS};
+pub use generate::GenerateConfig;
+pub use infer::InferConfig;
+pub use storage::StorageConfig;
+pub use targets::Targets;
+pub use train::{OptimizerKind, PsMode, TrainConfig};
+
+/// A whole job file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+    /// How object stores (`s3://`) are reached; every stage of the job uses it.
+    #[serde(default)]
+    pub storage: StorageConfig,
+    /// Generates a synthetic graph first, unless its output already holds one.
+    pub generate: Option<GenerateConfig>,
+    pub flatten: Option<FlattenConfig>,
+    pub train: Option<TrainConfig>,
+    pub infer: Option<InferConfig>,
+}
+
+impl JobFile {
+    /// Parses and checks a job file's text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let job: JobFile = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
+        if let Some(flatten) = &job.flatten {
+            flatten.check()?;
+        }
+        if let Some(train) = &job.train {
+            train.check()?;
+        }
+        if let Some(infer) = &job.infer {
+            infer.check()?;
+        }
+        // [cluster] is checked by the caller, after the command line's overrides.
+        job.storage.check()?;
+        Ok(job)
+    }
+}
+
+/// A job file's parse error without quoting the file's text when the line holds a secret (a
+/// key such as `secret_access_key`, or a URI with user information): the message and the line
+/// only. Other errors keep toml's quote of the line, which shows where the mistake is.
+fn parse_error(text: &str, error: &toml::de::Error) -> String {
+    let line_of = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    let secret = error.span().is_some_and(|span| {
+        let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        let end = text[span.end.min(text.len())..].find('\n').map_or(text.len(), |i| span.end.min(text.len()) + i);
+        let line = &text[start..end];
+        let key = line.split('=').next().unwrap_or("").trim();
+        crate::redact::is_secret_key(key) || crate::redact::redact(line) != line
+    });
+    match (secret, error.span()) {
+        (true, Some(span)) => {
+            format!("line {}: {} (the line is not shown: it holds a secret)", line_of(span.start), error.message())
+        }
+        _ => crate::redact::redact(&error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_never_quote_a_secret() {
+        for text in [
+            "[storage]\nsecret_access_key = \"hunter2\"\n",
+            "[storage]\nendpoint = \"http://key:hunter2@host\"\nbogus = 1\n",
+            "[storage]\nendpoint = \"http://key:hunter2@host\" x\n",
+        ] {
+            let error = JobFile::parse(text).unwrap_err();
+            assert!(!error.contains("hunter2"), "{error}");
+            assert!(error.contains("line"), "{error}");
+        }
+    }
+
+    #[test]
+    fn defaults_fill_a_minimal_job() {
+        let job = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\n").unwrap();
+        let f = job.flatten.unwrap();
+        assert_eq!((f.hops, f.sampler, f.targets.clone()), (2, Sampler::Uniform, Targets::All));
+        assert_eq!(f.hop_fanouts(), vec![10, 10]);
+        assert_eq!(job.cluster.processes, 1);
+    }
+
+    /// A table that names only its paths parses to the `Default` impl: serde's defaults and
+    /// `Default` read the same constants.
+    #[test]
+    fn a_minimal_job_is_the_default_job() {
+        let text = "[cluster]\n[storage]\n[generate]\noutput = ''\n[flatten]\nnodes = ''\nedges = ''\noutput = ''\n\
+                    [train]\nrecords = ''\noutput = ''\n[infer]\nnodes = ''\nedges = ''\nmodel = ''\noutput = ''\n";
+        let everything = JobFile {
+            cluster: ClusterConfig::default(),
+            storage: StorageConfig::default(),
+            generate: Some(GenerateConfig::default()),
+            flatten: Some(FlattenConfig::default()),
+            train: Some(TrainConfig::default()),
+            infer: Some(InferConfig::default()),
+        };
+        assert_eq!(JobFile::parse(text).unwrap(), everything);
+        assert_eq!(JobFile::parse("").unwrap(), JobFile::default());
+    }
+
+    #[test]
+    fn paths_stay_required() {
+        let err = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\n").unwrap_err();
+        assert!(err.contains("missing field `output`"), "{err}");
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_errors() {
+        assert!(JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n").is_err());
+        assert!(JobFile::parse("[cluster]\nworkerz = 2\n").is_err());
+        let err =
+            JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err();
+        assert!(err.contains("fanouts lists 1 values for 2 hops"), "{err}");
+        assert!(JobFile::parse("[cluster]\nprocesses = 2\nprocess = 2\n").unwrap().cluster.check().is_err());
+    }
+
+    #[test]
+    fn targets_accept_all_a_split_or_a_list() {
+        let parse = |t: &str| {
+            JobFile::parse(&format!("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\ntargets = {t}\n"))
+                .map(|j| j.flatten.unwrap().targets)
+        };
+        assert_eq!(parse("\"all\"").unwrap(), Targets::All);
+        assert_eq!(parse("\"test\"").unwrap(), Targets::Splits(vec![Split::Test]));
+        assert_eq!(parse("[\"train\", \"valid\"]").unwrap(), Targets::Splits(vec![Split::Train, Split::Valid]));
+        assert!(parse("\"everything\"").is_err());
+        assert_eq!(parse("[]").unwrap_err(), "[flatten] targets lists no split");
+    }
+
+    #[test]
+    fn generate_defaults_match_the_file_defaults() {
+        let g = GenerateConfig::with_output("a \"quoted\" path");
+        assert_eq!(g.output, "a \"quoted\" path");
+        let from_file: GenerateConfig = toml::from_str("output = 'x'").unwrap();
+        assert_eq!(GenerateConfig { output: "x".into(), ..g.clone() }, from_file);
+        g.check().unwrap();
+    }
+}

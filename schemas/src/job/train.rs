@@ -1,0 +1,245 @@
+//! The `[train]` stage: a GNN on GraphFlat's records, with a parameter server.
+
+use serde::{Deserialize, Serialize};
+
+use super::device::{Aggregation, DEFAULT_DEVICE, DeviceKind};
+use crate::model::{Activation, ModelKind};
+
+/// The model when a job names none.
+pub const DEFAULT_MODEL: ModelKind = ModelKind::Gcn;
+/// Width of the hidden layers when a job sets none.
+pub const DEFAULT_HIDDEN: usize = 16;
+/// GAT attention heads of the hidden layers when a job sets none.
+pub const DEFAULT_HEADS: usize = 8;
+/// GAT attention heads of the last layer when a job sets none.
+pub const DEFAULT_OUTPUT_HEADS: usize = 1;
+/// Dropout on every layer's input when a job sets none.
+pub const DEFAULT_DROPOUT: f32 = 0.5;
+/// The hidden layers' activation when a job names none.
+pub const DEFAULT_ACTIVATION: Activation = Activation::Relu;
+/// Epochs when a job sets none (fewer with `patience`).
+pub const DEFAULT_EPOCHS: usize = 200;
+/// Records per step per worker when a job sets none.
+pub const DEFAULT_BATCH_SIZE: usize = 512;
+/// The optimizer when a job names none.
+pub const DEFAULT_OPTIMIZER: OptimizerKind = OptimizerKind::Adam;
+/// The learning rate when a job sets none.
+pub const DEFAULT_LR: f32 = 0.01;
+/// L2 weight decay when a job sets none.
+pub const DEFAULT_WEIGHT_DECAY: f32 = 5e-4;
+/// The learning rate's factor every `lr_step_epochs` when a job sets none: 1, no decay.
+pub const DEFAULT_LR_GAMMA: f32 = 1.0;
+/// Whether layer l computes only the nodes within k - l hops, when a job does not say.
+pub const DEFAULT_PRUNE: bool = true;
+/// Batches prepared ahead of compute when a job sets none.
+pub const DEFAULT_PREFETCH: usize = 4;
+/// MiB of decoded records a process keeps between epochs when a job sets none.
+pub const DEFAULT_CACHE_MB: u64 = 512;
+/// MiB of the training shuffle buffer per worker when a job sets none.
+pub const DEFAULT_SHUFFLE_MB: u64 = 64;
+/// The parameter server's mode when a job names none.
+pub const DEFAULT_MODE: PsMode = PsMode::Sync;
+/// `async` only: steps a worker may run ahead of the slowest, when a job sets none.
+pub const DEFAULT_STALENESS: usize = 2;
+
+/// How the parameter server applies gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PsMode {
+    /// Every step averages all workers' gradients: the same result as one worker on the
+    /// combined batch.
+    Sync,
+    /// Each worker's gradient is applied as soon as it arrives; a worker runs at most
+    /// `staleness` steps ahead of the last step every worker has finished. Not deterministic.
+    Async,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    Adam,
+    Sgd,
+}
+
+/// The `[train]` table. The paths are required; every other key takes the `Default` below.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// A finished flatten output (with `_SUCCESS`): a local path or a URI, read through
+    /// object_store as GraphFlat writes it.
+    pub records: String,
+    /// Directory (a local path or a URI) that receives `model.bpk`, `model.json`,
+    /// `metrics.jsonl`, `timings.jsonl`, checkpoints, and `_SUCCESS` last.
+    pub output: String,
+    /// Replace a committed model (one with `_SUCCESS`); without it the job refuses to.
+    #[serde(default)]
+    pub overwrite: bool,
+    #[serde(default = "default_model")]
+    pub model: ModelKind,
+    #[serde(default = "default_hidden")]
+    pub hidden: usize,
+    /// GAT attention heads of the hidden layers (concatenated).
+    #[serde(default = "default_heads")]
+    pub heads: usize,
+    /// GAT attention heads of the last layer (averaged; the GAT paper uses 1 on Cora).
+    #[serde(default = "default_output_heads")]
+    pub output_heads: usize,
+    #[serde(default = "default_dropout")]
+    pub dropout: f32,
+    /// GAT only: dropout on attention coefficients.
+    #[serde(default)]
+    pub attention_dropout: f32,
+    #[serde(default = "default_activation")]
+    pub activation: Activation,
+    /// Classes of the label; default: the largest label seen plus one.
+    #[serde(default)]
+    pub classes: Option<usize>,
+    /// Divide each feature row by its sum clamped at 1 (PyG's NormalizeFeatures; for
+    /// non-negative features such as bag-of-words).
+    #[serde(default)]
+    pub normalize_features: bool,
+    #[serde(default = "default_epochs")]
+    pub epochs: usize,
+    /// Records per step per worker: a step's batch over all workers is this times the workers.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    #[serde(default = "default_optimizer")]
+    pub optimizer: OptimizerKind,
+    #[serde(default = "default_lr")]
+    pub lr: f32,
+    #[serde(default = "default_weight_decay")]
+    pub weight_decay: f32,
+    /// SGD momentum.
+    #[serde(default)]
+    pub momentum: f32,
+    /// The learning rate is multiplied by `lr_gamma` every `lr_step_epochs` epochs (0: never).
+    #[serde(default = "default_lr_gamma")]
+    pub lr_gamma: f32,
+    #[serde(default)]
+    pub lr_step_epochs: usize,
+    /// Stop after this many epochs without a better validation accuracy (0: never). The model
+    /// written is the one of the best validation epoch.
+    #[serde(default)]
+    pub patience: usize,
+    /// Layer l computes only the nodes within k - l hops of the roots.
+    #[serde(default = "default_prune")]
+    pub prune: bool,
+    /// Batches a reader thread prepares ahead of compute (0: no pipelining).
+    #[serde(default = "default_prefetch")]
+    pub prefetch: usize,
+    /// Decoded records a process keeps between epochs, in MiB, shared among its workers; the
+    /// rest is read from storage again every epoch. Evaluation batches are kept too when they
+    /// fit beside the records. It changes memory and time, never results.
+    #[serde(default = "default_cache_mb")]
+    pub cache_mb: u64,
+    /// The training shuffle buffer, in MiB per worker: each epoch visits row groups in a seeded
+    /// order and draws records at random from a buffer this large.
+    #[serde(default = "default_shuffle_mb")]
+    pub shuffle_mb: u64,
+    /// Write a checkpoint every this many epochs (0: never).
+    #[serde(default)]
+    pub checkpoint_every: usize,
+    /// Continue from the latest checkpoint in `output`.
+    #[serde(default)]
+    pub resume: bool,
+    #[serde(default = "default_mode")]
+    pub mode: PsMode,
+    /// `async` only: how many steps a worker may run ahead of the slowest.
+    #[serde(default = "default_staleness")]
+    pub staleness: usize,
+    #[serde(default = "default_device")]
+    pub device: DeviceKind,
+    #[serde(default)]
+    pub aggregation: Aggregation,
+    /// Threads the CPU aggregation kernel uses per training worker (0: the cores divided among
+    /// the process's workers).
+    #[serde(default)]
+    pub kernel_threads: usize,
+    /// Seeds the initial weights, the shuffling and dropout.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+serde_defaults! {
+    default_model: ModelKind = DEFAULT_MODEL;
+    default_hidden: usize = DEFAULT_HIDDEN;
+    default_heads: usize = DEFAULT_HEADS;
+    default_output_heads: usize = DEFAULT_OUTPUT_HEADS;
+    default_dropout: f32 = DEFAULT_DROPOUT;
+    default_activation: Activation = DEFAULT_ACTIVATION;
+    default_epochs: usize = DEFAULT_EPOCHS;
+    default_batch_size: usize = DEFAULT_BATCH_SIZE;
+    default_optimizer: OptimizerKind = DEFAULT_OPTIMIZER;
+    default_lr: f32 = DEFAULT_LR;
+    default_weight_decay: f32 = DEFAULT_WEIGHT_DECAY;
+    default_lr_gamma: f32 = DEFAULT_LR_GAMMA;
+    default_prune: bool = DEFAULT_PRUNE;
+    default_prefetch: usize = DEFAULT_PREFETCH;
+    default_cache_mb: u64 = DEFAULT_CACHE_MB;
+    default_shuffle_mb: u64 = DEFAULT_SHUFFLE_MB;
+    default_mode: PsMode = DEFAULT_MODE;
+    default_staleness: usize = DEFAULT_STALENESS;
+    default_device: DeviceKind = DEFAULT_DEVICE;
+}
+
+impl Default for TrainConfig {
+    /// Every knob's default, with empty paths: a job must name its records and output.
+    fn default() -> Self {
+        TrainConfig {
+            records: String::new(),
+            output: String::new(),
+            overwrite: false,
+            model: DEFAULT_MODEL,
+            hidden: DEFAULT_HIDDEN,
+            heads: DEFAULT_HEADS,
+            output_heads: DEFAULT_OUTPUT_HEADS,
+            dropout: DEFAULT_DROPOUT,
+            attention_dropout: 0.0,
+            activation: DEFAULT_ACTIVATION,
+            classes: None,
+            normalize_features: false,
+            epochs: DEFAULT_EPOCHS,
+            batch_size: DEFAULT_BATCH_SIZE,
+            optimizer: DEFAULT_OPTIMIZER,
+            lr: DEFAULT_LR,
+            weight_decay: DEFAULT_WEIGHT_DECAY,
+            momentum: 0.0,
+            lr_gamma: DEFAULT_LR_GAMMA,
+            lr_step_epochs: 0,
+            patience: 0,
+            prune: DEFAULT_PRUNE,
+            prefetch: DEFAULT_PREFETCH,
+            cache_mb: DEFAULT_CACHE_MB,
+            shuffle_mb: DEFAULT_SHUFFLE_MB,
+            checkpoint_every: 0,
+            resume: false,
+            mode: DEFAULT_MODE,
+            staleness: DEFAULT_STALENESS,
+            device: DEFAULT_DEVICE,
+            aggregation: Aggregation::default(),
+            kernel_threads: 0,
+            seed: 0,
+        }
+    }
+}
+
+impl TrainConfig {
+    pub fn check(&self) -> Result<(), String> {
+        if self.hidden == 0 || self.heads == 0 || self.output_heads == 0 || self.epochs == 0 || self.batch_size == 0 {
+            return Err("[train] hidden, heads, output_heads, epochs and batch_size must be positive".into());
+        }
+        if !(0.0..1.0).contains(&self.dropout) || !(0.0..1.0).contains(&self.attention_dropout) {
+            return Err("[train] dropout rates must be in [0, 1)".into());
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0 && self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err("[train] lr must be a positive number and weight_decay a number not below 0".into());
+        }
+        if !(self.momentum.is_finite() && self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
+            return Err("[train] momentum and lr_gamma must be numbers, lr_gamma positive".into());
+        }
+        if self.classes == Some(0) {
+            return Err("[train] classes must be at least 1 (or left out to count them)".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,16 @@
+//! The flattened record table GraphFlat writes: one row per target node, self-contained.
+//!
+//! Nodes are listed root first, then by (hop, node_id). Edges are local index pairs into that
+//! list, sorted by (dst, src). `edge_layers` says which GNN layers each edge serves: bit `l-1` is
+//! set when layer `l` (1 = the layer nearest the input) aggregates over the edge. A node at hop
+//! `d` is computed by layers `1..=k-d`, and the record holds exactly the edges those layers need
+//! (see the crate's `README.md`).
+//!
+//! `schema` names the columns and builds the Arrow schema; `batch` converts records to and from
+//! Arrow batches over that schema.
+
+mod batch;
+mod schema;
+
+pub use batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
+pub use schema::*;
