@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use gnn::io::ModelFiles;
-use schemas::Cause;
+use schemas::{Cause, StorageConfig};
 use tables::{Io, Place, open_table};
 
 use crate::Result;
 use crate::exit::{Exit, WithCause};
 
 pub fn inspect(target: &str) -> Result<()> {
-    let io = Io::new().cause(Cause::Internal)?;
-    let place = Place::parse(target).map_err(|e| Exit::new(e.cause(), e))?;
+    // No job file: the environment's store settings.
+    let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
+    let place = io.place(target).map_err(|e| Exit::new(e.cause(), e))?;
     let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
     let is_model = manifest.is_some_and(|m| m.stage == tables::commit::Stage::Train);
     if is_model || io.block_on(place.child(gnn::io::META).exists()) {

@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use exit::{Exit, WithCause};
 use schemas::job::generate;
-use schemas::{Cause, GenerateConfig, JobFile};
-use tables::{Io, Place};
+use schemas::{Cause, GenerateConfig, JobFile, StorageConfig};
+use tables::Io;
 
 type Result<T> = std::result::Result<T, Exit>;
 
@@ -165,10 +165,12 @@ fn run(cli: Cli) -> Result<()> {
                 seed,
                 ..GenerateConfig::with_output(out)
             };
-            generate(&config)
+            // Commands without a job file use the environment's store settings.
+            generate(&*Io::new(&StorageConfig::default()).cause(Cause::Internal)?, &config)
         }
         Command::Import { format: ImportFormat::Ogb { dir, out, split } } => {
-            let io = Io::new().cause(Cause::Internal)?;
+            // Commands without a job file use the environment's store settings.
+            let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
             let imported = graphflat::import::import_ogb(&io, &dir, &out, split.as_deref()).map_err(|e| {
                 Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display())))
             })?;
@@ -228,10 +230,10 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<JobFile> {
 
 fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     let job = read_job(path, overrides)?;
-    tables::configure(&job.storage);
+    // One I/O runtime for the job, carrying its `[storage]` to every stage.
+    let io = Io::new(&job.storage).cause(Cause::Internal)?;
     if let Some(config) = &job.generate {
-        let io = Io::new().cause(Cause::Internal)?;
-        let out = Place::parse(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
+        let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
         let done = io.block_on(async {
             out.child("nodes").child(schemas::SUCCESS_MARKER).exists().await
                 && out.child("edges").child(schemas::SUCCESS_MARKER).exists().await
@@ -239,7 +241,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         if done {
             tracing::info!("generate: {} already holds a graph; skipping", out.shown());
         } else if job.cluster.process == 0 {
-            generate(config)?;
+            generate(&io, config)?;
         } else {
             return Err(Exit::usage("[generate] runs on process 0 only; run it before starting the other processes"));
         }
@@ -253,7 +255,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphflat::run(config, &job.cluster)
+        let summary = graphflat::run(&io, config, &job.cluster)
             .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; no _SUCCESS was written"))?;
         if job.cluster.process == 0 {
             println!("{summary}");
@@ -269,7 +271,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphtrainer::run(config, &job.cluster)
+        let summary = graphtrainer::run(&io, config, &job.cluster)
             .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"))?;
         if job.cluster.process == 0 {
             println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
@@ -296,7 +298,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphinfer::run(config, &job.cluster)
+        let summary = graphinfer::run(&io, config, &job.cluster)
             .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; no _SUCCESS was written"))?;
         if job.cluster.process == 0 {
             println!("{summary}");
@@ -306,11 +308,10 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     Ok(())
 }
 
-fn generate(config: &GenerateConfig) -> Result<()> {
-    let io = Io::new().cause(Cause::Internal)?;
+fn generate(io: &Io, config: &GenerateConfig) -> Result<()> {
     let started = std::time::Instant::now();
     tracing::info!("generate: {} nodes, {} edges per node into {}", config.nodes, config.avg_degree, config.output);
-    let g = graphflat::generate::generate(&io, config)
+    let g = graphflat::generate::generate(io, config)
         .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context("generate failed")))?;
     println!(
         "generated {} nodes, {} edges (largest hub: in-degree {}) into {} in {:.1}s",

@@ -50,8 +50,8 @@ fn an_unreachable_namenode_is_a_clear_error_in_bounded_time() {
 /// Every object under `dir` on HDFS, copied into `to` (file names only).
 #[cfg(feature = "hdfs")]
 fn download(dir: &str, to: &std::path::Path) {
-    let io = tables::Io::new().unwrap();
-    let place = tables::Place::parse(dir).unwrap();
+    let io = tables::Io::new(&schemas::StorageConfig::default()).unwrap();
+    let place = io.place(dir).unwrap();
     std::fs::create_dir_all(to).unwrap();
     for file in io.block_on(place.list_files()).unwrap() {
         let name = file.location.filename().unwrap().to_owned();

@@ -43,7 +43,7 @@ fn read_scores(dir: &Path) -> BTreeMap<i64, Scored> {
 /// scores by root.
 fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
     let device = Device::flex();
-    let (meta, gnn) = gnn::io::load(model.to_str().unwrap(), &device).unwrap();
+    let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
     let spec = BatchSpec {
         hops: meta.hops,
         fanouts: meta.fanouts.clone(),

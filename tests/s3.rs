@@ -350,3 +350,27 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
     assert_eq!(manifest["rows"], 3000);
     assert!(s3.keys("graphs", "odd").iter().all(|(k, _)| k.starts_with(key)), "written under another key");
 }
+
+/// A store that fails while GraphInfer reads its model is a failure to retry (75), not a
+/// missing model (66).
+#[test]
+fn a_store_failure_reading_a_model_is_the_retry_exit() {
+    let dir = scratch("s3-model-unreachable");
+    let port = free_port();
+    let body = format!(
+        "[storage]\nendpoint = \"http://127.0.0.1:{port}\"\nallow_http = true\nregion = \"us-east-1\"\n\
+         retries = 1\nretry_timeout_s = 5\nconnect_timeout_s = 1\ntimeout_s = 1\n\
+         [infer]\nnodes = {:?}\nedges = {:?}\nmodel = \"s3://models/gcn\"\noutput = {:?}\n",
+        dir.join("nodes").display().to_string(),
+        dir.join("edges").display().to_string(),
+        dir.join("scores").display().to_string()
+    );
+    let out = graphflat()
+        .args(["run", job(&dir, "infer.toml", &body).to_str().unwrap()])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .output()
+        .unwrap();
+    assert_fails(&out, 75, &["s3://models/gcn"]);
+    assert!(!text(&out).contains(SECRET));
+}

@@ -195,7 +195,7 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
     let flat = dir.join("flat");
     let job = job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 1\nfanouts = [3]\n"));
     run_ok(&["run", job.to_str().unwrap(), "--workers", "4"]);
-    let set = Arc::new(RecordSet::open(flat.to_str().unwrap()).unwrap());
+    let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
     // The independent answer: every labeled training root, read unit by unit.
     let mut all: Vec<i64> =
         set.units().iter().flat_map(|&u| set.read(u, Pass::Train).unwrap()).map(|r| r.root).collect();
@@ -240,7 +240,7 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
 fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
     let dir = scratch("train-sync");
     let flat = two_part_records(&dir);
-    let set = Arc::new(RecordSet::open(flat.to_str().unwrap()).unwrap());
+    let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
     let (epochs, batch_size, seed) = (3, 40, 7);
     for model in ["gcn", "sage", "gat"] {
         let extra = format!(
@@ -290,7 +290,7 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
 fn resume_from_a_checkpoint_reaches_the_uninterrupted_parameters() {
     let dir = scratch("train-resume");
     let flat = two_part_records(&dir);
-    let set = Arc::new(RecordSet::open(flat.to_str().unwrap()).unwrap());
+    let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
     let extra = "model = \"sage\"\nbatch_size = 50\nseed = 3\ncheckpoint_every = 2\n";
     let whole =
         train_on(2, train_config(&flat, &dir.join("whole"), &format!("{extra}epochs = 5\n")), set.clone(), None);
@@ -322,8 +322,8 @@ fn two_processes_train_like_two_workers_in_one() {
     run_two_processes(&job(&dir, "processes.toml", &body), &dir);
 
     let device = burn::prelude::Device::flex();
-    let (_, a) = gnn::io::load(threads.to_str().unwrap(), &device).unwrap();
-    let (meta, b) = gnn::io::load(processes.to_str().unwrap(), &device).unwrap();
+    let (_, a) = gnn::io::load(&local_io(), threads.to_str().unwrap(), &device).unwrap();
+    let (meta, b) = gnn::io::load(&local_io(), processes.to_str().unwrap(), &device).unwrap();
     let (a, b) = (gnn::params::flatten(&a), gnn::params::flatten(&b));
     assert_eq!((a.len(), meta.parameters), (b.len(), b.len()));
     let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);

@@ -65,9 +65,9 @@ pub struct ModelFiles {
 }
 
 impl ModelFiles {
-    /// Reads the model under `uri` (a local directory or a URI).
-    pub fn open(uri: &str) -> Result<ModelFiles, Error> {
-        Self::read(&*Io::new()?, &Place::parse(uri)?)
+    /// Reads the model under `uri` (a local directory or a URI) with the job's `io`.
+    pub fn open(io: &Io, uri: &str) -> Result<ModelFiles, Error> {
+        Self::read(io, &io.place(uri)?)
     }
 
     /// Reads the model in `dir`.
@@ -152,8 +152,8 @@ async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>
 }
 
 /// Reads a model written by [`save`] (by a training job).
-pub fn load(uri: &str, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
-    let files = ModelFiles::open(uri)?;
+pub fn load(io: &Io, uri: &str, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
+    let files = ModelFiles::open(io, uri)?;
     let model = files.model(device)?;
     Ok((files.meta, model))
 }

@@ -71,8 +71,8 @@ impl Details for RecordSizes {
 
 /// Runs the flatten job on this process's workers and returns the summary. Any worker's
 /// failure ends every worker (see `cluster::execute`).
-pub fn run(config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, Failure<Error>> {
-    let io = Io::new().map_err(Failure::Worker)?;
+pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Result<Summary, Failure<Error>> {
+    let io = io.clone();
     let config = Arc::new(config.clone());
     let progress = Arc::new(
         Progress::new("flatten", "records", vec!["rounds".into()]).with_tally("requests per round", config.hops + 1),

@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::table::{TableWriter, schema_ref};
 use cluster::hash::{hash3, mix64, unit_interval};
 use tables::commit::Stage;
-use tables::{Io, Place};
+use tables::Io;
 
 const NODES_PER_PART: u64 = 1 << 18;
 const EDGES_PER_PART: u64 = 1 << 21;
@@ -158,9 +158,9 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// Writes `<output>/nodes/` and `<output>/edges/`, each with `_SUCCESS`.
 pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
-    config.check().map_err(Error::Usage)?;
+    config.check()?;
     let model = Model::new(config);
-    let out = Place::parse_output(&config.output)?;
+    let out = io.output(&config.output)?;
     let n = config.nodes;
     let m = config.nodes * config.avg_degree;
 

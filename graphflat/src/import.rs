@@ -22,7 +22,7 @@ use schemas::{BadInput, Label, LabelKind, Location, Split};
 use crate::error::Error;
 use crate::table::{TableWriter, schema_ref};
 use tables::commit::Stage;
-use tables::{Io, Place};
+use tables::Io;
 
 const ROWS_PER_PART: usize = 1 << 17;
 
@@ -194,8 +194,8 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     }
 
     // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
-    let outp = Place::parse_output(out)?;
-    let source = Place::parse_output(&dir.to_string_lossy())?;
+    let outp = io.output(out)?;
+    let source = io.output(&dir.to_string_lossy())?;
     let nodes_table = TableWriter::start(io, &outp.child("nodes"), Stage::Import, &[&source])?;
     let edges_table = TableWriter::start(io, &outp.child("edges"), Stage::Import, &[&source])?;
     {

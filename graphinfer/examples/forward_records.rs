@@ -25,7 +25,9 @@ fn main() {
     };
     let started = Instant::now();
     let device = Device::flex();
-    let (meta, gnn) = gnn::io::load(model, &device).expect("a model directory");
+    let (meta, gnn) =
+        gnn::io::load(&tables::Io::new(&schemas::StorageConfig::default()).expect("an I/O runtime"), model, &device)
+            .expect("a model directory");
     let spec = BatchSpec {
         hops: meta.hops,
         fanouts: meta.fanouts.clone(),

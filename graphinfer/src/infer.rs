@@ -56,12 +56,12 @@ fn phases(hops: usize) -> Vec<String> {
 }
 
 /// Runs the infer job on this process's workers. Any worker's failure ends every worker.
-pub fn run(config: &InferConfig, cluster: &ClusterConfig) -> Result<Summary, Failure<Error>> {
-    let io = Io::new().map_err(Failure::Worker)?;
+pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Result<Summary, Failure<Error>> {
+    let io = io.clone();
     let config = Arc::new(config.clone());
     // The model first, read once for every worker of this process: a missing or corrupt model
     // fails before any table is read.
-    let dir = model_dir(&config.model).map_err(Failure::Worker)?;
+    let dir = model_dir(&io, &config.model).map_err(Failure::Worker)?;
     let files = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(model_error(e)))?;
     let progress = Arc::new(Progress::new("infer", "nodes", phases(files.meta.hops)));
     let model = Arc::new((dir, files));

@@ -5,24 +5,26 @@ use gnn::Gnn;
 use gnn::io::ModelFiles;
 use schemas::model::ModelMeta;
 
-use tables::Place;
+use tables::{Io, Place};
 
 use crate::Error;
 
-/// A model error as the table layer's error, keeping its exit cause.
+/// A model error as the table layer's error, keeping its exit cause: a store's failure while
+/// reading the model stays the store's error (75 on a remote failure: retry), never "missing".
 pub fn model_error(e: gnn::Error) -> Error {
     let message = e.to_string();
-    match e.cause() {
-        schemas::Cause::BadData => Error::BadData(message),
-        schemas::Cause::Usage => Error::Usage(message),
-        schemas::Cause::CantCreate => Error::Output(message),
-        _ => Error::NoInput(message),
+    match e {
+        gnn::Error::Table(e) => e,
+        gnn::Error::Model { .. } => Error::NoInput(message),
+        gnn::Error::Corrupt { .. } => Error::BadData(message),
+        gnn::Error::Write { .. } => Error::Output(message),
+        gnn::Error::Device(_) => Error::Usage(message),
     }
 }
 
 /// The model directory of `[infer] model`: a local path or a URI.
-pub fn model_dir(model: &str) -> Result<Place, Error> {
-    let dir = Place::parse(model)?;
+pub fn model_dir(io: &Io, model: &str) -> Result<Place, Error> {
+    let dir = io.place(model)?;
     if dir.local_dir().is_some_and(|d| !d.is_dir()) {
         return Err(Error::NoInput(format!("[infer] model {model}: no such directory (a training job's output)")));
     }

@@ -79,10 +79,10 @@ impl Counts {
 const TAG_COLUMNS: [&str; 3] = [record::ROOT_ID, record::SPLIT, record::LABEL];
 
 impl RecordSet {
-    /// Opens a finished record set (a local path or a URI): it must hold `_SUCCESS`.
-    pub fn open(uri: &str) -> Result<Self, Error> {
-        let io = Io::new()?;
-        let place = Place::parse(uri)?;
+    /// Opens a finished record set (a local path or a URI) with the job's `io`: it must hold
+    /// `_SUCCESS`.
+    pub fn open(io: Arc<Io>, uri: &str) -> Result<Self, Error> {
+        let place = io.place(uri)?;
         if !io.block_on(place.child(schemas::SUCCESS_MARKER).exists()) {
             return Err(tables::Error::NoInput(format!(
                 "{}: no {} marker; the flatten job that writes it did not finish",

@@ -18,9 +18,9 @@ use gnn::params;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
-use tables::Place;
 use tables::commit::{Stage, new_run_id};
 use tables::lease::Lease;
+use tables::{Io, Place};
 use timely::worker::Worker;
 
 use crate::checkpoint::{self, Checkpoint};
@@ -57,8 +57,8 @@ pub struct TrainSummary {
 }
 
 /// Runs a training job on this process's workers. Any worker's failure ends every worker.
-pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
-    let set = RecordSet::open(&config.records).map_err(Failure::Worker)?;
+pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
+    let set = RecordSet::open(io.clone(), &config.records).map_err(Failure::Worker)?;
     check_output(config, &set).map_err(Failure::Worker)?;
     let mut config = config.clone();
     // The kernel's threads: the cores shared among this process's workers unless set.
@@ -78,7 +78,7 @@ pub fn run(config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary
 /// The output is a directory apart from the records, and holds no committed model unless the
 /// job replaces it (`overwrite`) or continues it (`resume`).
 fn check_output(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
-    let output = Place::parse_output(&config.output)?;
+    let output = set.io.output(&config.output)?;
     let replace = config.overwrite || config.resume;
     Ok(set.io.block_on(tables::commit::check_output(&output, &[&set.place], replace, &gnn::io::LAYOUT))?)
 }
@@ -267,7 +267,7 @@ pub fn train_worker(
     let setup = Setup::new(worker, config, source.clone())?;
     let set = source.set();
     let io = set.io.clone();
-    let output = Place::parse_output(&config.output)?;
+    let output = io.output(&config.output)?;
     // Worker 0 holds the run's lease on the output (see `tables::commit`) and commits.
     let lease =
         if index == 0 { Some(io.block_on(Lease::take(&output, &new_run_id(), Stage::Train.name()))) } else { None };

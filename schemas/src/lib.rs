@@ -18,7 +18,7 @@ pub mod split;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;
-pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobFile, StorageConfig, Targets};
+pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobError, JobFile, StorageConfig, Targets};
 pub use label::{Label, LabelKind};
 pub use record::Record;
 pub use redact::redact;

@@ -156,9 +156,9 @@ pub fn run<B: Body>(
 ) -> Result<Summary<B::Details>, Error> {
     let reporter = timely.index().is_multiple_of(threads);
     let clock = Clock::default();
-    let output = agree(timely, Place::parse_output(declared.output))?;
-    let nodes_table = agree(timely, Place::parse(declared.nodes))?;
-    let edges_table = agree(timely, Place::parse(declared.edges))?;
+    let output = agree(timely, io.output(declared.output))?;
+    let nodes_table = agree(timely, io.place(declared.nodes))?;
+    let edges_table = agree(timely, io.place(declared.edges))?;
     let mut inputs = vec![&nodes_table, &edges_table];
     inputs.extend(body.other_inputs());
     let (lease, output) = open_output(timely, io, declared, output, &inputs)?;

@@ -1,9 +1,8 @@
 //! The object stores behind URIs: S3 (and S3-compatible servers) through `object_store`'s
 //! `aws` client, HDFS through `hdfs-native-object-store` (the `hdfs` feature), and the local
-//! file system. A store is built from the URI's scheme and authority, then the process's
-//! `[storage]` settings.
+//! file system. A store is built from the URI's scheme and authority, then the job's
+//! `[storage]` settings (which `crate::Io` carries).
 
-use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -12,28 +11,20 @@ use schemas::StorageConfig;
 
 use crate::error::Error;
 
-/// The process's `[storage]` settings, for every store opened after [`configure`]. One job runs
-/// per process, and its settings hold for all of its stages.
-static STORAGE: RwLock<Option<StorageConfig>> = RwLock::new(None);
-
-/// Sets the `[storage]` settings every `s3://` and `hdfs://` place opened from now on uses.
-pub fn configure(storage: &StorageConfig) {
-    *STORAGE.write().unwrap_or_else(PoisonError::into_inner) = Some(storage.clone());
-}
-
-fn storage_config() -> StorageConfig {
-    STORAGE.read().unwrap_or_else(PoisonError::into_inner).clone().unwrap_or_default()
-}
-
 /// The store serving `scheme://authority` (`uri` names it in errors).
-pub(crate) fn open(uri: &str, scheme: &str, authority: &str) -> Result<Box<dyn ObjectStore>, Error> {
+pub(crate) fn open(
+    uri: &str,
+    scheme: &str,
+    authority: &str,
+    storage: &StorageConfig,
+) -> Result<Box<dyn ObjectStore>, Error> {
     let opened = |source| Error::Store { what: format!("cannot open {}", schemas::redact(uri)), source };
     match scheme {
-        "s3" => Ok(Box::new(s3_builder(&storage_config()).with_bucket_name(authority).build().map_err(opened)?)),
-        "hdfs" | "viewfs" => hdfs_store(uri, scheme, authority),
+        "s3" => Ok(Box::new(s3_builder(storage).with_bucket_name(authority).build().map_err(opened)?)),
+        "hdfs" | "viewfs" => hdfs_store(uri, scheme, authority, storage),
         _ => {
             let url = url::Url::parse(&format!("{scheme}://{authority}/"))
-                .map_err(|e| Error::Usage(format!("{}: not a valid URI: {e}", schemas::redact(uri))))?;
+                .map_err(|source| Error::Uri { uri: schemas::redact(uri), source })?;
             Ok(object_store::parse_url(&url).map_err(opened)?.0)
         }
     }
@@ -69,8 +60,12 @@ fn s3_builder(storage: &StorageConfig) -> AmazonS3Builder {
 /// files hdfs-native reads (`HADOOP_CONF_DIR`), then `[storage]` retries (failover attempts)
 /// and request timeout (socket timeout).
 #[cfg(feature = "hdfs")]
-fn hdfs_store(uri: &str, scheme: &str, authority: &str) -> Result<Box<dyn ObjectStore>, Error> {
-    let storage = storage_config();
+fn hdfs_store(
+    uri: &str,
+    scheme: &str,
+    authority: &str,
+    storage: &StorageConfig,
+) -> Result<Box<dyn ObjectStore>, Error> {
     let settings = [
         ("dfs.client.failover.max.attempts", storage.retries.to_string()),
         ("dfs.client.socket-timeout", ((storage.timeout_s * 1000.0).round() as u64).to_string()),
@@ -84,7 +79,12 @@ fn hdfs_store(uri: &str, scheme: &str, authority: &str) -> Result<Box<dyn Object
 }
 
 #[cfg(not(feature = "hdfs"))]
-fn hdfs_store(uri: &str, _scheme: &str, _authority: &str) -> Result<Box<dyn ObjectStore>, Error> {
+fn hdfs_store(
+    uri: &str,
+    _scheme: &str,
+    _authority: &str,
+    _storage: &StorageConfig,
+) -> Result<Box<dyn ObjectStore>, Error> {
     Err(Error::Usage(format!(
         "{}: this build cannot read HDFS; build with `cargo build --release --features hdfs`",
         schemas::redact(uri)

@@ -120,9 +120,11 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Ok(None);
     }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| Error::BadData(format!("{}: not a manifest this version reads: {e}", marker.shown())))
+    serde_json::from_slice(&bytes).map(Some).map_err(|source| Error::Decode {
+        file: marker.shown(),
+        what: "manifest",
+        source,
+    })
 }
 
 /// Step 1 (see the module doc). `inputs` are every input of the job's stage (tables, records,
@@ -178,7 +180,7 @@ pub async fn commit(
         )));
     }
     let marker = output.child(schemas::SUCCESS_MARKER);
-    let json = serde_json::to_vec_pretty(manifest).map_err(|e| Error::Internal(format!("manifest: {e}")))?;
+    let json = serde_json::to_vec_pretty(manifest).map_err(|source| Error::Encode { what: "manifest", source })?;
     let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
     let put = marker.store.put_opts(&marker.path, PutPayload::from(json), PutOptions::from(mode)).await;
     match put {
@@ -311,11 +313,11 @@ async fn entries(dir: &Place) -> Result<Vec<Entry>, Error> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
                 return Ok(Vec::new());
             }
-            Err(e) => return Err(Error::Output(format!("cannot list {}: {e}", dir.shown()))),
+            Err(source) => return Err(Error::List { dir: dir.shown(), source }),
         };
         let mut out = Vec::new();
         for entry in read {
-            let entry = entry.map_err(|e| Error::Output(format!("cannot list {}: {e}", dir.shown())))?;
+            let entry = entry.map_err(|source| Error::List { dir: dir.shown(), source })?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let kind = match std::fs::symlink_metadata(entry.path()) {
                 Ok(m) if m.is_file() => Kind::File,

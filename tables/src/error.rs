@@ -17,6 +17,24 @@ pub enum Error {
     Write { file: String, source: parquet::errors::ParquetError },
     #[error("{file}")]
     Arrow { file: String, source: arrow_schema::ArrowError },
+    /// A URI whose scheme and authority are not a URL.
+    #[error("{uri}: not a valid URI")]
+    Uri { uri: String, source: url::ParseError },
+    /// A local directory that cannot be listed.
+    #[error("cannot list {dir}")]
+    List { dir: String, source: std::io::Error },
+    /// A JSON file this project writes (a manifest, a run marker) that does not read back.
+    #[error("{file}: not a {what} this version reads")]
+    Decode { file: String, what: &'static str, source: serde_json::Error },
+    /// Something this project writes as JSON that cannot be encoded (a bug).
+    #[error("cannot encode the {what}")]
+    Encode { what: &'static str, source: serde_json::Error },
+    /// The I/O runtime did not start.
+    #[error("cannot start the I/O runtime")]
+    Runtime(#[source] std::io::Error),
+    /// A job setting that cannot work.
+    #[error(transparent)]
+    Job(#[from] schemas::JobError),
     /// A setting or a URI that cannot work.
     #[error("{0}")]
     Usage(String),
@@ -39,7 +57,14 @@ impl Error {
     /// Why the job failed, as an exit code tells it.
     pub fn cause(&self) -> Cause {
         match self {
-            Error::BadInput(_) | Error::Parquet { .. } | Error::Arrow { .. } | Error::BadData(_) => Cause::BadData,
+            Error::BadInput(_)
+            | Error::Parquet { .. }
+            | Error::Arrow { .. }
+            | Error::Decode { .. }
+            | Error::BadData(_) => Cause::BadData,
+            Error::Uri { .. } | Error::Job(_) => Cause::Usage,
+            Error::List { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
+            Error::Encode { .. } | Error::Runtime(_) => Cause::Internal,
             Error::Store { source, .. } => store_cause(source).unwrap_or(Cause::Retry),
             Error::NoInput(_) => Cause::NoInput,
             Error::Retry(_) => Cause::Retry,

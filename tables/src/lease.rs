@@ -143,7 +143,7 @@ pub async fn read(place: &Place) -> Result<Option<Marker>, Error> {
 }
 
 fn to_json(marker: &Marker) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec(marker).map_err(|e| Error::Internal(format!("run marker: {e}")))
+    serde_json::to_vec(marker).map_err(|source| Error::Encode { what: "run marker", source })
 }
 
 fn now_ms() -> u64 {

@@ -3,7 +3,8 @@
 //!
 //! - [`place`]: places (local paths and URIs with their exact keys), listing a table's files;
 //! - [`backends`]: the stores behind URIs (S3, HDFS, the local file system) and `[storage]`;
-//! - [`io`]: the async runtime every worker's I/O runs on;
+//! - [`io`]: a job's I/O: the async runtime every worker's I/O runs on and the job's `[storage]`,
+//!   which every place it parses is opened with;
 //! - [`read`]: a table's files, row groups as units of work, bounded decoded batches;
 //! - [`table`]: writing files and whole tables;
 //! - [`parts`]: one worker's share of a stage's output as part files;
@@ -23,7 +24,6 @@ pub mod place;
 pub mod read;
 pub mod table;
 
-pub use backends::configure;
 pub use error::Error;
 pub use io::Io;
 pub use place::Place;

@@ -8,6 +8,8 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
+use schemas::StorageConfig;
+
 use crate::error::Error;
 
 /// A file or directory in some store, with the text that names it in messages.
@@ -27,28 +29,29 @@ pub struct Place {
 
 impl Place {
     /// An input: a local path (relative to the working directory) or a URI. A last component
-    /// with `*` or `?` is a glob over the file names of its directory.
-    pub fn parse(uri: &str) -> Result<Place, Error> {
+    /// with `*` or `?` is a glob over the file names of its directory. A remote store is built
+    /// with `storage` (the job's `[storage]`).
+    pub fn parse(uri: &str, storage: &StorageConfig) -> Result<Place, Error> {
         let (dir, pattern) = match uri.rsplit_once('/') {
             Some((dir, last)) if last.contains(['*', '?']) => (dir, Some(last.to_owned())),
             None if uri.contains(['*', '?']) => (".", Some(uri.to_owned())),
             _ => (uri, None),
         };
-        let mut place = Self::parse_exact(uri, dir)?;
+        let mut place = Self::parse_exact(uri, dir, storage)?;
         place.pattern = pattern;
         Ok(place)
     }
 
     /// An output: a local path or a URI naming one directory, every character of it taken as
     /// it is (no globs).
-    pub fn parse_output(uri: &str) -> Result<Place, Error> {
-        Self::parse_exact(uri, uri)
+    pub fn parse_output(uri: &str, storage: &StorageConfig) -> Result<Place, Error> {
+        Self::parse_exact(uri, uri, storage)
     }
 
     /// `location` (the part of `uri` that names a directory or file) without URL decoding: an
     /// object key keeps `?`, `#` and `%` as written. Keys with an empty, `.` or `..` segment are
     /// refused, as object stores and file systems disagree on what they mean.
-    fn parse_exact(uri: &str, location: &str) -> Result<Place, Error> {
+    fn parse_exact(uri: &str, location: &str, storage: &StorageConfig) -> Result<Place, Error> {
         let usage = |problem: &str| Error::Usage(format!("{}: {problem}", schemas::redact(uri)));
         let Some((scheme, rest)) = location.split_once("://") else {
             return Self::local(uri, location);
@@ -73,7 +76,7 @@ impl Place {
             return Err(usage("a key with an empty, `.` or `..` segment"));
         }
         let path = Path::parse(key).map_err(|e| usage(&format!("not a valid key: {e}")))?;
-        let store = crate::backends::open(uri, scheme, authority)?;
+        let store = crate::backends::open(uri, scheme, authority, storage)?;
         Ok(Place {
             store: Arc::from(store),
             path,
@@ -315,7 +318,7 @@ mod tests {
 
     #[test]
     fn places_overlap_when_one_holds_the_other() {
-        let place = |p: &str| Place::parse(p).unwrap();
+        let place = |p: &str| Place::parse(p, &StorageConfig::default()).unwrap();
         assert!(place("/data/g").overlaps(&place("/data/g/nodes")));
         assert!(place("/data/g/nodes").overlaps(&place("/data/g")));
         assert!(place("/data/g").overlaps(&place("/data/g")));
@@ -327,19 +330,19 @@ mod tests {
 
     #[test]
     fn keys_keep_every_character() {
-        let place = Place::parse_output("s3://bucket/dir/a?b#c%41 d").unwrap();
+        let place = Place::parse_output("s3://bucket/dir/a?b#c%41 d", &StorageConfig::default()).unwrap();
         assert_eq!(place.path.as_ref(), "dir/a?b#c%41 d");
         assert_eq!(place.shown(), "s3://bucket/dir/a?b#c%41 d");
         // An output is never a glob, on disk either.
-        let local = Place::parse_output("/tmp/what?").unwrap();
+        let local = Place::parse_output("/tmp/what?", &StorageConfig::default()).unwrap();
         assert_eq!(local.shown(), "/tmp/what?");
-        assert!(!local.overlaps(&Place::parse_output("/tmp/other").unwrap()));
+        assert!(!local.overlaps(&Place::parse_output("/tmp/other", &StorageConfig::default()).unwrap()));
     }
 
     #[test]
     fn odd_uris_are_usage_errors() {
         for uri in ["s3:///x", "s3://b/a/../c", "s3://b/a//c", "s3://b/./c", "file://relative/path"] {
-            let error = Place::parse_output(uri).unwrap_err();
+            let error = Place::parse_output(uri, &StorageConfig::default()).unwrap_err();
             assert!(matches!(error, Error::Usage(_)), "{uri}: {error:?}");
         }
     }
@@ -347,7 +350,7 @@ mod tests {
     #[test]
     fn credentials_in_a_uri_are_never_shown() {
         for uri in ["s3://key:secret@/x", "s3://key:secret@bucket/x"] {
-            let error = Place::parse_output(uri).unwrap_err();
+            let error = Place::parse_output(uri, &StorageConfig::default()).unwrap_err();
             assert!(matches!(error, Error::Usage(_)) && !error.to_string().contains("secret"), "{error}");
         }
     }
@@ -358,7 +361,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("nodes")).unwrap();
         std::os::unix::fs::symlink(dir.join("nodes"), dir.join("link")).unwrap();
-        let place = |p: std::path::PathBuf| Place::parse_output(p.to_str().unwrap()).unwrap();
+        let place =
+            |p: std::path::PathBuf| Place::parse_output(p.to_str().unwrap(), &StorageConfig::default()).unwrap();
         assert!(place(dir.join("link")).overlaps(&place(dir.join("nodes"))));
         assert!(place(dir.join("link/new")).overlaps(&place(dir.join("nodes"))));
         assert!(!place(dir.join("linked")).overlaps(&place(dir.join("nodes"))));

@@ -218,3 +218,8 @@ pub fn assert_fails(out: &Output, code: i32, words: &[&str]) {
     }
     assert!(!all.contains("panicked") && !all.contains("RUST_BACKTRACE"), "a panic report leaked:\n{all}");
 }
+
+/// The I/O of a job with the default `[storage]`, for tests that call the libraries directly.
+pub fn local_io() -> std::sync::Arc<tables::Io> {
+    tables::Io::new(&schemas::StorageConfig::default()).unwrap()
+}

@@ -1,6 +1,8 @@
 //! The `[cluster]` table: where the job runs, in timely's cluster mode. The same file runs on one
 //! thread or many machines.
 
+use super::JobError;
+
 use serde::{Deserialize, Serialize};
 
 /// Processes taking part when a job sets none: one, on this machine.
@@ -48,18 +50,27 @@ impl Default for ClusterConfig {
 }
 
 impl ClusterConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         if self.processes == 0 {
-            return Err("[cluster] processes must be at least 1".into());
+            return Err(JobError::invalid("cluster", "processes must be at least 1"));
         }
         if self.process >= self.processes {
-            return Err(format!("[cluster] process {} is out of range for {} processes", self.process, self.processes));
+            return Err(JobError::invalid(
+                "cluster",
+                format!("process {} is out of range for {} processes", self.process, self.processes),
+            ));
         }
         if self.peer_timeout_s < 2 {
-            return Err("[cluster] peer_timeout_s must be at least 2 (heartbeats go out every second)".into());
+            return Err(JobError::invalid(
+                "cluster",
+                "peer_timeout_s must be at least 2 (heartbeats go out every second)",
+            ));
         }
         if !self.hosts.is_empty() && self.hosts.len() != self.processes {
-            return Err(format!("[cluster] hosts lists {} entries for {} processes", self.hosts.len(), self.processes));
+            return Err(JobError::invalid(
+                "cluster",
+                format!("hosts lists {} entries for {} processes", self.hosts.len(), self.processes),
+            ));
         }
         Ok(())
     }

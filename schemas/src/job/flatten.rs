@@ -1,5 +1,7 @@
 //! The `[flatten]` stage: k-hop records for every target node.
 
+use super::JobError;
+
 use serde::{Deserialize, Serialize};
 
 use super::targets::Targets;
@@ -96,26 +98,33 @@ impl Default for FlattenConfig {
 }
 
 impl FlattenConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         if self.hops == 0 || self.hops > MAX_HOPS {
-            return Err(format!("[flatten] hops must be between 1 and {MAX_HOPS}, found {}", self.hops));
+            return Err(JobError::invalid(
+                "flatten",
+                format!("hops must be between 1 and {MAX_HOPS}, found {}", self.hops),
+            ));
         }
         if let Some(fanouts) = &self.fanouts {
             if fanouts.len() != self.hops {
-                return Err(format!(
-                    "[flatten] fanouts lists {} values for {} hops (one per hop, nearest first)",
-                    fanouts.len(),
-                    self.hops
+                return Err(JobError::invalid(
+                    "flatten",
+                    format!(
+                        "fanouts lists {} values for {} hops (one per hop, nearest first)",
+                        fanouts.len(),
+                        self.hops
+                    ),
                 ));
             }
             if fanouts.contains(&0) {
-                return Err(
-                    "[flatten] a fanout of 0 would cut the neighborhood; use sampler = \"all\" for every edge".into()
-                );
+                return Err(JobError::invalid(
+                    "flatten",
+                    "a fanout of 0 would cut the neighborhood; use sampler = \"all\" for every edge",
+                ));
             }
         }
         if self.batch_size == 0 || self.max_in_flight == 0 || self.part_size_mb == 0 {
-            return Err("[flatten] batch_size, max_in_flight and part_size_mb must be positive".into());
+            return Err(JobError::invalid("flatten", "batch_size, max_in_flight and part_size_mb must be positive"));
         }
         self.targets.check("flatten")
     }

@@ -2,6 +2,8 @@
 //! a synthetic graph with power-law in-degrees, real hubs, planted communities and
 //! label-correlated features.
 
+use super::JobError;
+
 use serde::{Deserialize, Serialize};
 
 /// Nodes of the graph when a job sets none.
@@ -101,19 +103,25 @@ impl GenerateConfig {
         GenerateConfig { output: output.into(), ..GenerateConfig::default() }
     }
 
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         if self.nodes < 2 || self.avg_degree == 0 || self.feature_dim == 0 || self.classes < 2 {
-            return Err("[generate] needs nodes >= 2, avg_degree >= 1, feature_dim >= 1, classes >= 2".into());
+            return Err(JobError::invalid(
+                "generate",
+                "needs nodes >= 2, avg_degree >= 1, feature_dim >= 1, classes >= 2",
+            ));
         }
         if !((0.0..=1.0).contains(&self.homophily) && self.skew.is_finite() && self.skew > 0.0) || self.skew == 1.0 {
-            return Err("[generate] homophily must be in [0, 1] and skew positive (and not exactly 1)".into());
+            return Err(JobError::invalid(
+                "generate",
+                "homophily must be in [0, 1] and skew positive (and not exactly 1)",
+            ));
         }
         if !(0.0..=1.0).contains(&self.train_fraction)
             || !(0.0..=1.0).contains(&self.valid_fraction)
             || self.train_fraction + self.valid_fraction > 1.0
             || !self.feature_signal.is_finite()
         {
-            return Err("[generate] train_fraction + valid_fraction must be within [0, 1]".into());
+            return Err(JobError::invalid("generate", "train_fraction + valid_fraction must be within [0, 1]"));
         }
         Ok(())
     }

@@ -3,6 +3,8 @@
 //! and seed come from the model's `model.json` (the flatten settings it was trained on), so
 //! every node aggregates over the same sampled in-edges as its training record.
 
+use super::JobError;
+
 use serde::{Deserialize, Serialize};
 
 use super::device::{DEFAULT_DEVICE, DeviceKind};
@@ -79,12 +81,12 @@ impl Default for InferConfig {
 }
 
 impl InferConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         if self.batch_size == 0 || self.part_size_mb == 0 {
-            return Err("[infer] batch_size and part_size_mb must be positive".into());
+            return Err(JobError::invalid("infer", "batch_size and part_size_mb must be positive"));
         }
         if self.embedding == Some(0) {
-            return Err("[infer] embedding names a layer, 1-based (1 is the first layer's output)".into());
+            return Err(JobError::invalid("infer", "embedding names a layer, 1-based (1 is the first layer's output)"));
         }
         self.targets.check("infer")
     }

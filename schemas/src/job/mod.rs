@@ -49,8 +49,8 @@ pub struct JobFile {
 
 impl JobFile {
     /// Parses and checks a job file's text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let job: JobFile = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
+    pub fn parse(text: &str) -> Result<Self, JobError> {
+        let job: JobFile = toml::from_str(text).map_err(|e| JobError::Syntax(parse_error(text, &e)))?;
         if let Some(flatten) = &job.flatten {
             flatten.check()?;
         }
@@ -63,6 +63,24 @@ impl JobFile {
         // [cluster] is checked by the caller, after the command line's overrides.
         job.storage.check()?;
         Ok(job)
+    }
+}
+
+/// Why a job file cannot work, as the message a user reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// Not TOML, or a key or value the job format does not have. toml's error is not kept as
+    /// a source: its text quotes the line, which may hold a secret (see [`parse_error`]).
+    #[error("{0}")]
+    Syntax(String),
+    /// A value of a table that cannot work.
+    #[error("[{section}] {problem}")]
+    Invalid { section: &'static str, problem: String },
+}
+
+impl JobError {
+    pub fn invalid(section: &'static str, problem: impl Into<String>) -> Self {
+        JobError::Invalid { section, problem: problem.into() }
     }
 }
 
@@ -97,7 +115,7 @@ mod tests {
             "[storage]\nendpoint = \"http://key:hunter2@host\"\nbogus = 1\n",
             "[storage]\nendpoint = \"http://key:hunter2@host\" x\n",
         ] {
-            let error = JobFile::parse(text).unwrap_err();
+            let error = JobFile::parse(text).unwrap_err().to_string();
             assert!(!error.contains("hunter2"), "{error}");
             assert!(error.contains("line"), "{error}");
         }
@@ -132,7 +150,7 @@ mod tests {
 
     #[test]
     fn paths_stay_required() {
-        let err = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\n").unwrap_err();
+        let err = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\n").unwrap_err().to_string();
         assert!(err.contains("missing field `output`"), "{err}");
     }
 
@@ -141,7 +159,7 @@ mod tests {
         assert!(JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n").is_err());
         assert!(JobFile::parse("[cluster]\nworkerz = 2\n").is_err());
         let err =
-            JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err();
+            JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err().to_string();
         assert!(err.contains("fanouts lists 1 values for 2 hops"), "{err}");
         assert!(JobFile::parse("[cluster]\nprocesses = 2\nprocess = 2\n").unwrap().cluster.check().is_err());
     }
@@ -156,7 +174,8 @@ mod tests {
         assert_eq!(parse("\"test\"").unwrap(), Targets::Splits(vec![Split::Test]));
         assert_eq!(parse("[\"train\", \"valid\"]").unwrap(), Targets::Splits(vec![Split::Train, Split::Valid]));
         assert!(parse("\"everything\"").is_err());
-        assert_eq!(parse("[]").unwrap_err(), "[flatten] targets lists no split");
+        assert_eq!(parse("[]").unwrap_err(), JobError::invalid("flatten", "targets lists no split"));
+        assert_eq!(parse("[]").unwrap_err().to_string(), "[flatten] targets lists no split");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ALLOW_HTTP`, credentials). Credentials are never taken
 //! from a job file: it would put secrets in files that get copied and logged.
 
+use super::JobError;
+
 use serde::{Deserialize, Serialize};
 
 /// Retries of a failed request when a job sets none.
@@ -49,10 +51,13 @@ impl Default for StorageConfig {
 }
 
 impl StorageConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         let times = [self.retry_timeout_s, self.connect_timeout_s, self.timeout_s];
         if times.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
-            return Err("[storage] retry_timeout_s, connect_timeout_s and timeout_s must be positive".into());
+            return Err(JobError::invalid(
+                "storage",
+                "retry_timeout_s, connect_timeout_s and timeout_s must be positive",
+            ));
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
 //! `targets`: which nodes a stage writes a row for, as `[flatten]` and `[infer]` spell it.
 
+use super::JobError;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::split::Split;
@@ -46,9 +48,9 @@ impl<'de> Deserialize<'de> for Targets {
 impl Targets {
     /// Refuses an empty list of splits: a stage with nothing to write is a mistake. `stage` is
     /// the table's name, for the message.
-    pub fn check(&self, stage: &str) -> Result<(), String> {
+    pub fn check(&self, stage: &'static str) -> Result<(), JobError> {
         match self {
-            Targets::Splits(s) if s.is_empty() => Err(format!("[{stage}] targets lists no split")),
+            Targets::Splits(s) if s.is_empty() => Err(JobError::invalid(stage, "targets lists no split")),
             _ => Ok(()),
         }
     }

@@ -1,5 +1,7 @@
 //! The `[train]` stage: a GNN on GraphFlat's records, with a parameter server.
 
+use super::JobError;
+
 use serde::{Deserialize, Serialize};
 
 use super::device::{Aggregation, DEFAULT_DEVICE, DeviceKind};
@@ -224,21 +226,27 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), JobError> {
         if self.hidden == 0 || self.heads == 0 || self.output_heads == 0 || self.epochs == 0 || self.batch_size == 0 {
-            return Err("[train] hidden, heads, output_heads, epochs and batch_size must be positive".into());
+            return Err(JobError::invalid(
+                "train",
+                "hidden, heads, output_heads, epochs and batch_size must be positive",
+            ));
         }
         if !(0.0..1.0).contains(&self.dropout) || !(0.0..1.0).contains(&self.attention_dropout) {
-            return Err("[train] dropout rates must be in [0, 1)".into());
+            return Err(JobError::invalid("train", "dropout rates must be in [0, 1)"));
         }
         if !(self.lr.is_finite() && self.lr > 0.0 && self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err("[train] lr must be a positive number and weight_decay a number not below 0".into());
+            return Err(JobError::invalid(
+                "train",
+                "lr must be a positive number and weight_decay a number not below 0",
+            ));
         }
         if !(self.momentum.is_finite() && self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
-            return Err("[train] momentum and lr_gamma must be numbers, lr_gamma positive".into());
+            return Err(JobError::invalid("train", "momentum and lr_gamma must be numbers, lr_gamma positive"));
         }
         if self.classes == Some(0) {
-            return Err("[train] classes must be at least 1 (or left out to count them)".into());
+            return Err(JobError::invalid("train", "classes must be at least 1 (or left out to count them)"));
         }
         Ok(())
     }
