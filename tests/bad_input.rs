@@ -61,10 +61,15 @@ fn good_edges(data: &Path) -> PathBuf {
 }
 
 /// Runs a flatten of `data` and expects failure; returns the message. Checks no `_SUCCESS`.
-fn fails(dir: &Path, data: &Path, extra: &str) -> String {
+fn fails(dir: &Path, data: &Path) -> String {
+    fails_with(dir, data, |job| job)
+}
+
+/// The same, with the `[flatten]` keys that `settings` sets.
+fn fails_with(dir: &Path, data: &Path, settings: impl FnOnce(Job) -> Job) -> String {
     let out = dir.join("flat");
-    let job = job(dir, "job.toml", &flatten_job(data, &out, &format!("hops = 2\nfanouts = [2, 2]\n{extra}")));
-    let output = graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).output().unwrap();
+    let job = settings(Job::flatten(data, &out).key("hops", 2).key("fanouts", vec![2, 2])).write(dir, "job");
+    let output = run(&job, &["--workers", "2"]);
     let message = text(&output);
     assert!(!output.status.success(), "the job should fail:\n{message}");
     assert!(!out.join("_SUCCESS").exists(), "a failed job left _SUCCESS");
@@ -86,7 +91,7 @@ fn missing_column() {
     let file = data.join("nodes/part-0.parquet");
     write(&file, vec![("node_id", Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef)]);
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, None, "features");
     assert!(message.contains("missing required column"), "{message}");
 }
@@ -104,7 +109,7 @@ fn mistyped_column() {
         ],
     );
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, None, "node_id");
     assert!(message.contains("expected int64, found Int32"), "{message}");
 }
@@ -115,7 +120,7 @@ fn duplicate_node_id() {
     let data = dir.join("data");
     let file = nodes(&data, vec![0, 1, 2, 3, 2], good_features(5));
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(4), "node_id");
     assert!(message.contains("duplicate node_id 2") && message.contains("row 2"), "{message}");
 }
@@ -126,7 +131,7 @@ fn edge_to_unknown_node() {
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
     let file = edges(&data, vec![0, 1, 2, 3], vec![1, 2, 99, 0], vec![1.0; 4]);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(2), "dst");
     assert!(message.contains("unknown node 99"), "{message}");
 }
@@ -139,7 +144,7 @@ fn first_edge_to_an_unknown_node() {
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
     let file = edges(&data, vec![0, 77, 2, 3, 55], vec![1, 2, 3, 88, 66], vec![1.0; 5]);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(1), "src");
     assert!(message.contains("unknown node 77"), "{message}");
 }
@@ -152,18 +157,18 @@ fn nan_feature_and_a_failed_rerun_keeps_the_old_output() {
     good_edges(&data);
     // A good run first: the failed re-run must leave it finished and readable.
     let out = dir.join("good");
-    let body = flatten_job(&data, &out, "hops = 2\nfanouts = [2, 2]\noverwrite = true\n");
-    let job_path = job(&dir, "good.toml", &body);
-    run_ok(&["run", job_path.to_str().unwrap()]);
+    let job = Job::flatten(&data, &out).key("hops", 2).key("fanouts", vec![2, 2]).key("overwrite", true);
+    let job_path = job.write(&dir, "good");
+    run_ok(&job_path, &[]);
     let before = read_records(&out);
 
     let mut feats = good_features(4);
     feats[3][1] = f32::NAN;
     let file = nodes(&data, vec![0, 1, 2, 3], feats);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(3), "features");
     assert!(message.contains("NaN at position 1"), "{message}");
-    let rerun = graphflat().args(["run", job_path.to_str().unwrap()]).output().unwrap();
+    let rerun = run(&job_path, &[]);
     assert!(!rerun.status.success() && text(&rerun).contains("NaN"), "{}", text(&rerun));
     assert!(read_records(&out) == before, "the failed re-run changed the finished output");
 }
@@ -176,7 +181,7 @@ fn infinite_feature() {
     feats[1][2] = f32::INFINITY;
     let file = nodes(&data, vec![0, 1, 2, 3], feats);
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(1), "features");
     assert!(message.contains("infinite value at position 2"), "{message}");
 }
@@ -189,7 +194,7 @@ fn feature_length_mismatch() {
     feats[2] = vec![1.0, 2.0];
     let file = nodes(&data, vec![0, 1, 2, 3], feats);
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(2), "features");
     assert!(message.contains("feature length 2 differs from the table's 3"), "{message}");
 }
@@ -200,13 +205,11 @@ fn non_positive_weight_with_the_weighted_sampler() {
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
     let file = edges(&data, vec![0, 1, 2, 3], vec![1, 2, 3, 0], vec![1.0, 0.0, 2.0, 1.0]);
-    let message = fails(&dir, &data, "sampler = \"weighted\"\n");
+    let message = fails_with(&dir, &data, |job| job.key("sampler", "weighted"));
     assert_names(&message, &file, Some(1), "weight");
     assert!(message.contains("weight > 0, found 0"), "{message}");
     // The same table is fine for a sampler that does not draw by weight.
-    let out = dir.join("uniform");
-    let job_path = job(&dir, "uniform.toml", &flatten_job(&data, &out, "sampler = \"uniform\"\n"));
-    run_ok(&["run", job_path.to_str().unwrap()]);
+    flatten(&dir, &data, "uniform", &[], |job| job.key("sampler", "uniform"));
 }
 
 #[test]
@@ -215,7 +218,7 @@ fn empty_node_table() {
     let data = dir.join("data");
     nodes(&data, vec![], vec![]);
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert!(
         message.contains(&data.join("nodes").display().to_string()) && message.contains("node table is empty"),
         "{message}"
@@ -228,7 +231,7 @@ fn empty_edge_table() {
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
     edges(&data, vec![], vec![], vec![]);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert!(
         message.contains(&data.join("edges").display().to_string()) && message.contains("edge table is empty"),
         "{message}"
@@ -240,15 +243,15 @@ fn missing_table_directory() {
     let dir = scratch("bad-no-files");
     let data = dir.join("data");
     nodes(&data, vec![0, 1], good_features(2));
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert!(message.contains(&format!("{}: does not exist", data.join("edges").display())), "{message}");
 }
 
 #[test]
 fn bad_job_file_names_the_key() {
     let dir = scratch("bad-job");
-    let job = job(&dir, "job.toml", "[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanout = [1, 2]\n");
-    let output = graphflat().args(["run", job.to_str().unwrap()]).output().unwrap();
+    let job = write_job(&dir, "job", "[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanout = [1, 2]\n");
+    let output = run(&job, &[]);
     assert!(!output.status.success());
     let message = text(&output);
     assert!(message.contains("job.toml") && message.contains("fanout"), "{message}");
@@ -276,7 +279,7 @@ fn target_outside_zero_one() {
     let data = dir.join("data");
     let file = nodes_with_targets(&data, &[Some(vec![0.0, 1.0]), None, Some(vec![1.0, 0.0]), Some(vec![0.0, 2.0])]);
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(3), "label");
     assert!(message.contains("target 2 at position 1 is not in [0, 1]"), "{message}");
 }
@@ -289,7 +292,7 @@ fn targets_of_differing_lengths() {
     let file =
         nodes_with_targets(&data, &[None, Some(vec![0.0, 1.0]), Some(vec![1.0, 0.0, 1.0]), Some(vec![1.0, 1.0])]);
     good_edges(&data);
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &file, Some(2), "label");
     assert!(message.contains("3 targets, but the table's first labeled row has 2"), "{message}");
 }
@@ -322,7 +325,7 @@ fn a_footer_that_names_bytes_beyond_the_file_is_bad_data() {
     let mut out = body.to_vec();
     ParquetMetaDataWriter::new(&mut out, &meta).finish().unwrap();
     std::fs::write(&path, out).unwrap();
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert!(message.contains("part-0.parquet") && message.contains("corrupt"), "{message}");
 }
 
@@ -340,14 +343,14 @@ fn node_parts_without_a_column_of_the_others_and_empty_features_are_named() {
             ("features", features(&good_features(2))),
         ],
     );
-    let message = fails(&dir, &data, "");
+    let message = fails(&dir, &data);
     assert_names(&message, &second, None, "label");
     assert!(message.contains("same columns"), "{message}");
 
     let empty = dir.join("empty");
     let path = nodes(&empty, (0..4).collect(), vec![vec![]; 4]);
     good_edges(&empty);
-    let message = fails(&dir, &empty, "");
+    let message = fails(&dir, &empty);
     assert_names(&message, &path, Some(0), "features");
     assert!(message.contains("empty feature vector") && !message.contains("flat/part-"), "{message}");
 }

@@ -61,18 +61,15 @@ fn bfs(raw: &Raw, root: i64, k: u8) -> BTreeMap<i64, u8> {
     dist
 }
 
-fn check_exact(k: u8, targets: &str, workers: &str) {
+/// Flattens Cora `k` hops deep for `targets` (the `[flatten]` value) on `workers` workers and
+/// checks every record against a BFS of the raw files.
+fn check_exact(k: u8, targets: toml::Value, workers: &str) {
     let Some(cora) = cora() else { return };
     let dir = scratch(&format!("cora-k{k}"));
     let data = dir.join("cora");
-    run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
-    let out = dir.join("flat");
-    let job = job(
-        &dir,
-        "job.toml",
-        &flatten_job(&data, &out, &format!("hops = {k}\nsampler = \"all\"\ntargets = {targets}\n")),
-    );
-    run_ok(&["run", job.to_str().unwrap(), "--workers", workers]);
+    graphflat_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
+    let settings = |job: Job| job.key("hops", k).key("sampler", "all").key("targets", targets.clone());
+    let out = flatten(&dir, &data, "flat", &["--workers", workers], settings);
 
     let raw = raw(&cora);
     let splits: HashMap<i64, &str> = ["train", "valid", "test"]
@@ -84,7 +81,7 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
         })
         .collect();
     let records = read_records(&out);
-    let expected_roots: Vec<i64> = if targets == "\"all\"" {
+    let expected_roots: Vec<i64> = if targets.as_str() == Some("all") {
         (0..raw.features.len() as i64).collect()
     } else {
         let mut t: Vec<i64> = splits.iter().filter(|(_, s)| **s == "train").map(|(&n, _)| n).collect();
@@ -134,10 +131,10 @@ fn check_exact(k: u8, targets: &str, workers: &str) {
 
 #[test]
 fn cora_two_hops_all_nodes_match_bfs() {
-    check_exact(2, "\"all\"", "2");
+    check_exact(2, "all".into(), "2");
 }
 
 #[test]
 fn cora_three_hops_train_nodes_match_bfs() {
-    check_exact(3, "[\"train\"]", "1");
+    check_exact(3, vec!["train"].into(), "1");
 }

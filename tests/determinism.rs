@@ -3,27 +3,7 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::*;
-
-/// Flattens `data` with `extra` settings on `workers` threads; returns the records.
-fn flatten(data: &Path, dir: &Path, name: &str, extra: &str, workers: usize) -> (Vec<Row>, String) {
-    let out = dir.join(name);
-    let job = job(dir, &format!("{name}.toml"), &flatten_job(data, &out, extra));
-    let summary = run_ok(&["run", job.to_str().unwrap(), "--workers", &workers.to_string()]);
-    (read_records(&out), summary)
-}
-
-/// The same on two processes on loopback, one worker each.
-fn flatten_two_processes(data: &Path, dir: &Path, name: &str, extra: &str) -> Vec<Row> {
-    let out = dir.join(name);
-    let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
-    let body = format!("[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}", flatten_job(data, &out, extra));
-    let job = job(dir, &format!("{name}.toml"), &body);
-    run_two_processes(&job, dir);
-    read_records(&out)
-}
 
 fn hubs_reindexed(summary: &str) -> u64 {
     let line = summary.lines().find(|l| l.contains("hubs re-indexed")).unwrap();
@@ -36,28 +16,37 @@ fn check_sampler(sampler: &str) {
     let dir = scratch(&format!("determinism-{sampler}"));
     let data = dir.join("graph");
     generate(&data, 2000, 8, 4, 11);
-    let settings = format!("sampler = \"{sampler}\"\nfanouts = [4, 3]\nseed = 5\nbatch_size = 97\n");
+    let settings =
+        |job: Job| job.key("sampler", sampler).key("fanouts", vec![4, 3]).key("seed", 5).key("batch_size", 97);
+    let flattened = |name: &str, workers: &str, hub_threshold: i32| {
+        read_records(&flatten(&dir, &data, name, &["--workers", workers], |j| {
+            settings(j).key("hub_threshold", hub_threshold)
+        }))
+    };
 
-    let (one, _) = flatten(&data, &dir, "one", &format!("{settings}hub_threshold = 0\n"), 1);
+    let one = flattened("one", "1", 0);
     assert_eq!(one.len(), 2000);
-    let (two, _) = flatten(&data, &dir, "two", &format!("{settings}hub_threshold = 0\n"), 2);
+    let two = flattened("two", "2", 0);
     assert!(one == two, "{sampler}: 1 worker and 2 workers differ");
 
-    let (reindexed, summary) = flatten(&data, &dir, "reindexed", &format!("{settings}hub_threshold = 2\n"), 2);
+    let reindexed = settings(Job::flatten(&data, dir.join("reindexed"))).key("hub_threshold", 2);
+    let summary = run_ok(&reindexed.write(&dir, "reindexed"), &["--workers", "2"]);
     assert!(hubs_reindexed(&summary) > 500, "{sampler}: most nodes should be re-indexed:\n{summary}");
-    assert!(one == reindexed, "{sampler}: re-indexing changed the records");
+    assert!(one == read_records(&dir.join("reindexed")), "{sampler}: re-indexing changed the records");
 
-    let processes = flatten_two_processes(&data, &dir, "processes", &format!("{settings}hub_threshold = 2\n"));
-    assert!(one == processes, "{sampler}: 2 processes differ from 1 worker");
+    // The same on two processes on loopback, one worker each.
+    let processes = Job::loopback(2).and(settings(Job::flatten(&data, dir.join("processes"))).key("hub_threshold", 2));
+    run_two_processes(&processes.write(&dir, "processes"), &dir);
+    assert!(one == read_records(&dir.join("processes")), "{sampler}: 2 processes differ from 1 worker");
 
     // The comparison can see a difference: another seed samples differently. (`topk` over
     // distinct weights does not depend on the seed, so it gets other fanouts; `all` neither.)
-    let changed = match sampler {
+    let (key, value): (&str, toml::Value) = match sampler {
         "all" => return,
-        "topk" => settings.replace("fanouts = [4, 3]", "fanouts = [3, 3]"),
-        _ => settings.replace("seed = 5", "seed = 6"),
+        "topk" => ("fanouts", vec![3, 3].into()),
+        _ => ("seed", 6.into()),
     };
-    let (other, _) = flatten(&data, &dir, "changed", &changed, 1);
+    let other = read_records(&flatten(&dir, &data, "changed", &["--workers", "1"], |j| settings(j).key(key, value)));
     assert!(one != other, "{sampler}: changing the sample changed nothing");
 }
 

@@ -4,23 +4,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// A small graph flattened by `workers` workers into `dir/flat-<name>`.
-fn flatten(dir: &Path, data: &Path, name: &str, workers: usize, extra: &str) -> PathBuf {
-    let flat = dir.join(format!("flat-{name}"));
-    let job = job(
-        dir,
-        &format!("flatten-{name}.toml"),
-        &flatten_job(data, &flat, &format!("hops = 2\nfanouts = [4, 3]\n{extra}")),
-    );
-    run_ok(&["run", job.to_str().unwrap(), "--workers", &workers.to_string()]);
-    flat
+/// A small graph's records: `hops = 2`, `fanouts = [4, 3]`.
+fn small(job: Job) -> Job {
+    job.key("hops", 2).key("fanouts", vec![4, 3])
 }
 
 fn graph(dir: &Path) -> PathBuf {
@@ -29,57 +22,27 @@ fn graph(dir: &Path) -> PathBuf {
     data
 }
 
-fn train_job(dir: &Path, name: &str, records: &Path, extra: &str) -> PathBuf {
-    let out = dir.join(format!("model-{name}"));
-    let body = format!(
-        "[train]\nrecords = {:?}\noutput = {:?}\nbatch_size = 64\n{extra}\n",
-        records.display().to_string(),
-        out.display().to_string()
-    );
-    job(dir, &format!("train-{name}.toml"), &body)
-}
-
-/// Runs `graphflat run job --workers n [args]`, bounded in time (a hang fails the test).
-fn run_job(job: &Path, workers: usize, args: &[&str]) -> Output {
-    let mut child = graphflat()
-        .env_remove("RUST_BACKTRACE")
-        .args(["run", job.to_str().unwrap(), "--workers", &workers.to_string()])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(120) {
-            child.kill().unwrap();
-            panic!("graphflat run {} hung", job.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
+/// Training on `records` into `dir/model-<name>` in batches of 64, with the keys set after it.
+fn training(dir: &Path, name: &str, records: &Path) -> Job {
+    Job::train(records, dir.join(format!("model-{name}"))).key("batch_size", 64)
 }
 
 #[test]
 fn usage_missing_input_and_unwritable_output_have_their_exit_codes() {
     let dir = scratch("exit-codes");
-    let typo = job(&dir, "typo.toml", "[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n");
-    assert_fails(&run_job(&typo, 1, &[]), 64, &["hopz"]);
+    let typo = write_job(&dir, "typo", "[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n");
+    assert_fails(&run(&typo, &["--workers", "1"]), 64, &["hopz"]);
     assert_eq!(graphflat().args(["run"]).output().unwrap().status.code(), Some(64));
 
-    let missing = job(&dir, "missing.toml", &flatten_job(&dir.join("nowhere"), &dir.join("out"), ""));
-    assert_fails(&run_job(&missing, 2, &[]), 66, &["nowhere"]);
+    let missing = Job::flatten(dir.join("nowhere"), dir.join("out")).write(&dir, "missing");
+    assert_fails(&run(&missing, &["--workers", "2"]), 66, &["nowhere"]);
 
     let data = graph(&dir);
-    let flat = flatten(&dir, &data, "one", 1, "");
+    let flat = flatten(&dir, &data, "flat-one", &["--workers", "1"], small);
     let file = dir.join("a-file");
     std::fs::write(&file, "not a directory").unwrap();
-    let body = format!(
-        "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n",
-        flat.display().to_string(),
-        file.display().to_string()
-    );
-    assert_fails(&run_job(&job(&dir, "to-file.toml", &body), 2, &[]), 73, &["a-file", "not a directory"]);
+    let to_file = Job::train(&flat, &file).key("epochs", 1).write(&dir, "to-file");
+    assert_fails(&run(&to_file, &["--workers", "2"]), 73, &["a-file", "not a directory"]);
 }
 
 /// Rewrites a record set with `edit` applied to every record.
@@ -103,10 +66,14 @@ fn edit_records(flat: &Path, out: &Path, edit: impl Fn(&mut schemas::Record)) {
 #[test]
 fn bad_records_end_every_training_worker_with_file_row_and_column() {
     let dir = scratch("bad-records");
-    let flat = flatten(&dir, &graph(&dir), "two", 2, "");
+    let flat = flatten(&dir, &graph(&dir), "flat-two", &["--workers", "2"], small);
     // Labels 0..8 with classes = 2: the first too-large class is named where it is.
-    let small = train_job(&dir, "classes", &flat, "classes = 2\nepochs = 1\n");
-    assert_fails(&run_job(&small, 2, &[]), 65, &["part-", "row", "column \"label\"", "not below classes = 2"]);
+    let classes = training(&dir, "classes", &flat).key("classes", 2).key("epochs", 1).write(&dir, "train-classes");
+    assert_fails(
+        &run(&classes, &["--workers", "2"]),
+        65,
+        &["part-", "row", "column \"label\"", "not below classes = 2"],
+    );
 
     let negative = dir.join("negative");
     edit_records(&flat, &negative, |r| {
@@ -114,8 +81,8 @@ fn bad_records_end_every_training_worker_with_file_row_and_column() {
             r.label = Some(schemas::Label::Class(-1));
         }
     });
-    let job = train_job(&dir, "negative", &negative, "epochs = 1\n");
-    assert_fails(&run_job(&job, 2, &[]), 65, &["column \"label\"", "root 17", "negative"]);
+    let job = training(&dir, "negative", &negative).key("epochs", 1).write(&dir, "train-negative");
+    assert_fails(&run(&job, &["--workers", "2"]), 65, &["column \"label\"", "root 17", "negative"]);
 
     let cut = dir.join("cut");
     edit_records(&flat, &cut, |r| {
@@ -123,8 +90,8 @@ fn bad_records_end_every_training_worker_with_file_row_and_column() {
             r.edge_src[0] = r.node_ids.len() as i32;
         }
     });
-    let job = train_job(&dir, "cut", &cut, "epochs = 1\n");
-    assert_fails(&run_job(&job, 2, &[]), 65, &["column \"edge_src\"", "out of range"]);
+    let job = training(&dir, "cut", &cut).key("epochs", 1).write(&dir, "train-cut");
+    assert_fails(&run(&job, &["--workers", "2"]), 65, &["column \"edge_src\"", "out of range"]);
 }
 
 /// A change to one record.
@@ -133,7 +100,7 @@ type Edit<'a> = &'a dyn Fn(&mut schemas::Record);
 #[test]
 fn corrupt_records_are_bad_data_and_non_finite_settings_are_usage_errors() {
     let dir = scratch("corrupt-records");
-    let flat = flatten(&dir, &graph(&dir), "two", 2, "");
+    let flat = flatten(&dir, &graph(&dir), "flat-two", &["--workers", "2"], small);
     let cases: [(&str, Edit, &[&str]); 4] = [
         (
             "hop",
@@ -172,23 +139,27 @@ fn corrupt_records_are_bad_data_and_non_finite_settings_are_usage_errors() {
                 edit(r)
             }
         });
-        let job = train_job(&dir, name, &bad, "epochs = 1\n");
-        let out = run_job(&job, 2, &[]);
+        let job = training(&dir, name, &bad).key("epochs", 1).write(&dir, &format!("train-{name}"));
+        let out = run(&job, &["--workers", "2"]);
         assert_fails(&out, 65, words);
         assert!(text(&out).contains("part-") && text(&out).contains("row"), "{name}: {}", text(&out));
         assert!(!dir.join(format!("model-{name}/_SUCCESS")).exists());
     }
 
-    for (name, setting) in
-        [("lr", "lr = nan"), ("lr-inf", "lr = inf"), ("decay", "weight_decay = nan"), ("classes", "classes = 0")]
-    {
-        let job = train_job(&dir, name, &flat, &format!("epochs = 1\n{setting}\n"));
-        assert_fails(&run_job(&job, 1, &[]), 64, &["[train]"]);
+    let settings: [(&str, &str, toml::Value); 4] = [
+        ("lr", "lr", f64::NAN.into()),
+        ("lr-inf", "lr", f64::INFINITY.into()),
+        ("decay", "weight_decay", f64::NAN.into()),
+        ("classes", "classes", 0.into()),
+    ];
+    for (name, key, value) in settings {
+        let job = training(&dir, name, &flat).key("epochs", 1).key(key, value).write(&dir, &format!("train-{name}"));
+        assert_fails(&run(&job, &["--workers", "1"]), 64, &["[train]"]);
         assert!(!dir.join(format!("model-{name}")).exists(), "{name}: a run started");
     }
     // A loss that overflows stops the run with no model.
-    let job = train_job(&dir, "diverged", &flat, "epochs = 3\nlr = 1e30\noptimizer = \"sgd\"\n");
-    let out = run_job(&job, 2, &[]);
+    let job = training(&dir, "diverged", &flat).key("epochs", 3).key("lr", 1e30).key("optimizer", "sgd");
+    let out = run(&job.write(&dir, "train-diverged"), &["--workers", "2"]);
     assert_fails(&out, 65, &["not finite", "no model"]);
     assert!(!dir.join("model-diverged/_SUCCESS").exists());
 }
@@ -196,12 +167,12 @@ fn corrupt_records_are_bad_data_and_non_finite_settings_are_usage_errors() {
 #[test]
 fn job_files_and_uris_that_cannot_work_are_usage_errors_and_secrets_are_never_shown() {
     let dir = scratch("usage-errors");
-    let bytes = job(&dir, "latin1.toml", "");
+    let bytes = dir.join("latin1.toml");
     std::fs::write(&bytes, b"[flatten]\nnodes = \"caf\xe9\"\n").unwrap();
-    assert_fails(&run_job(&bytes, 1, &[]), 64, &["not UTF-8"]);
+    assert_fails(&run(&bytes, &["--workers", "1"]), 64, &["not UTF-8"]);
     for (name, output) in [("no-bucket", "s3:///x"), ("dots", "s3://bucket/a/../b"), ("empty", "s3://bucket/a//b")] {
-        let body = flatten_job(&dir.join("nowhere"), Path::new(output), "");
-        let out = run_job(&job(&dir, &format!("{name}.toml"), &body), 1, &[]);
+        let job = Job::flatten(dir.join("nowhere"), output).write(&dir, name);
+        let out = run(&job, &["--workers", "1"]);
         assert_eq!(out.status.code(), Some(64), "{name}: {}", text(&out));
     }
     let secret = "hunter2-secret";
@@ -209,14 +180,14 @@ fn job_files_and_uris_that_cannot_work_are_usage_errors_and_secrets_are_never_sh
         ("key", format!("[storage]\nsecret_access_key = \"{secret}\"\n")),
         (
             "endpoint",
-            format!(
-                "[storage]\nendpoint = \"http://key:{secret}@127.0.0.1:1\"\n{}",
-                flatten_job(&dir, Path::new("s3://b/out"), "")
-            ),
+            Job::storage()
+                .key("endpoint", format!("http://key:{secret}@127.0.0.1:1"))
+                .and(Job::flatten(&dir, "s3://b/out"))
+                .to_string(),
         ),
-        ("uri", flatten_job(&dir.join("nowhere"), Path::new(&format!("s3://key:{secret}@bucket/out")), "")),
+        ("uri", Job::flatten(dir.join("nowhere"), format!("s3://key:{secret}@bucket/out")).to_string()),
     ] {
-        let out = run_job(&job(&dir, &format!("{name}.toml"), &body), 1, &[]);
+        let out = run(&write_job(&dir, name, &body), &["--workers", "1"]);
         assert!(!out.status.success(), "{name}");
         assert!(!text(&out).contains(secret), "{name}: {}", text(&out));
     }
@@ -226,24 +197,25 @@ fn job_files_and_uris_that_cannot_work_are_usage_errors_and_secrets_are_never_sh
 fn nothing_to_learn_is_an_error_and_so_is_resuming_without_a_checkpoint() {
     let dir = scratch("nothing-to-learn");
     let data = graph(&dir);
-    let test_only = flatten(&dir, &data, "test-only", 2, "targets = \"test\"\n");
-    let job = train_job(&dir, "no-train", &test_only, "epochs = 2\n");
-    assert_fails(&run_job(&job, 2, &[]), 65, &["no training records with a label"]);
+    let test_only = flatten(&dir, &data, "flat-test-only", &["--workers", "2"], |j| small(j).key("targets", "test"));
+    let job = training(&dir, "no-train", &test_only).key("epochs", 2).write(&dir, "train-no-train");
+    assert_fails(&run(&job, &["--workers", "2"]), 65, &["no training records with a label"]);
     assert!(!dir.join("model-no-train/model.bpk").exists());
 
-    let train_only = flatten(&dir, &data, "train-only", 1, "targets = \"train\"\n");
-    let job = train_job(&dir, "no-valid", &train_only, "epochs = 2\npatience = 5\n");
-    assert_fails(&run_job(&job, 2, &[]), 65, &["no labeled validation records", "patience = 0"]);
+    let train_only = flatten(&dir, &data, "flat-train-only", &["--workers", "1"], |j| small(j).key("targets", "train"));
+    let job = training(&dir, "no-valid", &train_only).key("epochs", 2).key("patience", 5).write(&dir, "train-no-valid");
+    assert_fails(&run(&job, &["--workers", "2"]), 65, &["no labeled validation records", "patience = 0"]);
 
-    let job = train_job(&dir, "resume", &train_only, "epochs = 2\n");
-    assert_fails(&run_job(&job, 2, &["--resume"]), 66, &["holds no checkpoint"]);
+    let job = training(&dir, "resume", &train_only).key("epochs", 2).write(&dir, "train-resume");
+    assert_fails(&run(&job, &["--workers", "2", "--resume"]), 66, &["holds no checkpoint"]);
 
     // Checkpoints of 2 workers do not fit a resumed run on 1.
-    let job = train_job(&dir, "resume-workers", &train_only, "epochs = 2\ncheckpoint_every = 1\n");
-    let first = run_job(&job, 2, &[]);
+    let job = training(&dir, "resume-workers", &train_only).key("epochs", 2).key("checkpoint_every", 1);
+    let job = job.write(&dir, "train-resume-workers");
+    let first = run(&job, &["--workers", "2"]);
     assert!(first.status.success(), "{}", text(&first));
-    assert_fails(&run_job(&job, 1, &["--resume"]), 66, &["do not fit", "same number of workers"]);
-    let resumed = run_job(&job, 2, &["--resume"]);
+    assert_fails(&run(&job, &["--workers", "1", "--resume"]), 66, &["do not fit", "same number of workers"]);
+    let resumed = run(&job, &["--workers", "2", "--resume"]);
     assert!(text(&resumed).contains("resuming after epoch 2"), "{}", text(&resumed));
 }
 
@@ -251,8 +223,8 @@ fn nothing_to_learn_is_an_error_and_so_is_resuming_without_a_checkpoint() {
 fn the_same_inputs_give_the_same_records_model_and_metrics() {
     let dir = scratch("determinism-e2e");
     let data = graph(&dir);
-    let (one, two, again) =
-        (flatten(&dir, &data, "1", 1, ""), flatten(&dir, &data, "2", 2, ""), flatten(&dir, &data, "2b", 2, ""));
+    let [one, two, again] = [("flat-1", "1"), ("flat-2", "2"), ("flat-2b", "2")]
+        .map(|(name, w)| flatten(&dir, &data, name, &["--workers", w], small));
     // Same worker count: the same bytes. Any worker count: the same records.
     let (a, b) = (parquet_files(&two), parquet_files(&again));
     assert_eq!(a.len(), b.len());
@@ -263,11 +235,11 @@ fn the_same_inputs_give_the_same_records_model_and_metrics() {
     // Training twice on one record set gives the same model and metrics, byte for byte. (The
     // order records stream in follows the set's row groups, so records laid out by another
     // number of flatten workers train to another, equally valid, model: docs/graphtrainer.md.)
-    let extra = "epochs = 4\nmodel = \"sage\"\nseed = 5\n";
-    let models: Vec<PathBuf> = [("first", &two), ("second", &two)]
+    let models: Vec<PathBuf> = ["first", "second"]
         .into_iter()
-        .map(|(name, flat)| {
-            let out = run_job(&train_job(&dir, name, flat, extra), 2, &[]);
+        .map(|name| {
+            let job = training(&dir, name, &two).key("epochs", 4).key("model", "sage").key("seed", 5);
+            let out = run(&job.write(&dir, &format!("train-{name}")), &["--workers", "2"]);
             assert!(out.status.success(), "{}", text(&out));
             assert!(!String::from_utf8_lossy(&out.stderr).contains('\x1b'), "colour codes in a log file");
             dir.join(format!("model-{name}"))
@@ -280,9 +252,9 @@ fn the_same_inputs_give_the_same_records_model_and_metrics() {
     let metrics = std::fs::read_to_string(models[0].join("metrics.jsonl")).unwrap();
     assert!(metrics.lines().next().unwrap().contains("\"epoch\":1,"), "{metrics}");
 
-    let shown = run_ok(&["inspect", models[0].to_str().unwrap()]);
+    let shown = graphflat_ok(&["inspect", models[0].to_str().unwrap()]);
     assert!(shown.contains("model.json") && shown.contains("\"sage\""), "{shown}");
-    let shown = run_ok(&["inspect", one.to_str().unwrap()]);
+    let shown = graphflat_ok(&["inspect", one.to_str().unwrap()]);
     assert!(
         shown.contains("labeled rows") && shown.contains("record nodes: mean") && shown.contains("train "),
         "{shown}"
@@ -292,8 +264,8 @@ fn the_same_inputs_give_the_same_records_model_and_metrics() {
 #[test]
 fn sigterm_ends_a_job_with_its_exit_code_and_no_model() {
     let dir = scratch("sigterm");
-    let flat = flatten(&dir, &graph(&dir), "one", 1, "");
-    let job = train_job(&dir, "long", &flat, "epochs = 100000\n");
+    let flat = flatten(&dir, &graph(&dir), "flat-one", &["--workers", "1"], small);
+    let job = training(&dir, "long", &flat).key("epochs", 100000).write(&dir, "train-long");
     let child =
         graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_secs(3));
@@ -306,14 +278,8 @@ fn sigterm_ends_a_job_with_its_exit_code_and_no_model() {
 #[test]
 fn a_dead_peer_process_ends_the_others_with_one_plain_message() {
     let dir = scratch("dead-peer");
-    let flat = flatten(&dir, &graph(&dir), "one", 1, "");
-    let (p0, p1) = (free_port(), free_port());
-    let body = format!(
-        "[cluster]\nworkers = 1\nprocesses = 2\nhosts = [\"127.0.0.1:{p0}\", \"127.0.0.1:{p1}\"]\n\n[train]\nrecords = {:?}\noutput = {:?}\nepochs = 100000\n",
-        flat.display().to_string(),
-        dir.join("model").display().to_string()
-    );
-    let job = job(&dir, "two.toml", &body);
+    let flat = flatten(&dir, &graph(&dir), "flat-one", &["--workers", "1"], small);
+    let job = Job::loopback(2).and(Job::train(&flat, dir.join("model")).key("epochs", 100000)).write(&dir, "two");
     let spawn = |p: usize| {
         graphflat()
             .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])

@@ -16,15 +16,13 @@ fn loss_and_accuracy(model: &Path) -> (f64, f64) {
     (rows[0]["train_loss"].as_f64().unwrap(), rows.last().unwrap()["test_accuracy"].as_f64().unwrap())
 }
 
-fn train_job(dir: &Path, device: &str) -> std::path::PathBuf {
-    let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join(format!("model-{device}")));
-    let body = format!(
-        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gat\"\nheads = 2\nhidden = 8\nepochs = 20\nbatch_size = 4096\ndevice = {device:?}\n",
-        flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\noverwrite = true\n"),
-        flat.display().to_string(),
-        model.display().to_string()
-    );
-    job(dir, &format!("{device}.toml"), &body)
+/// The job file that flattens `dir/graph` and trains a GAT on `device` into `dir/model-<device>`.
+fn gat_on(dir: &Path, device: &str) -> std::path::PathBuf {
+    let (data, flat) = (dir.join("graph"), dir.join("flat"));
+    let flatten = Job::flatten(&data, &flat).key("hops", 2).key("fanouts", vec![5, 5]).key("overwrite", true);
+    let train = Job::train(&flat, dir.join(format!("model-{device}"))).key("model", "gat").key("heads", 2);
+    let train = train.key("hidden", 8).key("epochs", 20).key("batch_size", 4096).key("device", device);
+    flatten.and(train).write(dir, device)
 }
 
 #[cfg(feature = "gpu")]
@@ -34,7 +32,7 @@ fn training_on_the_gpu_tracks_the_cpu() {
     generate(&dir.join("graph"), 1500, 8, 16, 3);
     let mut results = Vec::new();
     for device in ["cpu", "gpu"] {
-        let out = run_ok(&["run", train_job(&dir, device).to_str().unwrap()]);
+        let out = run_ok(&gat_on(&dir, device), &[]);
         results.push(loss_and_accuracy(&dir.join(format!("model-{device}"))));
         eprintln!("{device}: {:?}\n{out}", results.last().unwrap());
     }
@@ -66,7 +64,7 @@ fn the_gpu_job_file_runs() {
 fn a_build_without_the_gpu_feature_says_how_to_get_one() {
     let dir = scratch("gpu-missing");
     generate(&dir.join("graph"), 200, 4, 4, 3);
-    let out = graphflat().args(["run", train_job(&dir, "gpu").to_str().unwrap()]).output().unwrap();
+    let out = run(&gat_on(&dir, "gpu"), &[]);
     assert!(!out.status.success());
     let message = text(&out);
     assert!(message.contains("--features gpu"), "{message}");

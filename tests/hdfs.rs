@@ -7,25 +7,11 @@ mod common;
 
 use common::*;
 
-fn flatten_from(nodes: &str, out: &std::path::Path) -> String {
-    format!(
-        "[flatten]\nnodes = {nodes:?}\nedges = {:?}\noutput = {:?}\n",
-        nodes.replace("nodes", "edges"),
-        out.display().to_string()
-    )
-}
-
 #[cfg(not(feature = "hdfs"))]
 #[test]
 fn without_the_feature_an_hdfs_path_says_how_to_build_one() {
     let dir = scratch("hdfs-missing");
-    let out = graphflat()
-        .args([
-            "run",
-            job(&dir, "hdfs.toml", &flatten_from("hdfs://namenode:9000/g/nodes", &dir.join("flat"))).to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&Job::flatten("hdfs://namenode:9000/g", dir.join("flat")).write(&dir, "hdfs"), &[]);
     assert_fails(&out, 64, &["hdfs://namenode:9000/g/nodes", "--features hdfs"]);
 }
 
@@ -35,10 +21,10 @@ fn an_unreachable_namenode_is_a_clear_error_in_bounded_time() {
     use std::time::{Duration, Instant};
     let dir = scratch("hdfs-unreachable");
     let port = free_port();
-    let nodes = format!("hdfs://127.0.0.1:{port}/g/nodes");
+    let data = format!("hdfs://127.0.0.1:{port}/g");
     let started = Instant::now();
-    let body = format!("[storage]\nretries = 2\ntimeout_s = 2\n{}", flatten_from(&nodes, &dir.join("flat")));
-    let out = graphflat().args(["run", job(&dir, "hdfs.toml", &body).to_str().unwrap()]).output().unwrap();
+    let job = Job::storage().key("retries", 2).key("timeout_s", 2).and(Job::flatten(&data, dir.join("flat")));
+    let out = run(&job.write(&dir, "hdfs"), &[]);
     let message = text(&out);
     assert_eq!(out.status.code(), Some(75), "{message}");
     // Two failover attempts with hdfs-native's backoff (from 500 ms): seconds, not minutes.
@@ -71,7 +57,7 @@ fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
     let root = format!("{}/graphflat-test-{}", namenode.trim_end_matches('/'), std::process::id());
     let local = dir.join("local");
     generate(&local, 2000, 6, 8, 2);
-    let generated = run_ok(&[
+    let generated = graphflat_ok(&[
         "generate",
         "--out",
         &format!("{root}/g"),
@@ -85,25 +71,15 @@ fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
         "2",
     ]);
     assert!(generated.contains("2000 nodes"), "{generated}");
-    let stages = |nodes: &str, flat: &str, model: &str, scores: &str| {
-        format!(
-            "[flatten]\nnodes = {nodes:?}\nedges = {:?}\noutput = {flat:?}\nfanouts = [5, 3]\n\
-             [train]\nrecords = {flat:?}\noutput = {model:?}\nepochs = 2\n\
-             [infer]\nnodes = {nodes:?}\nedges = {:?}\nmodel = {model:?}\noutput = {scores:?}\n",
-            nodes.replace("nodes", "edges"),
-            nodes.replace("nodes", "edges")
-        )
+    let stages = |data: &str, out: &str| {
+        let (flat, model) = (format!("{out}/flat"), format!("{out}/model"));
+        Job::flatten(data, &flat)
+            .key("fanouts", vec![5, 3])
+            .and(Job::train(&flat, &model).key("epochs", 2))
+            .and(Job::infer(data, &model, format!("{out}/scores")))
     };
-    let path = |name: &str| dir.join(name).display().to_string();
-    let on_disk = stages(&local.join("nodes").display().to_string(), &path("flat"), &path("model"), &path("scores"));
-    run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
-    let on_hdfs = stages(
-        &format!("{root}/g/nodes"),
-        &format!("{root}/flat"),
-        &format!("{root}/model"),
-        &format!("{root}/scores"),
-    );
-    run_ok(&["run", job(&dir, "hdfs.toml", &on_hdfs).to_str().unwrap()]);
+    run_ok(&stages(&local.display().to_string(), &dir.display().to_string()).write(&dir, "local"), &[]);
+    run_ok(&stages(&format!("{root}/g"), &root).write(&dir, "hdfs"), &[]);
 
     for name in ["flat", "model", "scores"] {
         download(&format!("{root}/{name}"), &dir.join(format!("{name}-hdfs")));

@@ -77,42 +77,20 @@ fn scores_only(scored: &BTreeMap<i64, Scored>) -> BTreeMap<i64, Vec<f32>> {
     scored.iter().map(|(&id, s)| (id, s.2.clone())).collect()
 }
 
-/// `[infer]` over `data` with `model`, into `out`.
-fn infer_job(data: &Path, model: &Path, out: &Path, extra: &str) -> String {
-    format!(
-        "[infer]\nnodes = {:?}\nedges = {:?}\nmodel = {:?}\noutput = {:?}\n{extra}\n",
-        data.join("nodes").display().to_string(),
-        data.join("edges").display().to_string(),
-        model.display().to_string(),
-        out.display().to_string()
-    )
+/// Training on `records` into `model`: 3 epochs, batches of 256, 8 hidden units, unless keys
+/// set after it change them.
+fn training(records: &Path, model: &Path) -> Job {
+    Job::train(records, model).key("epochs", 3).key("batch_size", 256).key("hidden", 8)
 }
 
-/// `[train]` on `records` into `model`: 3 epochs, batches of 256, 8 hidden units, unless
-/// `extra` sets them.
-fn train_job(records: &Path, model: &Path, extra: &str) -> String {
-    let defaults: String = [("epochs", "3"), ("batch_size", "256"), ("hidden", "8")]
-        .iter()
-        .filter(|(key, _)| !extra.lines().any(|l| l.starts_with(&format!("{key} "))))
-        .map(|(key, value)| format!("{key} = {value}\n"))
-        .collect();
-    format!(
-        "[train]\nrecords = {:?}\noutput = {:?}\n{defaults}{extra}\n",
-        records.display().to_string(),
-        model.display().to_string()
-    )
-}
+/// Keys set on a job.
+type Settings = fn(Job) -> Job;
 
-/// Runs a job file made of `body` in `dir`; returns stdout.
-fn run_job(dir: &Path, name: &str, body: &str) -> String {
-    let path = job(dir, &format!("{name}.toml"), body);
-    run_ok(&["run", path.to_str().unwrap()])
-}
-
-const MODELS: [(&str, &str); 3] = [
-    ("gcn", "model = \"gcn\""),
-    ("sage", "model = \"sage\"\nactivation = \"elu\""),
-    ("gat", "model = \"gat\"\nheads = 3\noutput_heads = 2\nattention_dropout = 0.2"),
+/// The models, each with the keys that set it apart.
+const MODELS: [(&str, Settings); 3] = [
+    ("gcn", |job| job.key("model", "gcn")),
+    ("sage", |job| job.key("model", "sage").key("activation", "elu")),
+    ("gat", |job| job.key("model", "gat").key("heads", 3).key("output_heads", 2).key("attention_dropout", 0.2)),
 ];
 
 /// A generated graph with hubs, flattened with a sampler and different fanouts per hop (and
@@ -120,20 +98,12 @@ const MODELS: [(&str, &str); 3] = [
 fn trained_on_generated(dir: &Path) -> (PathBuf, PathBuf) {
     let (data, flat) = (dir.join("graph"), dir.join("flat"));
     generate(&data, 3000, 8, 12, 5);
-    run_job(
-        dir,
-        "flatten",
-        &format!(
-            "[cluster]\nworkers = 2\n{}",
-            flatten_job(&data, &flat, "fanouts = [6, 3]\nseed = 9\nhub_threshold = 20")
-        ),
-    );
+    let two_workers = || Job::cluster().key("workers", 2);
+    let flat_job = Job::flatten(&data, &flat).key("fanouts", vec![6, 3]).key("seed", 9).key("hub_threshold", 20);
+    run_ok(&two_workers().and(flat_job).write(dir, "flatten"), &[]);
     for (name, model) in MODELS {
-        run_job(
-            dir,
-            &format!("train-{name}"),
-            &format!("[cluster]\nworkers = 2\n{}", train_job(&flat, &dir.join(name), model)),
-        );
+        let train = two_workers().and(model(training(&flat, &dir.join(name))));
+        run_ok(&train.write(dir, &format!("train-{name}")), &[]);
     }
     (data, flat)
 }
@@ -150,14 +120,9 @@ fn scores_equal_the_trainer_forward_pass_on_every_record_with_hubs_split_or_not(
         let mut runs = Vec::new();
         for threshold in [4, 0] {
             let out = dir.join(format!("scores-{name}-{threshold}"));
-            let stdout = run_job(
-                &dir,
-                &format!("infer-{name}-{threshold}"),
-                &format!(
-                    "[cluster]\nworkers = 2\n{}",
-                    infer_job(&data, &model, &out, &format!("hub_threshold = {threshold}"))
-                ),
-            );
+            let job =
+                Job::cluster().key("workers", 2).and(Job::infer(&data, &model, &out).key("hub_threshold", threshold));
+            let stdout = run_ok(&job.write(&dir, &format!("infer-{name}-{threshold}")), &[]);
             if threshold > 0 {
                 assert!(!stdout.contains("hubs split per layer [0, 0]"), "no hub was split:\n{stdout}");
             }
@@ -179,28 +144,19 @@ fn output_is_the_same_bits_on_one_worker_two_workers_and_two_processes() {
     let dir = scratch("infer-determinism");
     let (data, flat) = (dir.join("graph"), dir.join("flat"));
     generate(&data, 2500, 8, 10, 3);
-    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [5, 4]\nsampler = \"weighted\""));
+    flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![5, 4]).key("sampler", "weighted"));
     let model = dir.join("model");
-    run_job(&dir, "train", &train_job(&flat, &model, "model = \"gat\"\nheads = 2"));
+    run_ok(&training(&flat, &model).key("model", "gat").key("heads", 2).write(&dir, "train"), &[]);
 
-    let settings = "hub_threshold = 3\nbatch_size = 100";
+    let infer = |out: &Path| Job::infer(&data, &model, out).key("hub_threshold", 3).key("batch_size", 100);
     let mut outputs = Vec::new();
     for workers in [1, 2] {
         let out = dir.join(format!("scores-{workers}"));
-        run_job(
-            &dir,
-            &format!("infer-{workers}"),
-            &format!("[cluster]\nworkers = {workers}\n{}", infer_job(&data, &model, &out, settings)),
-        );
+        run_ok(&Job::cluster().key("workers", workers).and(infer(&out)).write(&dir, &format!("infer-{workers}")), &[]);
         outputs.push(read_scores(&out));
     }
     let out = dir.join("scores-2p");
-    let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
-    let body = format!(
-        "[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}",
-        infer_job(&data, &model, &out, settings)
-    );
-    run_two_processes(&job(&dir, "infer-2p.toml", &body), &dir);
+    run_two_processes(&Job::loopback(2).and(infer(&out)).write(&dir, "infer-2p"), &dir);
     outputs.push(read_scores(&out));
 
     assert_eq!(outputs[0].len(), 2500);
@@ -242,17 +198,16 @@ fn cora_scores_equal_the_records_and_test_accuracy_equals_the_trainers() {
     let Some(cora) = cora() else { return };
     let dir = scratch("infer-cora");
     let (data, flat) = (dir.join("cora"), dir.join("flat"));
-    run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
-    run_job(&dir, "flatten", &flatten_job(&data, &flat, "sampler = \"all\""));
+    graphflat_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
+    flatten(&dir, &data, "flat", &[], |job| job.key("sampler", "all"));
     for (name, model_keys) in MODELS {
         let model = dir.join(name);
-        run_job(
-            &dir,
-            &format!("train-{name}"),
-            &train_job(&flat, &model, &format!("{model_keys}\nnormalize_features = true\nepochs = 10\nlr = 0.02")),
-        );
+        let train =
+            model_keys(training(&flat, &model)).key("normalize_features", true).key("epochs", 10).key("lr", 0.02);
+        run_ok(&train.write(&dir, &format!("train-{name}")), &[]);
         let out = dir.join(format!("scores-{name}"));
-        let stdout = run_job(&dir, &format!("infer-{name}"), &infer_job(&data, &model, &out, "hub_threshold = 100"));
+        let infer = Job::infer(&data, &model, &out).key("hub_threshold", 100);
+        let stdout = run_ok(&infer.write(&dir, &format!("infer-{name}")), &[]);
         let scored = read_scores(&out);
         assert_eq!(scored.len(), 2708, "{stdout}");
         let difference = max_difference(&scores_only(&scored), &record_scores(&model, &flat));
@@ -273,13 +228,13 @@ fn targets_and_the_embedding_layer_choose_rows_and_columns() {
     let dir = scratch("infer-targets");
     let (data, flat) = (dir.join("graph"), dir.join("flat"));
     generate(&data, 1200, 6, 8, 4);
-    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [4, 4]"));
+    flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![4, 4]));
     let model = dir.join("model");
-    run_job(&dir, "train", &train_job(&flat, &model, "hidden = 6"));
+    run_ok(&training(&flat, &model).key("hidden", 6).write(&dir, "train"), &[]);
     let all = dir.join("all");
-    run_job(&dir, "all", &infer_job(&data, &model, &all, ""));
+    run_ok(&Job::infer(&data, &model, &all).write(&dir, "all"), &[]);
     let test = dir.join("test");
-    run_job(&dir, "test", &infer_job(&data, &model, &test, "targets = [\"test\"]\nembedding = 2"));
+    run_ok(&Job::infer(&data, &model, &test).key("targets", vec!["test"]).key("embedding", 2).write(&dir, "test"), &[]);
     let (all, test) = (read_scores(&all), read_scores(&test));
     assert!(!test.is_empty() && test.len() < all.len());
     for (id, (embedding, prediction, scores)) in &test {
@@ -291,20 +246,13 @@ fn targets_and_the_embedding_layer_choose_rows_and_columns() {
     }
 }
 
-/// Runs a job expected to fail; returns (exit code, output).
-fn run_failing(dir: &Path, name: &str, body: &str) -> (i32, String) {
-    let path = job(dir, &format!("{name}.toml"), body);
-    let out = graphflat().args(["run", path.to_str().unwrap()]).output().unwrap();
-    (out.status.code().unwrap_or(-1), text(&out))
-}
-
 #[test]
 fn bad_models_and_tables_are_named_and_leave_no_success() {
     let dir = scratch("infer-bad");
     let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join("model"));
     generate(&data, 600, 5, 8, 2);
-    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [3, 3]"));
-    run_job(&dir, "train", &train_job(&flat, &model, ""));
+    flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![3, 3]));
+    run_ok(&training(&flat, &model).write(&dir, "train"), &[]);
     let other = dir.join("other");
     generate(&other, 300, 5, 6, 2);
 
@@ -406,8 +354,9 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     ];
     for (name, graph, model, code, message) in cases {
         let out = dir.join(format!("out-{name}"));
-        let (rc, text) = run_failing(&dir, name, &infer_job(&graph, &model, &out, ""));
-        assert_eq!(rc, code, "{name}: {text}");
+        let failed = run(&Job::infer(&graph, &model, &out).write(&dir, name), &[]);
+        let (rc, text) = (failed.status.code(), text(&failed));
+        assert_eq!(rc, Some(code), "{name}: {text}");
         assert!(text.contains(message), "{name}: expected {message:?} in:\n{text}");
         assert!(!out.join("_SUCCESS").exists(), "{name}: _SUCCESS after a failure");
     }
@@ -427,8 +376,9 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     writer.close().unwrap();
     std::fs::write(broken.join("edges/_SUCCESS"), "").unwrap();
     let out = dir.join("out-edges");
-    let (rc, text) = run_failing(&dir, "edges", &infer_job(&broken, &model, &out, ""));
-    assert_eq!(rc, 65, "{text}");
+    let failed = run(&Job::infer(&broken, &model, &out).write(&dir, "edges"), &[]);
+    let (rc, text) = (failed.status.code(), text(&failed));
+    assert_eq!(rc, Some(65), "{text}");
     assert!(text.contains("99999") && text.contains("row 1") && text.contains("src"), "{text}");
     assert!(!out.join("_SUCCESS").exists());
 }
@@ -448,12 +398,12 @@ fn gpu_scores_equal_the_cpu() {
     let dir = scratch("infer-gpu");
     let (data, flat, model) = (dir.join("graph"), dir.join("flat"), dir.join("model"));
     generate(&data, 1500, 6, 12, 8);
-    run_job(&dir, "flatten", &flatten_job(&data, &flat, "fanouts = [5, 3]"));
-    run_job(&dir, "train", &train_job(&flat, &model, "model = \"gat\"\nheads = 2"));
+    flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![5, 3]));
+    run_ok(&training(&flat, &model).key("model", "gat").key("heads", 2).write(&dir, "train"), &[]);
     let mut runs = Vec::new();
     for device in ["cpu", "gpu"] {
         let out = dir.join(device);
-        run_job(&dir, device, &infer_job(&data, &model, &out, &format!("device = {device:?}\nhub_threshold = 4")));
+        run_ok(&Job::infer(&data, &model, &out).key("device", device).key("hub_threshold", 4).write(&dir, device), &[]);
         runs.push(read_scores(&out));
     }
     let difference = max_difference(&scores_only(&runs[0]), &scores_only(&runs[1]));

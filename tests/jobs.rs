@@ -4,18 +4,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 
 fn jobs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs")
-}
-
-fn run_in(cwd: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_graphflat")).args(args).current_dir(cwd).output().unwrap();
-    assert!(out.status.success(), "graphflat {args:?} failed:\n{}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -36,16 +29,16 @@ fn every_job_file_parses() {
 fn quickstart_then_two_processes_give_the_same_records() {
     let cwd = scratch("quickstart");
     let quickstart = jobs_dir().join("quickstart.toml");
-    let summary = run_in(&cwd, &["run", quickstart.to_str().unwrap()]);
+    let summary = graphflat_ok_in(&cwd, &["run", quickstart.to_str().unwrap()]);
     assert!(summary.contains("10000 targets"), "{summary}");
     // All three stages ran: GraphInfer scored every node of the generated graph.
     assert!(summary.contains("scored:       10000 nodes"), "{summary}");
-    let inspected = run_in(&cwd, &["inspect", "data/quickstart/scores"]);
+    let inspected = graphflat_ok_in(&cwd, &["inspect", "data/quickstart/scores"]);
     assert!(inspected.contains("10000 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
     let single = read_records(&cwd.join("data/quickstart/flat"));
     assert_eq!(single.len(), 10_000);
     // A second run finds the graph generated and flattens again to the same records.
-    run_in(&cwd, &["run", quickstart.to_str().unwrap()]);
+    graphflat_ok_in(&cwd, &["run", quickstart.to_str().unwrap()]);
     assert!(single == read_records(&cwd.join("data/quickstart/flat")));
 
     run_two_processes(&jobs_dir().join("two-processes.toml"), &cwd);
@@ -56,14 +49,14 @@ fn quickstart_then_two_processes_give_the_same_records() {
 fn cora_job_runs_after_import() {
     let Some(cora) = cora() else { return };
     let cwd = scratch("cora-job");
-    run_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
-    let summary = run_in(&cwd, &["run", jobs_dir().join("cora.toml").to_str().unwrap()]);
+    graphflat_ok_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("cora.toml").to_str().unwrap()]);
     assert!(summary.contains("2708 targets"), "{summary}");
-    let inspected = run_in(&cwd, &["inspect", "data/cora/flat"]);
+    let inspected = graphflat_ok_in(&cwd, &["inspect", "data/cora/flat"]);
     assert!(inspected.contains("2708 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
 
     // Then the paper's GCN on those records, and GraphInfer over every Cora node.
-    let summary = run_in(&cwd, &["run", jobs_dir().join("cora-infer.toml").to_str().unwrap()]);
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("cora-infer.toml").to_str().unwrap()]);
     assert!(summary.contains("scored:       2708 nodes"), "{summary}");
     let test: f64 = summary
         .split("test accuracy there ")
@@ -78,9 +71,9 @@ fn cora_job_runs_after_import() {
 #[test]
 fn multilabel_job_trains_on_targets() {
     let cwd = scratch("multilabel-job");
-    let summary = run_in(&cwd, &["run", jobs_dir().join("multilabel.toml").to_str().unwrap()]);
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("multilabel.toml").to_str().unwrap()]);
     assert!(summary.contains("best validation micro_f1"), "{summary}");
-    let inspected = run_in(&cwd, &["inspect", "data/multilabel/flat"]);
+    let inspected = graphflat_ok_in(&cwd, &["inspect", "data/multilabel/flat"]);
     assert!(inspected.contains("graphflat.label = targets:8"), "{inspected}");
     let scores = read_batches(&cwd.join("data/multilabel/scores"));
     let prediction = scores[0].schema().field_with_name("prediction").unwrap().data_type().clone();

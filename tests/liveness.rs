@@ -12,15 +12,10 @@ use common::*;
 
 /// Two processes of one worker training on `records` into `dir/model-<name>`.
 fn two_process_job(dir: &Path, name: &str, records: &Path, epochs: usize, peer_timeout_s: u64) -> PathBuf {
-    let body = format!(
-        "[cluster]\nworkers = 1\nprocesses = 2\nhosts = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\npeer_timeout_s = {peer_timeout_s}\n\n\
-         [train]\nrecords = {:?}\noutput = {:?}\nepochs = {epochs}\nbatch_size = 64\n",
-        free_port(),
-        free_port(),
-        records.display().to_string(),
-        dir.join(format!("model-{name}")).display().to_string()
-    );
-    job(dir, &format!("{name}.toml"), &body)
+    Job::loopback(2)
+        .key("peer_timeout_s", peer_timeout_s as i64)
+        .and(Job::train(records, dir.join(format!("model-{name}"))).key("epochs", epochs as i64).key("batch_size", 64))
+        .write(dir, name)
 }
 
 fn spawn(job: &Path, process: usize) -> Child {
@@ -54,8 +49,7 @@ fn a_stopped_peer_ends_the_job_within_peer_timeout_and_busy_peers_are_not_judged
     let dir = scratch("liveness");
     let data = dir.join("graph");
     generate(&data, 600, 6, 8, 2);
-    let flat = dir.join("flat");
-    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "fanouts = [4, 3]\n")).to_str().unwrap()]);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![4, 3]));
 
     // Two processes on two shared cores with a 2 s bound: busy, never silent.
     let quick = two_process_job(&dir, "quick", &flat, 20, 2);

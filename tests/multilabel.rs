@@ -34,7 +34,7 @@ fn targets(dir: &std::path::Path, id_column: &str) -> HashMap<i64, Vec<f32>> {
 fn records_carry_each_roots_targets() {
     let dir = scratch("multilabel-records");
     let data = dir.join("graph");
-    run_ok(&[
+    graphflat_ok(&[
         "generate",
         "--out",
         data.to_str().unwrap(),
@@ -46,8 +46,7 @@ fn records_carry_each_roots_targets() {
         "4",
         "--multi-label",
     ]);
-    let flat = dir.join("flat");
-    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 1\n")).to_str().unwrap()]);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 1));
 
     let nodes = targets(&data.join("nodes"), "node_id");
     let records = targets(&flat, "root_id");
@@ -55,7 +54,7 @@ fn records_carry_each_roots_targets() {
     assert_eq!(records, nodes, "every record holds its root's targets");
     // The generator's targets: the community, and for even communities the next one.
     assert!(nodes.values().all(|t| t.len() == 5 && (1.0..=2.0).contains(&t.iter().sum::<f32>())));
-    let inspect = run_ok(&["inspect", flat.to_str().unwrap()]);
+    let inspect = graphflat_ok(&["inspect", flat.to_str().unwrap()]);
     assert!(inspect.contains("targets:5"), "{inspect}");
 }
 
@@ -63,15 +62,21 @@ fn records_carry_each_roots_targets() {
 fn training_on_targets_reports_and_learns_micro_f1() {
     let dir = scratch("multilabel-train");
     let data = dir.join("graph");
-    run_ok(&["generate", "--out", data.to_str().unwrap(), "--nodes", "2000", "--feature-dim", "16", "--multi-label"]);
+    graphflat_ok(&[
+        "generate",
+        "--out",
+        data.to_str().unwrap(),
+        "--nodes",
+        "2000",
+        "--feature-dim",
+        "16",
+        "--multi-label",
+    ]);
     let (flat, model) = (dir.join("flat"), dir.join("model"));
-    let body = format!(
-        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"sage\"\nhidden = 32\nepochs = 40\nbatch_size = 256\n",
-        flatten_job(&data, &flat, "hops = 2\nfanouts = [10, 10]\n"),
-        flat.display().to_string(),
-        model.display().to_string()
-    );
-    let out = run_ok(&["run", job(&dir, "job.toml", &body).to_str().unwrap(), "--workers", "2"]);
+    let train =
+        Job::train(&flat, &model).key("model", "sage").key("hidden", 32).key("epochs", 40).key("batch_size", 256);
+    let job = Job::flatten(&data, &flat).key("hops", 2).key("fanouts", vec![10, 10]).and(train);
+    let out = run_ok(&job.write(&dir, "job"), &["--workers", "2"]);
     let text = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();
     let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(rows.iter().all(|r| r["metric"] == "micro_f1"), "{text}");

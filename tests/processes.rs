@@ -3,30 +3,24 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 
-/// `[cluster]` for `n` processes of one worker on free loopback ports.
-fn cluster(n: usize) -> String {
-    let hosts: Vec<String> = (0..n).map(|_| format!("\"127.0.0.1:{}\"", free_port())).collect();
-    format!("[cluster]\nworkers = 1\nhosts = [{}]\n", hosts.join(", "))
+/// `[cluster]` for `n` processes of one worker on free loopback ports (the process count comes
+/// from the command line).
+fn cluster(n: usize) -> Job {
+    Job::cluster().key("workers", 1).key("hosts", loopback_hosts(n))
 }
 
-/// Flatten, train and infer of `data` into `out/{flat,model,scores}`.
-fn stages(data: &Path, out: &Path) -> String {
-    let path = |p: PathBuf| format!("{:?}", p.display().to_string());
-    let (flat, model) = (path(out.join("flat")), path(out.join("model")));
-    format!(
-        "{}\n[train]\nrecords = {flat}\noutput = {model}\nmodel = \"sage\"\nepochs = 3\nbatch_size = 64\nseed = 3\n\
-         [infer]\nnodes = {}\nedges = {}\nmodel = {model}\noutput = {}\n",
-        flatten_job(data, &out.join("flat"), "hops = 2\nfanouts = [4, 3]\nseed = 5\nhub_threshold = 30\n"),
-        path(data.join("nodes")),
-        path(data.join("edges")),
-        path(out.join("scores")),
-    )
+/// Flatten, train (for `epochs`) and infer of `data` into `out/{flat,model,scores}`.
+fn stages(data: &Path, out: &Path, epochs: i64) -> Job {
+    let (flat, model) = (out.join("flat"), out.join("model"));
+    let flatten = Job::flatten(data, &flat).key("hops", 2).key("fanouts", vec![4, 3]).key("seed", 5);
+    let train = Job::train(&flat, &model).key("model", "sage").key("epochs", epochs).key("batch_size", 64);
+    flatten.key("hub_threshold", 30).and(train.key("seed", 3)).and(Job::infer(data, &model, out.join("scores")))
 }
 
 fn launch(n: usize, job: &Path) -> std::process::Output {
@@ -47,15 +41,9 @@ fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
     for n in [2, 3] {
         // The reference: one process of n workers (the trainer's plan depends on the workers).
         let threads = dir.join(format!("threads-{n}"));
-        run_ok(&[
-            "run",
-            job(&dir, &format!("threads-{n}.toml"), &stages(&data, &threads)).to_str().unwrap(),
-            "--workers",
-            &n.to_string(),
-        ]);
+        run_ok(&stages(&data, &threads, 3).write(&dir, &format!("threads-{n}")), &["--workers", &n.to_string()]);
         let procs = dir.join(format!("processes-{n}"));
-        let body = format!("{}\n{}", cluster(n), stages(&data, &procs));
-        let out = launch(n, &job(&dir, &format!("processes-{n}.toml"), &body));
+        let out = launch(n, &cluster(n).and(stages(&data, &procs, 3)).write(&dir, &format!("processes-{n}")));
         assert!(out.status.success(), "{}", text(&out));
 
         assert!(
@@ -74,7 +62,7 @@ fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
     }
     // And one process of one worker: the same records and scores of its own model.
     let one = dir.join("one");
-    run_ok(&["run", job(&dir, "one.toml", &stages(&data, &one)).to_str().unwrap(), "--workers", "1"]);
+    run_ok(&stages(&data, &one, 3).write(&dir, "one"), &["--workers", "1"]);
     assert!(read_records(&one.join("flat")) == read_records(&dir.join("processes-3").join("flat")));
 }
 
@@ -96,8 +84,7 @@ fn a_killed_process_ends_the_other_two_with_no_output() {
     let data = dir.join("graph");
     generate(&data, 1200, 6, 8, 4);
     let out = dir.join("run");
-    let body = format!("{}\n{}", cluster(3), stages(&data, &out).replace("epochs = 3", "epochs = 100000"));
-    let job = job(&dir, "three.toml", &body);
+    let job = cluster(3).and(stages(&data, &out, 100000)).write(&dir, "three");
     let spawn = |p: usize| {
         graphflat()
             .args(["run", job.to_str().unwrap(), "--processes", "3", "--process", &p.to_string()])

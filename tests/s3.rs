@@ -162,12 +162,13 @@ fn generate_on_s3(s3: &Moto, dir: &Path) {
     assert!(out.status.success(), "{}", text(&out));
 }
 
-fn stages(nodes: &str, edges: &str, flat: &str, model: &str, scores: &str) -> String {
-    format!(
-        "[cluster]\nworkers = 2\n[flatten]\nnodes = {nodes:?}\nedges = {edges:?}\noutput = {flat:?}\nfanouts = [5, 3]\n\
-         [train]\nrecords = {flat:?}\noutput = {model:?}\nepochs = 2\n\
-         [infer]\nnodes = {nodes:?}\nedges = {edges:?}\nmodel = {model:?}\noutput = {scores:?}\n"
-    )
+/// Flatten, train and infer of the tables in `data` on two workers.
+fn stages(data: impl AsRef<Path>, flat: impl AsRef<Path>, model: impl AsRef<Path>, scores: impl AsRef<Path>) -> Job {
+    Job::cluster()
+        .key("workers", 2)
+        .and(Job::flatten(&data, &flat).key("fanouts", vec![5, 3]))
+        .and(Job::train(&flat, &model).key("epochs", 2))
+        .and(Job::infer(&data, &model, &scores))
 }
 
 #[test]
@@ -180,22 +181,11 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     // The same tables on S3: generated with the same settings straight into the bucket.
     generate_on_s3(&s3, &dir);
 
-    let on_disk = stages(
-        &local.join("nodes").display().to_string(),
-        &local.join("edges").display().to_string(),
-        &dir.join("flat").display().to_string(),
-        &dir.join("model-local").display().to_string(),
-        &dir.join("scores").display().to_string(),
-    );
-    run_ok(&["run", job(&dir, "local.toml", &on_disk).to_str().unwrap()]);
-    let on_s3 = stages(
-        "s3://graphs/g/nodes",
-        "s3://graphs/g/edges",
-        "s3://graphs/flat",
-        "s3://graphs/model",
-        "s3://graphs/scores",
-    );
-    let out = s3.graphflat(&["run", job(&dir, "s3.toml", &on_s3).to_str().unwrap()], &dir);
+    let on_disk = stages(&local, dir.join("flat"), dir.join("model-local"), dir.join("scores"));
+    run_ok(&on_disk.write(&dir, "local"), &[]);
+    let on_s3 =
+        stages("s3://graphs/g", "s3://graphs/flat", "s3://graphs/model", "s3://graphs/scores").write(&dir, "s3");
+    let out = s3.graphflat(&["run", on_s3.to_str().unwrap()], &dir);
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     assert!(!log.contains(SECRET), "the secret key appears in the output");
@@ -213,7 +203,7 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     assert_eq!(sorted_rows(&a), sorted_rows(&b), "scores differ");
 
     // A finished output on S3 is kept without `overwrite` (create-if-absent marker).
-    let again = s3.graphflat(&["run", job(&dir, "s3.toml", &on_s3).to_str().unwrap()], &dir);
+    let again = s3.graphflat(&["run", on_s3.to_str().unwrap()], &dir);
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
 }
 
@@ -221,8 +211,8 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
 fn missing_buckets_and_bad_uris_are_clear_errors() {
     let Some(s3) = moto() else { return };
     let dir = scratch("s3-errors");
-    let body = "[flatten]\nnodes = \"s3://no-such-bucket/nodes\"\nedges = \"s3://no-such-bucket/edges\"\noutput = \"s3://no-such-bucket/flat\"\n";
-    let out = s3.graphflat(&["run", job(&dir, "missing.toml", body).to_str().unwrap()], &dir);
+    let missing = Job::flatten("s3://no-such-bucket", "s3://no-such-bucket/flat").write(&dir, "missing");
+    let out = s3.graphflat(&["run", missing.to_str().unwrap()], &dir);
     let message = text(&out);
     assert!(!out.status.success(), "{message}");
     assert_eq!(out.status.code(), Some(66), "a missing bucket is a missing input: {message}");
@@ -230,7 +220,7 @@ fn missing_buckets_and_bad_uris_are_clear_errors() {
     assert!(!message.contains(SECRET), "{message}");
 
     let body = "[flatten]\nnodes = \"s3://\"\nedges = \"e\"\noutput = \"o\"\n";
-    let out = s3.graphflat(&["run", job(&dir, "bad.toml", body).to_str().unwrap()], &dir);
+    let out = s3.graphflat(&["run", write_job(&dir, "bad", body).to_str().unwrap()], &dir);
     assert!(!out.status.success() && text(&out).contains("s3://"), "{}", text(&out));
 }
 
@@ -252,15 +242,13 @@ fn a_server_that_stops_answering_fails_with_the_retry_exit_in_bounded_time() {
     let dir = scratch("s3-silent");
     let port = silent_server();
     // [storage] alone points the job at the server: it overrides the environment's endpoint.
-    let body = format!(
-        "[storage]\nendpoint = \"http://127.0.0.1:{port}\"\nallow_http = true\nregion = \"us-east-1\"\n\
-         retries = 2\nretry_timeout_s = 10\nconnect_timeout_s = 1\ntimeout_s = 1\n\
-         [flatten]\nnodes = \"s3://graphs/nodes\"\nedges = \"s3://graphs/edges\"\noutput = {:?}\n",
-        dir.join("flat").display().to_string()
-    );
+    let storage = Job::storage().key("endpoint", format!("http://127.0.0.1:{port}")).key("allow_http", true);
+    let storage = storage.key("region", "us-east-1").key("retries", 2).key("retry_timeout_s", 10);
+    let storage = storage.key("connect_timeout_s", 1).key("timeout_s", 1);
+    let job = storage.and(Job::flatten("s3://graphs", dir.join("flat"))).write(&dir, "silent");
     let started = Instant::now();
     let out = graphflat()
-        .args(["run", job(&dir, "silent.toml", &body).to_str().unwrap()])
+        .args(["run", job.to_str().unwrap()])
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .env("AWS_ENDPOINT", "http://127.0.0.1:9")
@@ -280,14 +268,12 @@ fn missing_credentials_are_a_clear_error() {
     let Some(s3) = moto() else { return };
     s3.bucket("graphs");
     let dir = scratch("s3-no-credentials");
-    let body = format!(
-        "[storage]\nendpoint = {:?}\nallow_http = true\nregion = \"us-east-1\"\nretries = 1\nretry_timeout_s = 5\ntimeout_s = 2\nconnect_timeout_s = 1\n\
-         [flatten]\nnodes = \"s3://graphs/nodes\"\nedges = \"s3://graphs/edges\"\noutput = \"s3://graphs/flat\"\n",
-        s3.endpoint()
-    );
+    let storage = Job::storage().key("endpoint", s3.endpoint()).key("allow_http", true).key("region", "us-east-1");
+    let storage = storage.key("retries", 1).key("retry_timeout_s", 5).key("timeout_s", 2).key("connect_timeout_s", 1);
+    let job = storage.and(Job::flatten("s3://graphs", "s3://graphs/flat")).write(&dir, "anonymous");
     let started = Instant::now();
     let mut command = graphflat();
-    command.args(["run", job(&dir, "anonymous.toml", &body).to_str().unwrap()]).current_dir(&dir);
+    command.args(["run", job.to_str().unwrap()]).current_dir(&dir);
     for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
         command.env_remove(key);
     }
@@ -308,16 +294,12 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
     // An output key with characters URL parsing treats specially, holding someone else's object.
     let key = "odd?x#y%41 z";
     s3.put("graphs", &format!("{key}/theirs/part-0.parquet"), b"not ours");
-    let body = |extra: &str| {
-        format!(
-            "[flatten]\nnodes = \"s3://graphs/g/nodes\"\nedges = \"s3://graphs/g/edges\"\noutput = \"s3://graphs/{key}\"\nfanouts = [4, 3]\n{extra}"
-        )
-    };
-    let refused = s3.graphflat(&["run", job(&dir, "refused.toml", &body("")).to_str().unwrap()], &dir);
+    let flatten = Job::flatten("s3://graphs/g", format!("s3://graphs/{key}")).key("fanouts", vec![4, 3]);
+    let refused = s3.graphflat(&["run", flatten.write(&dir, "refused").to_str().unwrap()], &dir);
     assert_eq!(refused.status.code(), Some(73), "{}", text(&refused));
     assert!(text(&refused).contains("did not write"), "{}", text(&refused));
 
-    let path = job(&dir, "overwrite.toml", &body("overwrite = true\n"));
+    let path = flatten.key("overwrite", true).write(&dir, "overwrite");
     let children: Vec<_> = (0..2)
         .map(|_| {
             graphflat()
@@ -356,17 +338,18 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
 #[test]
 fn a_store_failure_reading_a_model_is_the_retry_exit() {
     let dir = scratch("s3-model-unreachable");
-    let port = free_port();
-    let body = format!(
-        "[storage]\nendpoint = \"http://127.0.0.1:{port}\"\nallow_http = true\nregion = \"us-east-1\"\n\
-         retries = 1\nretry_timeout_s = 5\nconnect_timeout_s = 1\ntimeout_s = 1\n\
-         [infer]\nnodes = {:?}\nedges = {:?}\nmodel = \"s3://models/gcn\"\noutput = {:?}\n",
-        dir.join("nodes").display().to_string(),
-        dir.join("edges").display().to_string(),
-        dir.join("scores").display().to_string()
-    );
+    let job = Job::storage()
+        .key("endpoint", format!("http://127.0.0.1:{}", free_port()))
+        .key("allow_http", true)
+        .key("region", "us-east-1")
+        .key("retries", 1)
+        .key("retry_timeout_s", 5.0)
+        .key("connect_timeout_s", 1.0)
+        .key("timeout_s", 1.0)
+        .and(Job::infer(&dir, "s3://models/gcn", dir.join("scores")))
+        .write(&dir, "infer");
     let out = graphflat()
-        .args(["run", job(&dir, "infer.toml", &body).to_str().unwrap()])
+        .args(["run", job.to_str().unwrap()])
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .output()

@@ -16,10 +16,11 @@ fn check_fanouts(fanouts: &[u32], sampler: &str) {
     let dir = scratch(&format!("fanouts-{sampler}-{k}"));
     let data = dir.join("graph");
     generate(&data, 1500, 6, 2, 3);
-    let out = dir.join("flat");
-    let extra = format!("hops = {k}\nfanouts = {fanouts:?}\nsampler = \"{sampler}\"\ntargets = [\"train\"]\n");
-    let job = job(&dir, "job.toml", &flatten_job(&data, &out, &extra));
-    run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    let settings = |job: Job| {
+        let job = job.key("hops", k as i64).key("fanouts", fanouts.to_vec()).key("sampler", sampler);
+        job.key("targets", vec!["train"])
+    };
+    let out = flatten(&dir, &data, "flat", &["--workers", "2"], settings);
     let records = read_records(&out);
     assert!(records.len() > 500);
     let mut hub_checked = false;
@@ -67,13 +68,9 @@ fn topk_keeps_exactly_the_heaviest_in_edges() {
     let dir = scratch("topk");
     let data = dir.join("graph");
     generate(&data, 1000, 8, 2, 9);
-    let out = dir.join("flat");
-    let job = job(
-        &dir,
-        "job.toml",
-        &flatten_job(&data, &out, "hops = 1\nfanouts = [6]\nsampler = \"topk\"\nhub_threshold = 10\n"),
-    );
-    run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    let settings =
+        |job: Job| job.key("hops", 1).key("fanouts", vec![6]).key("sampler", "topk").key("hub_threshold", 10);
+    let out = flatten(&dir, &data, "flat", &["--workers", "2"], settings);
     let graph = read_graph(&data);
     let mut in_weights: HashMap<i64, Vec<(i64, f32)>> = HashMap::new();
     for &(s, d, w) in &graph.edges {

@@ -12,10 +12,8 @@ fn output_reads_back_with_the_documented_schema() {
     let dir = scratch("schema");
     let data = dir.join("graph");
     generate(&data, 500, 5, 6, 2);
-    let out = dir.join("flat");
-    let job =
-        job(&dir, "job.toml", &flatten_job(&data, &out, "hops = 2\nfanouts = [3, 2]\nseed = 4\npart_size_mb = 1\n"));
-    run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    let settings = |job: Job| job.key("hops", 2).key("fanouts", vec![3, 2]).key("seed", 4).key("part_size_mb", 1);
+    let out = flatten(&dir, &data, "flat", &["--workers", "2"], settings);
 
     let expected = record_schema(&FlattenMeta {
         hops: 2,

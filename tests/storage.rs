@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,17 +50,17 @@ fn write_graph(dir: &Path, codec: Compression, name: &str) {
     }
 }
 
-fn flatten(dir: &Path, data: &Path, name: &str, extra: &str) -> (PathBuf, std::process::Output) {
-    let out = dir.join(name);
-    let body = flatten_job(data, &out, &format!("fanouts = [3, 3]\n{extra}"));
-    let path = job(dir, &format!("{name}.toml"), &body);
-    (out, graphflat().args(["run", path.to_str().unwrap(), "--workers", "2"]).output().unwrap())
+/// Two workers.
+const TWO: &[&str] = &["--workers", "2"];
+
+/// The flatten settings of these tests: `fanouts = [3, 3]`.
+fn fanouts(job: Job) -> Job {
+    job.key("fanouts", vec![3, 3])
 }
 
-fn flatten_ok(dir: &Path, data: &Path, name: &str, extra: &str) -> Vec<Row> {
-    let (out, output) = flatten(dir, data, name, extra);
-    assert!(output.status.success(), "{}", text(&output));
-    read_records(&out)
+/// The same, writing over a finished output.
+fn overwriting(job: Job) -> Job {
+    fanouts(job).key("overwrite", true)
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn every_codec_and_any_file_name_read_the_same() {
     let dir = scratch("storage-codecs");
     let reference = dir.join("zstd");
     write_graph(&reference, Compression::ZSTD(Default::default()), "part-0.parquet");
-    let expected = flatten_ok(&dir, &reference, "flat-zstd", "");
+    let expected = read_records(&flatten(&dir, &reference, "flat-zstd", TWO, fanouts));
     assert_eq!(expected.len(), 300);
     let codecs = [
         ("snappy", Compression::SNAPPY, "data.snappy.parquet"),
@@ -84,7 +84,7 @@ fn every_codec_and_any_file_name_read_the_same() {
         std::fs::write(data.join("nodes/_SUCCESS"), "").unwrap();
         std::fs::write(data.join("edges/.part-9.crc"), "not parquet").unwrap();
         std::fs::write(data.join("edges/_temporary"), "not parquet").unwrap();
-        let got = flatten_ok(&dir, &data, &format!("flat-{name}"), "");
+        let got = read_records(&flatten(&dir, &data, &format!("flat-{name}"), TWO, fanouts));
         assert!(got == expected, "{name}: records differ from the zstd tables'");
     }
 }
@@ -94,23 +94,19 @@ fn globs_and_bad_files_in_input_directories() {
     let dir = scratch("storage-inputs");
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
-    let expected = flatten_ok(&dir, &data, "flat", "");
+    let expected = read_records(&flatten(&dir, &data, "flat", TWO, fanouts));
 
     // A glob picks the matching files of its directory only.
     std::fs::write(data.join("edges/notes.txt"), "these are not edges").unwrap();
     let glob = dir.join("glob");
     std::fs::create_dir_all(&glob).unwrap();
-    let body = format!(
-        "[flatten]\nnodes = {:?}\nedges = {:?}\noutput = {:?}\nfanouts = [3, 3]\n",
-        data.join("nodes").display().to_string(),
-        data.join("edges/*.parquet").display().to_string(),
-        glob.join("flat").display().to_string()
-    );
-    run_ok(&["run", job(&dir, "glob.toml", &body).to_str().unwrap()]);
+    let edges = data.join("edges/*.parquet").display().to_string();
+    run_ok(&fanouts(Job::flatten(&data, glob.join("flat")).key("edges", edges)).write(&dir, "glob"), &[]);
     assert!(read_records(&glob.join("flat")) == expected);
 
     // Without the glob the text file is part of the table, and it is not Parquet.
-    let (out, output) = flatten(&dir, &data, "with-text", "");
+    let out = dir.join("with-text");
+    let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "with-text"), TWO);
     let message = text(&output);
     assert_eq!(output.status.code(), Some(65), "{message}");
     assert!(message.contains("notes.txt"), "{message}");
@@ -120,7 +116,7 @@ fn globs_and_bad_files_in_input_directories() {
     std::fs::remove_file(data.join("edges/notes.txt")).unwrap();
     let bytes = std::fs::read(data.join("edges/part-0.parquet")).unwrap();
     std::fs::write(data.join("edges/part-1.parquet"), &bytes[..bytes.len() / 2]).unwrap();
-    let (_, output) = flatten(&dir, &data, "truncated", "");
+    let output = run(&fanouts(Job::flatten(&data, dir.join("truncated"))).write(&dir, "truncated"), TWO);
     assert_eq!(output.status.code(), Some(65), "{}", text(&output));
     assert!(text(&output).contains("part-1.parquet"), "{}", text(&output));
 }
@@ -131,8 +127,7 @@ fn outputs_never_touch_inputs_and_finished_outputs_are_kept() {
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
     for output in [data.clone(), data.join("edges"), data.join("nodes/inside")] {
-        let body = flatten_job(&data, &output, "");
-        let out = graphflat().args(["run", job(&dir, "touch.toml", &body).to_str().unwrap()]).output().unwrap();
+        let out = run(&Job::flatten(&data, &output).write(&dir, "touch"), &[]);
         assert_eq!(out.status.code(), Some(64), "{}", text(&out));
         assert!(text(&out).contains("choose another output"), "{}", text(&out));
         assert!(
@@ -141,17 +136,13 @@ fn outputs_never_touch_inputs_and_finished_outputs_are_kept() {
         );
     }
 
-    let first = flatten_ok(&dir, &data, "flat", "");
-    let (out, again) = flatten(&dir, &data, "flat", "");
+    let first = read_records(&flatten(&dir, &data, "flat", TWO, fanouts));
+    let out = dir.join("flat");
+    let again = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "flat"), TWO);
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
     assert!(text(&again).contains("overwrite = true"), "{}", text(&again));
     assert!(read_records(&out) == first);
-    assert!(flatten_ok(&dir, &data, "flat", "overwrite = true") == first);
-}
-
-/// The manifest as JSON.
-fn manifest(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("_SUCCESS")).unwrap()).unwrap()
+    assert!(read_records(&flatten(&dir, &data, "flat", TWO, overwriting)) == first);
 }
 
 #[test]
@@ -159,7 +150,7 @@ fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go(
     let dir = scratch("storage-manifest");
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
-    let first = flatten_ok(&dir, &data, "flat", "");
+    let first = read_records(&flatten(&dir, &data, "flat", TWO, fanouts));
     let out = dir.join("flat");
     // What killed runs leave: a staging file, and a part and the marker of a run whose process
     // is gone.
@@ -171,8 +162,8 @@ fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go(
     };
     std::fs::write(out.join(format!("_run-{gone}.json")), marker(gone)).unwrap();
     // Readers take only what the manifest lists: training and re-reading see the same records.
-    assert!(read_listed(&out) == first);
-    assert!(flatten_ok(&dir, &data, "flat", "overwrite = true") == first);
+    assert!(read_listed_records(&out) == first);
+    assert!(read_records(&flatten(&dir, &data, "flat", TWO, overwriting)) == first);
 
     let m = manifest(&out);
     let parts = m["parts"].as_array().unwrap();
@@ -194,35 +185,14 @@ fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go(
     assert_eq!(m["settings"]["fanouts"], serde_json::json!([3, 3]));
 }
 
-/// Records of the parts a manifest lists.
-fn read_listed(out: &Path) -> Vec<Row> {
-    let m = manifest(out);
-    let mut rows: Vec<Row> = m["parts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| {
-            let file = std::fs::File::open(out.join(p["name"].as_str().unwrap())).unwrap();
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                .unwrap()
-                .build()
-                .unwrap()
-                .flat_map(|b| schemas::record::from_batch(&b.unwrap(), "part", 0).unwrap())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    rows.sort_by_key(|r| r.root);
-    rows
-}
-
 #[test]
 fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
     let dir = scratch("storage-killed");
     let data = dir.join("graph");
     generate(&data, 60_000, 10, 16, 3);
     let out = dir.join("flat");
-    let body = flatten_job(&data, &out, "fanouts = [10, 10]\nbatch_size = 256\npart_size_mb = 1");
-    let path = job(&dir, "flatten.toml", &body);
+    let job = Job::flatten(&data, &out).key("fanouts", vec![10, 10]).key("batch_size", 256).key("part_size_mb", 1);
+    let path = job.write(&dir, "flatten");
     let mut child = graphflat()
         .args(["run", path.to_str().unwrap(), "--workers", "1"])
         .stderr(std::process::Stdio::null())
@@ -241,17 +211,12 @@ fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
     assert!(left >= 2, "no parts were written before the kill");
 
     // Training refuses the unfinished output.
-    let train = format!(
-        "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n",
-        out.display().to_string(),
-        dir.join("model").display().to_string()
-    );
-    let refused = graphflat().args(["run", job(&dir, "train.toml", &train).to_str().unwrap()]).output().unwrap();
+    let refused = run(&Job::train(&out, dir.join("model")).key("epochs", 1).write(&dir, "train"), &[]);
     assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
     assert!(text(&refused).contains("_SUCCESS"), "{}", text(&refused));
 
     // The re-run commits only its own parts and removes the killed run's.
-    run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
+    run_ok(&path, &["--workers", "1"]);
     let listed: Vec<String> =
         manifest(&out)["parts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
     let on_disk: Vec<String> =
@@ -281,14 +246,14 @@ fn of_two_runs_racing_for_one_output_exactly_one_commits() {
     let data = dir.join("graph");
     generate(&data, 20_000, 8, 8, 4);
     let out = dir.join("flat");
-    let path = job(&dir, "flatten.toml", &flatten_job(&data, &out, "fanouts = [5, 5]"));
+    let path = Job::flatten(&data, &out).key("fanouts", vec![5, 5]).write(&dir, "flatten");
     let outputs = race(&path, 2);
     let won = outputs.iter().filter(|o| o.status.success()).count();
     assert_eq!(won, 1, "{}\n{}", text(&outputs[0]), text(&outputs[1]));
     let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
     assert_eq!(lost.status.code(), Some(73), "{}", text(lost));
     // Readers see one run's complete output.
-    let records = read_listed(&out);
+    let records = read_listed_records(&out);
     assert_eq!(records.len(), 20_000);
     assert!(records.windows(2).all(|w| w[0].root < w[1].root), "a node appears twice");
 }
@@ -298,15 +263,10 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
     let dir = scratch("storage-killed-train");
     let data = dir.join("graph");
     generate(&data, 3000, 8, 16, 3);
-    let flat = dir.join("flat");
-    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "fanouts = [5, 5]")).to_str().unwrap()]);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![5, 5]));
     let train = |model: &Path| {
-        let body = format!(
-            "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"sage\"\nepochs = 60\nbatch_size = 32\ncheckpoint_every = 1\nseed = 4\n",
-            flat.display().to_string(),
-            model.display().to_string()
-        );
-        job(&dir, &format!("{}.toml", model.file_name().unwrap().to_str().unwrap()), &body)
+        let job = Job::train(&flat, model).key("model", "sage").key("epochs", 60).key("batch_size", 32);
+        job.key("checkpoint_every", 1).key("seed", 4).write(&dir, model.file_name().unwrap().to_str().unwrap())
     };
     let (model, whole) = (dir.join("model"), dir.join("whole"));
     let mut child =
@@ -326,26 +286,19 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
     assert!(!model.join("metrics.jsonl").exists(), "a killed training run wrote metrics.jsonl");
 
     // GraphInfer refuses the unfinished model.
-    let infer = format!(
-        "[infer]\nnodes = {:?}\nedges = {:?}\nmodel = {:?}\noutput = {:?}\n",
-        data.join("nodes").display().to_string(),
-        data.join("edges").display().to_string(),
-        model.display().to_string(),
-        dir.join("scores").display().to_string()
-    );
-    let refused = graphflat().args(["run", job(&dir, "infer.toml", &infer).to_str().unwrap()]).output().unwrap();
+    let refused = run(&Job::infer(&data, &model, dir.join("scores")).write(&dir, "infer"), &[]);
     assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
     assert!(text(&refused).contains("no _SUCCESS manifest"), "{}", text(&refused));
 
     // The re-run (fresh: no resume) commits the model an uninterrupted run commits.
-    run_ok(&["run", train(&model).to_str().unwrap()]);
-    run_ok(&["run", train(&whole).to_str().unwrap()]);
+    run_ok(&train(&model), &[]);
+    run_ok(&train(&whole), &[]);
     for file in ["model.bpk", "model.json", "metrics.jsonl"] {
         assert!(std::fs::read(model.join(file)).unwrap() == std::fs::read(whole.join(file)).unwrap(), "{file} differs");
     }
     assert_eq!(manifest(&model)["stage"], "train");
     // Without overwrite, a committed model is kept and the job fails.
-    let again = graphflat().args(["run", train(&model).to_str().unwrap()]).output().unwrap();
+    let again = run(&train(&model), &[]);
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
 }
 
@@ -372,14 +325,14 @@ fn a_run_never_deletes_what_it_did_not_write() {
     std::os::unix::fs::symlink(data.join("edges/part-0.parquet"), out.join(lookalike)).unwrap();
     let before = names(&out);
 
-    let (_, refused) = flatten(&dir, &data, "flat", "");
+    let refused = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "flat"), TWO);
     assert_eq!(refused.status.code(), Some(73), "{}", text(&refused));
     assert!(text(&refused).contains("did not write") && text(&refused).contains("other"), "{}", text(&refused));
     assert_eq!(names(&out), before, "a refused run changed the output");
 
     // With overwrite the run commits beside them and keeps every one, twice over.
-    let first = flatten_listed(&dir, &data, "flat", "overwrite = true");
-    assert!(flatten_listed(&dir, &data, "flat", "overwrite = true") == first);
+    let first = read_listed_records(&flatten(&dir, &data, "flat", TWO, overwriting));
+    assert!(read_listed_records(&flatten(&dir, &data, "flat", TWO, overwriting)) == first);
     let after = names(&out);
     for name in &before {
         assert!(after.contains(name), "{name} was removed: {after:?}");
@@ -390,24 +343,17 @@ fn a_run_never_deletes_what_it_did_not_write() {
     assert_eq!(after.len(), before.len() + listed + 1, "leftovers of the first run remain: {after:?}");
 }
 
-/// Flattens `data` into `dir/name` and reads the parts its manifest lists.
-fn flatten_listed(dir: &Path, data: &Path, name: &str, extra: &str) -> Vec<Row> {
-    let (out, done) = flatten(dir, data, name, extra);
-    assert!(done.status.success(), "{name}: {}", text(&done));
-    read_listed(&out)
-}
-
 #[test]
 fn overwriting_runs_racing_for_one_output_leave_one_complete_output() {
     let dir = scratch("storage-race-overwrite");
     let data = dir.join("graph");
     generate(&data, 20_000, 8, 8, 4);
     let out = dir.join("flat");
-    let path =
-        job(&dir, "flatten.toml", &flatten_job(&data, &out, "fanouts = [5, 5]\npart_size_mb = 1\noverwrite = true"));
+    let job = Job::flatten(&data, &out).key("fanouts", vec![5, 5]).key("part_size_mb", 1).key("overwrite", true);
+    let path = job.write(&dir, "flatten");
     let reference = {
-        run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
-        read_listed(&out)
+        run_ok(&path, &["--workers", "1"]);
+        read_listed_records(&out)
     };
     for round in 0..3 {
         let outputs = race(&path, 3);
@@ -419,10 +365,10 @@ fn overwriting_runs_racing_for_one_output_leave_one_complete_output() {
             let bytes = std::fs::read(out.join(p["name"].as_str().unwrap())).unwrap();
             assert_eq!(crc32fast::hash(&bytes), p["crc32"].as_u64().unwrap() as u32, "round {round}: {}", p["name"]);
         }
-        assert!(read_listed(&out) == reference, "round {round}: the committed output differs");
+        assert!(read_listed_records(&out) == reference, "round {round}: the committed output differs");
     }
     // The next commit removes the parts of the runs that lost.
-    run_ok(&["run", path.to_str().unwrap(), "--workers", "1"]);
+    run_ok(&path, &["--workers", "1"]);
     let listed = manifest(&out)["parts"].as_array().unwrap().len();
     assert_eq!(parquet_files(&out).len(), listed);
 }
@@ -435,8 +381,7 @@ fn an_output_reached_through_a_symlink_or_equal_to_the_model_is_refused() {
     let link = dir.join("lnk");
     std::os::unix::fs::symlink(data.join("nodes"), &link).unwrap();
     for output in [link.clone(), link.join("inside")] {
-        let body = flatten_job(&data, &output, "overwrite = true");
-        let out = graphflat().args(["run", job(&dir, "link.toml", &body).to_str().unwrap()]).output().unwrap();
+        let out = run(&Job::flatten(&data, &output).key("overwrite", true).write(&dir, "link"), &[]);
         assert_eq!(out.status.code(), Some(64), "{}", text(&out));
         assert!(text(&out).contains("choose another output"), "{}", text(&out));
         assert_eq!(names(&data.join("nodes")), vec!["part-0.parquet"], "the node table was touched");
@@ -445,28 +390,15 @@ fn an_output_reached_through_a_symlink_or_equal_to_the_model_is_refused() {
     // A model, then GraphInfer asked to write over it.
     let data = dir.join("graph");
     generate(&data, 400, 5, 8, 2);
-    let flat = dir.join("flat");
-    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "fanouts = [3, 3]")).to_str().unwrap()]);
+    let flat = flatten(&dir, &data, "flat", &[], fanouts);
     let model = dir.join("model");
-    let train = format!(
-        "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 1\n",
-        flat.display().to_string(),
-        model.display().to_string()
-    );
-    run_ok(&["run", job(&dir, "train.toml", &train).to_str().unwrap()]);
+    run_ok(&Job::train(&flat, &model).key("epochs", 1).write(&dir, "train"), &[]);
     let model_files = names(&model);
     let weights = std::fs::read(model.join("model.bpk")).unwrap();
     let model_link = dir.join("model-link");
     std::os::unix::fs::symlink(&model, &model_link).unwrap();
     for output in [&model, &model_link] {
-        let infer = format!(
-            "[infer]\nnodes = {:?}\nedges = {:?}\nmodel = {:?}\noutput = {:?}\noverwrite = true\n",
-            data.join("nodes").display().to_string(),
-            data.join("edges").display().to_string(),
-            model.display().to_string(),
-            output.display().to_string()
-        );
-        let out = graphflat().args(["run", job(&dir, "infer.toml", &infer).to_str().unwrap()]).output().unwrap();
+        let out = run(&Job::infer(&data, &model, output).key("overwrite", true).write(&dir, "infer"), &[]);
         assert_eq!(out.status.code(), Some(64), "{}", text(&out));
         assert!(text(&out).contains("choose another output"), "{}", text(&out));
     }
@@ -480,7 +412,7 @@ fn an_output_path_keeps_every_character() {
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
     for name in ["what?", "a#b", "c%41d", "sp ace", "[x]*"] {
-        let records = flatten_listed(&dir, &data, name, "");
+        let records = read_listed_records(&flatten(&dir, &data, name, TWO, fanouts));
         assert_eq!(records.len(), 300, "{name}");
         assert!(dir.join(name).join("_SUCCESS").exists(), "{name}: written somewhere else");
     }

@@ -12,12 +12,10 @@ use graphtrainer::plan::Plan;
 use graphtrainer::reader::{Pass, RecordSet};
 use graphtrainer::stream::{Order, RecordStream, Source};
 use graphtrainer::train::{TrainConfig, train_worker};
-use schemas::Record as RecordGraph;
 
-fn train_config(records: &Path, output: &Path, extra: &str) -> TrainConfig {
-    let text =
-        format!("records = {:?}\noutput = {:?}\n{extra}", records.display().to_string(), output.display().to_string());
-    toml::from_str(&text).unwrap()
+/// The trainer's settings from a `[train]` job.
+fn train_config(job: Job) -> TrainConfig {
+    job.keys_of("train").try_into().unwrap()
 }
 
 /// The last epoch's test accuracy from `metrics.jsonl`.
@@ -32,16 +30,13 @@ fn gcn_on_cora_reaches_the_papers_accuracy() {
     let Some(cora) = cora() else { return };
     let dir = scratch("train-cora");
     let data = dir.join("cora");
-    run_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
+    graphflat_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", data.to_str().unwrap()]);
     let (flat, model) = (dir.join("flat"), dir.join("model"));
-    let body = format!(
-        "{}\n[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gcn\"\nhidden = 16\ndropout = 0.5\nlr = 0.01\nweight_decay = 5e-4\nepochs = 200\nnormalize_features = true\ncache_mb = 2048\n",
-        flatten_job(&data, &flat, "hops = 2\nsampler = \"all\"\n"),
-        flat.display().to_string(),
-        model.display().to_string()
-    );
-    let job = job(&dir, "job.toml", &body);
-    let out = run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    let train = Job::train(&flat, &model).key("model", "gcn").key("hidden", 16).key("dropout", 0.5).key("lr", 0.01);
+    let train =
+        train.key("weight_decay", 5e-4).key("epochs", 200).key("normalize_features", true).key("cache_mb", 2048);
+    let job = Job::flatten(&data, &flat).key("hops", 2).key("sampler", "all").and(train);
+    let out = run_ok(&job.write(&dir, "job"), &["--workers", "2"]);
     let accuracy = final_test_accuracy(&model);
     eprintln!("Cora GCN test accuracy after 200 epochs: {accuracy:.4}\n{out}");
     assert!(accuracy >= 0.79, "test accuracy {accuracy}");
@@ -67,13 +62,9 @@ fn gcn_beats_the_same_model_without_edges() {
     let mut accuracy = Vec::new();
     for (name, graph) in [("gnn", &data), ("mlp", &lonely)] {
         let (flat, model) = (dir.join(format!("{name}-flat")), dir.join(format!("{name}-model")));
-        let body = format!(
-            "{}\n[train]\nrecords = {:?}\noutput = {:?}\nepochs = 60\nbatch_size = 256\nhidden = 32\n",
-            flatten_job(graph, &flat, "hops = 2\nfanouts = [10, 10]\n"),
-            flat.display().to_string(),
-            model.display().to_string()
-        );
-        run_ok(&["run", job(&dir, &format!("{name}.toml"), &body).to_str().unwrap(), "--workers", "2"]);
+        let job = Job::flatten(graph, &flat).key("hops", 2).key("fanouts", vec![10, 10]);
+        let job = job.and(Job::train(&flat, &model).key("epochs", 60).key("batch_size", 256).key("hidden", 32));
+        run_ok(&job.write(&dir, name), &["--workers", "2"]);
         accuracy.push(final_test_accuracy(&model));
     }
     eprintln!("generated graph: GCN {:.3}, without edges {:.3}", accuracy[0], accuracy[1]);
@@ -87,21 +78,12 @@ fn kept_evaluation_batches_change_only_the_time() {
     let dir = scratch("train-eval-cache");
     let data = dir.join("graph");
     generate(&data, 2000, 8, 8, 3);
-    let flat = dir.join("flat");
-    run_ok(&[
-        "run",
-        job(&dir, "flat.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [5, 5]\n")).to_str().unwrap(),
-    ]);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 2).key("fanouts", vec![5, 5]));
     let mut runs = Vec::new();
     for cache_mb in [0, 1024] {
         let model = dir.join(format!("model-{cache_mb}"));
-        let body = format!(
-            "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 3\nbatch_size = 128\ncache_mb = {cache_mb}\n",
-            flat.display().to_string(),
-            model.display().to_string()
-        );
-        let job = job(&dir, &format!("train-{cache_mb}.toml"), &body);
-        let out = graphflat().args(["run", job.to_str().unwrap(), "--workers", "2"]).output().unwrap();
+        let job = Job::train(&flat, &model).key("epochs", 3).key("batch_size", 128).key("cache_mb", cache_mb);
+        let out = run(&job.write(&dir, &format!("train-{cache_mb}")), &["--workers", "2"]);
         let log = text(&out);
         assert!(out.status.success(), "{log}");
         let kept = log.matches("keeps its").count();
@@ -130,15 +112,13 @@ fn write_single_edge(path: &Path) {
 fn two_part_records(dir: &Path) -> std::path::PathBuf {
     let data = dir.join("graph");
     generate(&data, 600, 6, 8, 2);
-    let flat = dir.join("flat");
-    let job = job(dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [4, 3]\n"));
-    run_ok(&["run", job.to_str().unwrap(), "--workers", "2"]);
+    let flat = flatten(dir, &data, "flat", &["--workers", "2"], |job| job.key("hops", 2).key("fanouts", vec![4, 3]));
     assert_eq!(parquet_files(&flat).len(), 2);
     flat
 }
 
 /// Per epoch, per step, the records of that step's batch.
-type Schedule = Arc<Vec<Vec<Vec<RecordGraph>>>>;
+type Schedule = Arc<Vec<Vec<Vec<Record>>>>;
 
 fn train_on(workers: usize, config: TrainConfig, set: Arc<RecordSet>, fixed: Option<(Schedule, usize)>) -> Vec<f32> {
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
@@ -161,14 +141,7 @@ fn plan_of(set: &RecordSet, peers: usize) -> Plan {
 }
 
 /// The records worker `w` streams in `epoch` (default shuffle buffer), and `(0..)` budget.
-fn stream(
-    set: &Arc<RecordSet>,
-    plan: &Plan,
-    w: usize,
-    order: Order,
-    shuffle_bytes: u64,
-    cache: u64,
-) -> Vec<RecordGraph> {
+fn stream(set: &Arc<RecordSet>, plan: &Plan, w: usize, order: Order, shuffle_bytes: u64, cache: u64) -> Vec<Record> {
     let units: Vec<_> = plan.shares[w].iter().map(|&u| plan.units[u]).collect();
     let source = Arc::new(Source::new(set.clone(), cache));
     RecordStream::train(source, &units, order, shuffle_bytes).collect::<Result<_, _>>().unwrap()
@@ -182,9 +155,9 @@ fn epoch_batches(
     epoch: usize,
     seed: u64,
     batch_size: usize,
-) -> Vec<Vec<RecordGraph>> {
+) -> Vec<Vec<Record>> {
     let records = stream(set, plan, w, Order { seed, epoch, worker: w }, 64 << 20, 0);
-    records.chunks(batch_size).map(<[RecordGraph]>::to_vec).collect()
+    records.chunks(batch_size).map(<[Record]>::to_vec).collect()
 }
 
 #[test]
@@ -192,16 +165,14 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
     let dir = scratch("train-stream");
     let data = dir.join("graph");
     generate(&data, 800, 6, 4, 2);
-    let flat = dir.join("flat");
-    let job = job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 1\nfanouts = [3]\n"));
-    run_ok(&["run", job.to_str().unwrap(), "--workers", "4"]);
+    let flat = flatten(&dir, &data, "flat", &["--workers", "4"], |job| job.key("hops", 1).key("fanouts", vec![3]));
     let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
     // The independent answer: every labeled training root, read unit by unit.
     let mut all: Vec<i64> =
         set.units().iter().flat_map(|&u| set.read(u, Pass::Train).unwrap()).map(|r| r.root).collect();
     all.sort_unstable();
     assert!(all.len() > 100 && set.units().len() == 4, "{} records in {} units", all.len(), set.units().len());
-    let roots = |records: Vec<RecordGraph>| records.into_iter().map(|r| r.root).collect::<Vec<i64>>();
+    let roots = |records: Vec<Record>| records.into_iter().map(|r| r.root).collect::<Vec<i64>>();
     for peers in 1..=3 {
         let plan = plan_of(&set, peers);
         let mut union = Vec::new();
@@ -243,18 +214,20 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
     let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
     let (epochs, batch_size, seed) = (3, 40, 7);
     for model in ["gcn", "sage", "gat"] {
-        let extra = format!(
-            "model = \"{model}\"\nepochs = {epochs}\nbatch_size = {batch_size}\nseed = {seed}\nheads = 2\nattention_dropout = 0.2\nprefetch = 2\n"
-        );
-        let two = train_on(2, train_config(&flat, &dir.join(format!("{model}-two")), &extra), set.clone(), None);
+        let settings = |out: &str| {
+            let job = Job::train(&flat, dir.join(format!("{model}-{out}"))).key("model", model);
+            let job = job.key("epochs", epochs as i64).key("batch_size", batch_size as i64).key("seed", seed as i64);
+            job.key("heads", 2).key("attention_dropout", 0.2).key("prefetch", 2)
+        };
+        let two = train_on(2, train_config(settings("two")), set.clone(), None);
 
         // What each of the two workers trains on, step by step, concatenated.
         let plan = plan_of(&set, 2);
-        let per_epoch: Vec<Vec<Vec<Vec<RecordGraph>>>> = (0..epochs)
+        let per_epoch: Vec<Vec<Vec<Vec<Record>>>> = (0..epochs)
             .map(|epoch| (0..2).map(|w| epoch_batches(&set, &plan, w, epoch, seed, batch_size)).collect())
             .collect();
         let steps = plan.steps(batch_size);
-        let combined: Vec<Vec<Vec<RecordGraph>>> = per_epoch
+        let combined: Vec<Vec<Vec<Record>>> = per_epoch
             .iter()
             .map(|workers| {
                 (0..steps)
@@ -262,26 +235,12 @@ fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
                     .collect()
             })
             .collect();
-        let one = train_on(
-            1,
-            train_config(&flat, &dir.join(format!("{model}-one")), &extra),
-            set.clone(),
-            Some((Arc::new(combined), steps)),
-        );
+        let one = train_on(1, train_config(settings("one")), set.clone(), Some((Arc::new(combined), steps)));
 
         assert_eq!(one.len(), two.len());
         let worst = one.iter().zip(&two).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "{model}: parameters differ by up to {worst}");
-        let initial = train_on(
-            1,
-            train_config(
-                &flat,
-                &dir.join(format!("{model}-zero")),
-                &extra.replace(&format!("epochs = {epochs}"), "epochs = 1\nlr = 1e-9"),
-            ),
-            set.clone(),
-            None,
-        );
+        let initial = train_on(1, train_config(settings("zero").key("epochs", 1).key("lr", 1e-9)), set.clone(), None);
         assert!(one.iter().zip(&initial).any(|(a, b)| (a - b).abs() > 1e-3), "{model}: training moved nothing");
     }
 }
@@ -291,14 +250,14 @@ fn resume_from_a_checkpoint_reaches_the_uninterrupted_parameters() {
     let dir = scratch("train-resume");
     let flat = two_part_records(&dir);
     let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
-    let extra = "model = \"sage\"\nbatch_size = 50\nseed = 3\ncheckpoint_every = 2\n";
-    let whole =
-        train_on(2, train_config(&flat, &dir.join("whole"), &format!("{extra}epochs = 5\n")), set.clone(), None);
+    let settings = |out: &Path| {
+        Job::train(&flat, out).key("model", "sage").key("batch_size", 50).key("seed", 3).key("checkpoint_every", 2)
+    };
+    let whole = train_on(2, train_config(settings(&dir.join("whole")).key("epochs", 5)), set.clone(), None);
     let out = dir.join("interrupted");
-    let first = train_on(2, train_config(&flat, &out, &format!("{extra}epochs = 2\n")), set.clone(), None);
+    let first = train_on(2, train_config(settings(&out).key("epochs", 2)), set.clone(), None);
     assert!(out.join("checkpoints").exists());
-    let resumed =
-        train_on(2, train_config(&flat, &out, &format!("{extra}epochs = 5\nresume = true\n")), set.clone(), None);
+    let resumed = train_on(2, train_config(settings(&out).key("epochs", 5).key("resume", true)), set.clone(), None);
     assert_ne!(first, whole);
     let worst = resumed.iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     assert!(worst < 1e-6, "resumed parameters differ by up to {worst}");
@@ -309,17 +268,12 @@ fn two_processes_train_like_two_workers_in_one() {
     let dir = scratch("train-processes");
     let flat = two_part_records(&dir);
     let train = |out: &Path| {
-        format!(
-            "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"gat\"\nheads = 2\nepochs = 3\nbatch_size = 40\nseed = 1\n",
-            flat.display().to_string(),
-            out.display().to_string()
-        )
+        let job = Job::train(&flat, out).key("model", "gat").key("heads", 2).key("epochs", 3);
+        job.key("batch_size", 40).key("seed", 1)
     };
     let (threads, processes) = (dir.join("threads"), dir.join("processes"));
-    run_ok(&["run", job(&dir, "threads.toml", &train(&threads)).to_str().unwrap(), "--workers", "2"]);
-    let hosts = format!("[\"127.0.0.1:{}\", \"127.0.0.1:{}\"]", free_port(), free_port());
-    let body = format!("[cluster]\nworkers = 1\nprocesses = 2\nhosts = {hosts}\n\n{}", train(&processes));
-    run_two_processes(&job(&dir, "processes.toml", &body), &dir);
+    run_ok(&train(&threads).write(&dir, "threads"), &["--workers", "2"]);
+    run_two_processes(&Job::loopback(2).and(train(&processes)).write(&dir, "processes"), &dir);
 
     let device = burn::prelude::Device::flex();
     let (_, a) = gnn::io::load(&local_io(), threads.to_str().unwrap(), &device).unwrap();
@@ -335,20 +289,12 @@ fn async_mode_with_bounded_staleness_trains_as_well_as_sync() {
     let dir = scratch("train-async");
     let data = dir.join("graph");
     generate(&data, 3000, 10, 16, 8);
-    let flat = dir.join("flat");
-    run_ok(&[
-        "run",
-        job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 2\nfanouts = [10, 10]\n")).to_str().unwrap(),
-    ]);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 2).key("fanouts", vec![10, 10]));
     let mut accuracy = Vec::new();
     for mode in ["sync", "async"] {
         let model = dir.join(mode);
-        let body = format!(
-            "[train]\nrecords = {:?}\noutput = {:?}\nepochs = 30\nbatch_size = 64\nhidden = 32\nmode = \"{mode}\"\nstaleness = 2\n",
-            flat.display().to_string(),
-            model.display().to_string()
-        );
-        run_ok(&["run", job(&dir, &format!("{mode}.toml"), &body).to_str().unwrap(), "--workers", "2"]);
+        let job = Job::train(&flat, &model).key("epochs", 30).key("batch_size", 64).key("hidden", 32);
+        run_ok(&job.key("mode", mode).key("staleness", 2).write(&dir, mode), &["--workers", "2"]);
         accuracy.push(final_test_accuracy(&model));
     }
     eprintln!("generated graph, 2 workers: sync {:.3}, async (staleness 2) {:.3}", accuracy[0], accuracy[1]);
@@ -360,16 +306,15 @@ fn reads_records_through_a_uri_and_refuses_an_unfinished_set() {
     let dir = scratch("train-uri");
     let data = dir.join("graph");
     generate(&data, 400, 6, 8, 2);
-    let flat = dir.join("flat");
-    run_ok(&["run", job(&dir, "flatten.toml", &flatten_job(&data, &flat, "hops = 2\n")).to_str().unwrap()]);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 2));
     let uri = format!("file://{}", flat.canonicalize().unwrap().display());
     let model = dir.join("model");
-    let body = format!("[train]\nrecords = {uri:?}\noutput = {:?}\nepochs = 3\n", model.display().to_string());
-    run_ok(&["run", job(&dir, "train.toml", &body).to_str().unwrap()]);
+    let train = Job::train(&uri, &model).key("epochs", 3);
+    run_ok(&train.write(&dir, "train"), &[]);
     assert_eq!(std::fs::read_to_string(model.join("metrics.jsonl")).unwrap().lines().count(), 3);
 
     std::fs::remove_file(flat.join("_SUCCESS")).unwrap();
-    let out = graphflat().args(["run", job(&dir, "train.toml", &body).to_str().unwrap()]).output().unwrap();
+    let out = run(&train.write(&dir, "train"), &[]);
     let message = text(&out);
     assert!(!out.status.success() && message.contains("no _SUCCESS marker"), "{message}");
 }

@@ -14,8 +14,8 @@ use schemas::{GenerateConfig, LabelKind};
 use crate::error::Error;
 use crate::table::{TableWriter, schema_ref};
 use cluster::hash::{hash3, mix64, unit_interval};
-use tables::commit::Stage;
 use tables::Io;
+use tables::commit::Stage;
 
 const NODES_PER_PART: u64 = 1 << 18;
 const EDGES_PER_PART: u64 = 1 << 21;

@@ -21,8 +21,8 @@ use schemas::{BadInput, Label, LabelKind, Location, Split};
 
 use crate::error::Error;
 use crate::table::{TableWriter, schema_ref};
-use tables::commit::Stage;
 use tables::Io;
+use tables::commit::Stage;
 
 const ROWS_PER_PART: usize = 1 << 17;
 

@@ -1,16 +1,23 @@
-//! Helpers for the end-to-end tests: they drive the `graphflat` binary as a user would and
-//! read its output back with the parquet crate's Arrow reader.
-#![allow(dead_code)]
+//! Helpers for the end-to-end tests: they drive the `graphflat` binary as a user would, with
+//! job files built by `Job`, and read its output back with the parquet crate's Arrow reader. Each test
+//! file uses some of them.
+#![allow(dead_code, unused_imports)]
 
-use std::collections::BTreeMap;
+mod jobs;
+mod records;
+mod tables;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int64Type};
-use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+pub use jobs::{Job, loopback_hosts, write_job};
+pub use records::{Record, global_edges, manifest, read_listed_records, read_records};
+pub use tables::{Graph, batches_in, parquet_files, read_batches, read_graph, sorted_rows};
+
+/// How long `run` waits for a job before it fails the test as hung.
+const HANG: Duration = Duration::from_secs(120);
 
 pub fn graphflat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_graphflat"))
@@ -29,37 +36,62 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs `graphflat args...`; panics with its output if it fails.
-pub fn run_ok(args: &[&str]) -> String {
-    let out = graphflat().args(args).output().unwrap();
-    assert!(out.status.success(), "graphflat {args:?} failed:\n{}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
+/// A process's stdout then stderr, as text.
 pub fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// Writes a job file into `dir` and returns its path.
-pub fn job(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, body).unwrap();
-    path
+/// Runs `graphflat args...` (any command); panics with its output if it fails. Returns stdout.
+pub fn graphflat_ok(args: &[&str]) -> String {
+    graphflat_ok_in(Path::new("."), args)
 }
 
-/// The job file for a flatten of `data/{nodes,edges}` into `out`, with extra `[flatten]` keys.
-pub fn flatten_job(data: &Path, out: &Path, extra: &str) -> String {
-    format!(
-        "[flatten]\nnodes = {:?}\nedges = {:?}\noutput = {:?}\n{extra}\n",
-        data.join("nodes").display().to_string(),
-        data.join("edges").display().to_string(),
-        out.display().to_string()
-    )
+/// The same in the working directory `cwd`.
+pub fn graphflat_ok_in(cwd: &Path, args: &[&str]) -> String {
+    let out = graphflat().args(args).current_dir(cwd).output().unwrap();
+    assert!(out.status.success(), "graphflat {args:?} failed:\n{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `graphflat run job args...` and expects success; panics with its output otherwise.
+/// Returns stdout (the run's summary).
+pub fn run_ok(job: &Path, args: &[&str]) -> String {
+    graphflat_ok(&[&["run", job.to_str().unwrap()], args].concat())
+}
+
+/// Runs `graphflat run job args...` to its end, whatever its exit, bounded by `HANG` (a hang
+/// fails the test), without `RUST_BACKTRACE` (as a user runs it). Returns its output.
+pub fn run(job: &Path, args: &[&str]) -> Output {
+    let child = graphflat()
+        .env_remove("RUST_BACKTRACE")
+        .args(["run", job.to_str().unwrap()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output().unwrap()));
+    finished.recv_timeout(HANG).unwrap_or_else(|_| {
+        // Not yet waited for, so the id is still the child's.
+        Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        panic!("graphflat run {} hung", job.display())
+    })
+}
+
+/// Flattens `data` into `dir/<name>` (job file `dir/<name>.toml`) with the `[flatten]` keys that
+/// `settings` sets and the command-line `args`; panics with its output unless it succeeds.
+/// Returns the output directory.
+pub fn flatten(dir: &Path, data: &Path, name: &str, args: &[&str], settings: impl FnOnce(Job) -> Job) -> PathBuf {
+    let out = dir.join(name);
+    run_ok(&settings(Job::flatten(data, &out)).write(dir, name), args);
+    out
 }
 
 /// Generates a graph with `graphflat generate` into `dir`.
 pub fn generate(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) {
-    run_ok(&[
+    graphflat_ok(&[
         "generate",
         "--out",
         dir.to_str().unwrap(),
@@ -72,89 +104,6 @@ pub fn generate(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) 
         "--seed",
         &seed.to_string(),
     ]);
-}
-
-/// One record as the tests see it: the contract's own type (the BFS the tests check it against
-/// stays independent).
-pub type Row = schemas::Record;
-
-/// A record's edges by global ids: (src, dst, weight bits, layers), sorted.
-pub fn global_edges(r: &Row) -> Vec<(i64, i64, u32, u32)> {
-    let mut e: Vec<_> = (0..r.num_edges())
-        .map(|i| {
-            (
-                r.node_ids[r.edge_src[i] as usize],
-                r.node_ids[r.edge_dst[i] as usize],
-                r.edge_weights[i].to_bits(),
-                r.edge_layers[i],
-            )
-        })
-        .collect();
-    e.sort();
-    e
-}
-
-/// Every `*.parquet` file under `dir`, in name order.
-pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .collect();
-    files.sort();
-    files
-}
-
-/// Reads every batch of every part file with parquet's Arrow reader.
-pub fn read_batches(dir: &Path) -> Vec<RecordBatch> {
-    assert!(dir.join("_SUCCESS").exists(), "{} has no _SUCCESS", dir.display());
-    parquet_files(dir)
-        .into_iter()
-        .flat_map(|path| {
-            let file = std::fs::File::open(&path).unwrap();
-            ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap().map(|b| b.unwrap())
-        })
-        .collect()
-}
-
-/// Every record of a flatten output, sorted by root id.
-pub fn read_records(dir: &Path) -> Vec<Row> {
-    let mut rows: Vec<Row> = read_batches(dir)
-        .iter()
-        .flat_map(|b| schemas::record::from_batch(b, &dir.display().to_string(), 0).unwrap())
-        .collect();
-    rows.sort_by_key(|r| r.root);
-    rows
-}
-
-/// The node and edge tables as plain maps, read with parquet's Arrow reader.
-pub struct Graph {
-    pub features: BTreeMap<i64, Vec<f32>>,
-    pub labels: BTreeMap<i64, Option<i64>>,
-    /// (src, dst, weight) in table order.
-    pub edges: Vec<(i64, i64, f32)>,
-}
-
-pub fn read_graph(data: &Path) -> Graph {
-    let mut g = Graph { features: BTreeMap::new(), labels: BTreeMap::new(), edges: Vec::new() };
-    for batch in read_batches(&data.join("nodes")) {
-        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
-        let labels = batch.column_by_name("label").unwrap().as_primitive::<Int64Type>();
-        let features = batch.column_by_name("features").unwrap().as_list::<i32>();
-        for r in 0..batch.num_rows() {
-            g.features.insert(ids.value(r), features.value(r).as_primitive::<Float32Type>().values().to_vec());
-            g.labels.insert(ids.value(r), labels.is_valid(r).then(|| labels.value(r)));
-        }
-    }
-    for batch in read_batches(&data.join("edges")) {
-        let src = batch.column_by_name("src").unwrap().as_primitive::<Int64Type>();
-        let dst = batch.column_by_name("dst").unwrap().as_primitive::<Int64Type>();
-        let w = batch.column_by_name("weight").unwrap().as_primitive::<Float32Type>();
-        for r in 0..batch.num_rows() {
-            g.edges.push((src.value(r), dst.value(r), w.value(r)));
-        }
-    }
-    g
 }
 
 /// `../shared/data/cora`, or `None` (with a note on stderr) when it is absent.
@@ -184,8 +133,8 @@ pub fn run_two_processes(job: &Path, cwd: &Path) {
             graphflat()
                 .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])
                 .current_dir(cwd)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
@@ -194,19 +143,6 @@ pub fn run_two_processes(job: &Path, cwd: &Path) {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "a process failed:\n{}", text(&out));
     }
-}
-
-/// Every row of a table as text, sorted (part boundaries differ from run to run).
-pub fn sorted_rows(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
-    let mut rows: Vec<String> = batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows())
-                .map(move |r| b.columns().iter().map(|c| format!("{:?}", c.slice(r, 1))).collect::<Vec<_>>().join("|"))
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// `out` failed with exit `code`, says each of `words`, and shows no panic report.
@@ -220,6 +156,6 @@ pub fn assert_fails(out: &Output, code: i32, words: &[&str]) {
 }
 
 /// The I/O of a job with the default `[storage]`, for tests that call the libraries directly.
-pub fn local_io() -> std::sync::Arc<tables::Io> {
-    tables::Io::new(&schemas::StorageConfig::default()).unwrap()
+pub fn local_io() -> std::sync::Arc<::tables::Io> {
+    ::tables::Io::new(&schemas::StorageConfig::default()).unwrap()
 }

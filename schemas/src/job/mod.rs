@@ -158,8 +158,9 @@ mod tests {
     fn typos_and_bad_values_are_errors() {
         assert!(JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhopz = 2\n").is_err());
         assert!(JobFile::parse("[cluster]\nworkerz = 2\n").is_err());
-        let err =
-            JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n").unwrap_err().to_string();
+        let err = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nfanouts = [1]\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("fanouts lists 1 values for 2 hops"), "{err}");
         assert!(JobFile::parse("[cluster]\nprocesses = 2\nprocess = 2\n").unwrap().cluster.check().is_err());
     }

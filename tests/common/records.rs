@@ -1,0 +1,53 @@
+//! Flatten outputs read back as the contract's own record type, `schemas::Record` (the BFS the
+//! tests check records against stays independent).
+
+use std::path::Path;
+
+pub use schemas::Record;
+
+use super::{batches_in, parquet_files};
+
+/// Every record of a committed flatten output, from every part file in `dir`, sorted by root id.
+pub fn read_records(dir: &Path) -> Vec<Record> {
+    assert!(dir.join("_SUCCESS").exists(), "{} has no _SUCCESS", dir.display());
+    records_in(dir, parquet_files(dir))
+}
+
+/// The records of the parts that `dir`'s manifest lists (what the project's readers take),
+/// sorted by root id: for outputs that hold leftovers or others' files beside their parts.
+pub fn read_listed_records(dir: &Path) -> Vec<Record> {
+    let manifest = manifest(dir);
+    let parts = manifest["parts"].as_array().unwrap().iter().map(|p| dir.join(p["name"].as_str().unwrap()));
+    records_in(dir, parts.collect())
+}
+
+/// The records of the part files `parts` of the output `dir`, sorted by root id.
+fn records_in(dir: &Path, parts: Vec<std::path::PathBuf>) -> Vec<Record> {
+    let mut records: Vec<Record> = batches_in(parts)
+        .iter()
+        .flat_map(|b| schemas::record::from_batch(b, &dir.display().to_string(), 0).unwrap())
+        .collect();
+    records.sort_by_key(|r| r.root);
+    records
+}
+
+/// An output's `_SUCCESS` manifest as JSON.
+pub fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("_SUCCESS")).unwrap()).unwrap()
+}
+
+/// A record's edges by global ids: (src, dst, weight bits, layers), sorted.
+pub fn global_edges(r: &Record) -> Vec<(i64, i64, u32, u32)> {
+    let mut e: Vec<_> = (0..r.num_edges())
+        .map(|i| {
+            (
+                r.node_ids[r.edge_src[i] as usize],
+                r.node_ids[r.edge_dst[i] as usize],
+                r.edge_weights[i].to_bits(),
+                r.edge_layers[i],
+            )
+        })
+        .collect();
+    e.sort();
+    e
+}
