@@ -27,8 +27,7 @@ fn main() {
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(model, &device).expect("a model directory");
     let spec = BatchSpec {
-        hops: meta.hops,
-        fanouts: meta.fanouts.clone(),
+        layers: meta.layers(),
         prune: true,
         normalize_features: meta.spec.normalize_features,
         kernel_plans: true,
