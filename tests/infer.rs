@@ -45,8 +45,7 @@ fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
     let spec = BatchSpec {
-        hops: meta.hops,
-        fanouts: meta.fanouts.clone(),
+        layers: meta.layers(),
         prune: true,
         normalize_features: meta.spec.normalize_features,
         kernel_plans: false,

@@ -11,7 +11,7 @@ use common::*;
 use graphtrainer::plan::Plan;
 use graphtrainer::reader::{Pass, RecordSet};
 use graphtrainer::stream::{Order, RecordStream, Source};
-use graphtrainer::train::{TrainConfig, train_worker};
+use graphtrainer::train::{Feed, TrainConfig, train_fed};
 
 /// The trainer's settings from a `[train]` job.
 fn train_config(job: Job) -> TrainConfig {
@@ -126,8 +126,8 @@ fn train_on(workers: usize, config: TrainConfig, set: Arc<RecordSet>, fixed: Opt
         let feed = fixed.clone();
         let lookup = move |epoch: usize, step: usize| feed.as_ref().and_then(|(b, _)| b.get(epoch)?.get(step).cloned());
         let steps = fixed.as_ref().map(|(_, s)| *s);
-        let fixed_arg: Option<graphtrainer::train::FixedBatches> = steps.map(|s| (&lookup as _, s));
-        train_worker(worker, &config, &source, fixed_arg).map(|s| s.params).map_err(|e| e.to_string())
+        let feed_arg = steps.map_or(Feed::Share, |s| Feed::Given(&lookup, s));
+        train_fed(worker, &config, &source, feed_arg).map(|s| s.params).map_err(|e| e.to_string())
     })
     .unwrap();
     guards.join().into_iter().next().unwrap().unwrap().unwrap()

@@ -61,11 +61,6 @@ pub fn sum(worker: &mut Worker, value: u64) -> u64 {
     all_gather(worker, vec![(index, value)]).iter().map(|(_, v)| v).sum()
 }
 
-/// The largest `value` any worker holds, on every worker.
-pub fn max(worker: &mut Worker, value: u64) -> u64 {
-    all_gather(worker, vec![value]).last().copied().unwrap_or(value)
-}
-
 /// Makes every worker agree on failure: if any worker's `local` is an error, every worker
 /// returns the same error (the smallest, so the first bad row of the first bad file wins).
 /// `R` is the error as it crosses between workers.

@@ -1,16 +1,12 @@
 //! Fixed, platform-independent hashing: the owner of a node and every sampling priority derive
 //! from these, so results never depend on worker count, process count or message order.
 
-/// splitmix64's finalizer: a bijective mix of 64 bits.
-pub fn mix64(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+use schemas::mix::GAMMA;
+pub use schemas::mix::mix64;
 
 /// A hash of three words, order-sensitive.
 pub fn hash3(a: u64, b: u64, c: u64) -> u64 {
-    mix64(mix64(mix64(a ^ 0x9e37_79b9_7f4a_7c15) ^ b) ^ c)
+    mix64(mix64(mix64(a ^ GAMMA) ^ b) ^ c)
 }
 
 /// The routing key of a node: timely sends a record keyed `k` to worker `k % peers`.

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use schemas::layers::Layers;
 use schemas::{Label, Record, Split};
 
 use crate::kernel::{EdgePlan, PlanRef};
@@ -53,7 +54,7 @@ impl LayerEdges {
     /// A layer's edges from plain lists, with every model's coefficients: `src[e]` indexes the
     /// `rows_in` input rows and `dst[e]` the `rows_out` output rows (output row `r` is input
     /// row `r`), and `degree[row]` is each input row's in-degree as this layer counts it (the
-    /// whole graph's, capped by the layer's fanout; see `schemas::layers::layer_degree`).
+    /// whole graph's, capped by the layer's fanout; see `schemas::layers::Layers::degree`).
     /// GCN's symmetric normalization uses those degrees; the mean uses the edges present.
     pub fn new(rows_in: usize, rows_out: usize, src: Vec<i64>, dst: Vec<i64>, degree: &[f32]) -> LayerEdges {
         let mut count = vec![0u32; rows_out];
@@ -130,13 +131,11 @@ pub struct Batch {
 /// How batches are built.
 #[derive(Debug, Clone)]
 pub struct BatchSpec {
-    /// k: the records' hops, and the model's layers.
-    pub hops: usize,
-    /// Fanout of each hop, nearest first; empty for records flattened with every edge.
-    pub fanouts: Vec<u32>,
+    /// The records' layer rule: k, and the fanout that caps each layer's degrees.
+    pub layers: Layers,
     /// Layer `l` computes only rows within `k - l` hops of a root.
     pub prune: bool,
-    /// Divide each feature row by its sum, clamped below at 1 (PyG's NormalizeFeatures).
+    /// Divide each feature row by its sum, clamped below at 1 (see [`crate::features`]).
     pub normalize_features: bool,
     /// Build the aggregation kernel's plans with the batch.
     pub kernel_plans: bool,
@@ -144,13 +143,6 @@ pub struct BatchSpec {
     pub kernel_threads: usize,
     /// Keep each distinct input row once (see the module doc).
     pub distinct_inputs: bool,
-}
-
-impl BatchSpec {
-    /// The number of in-edges a node of in-degree `in_degree` aggregates over at layer `l`.
-    fn layer_degree(&self, layer: usize, in_degree: i64) -> f32 {
-        schemas::layers::layer_degree(&self.fanouts, self.hops, layer, in_degree.max(0) as u64) as f32
-    }
 }
 
 impl Batch {
@@ -189,7 +181,7 @@ impl Batch {
     }
 
     pub fn build(records: &[Record], spec: &BatchSpec) -> Batch {
-        let k = spec.hops;
+        let k = spec.layers.hops();
         let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, Record::dim);
         // Global row of each (record, position): sort by (hop, record, position).
         let mut order: Vec<(u8, u32, u32)> = records
@@ -226,14 +218,7 @@ impl Batch {
             let (_, r, i) = order[row];
             input_ids.push(records[r as usize].node_ids[i as usize]);
             let x = &records[r as usize].features[i as usize * dim..(i as usize + 1) * dim];
-            if spec.normalize_features {
-                // As PyG's NormalizeFeatures: divide by the row sum, clamped below at 1 (meant for
-                // non-negative features such as bag-of-words counts).
-                let sum = x.iter().sum::<f32>().max(1.0);
-                features.extend(x.iter().map(|v| v / sum));
-            } else {
-                features.extend_from_slice(x);
-            }
+            crate::features::push_row(x, spec.normalize_features, &mut features);
         }
         let all = order.len();
         let within = |hops: usize| if spec.prune { prefix[(hops + 1).min(k + 1)] } else { all };
@@ -252,7 +237,8 @@ impl Batch {
                         edge_keys.push((rec.root, j as u32));
                     }
                 }
-                let degree: Vec<f32> = in_degree[..rows_in].iter().map(|&d| spec.layer_degree(l, d)).collect();
+                let degree: Vec<f32> =
+                    in_degree[..rows_in].iter().map(|&d| spec.layers.degree(l, d.max(0) as u64) as f32).collect();
                 let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
                 e.edge_keys = edge_keys;
                 e.threads = spec.kernel_threads;
@@ -317,8 +303,7 @@ mod tests {
     #[test]
     fn rows_follow_hops_and_layers_prune_to_prefixes() {
         let spec = BatchSpec {
-            hops: 2,
-            fanouts: vec![],
+            layers: Layers::every(2),
             prune: true,
             normalize_features: false,
             kernel_plans: false,
@@ -357,8 +342,7 @@ mod tests {
         records[1].edge_weights = vec![1.0, 1.0];
         records[1].edge_layers = vec![0b11, 0b11];
         let spec = BatchSpec {
-            hops: 2,
-            fanouts: vec![],
+            layers: Layers::every(2),
             prune: true,
             normalize_features: false,
             kernel_plans: true,
@@ -395,8 +379,7 @@ mod tests {
         let mut records = two_records();
         records[0].in_degrees = vec![40, 1, 0];
         let spec = BatchSpec {
-            hops: 2,
-            fanouts: vec![3, 2],
+            layers: Layers::recorded(2, &[3, 2]),
             prune: true,
             normalize_features: true,
             kernel_plans: true,

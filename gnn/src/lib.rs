@@ -1,5 +1,6 @@
 //! GNN models over GraphFlat's k-hop records, shared by GraphTrainer and GraphInfer.
 //!
+//! - [`features`]: a node's input row (row-normalized or not), the same in training and inference;
 //! - [`batch`]: records of a mini-batch become one block-diagonal graph, nodes ordered by hop so
 //!   that layer `l`'s outputs are a prefix of the rows (pruning);
 //! - [`aggregate`]: a layer's edges on the device, and neighbor aggregation as gather/scatter
@@ -14,6 +15,7 @@ pub mod aggregate;
 pub mod batch;
 pub mod device;
 mod error;
+pub mod features;
 pub mod io;
 pub mod kernel;
 pub mod layers;
@@ -25,5 +27,5 @@ pub mod slice;
 pub use batch::{Batch, LayerEdges};
 pub use device::device;
 pub use error::Error;
-pub use model::{Gnn, ModelConfig};
+pub use model::Gnn;
 pub use slice::LayerSlice;

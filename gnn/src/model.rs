@@ -13,8 +13,6 @@ use crate::kernel::Aggregation;
 use crate::layers::{AttentionMask, GatLayer, GcnLayer, SageLayer};
 use crate::rng::Stream;
 
-pub use schemas::model::ModelSpec as ModelConfig;
-
 #[derive(Module, Debug)]
 pub enum Layer {
     Gcn(GcnLayer),
@@ -99,10 +97,6 @@ impl Gnn {
         Gnn { layers }
     }
 
-    pub fn num_layers(&self) -> usize {
-        self.layers.len()
-    }
-
     /// Layer `l` (0-based) on its own, in evaluation mode: `h` holds the layer's input rows
     /// (`e.rows_in`), the result its output rows (`e.rows_out`), after the activation unless it
     /// is the last layer (whose outputs are the logits). GraphInfer runs the model this way,
@@ -170,9 +164,15 @@ pub fn loss(logits: Tensor<2>, labels: &[Option<Label>]) -> (Tensor<1>, usize) {
     (at_label.sum().neg() / n.max(1) as f32, n)
 }
 
+/// Whether a multi-hot target is predicted from its logit: its sigmoid passes one half. The
+/// trainer's micro-F1 and GraphInfer's `prediction` column both read it.
+pub fn predicts_target(logit: f32) -> bool {
+    logit > 0.0
+}
+
 /// Score counts `(hits, out of)` over the rows with a label, additive across batches and workers:
 /// for classes, (correct, labeled): their ratio is the accuracy; for multi-hot targets with
-/// predictions `logit > 0`, (2 TP, 2 TP + FP + FN): their ratio is the micro-F1.
+/// predictions [`predicts_target`], (2 TP, 2 TP + FP + FN): their ratio is the micro-F1.
 pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
     let [rows, width] = logits.dims();
     if labels.iter().flatten().next().is_some_and(|l| l.targets().is_some()) {
@@ -181,7 +181,7 @@ pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
         for (row, label) in labels.iter().enumerate().take(rows) {
             let Some(targets) = label.as_ref().and_then(Label::targets) else { continue };
             for (x, &y) in values[row * width..(row + 1) * width].iter().zip(targets) {
-                match (*x > 0.0, y >= 0.5) {
+                match (predicts_target(*x), y >= 0.5) {
                     (true, true) => tp += 1,
                     (true, false) => fp += 1,
                     (false, true) => fn_ += 1,

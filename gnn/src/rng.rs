@@ -1,17 +1,19 @@
 //! A small deterministic random stream (splitmix64), seeded from words: dropout masks and
 //! initial weights depend only on what seeds them, never on thread or worker count.
 
+use schemas::mix::{GAMMA, mix64};
+
 #[derive(Debug, Clone)]
 pub struct Stream(u64);
 
 impl Stream {
     pub fn new(words: &[u64]) -> Self {
-        Stream(words.iter().fold(0x243f_6a88_85a3_08d3, |h, &w| mix(h ^ mix(w))))
+        Stream(words.iter().fold(0x243f_6a88_85a3_08d3, |h, &w| mix64(h ^ mix64(w))))
     }
 
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GAMMA);
-        mix(self.0)
+        mix64(self.0)
     }
 
     /// Uniform in [0, 1).
@@ -22,20 +24,12 @@ impl Stream {
     /// What the `j`-th call of [`Stream::unit`] would return (0-based), without drawing the
     /// ones before it: splitmix64's state after `j + 1` steps is a multiple of the step away.
     pub fn unit_at(&self, j: u64) -> f32 {
-        to_unit(mix(self.0.wrapping_add(GAMMA.wrapping_mul(j + 1))))
+        to_unit(mix64(self.0.wrapping_add(GAMMA.wrapping_mul(j + 1))))
     }
 }
 
-const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
-
 fn to_unit(bits: u64) -> f32 {
     (bits >> 40) as f32 / (1u64 << 24) as f32
-}
-
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ impl LayerSlice {
     }
 
     /// The message a node with transformed row `row` sends along its in-edges of this layer;
-    /// `degree` is its in-degree as the layer counts it (`schemas::layers::layer_degree`).
+    /// `degree` is its in-degree as the layer counts it (`schemas::layers::Layers::degree`).
     pub fn message(&self, row: &[f32], degree: f32, out: &mut [f32]) {
         let width = self.message_width();
         out.copy_from_slice(&row[..width]);

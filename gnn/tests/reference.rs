@@ -11,6 +11,7 @@ use gnn::batch::{Batch, BatchSpec};
 use gnn::kernel::Aggregation;
 use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
+use schemas::layers::Layers;
 use schemas::model::ModelKind;
 
 fn matmul(a: &[Vec<f32>], b: &[Vec<f32>]) -> Vec<Vec<f32>> {
@@ -60,8 +61,7 @@ fn gcn_matches_a_dense_matrix_gcn() {
         let batch = Batch::build(
             &recs,
             &BatchSpec {
-                hops: 2,
-                fanouts: vec![],
+                layers: Layers::every(2),
                 prune,
                 normalize_features: false,
                 kernel_plans: false,
@@ -110,8 +110,7 @@ fn distinct_and_repeated_input_rows_give_the_same_loss_and_gradients() {
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
         for aggregation in [Aggregation::Auto, Aggregation::Reference] {
             let repeated = BatchSpec {
-                hops: 2,
-                fanouts: vec![],
+                layers: Layers::every(2),
                 prune: true,
                 normalize_features: false,
                 kernel_plans: false,
@@ -141,8 +140,7 @@ fn input_dropout_on_the_host_is_the_forward_pass_dropout() {
     let batch = Batch::build(
         &recs,
         &BatchSpec {
-            hops: 2,
-            fanouts: vec![],
+            layers: Layers::every(2),
             prune: true,
             normalize_features: false,
             kernel_plans: false,

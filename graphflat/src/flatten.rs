@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use arrow_schema::SchemaRef;
 use cluster::{Failure, all_gather, wait_while};
-use sampling::{LayerPlan, NodeStore, SampleSpec, agree};
+use sampling::{NodeStore, SampleSpec, agree};
+use schemas::layers::Layers;
 use schemas::record::{FlattenMeta, record_schema};
 use schemas::{ClusterConfig, FlattenConfig, Record};
 use serde::{Deserialize, Serialize};
@@ -80,7 +81,7 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
     let threads = cluster.threads();
     stage::execute(cluster, move |worker| {
         let declared = Declared::of(Stage::Flatten, &*config);
-        let body = Records { config: &config, plan: LayerPlan::new(config.hop_fanouts()) };
+        let body = Records { config: &config, layers: config.layers() };
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
 }
@@ -88,7 +89,7 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
 /// GraphFlat's body: one record per target, written to parts.
 struct Records<'a> {
     config: &'a FlattenConfig,
-    plan: LayerPlan,
+    layers: Layers,
 }
 
 impl Body for Records<'_> {
@@ -99,7 +100,7 @@ impl Body for Records<'_> {
         SampleSpec {
             sampler: self.config.sampler,
             seed: self.config.seed,
-            limit: self.plan.max_fanout(),
+            limit: self.layers.sample_limit(),
             hub_threshold: self.config.hub_threshold,
         }
     }
@@ -115,7 +116,7 @@ impl Body for Records<'_> {
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-        let written = flatten_targets(worker, self.config, graph.nodes, &targets, self.plan.clone(), schema, output)?;
+        let written = flatten_targets(worker, self.config, graph.nodes, &targets, self.layers.clone(), schema, output)?;
         worker.clock.lap("rounds and write");
         if worker.reporter {
             worker.progress.report(0, Duration::ZERO, true);
@@ -141,7 +142,7 @@ fn flatten_targets(
     config: &FlattenConfig,
     nodes: NodeStore,
     targets: &[i64],
-    plan: LayerPlan,
+    layers: Layers,
     schema: SchemaRef,
     output: &PartsOf,
 ) -> Result<Written<RecordStats>, Error> {
@@ -160,7 +161,7 @@ fn flatten_targets(
     let mut input = InputHandleVec::<u64, Request>::new();
     let probe = ProbeHandle::new();
     let nodes = Rc::new(nodes);
-    let plan = Rc::new(plan);
+    let layers = Rc::new(layers);
     {
         let (written, failure, finished, progress) =
             (written.clone(), failure.clone(), finished.clone(), progress.clone());
@@ -169,7 +170,7 @@ fn flatten_targets(
         let mut pending: HashMap<u64, Vec<Record>> = HashMap::new();
         timely.dataflow::<u64, _, _>(|scope| {
             let requests = scope.input_from(&mut input);
-            rounds(scope, requests, nodes, plan, progress.clone()).probe_with(&probe).sink(
+            rounds(scope, requests, nodes, layers, progress.clone()).probe_with(&probe).sink(
                 Pipeline,
                 "Write",
                 move |(input, frontier)| {

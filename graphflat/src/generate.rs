@@ -2,17 +2,13 @@
 //! communities as labels, edges that mostly stay inside a community, and features drawn around
 //! a per-class centroid, so that a GNN beats an MLP on them.
 
-use std::sync::Arc;
-
-use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
-use arrow_buffer::OffsetBuffer;
-use arrow_schema::{DataType, Field};
-use schemas::edges::edge_schema;
-use schemas::nodes::node_schema;
-use schemas::{GenerateConfig, LabelKind};
+use arrow_array::RecordBatch;
+use schemas::edges;
+use schemas::nodes::NodeRows;
+use schemas::{GenerateConfig, Label, LabelKind, Split};
 
 use crate::error::Error;
-use crate::table::{TableWriter, schema_ref};
+use crate::table::TableWriter;
 use cluster::hash::{hash3, mix64, unit_interval};
 use tables::Io;
 use tables::commit::Stage;
@@ -206,54 +202,34 @@ fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
     let dim = c.feature_dim;
     let mut features = Vec::with_capacity((range.end - range.start) as usize * dim);
     let mut labels = Vec::new();
-    let mut targets = Vec::new();
     let mut splits = Vec::new();
     for v in range.clone() {
         let label = model.label(v);
         let mut draws = Draws::new(c.seed, v);
         let centroid = &model.centroids[label as usize * dim..(label as usize + 1) * dim];
         features.extend(centroid.iter().map(|&m| (m + draws.normal()) as f32));
-        labels.push(label as i64);
-        if c.multi_label {
+        labels.push(Some(if c.multi_label {
             let next = (label as usize + 1) % c.classes;
-            targets.extend(
-                (0..c.classes).map(|k| f32::from(k == label as usize || (label.is_multiple_of(2) && k == next))),
-            );
-        }
-        let u = unit_interval(mix64(c.seed ^ mix64(v.wrapping_add(0x5eed))));
-        splits.push(if u < c.train_fraction {
-            "train"
-        } else if u < c.train_fraction + c.valid_fraction {
-            "valid"
+            Label::Targets(
+                (0..c.classes)
+                    .map(|k| f32::from(k == label as usize || (label.is_multiple_of(2) && k == next)))
+                    .collect(),
+            )
         } else {
-            "test"
-        });
+            Label::Class(label as i64)
+        }));
+        let u = unit_interval(mix64(c.seed ^ mix64(v.wrapping_add(0x5eed))));
+        splits.push(Some(if u < c.train_fraction {
+            Split::Train
+        } else if u < c.train_fraction + c.valid_fraction {
+            Split::Valid
+        } else {
+            Split::Test
+        }));
     }
-    let rows = labels.len();
-    let item = Arc::new(Field::new("item", DataType::Float32, false));
-    let features = ListArray::new(
-        item,
-        OffsetBuffer::from_lengths(std::iter::repeat_n(dim, rows)),
-        Arc::new(Float32Array::from(features)),
-        None,
-    );
-    let (label_kind, labels): (LabelKind, ArrayRef) = if c.multi_label {
-        let item = Arc::new(Field::new("item", DataType::Float32, false));
-        let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(c.classes, rows));
-        (
-            LabelKind::Targets(c.classes),
-            Arc::new(ListArray::new(item, offsets, Arc::new(Float32Array::from(targets)), None)),
-        )
-    } else {
-        (LabelKind::Class, Arc::new(Int64Array::from(labels)))
-    };
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(range.map(|v| v as i64))),
-        Arc::new(features),
-        labels,
-        Arc::new(StringArray::from(splits)),
-    ];
-    RecordBatch::try_new(schema_ref(node_schema(label_kind)), columns).expect("columns match the node schema")
+    let label = if c.multi_label { LabelKind::Targets(c.classes) } else { LabelKind::Class };
+    let ids = range.map(|v| v as i64).collect();
+    NodeRows { ids, features, dim, labels: &labels, label, splits: &splits }.to_batch()
 }
 
 /// One part of the edges, and how many of its edges point at the largest hub (rank 0).
@@ -269,9 +245,7 @@ fn edge_batch(model: &Model, part: u64, range: std::ops::Range<u64>) -> (RecordB
         dst.push(d as i64);
         weight.push((0.1 + 0.9 * draws.unit()) as f32);
     }
-    let columns: Vec<ArrayRef> =
-        vec![Arc::new(Int64Array::from(src)), Arc::new(Int64Array::from(dst)), Arc::new(Float32Array::from(weight))];
-    (RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema"), hub)
+    (edges::to_batch(src, dst, weight), hub)
 }
 
 #[cfg(test)]

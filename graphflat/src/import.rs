@@ -9,18 +9,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
-use arrow_buffer::{NullBuffer, OffsetBuffer};
-use arrow_schema::{DataType, Field};
 use flate2::read::MultiGzDecoder;
-use schemas::edges::edge_schema;
-use schemas::nodes::node_schema;
+use schemas::edges;
+use schemas::nodes::NodeRows;
 use schemas::{BadInput, Label, LabelKind, Location, Split};
 
 use crate::error::Error;
-use crate::table::{TableWriter, schema_ref};
+use crate::table::TableWriter;
 use tables::Io;
 use tables::commit::Stage;
 
@@ -74,28 +70,6 @@ fn label_kind(path: &Path, labels: &[Option<Label>]) -> Result<LabelKind, Error>
         return Err(bad(path, line as u64, "label", problem));
     }
     Ok(LabelKind::Targets(n))
-}
-
-/// A part's label column in the node schema's type for `kind`.
-fn label_column(labels: &[Option<Label>], kind: LabelKind) -> ArrayRef {
-    match kind {
-        LabelKind::Class => Arc::new(Int64Array::from_iter(labels.iter().map(|l| l.as_ref().and_then(Label::class)))),
-        LabelKind::Targets(n) => {
-            let mut values = Vec::with_capacity(labels.len() * n);
-            for l in labels {
-                values.extend_from_slice(l.as_ref().and_then(Label::targets).unwrap_or(&[]));
-            }
-            let lengths = labels.iter().map(|l| l.as_ref().map_or(0, |_| n));
-            let valid = NullBuffer::from_iter(labels.iter().map(Option::is_some));
-            let item = Arc::new(Field::new("item", DataType::Float32, false));
-            Arc::new(ListArray::new(
-                item,
-                OffsetBuffer::from_lengths(lengths),
-                Arc::new(Float32Array::from(values)),
-                Some(valid),
-            ))
-        }
-    }
 }
 
 /// Reads `dir` (an OGB dataset folder) and writes `<out>/nodes/` and `<out>/edges/`.
@@ -202,21 +176,15 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
         let table = &nodes_table;
         for (part, lo) in (0..nodes).step_by(ROWS_PER_PART).enumerate() {
             let hi = (lo + ROWS_PER_PART).min(nodes);
-            let item = Arc::new(Field::new("item", DataType::Float32, false));
-            let feats = ListArray::new(
-                item,
-                OffsetBuffer::from_lengths(std::iter::repeat_n(dim, hi - lo)),
-                Arc::new(Float32Array::from(features[lo * dim..hi * dim].to_vec())),
-                None,
-            );
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values((lo..hi).map(|v| v as i64))),
-                Arc::new(feats),
-                label_column(&labels[lo..hi], label_kind),
-                Arc::new(StringArray::from_iter(splits[lo..hi].iter().map(|s| s.map(Split::name)))),
-            ];
-            let batch = RecordBatch::try_new(schema_ref(node_schema(label_kind)), columns)
-                .expect("columns match the node schema");
+            let batch = NodeRows {
+                ids: (lo..hi).map(|v| v as i64).collect(),
+                features: features[lo * dim..hi * dim].to_vec(),
+                dim,
+                labels: &labels[lo..hi],
+                label: label_kind,
+                splits: &splits[lo..hi],
+            }
+            .to_batch();
             table.write(part, batch.schema(), &[batch])?;
         }
     }
@@ -231,14 +199,8 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
             if src.is_empty() {
                 return Ok(());
             }
-            let weight = Float32Array::from(vec![1.0f32; src.len()]);
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(std::mem::take(src))),
-                Arc::new(Int64Array::from(std::mem::take(dst))),
-                Arc::new(weight),
-            ];
-            let batch =
-                RecordBatch::try_new(schema_ref(edge_schema()), columns).expect("columns match the edge schema");
+            let weight = vec![1.0f32; src.len()];
+            let batch = edges::to_batch(std::mem::take(src), std::mem::take(dst), weight);
             table.write(*part, batch.schema(), &[batch])?;
             *part += 1;
             Ok(())
@@ -274,8 +236,16 @@ mod tests {
         let targets = |v: &[f32]| Some(Label::Targets(v.to_vec()));
         let labels = vec![targets(&[0.0, 1.0, 1.0]), None, targets(&[1.0, 0.0, 0.0])];
         assert_eq!(label_kind(path, &labels).unwrap(), LabelKind::Targets(3));
-        let column = label_column(&labels, LabelKind::Targets(3));
-        let list = column.as_list::<i32>();
+        let rows = NodeRows {
+            ids: vec![0, 1, 2],
+            features: Vec::new(),
+            dim: 0,
+            labels: &labels,
+            label: LabelKind::Targets(3),
+            splits: &[None; 3],
+        };
+        let batch = rows.to_batch();
+        let list = batch.column_by_name(schemas::nodes::LABEL).unwrap().as_list::<i32>();
         assert!(list.is_null(1) && list.is_valid(2));
         assert_eq!(list.value(2).as_primitive::<Float32Type>().values().to_vec(), vec![1.0, 0.0, 0.0]);
 

@@ -27,8 +27,9 @@ use timely::dataflow::{Scope, StreamVec};
 
 use crate::record::{GatheredEdge, GatheredNode, assemble};
 use cluster::owner_key;
-use sampling::{LayerPlan, NodeStore};
+use sampling::NodeStore;
 use schemas::Record;
+use schemas::layers::Layers;
 use stage::Progress;
 
 /// "Record `root` reaches `node` at `hop`."
@@ -69,7 +70,7 @@ pub struct Partial {
 fn expand<'s>(
     requests: StreamVec<'s, u64, Request>,
     nodes: Rc<NodeStore>,
-    plan: Rc<LayerPlan>,
+    layers: Rc<Layers>,
     progress: Arc<Progress>,
     hop: usize,
 ) -> StreamVec<'s, u64, Reply> {
@@ -85,7 +86,7 @@ fn expand<'s>(
                         .sampled(slot)
                         .iter()
                         .enumerate()
-                        .map(|(rank, e)| (e.src, e.weight, plan.layer_mask(rank, hop)))
+                        .map(|(rank, e)| (e.src, e.weight, layers.mask(rank, hop)))
                         .take_while(|e| e.2 != 0)
                         .collect();
                     session.give(Reply {
@@ -180,14 +181,14 @@ pub fn rounds<'s>(
     scope: Scope<'s, u64>,
     targets: StreamVec<'s, u64, Request>,
     nodes: Rc<NodeStore>,
-    plan: Rc<LayerPlan>,
+    layers: Rc<Layers>,
     progress: Arc<Progress>,
 ) -> StreamVec<'s, u64, Record> {
-    let hops = plan.hops();
+    let hops = layers.hops();
     let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
     let mut requests = targets;
     for hop in 0..=hops {
-        let replies = expand(requests, nodes.clone(), plan.clone(), progress.clone(), hop);
+        let replies = expand(requests, nodes.clone(), layers.clone(), progress.clone(), hop);
         let (next_partials, next_requests) = merge(partials, replies, hops, hop).ok_err(|step| step);
         partials = next_partials;
         requests = next_requests;

@@ -29,8 +29,7 @@ fn main() {
         gnn::io::load(&tables::Io::new(&schemas::StorageConfig::default()).expect("an I/O runtime"), model, &device)
             .expect("a model directory");
     let spec = BatchSpec {
-        hops: meta.hops,
-        fanouts: meta.fanouts.clone(),
+        layers: meta.layers(),
         prune: true,
         normalize_features: meta.spec.normalize_features,
         kernel_plans: true,

@@ -15,6 +15,7 @@ use gnn::Gnn;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, SampleSpec, agree};
+use schemas::layers::Layers;
 use schemas::model::ModelMeta;
 use schemas::{ClusterConfig, InferConfig, Targets};
 use stage::{Body, Clock, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
@@ -23,7 +24,7 @@ use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
 
 use crate::Error;
-use crate::model::{Layers, check_input_width, load, model_dir, model_error};
+use crate::model::{check_input_width, load, model_dir, model_error};
 use crate::output::{self, Head};
 use crate::plan::plan;
 use crate::round::{Context, Input, layer};
@@ -70,14 +71,14 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         let (dir, files) = &*model;
         let device = agree(worker, gnn::device(config.device).map_err(model_error))?;
         let (meta, model) = agree(worker, load(files, dir, &device))?;
-        let layers = Layers::of(&meta);
+        let layers = meta.layers();
         let embedding = agree(worker, embedding_layer(&config, &layers))?;
         if worker.index().is_multiple_of(threads) {
             tracing::info!(
                 "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
                 meta.spec.kind,
                 dir.shown(),
-                layers.hops,
+                layers.hops(),
                 meta.sampler.name(),
                 meta.fanouts
             );
@@ -90,7 +91,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
 
 /// The layer whose output is the embedding: `[infer] embedding`, by default the last hidden.
 fn embedding_layer(config: &InferConfig, layers: &Layers) -> Result<usize, Error> {
-    let k = layers.hops;
+    let k = layers.hops();
     let embedding = config.embedding.unwrap_or(if k > 1 { k - 1 } else { k });
     if embedding > k {
         return Err(Error::Usage(format!("[infer] embedding = {embedding}, but the model has {k} layers")));
@@ -127,7 +128,7 @@ impl Body for Scores<'_> {
         SampleSpec {
             sampler: self.meta.sampler,
             seed: self.meta.flatten_seed,
-            limit: self.layers.hop_fanouts().iter().copied().max().unwrap_or(0) as usize,
+            limit: self.layers.sample_limit(),
             hub_threshold: self.config.hub_threshold,
         }
     }
@@ -181,7 +182,7 @@ fn rounds(
     embedding: usize,
     targets: &[(i64, u32)],
 ) -> Result<(Vec<f32>, Vec<f32>), Error> {
-    let k = cx.layers.hops;
+    let k = cx.layers.hops();
     let mut current: Vec<f32> = Vec::new();
     let mut width = cx.nodes.dim;
     let mut kept = Vec::new();

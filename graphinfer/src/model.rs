@@ -64,33 +64,3 @@ pub fn check_input_width(meta: &ModelMeta, dir: &Place, nodes: &str, dim: usize)
     }
     Ok(())
 }
-
-/// The layer rule for a model's records (see `schemas::layers`).
-#[derive(Debug, Clone)]
-pub struct Layers {
-    pub hops: usize,
-    /// Nearest hop first; empty when every in-edge is kept.
-    pub fanouts: Vec<u32>,
-}
-
-impl Layers {
-    pub fn of(meta: &ModelMeta) -> Self {
-        Layers { hops: meta.hops, fanouts: meta.fanouts.clone() }
-    }
-
-    /// In-edges a node with `sampled` stored in-edges aggregates over at `layer` (1-based): the
-    /// first ones of its sample.
-    pub fn count(&self, layer: usize, sampled: usize) -> usize {
-        schemas::layers::layer_fanout(&self.fanouts, self.hops, layer).map_or(sampled, |f| sampled.min(f as usize))
-    }
-
-    /// A node's in-degree as layer `layer` counts it (GCN's normalization).
-    pub fn degree(&self, layer: usize, in_degree: u64) -> f32 {
-        schemas::layers::layer_degree(&self.fanouts, self.hops, layer, in_degree) as f32
-    }
-
-    /// Fanout of each hop for the sampler (`u32::MAX` for every edge).
-    pub fn hop_fanouts(&self) -> Vec<u32> {
-        if self.fanouts.is_empty() { vec![u32::MAX; self.hops] } else { self.fanouts.clone() }
-    }
-}

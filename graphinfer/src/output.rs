@@ -102,7 +102,7 @@ pub fn batch(
         Head::Classes => Arc::new(Int64Array::from(classes_out)),
         Head::MultiHot => {
             let mut bits = BooleanBuilder::with_capacity(logits.len());
-            logits.iter().for_each(|&x| bits.append_value(x > 0.0));
+            logits.iter().for_each(|&x| bits.append_value(gnn::model::predicts_target(x)));
             let item = Arc::new(Field::new("item", DataType::Boolean, false));
             Arc::new(FixedSizeListArray::try_new(item, classes as i32, Arc::new(bits.finish()), None)?)
         }

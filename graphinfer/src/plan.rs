@@ -21,11 +21,11 @@ use std::rc::Rc;
 use cluster::hash::{IdMap, IdSet, reducer_key};
 use cluster::{all_gather, owner_key, shuffle};
 use sampling::NodeStore;
+use schemas::layers::Layers;
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
-use crate::model::Layers;
 
 /// A source row not yet resolved: the node lives on another worker.
 const REMOTE: u32 = u32::MAX;
@@ -55,7 +55,11 @@ pub fn reducer(hub: i64, layer: usize, salt: u32) -> u64 {
     reducer_key(hub, ((layer as u64) << 32) | u64::from(salt))
 }
 
-/// How many runs a hub's `count` in-edges are cut into.
+/// How many runs a hub's `count` in-edges are cut into. The runs' partial states are
+/// floating-point sums, whose bits change with their grouping, so the count depends on the hub
+/// alone, never on the worker count: scores are the same bits on any cluster. GraphFlat's
+/// sampling split (`sampling::reindex::salts`) may follow the worker count, because its merge
+/// is an exact selection (see `docs/graphinfer.md`).
 fn salts(count: usize, threshold: u64) -> u32 {
     (count as u64).div_ceil(threshold).clamp(2, MAX_SALTS) as u32
 }
@@ -99,7 +103,7 @@ pub fn plan(
     all: bool,
     threshold: u64,
 ) -> Result<Plan, Error> {
-    let k = layers.hops;
+    let k = layers.hops();
     let needed = needed(worker, nodes, layers, targets, all);
     let is_hub = |slot: usize, l: usize| {
         threshold > 0 && needed[slot] & (1 << l) != 0 && layers.count(l, nodes.sampled(slot).len()) as u64 > threshold
@@ -200,7 +204,7 @@ pub fn plan(
 
 /// Bit `l` of each slot: its layer-`l` output is needed (see the module doc).
 fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: &[u32], all: bool) -> Vec<u32> {
-    let k = layers.hops;
+    let k = layers.hops();
     let every = (1u32 << (k + 1)) - 1;
     if all {
         return vec![every; nodes.len()];

@@ -21,12 +21,12 @@ use cluster::shuffle;
 use cluster::wait::check_abort;
 use gnn::{Gnn, LayerSlice};
 use sampling::NodeStore;
+use schemas::layers::Layers;
 use schemas::model::ModelSpec;
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
-use crate::model::Layers;
 use crate::plan::{Plan, reducer};
 use stage::Progress;
 
@@ -76,13 +76,7 @@ impl Input<'_> {
 
     fn append(&self, nodes: &NodeStore, slot: usize, out: &mut Vec<f32>) {
         match self {
-            Input::Features { normalize: false } => out.extend_from_slice(nodes.features(slot)),
-            Input::Features { normalize: true } => {
-                // As the trainer's batches (PyG's NormalizeFeatures): divide by the row sum, at least 1.
-                let x = nodes.features(slot);
-                let sum = x.iter().sum::<f32>().max(1.0);
-                out.extend(x.iter().map(|v| v / sum));
-            }
+            Input::Features { normalize } => gnn::features::push_row(nodes.features(slot), *normalize, out),
             Input::Rows { values, width } => out.extend_from_slice(&values[slot * width..(slot + 1) * width]),
         }
     }
@@ -99,7 +93,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
 
     let mut local = vec![0f32; n * mw];
     for u in (0..n).filter(|&u| cx.plan.needs(u, l - 1)) {
-        let degree = cx.layers.degree(l, cx.nodes.in_degree[u]);
+        let degree = cx.layers.degree(l, cx.nodes.in_degree[u]) as f32;
         slice.message(&rows[u * rw..(u + 1) * rw], degree, &mut local[u * mw..(u + 1) * mw]);
     }
     let (remote, hub_rows) = push(worker, cx, l, &rows, rw, &local, mw)?;
@@ -122,7 +116,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
                 fold(&slice, own, cx.plan.in_rows(v, count), &messages)
             }
         };
-        slice.finish(own, cx.layers.degree(l, cx.nodes.in_degree[v]), &state, &mut out[v * ow..(v + 1) * ow]);
+        slice.finish(own, cx.layers.degree(l, cx.nodes.in_degree[v]) as f32, &state, &mut out[v * ow..(v + 1) * ow]);
         done += 1;
         if done.is_multiple_of(8192) {
             cx.progress.advance(l - 1, 8192);

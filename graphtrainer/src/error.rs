@@ -16,9 +16,6 @@ pub enum Error {
     /// The records hold nothing this job can learn from.
     #[error("{0}")]
     NothingToLearn(String),
-    /// The job file asks for something that cannot work with these records or this output.
-    #[error("{0}")]
-    Config(String),
     /// The loss or the parameters stopped being finite.
     #[error("{0}")]
     Diverged(String),
@@ -38,7 +35,6 @@ impl Error {
             Error::BadRecord(_) | Error::NothingToLearn(_) | Error::Diverged(_) => Cause::BadData,
             Error::Table(e) => e.cause(),
             Error::Model(e) => e.cause(),
-            Error::Config(_) => Cause::Usage,
             Error::Resume(_) => Cause::NoInput,
             Error::Output(_) => Cause::CantCreate,
             Error::Internal(_) => Cause::Internal,

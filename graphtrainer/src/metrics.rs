@@ -15,18 +15,58 @@ use crate::error::Error;
 pub const METRICS: &str = "metrics.jsonl";
 pub const TIMINGS: &str = "timings.jsonl";
 
-/// One epoch's line of `metrics.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What an epoch's scores measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Class labels: correct over labeled.
+    Accuracy,
+    /// Multi-hot targets: 2 TP over 2 TP + FP + FN.
+    MicroF1,
+}
+
+impl Metric {
+    /// The metric of a model's targets.
+    pub fn of(multi_label: bool) -> Self {
+        if multi_label { Metric::MicroF1 } else { Metric::Accuracy }
+    }
+
+    /// Its name in `metrics.jsonl`: the `metric` value, and the suffix of the score keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Accuracy => "accuracy",
+            Metric::MicroF1 => "micro_f1",
+        }
+    }
+}
+
+/// One epoch's line of `metrics.jsonl`: `epoch`, `metric`, `train_loss`, then the scores keyed
+/// by the metric's name (`train_accuracy`, `valid_accuracy`, `test_accuracy` for class labels;
+/// `train_micro_f1`, `valid_micro_f1`, `test_micro_f1` for multi-hot targets).
+#[derive(Debug, Clone, PartialEq)]
 pub struct EpochMetrics {
     /// 1-based.
     pub epoch: usize,
-    /// What the three scores below measure: `accuracy` (class labels) or `micro_f1` (multi-hot
-    /// targets).
-    pub metric: String,
+    pub metric: Metric,
     pub train_loss: f64,
-    pub train_accuracy: f64,
-    pub valid_accuracy: f64,
-    pub test_accuracy: f64,
+    /// The scores on the three splits.
+    pub train: f64,
+    pub valid: f64,
+    pub test: f64,
+}
+
+impl Serialize for EpochMetrics {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let name = self.metric.name();
+        let mut map = serializer.serialize_map(Some(6))?;
+        map.serialize_entry("epoch", &self.epoch)?;
+        map.serialize_entry("metric", name)?;
+        map.serialize_entry("train_loss", &self.train_loss)?;
+        map.serialize_entry(&format!("train_{name}"), &self.train)?;
+        map.serialize_entry(&format!("valid_{name}"), &self.valid)?;
+        map.serialize_entry(&format!("test_{name}"), &self.test)?;
+        map.end()
+    }
 }
 
 /// One epoch's line of `timings.jsonl`.
@@ -37,11 +77,6 @@ pub struct EpochTiming {
     pub records_per_second: f64,
     /// Time this worker's compute waited for batches this epoch (worker 0 reports).
     pub wait_seconds: f64,
-}
-
-/// The metric's name for a model's targets.
-pub fn metric_name(multi_label: bool) -> &'static str {
-    if multi_label { "micro_f1" } else { "accuracy" }
 }
 
 /// Worker 0's writer of the two files and the epoch log line. Each epoch rewrites both files
@@ -75,10 +110,10 @@ impl MetricsLog {
             m.epoch,
             self.epochs,
             m.train_loss,
-            m.metric,
-            m.train_accuracy,
-            m.valid_accuracy,
-            m.test_accuracy,
+            m.metric.name(),
+            m.train,
+            m.valid,
+            m.test,
             t.seconds,
             t.records_per_second,
             t.wait_seconds
@@ -97,4 +132,25 @@ fn append(text: &mut String, line: &impl Serialize) -> Result<(), Error> {
     text.push_str(&serde_json::to_string(line).map_err(|e| Error::Internal(e.to_string()))?);
     text.push('\n');
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_keys_name_the_metric() {
+        let line = |metric| {
+            let m = EpochMetrics { epoch: 3, metric, train_loss: 0.5, train: 0.75, valid: 0.25, test: 1.0 };
+            serde_json::to_string(&m).unwrap()
+        };
+        assert_eq!(
+            line(Metric::Accuracy),
+            r#"{"epoch":3,"metric":"accuracy","train_loss":0.5,"train_accuracy":0.75,"valid_accuracy":0.25,"test_accuracy":1.0}"#
+        );
+        assert_eq!(
+            line(Metric::MicroF1),
+            r#"{"epoch":3,"metric":"micro_f1","train_loss":0.5,"train_micro_f1":0.75,"valid_micro_f1":0.25,"test_micro_f1":1.0}"#
+        );
+    }
 }

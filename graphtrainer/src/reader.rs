@@ -104,11 +104,6 @@ impl RecordSet {
         tables::units(&self.files, 0, 1).into_iter().map(|(file, row_group)| Unit { file, row_group }).collect()
     }
 
-    /// About what `unit`'s records take decoded (its uncompressed size).
-    pub fn unit_bytes(&self, unit: Unit) -> u64 {
-        self.files[unit.file].row_group_bytes(unit.row_group)
-    }
-
     /// Counts `unit`'s labeled records by split, checking each label: its kind is the set's, a
     /// class id is not negative and (with `classes`) below it.
     pub fn count(&self, unit: Unit, classes: Option<usize>) -> Result<Counts, Error> {

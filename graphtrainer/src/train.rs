@@ -26,7 +26,7 @@ use timely::worker::Worker;
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::Error;
 use crate::loader::Batches;
-use crate::metrics::{EpochMetrics, EpochTiming, METRICS, MetricsLog, TIMINGS, metric_name};
+use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, TIMINGS};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::plan::Plan;
 use crate::ps::{Score, Server, ShardState, Stats, shard_range};
@@ -70,7 +70,7 @@ pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Resul
     let workers = cluster.threads();
     let summaries = cluster::execute(cluster, move |worker| {
         let source = Arc::new(Source::new(set.clone(), cache_budget(&config, workers)));
-        train_worker(worker, &config, &source, None)
+        train_worker(worker, &config, &source)
     })?;
     summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))
 }
@@ -88,8 +88,15 @@ pub fn cache_budget(config: &TrainConfig, workers: usize) -> u64 {
     (config.cache_mb << 20) / workers.max(1) as u64
 }
 
-/// Batches given per (epoch, step), and the steps per epoch: see [`train_worker`].
-pub type FixedBatches<'a> = (&'a dyn Fn(usize, usize) -> Option<Vec<Record>>, usize);
+/// Where a worker's training batches come from.
+#[derive(Clone, Copy)]
+pub enum Feed<'a> {
+    /// Its share of the record set, in each epoch's seeded order: what [`run`] trains on.
+    Share,
+    /// The records of each (epoch, step)'s batch, and the steps per epoch: one worker can
+    /// then train on the combined batches of several, to compare runs across worker counts.
+    Given(&'a dyn Fn(usize, usize) -> Option<Vec<Record>>, usize),
+}
 
 /// What a worker trains and evaluates on, and the model's shape and device.
 pub struct Setup {
@@ -173,8 +180,7 @@ impl Setup {
         let base = gnn::device(config.device)?;
         let device = base.clone().autodiff();
         let batch_spec = BatchSpec {
-            hops: set.meta.hops,
-            fanouts: set.meta.fanouts.clone(),
+            layers: set.meta.layers(),
             prune: config.prune,
             normalize_features: config.normalize_features,
             kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
@@ -253,14 +259,17 @@ impl Start {
     }
 }
 
-/// One worker's whole training run. `fixed` (a batch per (epoch, step), and the steps per
-/// epoch) replaces the worker's own batches: tests use it to feed one worker the combined
-/// batches of several.
-pub fn train_worker(
+/// One worker's whole training run on its share of the records.
+pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Source>) -> Result<TrainSummary, Error> {
+    train_fed(worker, config, source, Feed::Share)
+}
+
+/// One worker's whole training run on the batches `feed` gives.
+pub fn train_fed(
     worker: &mut Worker,
     config: &TrainConfig,
     source: &Arc<Source>,
-    fixed: Option<FixedBatches>,
+    feed: Feed,
 ) -> Result<TrainSummary, Error> {
     let started = Instant::now();
     let index = worker.index();
@@ -277,7 +286,10 @@ pub fn train_worker(
     let Start { mut params, shard, epoch: first_epoch, mut tracker, earlier } =
         Start::new(worker, config, &setup, &output)?;
     let mut log = (index == 0).then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, earlier));
-    let steps = fixed.map_or(setup.plan.steps(config.batch_size), |(_, steps)| steps);
+    let steps = match feed {
+        Feed::Share => setup.plan.steps(config.batch_size),
+        Feed::Given(_, steps) => steps,
+    };
     let mut server =
         Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
     let mut waited = Duration::ZERO;
@@ -285,16 +297,16 @@ pub fn train_worker(
     for epoch in first_epoch..config.epochs {
         let clock = Instant::now();
         let lr = learning_rate(config, epoch);
-        let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), fixed)?;
+        let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), feed)?;
         let evaluated = evaluate_epoch(worker, config, &setup, &mut server, &mut params, lr, &mut done.stats)?;
         waited += done.waited;
         let metrics = EpochMetrics {
             epoch: epoch + 1,
-            metric: metric_name(setup.spec.multi_label).into(),
+            metric: Metric::of(setup.spec.multi_label),
             train_loss: done.stats.loss_sum / done.stats.loss_rows.max(1) as f64,
-            train_accuracy: done.stats[Split::Train].ratio(),
-            valid_accuracy: evaluated[Split::Valid].ratio(),
-            test_accuracy: evaluated[Split::Test].ratio(),
+            train: done.stats[Split::Train].ratio(),
+            valid: evaluated[Split::Valid].ratio(),
+            test: evaluated[Split::Test].ratio(),
         };
         // A loss or a parameter that is not finite ends the run on every worker, with no model.
         let finite = metrics.train_loss.is_finite() && params.iter().all(|p| p.is_finite());
@@ -355,7 +367,7 @@ pub fn train_worker(
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
-        metric: metric_name(setup.spec.multi_label),
+        metric: Metric::of(setup.spec.multi_label).name(),
         best_epoch: tracker.best_epoch,
         best_valid: tracker.best_valid,
         test_at_best: tracker.test_at_best,
@@ -385,18 +397,20 @@ fn train_epoch(
     server: &mut Server,
     params: &mut [f32],
     (epoch, steps, lr): (usize, usize, f32),
-    fixed: Option<FixedBatches>,
+    feed: Feed,
 ) -> Result<EpochDone, Error> {
     let order = Order { seed: config.seed, epoch, worker: worker.index() };
     let records = RecordStream::train(setup.source.clone(), &setup.units, order, config.shuffle_mb << 20);
-    let mut batches =
-        fixed.is_none().then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
+    let mut batches = matches!(feed, Feed::Share)
+        .then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
     let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO };
     for step in 0..steps {
-        let next = match (&mut batches, fixed) {
+        let next = match (&mut batches, feed) {
             (Some(b), _) => b.next_batch()?,
-            (None, Some((feed, _))) => feed(epoch, step).map(|r| (Batch::build(&r, &setup.batch_spec), Duration::ZERO)),
-            (None, None) => None,
+            (None, Feed::Given(given, _)) => {
+                given(epoch, step).map(|r| (Batch::build(&r, &setup.batch_spec), Duration::ZERO))
+            }
+            (None, Feed::Share) => None,
         };
         let (grad, count, stats) = match next {
             None => (Vec::new(), 0, Stats::default()),

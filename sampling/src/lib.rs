@@ -20,7 +20,6 @@ pub mod sample;
 pub use graph::{InEdge, NodeStore};
 pub use load::{Edge, ReadEdges, load_edges, load_nodes};
 pub use reindex::{SampleSpec, Sampled, sample_in_edges};
-pub use sample::LayerPlan;
 pub use tables::Error;
 
 use timely::worker::Worker;

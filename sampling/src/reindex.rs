@@ -62,7 +62,11 @@ struct PartialSample {
 }
 
 /// How many salted reducers a hub's in-edges are spread over: one per `threshold` in-edges,
-/// at least 2 and at most 4 per worker.
+/// at least 2 and at most 4 per worker. The count may follow the worker count because the
+/// merge is an exact selection: keys depend only on the edge, so the owner keeps the same best
+/// `limit` however the in-edges were grouped, and records are the same on any cluster.
+/// GraphInfer's hub split (`graphinfer::plan::salts`) cannot do this: it merges floating-point
+/// sums, whose bits change with their grouping (see `docs/graphflat.md`).
 fn salts(in_degree: u64, threshold: u64, peers: usize) -> u32 {
     in_degree.div_ceil(threshold).clamp(2, 4 * peers as u64) as u32
 }

@@ -108,41 +108,6 @@ pub fn keep_best(candidates: &mut Vec<Candidate>, limit: usize) {
     candidates.sort_unstable();
 }
 
-/// The per-layer fanouts of a flatten or inference job, and which layers each sampled in-edge
-/// serves: a thin handle on the one rule in [`schemas::layers`].
-#[derive(Debug, Clone)]
-pub struct LayerPlan {
-    hops: usize,
-    /// Nearest hop first; `u32::MAX` for every edge.
-    fanouts: Vec<u32>,
-}
-
-impl LayerPlan {
-    /// `fanouts` nearest hop first, `u32::MAX` for every edge.
-    pub fn new(fanouts: Vec<u32>) -> Self {
-        LayerPlan { hops: fanouts.len(), fanouts }
-    }
-
-    pub fn hops(&self) -> usize {
-        self.hops
-    }
-
-    /// The most in-edges any layer keeps per node: the size of a node's stored sample.
-    pub fn max_fanout(&self) -> usize {
-        self.fanouts.iter().copied().max().unwrap_or(0) as usize
-    }
-
-    /// The fanout of layer `l` (1-based).
-    pub fn layer_fanout(&self, layer: usize) -> u32 {
-        schemas::layers::layer_fanout(&self.fanouts, self.hops, layer).unwrap_or(u32::MAX)
-    }
-
-    /// The layers served by the in-edge of rank `rank` (0 = smallest key) of a node at `hop`.
-    pub fn layer_mask(&self, rank: usize, hop: usize) -> u32 {
-        schemas::layers::layer_mask(&self.fanouts, self.hops, rank, hop)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,18 +212,5 @@ mod tests {
         let mut expected: Vec<i64> = heaviest[..7].iter().map(|e| e.0).collect();
         expected.sort();
         assert_eq!(kept, expected);
-    }
-
-    #[test]
-    fn layer_masks_follow_the_fanouts() {
-        // k = 2, fanouts [5, 2]: layer 2 (serving hop 1) keeps 5, layer 1 keeps 2.
-        let plan = LayerPlan::new(vec![5, 2]);
-        assert_eq!(plan.layer_mask(0, 0), 0b11);
-        assert_eq!(plan.layer_mask(3, 0), 0b10);
-        assert_eq!(plan.layer_mask(5, 0), 0);
-        assert_eq!(plan.layer_mask(1, 1), 0b01);
-        assert_eq!(plan.layer_mask(2, 1), 0);
-        assert_eq!(plan.layer_mask(0, 2), 0, "nodes at hop k need no edges");
-        assert_eq!(plan.max_fanout(), 5);
     }
 }

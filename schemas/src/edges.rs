@@ -3,7 +3,9 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
-use arrow_array::{Array, Float32Array, Int64Array, RecordBatch};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
@@ -21,6 +23,13 @@ pub fn edge_schema() -> Schema {
         Field::new(DST, DataType::Int64, false),
         Field::new(WEIGHT, DataType::Float32, false),
     ])
+}
+
+/// Edges as a batch of [`edge_schema`]: what `import` and `generate` write.
+pub fn to_batch(src: Vec<i64>, dst: Vec<i64>, weight: Vec<f32>) -> RecordBatch {
+    let columns: Vec<ArrayRef> =
+        vec![Arc::new(Int64Array::from(src)), Arc::new(Int64Array::from(dst)), Arc::new(Float32Array::from(weight))];
+    RecordBatch::try_new(Arc::new(edge_schema()), columns).expect("columns match the edge schema")
 }
 
 /// The edge table's columns of one record batch, typed and checked.

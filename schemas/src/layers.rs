@@ -6,50 +6,154 @@
 //! the last layer, which computes the targets themselves (hop 0), uses the first fanout. A
 //! node's sample depends only on `(seed, node)`, so its sample for layer `l` depends only on
 //! `(seed, node, l)`: GraphFlat's records, the trainer's degrees and GraphInfer's rounds agree.
+//!
+//! [`Layers`] holds the rule for one run; GraphFlat builds it from the job
+//! (`FlattenConfig::layers`), the trainer and GraphInfer from the recorded metadata
+//! ([`Layers::recorded`]). "Every in-edge" is [`Fanout::Every`] inside the program; only the
+//! recorded form (record metadata, `model.json`) spells it as an empty fanout list.
 
-/// The fanout of layer `layer` (1-based) of a `hops`-layer model; `None` when every in-edge is
-/// kept (`fanouts` empty, as recorded for the `all` sampler).
-pub fn layer_fanout(fanouts: &[u32], hops: usize, layer: usize) -> Option<u32> {
-    assert!((1..=hops).contains(&layer), "layer {layer} of a {hops}-layer model");
-    if fanouts.is_empty() { None } else { Some(fanouts[hops - layer]) }
+/// How many of a node's in-edges one hop keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fanout {
+    /// Every in-edge (`sampler = "all"`).
+    Every,
+    /// The best this many by sampling key.
+    Sample(u32),
 }
 
-/// The in-edges a node of in-degree `in_degree` aggregates over at `layer`.
-pub fn layer_degree(fanouts: &[u32], hops: usize, layer: usize, in_degree: u64) -> u64 {
-    layer_fanout(fanouts, hops, layer).map_or(in_degree, |f| in_degree.min(u64::from(f)))
+impl Fanout {
+    /// Of `n` in-edges, how many are kept.
+    pub fn keep(self, n: u64) -> u64 {
+        match self {
+            Fanout::Every => n,
+            Fanout::Sample(f) => n.min(u64::from(f)),
+        }
+    }
+
+    /// Whether the in-edge of sampling rank `rank` (0 = best key) is kept.
+    fn keeps_rank(self, rank: usize) -> bool {
+        match self {
+            Fanout::Every => true,
+            Fanout::Sample(f) => rank < f as usize,
+        }
+    }
+
+    /// The most in-edges kept per node (`usize::MAX` for every edge).
+    fn limit(self) -> usize {
+        match self {
+            Fanout::Every => usize::MAX,
+            Fanout::Sample(f) => f as usize,
+        }
+    }
 }
 
-/// The layers (bit `l - 1` for layer `l`) that the in-edge of sampling rank `rank` (0 = best
-/// key) of a node at `hop` serves: the layers that compute that node (`l <= k - hop`) and keep
-/// more than `rank` in-edges.
-pub fn layer_mask(fanouts: &[u32], hops: usize, rank: usize, hop: usize) -> u32 {
-    (1..=hops.saturating_sub(hop))
-        .filter(|&l| layer_fanout(fanouts, hops, l).is_none_or(|f| rank < f as usize))
-        .fold(0, |mask, l| mask | 1 << (l - 1))
+/// The layer rule of a `hops()`-layer model: one [`Fanout`] per hop, nearest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layers {
+    fanouts: Vec<Fanout>,
+}
+
+impl Layers {
+    /// One fanout per hop, nearest first.
+    pub fn new(fanouts: Vec<Fanout>) -> Self {
+        Layers { fanouts }
+    }
+
+    /// `hops` layers that each keep every in-edge.
+    pub fn every(hops: usize) -> Self {
+        Layers { fanouts: vec![Fanout::Every; hops] }
+    }
+
+    /// The rule from its recorded form (record metadata, `model.json`): an empty list for every
+    /// in-edge, else one fanout per hop. Readers of that form check the length first.
+    pub fn recorded(hops: usize, fanouts: &[u32]) -> Self {
+        if fanouts.is_empty() {
+            return Layers::every(hops);
+        }
+        assert_eq!(fanouts.len(), hops, "{} recorded fanouts for {hops} hops", fanouts.len());
+        Layers { fanouts: fanouts.iter().map(|&f| Fanout::Sample(f)).collect() }
+    }
+
+    /// k: the hops of the records, and the layers of the model.
+    pub fn hops(&self) -> usize {
+        self.fanouts.len()
+    }
+
+    /// The fanout of layer `layer` (1-based).
+    pub fn fanout(&self, layer: usize) -> Fanout {
+        let hops = self.hops();
+        assert!((1..=hops).contains(&layer), "layer {layer} of a {hops}-layer model");
+        self.fanouts[hops - layer]
+    }
+
+    /// In-edges a node with `sampled` stored in-edges aggregates over at `layer`: the first
+    /// ones of its sample.
+    pub fn count(&self, layer: usize, sampled: usize) -> usize {
+        self.fanout(layer).keep(sampled as u64) as usize
+    }
+
+    /// A node's in-degree as `layer` counts it (GCN's normalization): the whole graph's,
+    /// capped by the layer's fanout.
+    pub fn degree(&self, layer: usize, in_degree: u64) -> u64 {
+        self.fanout(layer).keep(in_degree)
+    }
+
+    /// The layers (bit `l - 1` for layer `l`) that the in-edge of sampling rank `rank` (0 =
+    /// best key) of a node at `hop` serves: the layers that compute that node (`l <= k - hop`)
+    /// and keep more than `rank` in-edges.
+    pub fn mask(&self, rank: usize, hop: usize) -> u32 {
+        (1..=self.hops().saturating_sub(hop))
+            .filter(|&l| self.fanout(l).keeps_rank(rank))
+            .fold(0, |mask, l| mask | 1 << (l - 1))
+    }
+
+    /// The most in-edges any layer keeps per node: the size of a node's stored sample
+    /// (`usize::MAX` when a layer keeps every edge).
+    pub fn sample_limit(&self) -> usize {
+        self.fanouts.iter().map(|f| f.limit()).max().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn sampled(fanouts: &[u32]) -> Layers {
+        Layers::new(fanouts.iter().map(|&f| Fanout::Sample(f)).collect())
+    }
+
     #[test]
     fn the_last_layer_uses_the_first_fanout() {
-        assert_eq!(layer_fanout(&[5, 2], 2, 2), Some(5));
-        assert_eq!(layer_fanout(&[5, 2], 2, 1), Some(2));
-        assert_eq!(layer_fanout(&[], 2, 1), None);
-        assert_eq!(layer_degree(&[5, 2], 2, 1, 40), 2);
-        assert_eq!(layer_degree(&[], 2, 1, 40), 40);
+        assert_eq!(sampled(&[5, 2]).fanout(2), Fanout::Sample(5));
+        assert_eq!(sampled(&[5, 2]).fanout(1), Fanout::Sample(2));
+        assert_eq!(Layers::every(2).fanout(1), Fanout::Every);
+        assert_eq!(sampled(&[5, 2]).degree(1, 40), 2);
+        assert_eq!(Layers::every(2).degree(1, 40), 40);
+        assert_eq!(Layers::recorded(2, &[5, 2]).fanout(2), Fanout::Sample(5));
+        assert_eq!(Layers::recorded(2, &[]).fanout(1), Fanout::Every);
+        assert_eq!(Layers::recorded(2, &[5, 2]).degree(1, 40), 2);
     }
 
     #[test]
     fn masks_follow_the_fanouts() {
         // k = 2, fanouts [5, 2]: layer 2 (computing the root) keeps 5, layer 1 keeps 2.
-        assert_eq!(layer_mask(&[5, 2], 2, 0, 0), 0b11);
-        assert_eq!(layer_mask(&[5, 2], 2, 3, 0), 0b10);
-        assert_eq!(layer_mask(&[5, 2], 2, 5, 0), 0);
-        assert_eq!(layer_mask(&[5, 2], 2, 1, 1), 0b01);
-        assert_eq!(layer_mask(&[5, 2], 2, 2, 1), 0);
-        assert_eq!(layer_mask(&[5, 2], 2, 0, 2), 0, "nodes at hop k need no edges");
-        assert_eq!(layer_mask(&[], 2, 1000, 0), 0b11, "every edge serves every layer without sampling");
+        let layers = sampled(&[5, 2]);
+        assert_eq!(layers.mask(0, 0), 0b11);
+        assert_eq!(layers.mask(3, 0), 0b10);
+        assert_eq!(layers.mask(5, 0), 0);
+        assert_eq!(layers.mask(1, 1), 0b01);
+        assert_eq!(layers.mask(2, 1), 0);
+        assert_eq!(layers.mask(0, 2), 0, "nodes at hop k need no edges");
+        assert_eq!(layers.sample_limit(), 5);
+        assert_eq!(Layers::every(2).mask(1000, 0), 0b11, "every edge serves every layer without sampling");
+    }
+
+    #[test]
+    fn the_recorded_form_spells_every_edge_as_no_fanouts() {
+        assert_eq!(Layers::recorded(2, &[]), Layers::every(2));
+        assert_eq!(Layers::recorded(2, &[5, 2]), sampled(&[5, 2]));
+        assert_eq!(Layers::every(3).sample_limit(), usize::MAX);
+        assert_eq!(Layers::recorded(2, &[5, 2]).count(2, 3), 3);
+        assert_eq!(Layers::every(1).count(1, 7), 7);
     }
 }

@@ -9,6 +9,7 @@ pub mod exit;
 pub mod job;
 pub mod label;
 pub mod layers;
+pub mod mix;
 pub mod model;
 pub mod nodes;
 pub mod record;

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::layers::Layers;
 use crate::sampler::Sampler;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,4 +84,11 @@ pub struct ModelMeta {
     pub sampler: Sampler,
     pub flatten_seed: u64,
     pub parameters: usize,
+}
+
+impl ModelMeta {
+    /// The layer rule of the model's records (`fanouts` in its recorded form).
+    pub fn layers(&self) -> Layers {
+        Layers::recorded(self.hops, &self.fanouts)
+    }
 }

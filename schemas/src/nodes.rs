@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
-use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch};
-use arrow_buffer::NullBuffer;
+use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
@@ -34,6 +34,57 @@ pub fn node_schema(label: LabelKind) -> Schema {
         Field::new(LABEL, if label == LabelKind::Class { DataType::Int64 } else { float_list() }, true),
         Field::new(SPLIT, DataType::Utf8, true),
     ])
+}
+
+/// Node table rows to write, one entry per node in each field.
+pub struct NodeRows<'a> {
+    pub ids: Vec<i64>,
+    /// Row-major, `dim` values per node.
+    pub features: Vec<f32>,
+    pub dim: usize,
+    /// Every present label is of kind `label`.
+    pub labels: &'a [Option<Label>],
+    pub label: LabelKind,
+    pub splits: &'a [Option<Split>],
+}
+
+impl NodeRows<'_> {
+    /// The rows as a batch of [`node_schema`]: what `import` and `generate` write, and what
+    /// [`NodeBatch::from_batch`] reads back.
+    pub fn to_batch(self) -> RecordBatch {
+        let rows = self.ids.len();
+        let features = float_lists(self.features, std::iter::repeat_n(self.dim, rows), None);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(self.ids)),
+            Arc::new(features),
+            label_column(self.labels, self.label),
+            Arc::new(StringArray::from_iter(self.splits.iter().map(|s| s.map(Split::name)))),
+        ];
+        RecordBatch::try_new(Arc::new(node_schema(self.label)), columns).expect("columns match the node schema")
+    }
+}
+
+/// A `list<float32>` column of rows of `lengths`, null where `valid` says.
+fn float_lists(values: Vec<f32>, lengths: impl Iterator<Item = usize>, valid: Option<NullBuffer>) -> ListArray {
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    ListArray::new(item, OffsetBuffer::from_lengths(lengths), Arc::new(Float32Array::from(values)), valid)
+}
+
+/// A label column in the node schema's type for `kind`; a null list only when a label is missing.
+fn label_column(labels: &[Option<Label>], kind: LabelKind) -> ArrayRef {
+    match kind {
+        LabelKind::Class => Arc::new(Int64Array::from_iter(labels.iter().map(|l| l.as_ref().and_then(Label::class)))),
+        LabelKind::Targets(n) => {
+            let mut values = Vec::with_capacity(labels.len() * n);
+            for l in labels {
+                values.extend_from_slice(l.as_ref().and_then(Label::targets).unwrap_or(&[]));
+            }
+            let lengths = labels.iter().map(|l| l.as_ref().map_or(0, |_| n));
+            let valid =
+                labels.iter().any(Option::is_none).then(|| NullBuffer::from_iter(labels.iter().map(Option::is_some)));
+            Arc::new(float_lists(values, lengths, valid))
+        }
+    }
 }
 
 /// A column of float vectors, whichever list layout the file used.
@@ -243,5 +294,29 @@ fn splits(array: &ArrayRef, file: &str, first_row: u64) -> Result<Vec<Option<Spl
         DataType::LargeUtf8 => array.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
         DataType::Utf8View => array.as_string_view().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
         other => Err(BadInput::new(Location::file(file).column(SPLIT), format!("expected utf8, found {other}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_rows_read_back() {
+        let labels = [Some(Label::Targets(vec![1.0, 0.0])), None];
+        let splits = [Some(Split::Train), None];
+        let rows = NodeRows {
+            ids: vec![7, 9],
+            features: vec![0.5, 1.5, 2.5, 3.5],
+            dim: 2,
+            labels: &labels,
+            label: LabelKind::Targets(2),
+            splits: &splits,
+        };
+        let back = NodeBatch::from_batch(&rows.to_batch(), "f", 0).unwrap();
+        assert_eq!(back.ids.values().to_vec(), vec![7, 9]);
+        assert_eq!((back.features.row(0), back.features.row(1)), (Some(&[0.5, 1.5][..]), Some(&[2.5, 3.5][..])));
+        assert_eq!((back.label(0, "f", 0).unwrap(), back.label(1, "f", 1).unwrap()), (labels[0].clone(), None));
+        assert_eq!(back.splits, Some(splits.to_vec()));
     }
 }

@@ -11,6 +11,7 @@ use gnn::model::{BatchTensors, Dropout, Gnn, loss};
 use gnn::params;
 use schemas::Label;
 use schemas::Record as RecordGraph;
+use schemas::layers::Layers;
 use schemas::model::{Activation, ModelKind, ModelSpec};
 
 /// A random directed graph with a hub (node 0) and an isolated node (the last).
@@ -98,8 +99,7 @@ pub fn step(
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
     let batch_spec = BatchSpec {
-        hops: 2,
-        fanouts: vec![],
+        layers: Layers::every(2),
         prune,
         normalize_features: false,
         kernel_plans: false,

@@ -5,6 +5,7 @@ use super::JobError;
 use serde::{Deserialize, Serialize};
 
 use super::targets::Targets;
+use crate::layers::Layers;
 use crate::sampler::Sampler;
 
 /// The most hops a record can serve: `edge_layers` is a 32-bit mask.
@@ -129,20 +130,19 @@ impl FlattenConfig {
         self.targets.check("flatten")
     }
 
-    /// The fanout of each hop, nearest first; `u32::MAX` everywhere for the `all` sampler.
-    pub fn hop_fanouts(&self) -> Vec<u32> {
-        match (self.sampler, &self.fanouts) {
-            (Sampler::All, _) => vec![u32::MAX; self.hops],
-            (_, Some(f)) => f.clone(),
-            (_, None) => vec![DEFAULT_FANOUT; self.hops],
-        }
+    /// The layer rule of this job's records: every in-edge at every hop for the `all`
+    /// sampler, else each hop's fanout.
+    pub fn layers(&self) -> Layers {
+        Layers::recorded(self.hops, &self.recorded_fanouts())
     }
 
-    /// The fanouts recorded in the output's metadata (empty for `all`).
+    /// The fanouts recorded in the output's metadata, nearest hop first (empty for `all`: see
+    /// `schemas::layers` for the recorded form).
     pub fn recorded_fanouts(&self) -> Vec<u32> {
-        match self.sampler {
-            Sampler::All => Vec::new(),
-            _ => self.hop_fanouts(),
+        match (self.sampler, &self.fanouts) {
+            (Sampler::All, _) => Vec::new(),
+            (_, Some(f)) => f.clone(),
+            (_, None) => vec![DEFAULT_FANOUT; self.hops],
         }
     }
 }

@@ -107,6 +107,7 @@ fn parse_error(text: &str, error: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::{Fanout, Layers};
 
     #[test]
     fn parse_errors_never_quote_a_secret() {
@@ -126,7 +127,8 @@ mod tests {
         let job = JobFile::parse("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\n").unwrap();
         let f = job.flatten.unwrap();
         assert_eq!((f.hops, f.sampler, f.targets.clone()), (2, Sampler::Uniform, Targets::All));
-        assert_eq!(f.hop_fanouts(), vec![10, 10]);
+        assert_eq!(f.layers(), Layers::new(vec![Fanout::Sample(10); 2]));
+        assert_eq!(f.recorded_fanouts(), vec![10, 10]);
         assert_eq!(job.cluster.processes, 1);
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Metadata, Schema};
 
 use crate::label::LabelKind;
+use crate::layers::Layers;
 use crate::sampler::Sampler;
 
 pub const ROOT_ID: &str = "root_id";
@@ -70,6 +71,7 @@ pub fn record_fields(feature_dim: usize, label: LabelKind) -> Vec<Field> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlattenMeta {
     pub hops: usize,
+    /// Nearest hop first; empty when records hold every edge (see `schemas::layers`).
     pub fanouts: Vec<u32>,
     pub sampler: Sampler,
     pub seed: u64,
@@ -78,6 +80,11 @@ pub struct FlattenMeta {
 }
 
 impl FlattenMeta {
+    /// The layer rule the records were flattened with.
+    pub fn layers(&self) -> Layers {
+        Layers::recorded(self.hops, &self.fanouts)
+    }
+
     pub fn to_metadata(&self) -> Metadata {
         let fanouts: Vec<String> = self.fanouts.iter().map(|f| f.to_string()).collect();
         Metadata::from([
@@ -92,14 +99,18 @@ impl FlattenMeta {
 
     /// Reads the settings back from a schema's metadata; `None` if any key is missing or bad.
     pub fn from_metadata(metadata: &Metadata) -> Option<Self> {
-        let fanouts = metadata.get(meta::FANOUTS)?;
+        let fanouts: Vec<u32> = match metadata.get(meta::FANOUTS)?.as_str() {
+            "" => Vec::new(),
+            listed => listed.split(',').map(|f| f.parse().ok()).collect::<Option<_>>()?,
+        };
+        let hops = metadata.get(meta::HOPS)?.parse().ok()?;
+        // One fanout per hop, or none (every edge): what `layers` reads.
+        if !fanouts.is_empty() && fanouts.len() != hops {
+            return None;
+        }
         Some(FlattenMeta {
-            hops: metadata.get(meta::HOPS)?.parse().ok()?,
-            fanouts: if fanouts.is_empty() {
-                Vec::new()
-            } else {
-                fanouts.split(',').map(|f| f.parse().ok()).collect::<Option<_>>()?
-            },
+            hops,
+            fanouts,
             sampler: Sampler::parse(metadata.get(meta::SAMPLER)?)?,
             seed: metadata.get(meta::SEED)?.parse().ok()?,
             feature_dim: metadata.get(meta::FEATURE_DIM)?.parse().ok()?,
