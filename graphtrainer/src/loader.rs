@@ -9,22 +9,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gnn::batch::{Batch, BatchSpec};
-use gnn::rng::Stream;
 use schemas::Record;
 
 use crate::error::Error;
 use crate::stream::RecordStream;
-
-/// A seeded Fisher-Yates shuffle of `0..len` for a worker's `epoch`.
-pub fn epoch_order(len: usize, seed: u64, epoch: usize, worker: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..len).collect();
-    let mut s = Stream::new(&[seed, epoch as u64, worker as u64, 0x5107]);
-    for i in (1..len).rev() {
-        let j = (s.next_u64() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
-}
 
 /// The batches of one pass, in order: `batch_size` records each from a [`RecordStream`], the
 /// last one shorter.

@@ -20,7 +20,6 @@ use gnn::rng::Stream;
 use schemas::Record;
 
 use crate::error::Error;
-use crate::loader::epoch_order;
 use crate::reader::{Pass, RecordSet, Unit};
 
 /// A unit's records for a pass, read from the set or from the cache.
@@ -185,4 +184,15 @@ impl Iterator for RecordStream {
         self.buffer_bytes -= r.size_bytes() as u64;
         Some(Ok(r))
     }
+}
+
+/// A seeded Fisher-Yates shuffle of `0..len` for a worker's `epoch`.
+pub fn epoch_order(len: usize, seed: u64, epoch: usize, worker: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    let mut s = Stream::new(&[seed, epoch as u64, worker as u64, 0x5107]);
+    for i in (1..len).rev() {
+        let j = (s.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
 }

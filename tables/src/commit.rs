@@ -16,7 +16,7 @@
 //!    create-if-absent put, so of two runs racing for one output exactly one commits; the
 //!    other fails. Then it removes the files of runs that have ended ([`cleanup`]).
 //!
-//! Readers ([`Place::parquet_files`]) take only the parts a manifest lists, so a reader never
+//! Readers ([`crate::read::table_files`]) take only the parts a manifest lists, so a reader never
 //! sees a half-written output or a mix of runs.
 //!
 //! Why two runs racing with `overwrite` leave one complete output: a run deletes another run's
@@ -29,103 +29,14 @@ use std::collections::BTreeMap;
 
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::lease::{self, Lease};
 use crate::names::{Layout, Name, marker_name, run_of};
 use crate::place::Place;
 
+pub use crate::manifest::{MANIFEST_FORMAT, Manifest, PartEntry, Stage, read_manifest};
 pub use crate::names::new_run_id;
-
-pub const MANIFEST_FORMAT: u32 = 1;
-
-/// The stage that committed an output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    Flatten,
-    Train,
-    Infer,
-    Generate,
-    Import,
-}
-
-impl Stage {
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Flatten => "flatten",
-            Stage::Train => "train",
-            Stage::Infer => "infer",
-            Stage::Generate => "generate",
-            Stage::Import => "import",
-        }
-    }
-}
-
-/// One part of a committed output.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct PartEntry {
-    /// The file name inside the output directory.
-    pub name: String,
-    pub rows: u64,
-    pub bytes: u64,
-    /// CRC-32 (IEEE) of the file's bytes.
-    pub crc32: u32,
-}
-
-impl PartEntry {
-    /// The entry of a file `name` holding `bytes` (`rows` rows).
-    pub fn of(name: &str, rows: u64, bytes: &[u8]) -> Self {
-        PartEntry { name: name.to_owned(), rows, bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
-    }
-}
-
-/// `_SUCCESS`: what a run committed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub format: u32,
-    /// The run that wrote it (see [`new_run_id`]).
-    pub run: String,
-    pub stage: Stage,
-    pub rows: u64,
-    pub bytes: u64,
-    /// In name order.
-    pub parts: Vec<PartEntry>,
-    /// The job's settings for this stage.
-    pub settings: serde_json::Value,
-}
-
-impl Manifest {
-    pub fn new(run: &str, stage: Stage, mut parts: Vec<PartEntry>, settings: serde_json::Value) -> Self {
-        parts.sort();
-        Manifest {
-            format: MANIFEST_FORMAT,
-            run: run.to_owned(),
-            stage,
-            rows: parts.iter().map(|p| p.rows).sum(),
-            bytes: parts.iter().map(|p| p.bytes).sum(),
-            parts,
-            settings,
-        }
-    }
-}
-
-/// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
-/// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
-/// error.
-pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
-    let marker = dir.child(schemas::SUCCESS_MARKER);
-    let Some(bytes) = marker.get().await? else { return Ok(None) };
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Ok(None);
-    }
-    serde_json::from_slice(&bytes).map(Some).map_err(|source| Error::Decode {
-        file: marker.shown(),
-        what: "manifest",
-        source,
-    })
-}
 
 /// Step 1 (see the module doc). `inputs` are every input of the job's stage (tables, records,
 /// a model); `layout` names the files the stage's output holds besides run-named ones.

@@ -1,15 +1,17 @@
 //! Parquet tables through `object_store`, for every stage: a table is a directory of part files
 //! with a `_SUCCESS` manifest written last.
 //!
-//! - [`place`]: places (local paths and URIs with their exact keys), listing a table's files;
+//! - [`place`]: places (local paths and URIs with their exact keys), reading and writing objects;
 //! - [`backends`]: the stores behind URIs (S3, HDFS, the local file system) and `[storage]`;
 //! - [`io`]: a job's I/O: the async runtime every worker's I/O runs on and the job's `[storage]`,
 //!   which every place it parses is opened with;
-//! - [`read`]: a table's files, row groups as units of work, bounded decoded batches;
+//! - [`read`]: a table's files (the parts a manifest lists, or the data files of a directory),
+//!   row groups as units of work, bounded decoded batches;
 //! - [`table`]: writing files and whole tables;
 //! - [`parts`]: one worker's share of a stage's output as part files;
 //! - [`names`]: the names runs give their files, told apart from files this project did not write;
 //! - [`lease`]: a run's marker, and whether the run that wrote one is alive;
+//! - [`manifest`]: `_SUCCESS` as the list of what a run committed;
 //! - [`commit`]: the commit protocol: run-named parts, a `_SUCCESS` manifest written last,
 //!   cleanup of ended runs.
 
@@ -18,6 +20,7 @@ pub mod commit;
 pub mod error;
 pub mod io;
 pub mod lease;
+pub mod manifest;
 pub mod names;
 pub mod parts;
 pub mod place;
@@ -27,4 +30,4 @@ pub mod table;
 pub use error::Error;
 pub use io::Io;
 pub use place::Place;
-pub use read::{ParquetFile, open_table, units};
+pub use read::{ParquetFile, open_table, table_files, units};

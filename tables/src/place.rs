@@ -138,6 +138,11 @@ impl Place {
         a == b || inside(&a, &b) || inside(&b, &a)
     }
 
+    /// Whether this place is a glob over the file names of its directory.
+    pub fn is_glob(&self) -> bool {
+        self.pattern.is_some()
+    }
+
     /// Whether this place is on the local file system.
     pub fn is_local(&self) -> bool {
         self.local
@@ -153,41 +158,9 @@ impl Place {
         self.store.list(Some(&self.path)).try_collect().await.map_err(|source| self.store_error("cannot list", source))
     }
 
-    /// The files of a table, in name order:
-    /// - a single file;
-    /// - a finished output (a `_SUCCESS` manifest): the parts it lists, and nothing else;
-    /// - a directory: every file below it, skipping hidden and `_`-prefixed names (the Hadoop and
-    ///   Spark convention for markers and temporary files);
-    /// - a glob: the files of its directory whose names match.
-    pub async fn parquet_files(&self) -> Result<Vec<ObjectMeta>, Error> {
-        if self.pattern.is_none()
-            && let Some(manifest) = crate::commit::read_manifest(self).await?
-        {
-            return Ok(self.listed(&manifest));
-        }
-        let listed = self.list_files().await;
-        let mut files: Vec<ObjectMeta> = match listed {
-            Ok(files) if files.is_empty() && self.pattern.is_none() => match self.store.head(&self.path).await {
-                Ok(meta) => vec![meta],
-                Err(object_store::Error::NotFound { .. }) => {
-                    return Err(Error::NoInput(format!("{}: does not exist", self.shown())));
-                }
-                Err(source) => return Err(self.store_error("cannot read", source)),
-            },
-            Ok(files) => files.into_iter().filter(|m| self.is_data_file(&m.location)).collect(),
-            Err(e) => return Err(e),
-        };
-        files.sort_by(|a, b| a.location.cmp(&b.location));
-        if files.is_empty() {
-            let what = if self.pattern.is_some() { "no file matches" } else { "no data files in this directory" };
-            return Err(Error::NoInput(format!("{}: {what}", self.shown())));
-        }
-        Ok(files)
-    }
-
     /// A listed file is data unless a component below this directory is hidden or `_`-prefixed,
     /// or it fails the glob.
-    fn is_data_file(&self, location: &Path) -> bool {
+    pub(crate) fn is_data_file(&self, location: &Path) -> bool {
         let below: Vec<String> = location
             .prefix_match(&self.path)
             .map(|parts| parts.map(|p| p.as_ref().to_owned()).collect())
@@ -198,21 +171,6 @@ impl Place {
             None => true,
         };
         visible && matches
-    }
-
-    /// The parts a manifest lists, as objects of this directory.
-    fn listed(&self, manifest: &crate::commit::Manifest) -> Vec<ObjectMeta> {
-        manifest
-            .parts
-            .iter()
-            .map(|p| ObjectMeta {
-                location: self.path.clone().join(p.name.as_str()),
-                last_modified: chrono_epoch(),
-                size: p.bytes,
-                e_tag: None,
-                version: None,
-            })
-            .collect()
     }
 
     pub async fn exists(&self) -> bool {
@@ -296,11 +254,6 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
         }
     }
     p[i..].iter().all(|&c| c == '*')
-}
-
-/// Listed parts carry no modification time; readers do not use it.
-fn chrono_epoch() -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::UNIX_EPOCH
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::error::Error;
 use crate::io::Io;
+use crate::manifest::{Manifest, read_manifest};
 use crate::place::Place;
 
 /// What one decoded batch of a row group should hold (see [`ParquetFile::batch_rows`]).
@@ -134,12 +135,58 @@ impl ParquetFile {
     }
 }
 
+/// The files of a table, in name order:
+/// - a single file;
+/// - a finished output (a `_SUCCESS` manifest): the parts it lists, and nothing else;
+/// - a directory: every file below it, skipping hidden and `_`-prefixed names (the Hadoop and
+///   Spark convention for markers and temporary files);
+/// - a glob: the files of its directory whose names match.
+pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
+    if !table.is_glob()
+        && let Some(manifest) = read_manifest(table).await?
+    {
+        return Ok(listed(table, &manifest));
+    }
+    let mut files: Vec<ObjectMeta> = match table.list_files().await? {
+        files if files.is_empty() && !table.is_glob() => match table.store.head(&table.path).await {
+            Ok(meta) => vec![meta],
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(Error::NoInput(format!("{}: does not exist", table.shown())));
+            }
+            Err(source) => return Err(table.store_error("cannot read", source)),
+        },
+        files => files.into_iter().filter(|m| table.is_data_file(&m.location)).collect(),
+    };
+    files.sort_by(|a, b| a.location.cmp(&b.location));
+    if files.is_empty() {
+        let what = if table.is_glob() { "no file matches" } else { "no data files in this directory" };
+        return Err(Error::NoInput(format!("{}: {what}", table.shown())));
+    }
+    Ok(files)
+}
+
+/// The parts a manifest lists, as objects of the table's directory. Listed parts carry no
+/// modification time; readers do not use it.
+fn listed(table: &Place, manifest: &Manifest) -> Vec<ObjectMeta> {
+    manifest
+        .parts
+        .iter()
+        .map(|p| ObjectMeta {
+            location: table.path.clone().join(p.name.as_str()),
+            last_modified: chrono::DateTime::UNIX_EPOCH,
+            size: p.bytes,
+            e_tag: None,
+            version: None,
+        })
+        .collect()
+}
+
 /// Every (file, row group) of a table, numbered the same way on every worker; worker `i` of
 /// `n` takes the units whose number is `i` mod `n`.
 pub fn open_table(io: &Io, table: &Place) -> Result<Vec<ParquetFile>, Error> {
     io.block_on(async {
         let mut files = Vec::new();
-        for meta in table.parquet_files().await? {
+        for meta in table_files(table).await? {
             files.push(ParquetFile::open(table, meta).await?);
         }
         Ok(files)

@@ -1,0 +1,97 @@
+//! `_SUCCESS` as a manifest: what a run committed (its parts with rows, sizes and checksums,
+//! the stage and its settings), and reading it back. Written by [`crate::commit`], read by
+//! every reader of an output ([`crate::read::table_files`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::place::Place;
+
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// The stage that committed an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Flatten,
+    Train,
+    Infer,
+    Generate,
+    Import,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Flatten => "flatten",
+            Stage::Train => "train",
+            Stage::Infer => "infer",
+            Stage::Generate => "generate",
+            Stage::Import => "import",
+        }
+    }
+}
+
+/// One part of a committed output.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PartEntry {
+    /// The file name inside the output directory.
+    pub name: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// CRC-32 (IEEE) of the file's bytes.
+    pub crc32: u32,
+}
+
+impl PartEntry {
+    /// The entry of a file `name` holding `bytes` (`rows` rows).
+    pub fn of(name: &str, rows: u64, bytes: &[u8]) -> Self {
+        PartEntry { name: name.to_owned(), rows, bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
+    }
+}
+
+/// `_SUCCESS`: what a run committed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    /// The run that wrote it (see [`new_run_id`]).
+    pub run: String,
+    pub stage: Stage,
+    pub rows: u64,
+    pub bytes: u64,
+    /// In name order.
+    pub parts: Vec<PartEntry>,
+    /// The job's settings for this stage.
+    pub settings: serde_json::Value,
+}
+
+impl Manifest {
+    pub fn new(run: &str, stage: Stage, mut parts: Vec<PartEntry>, settings: serde_json::Value) -> Self {
+        parts.sort();
+        Manifest {
+            format: MANIFEST_FORMAT,
+            run: run.to_owned(),
+            stage,
+            rows: parts.iter().map(|p| p.rows).sum(),
+            bytes: parts.iter().map(|p| p.bytes).sum(),
+            parts,
+            settings,
+        }
+    }
+}
+
+/// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
+/// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
+/// error.
+pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
+    let marker = dir.child(schemas::SUCCESS_MARKER);
+    let Some(bytes) = marker.get().await? else { return Ok(None) };
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Ok(None);
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(|source| Error::Decode {
+        file: marker.shown(),
+        what: "manifest",
+        source,
+    })
+}
