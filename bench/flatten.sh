@@ -54,7 +54,7 @@ fi
 if [ "$MODE" = all ] || [ "$MODE" = balance ]; then
   for workers in 16 64; do
     for hub in 100000 10000 0; do
-      run "balance-w$workers-hub$hub" $workers $hub '["valid"]' | grep -E "^==|phases"
+      run "balance-w$workers-hub$hub" $workers $hub '["valid"]' | grep -E "^==|graph:"
     done
   done
 fi
