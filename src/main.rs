@@ -266,7 +266,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         tracing::info!(
             "train: {:?} on {}, {} epochs, {} workers x {} processes",
             config.model,
-            config.records,
+            schemas::redact(&config.records),
             config.epochs,
             job.cluster.threads(),
             job.cluster.processes
@@ -292,9 +292,9 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     if let Some(config) = &job.infer {
         tracing::info!(
             "infer: model {} over {} and {}, {} workers x {} processes",
-            config.model,
-            config.nodes,
-            config.edges,
+            schemas::redact(&config.model),
+            schemas::redact(&config.nodes),
+            schemas::redact(&config.edges),
             job.cluster.threads(),
             job.cluster.processes
         );
@@ -310,7 +310,12 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
 
 fn generate(io: &Io, config: &GenerateConfig) -> Result<()> {
     let started = std::time::Instant::now();
-    tracing::info!("generate: {} nodes, {} edges per node into {}", config.nodes, config.avg_degree, config.output);
+    tracing::info!(
+        "generate: {} nodes, {} edges per node into {}",
+        config.nodes,
+        config.avg_degree,
+        schemas::redact(&config.output)
+    );
     let g = graphflat::generate::generate(io, config)
         .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context("generate failed")))?;
     println!(

@@ -186,6 +186,10 @@ fn job_files_and_uris_that_cannot_work_are_usage_errors_and_secrets_are_never_sh
                 .to_string(),
         ),
         ("uri", Job::flatten(dir.join("nowhere"), format!("s3://key:{secret}@bucket/out")).to_string()),
+        // Every stage logs its inputs before it parses them.
+        ("records", Job::train(format!("s3://key:{secret}@bucket/flat"), dir.join("m")).to_string()),
+        ("model", Job::infer(dir.join("nowhere"), format!("s3://key:{secret}@bucket/m"), dir.join("s")).to_string()),
+        ("generate", format!("[generate]\noutput = \"s3://key:{secret}@bucket/g\"\n")),
     ] {
         let out = run(&write_job(&dir, name, &body), &["--workers", "1"]);
         assert!(!out.status.success(), "{name}");

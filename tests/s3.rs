@@ -333,27 +333,31 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
     assert!(s3.keys("graphs", "odd").iter().all(|(k, _)| k.starts_with(key)), "written under another key");
 }
 
-/// A store that fails while GraphInfer reads its model is a failure to retry (75), not a
-/// missing model (66).
+/// A store that fails while a stage reads its model or its records is a failure to retry (75),
+/// not a missing input (66).
 #[test]
-fn a_store_failure_reading_a_model_is_the_retry_exit() {
-    let dir = scratch("s3-model-unreachable");
-    let job = Job::storage()
+fn a_store_failure_reading_a_model_or_records_is_the_retry_exit() {
+    let dir = scratch("s3-unreachable-inputs");
+    let storage = Job::storage()
         .key("endpoint", format!("http://127.0.0.1:{}", free_port()))
         .key("allow_http", true)
         .key("region", "us-east-1")
         .key("retries", 1)
         .key("retry_timeout_s", 5.0)
         .key("connect_timeout_s", 1.0)
-        .key("timeout_s", 1.0)
-        .and(Job::infer(&dir, "s3://models/gcn", dir.join("scores")))
-        .write(&dir, "infer");
-    let out = graphflat()
-        .args(["run", job.to_str().unwrap()])
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .output()
-        .unwrap();
-    assert_fails(&out, 75, &["s3://models/gcn"]);
-    assert!(!text(&out).contains(SECRET));
+        .key("timeout_s", 1.0);
+    for (name, stage, uri) in [
+        ("model", Job::infer(&dir, "s3://models/gcn", dir.join("scores")), "s3://models/gcn"),
+        ("records", Job::train("s3://graphs/flat", dir.join("model")), "s3://graphs/flat"),
+    ] {
+        let job = storage.clone().and(stage).write(&dir, name);
+        let out = graphflat()
+            .args(["run", job.to_str().unwrap()])
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .output()
+            .unwrap();
+        assert_fails(&out, 75, &[uri]);
+        assert!(!text(&out).contains(SECRET));
+    }
 }

@@ -104,6 +104,11 @@ fn globs_and_bad_files_in_input_directories() {
     run_ok(&fanouts(Job::flatten(&data, glob.join("flat")).key("edges", edges)).write(&dir, "glob"), &[]);
     assert!(read_records(&glob.join("flat")) == expected);
 
+    // A single file is a table too.
+    let file = data.join("edges/part-0.parquet").display().to_string();
+    run_ok(&fanouts(Job::flatten(&data, glob.join("one-file")).key("edges", file)).write(&dir, "one-file"), &[]);
+    assert!(read_records(&glob.join("one-file")) == expected);
+
     // Without the glob the text file is part of the table, and it is not Parquet.
     let out = dir.join("with-text");
     let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "with-text"), TWO);
@@ -252,6 +257,9 @@ fn of_two_runs_racing_for_one_output_exactly_one_commits() {
     assert_eq!(won, 1, "{}\n{}", text(&outputs[0]), text(&outputs[1]));
     let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
     assert_eq!(lost.status.code(), Some(73), "{}", text(lost));
+    // The loser took its run marker away with it.
+    let markers: Vec<String> = names(&out).into_iter().filter(|n| n.starts_with("_run-")).collect();
+    assert!(markers.is_empty(), "markers left behind: {markers:?}");
     // Readers see one run's complete output.
     let records = read_listed_records(&out);
     assert_eq!(records.len(), 20_000);
@@ -404,6 +412,20 @@ fn an_output_reached_through_a_symlink_or_equal_to_the_model_is_refused() {
     }
     assert_eq!(names(&model), model_files);
     assert!(std::fs::read(model.join("model.bpk")).unwrap() == weights, "the model was changed");
+
+    // A model output whose checkpoints/ is a symlink elsewhere: even `overwrite` never writes or
+    // cleans up through it.
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let precious = elsewhere.join("checkpoint-1a20000000000000000-00000.json");
+    std::fs::write(&precious, "precious").unwrap();
+    let linked = dir.join("model-linked-checkpoints");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, linked.join("checkpoints")).unwrap();
+    let job = Job::train(&flat, &linked).key("epochs", 2).key("checkpoint_every", 1).key("overwrite", true);
+    let out = run(&job.write(&dir, "train-linked"), &[]);
+    assert_fails(&out, 73, &["checkpoints is not a directory"]);
+    assert_eq!(names(&elsewhere), vec!["checkpoint-1a20000000000000000-00000.json"]);
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //! on it forever. Every process therefore sends one byte each [`INTERVAL`] to every peer on a
 //! connection of its own ([`crate::connect::Channel::Heartbeat`]), from a thread that does
 //! nothing else, and reads the peer's bytes with a timeout: a peer silent for
-//! `[cluster] peer_timeout_s` is judged gone and the job ends as for a lost peer.
+//! `[cluster] peer_timeout_s` plus one [`INTERVAL`] is judged gone and the job ends as for a
+//! lost peer. The extra interval is the most that can pass between the peer's last byte and
+//! the moment it stopped, so a stall shorter than `peer_timeout_s` never ends the job, and a
+//! stop is noticed within `peer_timeout_s` + [`INTERVAL`].
 //!
 //! Why a busy peer is never judged gone: its heartbeat thread does no work of the job, so it
 //! sends on time however long the peer's workers compute or wait, as long as the process runs.
@@ -44,7 +47,7 @@ pub fn start(sockets: Sockets, addresses: &[String], timeout: Duration) -> std::
     let mut kept = Vec::new();
     for (peer, socket) in sockets.into_iter().enumerate() {
         let Some(socket) = socket else { continue };
-        socket.set_read_timeout(Some(timeout))?;
+        socket.set_read_timeout(Some(timeout + INTERVAL))?;
         socket.set_write_timeout(Some(timeout))?;
         let (sender, reader) = (socket.try_clone()?, socket.try_clone()?);
         kept.push(socket);

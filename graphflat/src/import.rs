@@ -33,11 +33,11 @@ pub struct Imported {
 /// Each line of a gzipped CSV (or plain, if the name does not end in .gz), with its 0-based number.
 fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(u64, String), Error>>, Error> {
     let shown = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| Error::NoInput(format!("{shown}: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|source| Error::Read { file: shown.clone(), source })?;
     let reader: Box<dyn std::io::Read> =
         if shown.ends_with(".gz") { Box::new(MultiGzDecoder::new(file)) } else { Box::new(file) };
     Ok(BufReader::with_capacity(1 << 20, reader).lines().enumerate().map(move |(i, l)| {
-        l.map(|l| (i as u64, l)).map_err(|e| Error::BadData(format!("{shown}, line {}: {e}", i + 1)))
+        l.map(|l| (i as u64, l)).map_err(|source| Error::Line { file: shown.clone(), line: i as u64 + 1, source })
     }))
 }
 

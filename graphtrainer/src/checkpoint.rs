@@ -50,14 +50,16 @@ impl Checkpoint {
     /// Writes this worker's checkpoint of run `run` in one put: a crash never leaves half of
     /// one in place.
     pub fn save(&self, io: &Io, output: &Place, run: &str, worker: usize) -> Result<(), Error> {
-        let bytes = serde_json::to_vec(self).map_err(|e| Error::Internal(e.to_string()))?;
+        let bytes = serde_json::to_vec(self).map_err(|source| tables::Error::Encode { what: "checkpoint", source })?;
         Ok(io.block_on(place(output, run, worker).put(bytes))?)
     }
 
     fn load(io: &Io, place: &Place) -> Result<Option<Self>, Error> {
-        let bad = |e: String| Error::Resume(format!("{}: {e}", place.shown()));
-        let Some(bytes) = io.block_on(place.get()).map_err(|e| bad(e.to_string()))? else { return Ok(None) };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| bad(format!("not a checkpoint: {e}")))
+        // A store that fails is the store's error (75 when remote: retry), not a missing checkpoint.
+        let Some(bytes) = io.block_on(place.get())? else { return Ok(None) };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::Resume(format!("{}: not a checkpoint this version reads: {e}", place.shown())))
     }
 
     /// The newest run with a checkpoint in `output`.

@@ -129,7 +129,9 @@ impl MetricsLog {
 }
 
 fn append(text: &mut String, line: &impl Serialize) -> Result<(), Error> {
-    text.push_str(&serde_json::to_string(line).map_err(|e| Error::Internal(e.to_string()))?);
+    text.push_str(
+        &serde_json::to_string(line).map_err(|source| tables::Error::Encode { what: "metrics line", source })?,
+    );
     text.push('\n');
     Ok(())
 }

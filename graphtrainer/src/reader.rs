@@ -83,7 +83,7 @@ impl RecordSet {
     /// `_SUCCESS`.
     pub fn open(io: Arc<Io>, uri: &str) -> Result<Self, Error> {
         let place = io.place(uri)?;
-        if !io.block_on(place.child(schemas::SUCCESS_MARKER).exists()) {
+        if !io.block_on(place.child(schemas::SUCCESS_MARKER).found())? {
             return Err(tables::Error::NoInput(format!(
                 "{}: no {} marker; the flatten job that writes it did not finish",
                 place.shown(),

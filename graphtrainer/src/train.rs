@@ -564,7 +564,8 @@ fn save_model(
         flatten_seed: set.meta.seed,
         parameters: params.len(),
     };
-    let settings = serde_json::to_value(config).map_err(|e| Error::Internal(e.to_string()))?;
+    let settings =
+        serde_json::to_value(config).map_err(|source| tables::Error::Encode { what: "job settings", source })?;
     let (metrics, timings) = log.texts();
     let files = vec![(METRICS, metrics.into_bytes()), (TIMINGS, timings.into_bytes())];
     let saved = gnn::io::Saved { meta: &meta, params, settings, files };

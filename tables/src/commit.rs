@@ -54,6 +54,16 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
         return Err(Error::Output(format!("{}: the output is a file, not a directory", output.shown())));
     }
     let entries = entries(output).await?;
+    // A run writes into its layout's directories (a model's `checkpoints/`): one that is a
+    // symlink or a file would lead its writes and its cleanup elsewhere, so not even
+    // `overwrite` takes it.
+    if let Some(e) = entries.iter().find(|e| layout.dirs.contains(&e.name.as_str()) && e.kind != Kind::Dir) {
+        return Err(Error::Output(format!(
+            "{}/{} is not a directory (a symlink or a file); this project writes its own directory              there: remove it or choose another output",
+            output.shown(),
+            e.name
+        )));
+    }
     let foreign: Vec<&str> = entries.iter().filter(|e| !e.ours(layout)).map(|e| e.name.as_str()).collect();
     if !foreign.is_empty() && !overwrite {
         let shown: Vec<&str> = foreign.iter().take(5).copied().collect();
@@ -94,6 +104,9 @@ pub async fn commit(
     let json = serde_json::to_vec_pretty(manifest).map_err(|source| Error::Encode { what: "manifest", source })?;
     let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
     let put = marker.store.put_opts(&marker.path, PutPayload::from(json), PutOptions::from(mode)).await;
+    // The marker goes whatever the put did: a run that lost the race, or failed to write,
+    // ends here (and its process may exit before a marker removal spawned on drop runs).
+    lease.release().await;
     match put {
         Ok(_) => {}
         Err(object_store::Error::AlreadyExists { .. }) => {
@@ -104,7 +117,6 @@ pub async fn commit(
         }
         Err(source) => return Err(marker.store_error("cannot write", source)),
     }
-    lease.release().await;
     cleanup(output, manifest, layout).await;
     Ok(())
 }

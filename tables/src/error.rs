@@ -29,6 +29,12 @@ pub enum Error {
     /// Something this project writes as JSON that cannot be encoded (a bug).
     #[error("cannot encode the {what}")]
     Encode { what: &'static str, source: serde_json::Error },
+    /// A local file that cannot be opened (a missing one is 66).
+    #[error("{file}")]
+    Read { file: String, source: std::io::Error },
+    /// A line of a text file that cannot be read (a truncated or corrupt compressed file).
+    #[error("{file}, line {line}")]
+    Line { file: String, line: u64, source: std::io::Error },
     /// The I/O runtime did not start.
     #[error("cannot start the I/O runtime")]
     Runtime(#[source] std::io::Error),
@@ -64,6 +70,8 @@ impl Error {
             | Error::BadData(_) => Cause::BadData,
             Error::Uri { .. } | Error::Job(_) => Cause::Usage,
             Error::List { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
+            Error::Read { .. } => Cause::NoInput,
+            Error::Line { .. } => Cause::BadData,
             Error::Encode { .. } | Error::Runtime(_) => Cause::Internal,
             Error::Store { source, .. } => store_cause(source).unwrap_or(Cause::Retry),
             Error::NoInput(_) => Cause::NoInput,

@@ -84,6 +84,10 @@ impl Manifest {
 /// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
 /// error.
 pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
+    if dir.local_dir().is_some_and(|d| d.is_file()) {
+        // A single file given as a table: it has no manifest (and no child to read).
+        return Ok(None);
+    }
     let marker = dir.child(schemas::SUCCESS_MARKER);
     let Some(bytes) = marker.get().await? else { return Ok(None) };
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {

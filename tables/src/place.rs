@@ -177,6 +177,15 @@ impl Place {
         self.store.head(&self.path).await.is_ok()
     }
 
+    /// Whether the object exists; a store that fails to say is an error, not a "no".
+    pub async fn found(&self) -> Result<bool, Error> {
+        match self.store.head(&self.path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(source) => Err(self.store_error("cannot read", source)),
+        }
+    }
+
     pub async fn put(&self, bytes: Vec<u8>) -> Result<(), Error> {
         self.store
             .put(&self.path, PutPayload::from(bytes))

@@ -151,7 +151,12 @@ pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
         files if files.is_empty() && !table.is_glob() => match table.store.head(&table.path).await {
             Ok(meta) => vec![meta],
             Err(object_store::Error::NotFound { .. }) => {
-                return Err(Error::NoInput(format!("{}: does not exist", table.shown())));
+                let what = if table.local_dir().is_some_and(|d| d.is_dir()) {
+                    "no data files in this directory"
+                } else {
+                    "does not exist"
+                };
+                return Err(Error::NoInput(format!("{}: {what}", table.shown())));
             }
             Err(source) => return Err(table.store_error("cannot read", source)),
         },

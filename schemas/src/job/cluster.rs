@@ -15,6 +15,10 @@ pub const DEFAULT_PEER_TIMEOUT_S: u64 = 60;
 /// 127.0.0.1.
 pub const DEFAULT_FIRST_PORT: usize = 2101;
 
+/// The longest `connect_timeout_s` or `peer_timeout_s` a job may set: longer is a mistake
+/// (and would overflow a deadline).
+pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+
 /// The `[cluster]` table. Every key is optional: a missing one takes the `Default` below.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -58,6 +62,12 @@ impl ClusterConfig {
             return Err(JobError::invalid(
                 "cluster",
                 format!("process {} is out of range for {} processes", self.process, self.processes),
+            ));
+        }
+        if self.connect_timeout_s > MAX_TIMEOUT_S || self.peer_timeout_s > MAX_TIMEOUT_S {
+            return Err(JobError::invalid(
+                "cluster",
+                format!("connect_timeout_s and peer_timeout_s must be at most {MAX_TIMEOUT_S} (a week)"),
             ));
         }
         if self.peer_timeout_s < 2 {

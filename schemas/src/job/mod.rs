@@ -165,6 +165,10 @@ mod tests {
             .to_string();
         assert!(err.contains("fanouts lists 1 values for 2 hops"), "{err}");
         assert!(JobFile::parse("[cluster]\nprocesses = 2\nprocess = 2\n").unwrap().cluster.check().is_err());
+        for key in ["connect_timeout_s", "peer_timeout_s"] {
+            let huge = JobFile::parse(&format!("[cluster]\n{key} = 10000000000\n")).unwrap();
+            assert!(huge.cluster.check().unwrap_err().to_string().contains("at most"), "{key}");
+        }
     }
 
     #[test]
