@@ -57,19 +57,8 @@ fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
     let root = format!("{}/graphflat-test-{}", namenode.trim_end_matches('/'), std::process::id());
     let local = dir.join("local");
     generate(&local, 2000, 6, 8, 2);
-    let generated = graphflat_ok(&[
-        "generate",
-        "--out",
-        &format!("{root}/g"),
-        "--nodes",
-        "2000",
-        "--avg-degree",
-        "6",
-        "--feature-dim",
-        "8",
-        "--seed",
-        "2",
-    ]);
+    let args = generate_args(&format!("{root}/g"), 2000, 6, 8, 2);
+    let generated = graphflat_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(generated.contains("2000 nodes"), "{generated}");
     let stages = |data: &str, out: &str| {
         let (flat, model) = (format!("{out}/flat"), format!("{out}/model"));

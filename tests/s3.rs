@@ -143,22 +143,8 @@ impl Moto {
 
 /// `s3://graphs/g/{nodes,edges}`: the graph `generate(dir, 3000, 6, 8, 2)` writes on disk.
 fn generate_on_s3(s3: &Moto, dir: &Path) {
-    let out = s3.graphflat(
-        &[
-            "generate",
-            "--out",
-            "s3://graphs/g",
-            "--nodes",
-            "3000",
-            "--avg-degree",
-            "6",
-            "--feature-dim",
-            "8",
-            "--seed",
-            "2",
-        ],
-        dir,
-    );
+    let args = generate_args("s3://graphs/g", 3000, 6, 8, 2);
+    let out = s3.graphflat(&args.iter().map(String::as_str).collect::<Vec<_>>(), dir);
     assert!(out.status.success(), "{}", text(&out));
 }
 

@@ -145,6 +145,21 @@ pub struct BatchSpec {
     pub distinct_inputs: bool,
 }
 
+impl BatchSpec {
+    /// The plainest batch of `layers`: pruned, raw features, no kernel plans, one input row per
+    /// (record, node). Other specs set what differs from it.
+    pub fn plain(layers: Layers) -> Self {
+        BatchSpec {
+            layers,
+            prune: true,
+            normalize_features: false,
+            kernel_plans: false,
+            kernel_threads: 0,
+            distinct_inputs: false,
+        }
+    }
+}
+
 impl Batch {
     pub fn rows(&self) -> usize {
         self.row_keys.len()
@@ -302,14 +317,7 @@ mod tests {
 
     #[test]
     fn rows_follow_hops_and_layers_prune_to_prefixes() {
-        let spec = BatchSpec {
-            layers: Layers::every(2),
-            prune: true,
-            normalize_features: false,
-            kernel_plans: false,
-            kernel_threads: 0,
-            distinct_inputs: false,
-        };
+        let spec = BatchSpec::plain(Layers::every(2));
         let b = Batch::build(&two_records(), &spec);
         // Rows: roots (0, 5), hop 1 (node 1 of each), hop 2 (node 2 of record 0).
         assert_eq!(b.row_keys, vec![(0, 0), (5, 0), (0, 1), (5, 1), (0, 2)]);
@@ -341,14 +349,7 @@ mod tests {
         records[1].edge_dst = vec![0, 0];
         records[1].edge_weights = vec![1.0, 1.0];
         records[1].edge_layers = vec![0b11, 0b11];
-        let spec = BatchSpec {
-            layers: Layers::every(2),
-            prune: true,
-            normalize_features: false,
-            kernel_plans: true,
-            kernel_threads: 1,
-            distinct_inputs: false,
-        };
+        let spec = BatchSpec { kernel_plans: true, kernel_threads: 1, ..BatchSpec::plain(Layers::every(2)) };
         let repeated = Batch::build(&records, &spec);
         let distinct = Batch::build(&records, &BatchSpec { distinct_inputs: true, ..spec });
         // Rows: (0,0) (5,0) | (0,1) (5,1) (5,2) | (0,2): node 1 twice, node 2 twice with other features.

@@ -58,17 +58,7 @@ fn gcn_matches_a_dense_matrix_gcn() {
         (true, Aggregation::Auto, true),
         (true, Aggregation::Reference, true),
     ] {
-        let batch = Batch::build(
-            &recs,
-            &BatchSpec {
-                layers: Layers::every(2),
-                prune,
-                normalize_features: false,
-                kernel_plans: false,
-                kernel_threads: 0,
-                distinct_inputs,
-            },
-        );
+        let batch = Batch::build(&recs, &BatchSpec { prune, distinct_inputs, ..BatchSpec::plain(Layers::every(2)) });
         let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, aggregation), None);
         let got = logits.into_data().try_to_vec::<f32>().unwrap();
         for (r, root) in batch.roots.iter().enumerate() {
@@ -109,14 +99,7 @@ fn distinct_and_repeated_input_rows_give_the_same_loss_and_gradients() {
     let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
         for aggregation in [Aggregation::Auto, Aggregation::Reference] {
-            let repeated = BatchSpec {
-                layers: Layers::every(2),
-                prune: true,
-                normalize_features: false,
-                kernel_plans: false,
-                kernel_threads: 0,
-                distinct_inputs: false,
-            };
+            let repeated = BatchSpec::plain(Layers::every(2));
             let distinct = BatchSpec { distinct_inputs: true, ..repeated.clone() };
             assert!(Batch::build(&recs, &distinct).input_rows() <= n, "a node is kept once");
             assert_same_step(
@@ -137,17 +120,7 @@ fn input_dropout_on_the_host_is_the_forward_pass_dropout() {
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
     let dropout = Dropout { seed: 5, step: 2, rate: 0.5, attention_rate: 0.2 };
-    let batch = Batch::build(
-        &recs,
-        &BatchSpec {
-            layers: Layers::every(2),
-            prune: true,
-            normalize_features: false,
-            kernel_plans: false,
-            kernel_threads: 0,
-            distinct_inputs: false,
-        },
-    );
+    let batch = Batch::build(&recs, &BatchSpec::plain(Layers::every(2)));
     for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
         let spec = spec(kind, dim);
         let model = Gnn::new(&spec, &device);

@@ -91,19 +91,16 @@ pub fn flatten(dir: &Path, data: &Path, name: &str, args: &[&str], settings: imp
 
 /// Generates a graph with `graphflat generate` into `dir`.
 pub fn generate(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) {
-    graphflat_ok(&[
-        "generate",
-        "--out",
-        dir.to_str().unwrap(),
-        "--nodes",
-        &nodes.to_string(),
-        "--avg-degree",
-        &avg_degree.to_string(),
-        "--feature-dim",
-        &dim.to_string(),
-        "--seed",
-        &seed.to_string(),
-    ]);
+    let args = generate_args(dir.to_str().unwrap(), nodes, avg_degree, dim, seed);
+    graphflat_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// The arguments of `graphflat generate` into `out` (a path or a URI).
+pub fn generate_args(out: &str, nodes: u64, avg_degree: u64, dim: usize, seed: u64) -> Vec<String> {
+    let (nodes, avg_degree, dim, seed) = (nodes.to_string(), avg_degree.to_string(), dim.to_string(), seed.to_string());
+    ["generate", "--out", out, "--nodes", &nodes, "--avg-degree", &avg_degree, "--feature-dim", &dim, "--seed", &seed]
+        .map(String::from)
+        .to_vec()
 }
 
 /// `../shared/data/cora`, or `None` (with a note on stderr) when it is absent.

@@ -98,14 +98,7 @@ pub fn step(
     prune: bool,
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
-    let batch_spec = BatchSpec {
-        layers: Layers::every(2),
-        prune,
-        normalize_features: false,
-        kernel_plans: false,
-        kernel_threads: 0,
-        distinct_inputs: false,
-    };
+    let batch_spec = BatchSpec { prune, ..BatchSpec::plain(Layers::every(2)) };
     step_with(
         kind,
         recs,
