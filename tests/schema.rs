@@ -22,6 +22,8 @@ fn output_reads_back_with_the_documented_schema() {
         seed: 4,
         feature_dim: 6,
         label: schemas::LabelKind::Class,
+        edge_dim: 0,
+        edge_stats: None,
     });
     let files = parquet_files(&out);
     assert!(!files.is_empty());

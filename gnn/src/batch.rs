@@ -298,6 +298,7 @@ mod tests {
                 edge_dst: vec![0, 1],
                 edge_weights: vec![1.0, 1.0],
                 edge_layers: vec![0b11, 0b01],
+                edge_features: Vec::new(),
             },
             Record {
                 root: 5,
@@ -311,6 +312,7 @@ mod tests {
                 edge_dst: vec![0],
                 edge_weights: vec![1.0],
                 edge_layers: vec![0b11],
+                edge_features: Vec::new(),
             },
         ]
     }

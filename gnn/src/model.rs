@@ -91,6 +91,7 @@ impl Gnn {
                         let heads = if last { spec.output_heads } else { spec.heads };
                         Layer::Gat(GatLayer::new(width(i), out, heads, !last, &seed, device))
                     }
+                    ModelKind::Gine => unimplemented!("the GINE layer is being built"),
                 }
             })
             .collect();

@@ -306,6 +306,9 @@ mod tests {
             activation,
             normalize_features: false,
             multi_label: false,
+            edge_dim: 0,
+            normalize_edge_features: false,
+            edge_stats: None,
             seed: 3,
         }
     }

@@ -46,5 +46,6 @@ pub fn assemble(
         edge_dst: local_edges.iter().map(|e| e.0).collect(),
         edge_weights: local_edges.iter().map(|e| e.2).collect(),
         edge_layers: local_edges.iter().map(|e| e.3).collect(),
+        edge_features: Vec::new(),
     }
 }

@@ -175,6 +175,9 @@ impl Setup {
             activation: config.activation,
             normalize_features: config.normalize_features,
             multi_label: matches!(set.meta.label, LabelKind::Targets(_)),
+            edge_dim: 0,
+            normalize_edge_features: false,
+            edge_stats: None,
             seed: config.seed,
         };
         let base = gnn::device(config.device)?;

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::edge_stats::EdgeStats;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
 
@@ -13,6 +14,24 @@ pub enum ModelKind {
     Gcn,
     Sage,
     Gat,
+    /// GINE (Hu et al. 2020): `h_v' = MLP((1 + eps) h_v + sum_u ReLU(h_u + W_e e_uv))`, eps = 0.
+    Gine,
+}
+
+impl ModelKind {
+    /// Whether the kind's layers take edge features (GCN's normalization has no place for them).
+    pub fn uses_edge_features(self) -> bool {
+        self != ModelKind::Gcn
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Gcn => "gcn",
+            ModelKind::Sage => "sage",
+            ModelKind::Gat => "gat",
+            ModelKind::Gine => "gine",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,15 +61,25 @@ pub struct ModelSpec {
     /// instead of a softmax over classes.
     #[serde(default)]
     pub multi_label: bool,
+    /// Width of the edge features the model's layers read (0: it reads none; GCN always 0).
+    #[serde(default)]
+    pub edge_dim: usize,
+    /// Standardize each edge feature column with `edge_stats` before the layers read it.
+    #[serde(default)]
+    pub normalize_edge_features: bool,
+    /// The record set's edge feature statistics (`crate::edge_stats`), kept so that GraphInfer
+    /// standardizes edges as training did.
+    #[serde(default)]
+    pub edge_stats: Option<EdgeStats>,
     /// Seed of the initial weights.
     pub seed: u64,
 }
 
 impl ModelSpec {
     /// An upper bound on the model's parameters from its sizes alone (every kind's layer holds
-    /// at most two weight matrices per head and a few vectors of its output width), `None`
-    /// when it overflows: sizes read from a file are checked against the bytes that hold the
-    /// weights before anything of that size is allocated.
+    /// at most two weight matrices per head, an edge projection, and a few vectors of its
+    /// output width), `None` when it overflows: sizes read from a file are checked against the
+    /// bytes that hold the weights before anything of that size is allocated.
     pub fn parameter_bound(&self) -> Option<u64> {
         let mut total = 0u64;
         for i in 0..self.layers {
@@ -66,7 +95,13 @@ impl ModelSpec {
                 ModelKind::Gat => self.heads,
                 _ => 1,
             } as u64;
-            let per_head = input.checked_mul(output)?.checked_mul(2)?.checked_add(output.checked_mul(4)?)?;
+            // GINE's MLP: in x out and out x out; its edge projection: edge_dim x in.
+            let width = input.max(output);
+            let per_head = width
+                .checked_mul(width)?
+                .checked_mul(2)?
+                .checked_add(width.checked_mul(4)?)?
+                .checked_add((self.edge_dim as u64).checked_mul(width + 1)?)?;
             total = total.checked_add(per_head.checked_mul(heads)?)?.checked_add(16)?;
         }
         Some(total)

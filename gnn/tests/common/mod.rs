@@ -69,6 +69,7 @@ pub fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>])
                 edge_dst: kept.iter().map(|(_, w)| local[w]).collect(),
                 edge_weights: vec![1.0; kept.len()],
                 edge_layers: kept.iter().map(|(_, w)| (1u32 << (k - dist[w])) - 1).collect(),
+                edge_features: Vec::new(),
             }
         })
         .collect()
@@ -86,6 +87,9 @@ pub fn spec(kind: ModelKind, dim: usize) -> ModelSpec {
         activation: Activation::Relu,
         normalize_features: false,
         multi_label: false,
+        edge_dim: 0,
+        normalize_edge_features: false,
+        edge_stats: None,
         seed: 9,
     }
 }

@@ -100,6 +100,14 @@ pub struct TrainConfig {
     /// non-negative features such as bag-of-words).
     #[serde(default)]
     pub normalize_features: bool,
+    /// Whether the layers read the records' edge features. Default: yes when the records have
+    /// them and the model's kind uses them (SAGE, GAT, GINE; GCN never does).
+    #[serde(default)]
+    pub edge_features: Option<bool>,
+    /// Standardize each edge feature column with the statistics of the whole edge table (the
+    /// flatten job writes them into the records' metadata; `model.json` keeps them).
+    #[serde(default)]
+    pub normalize_edge_features: bool,
     #[serde(default = "default_epochs")]
     pub epochs: usize,
     /// Records per step per worker: a step's batch over all workers is this times the workers.
@@ -200,6 +208,8 @@ impl Default for TrainConfig {
             activation: DEFAULT_ACTIVATION,
             classes: None,
             normalize_features: false,
+            edge_features: None,
+            normalize_edge_features: false,
             epochs: DEFAULT_EPOCHS,
             batch_size: DEFAULT_BATCH_SIZE,
             optimizer: DEFAULT_OPTIMIZER,

@@ -36,6 +36,9 @@ pub struct Record {
     pub edge_dst: Vec<i32>,
     pub edge_weights: Vec<f32>,
     pub edge_layers: Vec<u32>,
+    /// Row-major, `num_edges() * edge_dim` when the record set has edge features; empty when
+    /// it has none (a record set without the column means the same as before it existed).
+    pub edge_features: Vec<f32>,
 }
 
 impl Record {
@@ -50,6 +53,17 @@ impl Record {
     /// The feature length (0 for a record without nodes).
     pub fn dim(&self) -> usize {
         self.features.len().checked_div(self.num_nodes()).unwrap_or(0)
+    }
+
+    /// The edge feature width (0 without edge features, or for a record without edges).
+    pub fn edge_dim(&self) -> usize {
+        self.edge_features.len().checked_div(self.num_edges()).unwrap_or(0)
+    }
+
+    /// Edge `j`'s features (empty without edge features).
+    pub fn edge_features_of(&self, j: usize) -> &[f32] {
+        let dim = self.edge_dim();
+        &self.edge_features[j * dim..(j + 1) * dim]
     }
 
     /// Node `i`'s features.
@@ -94,12 +108,15 @@ impl Record {
         if let Some(v) = self.features.iter().find(|v| !v.is_finite()) {
             return Err((NODE_FEATURES, format!("root {}: a feature value of {v}", self.root)));
         }
+        if let Some(v) = self.edge_features.iter().find(|v| !v.is_finite()) {
+            return Err((EDGE_FEATURES, format!("root {}: an edge feature value of {v}", self.root)));
+        }
         Ok(())
     }
 
     /// Roughly the bytes this record takes in memory, for batching writes.
     pub fn size_bytes(&self) -> usize {
-        self.node_ids.len() * 17 + self.features.len() * 4 + self.edge_src.len() * 16
+        self.node_ids.len() * 17 + self.features.len() * 4 + self.edge_src.len() * 16 + self.edge_features.len() * 4
     }
 }
 
@@ -142,19 +159,26 @@ fn label_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowErro
     })
 }
 
-/// `node_features`: a list per record of `fixed_size_list<float32, dim>` per node.
-fn features_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowError> {
-    let DataType::List(per_node) = field.data_type() else {
-        return Err(ArrowError::SchemaError(format!("{NODE_FEATURES} must be a list, found {}", field.data_type())));
+/// `node_features` or `edge_features`: a list per record of `fixed_size_list<float32, dim>`,
+/// one per node or edge (`count` of them, values from `get`).
+fn vectors_column(
+    records: &[Record],
+    field: &Field,
+    count: impl Fn(&Record) -> usize,
+    get: impl Fn(&Record) -> &[f32],
+) -> Result<ArrayRef, ArrowError> {
+    let name = field.name();
+    let DataType::List(per_item) = field.data_type() else {
+        return Err(ArrowError::SchemaError(format!("{name} must be a list, found {}", field.data_type())));
     };
-    let DataType::FixedSizeList(item, dim) = per_node.data_type() else {
-        return Err(ArrowError::SchemaError(format!("{NODE_FEATURES} items must be fixed-size lists")));
+    let DataType::FixedSizeList(item, dim) = per_item.data_type() else {
+        return Err(ArrowError::SchemaError(format!("{name} items must be fixed-size lists")));
     };
-    let mut values = Vec::with_capacity(records.iter().map(|r| r.features.len()).sum());
-    records.iter().for_each(|r| values.extend_from_slice(&r.features));
-    let nodes = FixedSizeListArray::try_new(item.clone(), *dim, Arc::new(Float32Array::from(values)), None)?;
-    let offsets = OffsetBuffer::from_lengths(records.iter().map(Record::num_nodes));
-    Ok(Arc::new(ListArray::try_new(per_node.clone(), offsets, Arc::new(nodes), None)?))
+    let mut values = Vec::with_capacity(records.iter().map(|r| get(r).len()).sum());
+    records.iter().for_each(|r| values.extend_from_slice(get(r)));
+    let items = FixedSizeListArray::try_new(item.clone(), *dim, Arc::new(Float32Array::from(values)), None)?;
+    let offsets = OffsetBuffer::from_lengths(records.iter().map(count));
+    Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
 }
 
 /// Lays out records as one batch of `schema` (a record schema), column by column name.
@@ -172,7 +196,8 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
                 NODE_IN_DEGREES => {
                     list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?
                 }
-                NODE_FEATURES => features_column(records, field)?,
+                NODE_FEATURES => vectors_column(records, field, Record::num_nodes, |r| &r.features)?,
+                EDGE_FEATURES => vectors_column(records, field, Record::num_edges, |r| &r.edge_features)?,
                 EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
                 EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
                 EDGE_WEIGHTS => {
@@ -267,7 +292,7 @@ impl<'a> Labels<'a> {
     }
 }
 
-/// `node_features`: per record, a list of fixed-size float vectors.
+/// `node_features` or `edge_features`: per record, a list of fixed-size float vectors.
 struct Features<'a> {
     list: &'a ListArray,
     dim: usize,
@@ -275,11 +300,11 @@ struct Features<'a> {
 }
 
 impl<'a> Features<'a> {
-    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
-        let array = column(batch, NODE_FEATURES, at)?;
+    fn new(batch: &'a RecordBatch, name: &str, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, name, at)?;
         let mistyped = || {
             BadInput::new(
-                at.column(NODE_FEATURES),
+                at.column(name),
                 format!("expected list<fixed_size_list<float32>>, found {}", array.data_type()),
             )
         };
@@ -314,7 +339,12 @@ pub fn from_batch_where(
     let at = At { file, first_row };
     let (roots, splits) = (roots(batch, &at)?, Splits::new(batch, &at)?);
     let labels = Labels::new(batch, &at)?;
-    let features = Features::new(batch, &at)?;
+    let features = Features::new(batch, NODE_FEATURES, &at)?;
+    let edge_features = if batch.column_by_name(EDGE_FEATURES).is_some() {
+        Some(Features::new(batch, EDGE_FEATURES, &at)?)
+    } else {
+        None
+    };
     let node_ids = ListColumn::<Int64Type>::new(batch, NODE_IDS, &at)?;
     let hops = ListColumn::<UInt8Type>::new(batch, NODE_HOPS, &at)?;
     let in_degrees = ListColumn::<Int64Type>::new(batch, NODE_IN_DEGREES, &at)?;
@@ -340,8 +370,10 @@ pub fn from_batch_where(
             edge_dst: edge_dst.row(row, &at)?,
             edge_weights: edge_weights.row(row, &at)?,
             edge_layers: edge_layers.row(row, &at)?,
+            edge_features: edge_features.as_ref().map_or_else(Vec::new, |f| f.row(row)),
         };
-        check(&record, features.dim).map_err(|(column, problem)| at.bad(row, column, problem))?;
+        check(&record, features.dim, edge_features.as_ref().map_or(0, |f| f.dim))
+            .map_err(|(column, problem)| at.bad(row, column, problem))?;
         out.push((first_row + row as u64, record));
     }
     Ok(out)
@@ -395,7 +427,7 @@ impl<'a> Splits<'a> {
 }
 
 /// What is structurally wrong with a record, by column.
-fn check(r: &Record, dim: usize) -> Result<(), (&'static str, String)> {
+fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'static str, String)> {
     let n = r.num_nodes();
     if n == 0 || r.node_ids[0] != r.root {
         return Err((NODE_IDS, format!("the record of root {} must list its root first", r.root)));
@@ -415,6 +447,10 @@ fn check(r: &Record, dim: usize) -> Result<(), (&'static str, String)> {
         if len != edges {
             return Err((column, format!("{len} values for {edges} edges ({EDGE_SRC} has {edges})")));
         }
+    }
+    if r.edge_features.len() != edges * edge_dim {
+        let vectors = r.edge_features.len() / edge_dim.max(1);
+        return Err((EDGE_FEATURES, format!("{vectors} edge feature vectors for {edges} edges")));
     }
     for (column, ends) in [(EDGE_SRC, &r.edge_src), (EDGE_DST, &r.edge_dst)] {
         if let Some(bad) = ends.iter().find(|&&i| i < 0 || i as usize >= n) {
@@ -444,11 +480,13 @@ mod tests {
             edge_dst: vec![0, 1],
             edge_weights: vec![1.0, 0.5],
             edge_layers: vec![0b11, 0b01],
+            edge_features: Vec::new(),
         }
     }
 
     fn round_trip(records: &[Record], label: LabelKind) -> Vec<Record> {
-        let schema = Arc::new(Schema::new(record_fields(2, label)));
+        let edge_dim = records.first().map_or(0, Record::edge_dim);
+        let schema = Arc::new(Schema::new(record_fields(2, label, edge_dim)));
         let batch = to_batch(records, &schema).unwrap();
         from_batch(&batch, "t.parquet", 0).unwrap()
     }
@@ -462,16 +500,51 @@ mod tests {
     }
 
     #[test]
+    fn edge_features_round_trip_aligned_with_the_edges() {
+        let mut with = vec![record(10, Some(Label::Class(3))), record(20, None)];
+        with[0].edge_features = vec![0.5, -1.0, 2.0, 1.5, 0.0, 3.25];
+        with[1].edge_features = vec![7.0, 8.0, 9.0, -7.0, -8.0, -9.0];
+        let back = round_trip(&with, LabelKind::Class);
+        assert_eq!(back, with);
+        assert_eq!((back[0].edge_dim(), back[0].edge_features_of(1)), (3, &[1.5, 0.0, 3.25][..]));
+        // A schema without the column reads as records without edge features.
+        assert!(round_trip(&[record(1, None)], LabelKind::Class)[0].edge_features.is_empty());
+    }
+
+    #[test]
+    fn bad_edge_features_name_file_row_and_column() {
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class, 2)));
+        let mut nan = record(5, None);
+        nan.edge_features = vec![1.0, f32::NAN, 0.0, 0.0];
+        let records = from_batch(&to_batch(&[nan], &schema).unwrap(), "p", 0).unwrap();
+        assert_eq!(records[0].check_layers(2).unwrap_err().0, EDGE_FEATURES);
+
+        // A file written elsewhere: record 1 lists one edge feature vector for its two edges.
+        let two = |root| Record { edge_features: vec![1.0, 2.0, 3.0, 4.0], ..record(root, None) };
+        let records = [two(1), two(2)];
+        let batch = to_batch(&records, &schema).unwrap();
+        let at = schema.index_of(EDGE_FEATURES).unwrap();
+        let skewed =
+            vectors_column(&records, schema.field(at), |r| if r.root == 1 { 1 } else { 3 }, |r| &r.edge_features)
+                .unwrap();
+        let mut columns = batch.columns().to_vec();
+        columns[at] = skewed;
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let err = from_batch(&batch, "part-3.parquet", 10).unwrap_err();
+        assert_eq!(err.at, Location::file("part-3.parquet").row(10).column(EDGE_FEATURES));
+    }
+
+    #[test]
     fn columns_are_matched_by_name_not_position() {
         // A writer that puts edge_dst before edge_src: every edge keeps its direction.
-        let mut fields = record_fields(2, LabelKind::Class);
+        let mut fields = record_fields(2, LabelKind::Class, 2);
         let (s, d) = (
             fields.iter().position(|f| f.name() == EDGE_SRC).unwrap(),
             fields.iter().position(|f| f.name() == EDGE_DST).unwrap(),
         );
         fields.swap(s, d);
         fields.reverse();
-        let records = vec![record(1, Some(Label::Class(0)))];
+        let records = vec![Record { edge_features: vec![1.0, 2.0, 3.0, 4.0], ..record(1, Some(Label::Class(0))) }];
         let batch = to_batch(&records, &Arc::new(Schema::new(fields))).unwrap();
         assert_eq!(from_batch(&batch, "t", 0).unwrap(), records);
     }
@@ -480,7 +553,7 @@ mod tests {
     fn bad_records_name_file_row_and_column() {
         let mut bad = record(5, None);
         bad.edge_src[1] = 7;
-        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class)));
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class, 0)));
         let batch = to_batch(&[record(1, None), bad], &schema).unwrap();
         let err = from_batch(&batch, "part-0.parquet", 100).unwrap_err();
         assert_eq!(err.at, Location::file("part-0.parquet").row(101).column(EDGE_SRC));
@@ -491,7 +564,7 @@ mod tests {
     fn keep_filters_by_split() {
         let mut valid = record(2, None);
         valid.split = Some(Split::Valid);
-        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class)));
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class, 0)));
         let batch = to_batch(&[record(1, None), valid], &schema).unwrap();
         let kept = from_batch_where(&batch, "t", 10, |_, s| s == Some(Split::Valid)).unwrap();
         assert_eq!(kept.iter().map(|(row, r)| (*row, r.root)).collect::<Vec<_>>(), vec![(11, 2)]);

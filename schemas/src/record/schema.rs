@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Metadata, Schema};
 
+use crate::edge_stats::EdgeStats;
 use crate::label::LabelKind;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
@@ -20,6 +21,9 @@ pub const EDGE_SRC: &str = "edge_src";
 pub const EDGE_DST: &str = "edge_dst";
 pub const EDGE_WEIGHTS: &str = "edge_weights";
 pub const EDGE_LAYERS: &str = "edge_layers";
+/// Present only when the edge table has features: `edge_dim` values per edge, aligned with
+/// `edge_src` / `edge_dst`.
+pub const EDGE_FEATURES: &str = "edge_features";
 
 /// Schema-level metadata keys: the flatten settings a record set was made with.
 pub mod meta {
@@ -30,6 +34,12 @@ pub mod meta {
     pub const FEATURE_DIM: &str = "graphflat.feature_dim";
     /// `class` or `targets:<n>`; absent means `class`.
     pub const LABEL: &str = "graphflat.label";
+    /// Width of `edge_features`; absent means the records have none.
+    pub const EDGE_FEATURE_DIM: &str = "graphflat.edge_feature_dim";
+    /// Per-column mean and standard deviation of the whole edge table's features
+    /// (comma-separated; see `crate::edge_stats`).
+    pub const EDGE_FEATURE_MEAN: &str = "graphflat.edge_feature_mean";
+    pub const EDGE_FEATURE_STD: &str = "graphflat.edge_feature_std";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -49,9 +59,9 @@ pub fn label_type(kind: LabelKind) -> DataType {
     }
 }
 
-/// The record table's schema, without metadata.
-pub fn record_fields(feature_dim: usize, label: LabelKind) -> Vec<Field> {
-    vec![
+/// The record table's schema, without metadata; `edge_dim > 0` adds `edge_features`.
+pub fn record_fields(feature_dim: usize, label: LabelKind, edge_dim: usize) -> Vec<Field> {
+    let mut fields = vec![
         Field::new(ROOT_ID, DataType::Int64, false),
         Field::new(LABEL, label_type(label), true),
         Field::new(SPLIT, DataType::Utf8, true),
@@ -63,12 +73,16 @@ pub fn record_fields(feature_dim: usize, label: LabelKind) -> Vec<Field> {
         Field::new(EDGE_DST, list_of(DataType::Int32), false),
         Field::new(EDGE_WEIGHTS, list_of(DataType::Float32), false),
         Field::new(EDGE_LAYERS, list_of(DataType::UInt32), false),
-    ]
+    ];
+    if edge_dim > 0 {
+        fields.push(Field::new(EDGE_FEATURES, list_of(feature_type(edge_dim)), false));
+    }
+    fields
 }
 
 /// The settings a record table was flattened with, kept in its schema metadata so that the
 /// trainer and inference need nothing else.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FlattenMeta {
     pub hops: usize,
     /// Nearest hop first; empty when records hold every edge (see `schemas::layers`).
@@ -77,6 +91,10 @@ pub struct FlattenMeta {
     pub seed: u64,
     pub feature_dim: usize,
     pub label: LabelKind,
+    /// Width of `edge_features` (0: the records have none).
+    pub edge_dim: usize,
+    /// The whole edge table's feature statistics (present when `edge_dim > 0`).
+    pub edge_stats: Option<EdgeStats>,
 }
 
 impl FlattenMeta {
@@ -87,14 +105,23 @@ impl FlattenMeta {
 
     pub fn to_metadata(&self) -> Metadata {
         let fanouts: Vec<String> = self.fanouts.iter().map(|f| f.to_string()).collect();
-        Metadata::from([
+        let mut metadata = Metadata::from([
             (meta::HOPS.to_owned(), self.hops.to_string()),
             (meta::FANOUTS.to_owned(), fanouts.join(",")),
             (meta::SAMPLER.to_owned(), self.sampler.name().to_owned()),
             (meta::SEED.to_owned(), self.seed.to_string()),
             (meta::FEATURE_DIM.to_owned(), self.feature_dim.to_string()),
             (meta::LABEL.to_owned(), self.label.to_text()),
-        ])
+        ]);
+        if self.edge_dim > 0 {
+            metadata.insert(meta::EDGE_FEATURE_DIM.to_owned(), self.edge_dim.to_string());
+        }
+        if let Some(stats) = &self.edge_stats {
+            let (mean, std) = stats.to_text();
+            metadata.insert(meta::EDGE_FEATURE_MEAN.to_owned(), mean);
+            metadata.insert(meta::EDGE_FEATURE_STD.to_owned(), std);
+        }
+        metadata
     }
 
     /// Reads the settings back from a schema's metadata; `None` if any key is missing or bad.
@@ -108,6 +135,15 @@ impl FlattenMeta {
         if !fanouts.is_empty() && fanouts.len() != hops {
             return None;
         }
+        let edge_dim = match metadata.get(meta::EDGE_FEATURE_DIM) {
+            None => 0,
+            Some(text) => text.parse().ok()?,
+        };
+        let edge_stats = match (metadata.get(meta::EDGE_FEATURE_MEAN), metadata.get(meta::EDGE_FEATURE_STD)) {
+            (Some(mean), Some(std)) if edge_dim > 0 => Some(EdgeStats::parse(mean, std, edge_dim)?),
+            (None, None) => None,
+            _ => return None,
+        };
         Some(FlattenMeta {
             hops,
             fanouts,
@@ -118,13 +154,15 @@ impl FlattenMeta {
                 None => LabelKind::Class,
                 Some(text) => LabelKind::parse(text)?,
             },
+            edge_dim,
+            edge_stats,
         })
     }
 }
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {
-    Schema::new(record_fields(meta.feature_dim, meta.label)).with_metadata(meta.to_metadata())
+    Schema::new(record_fields(meta.feature_dim, meta.label, meta.edge_dim)).with_metadata(meta.to_metadata())
 }
 
 #[cfg(test)]
@@ -140,6 +178,8 @@ mod tests {
             seed: 7,
             feature_dim: 32,
             label: LabelKind::Targets(121),
+            edge_dim: 0,
+            edge_stats: None,
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
         let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
@@ -148,5 +188,14 @@ mod tests {
         let mut old = all.to_metadata();
         old.remove(meta::LABEL);
         assert_eq!(FlattenMeta::from_metadata(&old).map(|m| m.label), Some(LabelKind::Class));
+        let edges = FlattenMeta {
+            edge_dim: 2,
+            edge_stats: Some(EdgeStats { mean: vec![0.5, -1.25], std: vec![1.0, 0.1] }),
+            ..all
+        };
+        assert_eq!(FlattenMeta::from_metadata(&edges.to_metadata()), Some(edges.clone()));
+        let mut wrong = edges.to_metadata();
+        wrong.insert(meta::EDGE_FEATURE_DIM.to_owned(), "3".to_owned());
+        assert_eq!(FlattenMeta::from_metadata(&wrong), None, "stats of another width");
     }
 }
