@@ -1,9 +1,11 @@
 //! The part of the graph one worker owns: its nodes (by `owner_key`), their features, label,
-//! split, full in-degree and sampled in-edges. Features and sampled in-edges are flat arrays
-//! indexed by slot (one allocation each, not one per node: a worker owns millions of nodes).
+//! split, full in-degree and sampled in-edges with the edges' features. Features, sampled
+//! in-edges and their features are flat arrays indexed by slot (one allocation each, not one
+//! per node: a worker owns millions of nodes).
 
 use cluster::hash::IdMap;
 
+use schemas::edge_stats::EdgeStats;
 use schemas::{Label, LabelKind, Split};
 
 /// One in-edge kept by sampling, best key first.
@@ -27,6 +29,13 @@ pub struct NodeStore {
     /// slot `s` holds `sampled[sampled_at[s]..sampled_at[s + 1]]` (empty until sampling ran).
     sampled_at: Vec<usize>,
     sampled: Vec<InEdge>,
+    /// Width of the edge table's features (0: it has none); set with the sampled in-edges.
+    pub edge_dim: usize,
+    /// `edge_dim` features per sampled in-edge, aligned with `sampled`.
+    sampled_features: Vec<f32>,
+    /// The whole edge table's feature statistics (`None` without edge features), the same on
+    /// every worker.
+    pub edge_stats: Option<EdgeStats>,
 }
 
 impl NodeStore {
@@ -84,12 +93,24 @@ impl NodeStore {
         }
     }
 
+    /// The features of `slot`'s sampled in-edges, `edge_dim` per edge, aligned with
+    /// [`NodeStore::sampled`] (empty without edge features).
+    pub fn sampled_features(&self, slot: usize) -> &[f32] {
+        match self.sampled_at.get(slot..slot + 2) {
+            Some(&[from, to]) => &self.sampled_features[from * self.edge_dim..to * self.edge_dim],
+            _ => &[],
+        }
+    }
+
     /// Sets every node's sampled in-edges: `edges` holds slot 0's, then slot 1's, ...; `at` has
-    /// one offset per slot plus the end.
-    pub fn set_sampled(&mut self, at: Vec<usize>, edges: Vec<InEdge>) {
+    /// one offset per slot plus the end; `features` holds `edge_dim` values per edge of `edges`.
+    pub fn set_sampled(&mut self, at: Vec<usize>, edges: Vec<InEdge>, edge_dim: usize, features: Vec<f32>) {
         debug_assert_eq!(at.len(), self.len() + 1);
         debug_assert_eq!(at.last().copied(), Some(edges.len()));
+        debug_assert_eq!(features.len(), edges.len() * edge_dim);
         self.sampled_at = at;
         self.sampled = edges;
+        self.edge_dim = edge_dim;
+        self.sampled_features = features;
     }
 }

@@ -1,12 +1,16 @@
 //! The map step: each worker reads its share of the node and edge tables (row groups, numbered
-//! alike everywhere), checks every row, and sends nodes to their owners. Edges stay where they
-//! were read, in memory, until sampling routes them; their endpoints are checked at the owners.
+//! alike everywhere), checks every row, and sends nodes to their owners. Edges (and their
+//! features, in one flat array) stay where they were read, in memory, until sampling routes
+//! them; their endpoints are checked at the owners. The edge features' statistics are summed
+//! per row group and added in (file, row group) order, so they are the same bits on any
+//! number of workers.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use schemas::edges::EdgeBatch;
-use schemas::nodes::{FEATURES, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
+use schemas::edge_stats::{EdgeStats, EdgeSums};
+use schemas::edges::{self, EdgeBatch};
+use schemas::nodes::{FEATURES, FloatLists, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
 use schemas::{BadInput, Label, LabelKind, Location, Split};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
@@ -41,7 +45,7 @@ fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
 /// feature lengths differ, a duplicate id or an empty table.
 pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeStore, Error> {
     let files = agree(worker, open_table(io, table))?;
-    agree(worker, same_optional_columns(&files))?;
+    agree(worker, same_optional_columns(&files, &[LABEL, SPLIT]))?;
     let (index, peers) = (worker.index(), worker.peers());
 
     // The table's feature length is its first row's, and the targets' length (multi-label) its
@@ -161,13 +165,13 @@ fn first_unknown(edges: &[Edge], read_units: &[ReadUnit], unknown: &IdSet<i64>) 
     found
 }
 
-/// Every part of a node table has the optional columns (`label`, `split`) of its first part, so
-/// that no part's labels are silently taken as missing.
-fn same_optional_columns(files: &[ParquetFile]) -> Result<(), Error> {
+/// Every part of a table has the optional `columns` (`label`, `split`, and an edge table's
+/// `features`) of its first part, so that no part's values are silently taken as missing.
+fn same_optional_columns(files: &[ParquetFile], columns: &[&str]) -> Result<(), Error> {
     let has = |file: &ParquetFile, column: &str| file.arrow.schema().column_with_name(column).is_some();
     let Some(first) = files.first() else { return Ok(()) };
     for file in &files[1..] {
-        for column in [LABEL, SPLIT] {
+        for &column in columns {
             if has(file, column) != has(first, column) {
                 let (with, without) = if has(first, column) { (first, file) } else { (file, first) };
                 let at = Location::file(without.name()).column(column);
@@ -226,6 +230,81 @@ fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Err
     Ok((dim.unwrap_or(0), label.unwrap_or_default()))
 }
 
+/// The edge table's feature width: its first row's length (at least 1), or 0 when the table has
+/// no `features` column. Every worker reads the same row (only that column of its row group).
+fn edge_feature_dim(io: &Io, files: &[ParquetFile]) -> Result<usize, Error> {
+    let has_features = |file: &ParquetFile| file.arrow.schema().column_with_name(edges::FEATURES).is_some();
+    if !files.first().is_some_and(has_features) {
+        return Ok(0);
+    }
+    for file in files {
+        let name = file.name();
+        for rg in 0..file.row_groups() {
+            let mut dim = None;
+            file.read_columns(io, rg, Some(&[edges::FEATURES]), |batch, first_row| {
+                let features = FloatLists::from_column(&batch, edges::FEATURES, &name)?;
+                if dim.is_none() && !features.is_empty() {
+                    let first = check_features(&features, 0, &name, first_row)?.len();
+                    if first == 0 {
+                        let at = Location::file(name.as_str()).row(first_row).column(edges::FEATURES);
+                        return Err(BadInput::new(
+                            at,
+                            "an empty feature vector: edge features need at least one value",
+                        )
+                        .into());
+                    }
+                    dim = Some(first);
+                }
+                Ok(())
+            })?;
+            if let Some(dim) = dim {
+                return Ok(dim);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// One row group's edge feature sums, numbered by (file, row group): gathered from every worker
+/// in that order, which every cluster numbers alike. Units are distinct, so the order is by
+/// unit alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct UnitSums {
+    unit: (u32, u32),
+    sums: EdgeSums,
+}
+
+impl Ord for UnitSums {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.unit.cmp(&other.unit)
+    }
+}
+
+impl PartialOrd for UnitSums {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for UnitSums {
+    fn eq(&self, other: &Self) -> bool {
+        self.unit == other.unit
+    }
+}
+
+impl Eq for UnitSums {}
+
+/// The whole edge table's feature statistics from every worker's per-unit sums, added in unit
+/// order (`None` when `dim` is 0).
+fn edge_stats(worker: &mut Worker, dim: usize, units: Vec<UnitSums>) -> Option<EdgeStats> {
+    if dim == 0 {
+        return None;
+    }
+    let mut total = EdgeSums::new(dim);
+    all_gather(worker, units).iter().for_each(|u| total.merge(&u.sums));
+    Some(total.stats())
+}
+
 /// What is wrong with a row's label given the table's kind, if anything.
 fn label_problem(label: Option<&Label>, kind: LabelKind) -> Option<String> {
     match (label?, kind) {
@@ -257,6 +336,12 @@ pub struct Edge {
 #[derive(Debug, Default)]
 pub struct ReadEdges {
     pub edges: Vec<Edge>,
+    /// The edge table's feature width (0: it has none).
+    pub edge_dim: usize,
+    /// `edge_dim` features per edge, aligned with `edges` (one flat array, 4 bytes a value).
+    pub features: Vec<f32>,
+    /// The whole table's feature statistics, the same on every worker (`None` without features).
+    pub edge_stats: Option<EdgeStats>,
     /// Each distinct endpoint's id, in first-read order.
     pub ends: Vec<i64>,
     /// Each endpoint's slot at its owner.
@@ -302,9 +387,10 @@ struct ReadUnit {
     first_row: u64,
 }
 
-/// Reads this worker's share of the edge table; checks every row, that both endpoints are
-/// known nodes, and fills each owner's in-degrees. Returns the edges this worker read, with
-/// their endpoints' slots.
+/// Reads this worker's share of the edge table; checks every row (features too: the first
+/// row's length on every row, finite, no nulls), that both endpoints are known nodes, and fills
+/// each owner's in-degrees. Returns the edges this worker read, with their features, their
+/// endpoints' slots and the table's feature statistics.
 ///
 /// The combiner keeps one count per distinct endpoint in one map (it is the map step's
 /// hottest loop), not where each was seen; an unknown node's first row is found afterwards by
@@ -317,10 +403,13 @@ pub fn load_edges(
     require_positive_weight: bool,
 ) -> Result<ReadEdges, Error> {
     let files = agree(worker, open_table(io, table))?;
-    agree(worker, same_optional_columns(&files))?;
+    agree(worker, same_optional_columns(&files, &[LABEL, SPLIT, edges::FEATURES]))?;
     let (index, peers) = (worker.index(), worker.peers());
+    let dim = agree(worker, edge_feature_dim(io, &files))?;
 
     let mut edges = Vec::new();
+    let mut features: Vec<f32> = Vec::new();
+    let mut unit_sums: Vec<UnitSums> = Vec::new();
     let mut read_units = Vec::new();
     // The combiner: each distinct endpoint's index in `ends` and the in-edges read here, in
     // one map entry (the count beside the index: one cache miss per endpoint of an edge). A
@@ -331,6 +420,7 @@ pub fn load_edges(
         for (f, rg) in units(&files, index, peers) {
             let file = &files[f];
             let name = file.name();
+            let mut sums = EdgeSums::new(dim);
             file.read_row_group(io, rg, |batch, first_row| {
                 let batch = EdgeBatch::from_batch(&batch, &name, first_row, require_positive_weight)?;
                 read_units.push(ReadUnit { start: edges.len(), file: f as u32, first_row });
@@ -341,14 +431,23 @@ pub fn load_edges(
                     let end = d.0;
                     end_entry(&mut end_of, &mut ends, src);
                     edges.push(Edge { src, dst, weight: batch.weight(i), end });
+                    if dim > 0 {
+                        let row = batch.features(i, dim, &name, first_row + i as u64)?;
+                        features.extend_from_slice(row);
+                        sums.add_row(row);
+                    }
                 }
                 Ok(())
             })?;
+            if dim > 0 {
+                unit_sums.push(UnitSums { unit: (f as u32, rg as u32), sums });
+            }
         }
         Ok(())
     };
     let read = read();
     agree(worker, read)?;
+    let edge_stats = edge_stats(worker, dim, unit_sums);
 
     let me = index as u32;
     let msgs: Vec<Endpoint> = end_of
@@ -408,5 +507,5 @@ pub fn load_edges(
             Ok::<(), Error>(())
         },
     )?;
-    Ok(ReadEdges { edges, ends, slots: slots.take() })
+    Ok(ReadEdges { edges, edge_dim: dim, features, edge_stats, ends, slots: slots.take() })
 }

@@ -3,6 +3,11 @@
 //! keeps its best `limit` candidates, and the owner merges the partial samples. Because keys are
 //! hash-derived, the merge is exact: the result equals sampling the whole list in one place.
 //! Every other node is sampled at its owner, from one counting-sorted array ([`crate::runs`]).
+//!
+//! Edge features travel with their edges, flat beside them (`edge_dim` values per edge): in
+//! the routed bundles, in the owner's runs, with a hub's candidates (each holds its own), and
+//! into the store's sampled in-edges. They take no part in the keys; they break the ties of
+//! parallel edges (see [`crate::sample::Candidate`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,21 +49,27 @@ struct Routed {
 /// The `salt` of an in-edge that goes to its destination's owner.
 const OWNED: u32 = u32::MAX;
 
-/// In-edges on their way to one reducing worker.
+/// In-edges on their way to one reducing worker, with their features (`edge_dim` per edge,
+/// aligned with `edges`; empty without edge features).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Bundle {
     to: u32,
     edges: Vec<Routed>,
+    features: Vec<f32>,
 }
 
 /// In-edges routed per message round: a bundle per reducing worker and chunk.
 const CHUNK: usize = 1 << 16;
 
-/// A reducer's partial sample of one node's in-edges, on its way to the owner.
+/// A hub's partial sample at a reducer: its best candidates so far, each with its features.
+type HubRun = Reservoir<Vec<f32>>;
+
+/// A reducer's partial sample of one node's in-edges, each with its features, on its way to
+/// the owner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct PartialSample {
     dst: i64,
-    kept: Vec<Candidate>,
+    kept: Vec<Candidate<Vec<f32>>>,
 }
 
 /// How many salted reducers a hub's in-edges are spread over: one per `threshold` in-edges,
@@ -80,7 +91,8 @@ pub struct Sampled {
     pub reduced_edges: u64,
 }
 
-/// Fills every owner's `sampled` in-edges. Consumes this worker's edges.
+/// Fills every owner's `sampled` in-edges with their features, and its edge feature
+/// statistics. Consumes this worker's edges.
 pub fn sample_in_edges(
     worker: &mut Worker,
     nodes: &Rc<RefCell<NodeStore>>,
@@ -103,12 +115,13 @@ pub fn sample_in_edges(
     // Round 1: every in-edge to its reducer. A node that is not a hub is reduced at its owner
     // (`OWNED`, addressed by its slot there), into its run of the owner's counting sort; a
     // hub's runs are reduced by (dst, salt) wherever they land, each into a bounded reservoir.
+    let dim = edges.edge_dim;
     let owned = {
         let store = nodes.borrow();
         let capacity = (0..store.len()).map(|s| if hubs.contains_key(&store.ids[s]) { 0 } else { store.in_degree[s] });
-        Rc::new(RefCell::new(OwnedRuns::new(capacity)))
+        Rc::new(RefCell::new(OwnedRuns::new(capacity, dim)))
     };
-    let runs: Rc<RefCell<IdMap<(i64, u32), Reservoir>>> = Rc::default();
+    let runs: Rc<RefCell<IdMap<(i64, u32), HubRun>>> = Rc::default();
     let overflow: Rc<RefCell<Option<usize>>> = Rc::default();
     let reduced = Rc::new(std::cell::Cell::new(0u64));
     let (own_sink, run_sink, count, over) = (owned.clone(), runs.clone(), reduced.clone(), overflow.clone());
@@ -116,31 +129,34 @@ pub fn sample_in_edges(
     let peers = worker.peers() as u64;
     // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
     let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
-    let ReadEdges { edges, slots, .. } = edges;
+    let ReadEdges { edges, features, edge_stats, slots, .. } = edges;
     shuffle(
         worker,
         |b: &Bundle| u64::from(b.to),
         move |b: Bundle| {
             count.set(count.get() + b.edges.len() as u64);
             let (mut own, mut runs) = (own_sink.borrow_mut(), run_sink.borrow_mut());
-            for r in b.edges {
+            for (i, r) in b.edges.into_iter().enumerate() {
+                let features = &b.features[i * dim..(i + 1) * dim];
                 if r.salt != OWNED {
-                    let candidate = Candidate::new(sampler, seed, r.to, r.src, r.weight);
+                    let candidate =
+                        Candidate::carrying(sampler, seed, r.to, r.src, r.weight, features, features.to_vec());
                     runs.entry((r.to, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
-                } else if let Err(slot) = own.push(r.to as usize, r.src, r.weight) {
+                } else if let Err(slot) = own.push(r.to as usize, r.src, r.weight, features) {
                     // The loader counted every in-edge at its owner.
                     over.borrow_mut().get_or_insert(slot);
                 }
             }
         },
         |send| {
-            // Routed from the end, releasing the read edges as they go: the edges and the
-            // owners' runs are not held in full at once.
-            let mut edges = edges;
+            // Routed from the end, releasing the read edges and their features as they go: the
+            // edges and the owners' runs are not held in full at once.
+            let (mut edges, mut features) = (edges, features);
             while !edges.is_empty() {
                 let from = edges.len().saturating_sub(CHUNK);
-                let mut bundles: Vec<Bundle> = (0..peers as u32).map(|to| Bundle { to, edges: Vec::new() }).collect();
-                for e in &edges[from..] {
+                let mut bundles: Vec<Bundle> =
+                    (0..peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
+                for (i, e) in edges[from..].iter().enumerate() {
                     let (routed, key) = match hub_salts[e.end as usize] {
                         0 => (
                             Routed { to: i64::from(slots[e.end as usize]), src: e.src, weight: e.weight, salt: OWNED },
@@ -154,11 +170,15 @@ pub fn sample_in_edges(
                             )
                         }
                     };
-                    bundles[(key % peers) as usize].edges.push(routed);
+                    let bundle = &mut bundles[(key % peers) as usize];
+                    bundle.edges.push(routed);
+                    bundle.features.extend_from_slice(&features[(from + i) * dim..(from + i + 1) * dim]);
                 }
                 edges.truncate(from);
+                features.truncate(from * dim);
                 if edges.len() < edges.capacity() / 2 {
                     edges.shrink_to_fit();
+                    features.shrink_to_fit();
                 }
                 send(bundles.into_iter().filter(|b| !b.edges.is_empty()).collect());
             }
@@ -175,7 +195,7 @@ pub fn sample_in_edges(
     // hash-derived, so the best of the bests is the best of all).
     let partials: Vec<PartialSample> =
         runs.take().into_iter().map(|((dst, _), r)| PartialSample { dst, kept: r.into_sorted() }).collect();
-    let merged: Rc<RefCell<IdMap<usize, Reservoir>>> = Rc::default();
+    let merged: Rc<RefCell<IdMap<usize, HubRun>>> = Rc::default();
     let (sink, store) = (merged.clone(), nodes.clone());
     shuffle(
         worker,
@@ -194,26 +214,36 @@ pub fn sample_in_edges(
         },
     )?;
 
-    // Each node's best `limit`, best first, into the store's flat array.
+    // Each node's best `limit`, best first, into the store's flat arrays.
     let (owned, mut merged) = (owned.take(), merged.take());
     let mut store = nodes.borrow_mut();
     let mut at = Vec::with_capacity(store.len() + 1);
-    let mut sampled = Vec::new();
+    let (mut sampled, mut sampled_features) = (Vec::new(), Vec::new());
     let mut best = Vec::new();
     for slot in 0..store.len() {
         at.push(sampled.len());
-        best.clear();
         match merged.remove(&slot) {
-            Some(reservoir) => best = reservoir.into_sorted(),
+            Some(reservoir) => {
+                for c in reservoir.into_sorted() {
+                    sampled.push(InEdge { src: c.src, weight: c.weight });
+                    sampled_features.extend_from_slice(&c.payload);
+                }
+            }
             None => {
+                best.clear();
                 owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
                 keep_best(&mut best, limit);
+                for c in &best {
+                    sampled.push(InEdge { src: c.src, weight: c.weight });
+                    sampled_features.extend_from_slice(owned.features(c.payload));
+                }
             }
         }
-        sampled.extend(best.iter().map(|c| InEdge { src: c.src, weight: c.weight }));
     }
     at.push(sampled.len());
     sampled.shrink_to_fit();
-    store.set_sampled(at, sampled);
+    sampled_features.shrink_to_fit();
+    store.set_sampled(at, sampled, dim, sampled_features);
+    store.edge_stats = edge_stats;
     Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
 }

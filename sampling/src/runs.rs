@@ -5,8 +5,10 @@
 //!
 //! Why not a small buffer per node: a worker owns millions of nodes, and a growing buffer each
 //! costs an allocation and a reallocation or two per node, scattered over the heap. Here an
-//! in-edge costs 16 bytes in one flat array, whatever the arrival order; its key is computed
-//! when its run is selected, so nothing but the edge itself crosses between workers.
+//! in-edge costs 16 bytes in one flat array, whatever the arrival order, plus its features
+//! (4 bytes each) at the same place of a second flat array when the edge table has them; its
+//! key is computed when its run is selected, so nothing but the edge itself crosses between
+//! workers.
 //!
 //! Invariant: a slot receives at most its in-degree of in-edges (every in-edge of a node that
 //! is not a hub goes to its owner, once). A slot that would overflow is a bug upstream, reported
@@ -23,6 +25,10 @@ pub struct OwnedRuns {
     cursor: Vec<Cursor>,
     /// Slot `s`'s run starts at `cursor[s - 1].end` (0 for slot 0).
     edges: Vec<Slotted>,
+    /// The features of the in-edge at place `i` of `edges`: `features[i * dim..(i + 1) * dim]`
+    /// (empty when `dim` is 0).
+    features: Vec<f32>,
+    dim: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,32 +45,44 @@ struct Slotted {
 }
 
 impl OwnedRuns {
-    /// Room for `capacity[s]` in-edges of each slot `s` (0 for the hubs, reduced elsewhere).
-    pub fn new(capacity: impl ExactSizeIterator<Item = u64>) -> Self {
+    /// Room for `capacity[s]` in-edges of each slot `s` (0 for the hubs, reduced elsewhere),
+    /// each with `dim` features.
+    pub fn new(capacity: impl ExactSizeIterator<Item = u64>, dim: usize) -> Self {
         let mut cursor = Vec::with_capacity(capacity.len());
         let mut total = 0usize;
         for c in capacity {
             cursor.push(Cursor { next: total, end: total + c as usize });
             total += c as usize;
         }
-        OwnedRuns { cursor, edges: vec![Slotted::default(); total] }
+        OwnedRuns { cursor, edges: vec![Slotted::default(); total], features: vec![0.0; total * dim], dim }
     }
 
-    /// Places one in-edge of `slot`; `Err` when the slot's run is already full, or no slot.
-    pub fn push(&mut self, slot: usize, src: i64, weight: f32) -> Result<(), usize> {
+    /// Places one in-edge of `slot` with its `dim` features; `Err` when the slot's run is
+    /// already full, or no slot.
+    pub fn push(&mut self, slot: usize, src: i64, weight: f32, features: &[f32]) -> Result<(), usize> {
         let Some(c) = self.cursor.get_mut(slot).filter(|c| c.next < c.end) else {
             return Err(slot);
         };
         self.edges[c.next] = Slotted { src, weight };
+        self.features[c.next * self.dim..(c.next + 1) * self.dim].copy_from_slice(features);
         c.next += 1;
         Ok(())
     }
 
-    /// Pushes the in-edges `slot` received, as keyed candidates of `dst`, onto `out`.
-    pub fn candidates(&self, slot: usize, sampler: Sampler, seed: u64, dst: i64, out: &mut Vec<Candidate>) {
+    /// Pushes the in-edges `slot` received, as keyed candidates of `dst`, onto `out`; each
+    /// carries its place, where [`OwnedRuns::features`] finds its features.
+    pub fn candidates(&self, slot: usize, sampler: Sampler, seed: u64, dst: i64, out: &mut Vec<Candidate<usize>>) {
         let start = if slot == 0 { 0 } else { self.cursor[slot - 1].end };
         let run = &self.edges[start..self.cursor[slot].next];
-        out.extend(run.iter().map(|e| Candidate::new(sampler, seed, dst, e.src, e.weight)));
+        out.extend(run.iter().enumerate().map(|(i, e)| {
+            let place = start + i;
+            Candidate::carrying(sampler, seed, dst, e.src, e.weight, self.features(place), place)
+        }));
+    }
+
+    /// The features of the in-edge at `place` (a candidate's payload).
+    pub fn features(&self, place: usize) -> &[f32] {
+        &self.features[place * self.dim..(place + 1) * self.dim]
     }
 }
 
@@ -75,22 +93,22 @@ mod tests {
 
     #[test]
     fn runs_hold_each_slots_edges_whatever_the_order() {
-        let mut runs = OwnedRuns::new([2u64, 0, 3].into_iter());
+        let mut runs = OwnedRuns::new([2u64, 0, 3].into_iter(), 1);
         for (slot, src) in [(2, 20), (0, 1), (2, 21), (0, 2), (2, 22)] {
-            runs.push(slot, src, 1.0).unwrap();
+            runs.push(slot, src, 1.0, &[src as f32 * 10.0]).unwrap();
         }
-        assert_eq!(runs.push(0, 3, 1.0), Err(0), "slot 0 has room for 2");
-        assert_eq!(runs.push(1, 3, 1.0), Err(1), "slot 1 has none");
+        assert_eq!(runs.push(0, 3, 1.0, &[0.0]), Err(0), "slot 0 has room for 2");
+        assert_eq!(runs.push(1, 3, 1.0, &[0.0]), Err(1), "slot 1 has none");
         let srcs = |slot| {
             let mut out = Vec::new();
             runs.candidates(slot, Sampler::All, 0, 9, &mut out);
-            let mut s: Vec<i64> = out.iter().map(|c| c.src).collect();
-            s.sort();
+            let mut s: Vec<(i64, f32)> = out.iter().map(|c| (c.src, runs.features(c.payload)[0])).collect();
+            s.sort_by_key(|e| e.0);
             s
         };
-        assert_eq!(srcs(0), vec![1, 2]);
+        assert_eq!(srcs(0), vec![(1, 10.0), (2, 20.0)]);
         assert!(srcs(1).is_empty());
-        assert_eq!(srcs(2), vec![20, 21, 22]);
+        assert_eq!(srcs(2), vec![(20, 200.0), (21, 210.0), (22, 220.0)]);
     }
 
     /// The owner's selection equals the reservoir's (the library's reference sampler) for
@@ -101,15 +119,46 @@ mod tests {
         for sampler in [Sampler::All, Sampler::Uniform, Sampler::Weighted, Sampler::Topk] {
             for limit in [1, 10, 300, 1000] {
                 let mut reservoir = Reservoir::new(limit);
-                let mut runs = OwnedRuns::new([edges.len() as u64].into_iter());
+                let mut runs = OwnedRuns::new([edges.len() as u64].into_iter(), 0);
                 for &(src, w) in &edges {
                     reservoir.push(Candidate::new(sampler, 5, 77, src, w));
-                    runs.push(0, src, w).unwrap();
+                    runs.push(0, src, w, &[]).unwrap();
                 }
                 let mut best = Vec::new();
                 runs.candidates(0, sampler, 5, 77, &mut best);
                 keep_best(&mut best, limit);
+                let best: Vec<Candidate> = best.iter().map(Candidate::bare).collect();
                 assert_eq!(best, reservoir.into_sorted(), "{sampler:?}, limit {limit}");
+            }
+        }
+    }
+
+    /// The same with features, parallel edges among them (same src and weight, other features),
+    /// in two arrival orders: the owner keeps the reservoir's edges, each with its own features.
+    #[test]
+    fn keep_best_with_features_equals_the_reservoir() {
+        let edges: Vec<(i64, f32, [f32; 2])> =
+            (0..300).map(|i| (i % 60, 1.0 + (i % 2) as f32, [i as f32, 0.25 * (i % 7) as f32])).collect();
+        let content = |src: i64, w: f32, f: &[f32]| (src, w.to_bits(), f.iter().map(|v| v.to_bits()).collect());
+        for sampler in [Sampler::All, Sampler::Uniform, Sampler::Weighted, Sampler::Topk] {
+            for limit in [1, 10, 300] {
+                let mut reservoir = Reservoir::new(limit);
+                edges
+                    .iter()
+                    .for_each(|(src, w, f)| reservoir.push(Candidate::carrying(sampler, 5, 77, *src, *w, f, *f)));
+                let expected: Vec<(i64, u32, Vec<u32>)> =
+                    reservoir.into_sorted().iter().map(|c| content(c.src, c.weight, &c.payload)).collect();
+                for reversed in [false, true] {
+                    let mut runs = OwnedRuns::new([edges.len() as u64].into_iter(), 2);
+                    let order: Vec<_> = if reversed { edges.iter().rev().collect() } else { edges.iter().collect() };
+                    order.into_iter().for_each(|(src, w, f)| runs.push(0, *src, *w, f).unwrap());
+                    let mut best = Vec::new();
+                    runs.candidates(0, sampler, 5, 77, &mut best);
+                    keep_best(&mut best, limit);
+                    let got: Vec<(i64, u32, Vec<u32>)> =
+                        best.iter().map(|c| content(c.src, c.weight, runs.features(c.payload))).collect();
+                    assert_eq!(got, expected, "{sampler:?}, limit {limit}, reversed {reversed}");
+                }
             }
         }
     }

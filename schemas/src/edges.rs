@@ -1,5 +1,7 @@
 //! The edge table: `src: int64`, `dst: int64`, optional `weight: float32` (> 0), optional
-//! `features: list<float32>` (validated for type; not carried into records).
+//! `features`: `list<float32>` or `fixed_size_list<float32>`, one length on every row (the
+//! table's first row's, at least 1), finite, no nulls. The checks that need more than one batch
+//! (that length, the same optional columns in every part) live in `sampling::load`.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
@@ -9,27 +11,56 @@ use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
-use crate::nodes::{FloatLists, int64, no_nulls};
+use crate::nodes::{FloatLists, check_features, float_list, float_lists, int64, no_nulls};
 
 pub const SRC: &str = "src";
 pub const DST: &str = "dst";
 pub const WEIGHT: &str = "weight";
 pub const FEATURES: &str = "features";
 
-/// The schema this project writes for edge tables (`import`, `generate`).
+/// The schema this project writes for edge tables without features (`import`, `generate`).
 pub fn edge_schema() -> Schema {
-    Schema::new(vec![
+    edge_schema_with(0)
+}
+
+/// The schema this project writes for edge tables, with `features: list<float32>` when
+/// `feature_dim > 0`.
+pub fn edge_schema_with(feature_dim: usize) -> Schema {
+    let mut fields = vec![
         Field::new(SRC, DataType::Int64, false),
         Field::new(DST, DataType::Int64, false),
         Field::new(WEIGHT, DataType::Float32, false),
-    ])
+    ];
+    if feature_dim > 0 {
+        fields.push(Field::new(FEATURES, float_list(), false));
+    }
+    Schema::new(fields)
 }
 
 /// Edges as a batch of [`edge_schema`]: what `import` and `generate` write.
 pub fn to_batch(src: Vec<i64>, dst: Vec<i64>, weight: Vec<f32>) -> RecordBatch {
-    let columns: Vec<ArrayRef> =
+    to_batch_with(src, dst, weight, None)
+}
+
+/// Edges as a batch of [`edge_schema_with`]; `features` holds each edge's values row-major and
+/// their width (`None`, or a width of 0: no `features` column).
+pub fn to_batch_with(
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    weight: Vec<f32>,
+    features: Option<(Vec<f32>, usize)>,
+) -> RecordBatch {
+    let rows = src.len();
+    let mut columns: Vec<ArrayRef> =
         vec![Arc::new(Int64Array::from(src)), Arc::new(Int64Array::from(dst)), Arc::new(Float32Array::from(weight))];
-    RecordBatch::try_new(Arc::new(edge_schema()), columns).expect("columns match the edge schema")
+    let dim = match features {
+        Some((values, dim)) if dim > 0 => {
+            columns.push(Arc::new(float_lists(values, std::iter::repeat_n(dim, rows), None)));
+            dim
+        }
+        _ => 0,
+    };
+    RecordBatch::try_new(Arc::new(edge_schema_with(dim)), columns).expect("columns match the edge schema")
 }
 
 /// The edge table's columns of one record batch, typed and checked.
@@ -37,6 +68,8 @@ pub struct EdgeBatch {
     pub src: Int64Array,
     pub dst: Int64Array,
     pub weight: Option<Float32Array>,
+    /// The `features` column, when the table has one (rows are checked by [`EdgeBatch::features`]).
+    pub features: Option<FloatLists>,
 }
 
 impl EdgeBatch {
@@ -81,10 +114,11 @@ impl EdgeBatch {
                 Some(weight)
             }
         };
-        if batch.column_by_name(FEATURES).is_some() {
-            FloatLists::from_column(batch, FEATURES, file)?;
-        }
-        Ok(EdgeBatch { src, dst, weight })
+        let features = match batch.column_by_name(FEATURES) {
+            None => None,
+            Some(_) => Some(FloatLists::from_column(batch, FEATURES, file)?),
+        };
+        Ok(EdgeBatch { src, dst, weight, features })
     }
 
     pub fn len(&self) -> usize {
@@ -98,5 +132,40 @@ impl EdgeBatch {
     /// Edge `i`'s weight; 1.0 when the table has no weight column.
     pub fn weight(&self, i: usize) -> f32 {
         self.weight.as_ref().map_or(1.0, |w| w.value(i))
+    }
+
+    /// Edge `i`'s features, checked: not null, no null value, finite, and `dim` of them (the
+    /// table's width, its first row's). Empty when the table has no `features` column. `row`
+    /// is the edge's file row, for the error.
+    pub fn features(&self, i: usize, dim: usize, file: &str, row: u64) -> Result<&[f32], BadInput> {
+        let Some(features) = &self.features else { return Ok(&[]) };
+        let values = check_features(features, i, file, row)?;
+        if values.len() != dim {
+            return Err(BadInput::new(
+                Location::file(file).row(row).column(FEATURES),
+                format!("feature length {} differs from the table's {dim} (the first row's)", values.len()),
+            ));
+        }
+        Ok(values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_features_read_back_and_bad_rows_are_named() {
+        let batch = to_batch_with(vec![1, 2], vec![2, 1], vec![1.0, 0.5], Some((vec![0.5, -1.0, 2.0, 3.0], 2)));
+        let edges = EdgeBatch::from_batch(&batch, "e.parquet", 10, false).unwrap();
+        assert_eq!(edges.features(1, 2, "e.parquet", 11).unwrap(), &[2.0, 3.0]);
+        let err = edges.features(0, 3, "e.parquet", 10).unwrap_err();
+        assert_eq!(err.at, Location::file("e.parquet").row(10).column(FEATURES));
+        assert!(err.problem.contains("feature length 2 differs from the table's 3"), "{}", err.problem);
+
+        let plain = EdgeBatch::from_batch(&to_batch(vec![1], vec![2], vec![1.0]), "p", 0, false).unwrap();
+        assert!(plain.features.is_none() && plain.features(0, 0, "p", 0).unwrap().is_empty());
+        let no_width = to_batch_with(vec![1], vec![2], vec![1.0], Some((Vec::new(), 0)));
+        assert_eq!(*no_width.schema(), edge_schema(), "a width of 0 writes no features column");
     }
 }

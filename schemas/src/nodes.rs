@@ -21,7 +21,7 @@ pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";
 
-fn float_list() -> DataType {
+pub(crate) fn float_list() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Float32, false)))
 }
 
@@ -65,7 +65,11 @@ impl NodeRows<'_> {
 }
 
 /// A `list<float32>` column of rows of `lengths`, null where `valid` says.
-fn float_lists(values: Vec<f32>, lengths: impl Iterator<Item = usize>, valid: Option<NullBuffer>) -> ListArray {
+pub(crate) fn float_lists(
+    values: Vec<f32>,
+    lengths: impl Iterator<Item = usize>,
+    valid: Option<NullBuffer>,
+) -> ListArray {
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     ListArray::new(item, OffsetBuffer::from_lengths(lengths), Arc::new(Float32Array::from(values)), valid)
 }
