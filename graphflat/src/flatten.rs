@@ -113,8 +113,8 @@ impl Body for Records<'_> {
             seed: self.config.seed,
             feature_dim: graph.nodes.dim,
             label: graph.nodes.label_kind,
-            edge_dim: 0,
-            edge_stats: None,
+            edge_dim: graph.nodes.edge_dim,
+            edge_stats: graph.nodes.edge_stats.clone(),
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();

@@ -14,23 +14,36 @@ pub struct GatheredNode {
     pub features: Vec<f32>,
 }
 
-/// One edge of a record by global ids: (dst, src, weight, layer mask).
+/// One edge of a record by global ids: (dst, src, weight, layer mask). Its features, when the
+/// edge table has them, travel beside it in one flat array per record (`edge_dim` values per
+/// edge, in the edges' order), not in a vector per edge.
 pub type GatheredEdge = (i64, i64, f32, u32);
 
-/// Orders the gathered nodes root first, then by (hop, id), and maps edges to local
-/// indices sorted by (dst, src): the layout depends only on the content.
+/// Orders the gathered nodes root first, then by (hop, id), and maps edges to local indices
+/// sorted by (dst, src, weight, layers, features' bits), each keeping its features
+/// (`edge_features`: the same number per edge, aligned with `edges`): the layout depends only
+/// on the content.
 pub fn assemble(
     root: i64,
     label: Option<Label>,
     split: Option<Split>,
     mut nodes: Vec<GatheredNode>,
-    mut edges: Vec<GatheredEdge>,
+    edges: Vec<GatheredEdge>,
+    edge_features: Vec<f32>,
 ) -> Record {
     nodes.sort_by_key(|n| (n.id != root, n.hop, n.id));
     let local: IdMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
-    let mut local_edges: Vec<(i32, i32, f32, u32)> =
-        edges.drain(..).map(|(dst, src, w, mask)| (local[&dst], local[&src], w, mask)).collect();
-    local_edges.sort_by_key(|a| (a.0, a.1, a.2.to_bits(), a.3));
+    let dim = edge_features.len().checked_div(edges.len()).unwrap_or(0);
+    let features_of = |i: usize| &edge_features[i * dim..(i + 1) * dim];
+    let mut local_edges: Vec<(i32, i32, f32, u32, usize)> =
+        edges.iter().enumerate().map(|(i, &(dst, src, w, mask))| (local[&dst], local[&src], w, mask, i)).collect();
+    local_edges.sort_by(|a, b| {
+        (a.0, a.1, a.2.to_bits(), a.3).cmp(&(b.0, b.1, b.2.to_bits(), b.3)).then_with(|| {
+            features_of(a.4).iter().map(|v| v.to_bits()).cmp(features_of(b.4).iter().map(|v| v.to_bits()))
+        })
+    });
+    let mut sorted_features = Vec::with_capacity(edge_features.len());
+    local_edges.iter().for_each(|e| sorted_features.extend_from_slice(features_of(e.4)));
     // Whole-slice copies: a flat_map over the values copies them one at a time.
     let mut features = Vec::with_capacity(nodes.iter().map(|n| n.features.len()).sum());
     nodes.iter().for_each(|n| features.extend_from_slice(&n.features));
@@ -46,6 +59,6 @@ pub fn assemble(
         edge_dst: local_edges.iter().map(|e| e.0).collect(),
         edge_weights: local_edges.iter().map(|e| e.2).collect(),
         edge_layers: local_edges.iter().map(|e| e.3).collect(),
-        edge_features: Vec::new(),
+        edge_features: sorted_features,
     }
 }

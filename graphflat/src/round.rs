@@ -3,7 +3,8 @@
 //! What crosses the wire, per round `d` (0 ..= k):
 //! - `Request { root, node, hop: d }` to the owner of `node`: "root's record reaches `node` at hop d";
 //! - `Reply` back to the owner of `root`: the node's features and in-degree, and (for d < k) its
-//!   sampled in-edges with the layers each serves.
+//!   sampled in-edges with the layers each serves and, when the edge table has them, their
+//!   features (flat, `edge_dim` per edge).
 //!
 //! The owner of a root merges replies into the record in progress; every in-edge source it has
 //! not seen yet is at hop d + 1 and becomes a request of the next round. After round k the
@@ -53,6 +54,8 @@ pub struct Reply {
     features: Vec<f32>,
     /// (src, weight, layer mask) of the in-edges the record needs at this hop.
     edges: Vec<(i64, f32, u32)>,
+    /// Their features, `edge_dim` per edge of `edges` (empty without edge features).
+    edge_features: Vec<f32>,
 }
 
 /// A record in progress, held by the owner of its root between rounds.
@@ -63,6 +66,8 @@ pub struct Partial {
     split: Option<Split>,
     nodes: Vec<GatheredNode>,
     edges: Vec<GatheredEdge>,
+    /// `edge_dim` features per edge of `edges`.
+    edge_features: Vec<f32>,
     seen: IdSet<i64>,
 }
 
@@ -82,13 +87,14 @@ fn expand<'s>(
                 for r in data.drain(..) {
                     // Requests name only nodes that exist: targets and checked edge sources.
                     let Some(slot) = nodes.slot(r.node) else { continue };
-                    let edges = nodes
+                    let edges: Vec<(i64, f32, u32)> = nodes
                         .sampled(slot)
                         .iter()
                         .enumerate()
                         .map(|(rank, e)| (e.src, e.weight, layers.mask(rank, hop)))
                         .take_while(|e| e.2 != 0)
                         .collect();
+                    let edge_features = nodes.sampled_features(slot)[..edges.len() * nodes.edge_dim].to_vec();
                     session.give(Reply {
                         root: r.root,
                         node: r.node,
@@ -98,6 +104,7 @@ fn expand<'s>(
                         split: nodes.splits[slot],
                         features: nodes.features(slot).to_vec(),
                         edges,
+                        edge_features,
                     });
                 }
             });
@@ -153,6 +160,7 @@ fn merge<'s>(
                             record.label = reply.label;
                             record.split = reply.split;
                         }
+                        record.edge_features.extend_from_slice(&reply.edge_features);
                         for &(src, weight, mask) in &reply.edges {
                             record.edges.push((reply.node, src, weight, mask));
                             if hop < hops && record.seen.insert(src) {
@@ -198,7 +206,7 @@ pub fn rounds<'s>(
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for p in data.drain(..) {
-                    session.give(assemble(p.root, p.label, p.split, p.nodes, p.edges));
+                    session.give(assemble(p.root, p.label, p.split, p.nodes, p.edges, p.edge_features));
                 }
             });
         }
