@@ -76,6 +76,18 @@ enum Command {
         /// Zipf exponent of in-degrees (larger: bigger hubs).
         #[arg(long, default_value_t = generate::DEFAULT_SKEW)]
         skew: f64,
+        /// Share of a node's in-edges from its own class.
+        #[arg(long, default_value_t = generate::DEFAULT_HOMOPHILY)]
+        homophily: f64,
+        /// Scale of the class centroids in the node features (noise has unit variance).
+        #[arg(long, default_value_t = generate::DEFAULT_FEATURE_SIGNAL)]
+        feature_signal: f64,
+        /// Width of the edge features (0: the edge table has none).
+        #[arg(long, default_value_t = generate::DEFAULT_EDGE_FEATURE_DIM)]
+        edge_feature_dim: usize,
+        /// Scale of the per-class centroids (of the destination's class) in the edge features.
+        #[arg(long, default_value_t = generate::DEFAULT_EDGE_FEATURE_SIGNAL)]
+        edge_feature_signal: f64,
         /// Multi-hot targets (list<float32> labels, one per class) instead of class ids.
         #[arg(long)]
         multi_label: bool,
@@ -154,13 +166,30 @@ fn run(cli: Cli) -> Result<()> {
             let overrides = Overrides { process, processes, workers, resume };
             run_job(&job, &overrides)
         }
-        Command::Generate { out, nodes, avg_degree, feature_dim, classes, skew, multi_label, seed } => {
+        Command::Generate {
+            out,
+            nodes,
+            avg_degree,
+            feature_dim,
+            classes,
+            skew,
+            homophily,
+            feature_signal,
+            edge_feature_dim,
+            edge_feature_signal,
+            multi_label,
+            seed,
+        } => {
             let config = GenerateConfig {
                 nodes,
                 avg_degree,
                 feature_dim,
                 classes,
                 skew,
+                homophily,
+                feature_signal,
+                edge_feature_dim,
+                edge_feature_signal,
                 multi_label,
                 seed,
                 ..GenerateConfig::with_output(out)
@@ -175,10 +204,11 @@ fn run(cli: Cli) -> Result<()> {
                 Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display())))
             })?;
             println!(
-                "imported {} nodes ({} features), {} edges, split {} into {out}",
+                "imported {} nodes ({} features), {} edges ({} features), split {} into {out}",
                 imported.nodes,
                 imported.feature_dim,
                 imported.edges,
+                imported.edge_feature_dim,
                 imported.split.as_deref().unwrap_or("(none)")
             );
             Ok(())

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! raw/edge.csv.gz          src,dst per line, no header
+//! raw/edge-feat.csv.gz     one edge per line, as edge.csv.gz: comma-separated floats (optional)
 //! raw/node-feat.csv.gz     one node per line: comma-separated floats (node id = line number)
 //! raw/node-label.csv.gz    one class id per line (optional)
 //! split/<name>/{train,valid,test}.csv.gz   node ids, one per line (optional)
@@ -27,6 +28,8 @@ pub struct Imported {
     pub nodes: u64,
     pub edges: u64,
     pub feature_dim: usize,
+    /// Width of the edge features (0: the dataset has no `raw/edge-feat.csv.gz`).
+    pub edge_feature_dim: usize,
     pub split: Option<String>,
 }
 
@@ -51,6 +54,30 @@ fn parse_i64(path: &Path, line: u64, column: &str, text: &str) -> Result<i64, Er
 
 fn parse_f32(path: &Path, line: u64, column: &str, text: &str) -> Result<f32, Error> {
     text.parse().map_err(|_| bad(path, line, column, format!("not a number: {text:?}")))
+}
+
+/// Appends line `line` of `path` (comma-separated floats, at least one) to `out`, checking that
+/// each is finite and that the line has as many values as the first (`dim`, set by the first
+/// line).
+fn push_features(path: &Path, line: u64, text: &str, dim: &mut Option<usize>, out: &mut Vec<f32>) -> Result<(), Error> {
+    let before = out.len();
+    for value in text.split(',') {
+        let v: f32 =
+            value.trim().parse().map_err(|_| bad(path, line, "features", format!("not a number: {value:?}")))?;
+        if !v.is_finite() {
+            return Err(bad(path, line, "features", format!("not finite: {value}")));
+        }
+        out.push(v);
+    }
+    let len = out.len() - before;
+    match *dim {
+        None => *dim = Some(len),
+        Some(d) if d != len => {
+            return Err(bad(path, line, "features", format!("{len} values, but the first line has {d}")));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The labels' kind: targets if any line has several values (all must have as many), else
@@ -82,23 +109,7 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     let mut nodes = 0usize;
     for line in lines(&feat_path)? {
         let (i, text) = line?;
-        let before = features.len();
-        for value in text.split(',') {
-            let v: f32 =
-                value.trim().parse().map_err(|_| bad(&feat_path, i, "features", format!("not a number: {value:?}")))?;
-            if !v.is_finite() {
-                return Err(bad(&feat_path, i, "features", format!("not finite: {value}")));
-            }
-            features.push(v);
-        }
-        let len = features.len() - before;
-        match dim {
-            None => dim = Some(len),
-            Some(d) if d != len => {
-                return Err(bad(&feat_path, i, "features", format!("{len} values, but the first line has {d}")));
-            }
-            _ => {}
-        }
+        push_features(&feat_path, i, &text, &mut dim, &mut features)?;
         nodes += 1;
     }
     let dim = dim.ok_or_else(|| Error::BadData(format!("{}: no nodes (an empty table)", feat_path.display())))?;
@@ -190,19 +201,24 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     }
 
     let edge_path = raw.join("edge.csv.gz");
+    // The edge features, line by line beside the edges, when the dataset has them.
+    let edge_feat_path = raw.join("edge-feat.csv.gz");
+    let mut edge_feat_lines = if edge_feat_path.exists() { Some(lines(&edge_feat_path)?) } else { None };
+    let mut edge_dim = None;
     let mut edges = 0u64;
     {
         let table = &edges_table;
-        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        let (mut src, mut dst, mut edge_features) = (Vec::new(), Vec::new(), Vec::new());
         let mut part = 0;
-        let flush = |src: &mut Vec<i64>, dst: &mut Vec<i64>, part: &mut usize| -> Result<(), Error> {
+        let mut flush = |src: &mut Vec<i64>, dst: &mut Vec<i64>, features: &mut Vec<f32>, dim: Option<usize>| {
             if src.is_empty() {
-                return Ok(());
+                return Ok::<(), Error>(());
             }
             let weight = vec![1.0f32; src.len()];
-            let batch = edges::to_batch(std::mem::take(src), std::mem::take(dst), weight);
-            table.write(*part, batch.schema(), &[batch])?;
-            *part += 1;
+            let features = Some((std::mem::take(features), dim.unwrap_or(0)));
+            let batch = edges::to_batch_with(std::mem::take(src), std::mem::take(dst), weight, features);
+            table.write(part, batch.schema(), &[batch])?;
+            part += 1;
             Ok(())
         };
         for line in lines(&edge_path)? {
@@ -211,16 +227,37 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
                 text.split_once(',').ok_or_else(|| bad(&edge_path, i, "src", format!("expected src,dst: {text:?}")))?;
             src.push(parse_i64(&edge_path, i, "src", s)?);
             dst.push(parse_i64(&edge_path, i, "dst", d)?);
+            if let Some(feat_lines) = &mut edge_feat_lines {
+                let (j, text) = feat_lines.next().transpose()?.ok_or_else(|| {
+                    Error::BadData(format!("{}: {i} lines, fewer than the edges", edge_feat_path.display()))
+                })?;
+                push_features(&edge_feat_path, j, &text, &mut edge_dim, &mut edge_features)?;
+            }
             edges += 1;
             if src.len() == ROWS_PER_PART {
-                flush(&mut src, &mut dst, &mut part)?;
+                flush(&mut src, &mut dst, &mut edge_features, edge_dim)?;
             }
         }
-        flush(&mut src, &mut dst, &mut part)?;
+        flush(&mut src, &mut dst, &mut edge_features, edge_dim)?;
+    }
+    if let Some(extra) = edge_feat_lines.and_then(|mut l| l.next()) {
+        let (j, _) = extra?;
+        return Err(Error::BadData(format!(
+            "{}: line {} has no edge ({} has {edges} lines)",
+            edge_feat_path.display(),
+            j + 1,
+            edge_path.display()
+        )));
     }
     nodes_table.commit()?;
     edges_table.commit()?;
-    Ok(Imported { nodes: nodes as u64, edges, feature_dim: dim, split: split_name })
+    Ok(Imported {
+        nodes: nodes as u64,
+        edges,
+        feature_dim: dim,
+        edge_feature_dim: edge_dim.unwrap_or(0),
+        split: split_name,
+    })
 }
 
 #[cfg(test)]

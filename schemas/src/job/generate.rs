@@ -1,6 +1,6 @@
 //! The `[generate]` stage (also `graphflat generate`, whose flags default to the same constants):
-//! a synthetic graph with power-law in-degrees, real hubs, planted communities and
-//! label-correlated features.
+//! a synthetic graph with power-law in-degrees, real hubs, planted communities,
+//! label-correlated node features and, on request, label-correlated edge features.
 
 use super::JobError;
 
@@ -20,6 +20,10 @@ pub const DEFAULT_SKEW: f64 = 0.9;
 pub const DEFAULT_HOMOPHILY: f64 = 0.8;
 /// Scale of the class centroids in the features when a job sets none.
 pub const DEFAULT_FEATURE_SIGNAL: f64 = 0.5;
+/// Width of the edge features when a job sets none: 0, an edge table without features.
+pub const DEFAULT_EDGE_FEATURE_DIM: usize = 0;
+/// Scale of the per-class edge centroids in the edge features when a job sets none.
+pub const DEFAULT_EDGE_FEATURE_SIGNAL: f64 = 1.0;
 /// Share of nodes in the train split when a job sets none.
 pub const DEFAULT_TRAIN_FRACTION: f64 = 0.5;
 /// Share of nodes in the valid split when a job sets none; the rest is test.
@@ -51,6 +55,13 @@ pub struct GenerateConfig {
     /// Strength of the class signal in the features (noise has unit variance).
     #[serde(default = "default_feature_signal")]
     pub feature_signal: f64,
+    /// Width of the edge features (0: the edge table has no `features` column). Edge `u -> v`
+    /// gets `edge_feature_signal` times a centroid of `v`'s class plus unit normal noise, so
+    /// with `feature_signal = 0` and `homophily = 0` only the edges tell the classes apart.
+    #[serde(default = "default_edge_feature_dim")]
+    pub edge_feature_dim: usize,
+    #[serde(default = "default_edge_feature_signal")]
+    pub edge_feature_signal: f64,
     /// Fractions of nodes in train and valid; the rest is test.
     #[serde(default = "default_train_fraction")]
     pub train_fraction: f64,
@@ -72,6 +83,8 @@ serde_defaults! {
     default_skew: f64 = DEFAULT_SKEW;
     default_homophily: f64 = DEFAULT_HOMOPHILY;
     default_feature_signal: f64 = DEFAULT_FEATURE_SIGNAL;
+    default_edge_feature_dim: usize = DEFAULT_EDGE_FEATURE_DIM;
+    default_edge_feature_signal: f64 = DEFAULT_EDGE_FEATURE_SIGNAL;
     default_train_fraction: f64 = DEFAULT_TRAIN_FRACTION;
     default_valid_fraction: f64 = DEFAULT_VALID_FRACTION;
     default_seed: u64 = DEFAULT_SEED;
@@ -89,6 +102,8 @@ impl Default for GenerateConfig {
             skew: DEFAULT_SKEW,
             homophily: DEFAULT_HOMOPHILY,
             feature_signal: DEFAULT_FEATURE_SIGNAL,
+            edge_feature_dim: DEFAULT_EDGE_FEATURE_DIM,
+            edge_feature_signal: DEFAULT_EDGE_FEATURE_SIGNAL,
             train_fraction: DEFAULT_TRAIN_FRACTION,
             valid_fraction: DEFAULT_VALID_FRACTION,
             multi_label: false,
@@ -122,6 +137,9 @@ impl GenerateConfig {
             || !self.feature_signal.is_finite()
         {
             return Err(JobError::invalid("generate", "train_fraction + valid_fraction must be within [0, 1]"));
+        }
+        if !self.edge_feature_signal.is_finite() {
+            return Err(JobError::invalid("generate", "edge_feature_signal must be finite"));
         }
         Ok(())
     }
