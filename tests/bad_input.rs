@@ -56,6 +56,27 @@ fn edges(data: &Path, src: Vec<i64>, dst: Vec<i64>, weight: Vec<f32>) -> PathBuf
     path
 }
 
+/// The edge file `data/edges/<name>` of edges i -> i + 1 (mod the rows), with a `features`
+/// column of `rows` (`None`: a null row).
+fn edges_with_features(data: &Path, name: &str, rows: &[Option<Vec<f32>>]) -> PathBuf {
+    let path = data.join("edges").join(name);
+    let n = rows.len() as i64;
+    let lists = rows.iter().map(|r| r.as_ref().map(|r| r.iter().map(|&v| Some(v)).collect::<Vec<_>>()));
+    write(
+        &path,
+        vec![
+            ("src", Arc::new(Int64Array::from_iter_values(0..n)) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from_iter_values((0..n).map(|i| (i + 1) % n)))),
+            ("features", Arc::new(ListArray::from_iter_primitive::<arrow_array::types::Float32Type, _, _>(lists))),
+        ],
+    );
+    path
+}
+
+fn good_edge_features(n: usize) -> Vec<Option<Vec<f32>>> {
+    (0..n).map(|i| Some(vec![i as f32, 0.5])).collect()
+}
+
 fn good_edges(data: &Path) -> PathBuf {
     edges(data, vec![0, 1, 2, 3], vec![1, 2, 3, 0], vec![1.0; 4])
 }
@@ -197,6 +218,50 @@ fn feature_length_mismatch() {
     let message = fails(&dir, &data);
     assert_names(&message, &file, Some(2), "features");
     assert!(message.contains("feature length 2 differs from the table's 3"), "{message}");
+}
+
+/// A NaN edge feature (in the first row, which sets the width, and in another), a row of
+/// another length, a null row: each exits 65 naming file, row and column, with no `_SUCCESS`.
+#[test]
+fn bad_edge_features_name_file_row_and_column() {
+    let cases: [(usize, Option<Vec<f32>>, &str); 4] = [
+        (0, Some(vec![f32::NAN, 1.0]), "NaN at position 0"),
+        (2, Some(vec![1.0, f32::NAN]), "NaN at position 1"),
+        (3, Some(vec![1.0, 2.0, 3.0]), "feature length 3 differs from the table's 2 (the first row's)"),
+        (1, None, "features are null"),
+    ];
+    for (row, value, problem) in cases {
+        let dir = scratch("bad-edge-features");
+        let data = dir.join("data");
+        nodes(&data, (0..4).collect(), good_features(4));
+        let mut rows = good_edge_features(4);
+        rows[row] = value;
+        let file = edges_with_features(&data, "part-0.parquet", &rows);
+        let out = dir.join("flat");
+        let output = run(&Job::flatten(&data, &out).key("fanouts", vec![2, 2]).write(&dir, "job"), &["--workers", "2"]);
+        assert_fails(&output, 65, &[problem]);
+        assert_names(&text(&output), &file, Some(row as u64), "features");
+        assert!(!out.join("_SUCCESS").exists(), "a failed job left _SUCCESS");
+    }
+}
+
+#[test]
+fn edge_parts_without_the_features_of_the_others_are_named() {
+    let dir = scratch("bad-edge-parts");
+    let data = dir.join("data");
+    nodes(&data, (0..4).collect(), good_features(4));
+    edges_with_features(&data, "part-0.parquet", &good_edge_features(4));
+    let second = data.join("edges/part-1.parquet");
+    write(
+        &second,
+        vec![
+            ("src", Arc::new(Int64Array::from(vec![1i64])) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from(vec![3i64]))),
+        ],
+    );
+    let message = fails(&dir, &data);
+    assert_names(&message, &second, None, "features");
+    assert!(message.contains("same columns"), "{message}");
 }
 
 #[test]
@@ -357,14 +422,11 @@ fn node_parts_without_a_column_of_the_others_and_empty_features_are_named() {
 
 #[test]
 fn a_failed_import_leaves_no_table_behind() {
-    use std::io::Write;
     let dir = scratch("bad-import");
     let raw = dir.join("ogb/raw");
     std::fs::create_dir_all(&raw).unwrap();
     let gz = |name: &str, text: &str, keep: usize| {
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(text.as_bytes()).unwrap();
-        let bytes = encoder.finish().unwrap();
+        let bytes = gzip(text);
         std::fs::write(raw.join(name), &bytes[..keep.min(bytes.len())]).unwrap();
     };
     gz("node-feat.csv.gz", "1.0,2.0\n3.0,4.0\n5.0,6.0\n", usize::MAX);

@@ -5,13 +5,6 @@ mod common;
 
 use common::*;
 
-fn hubs_reindexed(summary: &str) -> u64 {
-    let line = summary.lines().find(|l| l.contains("hubs re-indexed")).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let i = words.iter().position(|w| *w == "hubs").unwrap();
-    words[i - 1].parse().unwrap()
-}
-
 fn check_sampler(sampler: &str) {
     let dir = scratch(&format!("determinism-{sampler}"));
     let data = dir.join("graph");

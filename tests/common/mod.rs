@@ -89,6 +89,14 @@ pub fn flatten(dir: &Path, data: &Path, name: &str, args: &[&str], settings: imp
     out
 }
 
+/// How many hubs a flatten run's summary says it re-indexed.
+pub fn hubs_reindexed(summary: &str) -> u64 {
+    let line = summary.lines().find(|l| l.contains("hubs re-indexed")).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == "hubs").unwrap();
+    words[i - 1].parse().unwrap()
+}
+
 /// Generates a graph with `graphflat generate` into `dir`.
 pub fn generate(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) {
     let args = generate_args(dir.to_str().unwrap(), nodes, avg_degree, dim, seed);
@@ -115,6 +123,14 @@ pub fn cora() -> Option<PathBuf> {
         );
         None
     }
+}
+
+/// `text` gzipped, as OGB ships its CSV files.
+pub fn gzip(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(text.as_bytes()).unwrap();
+    encoder.finish().unwrap()
 }
 
 /// A free loopback port (bound and released; good enough for tests).
