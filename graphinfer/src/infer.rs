@@ -16,7 +16,7 @@ use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, SampleSpec, agree};
 use schemas::layers::Layers;
-use schemas::model::ModelMeta;
+use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, InferConfig, Targets};
 use stage::{Body, Clock, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
 use tables::commit::Stage;
@@ -24,7 +24,7 @@ use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
 
 use crate::Error;
-use crate::model::{check_input_width, load, model_dir, model_error};
+use crate::model::{check_edge_width, check_input_width, load, model_dir, model_error};
 use crate::output::{self, Head};
 use crate::plan::plan;
 use crate::round::{Context, Input, layer};
@@ -141,8 +141,12 @@ impl Body for Scores<'_> {
         check_input_width(self.meta, self.dir, &self.config.nodes, nodes.dim)
     }
 
+    fn check_edges(&self, edge_dim: usize) -> Result<(), Error> {
+        check_edge_width(self.meta, self.dir, &self.config.edges, edge_dim)
+    }
+
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
-        let nodes = Rc::new(graph.nodes);
+        let nodes = Rc::new(edge_features(graph.nodes, &self.meta.spec));
         let slots: Vec<u32> = graph.targets.iter().map(|t| t.1).collect();
         let all = self.config.targets == Targets::All;
         let plan = plan(worker.timely, &nodes, &self.layers, &slots, all, self.config.hub_threshold)?;
@@ -171,6 +175,18 @@ impl Body for Scores<'_> {
             remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
         }
     }
+}
+
+/// The store with its sampled in-edges' features as the model reads them: none for a model
+/// that reads none, standardized in place for one trained on standardized features (the
+/// statistics of its records, from `model.json`).
+fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
+    match (spec.edge_dim, &spec.edge_stats) {
+        (0, _) => nodes.drop_edge_features(),
+        (_, Some(stats)) if spec.normalize_edge_features => nodes.standardize_edge_features(stats),
+        _ => {}
+    }
+    nodes
 }
 
 /// Rounds 1..=k: the targets' logits, and their rows of the embedding layer (both in target

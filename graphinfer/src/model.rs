@@ -64,3 +64,17 @@ pub fn check_input_width(meta: &ModelMeta, dir: &Place, nodes: &str, dim: usize)
     }
     Ok(())
 }
+
+/// The edge table must have the edge features the model's layers read, of the width it was
+/// trained with (a model that reads none runs on any edge table).
+pub fn check_edge_width(meta: &ModelMeta, dir: &Place, edges: &str, edge_dim: usize) -> Result<(), Error> {
+    let wanted = meta.spec.edge_dim;
+    if wanted == 0 || wanted == edge_dim {
+        return Ok(());
+    }
+    let found = if edge_dim == 0 { "no features column".to_owned() } else { format!("{edge_dim} features per edge") };
+    Err(Error::BadData(format!(
+        "the model in {} reads {wanted} edge features per edge, but the edge table {edges} has {found}",
+        dir.shown()
+    )))
+}

@@ -40,6 +40,8 @@ pub struct HubTask {
     pub salt: u32,
     /// The sources' rows, in rank order.
     pub rows: Vec<u32>,
+    /// The in-edges' features, `edge_dim` per row (empty when the model reads none).
+    pub features: Vec<f32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,6 +50,7 @@ struct TaskMsg {
     layer: u32,
     salt: u32,
     sources: Vec<i64>,
+    features: Vec<f32>,
 }
 
 /// The worker a hub's run is aggregated on.
@@ -94,7 +97,9 @@ impl Plan {
     }
 }
 
-/// Makes the plan for `targets` (slots of this worker's target nodes).
+/// Makes the plan for `targets` (slots of this worker's target nodes). A hub's runs carry
+/// their in-edges' features (as the model reads them, see `infer::edge_features`) to their
+/// reducers.
 pub fn plan(
     worker: &mut Worker,
     nodes: &Rc<NodeStore>,
@@ -122,8 +127,10 @@ pub fn plan(
             owned.insert(slot as u32, n);
             for s in 0..n as usize {
                 let ranks = s * count / n as usize..(s + 1) * count / n as usize;
+                let e = nodes.edge_dim;
+                let features = nodes.sampled_features(slot)[ranks.start * e..ranks.end * e].to_vec();
                 let sources = nodes.sampled(slot)[ranks].iter().map(|e| e.src).collect();
-                runs.push(TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt: s as u32, sources });
+                runs.push(TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt: s as u32, sources, features });
             }
         }
     }
@@ -189,7 +196,7 @@ pub fn plan(
     let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
     for t in received {
         let rows = t.sources.iter().map(|&u| row(u)).collect();
-        tasks[t.layer as usize].push(HubTask { hub: t.hub, salt: t.salt, rows });
+        tasks[t.layer as usize].push(HubTask { hub: t.hub, salt: t.salt, rows, features: t.features });
     }
 
     let subscribers = subscribe(worker, nodes, &reads)?;

@@ -104,19 +104,21 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
         HashMap::new()
     };
 
-    let ow = slice.output_width();
-    let mut out = vec![0f32; n * ow];
+    let fw = slice.finish_width();
+    let mut out = vec![0f32; n * fw];
     let mut done = 0u64;
+    let e = cx.nodes.edge_dim;
     for v in (0..n).filter(|&v| cx.plan.needs(v, l)) {
         let own = &rows[v * rw..(v + 1) * rw];
         let state = match merged.get(&(v as u32)) {
             Some(state) => state.clone(),
             None => {
                 let count = cx.layers.count(l, cx.nodes.sampled(v).len());
-                fold(&slice, own, cx.plan.in_rows(v, count), &messages)
+                let edges = &cx.nodes.sampled_features(v)[..count * e];
+                fold(&slice, own, cx.plan.in_rows(v, count), edges, &messages)
             }
         };
-        slice.finish(own, cx.layers.degree(l, cx.nodes.in_degree[v]) as f32, &state, &mut out[v * ow..(v + 1) * ow]);
+        slice.finish(own, cx.layers.degree(l, cx.nodes.in_degree[v]) as f32, &state, &mut out[v * fw..(v + 1) * fw]);
         done += 1;
         if done.is_multiple_of(8192) {
             cx.progress.advance(l - 1, 8192);
@@ -127,7 +129,33 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
         }
     }
     cx.progress.advance(l - 1, done % 8192);
+    if slice.has_post() {
+        return Ok(post(cx, l, out, fw));
+    }
     Ok(out)
+}
+
+/// GINE's post step (its MLP and activation) on the device, in batches padded like the
+/// transform's, over the finished rows (`width` each) of the nodes the layer computes.
+fn post(cx: &Context, l: usize, finished: Vec<f32>, width: usize) -> Vec<f32> {
+    let ow = cx.model.slice(cx.spec, l - 1).output_width();
+    let n = cx.nodes.len();
+    let mut out = vec![0f32; n * ow];
+    let slots: Vec<usize> = (0..n).filter(|&v| cx.plan.needs(v, l)).collect();
+    let batch_rows = transform_rows(cx.batch_size, width.max(ow));
+    for batch in slots.chunks(batch_rows) {
+        let mut values = Vec::with_capacity(batch_rows * width);
+        for &v in batch {
+            values.extend_from_slice(&finished[v * width..(v + 1) * width]);
+        }
+        values.resize(batch_rows * width, 0.0);
+        let rows = gnn::slice::post_rows(cx.model, cx.spec, l - 1, values, width, cx.device);
+        for (i, &v) in batch.iter().enumerate() {
+            out[v * ow..(v + 1) * ow].copy_from_slice(&rows[i * ow..(i + 1) * ow]);
+        }
+        check_abort();
+    }
+    out
 }
 
 /// A layer's messages by row (see `plan`): this worker's nodes', then the remote nodes' it reads.
@@ -145,11 +173,14 @@ impl Messages {
     }
 }
 
-/// The folded messages of `rows`, in order, for a destination with transformed row `own`.
-fn fold(slice: &LayerSlice, own: &[f32], rows: &[u32], messages: &Messages) -> Vec<f32> {
+/// The folded messages of `rows`, in order, for a destination with transformed row `own`;
+/// `edges` holds the in-edges' features, the same number per row (none when the model reads
+/// none).
+fn fold(slice: &LayerSlice, own: &[f32], rows: &[u32], edges: &[f32], messages: &Messages) -> Vec<f32> {
     let mut state = slice.empty_state();
-    for &r in rows {
-        slice.fold(&mut state, own, messages.row(r as usize));
+    let e = edges.len() / rows.len().max(1);
+    for (i, &r) in rows.iter().enumerate() {
+        slice.fold(&mut state, own, messages.row(r as usize), &edges[i * e..(i + 1) * e]);
     }
     state
 }
@@ -257,7 +288,8 @@ fn reduce_hubs(
         let own = hub_rows
             .get(&(task.hub, task.salt))
             .ok_or_else(|| Error::Internal(format!("no row of hub {} for run {}", task.hub, task.salt)))?;
-        partials.push(Partial { hub: task.hub, salt: task.salt, state: fold(slice, own, &task.rows, messages) });
+        let state = fold(slice, own, &task.rows, &task.features, messages);
+        partials.push(Partial { hub: task.hub, salt: task.salt, state });
         check_abort();
     }
     let received: Rc<RefCell<Vec<Partial>>> = Rc::default();

@@ -102,6 +102,22 @@ impl NodeStore {
         }
     }
 
+    /// Standardizes every sampled in-edge's features in place (`stats` of this width).
+    pub fn standardize_edge_features(&mut self, stats: &EdgeStats) {
+        let mut out = Vec::with_capacity(self.edge_dim);
+        for row in self.sampled_features.chunks_mut(self.edge_dim.max(1)) {
+            out.clear();
+            stats.push_standardized(row, &mut out);
+            row.copy_from_slice(&out);
+        }
+    }
+
+    /// Forgets the sampled in-edges' features (for a model that reads none).
+    pub fn drop_edge_features(&mut self) {
+        self.edge_dim = 0;
+        self.sampled_features = Vec::new();
+    }
+
     /// Sets every node's sampled in-edges: `edges` holds slot 0's, then slot 1's, ...; `at` has
     /// one offset per slot plus the end; `features` holds `edge_dim` values per edge of `edges`.
     pub fn set_sampled(&mut self, at: Vec<usize>, edges: Vec<InEdge>, edge_dim: usize, features: Vec<f32>) {

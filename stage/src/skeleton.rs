@@ -123,6 +123,12 @@ pub trait Body {
         Ok(())
     }
 
+    /// Checks the edge table's feature width (0: it has none) before sampling; every worker
+    /// sees the same width.
+    fn check_edges(&self, _edge_dim: usize) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// The stage's work on this worker: writes its parts under `output`'s names and closes
     /// them before it returns. Ends its phases on `worker.clock`.
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<Self::Own>, Error>;
@@ -240,6 +246,7 @@ fn round_zero<B: Body>(
     let spec = body.sampling();
     let edges = load_edges(worker.timely, worker.io, edges_table, &nodes, spec.sampler == Sampler::Weighted)?;
     let read = edges.len() as u64;
+    agree(worker.timely, body.check_edges(edges.edge_dim))?;
     worker.clock.lap("map");
     let sampled = sample_in_edges(worker.timely, &nodes, edges, spec)?;
     worker.clock.lap("sample");

@@ -5,6 +5,7 @@
 
 mod jobs;
 mod records;
+mod scores;
 mod tables;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 pub use jobs::{Job, loopback_hosts, write_job};
 pub use records::{Record, global_edges, manifest, read_listed_records, read_records};
+pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
 pub use tables::{Graph, batches_in, parquet_files, read_batches, read_graph, sorted_rows};
 
 /// How long `run` waits for a job before it fails the test as hung.
