@@ -1,13 +1,17 @@
 //! Neighbor aggregation. [`scatter_sum`] is gather/scatter over burn tensor ops: the reference
 //! the edge-partitioned kernel ([`crate::kernel`]) is tested against, and the path on backends
-//! the kernel does not cover (the GPU). [`EdgeTensors`] carries a layer's edges to the device and
-//! runs whichever of the two the batch was built for.
+//! the kernel does not cover (the GPU). [`EdgeTensors`] carries a layer's edges (and their
+//! features) to the device and runs whichever of the two the batch was built for.
+//!
+//! Two kinds of sums: node rows along the edges ([`EdgeTensors::sum`], `out[dst] += coef x[src]`),
+//! and one row per edge into its destination ([`EdgeTensors::sum_edge_rows`]: edge features,
+//! per-edge messages), which the kernel runs over a plan whose source rows are the edges.
 
 use burn::prelude::*;
 use burn::tensor::{IndexingUpdateOp, Int, TensorData};
 
-use crate::batch::LayerEdges;
-use crate::kernel::{Aggregation, PlanRef, edge_sum, uses_kernel};
+use crate::batch::{LayerEdges, LayerPlans};
+use crate::kernel::{Aggregation, edge_sum, uses_kernel};
 
 /// A layer's edges as tensors on a device.
 #[derive(Debug, Clone)]
@@ -24,9 +28,10 @@ pub struct EdgeTensors {
     /// The input row of each output row, when not `0..rows_out` (see [`LayerEdges::own`]).
     pub own: Option<Tensor<1, Int>>,
     pub edges: usize,
-    /// The kernel's plans (when the device runs the kernel): the edges, and the edges followed
-    /// by one self-loop per output row (GAT's attention runs over those).
-    pub plans: Option<(PlanRef, PlanRef)>,
+    /// `[edges, edge_dim]`, as the model reads them; `None` when the layer reads none.
+    pub features: Option<Tensor<2>>,
+    /// The kernel's plans, when the device runs the kernel.
+    pub plans: Option<LayerPlans>,
 }
 
 impl EdgeTensors {
@@ -44,6 +49,8 @@ impl EdgeTensors {
             gcn_self: column(&e.gcn_self),
             own: e.own.as_ref().map(|own| Tensor::from_data(TensorData::new(own.clone(), [own.len()]), device)),
             edges: n,
+            features: (e.edge_dim > 0)
+                .then(|| Tensor::from_data(TensorData::new(e.features.clone(), [n, e.edge_dim]), device)),
             plans,
         }
     }
@@ -51,17 +58,62 @@ impl EdgeTensors {
     /// `out[dst] += coef * x[src]` over the edges (`coef` is `[edges, 1]`), `rows_out` rows.
     pub fn sum(&self, x: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
         match &self.plans {
-            Some((plan, _)) => edge_sum(x, coef.clone(), plan),
+            Some(plans) => edge_sum(x, coef.clone(), &plans.edges),
             None => scatter_sum(x, &self.src, &self.dst, Some(coef), self.rows_out),
         }
+    }
+
+    /// `out[dst] += x[src]` over the edges, `rows_out` rows.
+    pub fn sum_unweighted(&self, x: Tensor<2>) -> Tensor<2> {
+        match &self.plans {
+            Some(plans) => {
+                let ones = Tensor::<2>::ones([self.edges, 1], &x.device());
+                edge_sum(x, ones, &plans.edges)
+            }
+            None => scatter_sum(x, &self.src, &self.dst, None, self.rows_out),
+        }
+    }
+
+    /// `out[dst[e]] += coef[e] * m[e]`: one row of `m` (`[edges, width]`) per edge, summed into
+    /// its destination (`coef` is `[edges, 1]`, `None` for 1); `rows_out` rows.
+    pub fn sum_edge_rows(&self, m: Tensor<2>, coef: Option<&Tensor<2>>) -> Tensor<2> {
+        let [_, width] = m.dims();
+        let device = m.device();
+        if self.edges == 0 {
+            return Tensor::zeros([self.rows_out, width], &device);
+        }
+        match self.plans.as_ref().and_then(|p| p.edge_rows.as_ref()) {
+            Some(plan) => {
+                let coef = coef.cloned().unwrap_or_else(|| Tensor::ones([self.edges, 1], &device));
+                edge_sum(m, coef, plan)
+            }
+            None => {
+                let m = match coef {
+                    Some(c) => m * c.clone(),
+                    None => m,
+                };
+                Tensor::zeros([self.rows_out, width], &device).select_assign(
+                    0,
+                    self.dst.clone(),
+                    m,
+                    IndexingUpdateOp::Add,
+                )
+            }
+        }
+    }
+
+    /// Each output row's mean of its in-edges' features (`[rows_out, edge_dim]`, zero for a row
+    /// without in-edges), or `None` when the layer reads none.
+    pub fn mean_edge_features(&self) -> Option<Tensor<2>> {
+        self.features.clone().map(|f| self.sum_edge_rows(f, Some(&self.mean_coef)))
     }
 
     /// Per head `h`: `out[dst, h] += alpha[e, h] * x[src, h]` over the edges and then one
     /// self-loop per output row (`alpha` is `[edges + rows_out, heads]`, `x` is
     /// `[rows_in, heads * width]`).
     pub fn sum_with_self_loops(&self, x: Tensor<2>, alpha: Tensor<2>) -> Tensor<2> {
-        if let Some((_, looped)) = &self.plans {
-            return edge_sum(x, alpha, looped);
+        if let Some(plans) = &self.plans {
+            return edge_sum(x, alpha, &plans.looped);
         }
         let ([rows, cols], heads) = (x.dims(), alpha.dims()[1]);
         let (src, dst) = self.with_self_loops();

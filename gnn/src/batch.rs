@@ -13,11 +13,17 @@
 //! rows, so layer 1 then multiplies the distinct rows only, and an output row reads its own
 //! input through `own`. The result is the same as over the repeated rows; only layer 1's input
 //! and its indices change.
+//!
+//! Edge features ([`BatchSpec::edge_dim`] > 0) travel with each layer's edges, in the layer's
+//! edge order, standardized when the spec carries the record set's statistics (see
+//! [`crate::features::push_edge_row`], which GraphInfer calls too).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use schemas::edge_stats::EdgeStats;
 use schemas::layers::Layers;
+use schemas::model::ModelSpec;
 use schemas::{Label, Record, Split};
 
 use crate::kernel::{EdgePlan, PlanRef};
@@ -40,14 +46,32 @@ pub struct LayerEdges {
     /// (root, index) of each edge within its record, for dropout on attention: the same edge
     /// gets the same mask however records are batched.
     pub edge_keys: Vec<(i64, u32)>,
+    /// Width of each edge's features (0: the layer reads none).
+    pub edge_dim: usize,
+    /// Row-major `edges x edge_dim`, in edge order, as the model reads them (standardized when
+    /// the model standardizes); empty when `edge_dim` is 0.
+    pub features: Vec<f32>,
     /// The aggregation kernel's plans (see [`LayerEdges::plans`]), when the batch was built for
     /// it: building them on the loader thread keeps them off the compute thread.
-    pub plans: Option<(PlanRef, PlanRef)>,
+    pub plans: Option<LayerPlans>,
     /// Threads the kernel runs these edges on (0: one per core).
     pub threads: usize,
     /// The input row of each output row, when that is not the row of the same index: layer 1
     /// of a batch that keeps distinct input rows.
     pub own: Option<Vec<i64>>,
+}
+
+/// A layer's plans for the edge-partitioned kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerPlans {
+    /// Node rows into node rows: `out[dst] += coef * x[src]`.
+    pub edges: PlanRef,
+    /// The same edges followed by one self-loop per output row (GAT's attention runs over those).
+    pub looped: PlanRef,
+    /// Edge rows into node rows, when the layer has edge features: source row `e` is edge `e`
+    /// itself, so `out[dst[e]] += coef[e] * m[e]` sums one row per edge (edge features, or
+    /// per-edge messages) into its destination, with the kernel's own backward.
+    pub edge_rows: Option<PlanRef>,
 }
 
 impl LayerEdges {
@@ -74,9 +98,8 @@ impl LayerEdges {
         }
     }
 
-    /// The kernel's plans: over the edges, and over the edges followed by one self-loop per
-    /// output row (GAT's attention runs over those).
-    pub fn plans(&self) -> (PlanRef, PlanRef) {
+    /// The kernel's plans (see [`LayerPlans`]); the edge-row plan only with edge features.
+    pub fn plans(&self) -> LayerPlans {
         if let Some(plans) = &self.plans {
             return plans.clone();
         }
@@ -85,13 +108,23 @@ impl LayerEdges {
         let looped = |ends: &[u32], own: &[u32]| ends.iter().chain(own).copied().collect::<Vec<_>>();
         let out: Vec<u32> = (0..self.rows_out as u32).collect();
         let own: Vec<u32> = self.own_rows().iter().map(|&r| r as u32).collect();
-        (
-            Arc::new(EdgePlan::new(self.rows_in, self.rows_out, &src, &dst).with_threads(self.threads)),
-            Arc::new(
-                EdgePlan::new(self.rows_in, self.rows_out, &looped(&src, &own), &looped(&dst, &out))
-                    .with_threads(self.threads),
-            ),
-        )
+        let plan = |rows_in, src: &[u32], dst: &[u32]| {
+            Arc::new(EdgePlan::new(rows_in, self.rows_out, src, dst).with_threads(self.threads))
+        };
+        let edge_rows = (self.edge_dim > 0).then(|| {
+            let edges: Vec<u32> = (0..dst.len() as u32).collect();
+            plan(dst.len(), &edges, &dst)
+        });
+        LayerPlans {
+            edges: plan(self.rows_in, &src, &dst),
+            looped: plan(self.rows_in, &looped(&src, &own), &looped(&dst, &out)),
+            edge_rows,
+        }
+    }
+
+    /// Edge `j`'s features (empty when the layer reads none).
+    pub fn edge_row(&self, j: usize) -> &[f32] {
+        &self.features[j * self.edge_dim..(j + 1) * self.edge_dim]
     }
 
     /// The input row of each output row (`0..rows_out` unless [`LayerEdges::own`] says other).
@@ -143,6 +176,12 @@ pub struct BatchSpec {
     pub kernel_threads: usize,
     /// Keep each distinct input row once (see the module doc).
     pub distinct_inputs: bool,
+    /// Width of the edge features the layers read: every record with edges must have this many
+    /// per edge. 0: the records' edge features are left out.
+    pub edge_dim: usize,
+    /// Standardize each edge row with these statistics (the model's, see
+    /// [`crate::features::edge_standardization`]); `None`: raw.
+    pub edge_stats: Option<EdgeStats>,
 }
 
 impl BatchSpec {
@@ -156,6 +195,19 @@ impl BatchSpec {
             kernel_plans: false,
             kernel_threads: 0,
             distinct_inputs: false,
+            edge_dim: 0,
+            edge_stats: None,
+        }
+    }
+
+    /// The same batches as the model with `spec` reads them: its feature normalization, and
+    /// its edge features (their width and standardization).
+    pub fn reading(self, spec: &ModelSpec) -> Self {
+        BatchSpec {
+            normalize_features: spec.normalize_features,
+            edge_dim: spec.edge_dim,
+            edge_stats: crate::features::edge_standardization(spec).cloned(),
+            ..self
         }
     }
 }
@@ -242,7 +294,16 @@ impl Batch {
             .map(|l| {
                 let (rows_in, rows_out) = (within(k - l + 1), within(k - l));
                 let (mut src, mut dst, mut edge_keys) = (Vec::new(), Vec::new(), Vec::new());
+                let mut edge_features = Vec::new();
                 for (r, rec) in records.iter().enumerate() {
+                    let widths_match = spec.edge_dim == 0 || rec.num_edges() == 0 || rec.edge_dim() == spec.edge_dim;
+                    assert!(
+                        widths_match,
+                        "root {}: edge features of width {}, the batch reads {}",
+                        rec.root,
+                        rec.edge_dim(),
+                        spec.edge_dim
+                    );
                     for j in 0..rec.edge_src.len() {
                         if rec.edge_layers[j] & (1 << (l - 1)) == 0 {
                             continue;
@@ -250,12 +311,17 @@ impl Batch {
                         src.push(i64::from(row_of[r][rec.edge_src[j] as usize]));
                         dst.push(i64::from(row_of[r][rec.edge_dst[j] as usize]));
                         edge_keys.push((rec.root, j as u32));
+                        if spec.edge_dim > 0 {
+                            let row = rec.edge_features_of(j);
+                            crate::features::push_edge_row(row, spec.edge_stats.as_ref(), &mut edge_features);
+                        }
                     }
                 }
                 let degree: Vec<f32> =
                     in_degree[..rows_in].iter().map(|&d| spec.layers.degree(l, d.max(0) as u64) as f32).collect();
                 let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
                 e.edge_keys = edge_keys;
+                (e.edge_dim, e.features) = (spec.edge_dim, edge_features);
                 e.threads = spec.kernel_threads;
                 if let (1, Some(input_row)) = (l, &input_row) {
                     e.read_distinct(input_row, kept.len());
@@ -372,9 +438,37 @@ mod tests {
             assert_eq!(row(&distinct, *s_b as usize), row(&repeated, *s_a as usize));
         }
         assert_eq!(b.rows_in, 5);
-        assert_eq!(b.plans.as_ref().map(|(p, _)| p.rows_in), Some(5));
+        assert_eq!(b.plans.as_ref().map(|p| p.edges.rows_in), Some(5));
         // Layer 2 is untouched.
         assert_eq!(repeated.layers[1], distinct.layers[1]);
+    }
+
+    #[test]
+    fn edge_features_follow_each_layers_edges_standardized_as_the_model_reads_them() {
+        let mut records = two_records();
+        records[0].edge_features = vec![1.0, 2.0, 3.0, 4.0];
+        records[1].edge_features = vec![5.0, 6.0];
+        let plain = BatchSpec { kernel_plans: true, ..BatchSpec::plain(Layers::every(2)) };
+        // Without an edge width the records' edge features are left out.
+        let b = Batch::build(&records, &plain);
+        assert!(b.layers.iter().all(|e| e.edge_dim == 0 && e.features.is_empty()));
+        assert!(b.layers.iter().all(|e| e.plans.as_ref().is_some_and(|p| p.edge_rows.is_none())));
+
+        let raw = BatchSpec { edge_dim: 2, ..plain };
+        let b = Batch::build(&records, &raw);
+        // Layer 1: record 0's edges 0 and 1, record 1's edge 0; layer 2: the two root edges.
+        assert_eq!(b.layers[0].features, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            (b.layers[1].features.clone(), b.layers[1].edge_row(1)),
+            (vec![1.0, 2.0, 5.0, 6.0], &[5.0, 6.0][..])
+        );
+        let rows = b.layers[0].plans.as_ref().and_then(|p| p.edge_rows.clone()).expect("an edge-row plan");
+        assert_eq!((rows.rows_in, rows.rows_out, rows.by_dst.other.clone()), (3, 4, vec![0, 2, 1]));
+
+        // Standardized: (v - 1) / 2 and v - 2 (a column of std 0 is only centered).
+        let stats = EdgeStats { mean: vec![1.0, 2.0], std: vec![2.0, 0.0] };
+        let b = Batch::build(&records, &BatchSpec { edge_stats: Some(stats), ..raw });
+        assert_eq!(b.layers[0].features, vec![0.0, 0.0, 1.0, 2.0, 2.0, 4.0]);
     }
 
     #[test]
@@ -388,6 +482,8 @@ mod tests {
             kernel_plans: true,
             kernel_threads: 2,
             distinct_inputs: false,
+            edge_dim: 0,
+            edge_stats: None,
         };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.

@@ -89,6 +89,7 @@ impl ModelFiles {
             problem: format!("not a model description (model.json): {e}"),
         })?;
         check_sizes(&meta, weights.len())
+            .and_then(|()| check_edge_inputs(&meta))
             .map_err(|problem| Error::Corrupt { path: dir.child(META).shown(), problem })?;
         Ok(ModelFiles { meta, weights, place: dir.clone() })
     }
@@ -133,6 +134,24 @@ fn check_sizes(meta: &ModelMeta, weight_bytes: usize) -> Result<(), String> {
     }
 }
 
+/// Whether the edge settings in `meta` hold together: statistics, where present, are of the
+/// edge width, and a model that standardizes its edges has them (inference standardizes with
+/// nothing else).
+fn check_edge_inputs(meta: &ModelMeta) -> Result<(), String> {
+    let spec = &meta.spec;
+    let stats = spec.edge_stats.as_ref().map(|s| (s.dim(), s.std.len()));
+    match stats {
+        Some((mean, std)) if mean != spec.edge_dim || std != spec.edge_dim => Err(format!(
+            "its edge statistics have {mean} means and {std} deviations for edge_dim {}: the model is corrupt",
+            spec.edge_dim
+        )),
+        None if spec.normalize_edge_features && spec.edge_dim > 0 => {
+            Err("it standardizes edge features but holds no edge statistics: the model is corrupt".into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The bytes of `name`, which the manifest must list with these bytes' size and checksum.
 async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Error> {
     let place = dir.child(name);
@@ -156,4 +175,46 @@ pub fn load(io: &Io, uri: &str, device: &Device) -> Result<(ModelMeta, Gnn), Err
     let files = ModelFiles::open(io, uri)?;
     let model = files.model(device)?;
     Ok((files.meta, model))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schemas::Sampler;
+    use schemas::edge_stats::EdgeStats;
+    use schemas::model::{Activation, ModelKind, ModelSpec};
+
+    #[test]
+    fn edge_statistics_must_fit_the_edge_width_and_be_there_to_standardize() {
+        let spec = ModelSpec {
+            kind: ModelKind::Gine,
+            input_dim: 4,
+            hidden: 8,
+            classes: 3,
+            layers: 2,
+            heads: 1,
+            output_heads: 1,
+            activation: Activation::Relu,
+            normalize_features: false,
+            multi_label: false,
+            edge_dim: 2,
+            normalize_edge_features: true,
+            edge_stats: Some(EdgeStats { mean: vec![0.0, 1.0], std: vec![1.0, 2.0] }),
+            seed: 0,
+        };
+        let meta = |spec: ModelSpec| ModelMeta {
+            format: 1,
+            spec,
+            hops: 2,
+            fanouts: Vec::new(),
+            sampler: Sampler::All,
+            flatten_seed: 0,
+            parameters: 0,
+        };
+        assert!(check_edge_inputs(&meta(spec.clone())).is_ok());
+        assert!(check_edge_inputs(&meta(ModelSpec { edge_dim: 3, ..spec.clone() })).is_err());
+        assert!(check_edge_inputs(&meta(ModelSpec { edge_stats: None, ..spec.clone() })).is_err());
+        let raw = ModelSpec { normalize_edge_features: false, edge_stats: None, ..spec };
+        assert!(check_edge_inputs(&meta(raw)).is_ok());
+    }
 }

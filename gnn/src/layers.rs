@@ -1,9 +1,15 @@
 //! One message-passing layer of each kind. A layer maps `rows_in x in` to `rows_out x out`;
 //! rows `0..rows_out` of its input are the nodes it computes (see `batch`).
+//!
+//! Edge features `e_uv` (`edge_dim` wide; see [`EdgeTensors::features`]) enter GraphSAGE's
+//! messages, GAT's attention logits and GINE's messages; GCN has no place for them. A layer
+//! built with `edge_dim` 0 holds no edge parameters and computes exactly what it computes
+//! without edge features. Every parameter's initial values and id derive from the layer's seed
+//! and a tag of its own (`tagged`), so `model.bpk` is the same bytes for the same seed.
 
 use burn::module::{Param, ParamId};
 use burn::prelude::*;
-use burn::tensor::activation::leaky_relu;
+use burn::tensor::activation::{leaky_relu, relu};
 use burn::tensor::{IndexingUpdateOp, TensorData};
 
 use crate::aggregate::EdgeTensors;
@@ -32,6 +38,27 @@ pub fn zeros(len: usize, seed: &[u64], device: &Device) -> Param<Tensor<1>> {
     param(Tensor::zeros([len], device), seed, 1)
 }
 
+/// The seed of a layer's parameter other than its first weight: the layer's seed and `tag`.
+/// Tags: 1 a second weight (SAGE's neighbor weight, GAT's source attention, GINE's second
+/// linear map), 2 GAT's destination attention, [`EDGE`] the edge projection (and its bias),
+/// [`EDGE_ATTENTION`] GAT's edge attention.
+fn tagged(seed: &[u64], tag: u64) -> Vec<u64> {
+    let mut s = seed.to_vec();
+    s.push(tag);
+    s
+}
+
+const EDGE: u64 = 3;
+const EDGE_ATTENTION: u64 = 4;
+
+/// The edge projection `W_e` (`[edge_dim, cols]`), when the layer reads edge features.
+fn edge_weight(edge_dim: usize, cols: usize, seed: &[u64], device: &Device) -> Option<Param<Tensor<2>>> {
+    (edge_dim > 0).then(|| glorot(edge_dim, cols, &tagged(seed, EDGE), device))
+}
+
+/// A layer with edge parameters needs batches built with the model's edge features.
+const NEEDS_FEATURES: &str = "the layer reads edge features: build its batches with the model's edge_dim";
+
 /// GCN (Kipf & Welling): `h'_w = sum over u in N(w) + w of x_u W / sqrt((d_u + 1)(d_w + 1)) + b`.
 #[derive(Module, Debug)]
 pub struct GcnLayer {
@@ -52,35 +79,47 @@ impl GcnLayer {
     }
 }
 
-/// GraphSAGE with the mean aggregator: `h'_w = x_w W_self + mean over u in N(w) of x_u W_neigh + b`.
+/// GraphSAGE with the mean aggregator: `h'_w = x_w W_self + mean over u in N(w) of m_uw + b`,
+/// with messages `m_uw = x_u W_neigh + e_uw W_e` (`x_u W_neigh` without edge features). The
+/// mean of `e_uw W_e` is taken as `mean(e_uw) W_e`: one projection per node, not per edge.
 #[derive(Module, Debug)]
 pub struct SageLayer {
     pub self_weight: Param<Tensor<2>>,
     pub neighbor_weight: Param<Tensor<2>>,
     pub bias: Param<Tensor<1>>,
+    /// `W_e`, `[edge_dim, out]`.
+    pub edge_weight: Option<Param<Tensor<2>>>,
 }
 
 impl SageLayer {
-    pub fn new(input: usize, output: usize, seed: &[u64], device: &Device) -> Self {
-        let mut s = seed.to_vec();
-        s.push(1);
+    pub fn new(input: usize, output: usize, edge_dim: usize, seed: &[u64], device: &Device) -> Self {
         SageLayer {
             self_weight: glorot(input, output, seed, device),
-            neighbor_weight: glorot(input, output, &s, device),
+            neighbor_weight: glorot(input, output, &tagged(seed, 1), device),
             bias: zeros(output, seed, device),
+            edge_weight: edge_weight(edge_dim, output, seed, device),
         }
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
         let mean = e.sum(x.clone(), &e.mean_coef);
-        e.own_rows(x).matmul(self.self_weight.val())
+        let out = e.own_rows(x).matmul(self.self_weight.val())
             + mean.matmul(self.neighbor_weight.val())
-            + self.bias.val().unsqueeze::<2>()
+            + self.bias.val().unsqueeze::<2>();
+        match &self.edge_weight {
+            Some(w) => out + e.mean_edge_features().expect(NEEDS_FEATURES).matmul(w.val()),
+            None => out,
+        }
     }
 }
 
 /// GAT (Velickovic et al.): per head, attention `a(W x_u, W x_w)` with LeakyReLU(0.2), softmax
 /// over each node's in-edges plus a self-loop; heads concatenated, or averaged in the last layer.
+///
+/// With edge features (as PyG's `GATConv(edge_dim=E)`): head `h`'s logit of edge `u -> w` adds
+/// `a_e[h] . (e_uw W_e)[h]`, which is `e_uw . p_h` with `p_h = W_e[:, head h] a_e[h]`
+/// ([`GatLayer::edge_projection`]). A self-loop's features are the mean of the node's in-edge
+/// features in this layer (PyG's `fill_value = "mean"`; 0 without in-edges). Messages stay `z_u`.
 #[derive(Module, Debug)]
 pub struct GatLayer {
     pub weight: Param<Tensor<2>>,
@@ -91,27 +130,56 @@ pub struct GatLayer {
     pub heads: usize,
     pub out: usize,
     pub concat: bool,
+    /// `W_e`, `[edge_dim, heads * out]`.
+    pub edge_weight: Option<Param<Tensor<2>>>,
+    /// `a_e`, `[heads, out]`.
+    pub att_edge: Option<Param<Tensor<2>>>,
 }
 
 /// Attention dropout for one forward pass: a keep-mask per (edge or self-loop, head), or none.
 pub type AttentionMask = Option<Tensor<2>>;
 
 impl GatLayer {
-    pub fn new(input: usize, out: usize, heads: usize, concat: bool, seed: &[u64], device: &Device) -> Self {
-        let with = |tag: u64| {
-            let mut s = seed.to_vec();
-            s.push(tag);
-            s
-        };
+    /// `heads` heads of width `out`, concatenated (hidden layers) or averaged (the last).
+    pub fn new(
+        input: usize,
+        out: usize,
+        heads: usize,
+        concat: bool,
+        edge_dim: usize,
+        seed: &[u64],
+        device: &Device,
+    ) -> Self {
         GatLayer {
             weight: glorot(input, heads * out, seed, device),
-            att_src: glorot(heads, out, &with(1), device),
-            att_dst: glorot(heads, out, &with(2), device),
+            att_src: glorot(heads, out, &tagged(seed, 1), device),
+            att_dst: glorot(heads, out, &tagged(seed, 2), device),
             bias: zeros(if concat { heads * out } else { out }, seed, device),
             heads,
             out,
             concat,
+            edge_weight: edge_weight(edge_dim, heads * out, seed, device),
+            att_edge: (edge_dim > 0).then(|| glorot(heads, out, &tagged(seed, EDGE_ATTENTION), device)),
         }
+    }
+
+    /// `[edge_dim, heads]`: column `h` is `p_h = W_e[:, head h] a_e[h]`, so an edge's logit
+    /// term for head `h` is `e . p_h`; `None` without edge features.
+    pub fn edge_projection(&self) -> Option<Tensor<2>> {
+        let (w, a) = (self.edge_weight.as_ref()?.val(), self.att_edge.as_ref()?.val());
+        let edge_dim = w.dims()[0];
+        let per_head = w.reshape([edge_dim, self.heads, self.out]) * a.unsqueeze::<3>();
+        Some(per_head.sum_dim(2).reshape([edge_dim, self.heads]))
+    }
+
+    /// The edge terms of the logits, `[edges + rows_out, heads]` (the edges, then the
+    /// self-loops with their mean-filled features); `None` without edge features.
+    fn edge_logits(&self, e: &EdgeTensors) -> Option<Tensor<2>> {
+        let p = self.edge_projection()?;
+        let (features, fill) =
+            (e.features.clone().expect(NEEDS_FEATURES), e.mean_edge_features().expect(NEEDS_FEATURES));
+        let looped = if e.edges == 0 { fill } else { Tensor::cat(vec![features, fill], 0) };
+        Some(looped.matmul(p))
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors, keep: AttentionMask) -> Tensor<2> {
@@ -122,7 +190,12 @@ impl GatLayer {
         let z_out = e.own_rows(z.clone());
         let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
         let (src, dst) = e.with_self_loops();
-        let scores = leaky_relu(score_src.select(0, src.clone()) + score_dst.select(0, dst.clone()), 0.2);
+        let logits = score_src.select(0, src.clone()) + score_dst.select(0, dst.clone());
+        let logits = match self.edge_logits(e) {
+            Some(edge) => logits + edge,
+            None => logits,
+        };
+        let scores = leaky_relu(logits, 0.2);
         // Softmax over each node's in-edges; shifting by a constant per head keeps exp finite and
         // cancels in the ratio.
         let shift = scores.clone().detach().max_dim(0);
@@ -144,5 +217,59 @@ impl GatLayer {
             summed.reshape([e.rows_out, heads, out]).mean_dim(1).reshape([e.rows_out, out])
         };
         combined + self.bias.val().unsqueeze::<2>()
+    }
+}
+
+/// GINE (Hu et al. 2020): `h'_w = MLP((1 + eps) x_w + sum over u in N(w) of ReLU(x_u + e_uw W_e + b_e))`
+/// with eps = 0 (PyG's `GINEConv` default, not trained) and `MLP = Linear -> ReLU -> Linear`;
+/// without edge features the message is `ReLU(x_u)`. The sum over edges runs per edge (the
+/// message depends on the edge), on the kernel's edge-row plan on the CPU.
+#[derive(Module, Debug)]
+pub struct GineLayer {
+    /// The MLP: `[in, out]`, `[out]`, `[out, out]`, `[out]`.
+    pub weight: Param<Tensor<2>>,
+    pub bias: Param<Tensor<1>>,
+    pub weight2: Param<Tensor<2>>,
+    pub bias2: Param<Tensor<1>>,
+    /// `W_e`, `[edge_dim, in]`, and `b_e`, `[in]` (PyG's `lin` over edge features).
+    pub edge_weight: Option<Param<Tensor<2>>>,
+    pub edge_bias: Option<Param<Tensor<1>>>,
+}
+
+impl GineLayer {
+    pub fn new(input: usize, output: usize, edge_dim: usize, seed: &[u64], device: &Device) -> Self {
+        GineLayer {
+            weight: glorot(input, output, seed, device),
+            bias: zeros(output, seed, device),
+            weight2: glorot(output, output, &tagged(seed, 1), device),
+            bias2: zeros(output, &tagged(seed, 1), device),
+            edge_weight: edge_weight(edge_dim, input, seed, device),
+            edge_bias: (edge_dim > 0).then(|| zeros(input, &tagged(seed, EDGE), device)),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
+        let neighbors = self.neighbor_sum(x.clone(), e);
+        self.mlp(e.own_rows(x) + neighbors)
+    }
+
+    /// `sum over u of ReLU(x_u + e_uw W_e + b_e)` per output row, `[rows_out, in]`.
+    fn neighbor_sum(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
+        let (Some(w), Some(b)) = (&self.edge_weight, &self.edge_bias) else {
+            return e.sum_unweighted(relu(x));
+        };
+        if e.edges == 0 {
+            return Tensor::zeros([e.rows_out, x.dims()[1]], &x.device());
+        }
+        let features = e.features.clone().expect(NEEDS_FEATURES);
+        let messages = relu(x.select(0, e.src.clone()) + features.matmul(w.val()) + b.val().unsqueeze::<2>());
+        e.sum_edge_rows(messages, None)
+    }
+
+    /// The MLP on the aggregated rows `[rows, in]`: `[rows, out]`. GraphInfer runs it on its own
+    /// after the host's aggregation (see `slice`).
+    pub fn mlp(&self, h: Tensor<2>) -> Tensor<2> {
+        let hidden = relu(h.matmul(self.weight.val()) + self.bias.val().unsqueeze::<2>());
+        hidden.matmul(self.weight2.val()) + self.bias2.val().unsqueeze::<2>()
     }
 }

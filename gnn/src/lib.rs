@@ -1,14 +1,16 @@
 //! GNN models over GraphFlat's k-hop records, shared by GraphTrainer and GraphInfer.
 //!
-//! - [`features`]: a node's input row (row-normalized or not), the same in training and inference;
-//! - [`batch`]: records of a mini-batch become one block-diagonal graph, nodes ordered by hop so
-//!   that layer `l`'s outputs are a prefix of the rows (pruning);
+//! - [`features`]: a node's input row (row-normalized or not) and an edge's features
+//!   (standardized or not), the same in training and inference;
+//! - [`batch`]: records of a mini-batch become one block-diagonal graph with its edge features,
+//!   nodes ordered by hop so that layer `l`'s outputs are a prefix of the rows (pruning);
 //! - [`aggregate`]: a layer's edges on the device, and neighbor aggregation as gather/scatter
 //!   over burn tensor ops (the reference, and the GPU path);
 //! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
-//! - [`layers`], [`model`]: GCN, GraphSAGE and GAT; the losses and scores (accuracy, micro-F1);
+//! - [`layers`], [`model`]: GCN, GraphSAGE, GAT and GINE (the last three read edge features);
+//!   the losses and scores (accuracy, micro-F1);
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server;
-//! - [`slice`]: the model sliced by layer (transform, aggregate, finish), for GraphInfer;
+//! - [`slice`]: the model sliced by layer (transform, aggregate, finish, post), for GraphInfer;
 //! - [`io`], [`device`]: a model's files (`model.bpk`, `model.json`), and the device it runs on.
 
 pub mod aggregate;

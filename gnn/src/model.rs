@@ -10,7 +10,7 @@ use schemas::model::{Activation, ModelKind, ModelSpec};
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
 use crate::kernel::Aggregation;
-use crate::layers::{AttentionMask, GatLayer, GcnLayer, SageLayer};
+use crate::layers::{AttentionMask, GatLayer, GcnLayer, GineLayer, SageLayer};
 use crate::rng::Stream;
 
 #[derive(Module, Debug)]
@@ -18,6 +18,7 @@ pub enum Layer {
     Gcn(GcnLayer),
     Sage(SageLayer),
     Gat(GatLayer),
+    Gine(GineLayer),
 }
 
 #[derive(Module, Debug)]
@@ -68,8 +69,11 @@ pub struct Dropout {
 }
 
 impl Gnn {
+    /// The model of `spec` with its initial weights. Its layers read `spec.edge_dim` edge
+    /// features (GCN's none).
     pub fn new(spec: &ModelSpec, device: &Device) -> Self {
         let k = spec.layers;
+        let edge_dim = spec.edge_dim;
         let layers = (0..k)
             .map(|i| {
                 let last = i + 1 == k;
@@ -86,12 +90,12 @@ impl Gnn {
                 let out = if last { spec.classes } else { spec.hidden };
                 match spec.kind {
                     ModelKind::Gcn => Layer::Gcn(GcnLayer::new(width(i), out, &seed, device)),
-                    ModelKind::Sage => Layer::Sage(SageLayer::new(width(i), out, &seed, device)),
+                    ModelKind::Sage => Layer::Sage(SageLayer::new(width(i), out, edge_dim, &seed, device)),
                     ModelKind::Gat => {
                         let heads = if last { spec.output_heads } else { spec.heads };
-                        Layer::Gat(GatLayer::new(width(i), out, heads, !last, &seed, device))
+                        Layer::Gat(GatLayer::new(width(i), out, heads, !last, edge_dim, &seed, device))
                     }
-                    ModelKind::Gine => unimplemented!("the GINE layer is being built"),
+                    ModelKind::Gine => Layer::Gine(GineLayer::new(width(i), out, edge_dim, &seed, device)),
                 }
             })
             .collect();
@@ -111,7 +115,13 @@ impl Gnn {
             Layer::Gcn(g) => g.forward(h, e),
             Layer::Sage(s) => s.forward(h, e),
             Layer::Gat(g) => g.forward(h, e, keep),
+            Layer::Gine(g) => g.forward(h, e),
         };
+        self.activate(spec, l, h)
+    }
+
+    /// The activation after layer `l`: the model's, except after the last layer.
+    pub fn activate(&self, spec: &ModelSpec, l: usize, h: Tensor<2>) -> Tensor<2> {
         if l + 1 == self.layers.len() {
             return h;
         }

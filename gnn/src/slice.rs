@@ -1,23 +1,31 @@
-//! The model sliced by layer, for GraphInfer: each layer of a trained [`Gnn`] as three steps
-//! that run where the data is, instead of one forward pass over a record.
+//! The model sliced by layer, for GraphInfer: each layer of a trained [`Gnn`] as steps that
+//! run where the data is, instead of one forward pass over a record.
 //!
 //! 1. **transform** (on the device, batched): every node's row of the layer's input becomes its
 //!    *transformed row* by the layer's own weights ([`Gnn::transform`]): `x W` for GCN,
-//!    `[x W_neigh | x W_self]` for GraphSAGE, `[z | a_src . z | a_dst . z]` with `z = x W` for GAT.
+//!    `[x W_neigh | x W_self]` for GraphSAGE, `[z | a_src . z | a_dst . z]` with `z = x W` for
+//!    GAT, `x` itself for GINE.
 //! 2. **aggregate** (on the host, per destination): the *message* of each sampled in-neighbor
-//!    ([`LayerSlice::message`]) folds into a *state* ([`LayerSlice::fold`]); states of parts of
-//!    a node's in-edges merge ([`LayerSlice::merge`]). Sums and means merge by adding; GAT's
-//!    softmax merges through a running maximum and a rescaled sum (online softmax), so a hub's
-//!    in-edges can be split over reducers and merged in a fixed order.
+//!    ([`LayerSlice::message`]) folds into a *state* together with the in-edge's features
+//!    ([`LayerSlice::fold`]); states of parts of a node's in-edges merge ([`LayerSlice::merge`]).
+//!    Sums and means merge by adding; GAT's softmax merges through a running maximum and a
+//!    rescaled sum (online softmax), so a hub's in-edges can be split over reducers and merged
+//!    in a fixed order.
 //! 3. **finish** (on the host, per node): the node's own transformed row, its degree and the
 //!    merged state give the layer's output, with the bias and the activation
 //!    ([`LayerSlice::finish`]).
+//! 4. **post** (on the device, batched; GINE only, [`LayerSlice::has_post`]): the layer's MLP
+//!    and the activation on the finished rows ([`post_rows`]).
 //!
 //! These are the layers of `layers.rs` rearranged: GCN's coefficient `1 / sqrt((d_u + 1)(d_v + 1))`
 //! factors into a source part (in the message) and a destination part (in finish); a mean is
 //! a sum and a count; GAT's softmax over in-edges plus the self-loop is the online softmax over
-//! the messages, then the self-loop. The tests below check every model against
-//! [`Gnn::forward_layer`], and a split-and-merged state against the unsplit one.
+//! the messages, then the self-loop. Edge features are folded on the host with host copies of
+//! the layer's edge parameters: GraphSAGE adds `e W_e` to the sum; GAT adds `e . p_h` to head
+//! `h`'s logit and keeps the sum of those terms and the edge count, so finish gives the
+//! self-loop its mean-filled term `mean(e) . p_h`; GINE sums `ReLU(x_u + e W_e + b_e)`. The
+//! tests below check every model against [`Gnn::forward_layer`], with in-edges split into parts
+//! and merged.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -30,35 +38,79 @@ use crate::model::{Gnn, Layer};
 enum Rule {
     /// Symmetric-normalized sum with a self-loop.
     Gcn,
-    /// Own row plus the mean of the in-neighbors'.
+    /// Own row plus the mean of the in-neighbors' messages.
     Sage,
     /// Attention: softmax over in-edges and a self-loop, per head; heads concatenated or averaged.
     Gat { heads: usize, concat: bool },
+    /// Own row plus the sum of ReLU messages; the MLP runs afterwards ([`post_rows`]).
+    Gine,
 }
 
 /// One layer of a trained model, sliced (see the module doc). Host copies of the small
-/// parameters (bias, nothing else: attention vectors are applied in [`Gnn::transform`]).
+/// parameters: the bias and the edge parameters (attention vectors over nodes are applied in
+/// [`Gnn::transform`]).
 #[derive(Debug, Clone)]
 pub struct LayerSlice {
     rule: Rule,
-    /// Width of `z` (per head for GAT).
+    /// Width of `z` (per head for GAT; the input width for GINE).
     out: usize,
     bias: Vec<f32>,
-    /// `None` for the last layer, whose outputs are the logits.
+    /// `None` for the last layer, whose outputs are the logits, and for GINE (post applies it).
     activation: Option<Activation>,
+    /// The layer's output width (after post).
+    output: usize,
+    /// Width of the edge features the layer reads (0: none).
+    edge_dim: usize,
+    /// Row-major `[edge_dim, cols]`: SAGE's `W_e` (cols = out), GAT's `p` (cols = heads; see
+    /// `layers::GatLayer::edge_projection`), GINE's `W_e` (cols = in).
+    edge_weight: Vec<f32>,
+    /// GINE's `b_e`.
+    edge_bias: Vec<f32>,
+}
+
+/// A 1-d or 2-d parameter's values on the host, row-major.
+fn host<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().iter::<f32>().collect()
 }
 
 impl Gnn {
     /// Layer `l`'s slice.
     pub fn slice(&self, spec: &ModelSpec, l: usize) -> LayerSlice {
-        let host = |t: Tensor<1>| t.into_data().iter::<f32>().collect::<Vec<f32>>();
-        let (rule, out, bias) = match &self.layers[l] {
-            Layer::Gcn(g) => (Rule::Gcn, g.weight.val().dims()[1], host(g.bias.val())),
-            Layer::Sage(s) => (Rule::Sage, s.self_weight.val().dims()[1], host(s.bias.val())),
-            Layer::Gat(g) => (Rule::Gat { heads: g.heads, concat: g.concat }, g.out, host(g.bias.val())),
-        };
         let last = l + 1 == self.layers.len();
-        LayerSlice { rule, out, bias, activation: (!last).then_some(spec.activation) }
+        let param = |p: &Option<burn::module::Param<Tensor<2>>>| p.as_ref().map_or_else(Vec::new, |w| host(w.val()));
+        let mut slice = LayerSlice {
+            rule: Rule::Gcn,
+            out: 0,
+            bias: Vec::new(),
+            activation: (!last).then_some(spec.activation),
+            output: 0,
+            edge_dim: 0,
+            edge_weight: Vec::new(),
+            edge_bias: Vec::new(),
+        };
+        match &self.layers[l] {
+            Layer::Gcn(g) => (slice.out, slice.bias) = (g.weight.val().dims()[1], host(g.bias.val())),
+            Layer::Sage(s) => {
+                (slice.rule, slice.out, slice.bias) = (Rule::Sage, s.self_weight.val().dims()[1], host(s.bias.val()));
+                slice.edge_weight = param(&s.edge_weight);
+            }
+            Layer::Gat(g) => {
+                slice.rule = Rule::Gat { heads: g.heads, concat: g.concat };
+                (slice.out, slice.bias) = (g.out, host(g.bias.val()));
+                slice.edge_weight = g.edge_projection().map_or_else(Vec::new, host);
+            }
+            Layer::Gine(g) => {
+                let [input, output] = g.weight.val().dims();
+                (slice.rule, slice.out, slice.output, slice.activation) = (Rule::Gine, input, output, None);
+                slice.edge_weight = param(&g.edge_weight);
+                slice.edge_bias = g.edge_bias.as_ref().map_or_else(Vec::new, |b| host(b.val()));
+            }
+        }
+        if slice.rule != Rule::Gine {
+            slice.output = slice.bias.len();
+        }
+        slice.edge_dim = if slice.edge_weight.is_empty() { 0 } else { spec.edge_dim };
+        slice
     }
 
     /// Layer `l`'s transform of the input rows `h` (`[rows, in]`): `[rows, slice.row_width()]`.
@@ -78,6 +130,7 @@ impl Gnn {
                 let (src, dst) = (score(g.att_src.val()), score(g.att_dst.val()));
                 Tensor::cat(vec![z, src, dst], 1)
             }
+            Layer::Gine(_) => h,
         }
     }
 }
@@ -86,7 +139,7 @@ impl LayerSlice {
     /// Width of a transformed row.
     pub fn row_width(&self) -> usize {
         match self.rule {
-            Rule::Gcn => self.out,
+            Rule::Gcn | Rule::Gine => self.out,
             Rule::Sage => 2 * self.out,
             Rule::Gat { heads, .. } => heads * self.out + 2 * heads,
         }
@@ -95,7 +148,7 @@ impl LayerSlice {
     /// Width of a message (what crosses to a destination's aggregator).
     pub fn message_width(&self) -> usize {
         match self.rule {
-            Rule::Gcn | Rule::Sage => self.out,
+            Rule::Gcn | Rule::Sage | Rule::Gine => self.out,
             Rule::Gat { heads, .. } => heads * self.out + heads,
         }
     }
@@ -104,13 +157,35 @@ impl LayerSlice {
     pub fn state_width(&self) -> usize {
         match self.rule {
             Rule::Gcn | Rule::Sage => self.out + 1,
+            Rule::Gine => self.out,
+            // With edge features: each head's sum of edge logit terms, and the edge count.
+            Rule::Gat { heads, .. } if self.edge_dim > 0 => heads * (self.out + 2) + heads + 1,
             Rule::Gat { heads, .. } => heads * (self.out + 2),
         }
     }
 
-    /// Width of the layer's output.
+    /// Width of the rows [`LayerSlice::finish`] writes: the layer's output, or with
+    /// [`LayerSlice::has_post`] the input of [`post_rows`].
+    pub fn finish_width(&self) -> usize {
+        match self.rule {
+            Rule::Gine => self.out,
+            _ => self.output,
+        }
+    }
+
+    /// Width of the layer's output (after [`post_rows`] where the layer has one).
     pub fn output_width(&self) -> usize {
-        self.bias.len()
+        self.output
+    }
+
+    /// Width of the edge features [`LayerSlice::fold`] takes (0: it takes none).
+    pub fn edge_dim(&self) -> usize {
+        self.edge_dim
+    }
+
+    /// Whether the finished rows still go through [`post_rows`] (GINE's MLP and activation).
+    pub fn has_post(&self) -> bool {
+        self.rule == Rule::Gine
     }
 
     /// The message a node with transformed row `row` sends along its in-edges of this layer;
@@ -135,25 +210,49 @@ impl LayerSlice {
         state
     }
 
-    /// Folds one message into `state`; `dst_row` is the destination's transformed row (GAT's
-    /// attention reads its destination score there).
-    pub fn fold(&self, state: &mut [f32], dst_row: &[f32], message: &[f32]) {
+    /// `e`'s projection by the host edge matrix: column `j` of `e W` (`W` is `[edge_dim, cols]`).
+    fn project(&self, e: &[f32], cols: usize, j: usize) -> f32 {
+        e.iter().enumerate().map(|(k, v)| v * self.edge_weight[k * cols + j]).sum()
+    }
+
+    /// Folds one message into `state`: `dst_row` is the destination's transformed row (GAT's
+    /// attention reads its destination score there), `edge` the in-edge's features as the
+    /// model reads them (standardized where it standardizes; see `crate::features`), empty when
+    /// the layer reads none ([`LayerSlice::edge_dim`] 0).
+    pub fn fold(&self, state: &mut [f32], dst_row: &[f32], message: &[f32], edge: &[f32]) {
+        assert_eq!(edge.len(), self.edge_dim, "an in-edge's features have the layer's edge width");
+        let out = self.out;
         match self.rule {
             Rule::Gcn | Rule::Sage => {
-                let (sum, count) = state.split_at_mut(self.out);
-                sum.iter_mut().zip(message).for_each(|(s, m)| *s += m);
+                let (sum, count) = state.split_at_mut(out);
+                for (i, (s, m)) in sum.iter_mut().zip(message).enumerate() {
+                    *s += if edge.is_empty() { *m } else { m + self.project(edge, out, i) };
+                }
                 count[0] += 1.0;
             }
             Rule::Gat { heads, .. } => {
-                let out = self.out;
                 let dst_scores = &dst_row[heads * out + heads..];
+                let tail = heads * (out + 2);
                 for h in 0..heads {
-                    let score = leaky_relu(message[heads * out + h] + dst_scores[h]);
+                    let edge_term = if edge.is_empty() { 0.0 } else { self.project(edge, heads, h) };
+                    let score = leaky_relu(message[heads * out + h] + dst_scores[h] + edge_term);
                     fold_softmax(
                         &mut state[h * (out + 2)..(h + 1) * (out + 2)],
                         score,
                         &message[h * out..(h + 1) * out],
                     );
+                    if !edge.is_empty() {
+                        state[tail + h] += edge_term;
+                    }
+                }
+                if !edge.is_empty() {
+                    state[tail + heads] += 1.0;
+                }
+            }
+            Rule::Gine => {
+                for (i, (s, m)) in state.iter_mut().zip(message).enumerate() {
+                    let v = if edge.is_empty() { *m } else { m + self.project(edge, out, i) + self.edge_bias[i] };
+                    *s += v.max(0.0);
                 }
             }
         }
@@ -162,19 +261,23 @@ impl LayerSlice {
     /// Merges `other` (a state over other in-edges of the same node) into `state`.
     pub fn merge(&self, state: &mut [f32], other: &[f32]) {
         match self.rule {
-            Rule::Gcn | Rule::Sage => state.iter_mut().zip(other).for_each(|(s, o)| *s += o),
+            Rule::Gcn | Rule::Sage | Rule::Gine => state.iter_mut().zip(other).for_each(|(s, o)| *s += o),
             Rule::Gat { heads, .. } => {
                 let w = self.out + 2;
                 for h in 0..heads {
                     merge_softmax(&mut state[h * w..(h + 1) * w], &other[h * w..(h + 1) * w]);
                 }
+                // The edge terms' sums and the count.
+                state[heads * w..].iter_mut().zip(&other[heads * w..]).for_each(|(s, o)| *s += o);
             }
         }
     }
 
-    /// The layer's output for a node: its own transformed `row`, its `degree` as the layer
-    /// counts it, and the merged `state` of its in-edges.
+    /// The layer's output for a node ([`LayerSlice::finish_width`] values): its own
+    /// transformed `row`, its `degree` as the layer counts it, and the merged `state` of its
+    /// in-edges.
     pub fn finish(&self, row: &[f32], degree: f32, state: &[f32], out: &mut [f32]) {
+        assert_eq!(out.len(), self.finish_width(), "finish writes finish_width values");
         let width = self.out;
         match self.rule {
             Rule::Gcn => {
@@ -191,32 +294,9 @@ impl LayerSlice {
                     *o = row[width + i] + mean;
                 }
             }
-            Rule::Gat { heads, concat } => {
-                let mut state = state.to_vec();
-                // The self-loop is the last term of the softmax.
-                let (own_src, own_dst) =
-                    (row[heads * width..heads * width + heads].to_vec(), &row[heads * width + heads..]);
-                for h in 0..heads {
-                    let score = leaky_relu(own_src[h] + own_dst[h]);
-                    let w = width + 2;
-                    fold_softmax(&mut state[h * w..(h + 1) * w], score, &row[h * width..(h + 1) * width]);
-                }
-                out.iter_mut().for_each(|o| *o = 0.0);
-                for h in 0..heads {
-                    let s = &state[h * (width + 2)..(h + 1) * (width + 2)];
-                    for i in 0..width {
-                        let value = s[2 + i] / s[1];
-                        if concat {
-                            out[h * width + i] = value;
-                        } else {
-                            out[i] += value;
-                        }
-                    }
-                }
-                if !concat {
-                    out.iter_mut().for_each(|o| *o /= heads as f32);
-                }
-            }
+            Rule::Gat { heads, concat } => self.finish_attention(row, state, out, heads, concat),
+            // (1 + eps) x_v + the sum, eps = 0; the MLP and the activation are post's.
+            Rule::Gine => out.iter_mut().zip(row).zip(state).for_each(|((o, x), s)| *o = x + s),
         }
         for (o, b) in out.iter_mut().zip(&self.bias) {
             *o += b;
@@ -229,6 +309,35 @@ impl LayerSlice {
                     *o = o.exp() - 1.0
                 }
             }),
+        }
+    }
+
+    /// GAT's finish: the self-loop as the softmax's last term (its edge term the mean of the
+    /// in-edges', 0 without any), then each head's weighted sum, concatenated or averaged.
+    fn finish_attention(&self, row: &[f32], state: &[f32], out: &mut [f32], heads: usize, concat: bool) {
+        let (width, w) = (self.out, self.out + 2);
+        let mut state = state.to_vec();
+        let (own_src, own_dst) = (row[heads * width..heads * width + heads].to_vec(), &row[heads * width + heads..]);
+        let count = if self.edge_dim > 0 { state[heads * w + heads] } else { 0.0 };
+        for h in 0..heads {
+            let fill = if count > 0.0 { state[heads * w + h] / count } else { 0.0 };
+            let score = leaky_relu(own_src[h] + own_dst[h] + fill);
+            fold_softmax(&mut state[h * w..(h + 1) * w], score, &row[h * width..(h + 1) * width]);
+        }
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for h in 0..heads {
+            let s = &state[h * w..(h + 1) * w];
+            for i in 0..width {
+                let value = s[2 + i] / s[1];
+                if concat {
+                    out[h * width + i] = value;
+                } else {
+                    out[i] += value;
+                }
+            }
+        }
+        if !concat {
+            out.iter_mut().for_each(|o| *o /= heads as f32);
         }
     }
 }
@@ -285,6 +394,19 @@ pub fn transform_rows(model: &Gnn, l: usize, rows: Vec<f32>, width: usize, devic
     model.transform(l, h).into_data().iter::<f32>().collect()
 }
 
+/// Layer `l`'s post step on `rows` finished host rows (row-major, `width` =
+/// [`LayerSlice::finish_width`] wide) on `device`, back on the host: `[rows,
+/// slice.output_width()]` row-major. GINE: its MLP, then the model's activation unless `l` is
+/// the last layer. A layer without a post step ([`LayerSlice::has_post`] false) returns `rows`
+/// as they are. Like [`transform_rows`], each row's result depends only on that row and the
+/// number of rows.
+pub fn post_rows(model: &Gnn, spec: &ModelSpec, l: usize, rows: Vec<f32>, width: usize, device: &Device) -> Vec<f32> {
+    let Layer::Gine(g) = &model.layers[l] else { return rows };
+    let n = rows.len() / width.max(1);
+    let h = Tensor::<2>::from_data(TensorData::new(rows, [n, width]), device);
+    model.activate(spec, l, g.mlp(h)).into_data().iter::<f32>().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,7 +416,12 @@ mod tests {
     use crate::rng::Stream;
     use schemas::model::ModelKind;
 
-    fn spec(kind: ModelKind, heads: usize, output_heads: usize, activation: Activation) -> ModelSpec {
+    fn spec(
+        kind: ModelKind,
+        (heads, output_heads): (usize, usize),
+        activation: Activation,
+        edge_dim: usize,
+    ) -> ModelSpec {
         ModelSpec {
             kind,
             input_dim: 6,
@@ -306,15 +433,16 @@ mod tests {
             activation,
             normalize_features: false,
             multi_label: false,
-            edge_dim: 0,
+            edge_dim,
             normalize_edge_features: false,
             edge_stats: None,
             seed: 3,
         }
     }
 
-    /// A random graph of `n` nodes with in-degrees 0..=6 and one hub, as (src, dst) lists.
-    fn graph(n: usize) -> (Vec<i64>, Vec<i64>) {
+    /// A random graph of `n` nodes with in-degrees 0..=6 and one hub, with `edge_dim` random
+    /// features per edge.
+    fn graph(n: usize, edge_dim: usize) -> LayerEdges {
         let mut s = Stream::new(&[11]);
         let (mut src, mut dst) = (Vec::new(), Vec::new());
         for v in 0..n {
@@ -324,64 +452,74 @@ mod tests {
                 dst.push(v as i64);
             }
         }
-        (src, dst)
+        let degree: Vec<f32> = (0..n).map(|v| dst.iter().filter(|&&d| d == v as i64).count() as f32).collect();
+        let mut e = LayerEdges::new(n, n, src, dst, &degree);
+        e.edge_dim = edge_dim;
+        e.features = (0..e.src.len() * edge_dim).map(|_| 2.0 * s.unit() - 1.0).collect();
+        e
     }
 
     /// Every node's layer-`l` output through the slice, each node's in-edges split in `parts`
-    /// and merged in order.
+    /// and merged in order, then the post step.
     fn sliced(
         model: &Gnn,
         spec: &ModelSpec,
         l: usize,
         x: &[f32],
         width: usize,
-        edges: &(Vec<i64>, Vec<i64>),
+        e: &LayerEdges,
         parts: usize,
     ) -> Vec<f32> {
         let slice = model.slice(spec, l);
+        let device = Device::flex();
         let n = x.len() / width;
-        let rows = transform_rows(model, l, x.to_vec(), width, &Device::flex());
-        let (rw, mw) = (slice.row_width(), slice.message_width());
-        let degree: Vec<f32> = (0..n).map(|v| edges.1.iter().filter(|&&d| d == v as i64).count() as f32).collect();
-        let mut out = vec![0.0; n * slice.output_width()];
+        let rows = transform_rows(model, l, x.to_vec(), width, &device);
+        let (rw, mw, fw) = (slice.row_width(), slice.message_width(), slice.finish_width());
+        let degree: Vec<f32> = (0..n).map(|v| e.dst.iter().filter(|&&d| d == v as i64).count() as f32).collect();
+        let edge = |j: usize| if slice.edge_dim() > 0 { e.edge_row(j) } else { &[] };
+        let mut out = vec![0.0; n * fw];
         for v in 0..n {
             let own = &rows[v * rw..(v + 1) * rw];
-            let incoming: Vec<usize> =
-                (0..edges.0.len()).filter(|&e| edges.1[e] == v as i64).map(|e| edges.0[e] as usize).collect();
+            let incoming: Vec<usize> = (0..e.src.len()).filter(|&j| e.dst[j] == v as i64).collect();
             let mut state = slice.empty_state();
             for part in 0..parts {
                 let mut partial = slice.empty_state();
-                for &u in incoming.iter().skip(part).step_by(parts) {
+                for &j in incoming.iter().skip(part).step_by(parts) {
+                    let u = e.src[j] as usize;
                     let mut message = vec![0.0; mw];
                     slice.message(&rows[u * rw..(u + 1) * rw], degree[u], &mut message);
-                    slice.fold(&mut partial, own, &message);
+                    slice.fold(&mut partial, own, &message, edge(j));
                 }
                 slice.merge(&mut state, &partial);
             }
-            let ow = slice.output_width();
-            slice.finish(own, degree[v], &state, &mut out[v * ow..(v + 1) * ow]);
+            slice.finish(own, degree[v], &state, &mut out[v * fw..(v + 1) * fw]);
         }
+        let out = post_rows(model, spec, l, out, fw, &device);
+        assert_eq!(out.len(), n * slice.output_width());
         out
     }
 
     fn check(spec: ModelSpec) {
         let device = Device::flex();
+        // Random values in every parameter, the biases included (they start at zero).
         let model = Gnn::new(&spec, &device);
+        let mut s = Stream::new(&[17]);
+        let values: Vec<f32> = crate::params::flatten(&model).iter().map(|_| s.unit() - 0.5).collect();
+        let model = crate::params::load(model, &values, &device);
         let n = 40;
-        let edges = graph(n);
+        let e = graph(n, spec.edge_dim);
         let mut s = Stream::new(&[5]);
         let x: Vec<f32> = (0..n * spec.input_dim).map(|_| 2.0 * s.unit() - 1.0).collect();
-        let degree: Vec<f32> = (0..n).map(|v| edges.1.iter().filter(|&&d| d == v as i64).count() as f32).collect();
-        let e = LayerEdges::new(n, n, edges.0.clone(), edges.1.clone(), &degree);
         let mut h = x.clone();
         let mut width = spec.input_dim;
         for l in 0..spec.layers {
+            assert_eq!(model.slice(&spec, l).edge_dim(), spec.edge_dim, "{:?} reads the edge features", spec.kind);
             for aggregation in [Aggregation::Auto, Aggregation::Reference] {
                 let t = EdgeTensors::new(&e, &device, aggregation);
                 let input = Tensor::<2>::from_data(TensorData::new(h.clone(), [n, width]), &device);
                 let expected: Vec<f32> = model.forward_layer(&spec, l, input, &t).into_data().iter::<f32>().collect();
                 for parts in [1, 3] {
-                    let got = sliced(&model, &spec, l, &h, width, &edges, parts);
+                    let got = sliced(&model, &spec, l, &h, width, &e, parts);
                     assert_eq!(got.len(), expected.len());
                     for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
                         assert!(
@@ -392,24 +530,58 @@ mod tests {
                     }
                 }
             }
-            let slice = model.slice(&spec, l);
-            h = sliced(&model, &spec, l, &h, width, &edges, 1);
-            width = slice.output_width();
+            h = sliced(&model, &spec, l, &h, width, &e, 1);
+            width = model.slice(&spec, l).output_width();
         }
     }
 
     #[test]
     fn gcn_slices_equal_the_layer() {
-        check(spec(ModelKind::Gcn, 1, 1, Activation::Relu));
+        check(spec(ModelKind::Gcn, (1, 1), Activation::Relu, 0));
     }
 
     #[test]
     fn sage_slices_equal_the_layer() {
-        check(spec(ModelKind::Sage, 1, 1, Activation::Elu));
+        check(spec(ModelKind::Sage, (1, 1), Activation::Elu, 0));
     }
 
     #[test]
     fn multi_head_gat_slices_equal_the_layer() {
-        check(spec(ModelKind::Gat, 3, 2, Activation::Elu));
+        check(spec(ModelKind::Gat, (3, 2), Activation::Elu, 0));
+    }
+
+    #[test]
+    fn gine_slices_equal_the_layer() {
+        check(spec(ModelKind::Gine, (1, 1), Activation::Elu, 0));
+    }
+
+    #[test]
+    fn sage_slices_with_edge_features_equal_the_layer() {
+        check(spec(ModelKind::Sage, (1, 1), Activation::Relu, 4));
+    }
+
+    #[test]
+    fn multi_head_gat_slices_with_edge_features_equal_the_layer() {
+        check(spec(ModelKind::Gat, (3, 2), Activation::Elu, 4));
+    }
+
+    #[test]
+    fn gine_slices_with_edge_features_equal_the_layer() {
+        check(spec(ModelKind::Gine, (1, 1), Activation::Relu, 4));
+    }
+
+    #[test]
+    fn slice_widths_say_what_crosses_and_what_post_does() {
+        let model = Gnn::new(&spec(ModelKind::Gine, (1, 1), Activation::Relu, 4), &Device::flex());
+        let gine = spec(ModelKind::Gine, (1, 1), Activation::Relu, 4);
+        let first = model.slice(&gine, 0);
+        assert!(first.has_post());
+        // GINE's rows are its input rows; finish writes them, post maps them to the output.
+        assert_eq!((first.row_width(), first.finish_width(), first.output_width()), (6, 6, 5));
+        let gat = spec(ModelKind::Gat, (3, 2), Activation::Elu, 4);
+        let slice = Gnn::new(&gat, &Device::flex()).slice(&gat, 0);
+        assert!(!slice.has_post());
+        // Per head: max, sum and 5 values; then 3 edge-term sums and the count.
+        assert_eq!((slice.state_width(), slice.finish_width(), slice.output_width()), (3 * 7 + 4, 15, 15));
     }
 }

@@ -1,12 +1,13 @@
 //! The GPU (burn-wgpu; software Vulkan in CI) against the CPU: one training step of every model,
-//! gather/scatter aggregation on the GPU against the edge-partitioned kernel on the CPU.
+//! with and without edge features, gather/scatter aggregation on the GPU against the
+//! edge-partitioned kernel on the CPU.
 #![cfg(feature = "gpu")]
 
 mod common;
 
 use burn::prelude::*;
 use burn::tensor::DeviceKind;
-use common::{assert_same_step, graph, records, step};
+use common::{DROPOUT, EDGE_KINDS, assert_same_step, edge_model, graph, records, records_with_edges, step, step_spec};
 use gnn::kernel::{Aggregation, uses_kernel};
 use schemas::model::ModelKind;
 
@@ -18,11 +19,24 @@ fn a_training_step_on_the_gpu_equals_the_cpu() {
     let (n, dim) = (40, 4);
     let (edges, features) = graph(n, dim);
     let recs = records(n, 2, &edges, &features);
-    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat, ModelKind::Gine] {
         for prune in [true, false] {
             let on_gpu = step(kind, &recs, dim, prune, (&gpu, Aggregation::Auto));
             let on_cpu = step(kind, &recs, dim, prune, (&cpu, Aggregation::Auto));
             assert_same_step(&format!("{kind:?} prune {prune}"), on_gpu, on_cpu);
         }
+    }
+}
+
+#[test]
+fn a_training_step_with_edge_features_on_the_gpu_equals_the_cpu() {
+    let gpu = Device::wgpu(DeviceKind::DefaultDevice).autodiff();
+    let cpu = Device::flex().autodiff();
+    let (n, dim) = (40, 4);
+    let recs = records_with_edges(n, dim);
+    for kind in EDGE_KINDS {
+        let (spec, batches) = edge_model(kind, dim, true);
+        let run = |device: &Device| step_spec(&spec, &recs, &batches, DROPOUT, (device, Aggregation::Auto));
+        assert_same_step(&format!("{kind:?} with edge features"), run(&gpu), run(&cpu));
     }
 }

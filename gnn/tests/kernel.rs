@@ -1,11 +1,12 @@
 //! The edge-partitioned kernel against the gather/scatter reference, forward and backward, on
-//! random graphs with hubs, isolated nodes and no edges at all.
+//! random graphs with hubs, isolated nodes and no edges at all: node rows along the edges, with
+//! one coefficient or one per head, and edge rows into their destinations.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use gnn::aggregate::{EdgeTensors, scatter_sum};
 use gnn::batch::LayerEdges;
-use gnn::kernel::{Aggregation, EdgePlan, edge_sum};
+use gnn::kernel::{Aggregation, EdgePlan, edge_sum, uses_kernel};
 use gnn::rng::Stream;
 use std::sync::Arc;
 
@@ -135,4 +136,41 @@ fn runs_without_autodiff_and_only_the_tracked_input_gets_a_gradient() {
     let grads = out.sum().backward();
     assert!(x.grad(&grads).is_some());
     assert!(coef.grad(&grads).is_none());
+}
+
+#[test]
+fn edge_row_sums_match_the_reference() {
+    let device = Device::flex().autodiff();
+    for (case, &(rows_in, rows_out, edges, hub)) in CASES.iter().enumerate() {
+        let mut e = random_layer(case as u64 + 20, rows_in, rows_out, edges, hub);
+        let n = e.src.len();
+        // The layer has edge features: its plans include the one over edge rows.
+        e.edge_dim = 2;
+        e.features = vec![0.5; n * 2];
+        let width = 5;
+        let m = random(case as u64 + 3, [n, width], &device);
+        let coef = random(case as u64 + 4, [n, 1], &device);
+        let weights = random(case as u64 + 5, [rows_out, width], &device);
+        let run = |aggregation: Aggregation, weighted: bool| {
+            let layer = EdgeTensors::new(&e, &device, aggregation);
+            assert_eq!(
+                layer.plans.as_ref().map(|p| p.edge_rows.is_some()),
+                uses_kernel(aggregation, &device).then_some(true)
+            );
+            let (m, coef) = (m.clone().require_grad(), coef.clone().require_grad());
+            let out = layer.sum_edge_rows(m.clone(), weighted.then_some(&coef));
+            // As in the first test: m itself in the loss, for a gradient without edges.
+            let grads = ((out.clone() * weights.clone()).sum() + m.clone().sum() + coef.clone().sum()).backward();
+            let grad = |t: &Tensor<2>| t.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap();
+            (values(out.inner()), grad(&m), grad(&coef))
+        };
+        for weighted in [false, true] {
+            let (k, r) = (run(Aggregation::Auto, weighted), run(Aggregation::Reference, weighted));
+            let what = format!("case {case} weighted {weighted}");
+            assert_eq!(k.0.len(), rows_out * width);
+            assert_close(&format!("{what} forward"), &k.0, &r.0);
+            assert_close(&format!("{what} d/dm"), &k.1, &r.1);
+            assert_close(&format!("{what} d/dcoef"), &k.2, &r.2);
+        }
+    }
 }

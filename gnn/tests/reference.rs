@@ -1,18 +1,24 @@
 //! The models against independent references: GCN against a dense-matrix GCN on a small random
 //! graph, pruned against unpruned batches (same loss, same gradients) for every model, and the
-//! edge-partitioned kernel against the gather/scatter reference inside every model. Each test
-//! runs with both aggregations.
+//! edge-partitioned kernel against the gather/scatter reference inside every model, with and
+//! without edge features. Each test runs with both aggregations.
 
 mod common;
 
+use burn::module::Param;
 use burn::prelude::*;
-use common::{assert_same_step, graph, records, spec, step, step_with};
+use common::{
+    DROPOUT, EDGE_DIM, EDGE_KINDS, assert_same_step, edge_model, graph, records, records_with_edges, spec, step,
+    step_spec, step_with,
+};
 use gnn::batch::{Batch, BatchSpec};
 use gnn::kernel::Aggregation;
-use gnn::model::{BatchTensors, Dropout, Gnn};
+use gnn::model::{BatchTensors, Dropout, Gnn, Layer, loss};
 use gnn::params;
 use schemas::layers::Layers;
 use schemas::model::ModelKind;
+
+const EVERY_KIND: [ModelKind; 4] = [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat, ModelKind::Gine];
 
 fn matmul(a: &[Vec<f32>], b: &[Vec<f32>]) -> Vec<Vec<f32>> {
     a.iter().map(|row| (0..b[0].len()).map(|j| row.iter().zip(b).map(|(x, r)| x * r[j]).sum()).collect()).collect()
@@ -76,7 +82,7 @@ fn pruned_and_unpruned_batches_give_the_same_loss_and_gradients() {
     let (edges, features) = graph(n, dim);
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
-    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+    for kind in EVERY_KIND {
         for aggregation in [Aggregation::Auto, Aggregation::Reference] {
             let what = format!("{kind:?} {aggregation:?}");
             assert_same_step(
@@ -96,8 +102,8 @@ fn distinct_and_repeated_input_rows_give_the_same_loss_and_gradients() {
     let (edges, features) = graph(n, dim);
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
-    let dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
-    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+    let dropout = DROPOUT;
+    for kind in EVERY_KIND {
         for aggregation in [Aggregation::Auto, Aggregation::Reference] {
             let repeated = BatchSpec::plain(Layers::every(2));
             let distinct = BatchSpec { distinct_inputs: true, ..repeated.clone() };
@@ -121,7 +127,7 @@ fn input_dropout_on_the_host_is_the_forward_pass_dropout() {
     let device = Device::flex().autodiff();
     let dropout = Dropout { seed: 5, step: 2, rate: 0.5, attention_rate: 0.2 };
     let batch = Batch::build(&recs, &BatchSpec::plain(Layers::every(2)));
-    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+    for kind in EVERY_KIND {
         let spec = spec(kind, dim);
         let model = Gnn::new(&spec, &device);
         let run =
@@ -143,8 +149,106 @@ fn the_kernel_and_the_reference_give_the_same_loss_and_gradients() {
     let (edges, features) = graph(n, dim);
     let recs = records(n, 2, &edges, &features);
     let device = Device::flex().autodiff();
-    for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat] {
+    for kind in EVERY_KIND {
         let kernel = step(kind, &recs, dim, true, (&device, Aggregation::Auto));
         assert_same_step(&format!("{kind:?}"), kernel, step(kind, &recs, dim, true, (&device, Aggregation::Reference)));
+    }
+}
+
+#[test]
+fn with_edge_features_the_kernel_and_the_reference_give_the_same_loss_and_gradients() {
+    let (n, dim) = (60, 4);
+    let recs = records_with_edges(n, dim);
+    let device = Device::flex().autodiff();
+    for kind in EDGE_KINDS {
+        for standardize in [false, true] {
+            let (spec, batches) = edge_model(kind, dim, standardize);
+            let run = |aggregation| step_spec(&spec, &recs, &batches, DROPOUT, (&device, aggregation));
+            let what = format!("{kind:?} standardized {standardize}");
+            assert_same_step(&what, run(Aggregation::Auto), run(Aggregation::Reference));
+        }
+    }
+}
+
+#[test]
+fn with_edge_features_pruned_unpruned_distinct_and_repeated_batches_agree() {
+    let (n, dim) = (40, 3);
+    let recs = records_with_edges(n, dim);
+    let device = Device::flex().autodiff();
+    for kind in EDGE_KINDS {
+        let (spec, plain) = edge_model(kind, dim, false);
+        for aggregation in [Aggregation::Auto, Aggregation::Reference] {
+            let run = |batches: &BatchSpec| step_spec(&spec, &recs, batches, DROPOUT, (&device, aggregation));
+            let what = format!("{kind:?} {aggregation:?}");
+            let base = run(&plain);
+            assert_same_step(
+                &format!("{what} unpruned"),
+                base.clone(),
+                run(&BatchSpec { prune: false, ..plain.clone() }),
+            );
+            assert_same_step(
+                &format!("{what} distinct"),
+                base,
+                run(&BatchSpec { distinct_inputs: true, ..plain.clone() }),
+            );
+        }
+    }
+}
+
+/// The gradients of a layer's edge parameters, each flattened.
+fn edge_gradients(layer: &Layer, grads: &burn::tensor::Gradients) -> Vec<Vec<f32>> {
+    let of2 = |p: &Option<Param<Tensor<2>>>| {
+        p.as_ref().map(|p| p.val().grad(grads).map(|g| g.into_data().try_to_vec::<f32>().unwrap()))
+    };
+    let of1 = |p: &Option<Param<Tensor<1>>>| {
+        p.as_ref().map(|p| p.val().grad(grads).map(|g| g.into_data().try_to_vec::<f32>().unwrap()))
+    };
+    let all = match layer {
+        Layer::Gcn(_) => vec![],
+        Layer::Sage(s) => vec![of2(&s.edge_weight)],
+        Layer::Gat(g) => vec![of2(&g.edge_weight), of2(&g.att_edge)],
+        Layer::Gine(g) => vec![of2(&g.edge_weight), of1(&g.edge_bias)],
+    };
+    all.into_iter().map(|p| p.expect("the layer has its edge parameter").expect("it has a gradient")).collect()
+}
+
+#[test]
+fn every_edge_parameter_gets_a_gradient_and_the_features_change_the_logits() {
+    let (n, dim) = (30, 4);
+    let recs = records_with_edges(n, dim);
+    let device = Device::flex().autodiff();
+    for kind in EDGE_KINDS {
+        let (spec, batches) = edge_model(kind, dim, false);
+        let model = Gnn::new(&spec, &device);
+        let batch = Batch::build(&recs, &batches);
+        let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, Aggregation::Auto), None);
+        let grads = loss(logits.clone(), &batch.labels).0.backward();
+        for (l, layer) in model.layers.iter().enumerate() {
+            let found = edge_gradients(layer, &grads);
+            assert!(!found.is_empty(), "{kind:?} layer {l} has edge parameters");
+            for g in found {
+                assert!(g.iter().any(|v| *v != 0.0), "{kind:?} layer {l}: an edge parameter's gradient is zero");
+            }
+        }
+        // The same records with other edge features give other logits.
+        let mut scaled = batch.clone();
+        scaled.layers.iter_mut().for_each(|e| e.features.iter_mut().for_each(|v| *v *= 2.0));
+        let other = model.forward(&spec, &scaled, &BatchTensors::new(&scaled, &device, Aggregation::Auto), None);
+        let (a, b) = (logits.into_data().try_to_vec::<f32>().unwrap(), other.into_data().try_to_vec::<f32>().unwrap());
+        assert!(a.iter().zip(&b).any(|(x, y)| (x - y).abs() > 1e-4), "{kind:?}: the edge features change nothing");
+    }
+}
+
+#[test]
+fn edge_parameters_come_with_edge_features_and_never_to_gcn() {
+    let dim = 4;
+    for kind in EVERY_KIND {
+        let plain = params::flatten(&Gnn::new(&spec(kind, dim), &Device::flex()));
+        let with = params::flatten(&Gnn::new(&common::spec_with_edges(kind, dim, EDGE_DIM), &Device::flex()));
+        match kind {
+            ModelKind::Gcn => assert_eq!(with, plain, "GCN ignores edge features"),
+            // The edge parameters come after the others of their layer: the rest is unchanged.
+            _ => assert!(with.len() > plain.len(), "{kind:?}"),
+        }
     }
 }

@@ -35,6 +35,8 @@ fn main() {
         kernel_plans: true,
         kernel_threads: 1,
         distinct_inputs: true,
+        edge_dim: meta.spec.edge_dim,
+        edge_stats: gnn::features::edge_standardization(&meta.spec).cloned(),
     };
     let mut files: Vec<_> = std::fs::read_dir(records)
         .expect("a records directory")

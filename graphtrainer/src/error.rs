@@ -13,6 +13,9 @@ pub enum Error {
     /// The model's files (see `gnn::io`), or the device.
     #[error(transparent)]
     Model(#[from] gnn::Error),
+    /// The job asks for what its records cannot give (`[train]` settings named).
+    #[error("{0}")]
+    Usage(String),
     /// The records hold nothing this job can learn from.
     #[error("{0}")]
     NothingToLearn(String),
@@ -32,6 +35,7 @@ pub enum Error {
 impl Error {
     pub fn cause(&self) -> Cause {
         match self {
+            Error::Usage(_) => Cause::Usage,
             Error::BadRecord(_) | Error::NothingToLearn(_) | Error::Diverged(_) => Cause::BadData,
             Error::Table(e) => e.cause(),
             Error::Model(e) => e.cause(),

@@ -1,5 +1,5 @@
-//! GraphTrainer: GCN, GraphSAGE and GAT (from the `gnn` crate) trained on GraphFlat's records,
-//! data-parallel over timely workers with a parameter server on the same engine.
+//! GraphTrainer: GCN, GraphSAGE, GAT and GINE (from the `gnn` crate) trained on GraphFlat's
+//! records, data-parallel over timely workers with a parameter server on the same engine.
 //!
 //! - [`reader`]: record parts to records, one row group at a time, checked;
 //! - [`plan`]: which row groups each worker reads, and the steps per epoch;

@@ -175,20 +175,22 @@ impl RecordSet {
         failure.map_or(Ok(out), |e| Err(e.into()))
     }
 
+    /// A record's node and edge feature widths against the set's metadata (a record without
+    /// edges has no edge width to check).
     fn check_features(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
-        if r.dim() == self.meta.feature_dim {
-            return Ok(());
+        let at = Location::file(file).row(row);
+        let describe = |what: &str, found: usize, expected: usize| {
+            format!("root {}: {found} {what}, but the set's metadata says {expected}", r.root)
+        };
+        if r.dim() != self.meta.feature_dim {
+            let problem = describe("features per node", r.dim(), self.meta.feature_dim);
+            return Err(BadInput::new(at.column(record::NODE_FEATURES), problem));
         }
-        let at = Location::file(file).row(row).column(record::NODE_FEATURES);
-        Err(BadInput::new(
-            at,
-            format!(
-                "root {}: {} features per node, but the set's metadata says {}",
-                r.root,
-                r.dim(),
-                self.meta.feature_dim
-            ),
-        ))
+        if r.num_edges() > 0 && r.edge_dim() != self.meta.edge_dim {
+            let problem = describe("edge features per edge", r.edge_dim(), self.meta.edge_dim);
+            return Err(BadInput::new(at.column(record::EDGE_FEATURES), problem));
+        }
+        Ok(())
     }
 }
 

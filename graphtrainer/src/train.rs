@@ -15,6 +15,7 @@ use cluster::Failure;
 use gnn::batch::{Batch, BatchSpec};
 use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
 use gnn::params;
+use schemas::edge_stats::EdgeStats;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
@@ -135,10 +136,12 @@ enum EvalCache {
     TooLarge,
 }
 
-/// The bytes a built batch and its tensors hold: the feature rows twice, and the edges.
+/// The bytes a built batch and its tensors hold: the feature rows twice, and the edges with
+/// their features (twice too).
 fn batch_bytes(batch: &Batch) -> u64 {
     let edges: usize = batch.layers.iter().map(|l| l.src.len()).sum();
-    (batch.features.len() * 8 + edges * 32 + batch.roots.len() * 64) as u64
+    let edge_features: usize = batch.layers.iter().map(|l| l.features.len()).sum();
+    (batch.features.len() * 8 + edges * 32 + edge_features * 8 + batch.roots.len() * 64) as u64
 }
 
 impl Setup {
@@ -164,6 +167,10 @@ impl Setup {
             LabelKind::Class => config.classes.unwrap_or(totals.max_class as usize + 1),
         };
         let gat = config.model == ModelKind::Gat;
+        let (edge_dim, edge_stats) = edge_inputs(config, set)?;
+        if worker.index() == 0 {
+            tracing::info!("train: {}", edge_inputs_line(config, set, edge_dim, edge_stats.is_some()));
+        }
         let spec = ModelSpec {
             kind: config.model,
             input_dim: set.meta.feature_dim,
@@ -175,21 +182,21 @@ impl Setup {
             activation: config.activation,
             normalize_features: config.normalize_features,
             multi_label: matches!(set.meta.label, LabelKind::Targets(_)),
-            edge_dim: 0,
-            normalize_edge_features: false,
-            edge_stats: None,
+            edge_dim,
+            normalize_edge_features: edge_stats.is_some(),
+            edge_stats,
             seed: config.seed,
         };
         let base = gnn::device(config.device)?;
         let device = base.clone().autodiff();
+        // The node and edge features as the model reads them (see gnn::batch).
         let batch_spec = BatchSpec {
-            layers: set.meta.layers(),
             prune: config.prune,
-            normalize_features: config.normalize_features,
             kernel_plans: gnn::kernel::uses_kernel(config.aggregation, &device),
             kernel_threads: config.kernel_threads,
-            // Each node's input row once per batch (see gnn::batch).
+            // Each node's input row once per batch.
             distinct_inputs: true,
+            ..BatchSpec::plain(set.meta.layers()).reading(&spec)
         };
         let units = plan.shares[worker.index()].iter().map(|&u| plan.units[u]).collect();
         Ok(Setup {
@@ -206,6 +213,51 @@ impl Setup {
             base,
             device,
         })
+    }
+}
+
+/// The edge features the model reads: their width (0: none) and, with
+/// `normalize_edge_features`, the record set's statistics that standardize them. They are
+/// read when the records have them, `edge_features` does not say no, and the kind has a place
+/// for them (GCN has none). Asking for edge features the records lack, or for statistics they
+/// do not carry, is a usage error.
+fn edge_inputs(config: &TrainConfig, set: &RecordSet) -> Result<(usize, Option<EdgeStats>), Error> {
+    let available = set.meta.edge_dim;
+    if config.edge_features == Some(true) && available == 0 {
+        return Err(Error::Usage(format!(
+            "[train] edge_features = true, but the records in {} have no edge features (flatten an edge table with a \
+             features column, or leave edge_features out)",
+            set.place.shown()
+        )));
+    }
+    if available == 0 || config.edge_features == Some(false) || !config.model.uses_edge_features() {
+        return Ok((0, None));
+    }
+    if !config.normalize_edge_features {
+        return Ok((available, None));
+    }
+    let stats = set.meta.edge_stats.clone().ok_or_else(|| {
+        Error::Usage(format!(
+            "[train] normalize_edge_features = true, but the records in {} carry no edge feature statistics \
+             (flatten them again, or set normalize_edge_features = false)",
+            set.place.shown()
+        ))
+    })?;
+    Ok((available, Some(stats)))
+}
+
+/// The setup's log line on the edge features the model reads (see [`edge_inputs`]).
+fn edge_inputs_line(config: &TrainConfig, set: &RecordSet, edge_dim: usize, standardized: bool) -> String {
+    let available = set.meta.edge_dim;
+    if edge_dim > 0 {
+        let how = if standardized { "standardized with the edge table's statistics" } else { "as they are" };
+        format!("the {} layers read the records' {edge_dim} edge features, {how}", config.model.name())
+    } else if available == 0 {
+        "the records have no edge features".into()
+    } else if config.edge_features == Some(false) {
+        format!("the records' {available} edge features are left out (edge_features = false)")
+    } else {
+        format!("{} ignores the records' edge features", config.model.name())
     }
 }
 
@@ -245,6 +297,15 @@ impl Start {
         let (index, peers) = (worker.index(), worker.peers());
         if config.resume {
             let c = Checkpoint::resume(worker, &setup.source.set().io, output)?;
+            let expected = params::flatten(&setup.template).len();
+            if c.params.len() != expected {
+                return Err(Error::Resume(format!(
+                    "the checkpoints in {} hold {} parameters, this job's model {expected}: resume with the model, \
+                     sizes and edge features they were written with",
+                    checkpoint::dir(output).shown(),
+                    c.params.len()
+                )));
+            }
             if index == 0 {
                 tracing::info!("train: resuming after epoch {} from {}", c.epoch, checkpoint::dir(output).shown());
             }

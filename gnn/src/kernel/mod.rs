@@ -6,6 +6,12 @@
 //! ([`cpu`]). The backward pass runs the same kernel over the source-sorted edges
 //! ([`autodiff`]).
 //!
+//! The rows a plan reads may be the edges themselves (`src[e] = e`; the batch builds such a plan
+//! for a layer with edge features, `crate::batch::LayerPlans::edge_rows`): the kernel then sums
+//! one row per edge into its destination (edge features for GraphSAGE's mean and GAT's
+//! self-loop fill, GINE's per-edge messages), partitioned by destination like any other plan;
+//! its backward writes each edge's row once, from its destination's gradient.
+//!
 //! It is a burn backend extension implemented for Flex (and Autodiff over it). Other backends
 //! (the GPU) use the gather/scatter reference in [`crate::aggregate`], which the tests compare
 //! this kernel against; [`Aggregation`] picks one per device.

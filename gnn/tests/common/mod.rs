@@ -1,5 +1,5 @@
-//! Shared by the model tests: random graphs, records built by a plain BFS, and one training
-//! step's loss and gradients.
+//! Shared by the model tests: random graphs (with edge features), records built by a plain
+//! BFS, and one training step's loss and gradients.
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::collections::{BTreeMap, VecDeque};
@@ -11,6 +11,7 @@ use gnn::model::{BatchTensors, Dropout, Gnn, loss};
 use gnn::params;
 use schemas::Label;
 use schemas::Record as RecordGraph;
+use schemas::edge_stats::EdgeStats;
 use schemas::layers::Layers;
 use schemas::model::{Activation, ModelKind, ModelSpec};
 
@@ -31,8 +32,26 @@ pub fn graph(n: usize, dim: usize) -> (Vec<(usize, usize)>, Vec<Vec<f32>>) {
     (edges, features)
 }
 
+/// `dim` random features for each edge of `edges`, in edge order (an edge carries the same
+/// features in every record that holds it).
+pub fn edge_features(edges: &[(usize, usize)], dim: usize) -> Vec<Vec<f32>> {
+    let mut s = gnn::rng::Stream::new(&[43]);
+    edges.iter().map(|_| (0..dim).map(|_| 2.0 * s.unit() - 1.0).collect()).collect()
+}
+
 /// Records with every edge, built by a plain BFS (as GraphFlat's `all` sampler makes them).
 pub fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>]) -> Vec<RecordGraph> {
+    records_with_edge_features(n, k, edges, features, &[])
+}
+
+/// [`records`] whose edges carry `edge_features[e]` (see [`edge_features`]); none when empty.
+pub fn records_with_edge_features(
+    n: usize,
+    k: u8,
+    edges: &[(usize, usize)],
+    features: &[Vec<f32>],
+    edge_features: &[Vec<f32>],
+) -> Vec<RecordGraph> {
     let mut in_edges: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for &(u, w) in edges {
         in_edges.entry(w).or_default().push(u);
@@ -55,8 +74,8 @@ pub fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>])
             let mut nodes: Vec<usize> = dist.keys().copied().collect();
             nodes.sort_by_key(|v| (*v != root, dist[v], *v));
             let local: BTreeMap<usize, i32> = nodes.iter().enumerate().map(|(i, &v)| (v, i as i32)).collect();
-            let kept: Vec<&(usize, usize)> =
-                edges.iter().filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k)).collect();
+            let kept: Vec<(usize, &(usize, usize))> =
+                edges.iter().enumerate().filter(|(_, (_, w))| dist.get(w).is_some_and(|&d| d < k)).collect();
             RecordGraph {
                 root: root as i64,
                 node_ids: nodes.iter().map(|&v| v as i64).collect(),
@@ -65,17 +84,47 @@ pub fn records(n: usize, k: u8, edges: &[(usize, usize)], features: &[Vec<f32>])
                 hops: nodes.iter().map(|v| dist[v]).collect(),
                 in_degrees: nodes.iter().map(|v| in_edges.get(v).map_or(0, Vec::len) as i64).collect(),
                 features: nodes.iter().flat_map(|&v| features[v].clone()).collect(),
-                edge_src: kept.iter().map(|(u, _)| local[u]).collect(),
-                edge_dst: kept.iter().map(|(_, w)| local[w]).collect(),
+                edge_src: kept.iter().map(|(_, (u, _))| local[u]).collect(),
+                edge_dst: kept.iter().map(|(_, (_, w))| local[w]).collect(),
                 edge_weights: vec![1.0; kept.len()],
-                edge_layers: kept.iter().map(|(_, w)| (1u32 << (k - dist[w])) - 1).collect(),
-                edge_features: Vec::new(),
+                edge_layers: kept.iter().map(|(_, (_, w))| (1u32 << (k - dist[w])) - 1).collect(),
+                edge_features: kept
+                    .iter()
+                    .flat_map(|&(e, _)| edge_features.get(e).cloned().unwrap_or_default())
+                    .collect(),
             }
         })
         .collect()
 }
 
+/// The kinds whose layers read edge features, and the width the tests give them.
+pub const EDGE_KINDS: [ModelKind; 3] = [ModelKind::Sage, ModelKind::Gat, ModelKind::Gine];
+pub const EDGE_DIM: usize = 3;
+
+/// Records (2 hops) of an `n`-node random graph whose edges carry [`EDGE_DIM`] features.
+pub fn records_with_edges(n: usize, dim: usize) -> Vec<RecordGraph> {
+    let (edges, features) = graph(n, dim);
+    records_with_edge_features(n, 2, &edges, &features, &edge_features(&edges, EDGE_DIM))
+}
+
+/// The model of `kind` reading [`EDGE_DIM`] edge features, standardized with made-up
+/// statistics when `standardize`, and the batches it reads.
+pub fn edge_model(kind: ModelKind, dim: usize, standardize: bool) -> (ModelSpec, BatchSpec) {
+    let mut spec = spec_with_edges(kind, dim, EDGE_DIM);
+    if standardize {
+        spec.normalize_edge_features = true;
+        spec.edge_stats = Some(EdgeStats { mean: vec![0.1, -0.2, 0.0], std: vec![0.5, 2.0, 0.0] });
+    }
+    let batches = BatchSpec::plain(Layers::every(2)).reading(&spec);
+    (spec, batches)
+}
+
 pub fn spec(kind: ModelKind, dim: usize) -> ModelSpec {
+    spec_with_edges(kind, dim, 0)
+}
+
+/// [`spec`] with layers that read `edge_dim` edge features.
+pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpec {
     ModelSpec {
         kind,
         input_dim: dim,
@@ -87,12 +136,15 @@ pub fn spec(kind: ModelKind, dim: usize) -> ModelSpec {
         activation: Activation::Relu,
         normalize_features: false,
         multi_label: false,
-        edge_dim: 0,
+        edge_dim,
         normalize_edge_features: false,
         edge_stats: None,
         seed: 9,
     }
 }
+
+/// The dropout of the tests' training steps.
+pub const DROPOUT: Dropout = Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 };
 
 /// The loss and gradients of one training step with dropout.
 pub fn step(
@@ -103,14 +155,7 @@ pub fn step(
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
     let batch_spec = BatchSpec { prune, ..BatchSpec::plain(Layers::every(2)) };
-    step_with(
-        kind,
-        recs,
-        dim,
-        &batch_spec,
-        Dropout { seed: 1, step: 3, rate: 0.5, attention_rate: 0.3 },
-        (device, aggregation),
-    )
+    step_with(kind, recs, dim, &batch_spec, DROPOUT, (device, aggregation))
 }
 
 /// The loss and gradients of one training step on a batch built by `batch_spec`.
@@ -122,10 +167,21 @@ pub fn step_with(
     dropout: Dropout,
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
-    let spec = spec(kind, dim);
-    let model = Gnn::new(&spec, device);
+    step_spec(&spec(kind, dim), recs, batch_spec, dropout, (device, aggregation))
+}
+
+/// The loss and gradients of one training step of the model of `spec` on a batch built by
+/// `batch_spec`.
+pub fn step_spec(
+    spec: &ModelSpec,
+    recs: &[RecordGraph],
+    batch_spec: &BatchSpec,
+    dropout: Dropout,
+    (device, aggregation): (&Device, Aggregation),
+) -> (f32, Vec<f32>) {
+    let model = Gnn::new(spec, device);
     let batch = Batch::build(recs, batch_spec);
-    let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, device, aggregation), Some(dropout));
+    let logits = model.forward(spec, &batch, &BatchTensors::new(&batch, device, aggregation), Some(dropout));
     let (loss, _) = loss(logits, &batch.labels);
     let value = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
     (value, params::gradients(&model, &loss.backward()))
