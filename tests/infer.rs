@@ -8,13 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int64Type};
+use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
-use burn::prelude::*;
 use common::*;
-use gnn::batch::{Batch, BatchSpec};
-use gnn::kernel::Aggregation;
-use gnn::model::BatchTensors;
 
 /// Training on `records` into `model`: 3 epochs, batches of 256, 8 hidden units, unless keys
 /// set after it change them.
