@@ -28,16 +28,9 @@ fn main() {
     let (meta, gnn) =
         gnn::io::load(&tables::Io::new(&schemas::StorageConfig::default()).expect("an I/O runtime"), model, &device)
             .expect("a model directory");
-    let spec = BatchSpec {
-        layers: meta.layers(),
-        prune: true,
-        normalize_features: meta.spec.normalize_features,
-        kernel_plans: true,
-        kernel_threads: 1,
-        distinct_inputs: true,
-        edge_dim: meta.spec.edge_dim,
-        edge_stats: gnn::features::edge_standardization(&meta.spec).cloned(),
-    };
+    let spec =
+        BatchSpec { kernel_plans: true, kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }
+            .reading(&meta.spec);
     let mut files: Vec<_> = std::fs::read_dir(records)
         .expect("a records directory")
         .map(|e| e.expect("a directory entry").path())

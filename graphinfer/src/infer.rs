@@ -181,10 +181,10 @@ impl Body for Scores<'_> {
 /// that reads none, standardized in place for one trained on standardized features (the
 /// statistics of its records, from `model.json`).
 fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
-    match (spec.edge_dim, &spec.edge_stats) {
-        (0, _) => nodes.drop_edge_features(),
-        (_, Some(stats)) if spec.normalize_edge_features => nodes.standardize_edge_features(stats),
-        _ => {}
+    if spec.edge_dim == 0 {
+        nodes.drop_edge_features();
+    } else if let Some(stats) = gnn::features::edge_standardization(spec) {
+        nodes.standardize_edge_features(stats);
     }
     nodes
 }

@@ -174,11 +174,11 @@ impl Messages {
 }
 
 /// The folded messages of `rows`, in order, for a destination with transformed row `own`;
-/// `edges` holds the in-edges' features, the same number per row (none when the model reads
+/// `edges` holds the in-edges' features, `slice.edge_dim()` per row (none when the model reads
 /// none).
 fn fold(slice: &LayerSlice, own: &[f32], rows: &[u32], edges: &[f32], messages: &Messages) -> Vec<f32> {
     let mut state = slice.empty_state();
-    let e = edges.len() / rows.len().max(1);
+    let e = slice.edge_dim();
     for (i, &r) in rows.iter().enumerate() {
         slice.fold(&mut state, own, messages.row(r as usize), &edges[i * e..(i + 1) * e]);
     }

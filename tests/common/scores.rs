@@ -43,13 +43,8 @@ pub fn read_scores(dir: &Path) -> BTreeMap<i64, Scored> {
 pub fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
-    let spec = BatchSpec {
-        normalize_features: meta.spec.normalize_features,
-        kernel_threads: 1,
-        distinct_inputs: true,
-        ..BatchSpec::plain(meta.layers())
-    }
-    .reading(&meta.spec);
+    let spec =
+        BatchSpec { kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }.reading(&meta.spec);
     let mut out = BTreeMap::new();
     for chunk in read_records(records).chunks(256) {
         let batch = Batch::build(chunk, &spec);
