@@ -24,6 +24,7 @@ fn output_reads_back_with_the_documented_schema() {
         label: schemas::LabelKind::Class,
         edge_dim: 0,
         edge_stats: None,
+        link: None,
     });
     let files = parquet_files(&out);
     assert!(!files.is_empty());

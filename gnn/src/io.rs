@@ -200,6 +200,8 @@ mod tests {
             edge_dim: 2,
             normalize_edge_features: true,
             edge_stats: Some(EdgeStats { mean: vec![0.0, 1.0], std: vec![1.0, 2.0] }),
+            task: Default::default(),
+            decoder: None,
             seed: 0,
         };
         let meta = |spec: ModelSpec| ModelMeta {

@@ -436,6 +436,8 @@ mod tests {
             edge_dim,
             normalize_edge_features: false,
             edge_stats: None,
+            task: Default::default(),
+            decoder: None,
             seed: 3,
         }
     }

@@ -115,6 +115,7 @@ impl Body for Records<'_> {
             label: graph.nodes.label_kind,
             edge_dim: graph.nodes.edge_dim,
             edge_stats: graph.nodes.edge_stats.clone(),
+            link: self.config.link(),
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();

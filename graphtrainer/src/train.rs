@@ -185,6 +185,8 @@ impl Setup {
             edge_dim,
             normalize_edge_features: edge_stats.is_some(),
             edge_stats,
+            task: Default::default(),
+            decoder: None,
             seed: config.seed,
         };
         let base = gnn::device(config.device)?;

@@ -93,6 +93,7 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
         label: LabelKind::Class,
         edge_dim: if edge_features { EDGE_DIM } else { 0 },
         edge_stats: sums.filter(|_| with_stats).map(|s| s.stats()),
+        link: None,
     };
     let schema = Arc::new(record_schema(&meta));
     let place = io.place(dir.to_str().unwrap()).unwrap();

@@ -17,6 +17,7 @@ pub mod record;
 pub mod redact;
 pub mod sampler;
 pub mod split;
+pub mod task;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;
@@ -26,6 +27,7 @@ pub use record::Record;
 pub use redact::redact;
 pub use sampler::Sampler;
 pub use split::Split;
+pub use task::{Decoder, NegativeSampler, Task};
 
 /// The marker file written last into every finished output directory: the manifest of the
 /// parts a reader takes (see `tables::commit`). A stage reads its input tables whole when they

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::edge_stats::EdgeStats;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
+use crate::task::{Decoder, Task};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,6 +48,8 @@ pub struct ModelSpec {
     pub kind: ModelKind,
     pub input_dim: usize,
     pub hidden: usize,
+    /// The last layer's width: the classes of a node model, the embedding width
+    /// (`[train] embedding_dim`) of a link model.
     pub classes: usize,
     /// k: one layer per hop of the records.
     pub layers: usize,
@@ -71,6 +74,13 @@ pub struct ModelSpec {
     /// standardizes edges as training did.
     #[serde(default)]
     pub edge_stats: Option<EdgeStats>,
+    /// What the model learned: node classes (its last layer feeds a softmax or sigmoids) or
+    /// links (its last layer is the embedding, `decoder` scores pairs of them).
+    #[serde(default)]
+    pub task: Task,
+    /// Link models: how a pair is scored from its two embeddings (`None` for node models).
+    #[serde(default)]
+    pub decoder: Option<Decoder>,
     /// Seed of the initial weights.
     pub seed: u64,
 }
@@ -103,6 +113,11 @@ impl ModelSpec {
                 .checked_add(width.checked_mul(4)?)?
                 .checked_add((self.edge_dim as u64).checked_mul(width + 1)?)?;
             total = total.checked_add(per_head.checked_mul(heads)?)?.checked_add(16)?;
+        }
+        if self.decoder == Some(Decoder::Mlp) {
+            // W1 (d x d), b1 (d), w2 (d), b2.
+            let d = self.classes as u64;
+            total = total.checked_add(d.checked_mul(d)?.checked_add(2 * d + 1)?)?;
         }
         Some(total)
     }

@@ -139,6 +139,8 @@ pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpe
         edge_dim,
         normalize_edge_features: false,
         edge_stats: None,
+        task: Default::default(),
+        decoder: None,
         seed: 9,
     }
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::targets::Targets;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
+use crate::task::{DEFAULT_NEGATIVES, LinkSpec, NegativeSampler, Task};
 
 /// The most hops a record can serve: `edge_layers` is a 32-bit mask.
 pub const MAX_HOPS: usize = 32;
@@ -66,6 +67,25 @@ pub struct FlattenConfig {
     /// fails and leaves the output as it was.
     #[serde(default)]
     pub overwrite: bool,
+    /// `node`: one record per target node. `link`: one record per supervision edge (an edge
+    /// whose `split` is train, valid or test), holding the neighborhoods of its source, its
+    /// destination and its negatives.
+    #[serde(default)]
+    pub task: Task,
+    /// Link task: negative destinations drawn per positive.
+    #[serde(default = "default_negatives")]
+    pub negatives: usize,
+    /// Link task: how negatives are drawn.
+    #[serde(default)]
+    pub negative_sampler: NegativeSampler,
+    /// Link task: hold each training edge (both directions) out of its own record's
+    /// message-passing edges, so the model cannot read the answer.
+    #[serde(default)]
+    pub disjoint_train: bool,
+    /// Link task: the share of supervision edges that get a record, each kept by a hash of
+    /// (seed, src, dst).
+    #[serde(default = "default_supervision_fraction")]
+    pub supervision_fraction: f64,
 }
 
 serde_defaults! {
@@ -75,6 +95,8 @@ serde_defaults! {
     default_batch_size: usize = DEFAULT_BATCH_SIZE;
     default_max_in_flight: usize = DEFAULT_MAX_IN_FLIGHT;
     default_part_size_mb: u64 = DEFAULT_PART_SIZE_MB;
+    default_negatives: usize = DEFAULT_NEGATIVES;
+    default_supervision_fraction: f64 = 1.0;
 }
 
 impl Default for FlattenConfig {
@@ -94,6 +116,11 @@ impl Default for FlattenConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
+            task: Task::Node,
+            negatives: DEFAULT_NEGATIVES,
+            negative_sampler: NegativeSampler::Uniform,
+            disjoint_train: false,
+            supervision_fraction: 1.0,
         }
     }
 }
@@ -127,7 +154,34 @@ impl FlattenConfig {
         if self.batch_size == 0 || self.max_in_flight == 0 || self.part_size_mb == 0 {
             return Err(JobError::invalid("flatten", "batch_size, max_in_flight and part_size_mb must be positive"));
         }
-        self.targets.check("flatten")
+        self.targets.check("flatten")?;
+        self.check_link()
+    }
+
+    /// A link job's records are its supervision edges, kept in the share asked for.
+    fn check_link(&self) -> Result<(), JobError> {
+        if self.task == Task::Link && self.targets != Targets::All {
+            return Err(JobError::invalid(
+                "flatten",
+                "targets chooses nodes; a link job's records are its supervision edges \
+                 (the edge table's split column; supervision_fraction samples them)",
+            ));
+        }
+        let f = self.supervision_fraction;
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(JobError::invalid("flatten", format!("supervision_fraction must be in (0, 1], found {f}")));
+        }
+        Ok(())
+    }
+
+    /// The link task's settings; `None` for the node task.
+    pub fn link(&self) -> Option<LinkSpec> {
+        (self.task == Task::Link).then(|| LinkSpec {
+            negatives: self.negatives,
+            negative_sampler: self.negative_sampler,
+            disjoint_train: self.disjoint_train,
+            supervision_fraction: self.supervision_fraction,
+        })
     }
 
     /// The layer rule of this job's records: every in-edge at every hop for the `all`

@@ -52,6 +52,14 @@ pub struct InferConfig {
     /// Replace an output that already holds a finished run (`_SUCCESS`), as in `[flatten]`.
     #[serde(default)]
     pub overwrite: bool,
+    /// Link models: a table of candidate pairs (`src: int64`, `dst: int64`, Parquet) to score
+    /// with the model's decoder; every id must be a node of the node table.
+    #[serde(default)]
+    pub pairs: Option<String>,
+    /// Where the pair scores go (`src`, `dst`, `score`, parts and `_SUCCESS`); required with
+    /// `pairs`, and apart from `output`.
+    #[serde(default)]
+    pub pairs_output: Option<String>,
 }
 
 serde_defaults! {
@@ -76,6 +84,8 @@ impl Default for InferConfig {
             hub_threshold: DEFAULT_HUB_THRESHOLD,
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
+            pairs: None,
+            pairs_output: None,
         }
     }
 }
@@ -87,6 +97,12 @@ impl InferConfig {
         }
         if self.embedding == Some(0) {
             return Err(JobError::invalid("infer", "embedding names a layer, 1-based (1 is the first layer's output)"));
+        }
+        if self.pairs.is_some() != self.pairs_output.is_some() {
+            return Err(JobError::invalid(
+                "infer",
+                "pairs and pairs_output go together: the candidates and where their scores go",
+            ));
         }
         self.targets.check("infer")
     }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device::{Aggregation, DEFAULT_DEVICE, DeviceKind};
 use crate::model::{Activation, ModelKind};
+use crate::task::{Decoder, Task};
 
 /// The model when a job names none.
 pub const DEFAULT_MODEL: ModelKind = ModelKind::Gcn;
@@ -168,6 +169,19 @@ pub struct TrainConfig {
     /// Seeds the initial weights, the shuffling and dropout.
     #[serde(default)]
     pub seed: u64,
+    /// `node` or `link`; default: the task the records were flattened for (the two must agree).
+    #[serde(default)]
+    pub task: Option<Task>,
+    /// Link task: the encoder's output width, the embedding GraphInfer writes (default `hidden`).
+    #[serde(default)]
+    pub embedding_dim: Option<usize>,
+    /// Link task: how a pair is scored from its two embeddings.
+    #[serde(default)]
+    pub decoder: Decoder,
+    /// Link task: also score each positive's source against the other positives' destinations
+    /// of the batch, as extra negatives.
+    #[serde(default)]
+    pub in_batch_negatives: bool,
 }
 
 serde_defaults! {
@@ -231,6 +245,10 @@ impl Default for TrainConfig {
             aggregation: Aggregation::default(),
             kernel_threads: 0,
             seed: 0,
+            task: None,
+            embedding_dim: None,
+            decoder: Decoder::Dot,
+            in_batch_negatives: false,
         }
     }
 }
@@ -254,6 +272,15 @@ impl TrainConfig {
         }
         if !(self.momentum.is_finite() && self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
             return Err(JobError::invalid("train", "momentum and lr_gamma must be numbers, lr_gamma positive"));
+        }
+        if self.embedding_dim == Some(0) {
+            return Err(JobError::invalid("train", "embedding_dim must be at least 1 (or left out for hidden)"));
+        }
+        if self.task == Some(Task::Node) && self.embedding_dim.is_some() {
+            return Err(JobError::invalid(
+                "train",
+                "embedding_dim is a key of the link task, and this job sets task = \"node\"",
+            ));
         }
         if self.classes == Some(0) {
             return Err(JobError::invalid("train", "classes must be at least 1 (or left out to count them)"));

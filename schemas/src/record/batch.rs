@@ -212,34 +212,34 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
 }
 
 /// Where a problem of a batch's row lies.
-struct At<'a> {
-    file: &'a str,
-    first_row: u64,
+pub(super) struct At<'a> {
+    pub(super) file: &'a str,
+    pub(super) first_row: u64,
 }
 
 impl At<'_> {
-    fn column(&self, column: &str) -> Location {
+    pub(super) fn column(&self, column: &str) -> Location {
         Location::file(self.file).column(column)
     }
 
-    fn bad(&self, row: usize, column: &str, problem: impl Into<String>) -> BadInput {
+    pub(super) fn bad(&self, row: usize, column: &str, problem: impl Into<String>) -> BadInput {
         BadInput::new(self.column(column).row(self.first_row + row as u64), problem)
     }
 }
 
-fn column<'a>(batch: &'a RecordBatch, name: &str, at: &At) -> Result<&'a ArrayRef, BadInput> {
+pub(super) fn column<'a>(batch: &'a RecordBatch, name: &str, at: &At) -> Result<&'a ArrayRef, BadInput> {
     batch.column_by_name(name).ok_or_else(|| BadInput::new(at.column(name), "missing record column"))
 }
 
 /// A `list<primitive>` column, resolved once per batch.
-struct ListColumn<'a, T: ArrowPrimitiveType> {
+pub(super) struct ListColumn<'a, T: ArrowPrimitiveType> {
     name: &'static str,
     list: &'a ListArray,
     values: &'a [T::Native],
 }
 
 impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
-    fn new(batch: &'a RecordBatch, name: &'static str, at: &At) -> Result<Self, BadInput> {
+    pub(super) fn new(batch: &'a RecordBatch, name: &'static str, at: &At) -> Result<Self, BadInput> {
         let array = column(batch, name, at)?;
         let mistyped =
             || BadInput::new(at.column(name), format!("expected list<{}>, found {}", T::DATA_TYPE, array.data_type()));
@@ -248,7 +248,7 @@ impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
         Ok(ListColumn { name, list, values: values.values() })
     }
 
-    fn row(&self, row: usize, at: &At) -> Result<Vec<T::Native>, BadInput> {
+    pub(super) fn row(&self, row: usize, at: &At) -> Result<Vec<T::Native>, BadInput> {
         if self.list.is_null(row) {
             return Err(at.bad(row, self.name, "null list"));
         }
@@ -293,14 +293,14 @@ impl<'a> Labels<'a> {
 }
 
 /// `node_features` or `edge_features`: per record, a list of fixed-size float vectors.
-struct Features<'a> {
+pub(super) struct Features<'a> {
     list: &'a ListArray,
-    dim: usize,
+    pub(super) dim: usize,
     values: &'a [f32],
 }
 
 impl<'a> Features<'a> {
-    fn new(batch: &'a RecordBatch, name: &str, at: &At) -> Result<Self, BadInput> {
+    pub(super) fn new(batch: &'a RecordBatch, name: &str, at: &At) -> Result<Self, BadInput> {
         let array = column(batch, name, at)?;
         let mistyped = || {
             BadInput::new(
@@ -315,7 +315,7 @@ impl<'a> Features<'a> {
         Ok(Features { list, dim, values: &values.values()[nodes.offset() * dim..] })
     }
 
-    fn row(&self, row: usize) -> Vec<f32> {
+    pub(super) fn row(&self, row: usize) -> Vec<f32> {
         let offsets = self.list.value_offsets();
         self.values[offsets[row] as usize * self.dim..offsets[row + 1] as usize * self.dim].to_vec()
     }
@@ -409,15 +409,15 @@ fn roots<'a>(batch: &'a RecordBatch, at: &At) -> Result<&'a Int64Array, BadInput
 }
 
 /// The split column: null, or one of the split names.
-struct Splits<'a>(&'a StringArray);
+pub(super) struct Splits<'a>(&'a StringArray);
 
 impl<'a> Splits<'a> {
-    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+    pub(super) fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
         let array = column(batch, SPLIT, at)?.as_string_opt::<i32>();
         array.map(Splits).ok_or_else(|| BadInput::new(at.column(SPLIT), "expected utf8"))
     }
 
-    fn get(&self, row: usize, at: &At) -> Result<Option<Split>, BadInput> {
+    pub(super) fn get(&self, row: usize, at: &At) -> Result<Option<Split>, BadInput> {
         if self.0.is_null(row) {
             return Ok(None);
         }
@@ -427,7 +427,7 @@ impl<'a> Splits<'a> {
 }
 
 /// What is structurally wrong with a record, by column.
-fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'static str, String)> {
+pub(super) fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'static str, String)> {
     let n = r.num_nodes();
     if n == 0 || r.node_ids[0] != r.root {
         return Err((NODE_IDS, format!("the record of root {} must list its root first", r.root)));

@@ -6,11 +6,16 @@
 //! `d` is computed by layers `1..=k-d`, and the record holds exactly the edges those layers need
 //! (see the crate's `README.md`).
 //!
+//! Link records (`link`) hold one supervision edge each: the neighborhoods of its endpoints
+//! and negatives, laid out with the same node and edge columns.
+//!
 //! `schema` names the columns and builds the Arrow schema; `batch` converts records to and from
 //! Arrow batches over that schema.
 
 mod batch;
+mod link;
 mod schema;
 
 pub use batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
+pub use link::{LinkRecord, links_from_batch, links_to_batch};
 pub use schema::*;

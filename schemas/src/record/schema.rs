@@ -9,6 +9,7 @@ use crate::edge_stats::EdgeStats;
 use crate::label::LabelKind;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
+use crate::task::{LinkSpec, NegativeSampler, Task};
 
 pub const ROOT_ID: &str = "root_id";
 pub const LABEL: &str = "label";
@@ -25,6 +26,16 @@ pub const EDGE_LAYERS: &str = "edge_layers";
 /// `edge_src` / `edge_dst`.
 pub const EDGE_FEATURES: &str = "edge_features";
 
+/// Link records: the supervision edge's source and destination.
+pub const LINK_SRC: &str = "link_src";
+pub const LINK_DST: &str = "link_dst";
+/// Link records: the negative destinations drawn for the edge, in draw order.
+pub const NEGATIVES: &str = "negatives";
+/// Link records: how many of the row's nodes (and edges) each endpoint's neighborhood holds,
+/// in endpoint order: source, destination, then each negative.
+pub const ENDPOINT_NODES: &str = "endpoint_nodes";
+pub const ENDPOINT_EDGES: &str = "endpoint_edges";
+
 /// Schema-level metadata keys: the flatten settings a record set was made with.
 pub mod meta {
     pub const HOPS: &str = "graphflat.hops";
@@ -40,6 +51,13 @@ pub mod meta {
     /// (comma-separated; see `crate::edge_stats`).
     pub const EDGE_FEATURE_MEAN: &str = "graphflat.edge_feature_mean";
     pub const EDGE_FEATURE_STD: &str = "graphflat.edge_feature_std";
+    /// `node` or `link`; absent means `node`.
+    pub const TASK: &str = "graphflat.task";
+    /// Link records: the `[flatten]` link keys.
+    pub const NEGATIVES: &str = "graphflat.negatives";
+    pub const NEGATIVE_SAMPLER: &str = "graphflat.negative_sampler";
+    pub const DISJOINT_TRAIN: &str = "graphflat.disjoint_train";
+    pub const SUPERVISION_FRACTION: &str = "graphflat.supervision_fraction";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -80,6 +98,23 @@ pub fn record_fields(feature_dim: usize, label: LabelKind, edge_dim: usize) -> V
     fields
 }
 
+/// The link record table's schema, without metadata: the supervision edge, its negatives, the
+/// sizes of each endpoint's neighborhood, then the node and edge columns of node records (the
+/// neighborhoods one after another; edge ends index the row's node list).
+pub fn link_record_fields(feature_dim: usize, edge_dim: usize) -> Vec<Field> {
+    let mut fields = vec![
+        Field::new(LINK_SRC, DataType::Int64, false),
+        Field::new(LINK_DST, DataType::Int64, false),
+        Field::new(SPLIT, DataType::Utf8, true),
+        Field::new(NEGATIVES, list_of(DataType::Int64), false),
+        Field::new(ENDPOINT_NODES, list_of(DataType::Int32), false),
+        Field::new(ENDPOINT_EDGES, list_of(DataType::Int32), false),
+    ];
+    // The node and edge columns, after root_id, label and split.
+    fields.extend(record_fields(feature_dim, LabelKind::Class, edge_dim).into_iter().skip(3));
+    fields
+}
+
 /// The settings a record table was flattened with, kept in its schema metadata so that the
 /// trainer and inference need nothing else.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,9 +130,15 @@ pub struct FlattenMeta {
     pub edge_dim: usize,
     /// The whole edge table's feature statistics (present when `edge_dim > 0`).
     pub edge_stats: Option<EdgeStats>,
+    /// Link records: the link task's settings (`None`: node records).
+    pub link: Option<LinkSpec>,
 }
 
 impl FlattenMeta {
+    pub fn task(&self) -> Task {
+        if self.link.is_some() { Task::Link } else { Task::Node }
+    }
+
     /// The layer rule the records were flattened with.
     pub fn layers(&self) -> Layers {
         Layers::recorded(self.hops, &self.fanouts)
@@ -120,6 +161,13 @@ impl FlattenMeta {
             let (mean, std) = stats.to_text();
             metadata.insert(meta::EDGE_FEATURE_MEAN.to_owned(), mean);
             metadata.insert(meta::EDGE_FEATURE_STD.to_owned(), std);
+        }
+        if let Some(link) = &self.link {
+            metadata.insert(meta::TASK.to_owned(), Task::Link.name().to_owned());
+            metadata.insert(meta::NEGATIVES.to_owned(), link.negatives.to_string());
+            metadata.insert(meta::NEGATIVE_SAMPLER.to_owned(), link.negative_sampler.name().to_owned());
+            metadata.insert(meta::DISJOINT_TRAIN.to_owned(), link.disjoint_train.to_string());
+            metadata.insert(meta::SUPERVISION_FRACTION.to_owned(), link.supervision_fraction.to_string());
         }
         metadata
     }
@@ -144,6 +192,18 @@ impl FlattenMeta {
             (None, None) => None,
             _ => return None,
         };
+        let link = match metadata.get(meta::TASK).map(String::as_str) {
+            None => None,
+            Some(task) => match Task::parse(task)? {
+                Task::Node => None,
+                Task::Link => Some(LinkSpec {
+                    negatives: metadata.get(meta::NEGATIVES)?.parse().ok()?,
+                    negative_sampler: NegativeSampler::parse(metadata.get(meta::NEGATIVE_SAMPLER)?)?,
+                    disjoint_train: metadata.get(meta::DISJOINT_TRAIN)?.parse().ok()?,
+                    supervision_fraction: metadata.get(meta::SUPERVISION_FRACTION)?.parse().ok()?,
+                }),
+            },
+        };
         Some(FlattenMeta {
             hops,
             fanouts,
@@ -156,13 +216,18 @@ impl FlattenMeta {
             },
             edge_dim,
             edge_stats,
+            link,
         })
     }
 }
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {
-    Schema::new(record_fields(meta.feature_dim, meta.label, meta.edge_dim)).with_metadata(meta.to_metadata())
+    let fields = match meta.link {
+        None => record_fields(meta.feature_dim, meta.label, meta.edge_dim),
+        Some(_) => link_record_fields(meta.feature_dim, meta.edge_dim),
+    };
+    Schema::new(fields).with_metadata(meta.to_metadata())
 }
 
 #[cfg(test)]
@@ -180,6 +245,7 @@ mod tests {
             label: LabelKind::Targets(121),
             edge_dim: 0,
             edge_stats: None,
+            link: None,
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
         let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
@@ -197,5 +263,18 @@ mod tests {
         let mut wrong = edges.to_metadata();
         wrong.insert(meta::EDGE_FEATURE_DIM.to_owned(), "3".to_owned());
         assert_eq!(FlattenMeta::from_metadata(&wrong), None, "stats of another width");
+        let link = FlattenMeta {
+            link: Some(LinkSpec {
+                negatives: 3,
+                negative_sampler: NegativeSampler::Degree,
+                disjoint_train: true,
+                supervision_fraction: 0.1,
+            }),
+            ..edges
+        };
+        assert_eq!(FlattenMeta::from_metadata(&link.to_metadata()), Some(link.clone()));
+        let mut half = link.to_metadata();
+        half.remove(meta::NEGATIVES);
+        assert_eq!(FlattenMeta::from_metadata(&half), None, "a link record set without its negatives");
     }
 }

@@ -1,0 +1,348 @@
+//! One link record as plain data, and its Arrow layout both ways.
+//!
+//! A link record is one row per supervision edge: the edge (`link_src`, `link_dst`, `split`),
+//! its negative destinations, and the k-hop neighborhood of every endpoint (source,
+//! destination, then each negative) laid one after another in the node and edge columns of
+//! node records. `endpoint_nodes` and `endpoint_edges` say how many nodes and edges each
+//! neighborhood holds; edge ends index the row's whole node list, and every edge stays inside
+//! its endpoint's nodes. Each neighborhood is exactly the endpoint's own node record (its root
+//! first), so a reader splits the row back into records that the node path already handles.
+//! Nodes shared by two neighborhoods appear in both, as in two node records.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
+use arrow_array::{ArrayRef, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+
+use super::batch::{At, Features, ListColumn, Record, Splits, check, column, to_batch};
+use super::schema::*;
+use crate::error::BadInput;
+use crate::split::Split;
+
+/// A supervision edge with the neighborhoods a link model scores it from.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LinkRecord {
+    pub src: i64,
+    pub dst: i64,
+    /// The edge's split (`train`, `valid` or `test`).
+    pub split: Option<Split>,
+    /// Negative destinations, in draw order.
+    pub negatives: Vec<i64>,
+    /// Source, destination, then each negative: each endpoint's node record (its `root` is the
+    /// endpoint; `label` and `split` are `None`).
+    pub endpoints: Vec<Record>,
+}
+
+impl LinkRecord {
+    /// The endpoints' ids in endpoint order: source, destination, negatives.
+    pub fn endpoint_ids(&self) -> Vec<i64> {
+        [self.src, self.dst].into_iter().chain(self.negatives.iter().copied()).collect()
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.endpoints.iter().map(Record::num_nodes).sum()
+    }
+
+    pub fn num_edges(&self) -> usize {
+        self.endpoints.iter().map(Record::num_edges).sum()
+    }
+
+    /// Roughly the bytes this record takes in memory, for batching writes.
+    pub fn size_bytes(&self) -> usize {
+        self.endpoints.iter().map(Record::size_bytes).sum::<usize>() + 8 * self.negatives.len() + 32
+    }
+
+    /// The endpoints' neighborhoods as one record: nodes and edges one after another, edge
+    /// ends shifted to index the whole node list (the row's node and edge columns).
+    fn concatenated(&self) -> Record {
+        let mut row = Record::default();
+        for e in &self.endpoints {
+            let shift = row.node_ids.len() as i32;
+            row.node_ids.extend_from_slice(&e.node_ids);
+            row.hops.extend_from_slice(&e.hops);
+            row.in_degrees.extend_from_slice(&e.in_degrees);
+            row.features.extend_from_slice(&e.features);
+            row.edge_src.extend(e.edge_src.iter().map(|&i| i + shift));
+            row.edge_dst.extend(e.edge_dst.iter().map(|&i| i + shift));
+            row.edge_weights.extend_from_slice(&e.edge_weights);
+            row.edge_layers.extend_from_slice(&e.edge_layers);
+            row.edge_features.extend_from_slice(&e.edge_features);
+        }
+        row
+    }
+}
+
+fn int_list(item: DataType, lengths: impl Iterator<Item = usize>, values: ArrayRef) -> Result<ArrayRef, ArrowError> {
+    Ok(Arc::new(ListArray::try_new(
+        Arc::new(Field::new("item", item, false)),
+        OffsetBuffer::from_lengths(lengths),
+        values,
+        None,
+    )?))
+}
+
+/// Lays out link records as one batch of `schema` (a link record schema), column by name.
+pub fn links_to_batch(links: &[LinkRecord], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    let link_columns = [LINK_SRC, LINK_DST, SPLIT, NEGATIVES, ENDPOINT_NODES, ENDPOINT_EDGES];
+    let graph_fields: Vec<Field> =
+        schema.fields().iter().filter(|f| !link_columns.contains(&f.name().as_str())).map(|f| (**f).clone()).collect();
+    let graph_schema = Arc::new(Schema::new(graph_fields));
+    let rows: Vec<Record> = links.iter().map(LinkRecord::concatenated).collect();
+    let graph = to_batch(&rows, &graph_schema)?;
+    let sizes = |count: fn(&Record) -> usize| -> Vec<i32> {
+        links.iter().flat_map(|l| l.endpoints.iter().map(move |e| count(e) as i32)).collect()
+    };
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| -> Result<ArrayRef, ArrowError> {
+            Ok(match field.name().as_str() {
+                LINK_SRC => Arc::new(Int64Array::from_iter_values(links.iter().map(|l| l.src))),
+                LINK_DST => Arc::new(Int64Array::from_iter_values(links.iter().map(|l| l.dst))),
+                SPLIT => Arc::new(StringArray::from_iter(links.iter().map(|l| l.split.map(Split::name)))),
+                NEGATIVES => int_list(
+                    DataType::Int64,
+                    links.iter().map(|l| l.negatives.len()),
+                    Arc::new(Int64Array::from_iter_values(links.iter().flat_map(|l| l.negatives.iter().copied()))),
+                )?,
+                ENDPOINT_NODES => int_list(
+                    DataType::Int32,
+                    links.iter().map(|l| l.endpoints.len()),
+                    Arc::new(Int32Array::from(sizes(Record::num_nodes))),
+                )?,
+                ENDPOINT_EDGES => int_list(
+                    DataType::Int32,
+                    links.iter().map(|l| l.endpoints.len()),
+                    Arc::new(Int32Array::from(sizes(Record::num_edges))),
+                )?,
+                name => graph
+                    .column_by_name(name)
+                    .cloned()
+                    .ok_or_else(|| ArrowError::SchemaError(format!("no link record column is named {name:?}")))?,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
+fn int64s<'a>(batch: &'a RecordBatch, name: &str, at: &At) -> Result<&'a Int64Array, BadInput> {
+    column(batch, name, at)?
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| BadInput::new(at.column(name), "expected int64"))
+}
+
+/// Decodes the link records of `batch` (rows `first_row..` of `file`) whose split `keep`
+/// accepts, with the row each came from, checking each one's structure: one neighborhood per
+/// endpoint, each rooted at its endpoint and closed (its edges end at its own nodes), and each a
+/// well-formed node record. Rows not kept are not decoded.
+pub fn links_from_batch(
+    batch: &RecordBatch,
+    file: &str,
+    first_row: u64,
+    keep: impl Fn(Option<Split>) -> bool,
+) -> Result<Vec<(u64, LinkRecord)>, BadInput> {
+    let at = At { file, first_row };
+    let (srcs, dsts, splits) = (int64s(batch, LINK_SRC, &at)?, int64s(batch, LINK_DST, &at)?, Splits::new(batch, &at)?);
+    let negatives = ListColumn::<Int64Type>::new(batch, NEGATIVES, &at)?;
+    let endpoint_nodes = ListColumn::<Int32Type>::new(batch, ENDPOINT_NODES, &at)?;
+    let endpoint_edges = ListColumn::<Int32Type>::new(batch, ENDPOINT_EDGES, &at)?;
+    let features = Features::new(batch, NODE_FEATURES, &at)?;
+    let edge_features = match batch.column_by_name(EDGE_FEATURES) {
+        Some(_) => Some(Features::new(batch, EDGE_FEATURES, &at)?),
+        None => None,
+    };
+    let node_ids = ListColumn::<Int64Type>::new(batch, NODE_IDS, &at)?;
+    let hops = ListColumn::<UInt8Type>::new(batch, NODE_HOPS, &at)?;
+    let in_degrees = ListColumn::<Int64Type>::new(batch, NODE_IN_DEGREES, &at)?;
+    let edge_src = ListColumn::<Int32Type>::new(batch, EDGE_SRC, &at)?;
+    let edge_dst = ListColumn::<Int32Type>::new(batch, EDGE_DST, &at)?;
+    let edge_weights = ListColumn::<Float32Type>::new(batch, EDGE_WEIGHTS, &at)?;
+    let edge_layers = ListColumn::<UInt32Type>::new(batch, EDGE_LAYERS, &at)?;
+    let (dim, edge_dim) = (features.dim, edge_features.as_ref().map_or(0, |f| f.dim));
+    let mut out = Vec::new();
+    for row in 0..batch.num_rows() {
+        let split = splits.get(row, &at)?;
+        if !keep(split) {
+            continue;
+        }
+        let whole = Record {
+            root: srcs.value(row),
+            label: None,
+            split,
+            node_ids: node_ids.row(row, &at)?,
+            hops: hops.row(row, &at)?,
+            in_degrees: in_degrees.row(row, &at)?,
+            features: features.row(row),
+            edge_src: edge_src.row(row, &at)?,
+            edge_dst: edge_dst.row(row, &at)?,
+            edge_weights: edge_weights.row(row, &at)?,
+            edge_layers: edge_layers.row(row, &at)?,
+            edge_features: edge_features.as_ref().map_or_else(Vec::new, |f| f.row(row)),
+        };
+        let link = LinkRecord {
+            src: srcs.value(row),
+            dst: dsts.value(row),
+            split,
+            negatives: negatives.row(row, &at)?,
+            endpoints: Vec::new(),
+        };
+        let sizes = (endpoint_nodes.row(row, &at)?, endpoint_edges.row(row, &at)?);
+        let link = split_endpoints(link, &whole, sizes, dim, edge_dim).map_err(|(c, p)| at.bad(row, c, p))?;
+        out.push((first_row + row as u64, link));
+    }
+    Ok(out)
+}
+
+/// Cuts a row's node and edge lists into one node record per endpoint.
+fn split_endpoints(
+    mut link: LinkRecord,
+    whole: &Record,
+    (nodes, edges): (Vec<i32>, Vec<i32>),
+    dim: usize,
+    edge_dim: usize,
+) -> Result<LinkRecord, (&'static str, String)> {
+    let ids = link.endpoint_ids();
+    let endpoints = format!("{} endpoints (source, destination, {} negatives)", ids.len(), link.negatives.len());
+    for (column, sizes, total) in
+        [(ENDPOINT_NODES, &nodes, whole.num_nodes()), (ENDPOINT_EDGES, &edges, whole.num_edges())]
+    {
+        if sizes.len() != ids.len() {
+            return Err((column, format!("{} sizes for {endpoints}", sizes.len())));
+        }
+        if sizes.iter().any(|&n| n < 0) || sizes.iter().map(|&n| n as usize).sum::<usize>() != total {
+            return Err((column, format!("sizes {sizes:?} do not add up to the row's {total}")));
+        }
+    }
+    if whole.hops.len() != whole.num_nodes() || whole.in_degrees.len() != whole.num_nodes() {
+        return Err((NODE_HOPS, format!("hops and in-degrees for {} nodes", whole.num_nodes())));
+    }
+    if whole.features.len() != whole.num_nodes() * dim || whole.edge_features.len() != whole.num_edges() * edge_dim {
+        return Err((NODE_FEATURES, "feature vectors that do not match the nodes and edges".to_owned()));
+    }
+    let columns = [whole.edge_dst.len(), whole.edge_weights.len(), whole.edge_layers.len()];
+    if columns.iter().any(|&n| n != whole.num_edges()) {
+        return Err((EDGE_DST, format!("edge columns of lengths {columns:?} for {} edges", whole.num_edges())));
+    }
+    let (mut node_start, mut edge_start) = (0usize, 0usize);
+    for (e, (&n, &m)) in nodes.iter().zip(&edges).enumerate() {
+        let (nodes_at, edges_at) = (node_start..node_start + n as usize, edge_start..edge_start + m as usize);
+        let shift = node_start as i32;
+        let local = |ends: &[i32]| ends[edges_at.clone()].iter().map(|&i| i - shift).collect::<Vec<i32>>();
+        let record = Record {
+            root: ids[e],
+            label: None,
+            split: None,
+            node_ids: whole.node_ids[nodes_at.clone()].to_vec(),
+            hops: whole.hops[nodes_at.clone()].to_vec(),
+            in_degrees: whole.in_degrees[nodes_at.clone()].to_vec(),
+            features: whole.features[nodes_at.start * dim..nodes_at.end * dim].to_vec(),
+            edge_src: local(&whole.edge_src),
+            edge_dst: local(&whole.edge_dst),
+            edge_weights: whole.edge_weights[edges_at.clone()].to_vec(),
+            edge_layers: whole.edge_layers[edges_at.clone()].to_vec(),
+            edge_features: whole.edge_features[edges_at.start * edge_dim..edges_at.end * edge_dim].to_vec(),
+        };
+        check(&record, dim, edge_dim).map_err(|(column, problem)| (column, format!("endpoint {e}: {problem}")))?;
+        link.endpoints.push(record);
+        (node_start, edge_start) = (nodes_at.end, edges_at.end);
+    }
+    Ok(link)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::LabelKind;
+    use crate::record::FlattenMeta;
+    use crate::sampler::Sampler;
+    use crate::task::{LinkSpec, NegativeSampler};
+
+    fn endpoint(root: i64, others: &[i64], dim: usize, edge_dim: usize) -> Record {
+        let n = 1 + others.len();
+        Record {
+            root,
+            node_ids: std::iter::once(root).chain(others.iter().copied()).collect(),
+            hops: std::iter::once(0).chain(others.iter().map(|_| 1)).collect(),
+            in_degrees: vec![others.len() as i64; n],
+            features: (0..n * dim).map(|i| root as f32 + i as f32 / 8.0).collect(),
+            edge_src: (1..n as i32).collect(),
+            edge_dst: vec![0; n - 1],
+            edge_weights: vec![1.0; n - 1],
+            edge_layers: vec![0b11; n - 1],
+            edge_features: (0..(n - 1) * edge_dim).map(|i| -(i as f32)).collect(),
+            ..Record::default()
+        }
+    }
+
+    fn schema(edge_dim: usize) -> SchemaRef {
+        let meta = FlattenMeta {
+            hops: 2,
+            fanouts: vec![],
+            sampler: Sampler::All,
+            seed: 1,
+            feature_dim: 3,
+            label: LabelKind::Class,
+            edge_dim,
+            edge_stats: None,
+            link: Some(LinkSpec {
+                negatives: 2,
+                negative_sampler: NegativeSampler::Uniform,
+                disjoint_train: false,
+                supervision_fraction: 1.0,
+            }),
+        };
+        Arc::new(record_schema(&meta))
+    }
+
+    fn links(edge_dim: usize) -> Vec<LinkRecord> {
+        let link = |src, dst, split, negatives: Vec<i64>| LinkRecord {
+            src,
+            dst,
+            split,
+            endpoints: [src, dst]
+                .into_iter()
+                .chain(negatives.iter().copied())
+                .map(|id| endpoint(id, &[id + 100, id + 200][..(id % 3) as usize], 3, edge_dim))
+                .collect(),
+            negatives,
+        };
+        vec![link(1, 2, Some(Split::Train), vec![5, 7]), link(4, 3, Some(Split::Test), vec![4, 9])]
+    }
+
+    #[test]
+    fn link_records_round_trip_by_column_name() {
+        for edge_dim in [0, 2] {
+            let (schema, links) = (schema(edge_dim), links(edge_dim));
+            let batch = links_to_batch(&links, &schema).unwrap();
+            let back: Vec<LinkRecord> =
+                links_from_batch(&batch, "f", 0, |_| true).unwrap().into_iter().map(|(_, l)| l).collect();
+            assert_eq!(back, links);
+            // Columns in another order mean the same.
+            let reversed: Vec<usize> = (0..batch.num_columns()).rev().collect();
+            let shuffled = batch.project(&reversed).unwrap();
+            let again: Vec<LinkRecord> =
+                links_from_batch(&shuffled, "f", 0, |_| true).unwrap().into_iter().map(|(_, l)| l).collect();
+            assert_eq!(again, links);
+            let tests = links_from_batch(&batch, "f", 10, |s| s == Some(Split::Test)).unwrap();
+            assert_eq!(tests.iter().map(|(row, l)| (*row, l.src)).collect::<Vec<_>>(), vec![(11, 4)]);
+        }
+    }
+
+    #[test]
+    fn an_edge_that_leaves_its_endpoint_is_bad_input() {
+        let schema = schema(0);
+        let mut links = links(0);
+        // Endpoint 1 of the first link (node 2: one in-neighbor) points into endpoint 0.
+        let batch = links_to_batch(&links, &schema).unwrap();
+        let sizes = batch.column_by_name(ENDPOINT_NODES).unwrap().as_list::<i32>().value(0);
+        assert_eq!(sizes.as_primitive::<Int32Type>().values().to_vec(), vec![2, 3, 3, 2]);
+        links[0].endpoints[1].edge_src[0] = -2;
+        let batch = links_to_batch(&links, &schema).unwrap();
+        let error = links_from_batch(&batch, "part-0.parquet", 0, |_| true).unwrap_err().to_string();
+        assert!(error.contains("part-0.parquet") && error.contains(EDGE_SRC) && error.contains("row 0"), "{error}");
+        assert!(error.contains("endpoint 1"), "{error}");
+    }
+}
