@@ -26,9 +26,48 @@ pub fn unit_interval(h: u64) -> f64 {
     ((h >> 12) as f64 + 0.5) / (1u64 << 52) as f64
 }
 
+/// What an edge's draw ([`edge_draw`]) decides. Each use hashes apart from the others and from
+/// the sampler's keys (`hash3(seed, dst, src)`), so that one seed given to all of them leaves
+/// them independent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeDraw {
+    /// The split `graphflat split-edges` gives an edge.
+    Split,
+    /// Whether a stage keeps a supervision edge of the link task.
+    Supervision,
+}
+
+impl EdgeDraw {
+    fn salt(self) -> u64 {
+        match self {
+            EdgeDraw::Split => 0x5b1e_7ed9_e5a1_0001,
+            EdgeDraw::Supervision => 0x5b1e_7ed9_e5a1_0002,
+        }
+    }
+}
+
+/// A uniform draw in (0, 1) for the edge `(a, b)` (order-sensitive), a pure function of
+/// `(draw, seed, a, b)`: the same on any worker, process or part layout.
+pub fn edge_draw(draw: EdgeDraw, seed: u64, a: i64, b: i64) -> f64 {
+    unit_interval(hash3(mix64(seed ^ draw.salt()), a as u64, b as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edge_draws_are_uniform_and_apart_by_use() {
+        let n = 20_000;
+        let below = |draw: EdgeDraw| (0..n).filter(|&i| edge_draw(draw, 7, i, i + 1) < 0.25).count();
+        for draw in [EdgeDraw::Split, EdgeDraw::Supervision] {
+            let share = below(draw) as f64 / n as f64;
+            assert!((share - 0.25).abs() < 0.015, "{draw:?}: {share}");
+        }
+        let same = (0..n).filter(|&i| edge_draw(EdgeDraw::Split, 7, i, 3) == edge_draw(EdgeDraw::Supervision, 7, i, 3));
+        assert_eq!(same.count(), 0);
+        assert_ne!(edge_draw(EdgeDraw::Split, 7, 1, 2), edge_draw(EdgeDraw::Split, 7, 2, 1));
+    }
 
     #[test]
     fn unit_interval_stays_open() {

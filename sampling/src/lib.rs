@@ -6,7 +6,12 @@
 //! - [`graph`]: the part of the graph a worker owns ([`NodeStore`]);
 //! - [`sample`]: hash-keyed samplers and the per-layer plan;
 //! - [`reindex`]: every node's sampled in-edges, hubs spread over salted reducers and merged;
-//! - [`runs`]: the owner's counting sort of the in-edges it samples itself.
+//! - [`runs`]: the owner's counting sort of the in-edges it samples itself;
+//! - [`supervision`]: the link task's supervision edges (those with a split), collected on
+//!   request and kept at the owner of their source.
+//!
+//! Edges whose split is `valid` or `test` are held out of the graph here, for every stage: no
+//! in-edge, in-degree, hub count or edge statistic includes them (see [`load`]).
 //!
 //! Errors are the table layer's ([`tables::Error`]); [`agree`] makes every worker return the
 //! same one.
@@ -16,10 +21,12 @@ pub mod load;
 pub mod reindex;
 pub mod runs;
 pub mod sample;
+pub mod supervision;
 
 pub use graph::{InEdge, NodeStore};
-pub use load::{Edge, ReadEdges, load_edges, load_nodes};
+pub use load::{Edge, EdgeRead, ReadEdges, load_edges, load_nodes};
 pub use reindex::{SampleSpec, Sampled, sample_in_edges};
+pub use supervision::{SupervisionEdge, SupervisionSample};
 pub use tables::Error;
 
 use timely::worker::Worker;

@@ -4,12 +4,20 @@
 //! them; their endpoints are checked at the owners. The edge features' statistics are summed
 //! per row group and added in (file, row group) order, so they are the same bits on any
 //! number of workers.
+//!
+//! Only message-passing edges enter the graph: an edge whose `split` is `valid` or `test`
+//! (`schemas::edges::passes_messages`) is checked like any other row, and its endpoints must be
+//! known nodes, but it is not kept, not counted in any in-degree (so neither in GCN's
+//! normalization nor in hub detection) and not summed into the edge feature statistics. Every
+//! stage over the graph reads edges here, so none of them sees a held-out edge. Edges with a
+//! split are also collected as supervision edges when the stage asks ([`EdgeRead`],
+//! [`crate::supervision`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use schemas::edge_stats::{EdgeStats, EdgeSums};
-use schemas::edges::{self, EdgeBatch};
+use schemas::edges::{self, EdgeBatch, passes_messages};
 use schemas::nodes::{FEATURES, FloatLists, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
 use schemas::{BadInput, Label, LabelKind, Location, Split};
 use serde::{Deserialize, Serialize};
@@ -18,6 +26,7 @@ use timely::worker::Worker;
 use crate::Error;
 use crate::agree;
 use crate::graph::NodeStore;
+use crate::supervision::{self, SupervisionEdge, SupervisionSample};
 use cluster::all_gather;
 use cluster::hash::{IdMap, IdSet};
 use cluster::owner_key;
@@ -141,28 +150,39 @@ fn end_entry<'a>(end_of: &'a mut IdMap<i64, (u32, u32)>, ends: &mut Vec<i64>, no
     })
 }
 
-/// The first of this worker's edges (in file and row order) that names a node in `unknown`:
-/// its row, the node and the column.
-fn first_unknown(edges: &[Edge], read_units: &[ReadUnit], unknown: &IdSet<i64>) -> Option<(RowAt, i64, &'static str)> {
-    let mut found: Option<(RowAt, i64, &'static str)> = None;
-    for (u, unit) in read_units.iter().enumerate() {
-        let end = read_units.get(u + 1).map_or(edges.len(), |next| next.start);
-        for (i, e) in edges[unit.start..end].iter().enumerate() {
-            let named = if unknown.contains(&e.dst) {
-                Some((e.dst, "dst"))
-            } else {
-                unknown.contains(&e.src).then_some((e.src, "src"))
-            };
-            if let Some((node, column)) = named {
-                let at = (unit.file, unit.first_row + i as u64);
-                if found.is_none_or(|f| at < f.0) {
-                    found = Some((at, node, column));
-                }
-                break;
+/// The first edge row of this worker's `units` (in file and row order) that names a node in
+/// `unknown`: its row, the node and the column (`dst` before `src` in one row). The rows are
+/// read again: the map step keeps neither held-out edges nor any edge's row, and only a failing
+/// job looks.
+fn first_unknown(
+    io: &Io,
+    files: &[ParquetFile],
+    units: &[(usize, usize)],
+    unknown: &IdSet<i64>,
+) -> Result<Option<(RowAt, i64, &'static str)>, Error> {
+    for &(f, rg) in units {
+        let name = files[f].name();
+        let mut found = None;
+        files[f].read_columns(io, rg, Some(&[edges::SRC, edges::DST]), |batch, first_row| {
+            let batch = EdgeBatch::from_batch(&batch, &name, first_row, false)?;
+            if found.is_none() {
+                found = (0..batch.len()).find_map(|i| {
+                    let (src, dst) = (batch.src.value(i), batch.dst.value(i));
+                    let named = if unknown.contains(&dst) {
+                        Some((dst, "dst"))
+                    } else {
+                        unknown.contains(&src).then_some((src, "src"))
+                    };
+                    named.map(|(node, column)| ((f as u32, first_row + i as u64), node, column))
+                });
             }
+            Ok(())
+        })?;
+        if found.is_some() {
+            return Ok(found);
         }
     }
-    found
+    Ok(None)
 }
 
 /// Every part of a table has the optional `columns` (`label`, `split`, and an edge table's
@@ -319,7 +339,7 @@ fn label_problem(label: Option<&Label>, kind: LabelKind) -> Option<String> {
     }
 }
 
-/// One edge as read, kept by the worker that read it until sampling.
+/// One message-passing edge as read, kept by the worker that read it until sampling.
 #[derive(Debug, Clone, Copy)]
 pub struct Edge {
     pub src: i64,
@@ -329,23 +349,37 @@ pub struct Edge {
     pub end: u32,
 }
 
-/// The edges a worker read, and every distinct endpoint among them resolved at its owner once.
-/// The map step visits each endpoint anyway (to check it and count in-degrees), so the owner
-/// answers with the node's slot, and sampling routes an edge by its destination's slot: the
-/// owner places it without a lookup of its own.
+/// How the map step reads the edge table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EdgeRead {
+    /// Whether every weight must be > 0 (the weighted sampler's condition).
+    pub require_positive_weight: bool,
+    /// The supervision edges to collect into [`ReadEdges::supervision`] (`None`: none).
+    pub supervision: Option<SupervisionSample>,
+}
+
+/// The message-passing edges a worker read, and every distinct endpoint among them resolved at
+/// its owner once. The map step visits each endpoint anyway (to check it and count in-degrees),
+/// so the owner answers with the node's slot, and sampling routes an edge by its destination's
+/// slot: the owner places it without a lookup of its own.
 #[derive(Debug, Default)]
 pub struct ReadEdges {
+    /// The message-passing edges (split `train` or null) this worker read.
     pub edges: Vec<Edge>,
     /// The edge table's feature width (0: it has none).
     pub edge_dim: usize,
     /// `edge_dim` features per edge, aligned with `edges` (one flat array, 4 bytes a value).
     pub features: Vec<f32>,
-    /// The whole table's feature statistics, the same on every worker (`None` without features).
+    /// The message-passing edges' feature statistics over the whole table, the same on every
+    /// worker (`None` without features).
     pub edge_stats: Option<EdgeStats>,
-    /// Each distinct endpoint's id, in first-read order.
+    /// Each distinct endpoint's id, in first-read order (held-out edges' endpoints included).
     pub ends: Vec<i64>,
     /// Each endpoint's slot at its owner.
     pub slots: Vec<u32>,
+    /// The supervision edges whose source this worker owns, sorted by (src, dst, split); empty
+    /// unless [`EdgeRead::supervision`] asked for them.
+    pub supervision: Vec<SupervisionEdge>,
 }
 
 impl ReadEdges {
@@ -359,7 +393,8 @@ impl ReadEdges {
 }
 
 /// What an owner checks about its node: that it exists; and how many in-edges it has (0 for a
-/// node this worker read only as a source). `end` is its index at the `reader`.
+/// node this worker read only as a source or on held-out edges). `end` is its index at the
+/// `reader`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Endpoint {
     node: i64,
@@ -379,60 +414,66 @@ struct Resolved {
 /// Unknown node ids each owner shares to locate the first bad edge row.
 const MAX_UNKNOWN_SHARED: usize = 10_000;
 
-/// Where a row group's edges start in a worker's edge list, to name an edge's row.
-#[derive(Debug, Clone, Copy)]
-struct ReadUnit {
-    start: usize,
-    file: u32,
-    first_row: u64,
-}
-
 /// Reads this worker's share of the edge table; checks every row (features too: the first
-/// row's length on every row, finite, no nulls), that both endpoints are known nodes, and fills
-/// each owner's in-degrees. Returns the edges this worker read, with their features, their
-/// endpoints' slots and the table's feature statistics.
+/// row's length on every row, finite, no nulls; the split), that both endpoints are known
+/// nodes, and fills each owner's in-degrees with the message-passing edges. Returns the
+/// message-passing edges this worker read, with their features, their endpoints' slots and the
+/// table's feature statistics, and the supervision edges `read` asks for.
 ///
 /// The combiner keeps one count per distinct endpoint in one map (it is the map step's
 /// hottest loop), not where each was seen; an unknown node's first row is found afterwards by
-/// scanning the edges, which only a failing job does.
+/// reading the rows again, which only a failing job does.
 pub fn load_edges(
     worker: &mut Worker,
     io: &Io,
     table: &Place,
     nodes: &Rc<RefCell<NodeStore>>,
-    require_positive_weight: bool,
+    read: EdgeRead,
 ) -> Result<ReadEdges, Error> {
     let files = agree(worker, open_table(io, table))?;
-    agree(worker, same_optional_columns(&files, &[LABEL, SPLIT, edges::FEATURES]))?;
+    agree(worker, same_optional_columns(&files, &[LABEL, edges::SPLIT, edges::FEATURES]))?;
     let (index, peers) = (worker.index(), worker.peers());
     let dim = agree(worker, edge_feature_dim(io, &files))?;
+    let my_units = units(&files, index, peers);
 
     let mut edges = Vec::new();
     let mut features: Vec<f32> = Vec::new();
     let mut unit_sums: Vec<UnitSums> = Vec::new();
-    let mut read_units = Vec::new();
+    let mut supervised: Vec<SupervisionEdge> = Vec::new();
+    let mut rows = 0u64;
     // The combiner: each distinct endpoint's index in `ends` and the in-edges read here, in
     // one map entry (the count beside the index: one cache miss per endpoint of an edge). A
     // worker cannot hold 2^32 edges, so a u32 count cannot overflow.
     let mut end_of: IdMap<i64, (u32, u32)> = IdMap::default();
     let mut ends: Vec<i64> = Vec::new();
-    let mut read = || -> Result<(), Error> {
-        for (f, rg) in units(&files, index, peers) {
+    let mut read_rows = || -> Result<(), Error> {
+        for &(f, rg) in &my_units {
             let file = &files[f];
             let name = file.name();
             let mut sums = EdgeSums::new(dim);
             file.read_row_group(io, rg, |batch, first_row| {
-                let batch = EdgeBatch::from_batch(&batch, &name, first_row, require_positive_weight)?;
-                read_units.push(ReadUnit { start: edges.len(), file: f as u32, first_row });
+                let batch = EdgeBatch::from_batch(&batch, &name, first_row, read.require_positive_weight)?;
+                rows += batch.len() as u64;
                 for i in 0..batch.len() {
-                    let (src, dst) = (batch.src.value(i), batch.dst.value(i));
+                    let (src, dst, split) = (batch.src.value(i), batch.dst.value(i), batch.split(i));
+                    let row = if dim > 0 { batch.features(i, dim, &name, first_row + i as u64)? } else { &[] };
+                    if let (Some(sample), Some(split)) = (read.supervision, split)
+                        && sample.keeps(src, dst)
+                    {
+                        supervised.push(SupervisionEdge { src, dst, split });
+                    }
+                    if !passes_messages(split) {
+                        // Held out: its endpoints are checked, and nothing else is kept.
+                        end_entry(&mut end_of, &mut ends, dst);
+                        end_entry(&mut end_of, &mut ends, src);
+                        continue;
+                    }
                     let d = end_entry(&mut end_of, &mut ends, dst);
                     d.1 = d.1.saturating_add(1);
                     let end = d.0;
                     end_entry(&mut end_of, &mut ends, src);
                     edges.push(Edge { src, dst, weight: batch.weight(i), end });
                     if dim > 0 {
-                        let row = batch.features(i, dim, &name, first_row + i as u64)?;
                         features.extend_from_slice(row);
                         sums.add_row(row);
                     }
@@ -445,8 +486,8 @@ pub fn load_edges(
         }
         Ok(())
     };
-    let read = read();
-    agree(worker, read)?;
+    let read_rows = read_rows();
+    agree(worker, read_rows)?;
     let edge_stats = edge_stats(worker, dim, unit_sums);
 
     let me = index as u32;
@@ -484,15 +525,18 @@ pub fn load_edges(
     unknown.truncate(MAX_UNKNOWN_SHARED);
     let unknown: IdSet<i64> = all_gather(worker, unknown).into_iter().collect();
     if !unknown.is_empty() {
-        let first = first_unknown(&edges, &read_units, &unknown).map(|(at, node, column)| {
-            Error::from(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")))
+        let first = first_unknown(io, &files, &my_units, &unknown).and_then(|found| {
+            found.map_or(Ok(()), |(at, node, column)| {
+                Err(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")).into())
+            })
         });
-        agree(worker, first.map_or(Ok(()), Err))?;
+        agree(worker, first)?;
     }
-    let total = cluster::sum(worker, edges.len() as u64);
+    let total = cluster::sum(worker, rows);
     if total == 0 {
         return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));
     }
+    let supervision = if read.supervision.is_some() { supervision::to_owners(worker, supervised)? } else { Vec::new() };
 
     // Every endpoint is known now: the owners' answers go back to the readers.
     let slots = Rc::new(RefCell::new(vec![u32::MAX; ends.len()]));
@@ -507,5 +551,5 @@ pub fn load_edges(
             Ok::<(), Error>(())
         },
     )?;
-    Ok(ReadEdges { edges, edge_dim: dim, features, edge_stats, ends, slots: slots.take() })
+    Ok(ReadEdges { edges, edge_dim: dim, features, edge_stats, ends, slots: slots.take(), supervision })
 }

@@ -1,7 +1,13 @@
 //! The edge table: `src: int64`, `dst: int64`, optional `weight: float32` (> 0), optional
 //! `features`: `list<float32>` or `fixed_size_list<float32>`, one length on every row (the
-//! table's first row's, at least 1), finite, no nulls. The checks that need more than one batch
-//! (that length, the same optional columns in every part) live in `sampling::load`.
+//! table's first row's, at least 1), finite, no nulls, optional `split: utf8` (`train`,
+//! `valid`, `test` or null). The checks that need more than one batch (that length, the same
+//! optional columns in every part) live in `sampling::load`.
+//!
+//! An edge's split decides its role ([`passes_messages`]): `valid` and `test` edges are held out
+//! of message passing in every stage, so that a link model is never shown the edges it is
+//! scored on; `train` and null edges pass messages. Every edge with a split is a supervision
+//! edge of the link task.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
@@ -11,12 +17,25 @@ use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
-use crate::nodes::{FloatLists, check_features, float_list, float_lists, int64, no_nulls};
+use crate::nodes::{FloatLists, check_features, float_list, float_lists, int64, no_nulls, splits};
+use crate::split::Split;
 
 pub const SRC: &str = "src";
 pub const DST: &str = "dst";
 pub const WEIGHT: &str = "weight";
 pub const FEATURES: &str = "features";
+pub const SPLIT: &str = "split";
+
+/// Whether an edge of split `split` is a message-passing edge: `train` and null are, `valid`
+/// and `test` are held out (the one rule every stage's loader applies).
+pub fn passes_messages(split: Option<Split>) -> bool {
+    !matches!(split, Some(Split::Valid | Split::Test))
+}
+
+/// The `split` column's field as this project writes it (`graphflat split-edges`).
+pub fn split_field() -> Field {
+    Field::new(SPLIT, DataType::Utf8, true)
+}
 
 /// The schema this project writes for edge tables without features (`import`, `generate`).
 pub fn edge_schema() -> Schema {
@@ -70,11 +89,13 @@ pub struct EdgeBatch {
     pub weight: Option<Float32Array>,
     /// The `features` column, when the table has one (rows are checked by [`EdgeBatch::features`]).
     pub features: Option<FloatLists>,
+    /// Each row's split, when the table has a `split` column.
+    pub splits: Option<Vec<Option<Split>>>,
 }
 
 impl EdgeBatch {
-    /// Checks presence, types and nulls; `require_positive` adds `weight > 0` (the weighted
-    /// sampler's condition). A weight must be finite in any case.
+    /// Checks presence, types and nulls, and the split values; `require_positive` adds
+    /// `weight > 0` (the weighted sampler's condition). A weight must be finite in any case.
     pub fn from_batch(
         batch: &RecordBatch,
         file: &str,
@@ -118,7 +139,11 @@ impl EdgeBatch {
             None => None,
             Some(_) => Some(FloatLists::from_column(batch, FEATURES, file)?),
         };
-        Ok(EdgeBatch { src, dst, weight, features })
+        let splits = match batch.column_by_name(SPLIT) {
+            None => None,
+            Some(array) => Some(splits(array, SPLIT, file, first_row)?),
+        };
+        Ok(EdgeBatch { src, dst, weight, features, splits })
     }
 
     pub fn len(&self) -> usize {
@@ -127,6 +152,11 @@ impl EdgeBatch {
 
     pub fn is_empty(&self) -> bool {
         self.src.is_empty()
+    }
+
+    /// Edge `i`'s split; `None` when the row's is null or the table has no `split` column.
+    pub fn split(&self, i: usize) -> Option<Split> {
+        self.splits.as_ref().and_then(|s| s[i])
     }
 
     /// Edge `i`'s weight; 1.0 when the table has no weight column.
@@ -167,5 +197,30 @@ mod tests {
         assert!(plain.features.is_none() && plain.features(0, 0, "p", 0).unwrap().is_empty());
         let no_width = to_batch_with(vec![1], vec![2], vec![1.0], Some((Vec::new(), 0)));
         assert_eq!(*no_width.schema(), edge_schema(), "a width of 0 writes no features column");
+    }
+
+    #[test]
+    fn splits_read_back_and_a_bad_split_is_named() {
+        let plain = to_batch(vec![1, 2, 3, 4], vec![2, 1, 4, 3], vec![1.0; 4]);
+        let with = |values: Vec<Option<&str>>| {
+            let mut schema = plain.schema().as_ref().clone().fields().to_vec();
+            schema.push(Arc::new(split_field()));
+            let mut columns = plain.columns().to_vec();
+            columns.push(Arc::new(arrow_array::StringArray::from(values)));
+            RecordBatch::try_new(Arc::new(Schema::new(schema)), columns).unwrap()
+        };
+        let edges = EdgeBatch::from_batch(&with(vec![Some("train"), None, Some("valid"), Some("test")]), "e", 0, false)
+            .unwrap();
+        let splits: Vec<Option<Split>> = (0..4).map(|i| edges.split(i)).collect();
+        assert_eq!(splits, [Some(Split::Train), None, Some(Split::Valid), Some(Split::Test)]);
+        let roles: Vec<bool> = splits.iter().map(|&s| passes_messages(s)).collect();
+        assert_eq!(roles, [true, true, false, false]);
+        assert_eq!(EdgeBatch::from_batch(&plain, "e", 0, false).unwrap().split(0), None);
+
+        let err = EdgeBatch::from_batch(&with(vec![None, Some("train"), Some("holdout"), None]), "e", 7, false)
+            .err()
+            .unwrap();
+        assert_eq!(err.at, Location::file("e").row(9).column(SPLIT));
+        assert!(err.problem.contains("\"holdout\""), "{}", err.problem);
     }
 }

@@ -197,7 +197,7 @@ impl NodeBatch {
         };
         let splits = match batch.column_by_name(SPLIT) {
             None => None,
-            Some(array) => Some(splits(array, file, first_row)?),
+            Some(array) => Some(splits(array, SPLIT, file, first_row)?),
         };
         Ok(NodeBatch { ids, features, labels, splits })
     }
@@ -281,13 +281,20 @@ pub(crate) fn no_nulls(array: &dyn Array, column: &str, file: &str, first_row: u
     Ok(())
 }
 
-fn splits(array: &ArrayRef, file: &str, first_row: u64) -> Result<Vec<Option<Split>>, BadInput> {
+/// A `split` column's values (`utf8`, `large_utf8` or `utf8_view`): `train`, `valid`, `test` or
+/// null; any other value is bad input at its row of `column`.
+pub(crate) fn splits(
+    array: &ArrayRef,
+    column: &str,
+    file: &str,
+    first_row: u64,
+) -> Result<Vec<Option<Split>>, BadInput> {
     let parse = |i: usize, value: Option<&str>| -> Result<Option<Split>, BadInput> {
         match value {
             None => Ok(None),
             Some(s) => Split::parse(s).map(Some).ok_or_else(|| {
                 BadInput::new(
-                    Location::file(file).row(first_row + i as u64).column(SPLIT),
+                    Location::file(file).row(first_row + i as u64).column(column),
                     format!("split must be train, valid, test or null, found {s:?}"),
                 )
             }),
@@ -297,7 +304,7 @@ fn splits(array: &ArrayRef, file: &str, first_row: u64) -> Result<Vec<Option<Spl
         DataType::Utf8 => array.as_string::<i32>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
         DataType::LargeUtf8 => array.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
         DataType::Utf8View => array.as_string_view().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
-        other => Err(BadInput::new(Location::file(file).column(SPLIT), format!("expected utf8, found {other}"))),
+        other => Err(BadInput::new(Location::file(file).column(column), format!("expected utf8, found {other}"))),
     }
 }
 

@@ -5,7 +5,9 @@
 //! 1. parse the places and agree on them; check the output against every input and take the
 //!    run's lease (worker 0), then share the run id ([`skeleton`]);
 //! 2. round 0: load this worker's share of the nodes and edges (the map) and sample every
-//!    node's in-edges with hub re-indexing ([`sampling`]);
+//!    node's in-edges with hub re-indexing ([`sampling`]); edges whose split is `valid` or
+//!    `test` are held out of the graph there, and collected as supervision edges (with the
+//!    `train` ones) when the body asks ([`Body::supervision`], [`Graph::supervision`]);
 //! 3. pick the targets (this worker's nodes in the chosen splits, sorted by id);
 //! 4. the stage's own work: a [`Body`], which writes its parts under the run's names;
 //! 5. gather every worker's [`WorkerStats`] into the [`Summary`], then commit the manifest.

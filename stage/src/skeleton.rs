@@ -14,7 +14,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cluster::{Failure, all_gather, broadcast, peak_rss_bytes};
-use sampling::{NodeStore, SampleSpec, Sampled, agree, load_edges, load_nodes, sample_in_edges};
+use sampling::{
+    EdgeRead, NodeStore, SampleSpec, Sampled, SupervisionEdge, SupervisionSample, agree, load_edges, load_nodes,
+    sample_in_edges,
+};
 use schemas::{ClusterConfig, FlattenConfig, InferConfig, Sampler, Targets};
 use tables::commit::{Manifest, Stage, check_output, commit, new_run_id};
 use tables::lease::Lease;
@@ -87,11 +90,17 @@ macro_rules! section {
 section!(FlattenConfig);
 section!(InferConfig);
 
-/// Round 0 on this worker: its share of the nodes with their sampled in-edges, and its targets.
+/// Round 0 on this worker: its share of the nodes with their sampled in-edges, its targets and
+/// its supervision edges. The in-edges, in-degrees and edge statistics are the message-passing
+/// edges' only (split `train` or null): `valid` and `test` edges never enter them.
 pub struct Graph {
     pub nodes: NodeStore,
     /// This worker's targets as (id, slot), sorted by id.
     pub targets: Vec<(i64, u32)>,
+    /// The supervision edges (edges with a split) whose `src` this worker owns, sorted by
+    /// (src, dst, split), as [`Body::supervision`] sampled them; empty when it asks for none.
+    /// The same list on any number of workers and processes, up to which worker holds it.
+    pub supervision: Vec<SupervisionEdge>,
 }
 
 /// What a body runs with besides the graph.
@@ -112,6 +121,12 @@ pub trait Body {
 
     /// How round 0 samples every node's in-edges.
     fn sampling(&self) -> SampleSpec;
+
+    /// The supervision edges round 0 collects into [`Graph::supervision`] (the link task's);
+    /// `None`, the default, collects none.
+    fn supervision(&self) -> Option<SupervisionSample> {
+        None
+    }
 
     /// Inputs besides the node and edge tables that the output must not touch (a model).
     fn other_inputs(&self) -> Vec<&Place> {
@@ -170,10 +185,10 @@ pub fn run<B: Body>(
     let (lease, output) = open_output(timely, io, declared, output, &inputs)?;
 
     let mut worker = Worker { timely, io, progress, reporter, clock };
-    let (nodes, sampled, edges) = round_zero(&mut worker, &body, &nodes_table, &edges_table)?;
+    let (nodes, sampled, edges, supervision) = round_zero(&mut worker, &body, &nodes_table, &edges_table)?;
     let targets = targets(&nodes, declared.targets);
     let own_nodes = nodes.len() as u64;
-    let written = body.run(&mut worker, Graph { nodes, targets }, &output)?;
+    let written = body.run(&mut worker, Graph { nodes, targets, supervision }, &output)?;
     let stats = WorkerStats {
         worker: worker.timely.index(),
         nodes: own_nodes,
@@ -226,13 +241,14 @@ fn open_output(
 }
 
 /// Round 0: this worker's share of the nodes and edges (the map), then every node's in-edges
-/// sampled with hub re-indexing. Returns the nodes, the sampling's facts and the edges read.
+/// sampled with hub re-indexing. Returns the nodes, the sampling's facts, the message-passing
+/// edges read and the supervision edges this worker owns.
 fn round_zero<B: Body>(
     worker: &mut Worker,
     body: &B,
     nodes_table: &Place,
     edges_table: &Place,
-) -> Result<(NodeStore, Sampled, u64), Error> {
+) -> Result<(NodeStore, Sampled, u64, Vec<SupervisionEdge>), Error> {
     let stage = worker.progress.stage();
     if worker.reporter {
         tracing::info!("{stage}: map: reading nodes from {}", nodes_table.shown());
@@ -244,7 +260,9 @@ fn round_zero<B: Body>(
         tracing::info!("{stage}: map: reading edges from {}", edges_table.shown());
     }
     let spec = body.sampling();
-    let edges = load_edges(worker.timely, worker.io, edges_table, &nodes, spec.sampler == Sampler::Weighted)?;
+    let read = EdgeRead { require_positive_weight: spec.sampler == Sampler::Weighted, supervision: body.supervision() };
+    let mut edges = load_edges(worker.timely, worker.io, edges_table, &nodes, read)?;
+    let supervision = std::mem::take(&mut edges.supervision);
     let read = edges.len() as u64;
     agree(worker.timely, body.check_edges(edges.edge_dim))?;
     worker.clock.lap("map");
@@ -256,7 +274,7 @@ fn round_zero<B: Body>(
     let nodes = Rc::try_unwrap(nodes)
         .map(RefCell::into_inner)
         .map_err(|_| Error::Internal("node store still shared after sampling".into()))?;
-    Ok((nodes, sampled, read))
+    Ok((nodes, sampled, read, supervision))
 }
 
 /// This worker's nodes in the chosen splits, as (id, slot) sorted by id.

@@ -21,7 +21,7 @@ pub struct Written<X> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct WorkerStats<X> {
     pub worker: usize,
-    /// Nodes and edges this worker loaded.
+    /// Nodes and message-passing edges this worker loaded.
     pub nodes: u64,
     pub edges: u64,
     /// In-edges this worker's sampling reducers took in.
