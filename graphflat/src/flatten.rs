@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use arrow_schema::SchemaRef;
 use cluster::{Failure, all_gather, wait_while};
-use sampling::{NodeStore, SampleSpec, agree};
+use sampling::{NodeStore, SampleSpec, SupervisionSample, agree};
 use schemas::layers::Layers;
 use schemas::record::{FlattenMeta, record_schema};
-use schemas::{ClusterConfig, FlattenConfig, Record};
+use schemas::{ClusterConfig, FlattenConfig};
 use serde::{Deserialize, Serialize};
 use stage::{Body, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
 use tables::Io;
@@ -23,11 +23,12 @@ use tables::parts::PartsOf;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Input, Probe};
-use timely::dataflow::{InputHandleVec, ProbeHandle};
+use timely::dataflow::{InputHandleVec, ProbeHandle, Scope, StreamVec};
 
 use crate::error::Error;
+use crate::links::flatten_links;
 use crate::round::{Request, rounds};
-use crate::sink::PartWriter;
+use crate::sink::{PartWriter, Row};
 
 /// The job's summary.
 pub type Summary = stage::Summary<RecordSizes>;
@@ -42,8 +43,7 @@ pub struct RecordStats {
 }
 
 impl RecordStats {
-    fn add(&mut self, record: &Record) {
-        let (nodes, edges) = (record.num_nodes() as u64, record.num_edges() as u64);
+    fn add(&mut self, (nodes, edges): (u64, u64)) {
         self.nodes += nodes;
         self.edges += edges;
         self.max_nodes = self.max_nodes.max(nodes);
@@ -105,6 +105,11 @@ impl Body for Records<'_> {
         }
     }
 
+    fn supervision(&self) -> Option<SupervisionSample> {
+        let link = self.config.link()?;
+        Some(SupervisionSample::new(link.supervision_fraction, self.config.seed).expect("checked with the job"))
+    }
+
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RecordStats>, Error> {
         let meta = FlattenMeta {
             hops: self.config.hops,
@@ -118,8 +123,13 @@ impl Body for Records<'_> {
             link: self.config.link(),
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
-        let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-        let written = flatten_targets(worker, self.config, graph.nodes, &targets, self.layers.clone(), schema, output)?;
+        let layers = self.layers.clone();
+        let written = if meta.link.is_some() {
+            flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
+        } else {
+            let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
+            flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
+        };
         worker.clock.lap("rounds and write");
         if worker.reporter {
             worker.progress.report(0, Duration::ZERO, true);
@@ -149,82 +159,100 @@ fn flatten_targets(
     schema: SchemaRef,
     output: &PartsOf,
 ) -> Result<Written<RecordStats>, Error> {
+    let progress = worker.progress.clone();
+    progress.add_total(0, targets.len() as u64);
+    let batches: Vec<Vec<Request>> = targets
+        .chunks(config.batch_size)
+        .map(|batch| batch.iter().map(|&root| Request { root, node: root, hop: 0 }).collect())
+        .collect();
+    let (nodes, layers) = (Rc::new(nodes), Rc::new(layers));
+    write_batches(worker, config, schema, output, batches, move |scope, requests| {
+        rounds(scope, requests, nodes, layers, progress)
+    })
+}
+
+/// Runs `batches` through the dataflow that `build` makes, one timely epoch per batch with at
+/// most `max_in_flight` in flight, and writes the rows it emits to parts, each batch sorted
+/// (`Row::sort`) once it is complete, so parts are the same every run. Every worker calls
+/// this at the same point; a worker with fewer batches sends empty epochs.
+pub(crate) fn write_batches<I, R>(
+    worker: &mut Worker,
+    config: &FlattenConfig,
+    schema: SchemaRef,
+    output: &PartsOf,
+    batches: Vec<Vec<I>>,
+    build: impl for<'s> FnOnce(Scope<'s, u64>, StreamVec<'s, u64, I>) -> StreamVec<'s, u64, R>,
+) -> Result<Written<RecordStats>, Error>
+where
+    I: timely::ExchangeData + Clone,
+    R: Row,
+{
     let (progress, reporter) = (worker.progress.clone(), worker.reporter);
     let timely = &mut *worker.timely;
     let index = timely.index();
-    progress.add_total(0, targets.len() as u64);
-    let batches: Vec<&[i64]> = targets.chunks(config.batch_size).collect();
     let epochs = all_gather(timely, vec![(batches.len() as u64, index)]).iter().map(|b| b.0).max().unwrap_or(0);
 
     let written: Rc<RefCell<Written<RecordStats>>> = Rc::default();
     let failure: Rc<RefCell<Option<Error>>> = Rc::default();
     let finished = Rc::new(Cell::new(false));
-    let mut writer = PartWriter::new(worker.io.clone(), output.clone(), schema, config.part_size_mb << 20);
+    let mut writer = PartWriter::<R>::new(worker.io.clone(), output.clone(), schema, config.part_size_mb << 20);
 
-    let mut input = InputHandleVec::<u64, Request>::new();
+    let mut input = InputHandleVec::<u64, I>::new();
     let probe = ProbeHandle::new();
-    let nodes = Rc::new(nodes);
-    let layers = Rc::new(layers);
     {
         let (written, failure, finished, progress) =
             (written.clone(), failure.clone(), finished.clone(), progress.clone());
         // Bytes already added to the process's progress counter.
         let mut counted = 0u64;
-        let mut pending: HashMap<u64, Vec<Record>> = HashMap::new();
+        let mut pending: HashMap<u64, Vec<R>> = HashMap::new();
         timely.dataflow::<u64, _, _>(|scope| {
-            let requests = scope.input_from(&mut input);
-            rounds(scope, requests, nodes, layers, progress.clone()).probe_with(&probe).sink(
-                Pipeline,
-                "Write",
-                move |(input, frontier)| {
-                    // Records of a batch arrive in no fixed order: hold each batch until it is
-                    // complete, then write it sorted by root, so parts are the same every run.
-                    input.for_each(|cap, records| {
-                        let time = cap.least().copied().unwrap_or_default();
-                        pending.entry(time).or_default().append(records)
-                    });
-                    let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
-                    done.sort_unstable();
-                    for time in done {
-                        let mut records = pending.remove(&time).unwrap_or_default();
-                        records.sort_unstable_by_key(|r| r.root);
-                        let mut written = written.borrow_mut();
-                        for record in records {
-                            written.targets += 1;
-                            written.own.add(&record);
-                            if failure.borrow().is_none()
-                                && let Err(e) = writer.push(record)
-                            {
-                                *failure.borrow_mut() = Some(e);
-                            }
-                            progress.advance(0, 1);
-                        }
-                    }
-                    if frontier.is_empty() && !finished.get() {
+            let items = scope.input_from(&mut input);
+            build(scope, items).probe_with(&probe).sink(Pipeline, "Write", move |(input, frontier)| {
+                // Rows of a batch arrive in no fixed order: hold each batch until it is complete.
+                input.for_each(|cap, rows| {
+                    let time = cap.least().copied().unwrap_or_default();
+                    pending.entry(time).or_default().append(rows)
+                });
+                let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
+                done.sort_unstable();
+                for time in done {
+                    let mut rows = pending.remove(&time).unwrap_or_default();
+                    R::sort(&mut rows);
+                    let mut written = written.borrow_mut();
+                    for row in rows {
+                        written.targets += 1;
+                        written.own.add(row.sizes());
                         if failure.borrow().is_none()
-                            && let Err(e) = writer.finish()
+                            && let Err(e) = writer.push(row)
                         {
                             *failure.borrow_mut() = Some(e);
                         }
-                        let mut written = written.borrow_mut();
-                        written.bytes = writer.bytes_written();
-                        written.parts = writer.parts_written();
-                        written.entries = writer.entries();
-                        finished.set(true);
+                        progress.advance(0, 1);
                     }
-                    let now = writer.bytes_so_far();
-                    progress.add_bytes(now.saturating_sub(counted));
-                    counted = now;
-                },
-            );
+                }
+                if frontier.is_empty() && !finished.get() {
+                    if failure.borrow().is_none()
+                        && let Err(e) = writer.finish()
+                    {
+                        *failure.borrow_mut() = Some(e);
+                    }
+                    let mut written = written.borrow_mut();
+                    written.bytes = writer.bytes_written();
+                    written.parts = writer.parts_written();
+                    written.entries = writer.entries();
+                    finished.set(true);
+                }
+                let now = writer.bytes_so_far();
+                progress.add_bytes(now.saturating_sub(counted));
+                counted = now;
+            });
         });
     }
 
+    let mut batches = batches.into_iter();
     for epoch in 0..epochs {
-        if let Some(batch) = batches.get(epoch as usize) {
-            for &root in batch.iter() {
-                input.send(Request { root, node: root, hop: 0 });
-            }
+        for item in batches.next().into_iter().flatten() {
+            input.send(item);
         }
         input.advance_to(epoch + 1);
         // Keep at most `max_in_flight` batches between input and output.

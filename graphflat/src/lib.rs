@@ -7,13 +7,16 @@
 //!    owners;
 //! 2. sampling with re-indexing ([`sampling::reindex`], [`sampling::sample`]): each node keeps
 //!    its best in-edges by hash-derived key, hubs spread over salted reducers and merged exactly;
-//! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch;
+//! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch (for the link
+//!    task, [`links`]: the records of each supervision edge's endpoints and [`negatives`]);
 //! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` (the skeleton's commit).
 
 pub mod error;
 pub mod flatten;
 pub mod generate;
 pub mod import;
+pub mod links;
+pub mod negatives;
 pub mod record;
 pub mod round;
 pub mod sink;

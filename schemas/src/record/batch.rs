@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
 use arrow_array::{
@@ -20,7 +22,7 @@ use crate::label::Label;
 use crate::split::Split;
 
 /// One target node's k-hop neighborhood (see [`crate::record`] for the layout rules).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Record {
     pub root: i64,
     pub label: Option<Label>,

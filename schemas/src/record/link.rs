@@ -11,6 +11,8 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
@@ -23,7 +25,7 @@ use crate::error::BadInput;
 use crate::split::Split;
 
 /// A supervision edge with the neighborhoods a link model scores it from.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct LinkRecord {
     pub src: i64,
     pub dst: i64,
