@@ -150,7 +150,10 @@ fn dedupe<'s>(needs: StreamVec<'s, u64, Need>) -> StreamVec<'s, u64, Request> {
 }
 
 /// Each finished record, to every worker that needed it in its batch (once each).
-fn fan_out<'s>(records: StreamVec<'s, u64, Record>, needs: StreamVec<'s, u64, Need>) -> StreamVec<'s, u64, (u64, Record)> {
+fn fan_out<'s>(
+    records: StreamVec<'s, u64, Record>,
+    needs: StreamVec<'s, u64, Need>,
+) -> StreamVec<'s, u64, (u64, Record)> {
     records.binary_frontier::<_, CapacityContainerBuilder<Vec<(u64, Record)>>, _, _, _, _>(
         needs,
         Pipeline,
