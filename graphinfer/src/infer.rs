@@ -17,7 +17,7 @@ use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, SampleSpec, agree};
 use schemas::layers::Layers;
 use schemas::model::{ModelMeta, ModelSpec};
-use schemas::{ClusterConfig, InferConfig, Targets};
+use schemas::{ClusterConfig, InferConfig, Targets, Task};
 use stage::{Body, Clock, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
 use tables::commit::Stage;
 use tables::parts::{PartWriter, PartsOf, part_properties};
@@ -72,7 +72,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         let device = agree(worker, gnn::device(config.device).map_err(model_error))?;
         let (meta, model) = agree(worker, load(files, dir, &device))?;
         let layers = meta.layers();
-        let embedding = agree(worker, embedding_layer(&config, &layers))?;
+        let embedding = agree(worker, embedding_layer(&config, &layers, meta.spec.task))?;
         if worker.index().is_multiple_of(threads) {
             tracing::info!(
                 "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
@@ -89,10 +89,12 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
     })
 }
 
-/// The layer whose output is the embedding: `[infer] embedding`, by default the last hidden.
-fn embedding_layer(config: &InferConfig, layers: &Layers) -> Result<usize, Error> {
+/// The layer whose output is the embedding: `[infer] embedding`, by default the last hidden
+/// layer of a node model and the last layer (the encoder's output) of a link model.
+fn embedding_layer(config: &InferConfig, layers: &Layers, task: Task) -> Result<usize, Error> {
     let k = layers.hops();
-    let embedding = config.embedding.unwrap_or(if k > 1 { k - 1 } else { k });
+    let default = if k > 1 && task == Task::Node { k - 1 } else { k };
+    let embedding = config.embedding.unwrap_or(default);
     if embedding > k {
         return Err(Error::Usage(format!("[infer] embedding = {embedding}, but the model has {k} layers")));
     }
@@ -236,9 +238,14 @@ fn write(
     embedding: &[f32],
 ) -> Result<Written<RoundStats>, Error> {
     let (config, meta, embedding_layer) = (body.config, body.meta, body.embedding);
-    let head = if meta.spec.multi_label { Head::MultiHot } else { Head::Classes };
+    let head = match (meta.spec.task, meta.spec.multi_label) {
+        (Task::Link, _) => Head::Embedding,
+        (Task::Node, true) => Head::MultiHot,
+        (Task::Node, false) => Head::Classes,
+    };
     let n = targets.len();
-    let classes = meta.spec.classes;
+    // A link model's last layer is its embedding: no logits are written.
+    let classes = if head == Head::Embedding { 0 } else { meta.spec.classes };
     let width = cx.model.slice(cx.spec, embedding_layer - 1).output_width();
     let metadata = HashMap::from([
         ("graphinfer.model".to_owned(), body.dir.shown()),

@@ -28,6 +28,8 @@ pub enum Head {
     Classes,
     /// One sigmoid per target; the prediction is every target whose logit is positive.
     MultiHot,
+    /// A link model: no node head, so no `prediction` or `scores` columns.
+    Embedding,
 }
 
 impl Head {
@@ -53,6 +55,7 @@ impl Head {
                 }
                 None
             }
+            Head::Embedding => None,
         }
     }
 }
@@ -66,6 +69,13 @@ pub fn schema(head: Head, width: usize, classes: usize, metadata: HashMap<String
     let prediction = match head {
         Head::Classes => DataType::Int64,
         Head::MultiHot => list(DataType::Boolean, classes),
+        Head::Embedding => {
+            let fields = vec![
+                Field::new(NODE_ID, DataType::Int64, false),
+                Field::new(EMBEDDING, list(DataType::Float32, width), false),
+            ];
+            return Schema::new(fields).with_metadata(metadata);
+        }
     };
     Schema::new(vec![
         Field::new(NODE_ID, DataType::Int64, false),
@@ -99,6 +109,10 @@ pub fn batch(
         Ok(Arc::new(FixedSizeListArray::try_new(item, size as i32, Arc::new(Float32Array::from(values)), None)?))
     };
     let prediction: ArrayRef = match head {
+        Head::Embedding => {
+            let columns = vec![Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef, fixed(embedding.to_vec(), width)?];
+            return RecordBatch::try_new(schema.clone(), columns);
+        }
         Head::Classes => Arc::new(Int64Array::from(classes_out)),
         Head::MultiHot => {
             let mut bits = BooleanBuilder::with_capacity(logits.len());
