@@ -18,6 +18,7 @@
 //! edge order, standardized when the spec carries the record set's statistics (see
 //! [`crate::features::push_edge_row`], which GraphInfer calls too).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -224,7 +225,7 @@ impl Batch {
     }
 
     /// Batch rows that are copies of an earlier row: the same node id with the same features.
-    fn distinct_rows(records: &[Record], order: &[(u8, u32, u32)], dim: usize) -> (Vec<u32>, Vec<usize>) {
+    fn distinct_rows(records: &[&Record], order: &[(u8, u32, u32)], dim: usize) -> (Vec<u32>, Vec<usize>) {
         let mut first: HashMap<i64, u32> = HashMap::with_capacity(order.len());
         let mut input_row = Vec::with_capacity(order.len());
         let mut kept = Vec::new(); // the batch row each distinct row copies
@@ -247,9 +248,12 @@ impl Batch {
         (input_row, kept)
     }
 
-    pub fn build(records: &[Record], spec: &BatchSpec) -> Batch {
+    /// The batch of `records` (records, or references to them: a link batch builds from its
+    /// endpoints' records in place).
+    pub fn build<R: Borrow<Record>>(records: &[R], spec: &BatchSpec) -> Batch {
+        let records: Vec<&Record> = records.iter().map(Borrow::borrow).collect();
         let k = spec.layers.hops();
-        let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, Record::dim);
+        let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, |r| r.dim());
         // Global row of each (record, position): sort by (hop, record, position).
         let mut order: Vec<(u8, u32, u32)> = records
             .iter()
@@ -274,7 +278,7 @@ impl Batch {
         // row each feature row copies.
         let (input_row, kept) = match spec.distinct_inputs {
             true => {
-                let (input_row, kept) = Self::distinct_rows(records, &order, dim);
+                let (input_row, kept) = Self::distinct_rows(&records, &order, dim);
                 (Some(input_row), kept)
             }
             false => (None, (0..order.len()).collect()),

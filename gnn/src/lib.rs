@@ -9,18 +9,22 @@
 //! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
 //! - [`layers`], [`model`]: GCN, GraphSAGE, GAT and GINE (the last three read edge features);
 //!   the losses and scores (accuracy, micro-F1);
+//! - [`link`], [`decoder`]: link models: a batch of link records (their endpoints' records),
+//!   the pair decoders (`dot`, `mlp`; also on the host for GraphInfer) and the link loss;
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server;
 //! - [`slice`]: the model sliced by layer (transform, aggregate, finish, post), for GraphInfer;
 //! - [`io`], [`device`]: a model's files (`model.bpk`, `model.json`), and the device it runs on.
 
 pub mod aggregate;
 pub mod batch;
+pub mod decoder;
 pub mod device;
 mod error;
 pub mod features;
 pub mod io;
 pub mod kernel;
 pub mod layers;
+pub mod link;
 pub mod model;
 pub mod params;
 pub mod rng;

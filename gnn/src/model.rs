@@ -6,9 +6,11 @@ use burn::tensor::activation::{elu, log_softmax, relu};
 use burn::tensor::{Int, TensorData};
 use schemas::Label;
 use schemas::model::{Activation, ModelKind, ModelSpec};
+use schemas::task::Decoder;
 
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
+use crate::decoder::MlpDecoder;
 use crate::kernel::Aggregation;
 use crate::layers::{AttentionMask, GatLayer, GcnLayer, GineLayer, SageLayer};
 use crate::rng::Stream;
@@ -24,6 +26,9 @@ pub enum Layer {
 #[derive(Module, Debug)]
 pub struct Gnn {
     pub layers: Vec<Layer>,
+    /// A link model's `mlp` decoder (see [`crate::decoder`]); `None` for node models and the
+    /// parameter-free `dot`.
+    pub decoder: Option<MlpDecoder>,
 }
 
 /// A batch on a device.
@@ -99,7 +104,8 @@ impl Gnn {
                 }
             })
             .collect();
-        Gnn { layers }
+        let decoder = (spec.decoder == Some(Decoder::Mlp)).then(|| MlpDecoder::new(spec.classes, spec.seed, device));
+        Gnn { layers, decoder }
     }
 
     /// Layer `l` (0-based) on its own, in evaluation mode: `h` holds the layer's input rows

@@ -1,27 +1,39 @@
 //! GraphTrainer: GCN, GraphSAGE, GAT and GINE (from the `gnn` crate) trained on GraphFlat's
 //! records, data-parallel over timely workers with a parameter server on the same engine.
 //!
-//! - [`reader`]: record parts to records, one row group at a time, checked;
+//! - [`reader`]: record parts to records (node or link records, see [`example`]), one row
+//!   group at a time, checked;
 //! - [`plan`]: which row groups each worker reads, and the steps per epoch;
 //! - [`stream`]: each epoch's records in a seeded order, with bounded memory (a cache, a
 //!   shuffle buffer);
 //! - [`loader`]: batch preparation on a reader thread, ahead of compute;
 //! - [`ps`]: the parameter server (one shard per worker; sync or async);
 //! - [`optim`]: Adam and SGD with weight decay and a step schedule, run by the shards;
-//! - [`train`]: the run as named steps (setup, start, epoch, evaluation);
+//! - [`train`]: the run as named steps (setup, start, epoch, evaluation), with what differs
+//!   between the tasks in [`node`] and [`link`] (ranking metrics in [`rank`]), and the
+//!   evaluation batches kept between epochs in [`eval`];
+//! - [`forward`]: a link model's embeddings and pair scores on link records (what GraphInfer's
+//!   link output is checked against);
 //! - [`tracker`], [`checkpoint`], [`metrics`]: early stopping, resume, what is reported.
 
 pub mod checkpoint;
 pub mod error;
+pub mod eval;
+pub mod example;
+pub mod forward;
+pub mod link;
 pub mod loader;
 pub mod metrics;
+pub mod node;
 pub mod optim;
 pub mod plan;
 pub mod ps;
+pub mod rank;
 pub mod reader;
 pub mod stream;
 pub mod tracker;
 pub mod train;
 
 pub use error::Error;
+pub use forward::forward_link_records;
 pub use train::{TrainSummary, run};

@@ -8,21 +8,22 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gnn::batch::{Batch, BatchSpec};
+use gnn::batch::BatchSpec;
 use schemas::Record;
 
 use crate::error::Error;
+use crate::example::Example;
 use crate::stream::RecordStream;
 
 /// The batches of one pass, in order: `batch_size` records each from a [`RecordStream`], the
 /// last one shorter.
-pub enum Batches {
-    Inline { records: RecordStream, batch_size: usize, spec: BatchSpec },
-    Pipelined { receive: Receiver<Result<Batch, Error>>, thread: Option<JoinHandle<()>>, ended: bool },
+pub enum Batches<T: Example = Record> {
+    Inline { records: RecordStream<T>, batch_size: usize, spec: BatchSpec },
+    Pipelined { receive: Receiver<Result<T::Batch, Error>>, thread: Option<JoinHandle<()>>, ended: bool },
 }
 
-impl Batches {
-    pub fn new(records: RecordStream, batch_size: usize, spec: BatchSpec, prefetch: usize) -> Self {
+impl<T: Example> Batches<T> {
+    pub fn new(records: RecordStream<T>, batch_size: usize, spec: BatchSpec, prefetch: usize) -> Self {
         if prefetch == 0 {
             return Batches::Inline { records, batch_size, spec };
         }
@@ -32,7 +33,7 @@ impl Batches {
             .spawn(move || {
                 let mut records = records;
                 while let Some(batch) = next_records(&mut records, batch_size).transpose() {
-                    if send.send(batch.map(|b| Batch::build(&b, &spec))).is_err() {
+                    if send.send(batch.map(|b| T::build(&b, &spec))).is_err() {
                         return;
                     }
                 }
@@ -42,12 +43,12 @@ impl Batches {
     }
 
     /// The next batch and how long compute waited for it; `None` at the end of the pass.
-    pub fn next_batch(&mut self) -> Result<Option<(Batch, Duration)>, Error> {
+    pub fn next_batch(&mut self) -> Result<Option<(T::Batch, Duration)>, Error> {
         let started = Instant::now();
         let batch = match self {
             Batches::Inline { records, batch_size, spec } => match next_records(records, *batch_size)? {
                 None => return Ok(None),
-                Some(batch) => Batch::build(&batch, spec),
+                Some(batch) => T::build(&batch, spec),
             },
             Batches::Pipelined { ended: true, .. } => return Ok(None),
             Batches::Pipelined { receive, thread, ended } => match receive.recv() {
@@ -64,8 +65,8 @@ impl Batches {
 }
 
 /// Up to `n` records from the stream; `None` once it is empty.
-fn next_records(records: &mut RecordStream, n: usize) -> Result<Option<Vec<Record>>, Error> {
-    let batch: Vec<Record> = records.by_ref().take(n).collect::<Result<_, _>>()?;
+fn next_records<T: Example>(records: &mut RecordStream<T>, n: usize) -> Result<Option<Vec<T>>, Error> {
+    let batch: Vec<T> = records.by_ref().take(n).collect::<Result<_, _>>()?;
     Ok((!batch.is_empty()).then_some(batch))
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tables::{Io, Place};
 
 use crate::error::Error;
+use crate::rank::RankScores;
 
 pub const METRICS: &str = "metrics.jsonl";
 pub const TIMINGS: &str = "timings.jsonl";
@@ -22,10 +23,12 @@ pub enum Metric {
     Accuracy,
     /// Multi-hot targets: 2 TP over 2 TP + FP + FN.
     MicroF1,
+    /// Link models: the ROC AUC of positives against negatives (with MRR and Hits@K beside it).
+    Auc,
 }
 
 impl Metric {
-    /// The metric of a model's targets.
+    /// The metric of a node model's targets.
     pub fn of(multi_label: bool) -> Self {
         if multi_label { Metric::MicroF1 } else { Metric::Accuracy }
     }
@@ -35,36 +38,95 @@ impl Metric {
         match self {
             Metric::Accuracy => "accuracy",
             Metric::MicroF1 => "micro_f1",
+            Metric::Auc => "auc",
         }
     }
 }
 
-/// One epoch's line of `metrics.jsonl`: `epoch`, `metric`, `train_loss`, then the scores keyed
-/// by the metric's name (`train_accuracy`, `valid_accuracy`, `test_accuracy` for class labels;
-/// `train_micro_f1`, `valid_micro_f1`, `test_micro_f1` for multi-hot targets).
+/// An epoch's scores: a node model's on the three splits, or a link model's ranking metrics on
+/// the validation and test edges.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scores {
+    Node { metric: Metric, train: f64, valid: f64, test: f64 },
+    Link { valid: RankScores, test: RankScores },
+}
+
+/// One epoch's line of `metrics.jsonl`. Node models: `epoch`, `metric`, `train_loss`, then the
+/// scores keyed by the metric's name (`train_accuracy`, `valid_accuracy`, `test_accuracy` for
+/// class labels; `train_micro_f1`, `valid_micro_f1`, `test_micro_f1` for multi-hot targets).
+/// Link models: `epoch`, `metric` (`auc`), `loss`, then `valid_auc`, `test_auc`, `valid_mrr`,
+/// `test_mrr`, `valid_hits@10`, `test_hits@10`, `valid_hits@50`, `test_hits@50` (null where a
+/// split has no positive or no negative).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpochMetrics {
     /// 1-based.
     pub epoch: usize,
-    pub metric: Metric,
     pub train_loss: f64,
-    /// The scores on the three splits.
-    pub train: f64,
-    pub valid: f64,
-    pub test: f64,
+    pub scores: Scores,
+}
+
+impl EpochMetrics {
+    pub fn metric(&self) -> Metric {
+        match self.scores {
+            Scores::Node { metric, .. } => metric,
+            Scores::Link { .. } => Metric::Auc,
+        }
+    }
+
+    /// The validation score early stopping watches: accuracy, micro-F1, or AUC.
+    pub fn valid(&self) -> f64 {
+        match &self.scores {
+            Scores::Node { valid, .. } => *valid,
+            Scores::Link { valid, .. } => valid.auc,
+        }
+    }
+
+    /// The test score reported beside it.
+    pub fn test(&self) -> f64 {
+        match &self.scores {
+            Scores::Node { test, .. } => *test,
+            Scores::Link { test, .. } => test.auc,
+        }
+    }
+
+    /// The scores part of the epoch's log line.
+    fn log_text(&self) -> String {
+        match &self.scores {
+            Scores::Node { metric, train, valid, test } => {
+                format!("{} train {train:.3}, valid {valid:.3}, test {test:.3}", metric.name())
+            }
+            Scores::Link { valid, test } => {
+                let split = |s: &RankScores| {
+                    format!("auc {:.3} mrr {:.3} hits@10 {:.3} hits@50 {:.3}", s.auc, s.mrr, s.hits10, s.hits50)
+                };
+                format!("valid {}, test {}", split(valid), split(test))
+            }
+        }
+    }
 }
 
 impl Serialize for EpochMetrics {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let name = self.metric.name();
-        let mut map = serializer.serialize_map(Some(6))?;
+        let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("epoch", &self.epoch)?;
-        map.serialize_entry("metric", name)?;
-        map.serialize_entry("train_loss", &self.train_loss)?;
-        map.serialize_entry(&format!("train_{name}"), &self.train)?;
-        map.serialize_entry(&format!("valid_{name}"), &self.valid)?;
-        map.serialize_entry(&format!("test_{name}"), &self.test)?;
+        map.serialize_entry("metric", self.metric().name())?;
+        match &self.scores {
+            Scores::Node { metric, train, valid, test } => {
+                let name = metric.name();
+                map.serialize_entry("train_loss", &self.train_loss)?;
+                map.serialize_entry(&format!("train_{name}"), train)?;
+                map.serialize_entry(&format!("valid_{name}"), valid)?;
+                map.serialize_entry(&format!("test_{name}"), test)?;
+            }
+            Scores::Link { valid, test } => {
+                map.serialize_entry("loss", &self.train_loss)?;
+                for ((key, v), (_, t)) in valid.named().into_iter().zip(test.named()) {
+                    map.serialize_entry(&format!("valid_{key}"), &v)?;
+                    map.serialize_entry(&format!("test_{key}"), &t)?;
+                }
+            }
+        }
         map.end()
     }
 }
@@ -106,14 +168,11 @@ impl MetricsLog {
 
     pub fn write(&mut self, m: &EpochMetrics, t: &EpochTiming) -> Result<(), Error> {
         tracing::info!(
-            "train: epoch {}/{}: loss {:.4}, {} train {:.3}, valid {:.3}, test {:.3}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
+            "train: epoch {}/{}: loss {:.4}, {}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
             m.epoch,
             self.epochs,
             m.train_loss,
-            m.metric.name(),
-            m.train,
-            m.valid,
-            m.test,
+            m.log_text(),
             t.seconds,
             t.records_per_second,
             t.wait_seconds
@@ -143,7 +202,11 @@ mod tests {
     #[test]
     fn score_keys_name_the_metric() {
         let line = |metric| {
-            let m = EpochMetrics { epoch: 3, metric, train_loss: 0.5, train: 0.75, valid: 0.25, test: 1.0 };
+            let m = EpochMetrics {
+                epoch: 3,
+                train_loss: 0.5,
+                scores: Scores::Node { metric, train: 0.75, valid: 0.25, test: 1.0 },
+            };
             serde_json::to_string(&m).unwrap()
         };
         assert_eq!(
@@ -153,6 +216,12 @@ mod tests {
         assert_eq!(
             line(Metric::MicroF1),
             r#"{"epoch":3,"metric":"micro_f1","train_loss":0.5,"train_micro_f1":0.75,"valid_micro_f1":0.25,"test_micro_f1":1.0}"#
+        );
+        let valid = RankScores { auc: 0.5, mrr: 0.25, hits10: 1.0, hits50: 1.0 };
+        let link = EpochMetrics { epoch: 1, train_loss: 0.75, scores: Scores::Link { valid, test: RankScores::NONE } };
+        assert_eq!(
+            serde_json::to_string(&link).unwrap(),
+            r#"{"epoch":1,"metric":"auc","loss":0.75,"valid_auc":0.5,"test_auc":null,"valid_mrr":0.25,"test_mrr":null,"valid_hits@10":1.0,"test_hits@10":null,"valid_hits@50":1.0,"test_hits@50":null}"#
         );
     }
 }

@@ -4,13 +4,15 @@
 //! and the job; errors name the part file, row and column.
 //!
 //! Two reads per unit:
-//! - [`RecordSet::count`] fetches only the root, split and label columns: what the plan needs
-//!   (how many records of each split a unit holds, the largest class) and the label checks;
-//! - [`RecordSet::read`] decodes the records of one [`Pass`] in full.
+//! - [`RecordSet::count`] fetches only the root, split and label columns (a link record set's
+//!   split column): what the plan needs (how many records of each split a unit holds, the
+//!   largest class) and the label checks;
+//! - [`RecordSet::read`] decodes the node records of one [`Pass`] in full, and
+//!   [`RecordSet::read_links`] the link records (each endpoint checked as a node record).
 
 use std::sync::Arc;
 
-use schemas::record::{self, FlattenMeta, Tag};
+use schemas::record::{self, FlattenMeta, LinkRecord, Tag};
 use schemas::{BadInput, Label, LabelKind, Location, Record, Split};
 use tables::{Io, ParquetFile, Place};
 
@@ -50,7 +52,8 @@ impl Pass {
     }
 }
 
-/// What a unit holds: labeled records per split, and the largest class among them.
+/// What a unit holds: labeled records (link records: records) per split, and the largest class
+/// among them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     pub train: u64,
@@ -107,6 +110,9 @@ impl RecordSet {
     /// Counts `unit`'s labeled records by split, checking each label: its kind is the set's, a
     /// class id is not negative and (with `classes`) below it.
     pub fn count(&self, unit: Unit, classes: Option<usize>) -> Result<Counts, Error> {
+        if self.meta.link.is_some() {
+            return self.count_links(unit);
+        }
         let file = &self.files[unit.file];
         let name = file.name();
         let mut counts = Counts::default();
@@ -114,6 +120,31 @@ impl RecordSet {
         file.read_columns(&self.io, unit.row_group, Some(&TAG_COLUMNS), |batch, first_row| {
             let result = record::tags(&batch, &name, first_row).and_then(|tags| {
                 tags.iter().try_for_each(|(row, tag)| self.tally(&mut counts, tag, classes, &name, *row))
+            });
+            if let Err(e) = result {
+                failure.get_or_insert(e);
+            }
+            Ok(())
+        })?;
+        failure.map_or(Ok(counts), |e| Err(e.into()))
+    }
+
+    /// Counts `unit`'s link records by split, from the split column alone.
+    fn count_links(&self, unit: Unit) -> Result<Counts, Error> {
+        let file = &self.files[unit.file];
+        let name = file.name();
+        let mut counts = Counts::default();
+        let mut failure = None;
+        file.read_columns(&self.io, unit.row_group, Some(&[record::SPLIT]), |batch, first_row| {
+            let result = record::link_splits(&batch, &name, first_row).map(|splits| {
+                for (_, split) in splits {
+                    match split {
+                        Some(Split::Train) => counts.train += 1,
+                        Some(Split::Valid) => counts.valid += 1,
+                        Some(Split::Test) => counts.test += 1,
+                        None => {}
+                    }
+                }
             });
             if let Err(e) = result {
                 failure.get_or_insert(e);
@@ -167,6 +198,40 @@ impl RecordSet {
                     }
                     Ok(())
                 });
+            if let Err(e) = result {
+                failure.get_or_insert(e);
+            }
+            Ok(())
+        })?;
+        failure.map_or(Ok(out), |e| Err(e.into()))
+    }
+
+    /// The link records of `unit` that `pass` takes, in row order, each checked: its structure
+    /// (see `schemas::record::links_from_batch`), and every endpoint's layers and feature
+    /// lengths as a node record's.
+    pub fn read_links(&self, unit: Unit, pass: Pass) -> Result<Vec<LinkRecord>, Error> {
+        self.read_links_where(unit, |split| pass.takes(split))
+    }
+
+    /// The same for the link records whose split `keep` accepts.
+    pub fn read_links_where(&self, unit: Unit, keep: impl Fn(Option<Split>) -> bool) -> Result<Vec<LinkRecord>, Error> {
+        let file = &self.files[unit.file];
+        let name = file.name();
+        let mut out = Vec::new();
+        let mut failure = None;
+        file.read_row_group(&self.io, unit.row_group, |batch, first_row| {
+            let result = record::links_from_batch(&batch, &name, first_row, &keep).and_then(|links| {
+                for (row, link) in links {
+                    for endpoint in &link.endpoints {
+                        self.check_features(endpoint, &name, row)?;
+                        endpoint.check_layers(self.meta.hops).map_err(|(column, problem)| {
+                            BadInput::new(Location::file(&name).row(row).column(column), problem)
+                        })?;
+                    }
+                    out.push(link);
+                }
+                Ok(())
+            });
             if let Err(e) = result {
                 failure.get_or_insert(e);
             }

@@ -20,25 +20,26 @@ use gnn::rng::Stream;
 use schemas::Record;
 
 use crate::error::Error;
+use crate::example::Example;
 use crate::reader::{Pass, RecordSet, Unit};
 
-/// A unit's records for a pass, read from the set or from the cache.
-pub struct Source {
+/// A unit's records (node or link records, see [`Example`]) for a pass, read from the set or
+/// from the cache.
+pub struct Source<T: Example = Record> {
     set: Arc<RecordSet>,
-    cache: Mutex<Cache>,
+    cache: Mutex<Cache<T>>,
 }
 
-#[derive(Default)]
-struct Cache {
+struct Cache<T> {
     budget: u64,
     used: u64,
-    records: HashMap<(Unit, Pass), Arc<Vec<Record>>>,
+    records: HashMap<(Unit, Pass), Arc<Vec<T>>>,
 }
 
-impl Source {
+impl<T: Example> Source<T> {
     /// A source that caches up to `budget` bytes of decoded records.
     pub fn new(set: Arc<RecordSet>, budget: u64) -> Self {
-        Source { set, cache: Mutex::new(Cache { budget, ..Cache::default() }) }
+        Source { set, cache: Mutex::new(Cache { budget, used: 0, records: HashMap::new() }) }
     }
 
     pub fn set(&self) -> &RecordSet {
@@ -46,11 +47,11 @@ impl Source {
     }
 
     /// The labeled records of `unit` that `pass` takes, in row order.
-    pub fn records(&self, unit: Unit, pass: Pass) -> Result<Arc<Vec<Record>>, Error> {
+    pub fn records(&self, unit: Unit, pass: Pass) -> Result<Arc<Vec<T>>, Error> {
         if let Some(hit) = self.cache().records.get(&(unit, pass)) {
             return Ok(hit.clone());
         }
-        let records = Arc::new(self.set.read(unit, pass)?);
+        let records = Arc::new(T::read(&self.set, unit, pass)?);
         let bytes: u64 = records.iter().map(|r| r.size_bytes() as u64).sum();
         let mut cache = self.cache();
         if cache.used + bytes <= cache.budget {
@@ -74,13 +75,13 @@ impl Source {
     /// whose batches the trainer keeps instead.
     pub fn release(&self, pass: Pass) {
         let mut cache = self.cache();
-        let size = |records: &Vec<Record>| records.iter().map(|r| r.size_bytes() as u64).sum::<u64>();
+        let size = |records: &Vec<T>| records.iter().map(|r| r.size_bytes() as u64).sum::<u64>();
         let freed: u64 = cache.records.iter().filter(|((_, p), _)| *p == pass).map(|(_, r)| size(r)).sum();
         cache.records.retain(|(_, p), _| *p != pass);
         cache.used -= freed;
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache<T>> {
         // The cache holds no invariant a panicking reader could break: take it over.
         self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -95,24 +96,24 @@ pub struct Order {
 }
 
 /// The records of a pass over some units, in order: see the module doc.
-pub struct RecordStream {
-    source: Arc<Source>,
+pub struct RecordStream<T: Example = Record> {
+    source: Arc<Source<T>>,
     pass: Pass,
     /// Units still to read, next last.
     units: Vec<Unit>,
     /// The unit being drained, and the next record's position in it.
-    current: Option<(Arc<Vec<Record>>, usize)>,
-    buffer: Vec<Record>,
+    current: Option<(Arc<Vec<T>>, usize)>,
+    buffer: Vec<T>,
     buffer_bytes: u64,
     capacity: u64,
     pick: Stream,
     failed: bool,
 }
 
-impl RecordStream {
+impl<T: Example> RecordStream<T> {
     /// The training records of `units` for one epoch, shuffled by `order` through a buffer of
     /// about `shuffle_bytes`.
-    pub fn train(source: Arc<Source>, units: &[Unit], order: Order, shuffle_bytes: u64) -> Self {
+    pub fn train(source: Arc<Source<T>>, units: &[Unit], order: Order, shuffle_bytes: u64) -> Self {
         let Order { seed, epoch, worker } = order;
         let visit: Vec<Unit> = epoch_order(units.len(), seed, epoch, worker).into_iter().map(|i| units[i]).collect();
         let pick = Stream::new(&[seed, epoch as u64, worker as u64, 0x5108]);
@@ -120,12 +121,12 @@ impl RecordStream {
     }
 
     /// The validation and test records of `units`, in unit order.
-    pub fn evaluate(source: Arc<Source>, units: &[Unit]) -> Self {
+    pub fn evaluate(source: Arc<Source<T>>, units: &[Unit]) -> Self {
         // A zero-byte buffer holds one record at a time: the stream keeps the order.
         Self::new(source, Pass::Evaluate, units.to_vec(), 0, Stream::new(&[0]))
     }
 
-    fn new(source: Arc<Source>, pass: Pass, mut visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
+    fn new(source: Arc<Source<T>>, pass: Pass, mut visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
         visit.reverse();
         RecordStream {
             source,
@@ -141,7 +142,7 @@ impl RecordStream {
     }
 
     /// The next record from the units, or `None` after the last.
-    fn pull(&mut self) -> Result<Option<Record>, Error> {
+    fn pull(&mut self) -> Result<Option<T>, Error> {
         loop {
             if let Some((records, next)) = &mut self.current {
                 if let Some(r) = records.get(*next) {
@@ -156,8 +157,8 @@ impl RecordStream {
     }
 }
 
-impl Iterator for RecordStream {
-    type Item = Result<Record, Error>;
+impl<T: Example> Iterator for RecordStream<T> {
+    type Item = Result<T, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {

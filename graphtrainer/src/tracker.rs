@@ -23,8 +23,8 @@ impl Tracker {
     /// Takes an epoch's metrics; returns whether its validation score is the best so far.
     pub fn observe(&mut self, m: &EpochMetrics, params: &[f32]) -> bool {
         self.epochs = m.epoch;
-        if self.best_params.is_empty() || m.valid > self.best_valid {
-            (self.best_epoch, self.best_valid, self.test_at_best) = (m.epoch, m.valid, m.test);
+        if self.best_params.is_empty() || m.valid() > self.best_valid {
+            (self.best_epoch, self.best_valid, self.test_at_best) = (m.epoch, m.valid(), m.test());
             self.best_params = params.to_vec();
             return true;
         }

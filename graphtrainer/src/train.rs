@@ -1,24 +1,28 @@
 //! A `[train]` job: every timely worker streams its share of the records (see [`crate::plan`]
 //! and [`crate::stream`]), computes gradients on its batches and trades them with the
-//! parameter-server shards (one per worker); evaluation counts go through the same server.
-//! Worker 0 writes metrics, checkpoints and the model.
+//! parameter-server shards (one per worker). Worker 0 writes metrics, checkpoints and the model.
 //!
 //! A worker's run is four named steps: [`Setup::new`] (the plan, model shape, device),
-//! [`Start::new`] (fresh parameters or a checkpoint), [`train_epoch`] and [`evaluate_epoch`],
-//! with a [`Tracker`] deciding early stopping and which parameters are written.
+//! [`Start::new`] (fresh parameters or a checkpoint), [`train_epoch`] and the task's
+//! [`Learner::evaluate_epoch`], with a [`Tracker`] deciding early stopping and which
+//! parameters are written. What differs between node and link records (the model's head, a
+//! step's gradient, the evaluation) is the [`Learner`] trait, in [`crate::node`] and
+//! [`crate::link`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
 use cluster::Failure;
-use gnn::batch::{Batch, BatchSpec};
-use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
+use gnn::batch::BatchSpec;
+use gnn::model::{Dropout, Gnn};
 use gnn::params;
 use schemas::edge_stats::EdgeStats;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
-use schemas::{ClusterConfig, Label, LabelKind, Record, Split};
+use schemas::record::LinkRecord;
+use schemas::task::Decoder;
+use schemas::{ClusterConfig, Record, Task};
 use tables::commit::{Stage, new_run_id};
 use tables::lease::Lease;
 use tables::{Io, Place};
@@ -26,12 +30,14 @@ use timely::worker::Worker;
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::error::Error;
+use crate::eval::EvalCache;
+use crate::example::Example;
 use crate::loader::Batches;
-use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, TIMINGS};
+use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, Scores, TIMINGS};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::plan::Plan;
-use crate::ps::{Score, Server, ShardState, Stats, shard_range};
-use crate::reader::{Pass, RecordSet, Unit};
+use crate::ps::{Server, ShardState, Stats, shard_range};
+use crate::reader::{Counts, RecordSet, Unit};
 use crate::stream::{Order, RecordStream, Source};
 use crate::tracker::Tracker;
 
@@ -41,7 +47,8 @@ pub use schemas::job::TrainConfig;
 #[derive(Debug, Clone)]
 pub struct TrainSummary {
     pub epochs: usize,
-    /// `accuracy` or `micro_f1`: what `best_valid` and `test_at_best` measure.
+    /// `accuracy`, `micro_f1` or (link models) `auc`: what `best_valid` and `test_at_best`
+    /// measure.
     pub metric: &'static str,
     /// 1-based.
     pub best_epoch: usize,
@@ -57,10 +64,23 @@ pub struct TrainSummary {
     pub cached_bytes: u64,
 }
 
-/// Runs a training job on this process's workers. Any worker's failure ends every worker.
+/// Runs a training job on this process's workers, on node or link records as the record set
+/// holds. Any worker's failure ends every worker.
 pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
     let set = RecordSet::open(io.clone(), &config.records).map_err(Failure::Worker)?;
+    check_task(config, &set).map_err(Failure::Worker)?;
     check_output(config, &set).map_err(Failure::Worker)?;
+    match set.meta.task() {
+        Task::Node => run_on::<Record>(config, set, cluster),
+        Task::Link => run_on::<LinkRecord>(config, set, cluster),
+    }
+}
+
+fn run_on<T: Learner>(
+    config: &TrainConfig,
+    set: RecordSet,
+    cluster: &ClusterConfig,
+) -> Result<TrainSummary, Failure<Error>> {
     let mut config = config.clone();
     // The kernel's threads: the cores shared among this process's workers unless set.
     if config.kernel_threads == 0 {
@@ -70,10 +90,38 @@ pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Resul
     let (config, set) = (Arc::new(config), Arc::new(set));
     let workers = cluster.threads();
     let summaries = cluster::execute(cluster, move |worker| {
-        let source = Arc::new(Source::new(set.clone(), cache_budget(&config, workers)));
+        let source = Arc::new(Source::<T>::new(set.clone(), cache_budget(&config, workers)));
         train_worker(worker, &config, &source)
     })?;
     summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))
+}
+
+/// The job's task is the records' (`[train] task` defaults to it), and the link task's keys
+/// are not set for node records.
+pub fn check_task(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
+    let records = set.meta.task();
+    let asked = config.task.unwrap_or(records);
+    if asked != records {
+        return Err(Error::Usage(format!(
+            "[train] task = \"{}\", but the records in {} are {} records (flattened with [flatten] task = \"{}\"): \
+             train them with task = \"{}\" (or leave task out), or flatten the graph for the {} task",
+            asked.name(),
+            set.place.shown(),
+            records.name(),
+            records.name(),
+            records.name(),
+            asked.name()
+        )));
+    }
+    let link_keys =
+        [("embedding_dim", config.embedding_dim.is_some()), ("in_batch_negatives", config.in_batch_negatives)];
+    match link_keys.iter().find(|(_, set)| *set) {
+        Some((key, _)) if records == Task::Node => Err(Error::Usage(format!(
+            "[train] {key} is a key of the link task, and the records in {} are node records",
+            set.place.shown()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The output is a directory apart from the records, and holds no committed model unless the
@@ -90,21 +138,70 @@ pub fn cache_budget(config: &TrainConfig, workers: usize) -> u64 {
 }
 
 /// Where a worker's training batches come from.
-#[derive(Clone, Copy)]
-pub enum Feed<'a> {
+pub enum Feed<'a, T = Record> {
     /// Its share of the record set, in each epoch's seeded order: what [`run`] trains on.
     Share,
     /// The records of each (epoch, step)'s batch, and the steps per epoch: one worker can
     /// then train on the combined batches of several, to compare runs across worker counts.
-    Given(&'a dyn Fn(usize, usize) -> Option<Vec<Record>>, usize),
+    Given(&'a dyn Fn(usize, usize) -> Option<Vec<T>>, usize),
+}
+
+impl<T> Clone for Feed<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Feed<'_, T> {}
+
+/// The last layer of a task's model: its width and what it means.
+pub struct Head {
+    /// Classes (node models) or the embedding width (link models).
+    pub classes: usize,
+    pub multi_label: bool,
+    pub task: Task,
+    pub decoder: Option<Decoder>,
+}
+
+/// What differs between node and link records: the model's head (with the checks that the
+/// records hold something to learn), a step's gradient, and an epoch's evaluation.
+pub trait Learner: Example {
+    const TASK: Task;
+
+    /// The model's last layer, once the records are known to hold something to learn.
+    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error>;
+
+    /// The gradient sum of a batch's loss, the count it sums over (the parameter server
+    /// divides by the step's total), and the step's training stats.
+    fn gradient(
+        setup: &Setup<Self>,
+        config: &TrainConfig,
+        params: &[f32],
+        batch: &Self::Batch,
+        dropout: Dropout,
+    ) -> (Vec<f32>, u64, Stats);
+
+    /// Evaluates the parameters on this worker's valid and test records, and waits for every
+    /// step before it (late training stats of async mode join `train`): every worker returns
+    /// the same scores.
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate_epoch(
+        worker: &mut Worker,
+        config: &TrainConfig,
+        setup: &Setup<Self>,
+        server: &mut Server,
+        params: &mut [f32],
+        lr: f32,
+        train: &mut Stats,
+    ) -> Result<Scores, Error>;
 }
 
 /// What a worker trains and evaluates on, and the model's shape and device.
-pub struct Setup {
+pub struct Setup<T: Example = Record> {
     pub plan: Plan,
     /// This worker's units, ascending, and where their records come from.
     pub units: Vec<Unit>,
-    pub source: Arc<Source>,
+    pub source: Arc<Source<T>>,
     pub spec: ModelSpec,
     pub batch_spec: BatchSpec,
     /// The device, and the same with autodiff.
@@ -117,42 +214,23 @@ pub struct Setup {
     started: Instant,
     first_step: std::sync::Once,
     /// Evaluation batches built once and kept between epochs, when they fit `cache_mb`.
-    eval_cache: std::cell::RefCell<EvalCache>,
+    pub(crate) eval_cache: std::cell::RefCell<EvalCache<T::Batch>>,
 }
 
-/// Evaluation's batches on the device. The evaluation pass visits the same records in the same
-/// order every epoch, so its batches and their tensors are built once when they fit, together
-/// with the records cached so far, in the worker's share of `cache_mb`; the evaluation records
-/// then leave the record cache. A set with wide features (Cora) then costs a forward pass per
-/// epoch, not a decode, a batch build and a copy to the device; a set larger than the cache
-/// is streamed every epoch as before, and never holds more than the budget.
-#[derive(Default)]
-enum EvalCache {
-    /// Not known yet: the first pass measures it.
-    #[default]
-    Unknown,
-    Kept(Vec<(Batch, BatchTensors)>),
-    /// Larger than the budget: streamed every epoch.
-    TooLarge,
-}
-
-/// The bytes a built batch and its tensors hold: the feature rows twice, and the edges with
-/// their features (twice too).
-fn batch_bytes(batch: &Batch) -> u64 {
-    let edges: usize = batch.layers.iter().map(|l| l.src.len()).sum();
-    let edge_features: usize = batch.layers.iter().map(|l| l.features.len()).sum();
-    (batch.features.len() * 8 + edges * 32 + edge_features * 8 + batch.roots.len() * 64) as u64
-}
-
-impl Setup {
-    pub fn new(worker: &mut Worker, config: &TrainConfig, source: Arc<Source>) -> Result<Setup, Error> {
+impl<T: Learner> Setup<T> {
+    pub fn new(worker: &mut Worker, config: &TrainConfig, source: Arc<Source<T>>) -> Result<Setup<T>, Error> {
         let started = Instant::now();
         let set = source.set();
+        check_task(config, set)?;
+        if set.meta.task() != T::TASK {
+            return Err(Error::Internal(format!("a {} trainer on {} records", T::TASK.name(), set.meta.task().name())));
+        }
         let plan = Plan::gather(worker, set, config.classes)?;
         let totals = plan.totals();
         if worker.index() == 0 {
+            let what = if T::TASK == Task::Link { "link" } else { "labeled" };
             tracing::info!(
-                "train: {} row groups hold {} train, {} valid, {} test labeled records; {} steps per epoch (planned in {:.1}s)",
+                "train: {} row groups hold {} train, {} valid, {} test {what} records; {} steps per epoch (planned in {:.1}s)",
                 plan.units.len(),
                 totals.train,
                 totals.valid,
@@ -161,11 +239,7 @@ impl Setup {
                 started.elapsed().as_secs_f64()
             );
         }
-        check_learnable(config, set, totals.train, totals.valid)?;
-        let classes = match set.meta.label {
-            LabelKind::Targets(n) => n,
-            LabelKind::Class => config.classes.unwrap_or(totals.max_class as usize + 1),
-        };
+        let head = T::head(config, set, &totals)?;
         let gat = config.model == ModelKind::Gat;
         let (edge_dim, edge_stats) = edge_inputs(config, set)?;
         if worker.index() == 0 {
@@ -175,18 +249,18 @@ impl Setup {
             kind: config.model,
             input_dim: set.meta.feature_dim,
             hidden: config.hidden,
-            classes,
+            classes: head.classes,
             layers: set.meta.hops,
             heads: if gat { config.heads } else { 1 },
             output_heads: if gat { config.output_heads } else { 1 },
             activation: config.activation,
             normalize_features: config.normalize_features,
-            multi_label: matches!(set.meta.label, LabelKind::Targets(_)),
+            multi_label: head.multi_label,
             edge_dim,
             normalize_edge_features: edge_stats.is_some(),
             edge_stats,
-            task: Default::default(),
-            decoder: None,
+            task: head.task,
+            decoder: head.decoder,
             seed: config.seed,
         };
         let base = gnn::device(config.device)?;
@@ -263,27 +337,6 @@ fn edge_inputs_line(config: &TrainConfig, set: &RecordSet, edge_dim: usize, stan
     }
 }
 
-/// Nothing to learn is an error on every worker alike (they share the plan's totals): no
-/// labeled training records, or early stopping without validation records.
-fn check_learnable(config: &TrainConfig, set: &RecordSet, train: u64, valid: u64) -> Result<(), Error> {
-    if train == 0 {
-        return Err(Error::NothingToLearn(format!(
-            "{}: no training records with a label (split \"train\" and a non-null label); flatten targets that include \
-             labeled train nodes",
-            set.place.shown()
-        )));
-    }
-    if valid == 0 && config.patience > 0 {
-        return Err(Error::NothingToLearn(format!(
-            "{}: patience = {} stops early on the validation score, but there are no labeled validation records; \
-             set patience = 0 or flatten the valid split",
-            set.place.shown(),
-            config.patience
-        )));
-    }
-    Ok(())
-}
-
 /// Where a worker starts: fresh parameters, or a checkpoint every worker agrees on.
 struct Start {
     params: Vec<f32>,
@@ -295,7 +348,12 @@ struct Start {
 }
 
 impl Start {
-    fn new(worker: &mut Worker, config: &TrainConfig, setup: &Setup, output: &Place) -> Result<Start, Error> {
+    fn new<T: Learner>(
+        worker: &mut Worker,
+        config: &TrainConfig,
+        setup: &Setup<T>,
+        output: &Place,
+    ) -> Result<Start, Error> {
         let (index, peers) = (worker.index(), worker.peers());
         if config.resume {
             let c = Checkpoint::resume(worker, &setup.source.set().io, output)?;
@@ -326,16 +384,20 @@ impl Start {
 }
 
 /// One worker's whole training run on its share of the records.
-pub fn train_worker(worker: &mut Worker, config: &TrainConfig, source: &Arc<Source>) -> Result<TrainSummary, Error> {
+pub fn train_worker<T: Learner>(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    source: &Arc<Source<T>>,
+) -> Result<TrainSummary, Error> {
     train_fed(worker, config, source, Feed::Share)
 }
 
 /// One worker's whole training run on the batches `feed` gives.
-pub fn train_fed(
+pub fn train_fed<T: Learner>(
     worker: &mut Worker,
     config: &TrainConfig,
-    source: &Arc<Source>,
-    feed: Feed,
+    source: &Arc<Source<T>>,
+    feed: Feed<T>,
 ) -> Result<TrainSummary, Error> {
     let started = Instant::now();
     let index = worker.index();
@@ -364,16 +426,10 @@ pub fn train_fed(
         let clock = Instant::now();
         let lr = learning_rate(config, epoch);
         let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), feed)?;
-        let evaluated = evaluate_epoch(worker, config, &setup, &mut server, &mut params, lr, &mut done.stats)?;
+        let scores = T::evaluate_epoch(worker, config, &setup, &mut server, &mut params, lr, &mut done.stats)?;
         waited += done.waited;
-        let metrics = EpochMetrics {
-            epoch: epoch + 1,
-            metric: Metric::of(setup.spec.multi_label),
-            train_loss: done.stats.loss_sum / done.stats.loss_rows.max(1) as f64,
-            train: done.stats[Split::Train].ratio(),
-            valid: evaluated[Split::Valid].ratio(),
-            test: evaluated[Split::Test].ratio(),
-        };
+        let train_loss = done.stats.loss_sum / done.stats.loss_rows.max(1) as f64;
+        let metrics = EpochMetrics { epoch: epoch + 1, train_loss, scores };
         // A loss or a parameter that is not finite ends the run on every worker, with no model.
         let finite = metrics.train_loss.is_finite() && params.iter().all(|p| p.is_finite());
         let diverged = if finite {
@@ -433,7 +489,7 @@ pub fn train_fed(
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
-        metric: Metric::of(setup.spec.multi_label).name(),
+        metric: metric_of(&setup.spec).name(),
         best_epoch: tracker.best_epoch,
         best_valid: tracker.best_valid,
         test_at_best: tracker.test_at_best,
@@ -448,7 +504,7 @@ pub fn train_fed(
 /// What an epoch's training steps add up to.
 struct EpochDone {
     stats: Stats,
-    /// Training roots this worker computed.
+    /// Training records (roots, or supervision edges) this worker computed.
     seen: usize,
     /// Time compute waited for batches.
     waited: Duration,
@@ -456,14 +512,14 @@ struct EpochDone {
 
 /// One epoch of steps: every worker takes part in every step (with an empty push when it has
 /// no batch left), so the steps line up across workers.
-fn train_epoch(
+fn train_epoch<T: Learner>(
     worker: &mut Worker,
     config: &TrainConfig,
-    setup: &Setup,
+    setup: &Setup<T>,
     server: &mut Server,
     params: &mut [f32],
     (epoch, steps, lr): (usize, usize, f32),
-    feed: Feed,
+    feed: Feed<T>,
 ) -> Result<EpochDone, Error> {
     let order = Order { seed: config.seed, epoch, worker: worker.index() };
     let records = RecordStream::train(setup.source.clone(), &setup.units, order, config.shuffle_mb << 20);
@@ -474,7 +530,7 @@ fn train_epoch(
         let next = match (&mut batches, feed) {
             (Some(b), _) => b.next_batch()?,
             (None, Feed::Given(given, _)) => {
-                given(epoch, step).map(|r| (Batch::build(&r, &setup.batch_spec), Duration::ZERO))
+                given(epoch, step).map(|r| (T::build(&r, &setup.batch_spec), Duration::ZERO))
             }
             (None, Feed::Share) => None,
         };
@@ -486,14 +542,14 @@ fn train_epoch(
                     setup.first_step.call_once(|| tracing::info!("train: first step {since:.1}s after the start"));
                 }
                 done.waited += waited;
-                done.seen += batch.roots.len();
+                done.seen += T::len(&batch);
                 let dropout = Dropout {
                     seed: config.seed,
                     step: server.steps_done(),
                     rate: config.dropout,
                     attention_rate: config.attention_dropout,
                 };
-                gradient(setup, params, &batch, dropout)
+                T::gradient(setup, config, params, &batch, dropout)
             }
         };
         for (_, total) in server.step(worker, &grad, count, lr, stats, params, false) {
@@ -513,98 +569,11 @@ fn train_epoch(
     Ok(done)
 }
 
-/// Every worker's valid and test counts, summed by shard 0. The evaluation step waits for every
-/// step before it: late training stats (async mode) join the epoch's, and every worker sees the
-/// same scores.
-fn evaluate_epoch(
-    worker: &mut Worker,
-    config: &TrainConfig,
-    setup: &Setup,
-    server: &mut Server,
-    params: &mut [f32],
-    lr: f32,
-    train: &mut Stats,
-) -> Result<Stats, Error> {
-    let eval = evaluate(setup, config, params, worker.index())?;
-    let eval_step = server.steps_done();
-    let mut evaluated = Stats::default();
-    for (step, total) in server.step(worker, &[], 0, lr, eval, params, true) {
-        if step == eval_step { evaluated = total } else { train.add(&total) }
-    }
-    Ok(evaluated)
-}
-
-/// The gradient sum of a batch's loss over its labeled roots, their count, and training stats.
-fn gradient(setup: &Setup, params: &[f32], batch: &Batch, dropout: Dropout) -> (Vec<f32>, u64, Stats) {
-    let device = &setup.device;
-    let model = params::load(setup.template.clone(), params, device);
-    let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
-    let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
-    let (hits, out_of) = score(logits.clone().detach(), &batch.labels);
-    let (loss, n) = loss(logits, &batch.labels);
-    let loss_value = f64::from(loss.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
-    let mut grad = params::gradients(&model, &loss.backward());
-    grad.iter_mut().for_each(|g| *g *= n as f32);
-    let mut stats = Stats::default();
-    (stats.loss_sum, stats.loss_rows) = (loss_value * n as f64, n as u64);
-    stats[Split::Train] = Score { hits, out_of };
-    (grad, n as u64, stats)
-}
-
-/// Records per evaluation batch.
-const EVAL_BATCH: usize = 2048;
-
-/// The evaluation pass: from the kept batches when the first pass kept them (see
-/// [`EvalCache`]), else streamed; the first pass keeps what it built while it fits.
-fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -> Result<Stats, Error> {
-    let model = params::load(setup.template.clone(), params, &setup.base);
-    let mut total = Stats::default();
-    if let EvalCache::Kept(kept) = &*setup.eval_cache.borrow() {
-        kept.iter().for_each(|(batch, tensors)| score_batch(setup, &model, batch, tensors, &mut total));
-        return Ok(total);
-    }
-    let records = RecordStream::evaluate(setup.source.clone(), &setup.units);
-    let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
-    let mut cache = setup.eval_cache.borrow_mut();
-    let (mut kept, mut bytes) = (Vec::new(), 0u64);
-    while let Some((batch, _)) = batches.next_batch()? {
-        let tensors = BatchTensors::new(&batch, &setup.base, setup.aggregation);
-        score_batch(setup, &model, &batch, &tensors, &mut total);
-        if matches!(*cache, EvalCache::Unknown) {
-            bytes += batch_bytes(&batch);
-            if bytes + setup.source.cached_bytes() <= setup.source.budget() {
-                kept.push((batch, tensors));
-            } else {
-                kept.clear();
-                *cache = EvalCache::TooLarge;
-            }
-        }
-    }
-    if matches!(*cache, EvalCache::Unknown) {
-        tracing::info!(
-            "train: worker {index} keeps its {} evaluation batches between epochs ({} MB)",
-            kept.len(),
-            bytes >> 20
-        );
-        *cache = EvalCache::Kept(kept);
-        setup.source.release(Pass::Evaluate);
-    }
-    Ok(total)
-}
-
-/// Adds one batch's valid and test score counts to `total`, without dropout (see
-/// [`gnn::model::score`]).
-fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors, total: &mut Stats) {
-    let logits = model.forward(&setup.spec, batch, tensors, None);
-    for split in [Split::Valid, Split::Test] {
-        let labels: Vec<Option<Label>> = batch
-            .labels
-            .iter()
-            .zip(&batch.splits)
-            .map(|(l, s)| if *s == Some(split) { l.clone() } else { None })
-            .collect();
-        let (hits, out_of) = score(logits.clone(), &labels);
-        total[split].add(Score { hits, out_of });
+/// What `best_valid` and `test_at_best` measure for a model of `spec`.
+fn metric_of(spec: &ModelSpec) -> Metric {
+    match spec.task {
+        Task::Node => Metric::of(spec.multi_label),
+        Task::Link => Metric::Auc,
     }
 }
 

@@ -176,7 +176,7 @@ impl FlattenConfig {
 
     /// The link task's settings; `None` for the node task.
     pub fn link(&self) -> Option<LinkSpec> {
-        (self.task == Task::Link).then(|| LinkSpec {
+        (self.task == Task::Link).then_some(LinkSpec {
             negatives: self.negatives,
             negative_sampler: self.negative_sampler,
             disjoint_train: self.disjoint_train,

@@ -136,6 +136,14 @@ fn int64s<'a>(batch: &'a RecordBatch, name: &str, at: &At) -> Result<&'a Int64Ar
         .ok_or_else(|| BadInput::new(at.column(name), "expected int64"))
 }
 
+/// The split of every row of `batch` (rows `first_row..` of `file`), with the row each came
+/// from: what a reader counts link records by. `batch` needs only the split column.
+pub fn link_splits(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Vec<(u64, Option<Split>)>, BadInput> {
+    let at = At { file, first_row };
+    let splits = Splits::new(batch, &at)?;
+    (0..batch.num_rows()).map(|row| Ok((first_row + row as u64, splits.get(row, &at)?))).collect()
+}
+
 /// Decodes the link records of `batch` (rows `first_row..` of `file`) whose split `keep`
 /// accepts, with the row each came from, checking each one's structure: one neighborhood per
 /// endpoint, each rooted at its endpoint and closed (its edges end at its own nodes), and each a
@@ -329,6 +337,8 @@ mod tests {
                 links_from_batch(&shuffled, "f", 0, |_| true).unwrap().into_iter().map(|(_, l)| l).collect();
             assert_eq!(again, links);
             let tests = links_from_batch(&batch, "f", 10, |s| s == Some(Split::Test)).unwrap();
+            let splits = link_splits(&batch.project(&[batch.schema().index_of(SPLIT).unwrap()]).unwrap(), "f", 10);
+            assert_eq!(splits.unwrap(), vec![(10, Some(Split::Train)), (11, Some(Split::Test))]);
             assert_eq!(tests.iter().map(|(row, l)| (*row, l.src)).collect::<Vec<_>>(), vec![(11, 4)]);
         }
     }

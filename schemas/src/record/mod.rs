@@ -17,5 +17,5 @@ mod link;
 mod schema;
 
 pub use batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
-pub use link::{LinkRecord, links_from_batch, links_to_batch};
+pub use link::{LinkRecord, link_splits, links_from_batch, links_to_batch};
 pub use schema::*;

@@ -1,0 +1,235 @@
+//! Link records in a batch, and what a link model computes on them.
+//!
+//! Every endpoint of a link record (source, destination, each negative) is a node record, so a
+//! batch of link records is the batch of their endpoints' records ([`Batch`], roots in record
+//! order, endpoints in endpoint order) plus where each record's endpoints sit among the roots.
+//! The encoder (the model's layers) computes one embedding per endpoint; the decoder
+//! ([`crate::decoder`]) scores pairs of those rows:
+//!
+//! - each record's positive `(src, dst)` (label 1) and its negatives `(src, negative)` (label 0);
+//! - with in-batch negatives, each positive's source against every other positive's
+//!   destination in the batch (label 0), except pairs that are themselves positives of the batch.
+//!
+//! The loss is binary cross-entropy with logits over those pairs; [`link_loss`] returns its
+//! sum, so a worker pushes the gradient of the sum and the pair count, and the parameter server
+//! divides by the step's total: the mean over every pair of the step.
+
+use std::collections::HashSet;
+
+use burn::prelude::*;
+use burn::tensor::{Int, TensorData};
+use schemas::model::{ModelMeta, ModelSpec};
+use schemas::record::LinkRecord;
+use schemas::{Record, Split};
+
+use crate::batch::{Batch, BatchSpec};
+use crate::decoder::PairDecoder;
+use crate::kernel::Aggregation;
+use crate::model::{BatchTensors, Dropout, Gnn};
+
+/// A batch of link records (see the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkBatch {
+    /// The endpoints' records: record `i`'s source is root row `first[i]`, its destination the
+    /// next row, then its negatives.
+    pub batch: Batch,
+    pub first: Vec<usize>,
+    /// Negatives of each record.
+    pub negatives: Vec<usize>,
+    pub splits: Vec<Option<Split>>,
+    /// `(src, dst)` of each record.
+    pub edges: Vec<(i64, i64)>,
+}
+
+/// Pairs of embedding rows to score, with their labels.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pairs {
+    pub src: Vec<i64>,
+    pub dst: Vec<i64>,
+    pub labels: Vec<f32>,
+}
+
+impl Pairs {
+    pub fn len(&self) -> usize {
+        self.src.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.src.is_empty()
+    }
+}
+
+impl LinkBatch {
+    pub fn build(links: &[LinkRecord], spec: &BatchSpec) -> LinkBatch {
+        let endpoints: Vec<&Record> = links.iter().flat_map(|l| &l.endpoints).collect();
+        let mut first = Vec::with_capacity(links.len());
+        let mut at = 0;
+        for l in links {
+            assert_eq!(
+                l.endpoints.len(),
+                2 + l.negatives.len(),
+                "link ({}, {}): one record per endpoint",
+                l.src,
+                l.dst
+            );
+            first.push(at);
+            at += l.endpoints.len();
+        }
+        LinkBatch {
+            batch: Batch::build(&endpoints, spec),
+            first,
+            negatives: links.iter().map(|l| l.negatives.len()).collect(),
+            splits: links.iter().map(|l| l.split).collect(),
+            edges: links.iter().map(|l| (l.src, l.dst)).collect(),
+        }
+    }
+
+    /// Link records in the batch.
+    pub fn len(&self) -> usize {
+        self.first.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty()
+    }
+
+    /// The pairs of the records `keep` accepts, record by record: the positive, then each
+    /// negative in draw order.
+    pub fn pairs(&self, keep: impl Fn(usize) -> bool) -> Pairs {
+        let mut pairs = Pairs::default();
+        for i in (0..self.len()).filter(|&i| keep(i)) {
+            let src = self.first[i] as i64;
+            for (j, label) in std::iter::once((1, 1.0)).chain((0..self.negatives[i]).map(|j| (2 + j, 0.0))) {
+                pairs.src.push(src);
+                pairs.dst.push(src + j as i64);
+                pairs.labels.push(label);
+            }
+        }
+        pairs
+    }
+
+    /// The source and destination rows of every record's positive.
+    fn positive_rows(&self) -> (Vec<i64>, Vec<i64>) {
+        self.first.iter().map(|&f| (f as i64, f as i64 + 1)).unzip()
+    }
+
+    /// Row-major `[n, n]` weights of the in-batch pairs `(src_i, dst_j)`: 1, except 0 where
+    /// `j = i` or the pair is a positive of the batch (a true edge is no negative).
+    pub fn in_batch_weights(&self) -> Vec<f32> {
+        let positives: HashSet<(i64, i64)> = self.edges.iter().copied().collect();
+        let n = self.len();
+        let mut weights = Vec::with_capacity(n * n);
+        for (i, &(src, _)) in self.edges.iter().enumerate() {
+            for (j, &(_, dst)) in self.edges.iter().enumerate() {
+                weights.push(if i == j || positives.contains(&(src, dst)) { 0.0 } else { 1.0 });
+            }
+        }
+        weights
+    }
+}
+
+fn rows(values: Vec<i64>, device: &Device) -> Tensor<1, Int> {
+    let n = values.len();
+    Tensor::from_data(TensorData::new(values, [n]), device)
+}
+
+/// The scores of `pairs` from the embeddings `h` (`[endpoints, d]`), `[pairs]`.
+pub fn score_pairs(decoder: PairDecoder, h: Tensor<2>, pairs: &Pairs) -> Tensor<1> {
+    let device = h.device();
+    let src = h.clone().select(0, rows(pairs.src.clone(), &device));
+    decoder.score(src, h.select(0, rows(pairs.dst.clone(), &device)))
+}
+
+/// `sum of w * BCE(x, y)` in its stable form `max(x, 0) - x y + log(1 + e^-|x|)`.
+fn bce_sum<const D: usize>(x: Tensor<D>, y: Tensor<D>, weights: Option<Tensor<D>>) -> Tensor<1> {
+    let elementwise = x.clone().clamp_min(0.0) - x.clone() * y + (x.abs().neg().exp() + 1.0).log();
+    match weights {
+        Some(w) => (elementwise * w).sum(),
+        None => elementwise.sum(),
+    }
+}
+
+/// A training step's loss on a batch: the sum of binary cross-entropy with logits over every
+/// record's positive and negatives and, with `in_batch`, the in-batch negatives (see the module
+/// doc), and the number of pairs it adds up.
+pub fn link_loss(decoder: PairDecoder, h: Tensor<2>, batch: &LinkBatch, in_batch: bool) -> (Tensor<1>, usize) {
+    let device = h.device();
+    let pairs = batch.pairs(|_| true);
+    let logits = score_pairs(decoder, h.clone(), &pairs);
+    let labels = Tensor::<1>::from_data(TensorData::new(pairs.labels.clone(), [pairs.len()]), &device);
+    let mut sum = bce_sum(logits, labels, None);
+    let mut count = pairs.len();
+    if in_batch && batch.len() > 1 {
+        let n = batch.len();
+        let (src, dst) = batch.positive_rows();
+        let grid = decoder.score_all(h.clone().select(0, rows(src, &device)), h.select(0, rows(dst, &device)));
+        let weights = batch.in_batch_weights();
+        count += weights.iter().filter(|&&w| w > 0.0).count();
+        let weights = Tensor::<2>::from_data(TensorData::new(weights, [n, n]), &device);
+        sum = sum + bce_sum(grid, Tensor::zeros([n, n], &device), Some(weights));
+    }
+    (sum, count)
+}
+
+/// The embeddings of a batch's endpoints, `[endpoints, d]`: the encoder's last layer.
+pub fn encode(
+    model: &Gnn,
+    spec: &ModelSpec,
+    batch: &LinkBatch,
+    t: &BatchTensors,
+    dropout: Option<Dropout>,
+) -> Tensor<2> {
+    model.forward(spec, &batch.batch, t, dropout)
+}
+
+/// What a link model computes on one link record, in evaluation mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkForward {
+    pub src: i64,
+    pub dst: i64,
+    pub split: Option<Split>,
+    pub negatives: Vec<i64>,
+    /// Each endpoint's id and embedding: source, destination, then each negative.
+    pub embeddings: Vec<(i64, Vec<f32>)>,
+    /// The positive's score, then each negative's `(src, negative)`.
+    pub scores: Vec<f32>,
+}
+
+/// The embeddings and pair scores of a loaded link model (see `crate::io::load`) on `links`,
+/// in batches of 256 records, as the trainer evaluates them (no dropout; the reference
+/// aggregation on one thread). What GraphInfer's link output is checked against.
+pub fn forward_links(meta: &ModelMeta, model: &Gnn, links: &[LinkRecord], device: &Device) -> Vec<LinkForward> {
+    let spec =
+        BatchSpec { kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }.reading(&meta.spec);
+    let decoder = PairDecoder::of(&meta.spec, model);
+    let d = meta.spec.classes;
+    let mut out = Vec::with_capacity(links.len());
+    for chunk in links.chunks(256) {
+        let batch = LinkBatch::build(chunk, &spec);
+        let tensors = BatchTensors::new(&batch.batch, device, Aggregation::Reference);
+        let h = encode(model, &meta.spec, &batch, &tensors, None);
+        let pairs = batch.pairs(|_| true);
+        let scores: Vec<f32> = score_pairs(decoder, h.clone(), &pairs).into_data().iter::<f32>().collect();
+        let h: Vec<f32> = h.into_data().iter::<f32>().collect();
+        let mut next_score = 0;
+        for (i, link) in chunk.iter().enumerate() {
+            let embeddings = link
+                .endpoint_ids()
+                .into_iter()
+                .enumerate()
+                .map(|(e, id)| (id, h[(batch.first[i] + e) * d..(batch.first[i] + e + 1) * d].to_vec()))
+                .collect();
+            let n = 1 + link.negatives.len();
+            out.push(LinkForward {
+                src: link.src,
+                dst: link.dst,
+                split: link.split,
+                negatives: link.negatives.clone(),
+                embeddings,
+                scores: scores[next_score..next_score + n].to_vec(),
+            });
+            next_score += n;
+        }
+    }
+    out
+}

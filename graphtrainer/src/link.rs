@@ -1,0 +1,174 @@
+//! Link records: the model is an encoder (the GNN, its last layer the embedding) and a pair
+//! decoder (`gnn::decoder`), trained with binary cross-entropy over each record's positive and
+//! negatives, plus in-batch negatives on request (see `gnn::link`). A step's "batch" is one
+//! worker's batch: in-batch negatives pair the positives of that worker's `batch_size` records,
+//! so with `n` workers a step scores `n` such grids.
+//!
+//! Evaluation scores every valid and test record's positive and negatives, in batches that
+//! never span two row groups (each row group is evaluated whole by one worker, so a record's
+//! scores are computed in the same batch whatever the number of workers); worker 0 gathers
+//! every score, computes AUC, MRR and Hits@K (see [`crate::rank`]) and sends them to all.
+
+use gnn::decoder::PairDecoder;
+use gnn::link::{LinkBatch, link_loss, score_pairs};
+use gnn::model::{BatchTensors, Dropout, Gnn};
+use gnn::params;
+use schemas::record::LinkRecord;
+use schemas::{Split, Task};
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::eval;
+use crate::metrics::Scores;
+use crate::ps::{Server, Stats};
+use crate::rank::RankScores;
+use crate::reader::{Counts, RecordSet};
+use crate::train::{Head, Learner, Setup, TrainConfig};
+
+impl Learner for LinkRecord {
+    const TASK: Task = Task::Link;
+
+    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error> {
+        check_learnable(config, set, totals)?;
+        Ok(Head {
+            classes: config.embedding_dim.unwrap_or(config.hidden),
+            multi_label: false,
+            task: Task::Link,
+            decoder: Some(config.decoder),
+        })
+    }
+
+    /// The gradient of the loss summed over the batch's pairs, and the pair count.
+    fn gradient(
+        setup: &Setup<LinkRecord>,
+        config: &TrainConfig,
+        params: &[f32],
+        batch: &LinkBatch,
+        dropout: Dropout,
+    ) -> (Vec<f32>, u64, Stats) {
+        let device = &setup.device;
+        let model = params::load(setup.template.clone(), params, device);
+        let tensors = BatchTensors::with_input_dropout(&batch.batch, dropout, device, setup.aggregation);
+        let h = model.forward(&setup.spec, &batch.batch, &tensors, Some(dropout));
+        let (sum, pairs) = link_loss(PairDecoder::of(&setup.spec, &model), h, batch, config.in_batch_negatives);
+        let loss_sum = f64::from(sum.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
+        let grad = params::gradients(&model, &sum.backward());
+        let mut stats = Stats::default();
+        (stats.loss_sum, stats.loss_rows) = (loss_sum, pairs as u64);
+        (grad, pairs as u64, stats)
+    }
+
+    fn evaluate_epoch(
+        worker: &mut Worker,
+        config: &TrainConfig,
+        setup: &Setup<LinkRecord>,
+        server: &mut Server,
+        params: &mut [f32],
+        lr: f32,
+        train: &mut Stats,
+    ) -> Result<Scores, Error> {
+        let scored = evaluate(setup, config, params, worker.index())?;
+        // Waits for every step before it: late training stats (async mode) join the epoch's.
+        let eval_step = server.steps_done();
+        for (step, total) in server.step(worker, &[], 0, lr, Stats::default(), params, true) {
+            if step != eval_step {
+                train.add(&total);
+            }
+        }
+        Ok(gather(worker, scored))
+    }
+}
+
+/// Nothing to learn is an error on every worker alike (they share the plan's totals): no
+/// training records, no negatives of any kind, or early stopping without validation records
+/// or negatives to rank them against.
+fn check_learnable(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<(), Error> {
+    let place = set.place.shown();
+    if config.classes.is_some() {
+        return Err(Error::Usage(format!("[train] classes is a key of the node task, and {place} holds link records")));
+    }
+    let negatives = set.meta.link.as_ref().map_or(0, |l| l.negatives);
+    if negatives == 0 && !config.in_batch_negatives {
+        return Err(Error::Usage(format!(
+            "the link records in {place} hold no negatives ([flatten] negatives = 0) and [train] in_batch_negatives \
+             = false: there is nothing to tell edges from non-edges; set in_batch_negatives = true, or flatten with \
+             negatives >= 1"
+        )));
+    }
+    if totals.train == 0 {
+        return Err(Error::NothingToLearn(format!(
+            "{place}: no training link records (split \"train\"); give the edge table's split column train edges"
+        )));
+    }
+    if config.patience > 0 && (totals.valid == 0 || negatives == 0) {
+        return Err(Error::NothingToLearn(format!(
+            "{place}: patience = {} stops early on the validation AUC, but there are {} validation records with {} \
+             negatives each; set patience = 0, or flatten valid edges with negatives",
+            config.patience, totals.valid, negatives
+        )));
+    }
+    Ok(())
+}
+
+/// One evaluated record: its split (1 valid, 2 test), its positive's score and its negatives'
+/// scores, as bits (ordered and hashable, for the exchange).
+type Scored = (u8, u32, Vec<u32>);
+
+/// This worker's valid and test records, scored, one stream per unit (see the module doc).
+fn evaluate(
+    setup: &Setup<LinkRecord>,
+    config: &TrainConfig,
+    params: &[f32],
+    index: usize,
+) -> Result<Vec<Scored>, Error> {
+    let model = params::load(setup.template.clone(), params, &setup.base);
+    let groups: Vec<_> = setup.units.iter().map(|&u| vec![u]).collect();
+    let mut out = Vec::new();
+    eval::for_each_batch(setup, config, index, &groups, |batch, tensors| {
+        out.extend(score_batch(setup, &model, batch, tensors))
+    })?;
+    Ok(out)
+}
+
+fn score_batch(setup: &Setup<LinkRecord>, model: &Gnn, batch: &LinkBatch, tensors: &BatchTensors) -> Vec<Scored> {
+    let h = model.forward(&setup.spec, &batch.batch, tensors, None);
+    let scores: Vec<f32> =
+        score_pairs(PairDecoder::of(&setup.spec, model), h, &batch.pairs(|_| true)).into_data().iter::<f32>().collect();
+    let mut at = 0;
+    let mut out = Vec::with_capacity(batch.len());
+    for (i, split) in batch.splits.iter().enumerate() {
+        let n = 1 + batch.negatives[i];
+        let code = match split {
+            Some(Split::Valid) => 1,
+            Some(Split::Test) => 2,
+            _ => 0,
+        };
+        out.push((code, scores[at].to_bits(), scores[at + 1..at + n].iter().map(|s| s.to_bits()).collect()));
+        at += n;
+    }
+    out
+}
+
+/// Every worker's scored records at worker 0, which computes each split's metrics and sends
+/// them to every worker.
+fn gather(worker: &mut Worker, scored: Vec<Scored>) -> Scores {
+    let all = cluster::exchange(worker, scored, |_| 0);
+    let metrics = (worker.index() == 0).then(|| {
+        let split = |code: u8| {
+            let records: Vec<(f32, Vec<f32>)> = all
+                .iter()
+                .filter(|(c, _, _)| *c == code)
+                .map(|(_, p, n)| (f32::from_bits(*p), n.iter().map(|&b| f32::from_bits(b)).collect()))
+                .collect();
+            let s = RankScores::of(&records);
+            [s.auc, s.mrr, s.hits10, s.hits50].map(f64::to_bits)
+        };
+        [split(1), split(2)].concat()
+    });
+    let bits = cluster::broadcast(worker, metrics).unwrap_or_default();
+    let scores = |at: usize| {
+        let f = |i: usize| bits.get(at + i).map_or(f64::NAN, |&b| f64::from_bits(b));
+        RankScores { auc: f(0), mrr: f(1), hits10: f(2), hits50: f(3) }
+    };
+    Scores::Link { valid: scores(0), test: scores(4) }
+}

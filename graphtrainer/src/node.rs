@@ -1,0 +1,126 @@
+//! Node records: a model with a head over classes (or multi-hot targets), trained with
+//! cross-entropy on the labeled training roots and scored by accuracy (or micro-F1). Score
+//! counts travel through the parameter server, so every worker sees the same global scores.
+
+use gnn::Batch;
+use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
+use gnn::params;
+use schemas::{Label, LabelKind, Record, Split, Task};
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::eval;
+use crate::metrics::{Metric, Scores};
+use crate::ps::{Score, Server, Stats};
+use crate::reader::{Counts, RecordSet};
+use crate::train::{Head, Learner, Setup, TrainConfig};
+
+impl Learner for Record {
+    const TASK: Task = Task::Node;
+
+    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error> {
+        check_learnable(config, set, totals.train, totals.valid)?;
+        let classes = match set.meta.label {
+            LabelKind::Targets(n) => n,
+            LabelKind::Class => config.classes.unwrap_or(totals.max_class as usize + 1),
+        };
+        let multi_label = matches!(set.meta.label, LabelKind::Targets(_));
+        Ok(Head { classes, multi_label, task: Task::Node, decoder: None })
+    }
+
+    /// The gradient sum of a batch's loss over its labeled roots, their count, and training
+    /// stats.
+    fn gradient(
+        setup: &Setup,
+        _: &TrainConfig,
+        params: &[f32],
+        batch: &Batch,
+        dropout: Dropout,
+    ) -> (Vec<f32>, u64, Stats) {
+        let device = &setup.device;
+        let model = params::load(setup.template.clone(), params, device);
+        let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
+        let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
+        let (hits, out_of) = score(logits.clone().detach(), &batch.labels);
+        let (loss, n) = loss(logits, &batch.labels);
+        let loss_value = f64::from(loss.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
+        let mut grad = params::gradients(&model, &loss.backward());
+        grad.iter_mut().for_each(|g| *g *= n as f32);
+        let mut stats = Stats::default();
+        (stats.loss_sum, stats.loss_rows) = (loss_value * n as f64, n as u64);
+        stats[Split::Train] = Score { hits, out_of };
+        (grad, n as u64, stats)
+    }
+
+    /// Every worker's valid and test counts, summed by shard 0 in the evaluation step.
+    fn evaluate_epoch(
+        worker: &mut Worker,
+        config: &TrainConfig,
+        setup: &Setup,
+        server: &mut Server,
+        params: &mut [f32],
+        lr: f32,
+        train: &mut Stats,
+    ) -> Result<Scores, Error> {
+        let eval = evaluate(setup, config, params, worker.index())?;
+        let eval_step = server.steps_done();
+        let mut evaluated = Stats::default();
+        for (step, total) in server.step(worker, &[], 0, lr, eval, params, true) {
+            if step == eval_step { evaluated = total } else { train.add(&total) }
+        }
+        Ok(Scores::Node {
+            metric: Metric::of(setup.spec.multi_label),
+            train: train[Split::Train].ratio(),
+            valid: evaluated[Split::Valid].ratio(),
+            test: evaluated[Split::Test].ratio(),
+        })
+    }
+}
+
+/// Nothing to learn is an error on every worker alike (they share the plan's totals): no
+/// labeled training records, or early stopping without validation records.
+fn check_learnable(config: &TrainConfig, set: &RecordSet, train: u64, valid: u64) -> Result<(), Error> {
+    if train == 0 {
+        return Err(Error::NothingToLearn(format!(
+            "{}: no training records with a label (split \"train\" and a non-null label); flatten targets that include \
+             labeled train nodes",
+            set.place.shown()
+        )));
+    }
+    if valid == 0 && config.patience > 0 {
+        return Err(Error::NothingToLearn(format!(
+            "{}: patience = {} stops early on the validation score, but there are no labeled validation records; \
+             set patience = 0 or flatten the valid split",
+            set.place.shown(),
+            config.patience
+        )));
+    }
+    Ok(())
+}
+
+/// This worker's valid and test score counts, over its units in one stream.
+fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -> Result<Stats, Error> {
+    let model = params::load(setup.template.clone(), params, &setup.base);
+    let mut total = Stats::default();
+    let all = [setup.units.clone()];
+    eval::for_each_batch(setup, config, index, &all, |batch, tensors| {
+        score_batch(setup, &model, batch, tensors, &mut total)
+    })?;
+    Ok(total)
+}
+
+/// Adds one batch's valid and test score counts to `total`, without dropout (see
+/// [`gnn::model::score`]).
+fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors, total: &mut Stats) {
+    let logits = model.forward(&setup.spec, batch, tensors, None);
+    for split in [Split::Valid, Split::Test] {
+        let labels: Vec<Option<Label>> = batch
+            .labels
+            .iter()
+            .zip(&batch.splits)
+            .map(|(l, s)| if *s == Some(split) { l.clone() } else { None })
+            .collect();
+        let (hits, out_of) = score(logits.clone(), &labels);
+        total[split].add(Score { hits, out_of });
+    }
+}
