@@ -32,6 +32,11 @@ pub fn passes_messages(split: Option<Split>) -> bool {
     !matches!(split, Some(Split::Valid | Split::Test))
 }
 
+/// The `split` column's field as this project writes it (`graphflat split-edges`).
+pub fn split_field() -> Field {
+    Field::new(SPLIT, DataType::Utf8, true)
+}
+
 /// `batch` (any edge table's) with a `split` column of `splits`, one per row: in the place of
 /// the batch's own `split` column, or appended (`utf8`, nullable). Every other column and the
 /// schema's metadata are kept as they are.
