@@ -9,6 +9,10 @@
 //!    its best in-edges by hash-derived key, hubs spread over salted reducers and merged exactly;
 //! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch;
 //! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` (the skeleton's commit).
+//!
+//! Beside the stage, the commands that write input tables: [`generate`] (a synthetic graph),
+//! [`import`] (OGB's layout) and [`split`] (an edge table's train/valid/test split for the link
+//! task).
 
 pub mod error;
 pub mod flatten;
@@ -17,6 +21,7 @@ pub mod import;
 pub mod record;
 pub mod round;
 pub mod sink;
+pub mod split;
 
 pub use error::Error;
 pub use flatten::{Summary, run};
