@@ -178,7 +178,11 @@ fn bad_split_on_an_edge_names_file_row_and_column() {
     let dir = scratch("bad-edge-split");
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
-    let file = edges_with_splits(&data, &[(0, 1), (1, 2), (2, 3), (3, 0)], vec![Some("train"), None, Some("holdout"), Some("test")]);
+    let file = edges_with_splits(
+        &data,
+        &[(0, 1), (1, 2), (2, 3), (3, 0)],
+        vec![Some("train"), None, Some("holdout"), Some("test")],
+    );
     let words = [file.display().to_string(), "row 2,".into(), "column \"split\"".into(), "\"holdout\"".into()];
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let out = dir.join("flat");
@@ -204,7 +208,11 @@ fn an_unknown_node_on_a_held_out_edge_is_named() {
     let dir = scratch("bad-held-out-unknown");
     let data = dir.join("data");
     nodes(&data, vec![0, 1, 2, 3], good_features(4));
-    let file = edges_with_splits(&data, &[(0, 1), (1, 2), (2, 42), (3, 0), (77, 1)], vec![Some("train"), None, Some("valid"), None, Some("train")]);
+    let file = edges_with_splits(
+        &data,
+        &[(0, 1), (1, 2), (2, 42), (3, 0), (77, 1)],
+        vec![Some("train"), None, Some("valid"), None, Some("train")],
+    );
     let message = fails(&dir, &data);
     assert_names(&message, &file, Some(2), "dst");
     assert!(message.contains("unknown node 42"), "{message}");

@@ -162,14 +162,18 @@ fn no_valid_or_test_edge_reaches_a_record_or_graphinfer() {
     });
 
     let records = dir.join("flat");
-    let flat = Job::cluster()
-        .key("workers", 2)
-        .and(Job::flatten(&data, &records).key("edges", split.display().to_string()).key("hops", 2).key("sampler", "all"));
+    let flat = Job::cluster().key("workers", 2).and(
+        Job::flatten(&data, &records).key("edges", split.display().to_string()).key("hops", 2).key("sampler", "all"),
+    );
     run_ok(&flat.write(&dir, "flatten"), &[]);
     let mut changed_degrees = 0;
     for record in read_records(&records) {
         for (src, dst, _, _) in global_edges(&record) {
-            assert!(!held_out.contains(&(src, dst)), "root {}: held-out edge {src} -> {dst} in its record", record.root);
+            assert!(
+                !held_out.contains(&(src, dst)),
+                "root {}: held-out edge {src} -> {dst} in its record",
+                record.root
+            );
         }
         let root_in: Vec<i64> = global_edges(&record).iter().filter(|e| e.1 == record.root).map(|e| e.0).collect();
         assert_eq!(root_in, in_edges.get(&record.root).cloned().unwrap_or_default(), "root {}'s in-edges", record.root);

@@ -39,8 +39,9 @@ fn edge_list() -> Vec<(i64, i64, Option<Split>)> {
 
 /// Writes the node and edge tables under `dir`.
 fn write_graph(io: &Io, dir: &Path) {
-    let nodes = TableWriter::start(io, &io.output(&dir.join("nodes").display().to_string()).unwrap(), Stage::Generate, &[])
-        .unwrap();
+    let nodes =
+        TableWriter::start(io, &io.output(&dir.join("nodes").display().to_string()).unwrap(), Stage::Generate, &[])
+            .unwrap();
     let n = NODES as usize;
     let batch = NodeRows {
         ids: (0..NODES).collect(),
@@ -54,8 +55,9 @@ fn write_graph(io: &Io, dir: &Path) {
     nodes.write(0, batch.schema(), &[batch]).unwrap();
     nodes.commit().unwrap();
 
-    let table = TableWriter::start(io, &io.output(&dir.join("edges").display().to_string()).unwrap(), Stage::Generate, &[])
-        .unwrap();
+    let table =
+        TableWriter::start(io, &io.output(&dir.join("edges").display().to_string()).unwrap(), Stage::Generate, &[])
+            .unwrap();
     // Two parts, so that several workers read.
     let list = edge_list();
     for (part, chunk) in list.chunks(list.len() / 2 + 1).enumerate() {
@@ -124,7 +126,8 @@ impl Body for Look {
 /// Round 0 over `data` on `workers` threads into a fresh output `out`; every worker's view.
 fn look(io: &Arc<Io>, data: &Path, out: PathBuf, workers: usize, sample: Option<SupervisionSample>) -> AllSeen {
     let cluster = ClusterConfig { workers, ..ClusterConfig::default() };
-    let paths: Arc<[String; 3]> = Arc::new([data.join("nodes"), data.join("edges"), out].map(|p| p.display().to_string()));
+    let paths: Arc<[String; 3]> =
+        Arc::new([data.join("nodes"), data.join("edges"), out].map(|p| p.display().to_string()));
     let (io, progress) = (io.clone(), Arc::new(Progress::new("look", "nodes", Vec::new())));
     let summary = stage::execute(&cluster, move |worker| {
         let declared = Declared {
