@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use exit::{Exit, WithCause};
+use graphflat::split;
 use schemas::job::generate;
 use schemas::{Cause, GenerateConfig, JobFile, StorageConfig};
 use tables::Io;
@@ -25,7 +26,9 @@ type Result<T> = std::result::Result<T, Exit>;
         `graphflat run job.toml` runs the stages a job file names: [flatten] writes every target's \
         k-hop record, [train] trains a GNN on records, [infer] scores and embeds every node from \
         the node and edge tables and a trained model. `generate` and `import` bring \
-        graphs in as node and edge tables; `inspect` shows what a table or record set holds.\n\n\
+        graphs in as node and edge tables; `split-edges` splits an edge table's edges into \
+        train, valid and test for link prediction; `inspect` shows what a table or record set \
+        holds.\n\n\
         Logs go to stderr; set RUST_LOG (for example RUST_LOG=debug) to change their level.\n\n\
         Exit codes: 0 done; 64 bad command line or job file; 65 bad input data; 66 a missing or \
         unfinished input; 70 internal error (a bug); 73 an output that cannot be written; 75 a \
@@ -98,6 +101,33 @@ enum Command {
     Import {
         #[command(subcommand)]
         format: ImportFormat,
+    },
+    /// Split an edge table's edges into train, valid and test for link prediction: the same
+    /// rows, with a `split` column.
+    ///
+    /// Every stage passes messages over `train` edges (and edges without a split) only; `valid`
+    /// and `test` edges are held out of every record and of GraphInfer's graph. An edge's split
+    /// is drawn from a hash of (seed, src, dst), or of (seed, min, max) with --undirected, so the
+    /// two directions of an edge stored twice share one split. Prints the edges per split.
+    SplitEdges {
+        /// The edge table (local path or URI).
+        #[arg(long)]
+        edges: String,
+        /// Directory that receives the split edge table (not inside the input, nor holding it).
+        #[arg(long)]
+        out: String,
+        /// Share of edges held out for validation, in [0, 1).
+        #[arg(long, default_value_t = split::DEFAULT_VALID)]
+        valid: f64,
+        /// Share of edges held out for testing, in [0, 1); --valid + --test must be below 1.
+        #[arg(long, default_value_t = split::DEFAULT_TEST)]
+        test: f64,
+        #[arg(long, default_value_t = split::DEFAULT_SEED)]
+        seed: u64,
+        /// Give `src -> dst` and `dst -> src` the same split (an undirected graph stored with
+        /// both directions, as OGB's and Cora's are).
+        #[arg(long)]
+        undirected: bool,
     },
     /// Show what a table, record set or model holds: schema, metadata, size, label and split
     /// counts, record sizes and the first row; for a model directory, its model.json.
@@ -210,6 +240,26 @@ fn run(cli: Cli) -> Result<()> {
                 imported.edges,
                 imported.edge_feature_dim,
                 imported.split.as_deref().unwrap_or("(none)")
+            );
+            Ok(())
+        }
+        Command::SplitEdges { edges, out, valid, test, seed, undirected } => {
+            let config = split::SplitEdges { edges, out, valid, test, seed, undirected };
+            // Commands without a job file use the environment's store settings.
+            let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
+            let counts = split::split_edges(&io, &config).map_err(|e| {
+                let context = format!("splitting {}", schemas::redact(&config.edges));
+                Exit::new(e.cause(), anyhow::Error::new(e).context(context))
+            })?;
+            println!(
+                "split {} edges into {}: {} train, {} valid, {} test ({}, seed {})",
+                counts.total(),
+                config.out,
+                counts.train,
+                counts.valid,
+                counts.test,
+                if config.undirected { "undirected" } else { "directed" },
+                config.seed
             );
             Ok(())
         }

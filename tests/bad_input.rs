@@ -157,6 +157,67 @@ fn edge_to_unknown_node() {
     assert!(message.contains("unknown node 99"), "{message}");
 }
 
+/// The edge file `data/edges/part-0.parquet` of `edges` with a `split` column of `splits`.
+fn edges_with_splits(data: &Path, edges: &[(i64, i64)], splits: Vec<Option<&str>>) -> PathBuf {
+    let path = data.join("edges/part-0.parquet");
+    write(
+        &path,
+        vec![
+            ("src", Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| e.0))) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| e.1)))),
+            ("split", Arc::new(StringArray::from(splits))),
+        ],
+    );
+    path
+}
+
+/// A `split` other than train, valid, test or null is bad input (65) at its row, for every
+/// stage that reads the edge table and for `split-edges` alike.
+#[test]
+fn bad_split_on_an_edge_names_file_row_and_column() {
+    let dir = scratch("bad-edge-split");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    let file = edges_with_splits(
+        &data,
+        &[(0, 1), (1, 2), (2, 3), (3, 0)],
+        vec![Some("train"), None, Some("holdout"), Some("test")],
+    );
+    let words = [file.display().to_string(), "row 2,".into(), "column \"split\"".into(), "\"holdout\"".into()];
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let out = dir.join("flat");
+    let job = Job::flatten(&data, &out).key("hops", 2).write(&dir, "job");
+    assert_fails(&run(&job, &["--workers", "2"]), 65, &words);
+    assert!(!out.join("_SUCCESS").exists(), "a failed job left _SUCCESS");
+
+    let split = dir.join("split");
+    let edges = data.join("edges");
+    let output = graphflat()
+        .env_remove("RUST_BACKTRACE")
+        .args(["split-edges", "--edges", edges.to_str().unwrap(), "--out", split.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_fails(&output, 65, &words);
+    assert!(!split.join("_SUCCESS").exists(), "a failed split left _SUCCESS");
+}
+
+/// A held-out edge passes no messages, but names known nodes all the same: the first row that
+/// names an unknown node is found among held-out and message-passing edges alike.
+#[test]
+fn an_unknown_node_on_a_held_out_edge_is_named() {
+    let dir = scratch("bad-held-out-unknown");
+    let data = dir.join("data");
+    nodes(&data, vec![0, 1, 2, 3], good_features(4));
+    let file = edges_with_splits(
+        &data,
+        &[(0, 1), (1, 2), (2, 42), (3, 0), (77, 1)],
+        vec![Some("train"), None, Some("valid"), None, Some("train")],
+    );
+    let message = fails(&dir, &data);
+    assert_names(&message, &file, Some(2), "dst");
+    assert!(message.contains("unknown node 42"), "{message}");
+}
+
 /// Several unknown nodes, as source and destination: the error names the first row that names
 /// one (row 1, its source), whichever worker owns which node.
 #[test]

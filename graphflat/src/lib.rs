@@ -10,6 +10,10 @@
 //! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch (for the link
 //!    task, [`links`]: the records of each supervision edge's endpoints and [`negatives`]);
 //! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` (the skeleton's commit).
+//!
+//! Beside the stage, the commands that write input tables: [`generate`] (a synthetic graph),
+//! [`import`] (OGB's layout) and [`split`] (an edge table's train/valid/test split for the link
+//! task).
 
 pub mod error;
 pub mod flatten;
@@ -20,6 +24,7 @@ pub mod negatives;
 pub mod record;
 pub mod round;
 pub mod sink;
+pub mod split;
 
 pub use error::Error;
 pub use flatten::{Summary, run};

@@ -13,7 +13,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch};
+use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::error::{BadInput, Location};
@@ -35,6 +35,27 @@ pub fn passes_messages(split: Option<Split>) -> bool {
 /// The `split` column's field as this project writes it (`graphflat split-edges`).
 pub fn split_field() -> Field {
     Field::new(SPLIT, DataType::Utf8, true)
+}
+
+/// `batch` (any edge table's) with a `split` column of `splits`, one per row: in the place of
+/// the batch's own `split` column, or appended (`utf8`, nullable). Every other column and the
+/// schema's metadata are kept as they are.
+pub fn with_splits(batch: &RecordBatch, splits: &[Option<Split>]) -> RecordBatch {
+    assert_eq!(splits.len(), batch.num_rows(), "one split per row");
+    let schema = batch.schema();
+    let column: ArrayRef = Arc::new(StringArray::from_iter(splits.iter().map(|s| s.map(Split::name))));
+    let field = Arc::new(split_field());
+    let (mut fields, mut columns): (Vec<_>, Vec<_>) =
+        schema.fields().iter().cloned().zip(batch.columns().iter().cloned()).unzip();
+    match fields.iter().position(|f| f.name() == SPLIT) {
+        Some(i) => (fields[i], columns[i]) = (field, column),
+        None => {
+            fields.push(field);
+            columns.push(column);
+        }
+    }
+    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+    RecordBatch::try_new(Arc::new(schema), columns).expect("a split per row, beside columns of the batch's length")
 }
 
 /// The schema this project writes for edge tables without features (`import`, `generate`).
@@ -202,24 +223,24 @@ mod tests {
     #[test]
     fn splits_read_back_and_a_bad_split_is_named() {
         let plain = to_batch(vec![1, 2, 3, 4], vec![2, 1, 4, 3], vec![1.0; 4]);
-        let with = |values: Vec<Option<&str>>| {
-            let mut schema = plain.schema().as_ref().clone().fields().to_vec();
-            schema.push(Arc::new(split_field()));
-            let mut columns = plain.columns().to_vec();
-            columns.push(Arc::new(arrow_array::StringArray::from(values)));
-            RecordBatch::try_new(Arc::new(Schema::new(schema)), columns).unwrap()
-        };
-        let edges = EdgeBatch::from_batch(&with(vec![Some("train"), None, Some("valid"), Some("test")]), "e", 0, false)
-            .unwrap();
+        let (train, valid, test) = (Some(Split::Train), Some(Split::Valid), Some(Split::Test));
+        let batch = with_splits(&plain, &[train, None, valid, test]);
+        let edges = EdgeBatch::from_batch(&batch, "e", 0, false).unwrap();
         let splits: Vec<Option<Split>> = (0..4).map(|i| edges.split(i)).collect();
-        assert_eq!(splits, [Some(Split::Train), None, Some(Split::Valid), Some(Split::Test)]);
+        assert_eq!(splits, [train, None, valid, test]);
         let roles: Vec<bool> = splits.iter().map(|&s| passes_messages(s)).collect();
         assert_eq!(roles, [true, true, false, false]);
         assert_eq!(EdgeBatch::from_batch(&plain, "e", 0, false).unwrap().split(0), None);
+        let again = with_splits(&batch, &[test; 4]);
+        assert_eq!(again.num_columns(), batch.num_columns(), "a split column is replaced in its place");
+        assert_eq!(EdgeBatch::from_batch(&again, "e", 0, false).unwrap().split(1), test);
 
-        let err = EdgeBatch::from_batch(&with(vec![None, Some("train"), Some("holdout"), None]), "e", 7, false)
-            .err()
-            .unwrap();
+        let mut columns = plain.columns().to_vec();
+        columns.push(Arc::new(StringArray::from(vec![None, Some("train"), Some("holdout"), None])));
+        let mut fields = plain.schema().fields().to_vec();
+        fields.push(Arc::new(Field::new(SPLIT, DataType::Utf8, true)));
+        let bad = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let err = EdgeBatch::from_batch(&bad, "e", 7, false).err().unwrap();
         assert_eq!(err.at, Location::file("e").row(9).column(SPLIT));
         assert!(err.problem.contains("\"holdout\""), "{}", err.problem);
     }

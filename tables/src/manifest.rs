@@ -18,6 +18,8 @@ pub enum Stage {
     Infer,
     Generate,
     Import,
+    #[serde(rename = "split-edges")]
+    SplitEdges,
 }
 
 impl Stage {
@@ -28,6 +30,7 @@ impl Stage {
             Stage::Infer => "infer",
             Stage::Generate => "generate",
             Stage::Import => "import",
+            Stage::SplitEdges => "split-edges",
         }
     }
 }
