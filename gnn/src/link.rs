@@ -10,9 +10,10 @@
 //! - with in-batch negatives, each positive's source against every other positive's
 //!   destination in the batch (label 0), except pairs that are themselves positives of the batch.
 //!
-//! The loss is binary cross-entropy with logits over those pairs; [`link_loss`] returns its
-//! sum, so a worker pushes the gradient of the sum and the pair count, and the parameter server
-//! divides by the step's total: the mean over every pair of the step.
+//! The loss is binary cross-entropy with logits over those pairs, positives and negatives
+//! weighing the same in total ([`link_loss`]); it returns a sum and the count it is divided by,
+//! so a worker pushes the gradient of the sum and the count, and the parameter server divides
+//! by the step's total.
 
 use std::collections::HashSet;
 
@@ -141,34 +142,38 @@ pub fn score_pairs(decoder: PairDecoder, h: Tensor<2>, pairs: &Pairs) -> Tensor<
 }
 
 /// `sum of w * BCE(x, y)` in its stable form `max(x, 0) - x y + log(1 + e^-|x|)`.
-fn bce_sum<const D: usize>(x: Tensor<D>, y: Tensor<D>, weights: Option<Tensor<D>>) -> Tensor<1> {
+fn bce_sum<const D: usize>(x: Tensor<D>, y: Tensor<D>, weights: Tensor<D>) -> Tensor<1> {
     let elementwise = x.clone().clamp_min(0.0) - x.clone() * y + (x.abs().neg().exp() + 1.0).log();
-    match weights {
-        Some(w) => (elementwise * w).sum(),
-        None => elementwise.sum(),
-    }
+    (elementwise * weights).sum()
 }
 
-/// A training step's loss on a batch: the sum of binary cross-entropy with logits over every
-/// record's positive and negatives and, with `in_batch`, the in-batch negatives (see the module
-/// doc), and the number of pairs it adds up.
+/// A training step's loss on a batch, as a sum, and the count the parameter server divides
+/// it by: binary cross-entropy with logits over every record's positive and negatives and,
+/// with `in_batch`, the in-batch negatives (see the module doc). Positives and negatives weigh
+/// the same in total: with `P` positives and `N` negatives in the batch, each negative weighs
+/// `P / N` and the count is `2 P`, so the loss is the mean of the positives' mean and the
+/// negatives' mean. With one negative per positive that is the plain mean over pairs (PyG's
+/// recipe); with in-batch negatives, which outnumber positives `P - 1` to 1, it keeps a `dot`
+/// decoder (no bias) from collapsing every score to 0.
 pub fn link_loss(decoder: PairDecoder, h: Tensor<2>, batch: &LinkBatch, in_batch: bool) -> (Tensor<1>, usize) {
     let device = h.device();
+    let n = batch.len();
     let pairs = batch.pairs(|_| true);
+    let grid_weights = (in_batch && n > 1).then(|| batch.in_batch_weights());
+    let in_batch_count = grid_weights.as_ref().map_or(0, |w| w.iter().filter(|&&w| w > 0.0).count());
+    let negatives = pairs.len() - n + in_batch_count;
+    let ratio = if negatives == 0 { 0.0 } else { n as f32 / negatives as f32 };
+    let weights: Vec<f32> = pairs.labels.iter().map(|&y| if y > 0.0 { 1.0 } else { ratio }).collect();
     let logits = score_pairs(decoder, h.clone(), &pairs);
-    let labels = Tensor::<1>::from_data(TensorData::new(pairs.labels.clone(), [pairs.len()]), &device);
-    let mut sum = bce_sum(logits, labels, None);
-    let mut count = pairs.len();
-    if in_batch && batch.len() > 1 {
-        let n = batch.len();
+    let vector = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [pairs.len()]), &device);
+    let mut sum = bce_sum(logits, vector(pairs.labels.clone()), vector(weights));
+    if let Some(grid) = grid_weights {
         let (src, dst) = batch.positive_rows();
-        let grid = decoder.score_all(h.clone().select(0, rows(src, &device)), h.select(0, rows(dst, &device)));
-        let weights = batch.in_batch_weights();
-        count += weights.iter().filter(|&&w| w > 0.0).count();
-        let weights = Tensor::<2>::from_data(TensorData::new(weights, [n, n]), &device);
-        sum = sum + bce_sum(grid, Tensor::zeros([n, n], &device), Some(weights));
+        let scores = decoder.score_all(h.clone().select(0, rows(src, &device)), h.select(0, rows(dst, &device)));
+        let grid = Tensor::<2>::from_data(TensorData::new(grid, [n, n]), &device) * ratio;
+        sum = sum + bce_sum(scores, Tensor::zeros([n, n], &device), grid);
     }
-    (sum, count)
+    (sum, if negatives == 0 { n } else { 2 * n })
 }
 
 /// The embeddings of a batch's endpoints, `[endpoints, d]`: the encoder's last layer.

@@ -38,7 +38,8 @@ impl Learner for LinkRecord {
         })
     }
 
-    /// The gradient of the loss summed over the batch's pairs, and the pair count.
+    /// The gradient of the batch's loss sum and the count the server divides it by (see
+    /// `gnn::link::link_loss`).
     fn gradient(
         setup: &Setup<LinkRecord>,
         config: &TrainConfig,
@@ -50,12 +51,12 @@ impl Learner for LinkRecord {
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(&batch.batch, dropout, device, setup.aggregation);
         let h = model.forward(&setup.spec, &batch.batch, &tensors, Some(dropout));
-        let (sum, pairs) = link_loss(PairDecoder::of(&setup.spec, &model), h, batch, config.in_batch_negatives);
+        let (sum, count) = link_loss(PairDecoder::of(&setup.spec, &model), h, batch, config.in_batch_negatives);
         let loss_sum = f64::from(sum.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
         let grad = params::gradients(&model, &sum.backward());
         let mut stats = Stats::default();
-        (stats.loss_sum, stats.loss_rows) = (loss_sum, pairs as u64);
-        (grad, pairs as u64, stats)
+        (stats.loss_sum, stats.loss_rows) = (loss_sum, count as u64);
+        (grad, count as u64, stats)
     }
 
     fn evaluate_epoch(

@@ -3,6 +3,7 @@
 //! file uses some of them.
 #![allow(dead_code, unused_imports)]
 
+mod fake_links;
 mod jobs;
 mod records;
 mod scores;
@@ -13,6 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+pub use fake_links::{LinkSettings, link_set, pair_split, write_edges, write_link_set};
 pub use jobs::{Job, loopback_hosts, write_job};
 pub use records::{Record, global_edges, manifest, read_listed_records, read_records};
 pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
