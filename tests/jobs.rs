@@ -80,3 +80,21 @@ fn multilabel_job_trains_on_targets() {
     assert_eq!(prediction.to_string(), "FixedSizeList(8 x non-null Boolean)");
     assert_eq!(scores.iter().map(|b| b.num_rows()).sum::<usize>(), 3000);
 }
+
+#[test]
+fn cora_link_job_runs_after_import_and_split() {
+    let Some(cora) = cora() else { return };
+    let cwd = scratch("cora-link-job");
+    graphflat_ok_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
+    let split = ["split-edges", "--edges", "data/cora/edges", "--out", "data/cora-split", "--valid", "0.05"];
+    graphflat_ok_in(&cwd, &[&split[..], &["--test", "0.1", "--seed", "0", "--undirected"]].concat());
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("cora-link.toml").to_str().unwrap()]);
+    assert!(summary.contains("10556 targets"), "a record per citation: {summary}");
+    assert!(summary.contains("scored:       2708 nodes"), "{summary}");
+    let metrics = std::fs::read_to_string(cwd.join("data/cora-link/model/metrics.jsonl")).unwrap();
+    let best = metrics
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["test_auc"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(best > 0.85, "test AUC {best}:\n{metrics}");
+}
