@@ -11,7 +11,8 @@
 //!    (held out of its own edge first with `disjoint_train`).
 //!
 //! An endpoint's neighborhood is therefore exactly its node record with the same settings, and a
-//! batch holds at most `batch_size` edges' records, so memory is bounded as for node records.
+//! batch holds the records of `batch_size / (2 + negatives)` edges (`batch_size` neighborhoods),
+//! so memory is bounded as for node records.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -92,7 +93,9 @@ pub fn flatten_links(
         .map(|(e, negatives)| Task { src: e.src, dst: e.dst, split: e.split, negatives })
         .collect();
     worker.progress.add_total(0, tasks.len() as u64);
-    let batches: Vec<Vec<Task>> = tasks.chunks(config.batch_size).map(<[Task]>::to_vec).collect();
+    // `batch_size` counts neighborhoods, as for node records: a link record holds 2 + negatives.
+    let per_batch = (config.batch_size / (2 + link.negatives)).max(1);
+    let batches: Vec<Vec<Task>> = tasks.chunks(per_batch).map(<[Task]>::to_vec).collect();
     let (nodes, layers, progress) = (Rc::new(nodes), Rc::new(layers), worker.progress.clone());
     let disjoint = link.disjoint_train;
     write_batches(worker, config, schema, output, batches, move |scope, tasks| {

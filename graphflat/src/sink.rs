@@ -16,6 +16,10 @@ use tables::parts::{PartWriter as Parts, PartsOf, part_properties};
 
 /// Records buffered before they become one Arrow batch.
 const BATCH_BYTES: usize = 8 << 20;
+/// Decoded bytes of records past which a row group closes. Readers decode a row group at a
+/// time, and dictionary-encoded features (Cora's 0/1 words) can be a hundred times smaller in
+/// the file than in memory, which the writer's own row-group limit measures.
+const ROW_GROUP_DECODED_BYTES: usize = 64 << 20;
 
 /// The leaf column of `node_features` (`list<fixed_size_list<float32>>`) in the Parquet schema.
 fn feature_values() -> ColumnPath {
@@ -75,6 +79,8 @@ pub struct PartWriter<R: Row = Record> {
     parts: Parts,
     buffered: Vec<R>,
     buffered_bytes: usize,
+    /// Decoded bytes written into the open row group.
+    row_group_bytes: usize,
 }
 
 impl<R: Row> PartWriter<R> {
@@ -87,7 +93,8 @@ impl<R: Row> PartWriter<R> {
             .set_column_statistics_enabled(ColumnPath::from(schemas::record::ROOT_ID), EnabledStatistics::Chunk)
             .set_column_dictionary_enabled(feature_values(), true)
             .build();
-        PartWriter { parts: Parts::new(io, to, schema, props, part_limit), buffered: Vec::new(), buffered_bytes: 0 }
+        let parts = Parts::new(io, to, schema, props, part_limit);
+        PartWriter { parts, buffered: Vec::new(), buffered_bytes: 0, row_group_bytes: 0 }
     }
 
     pub fn push(&mut self, record: R) -> Result<(), Error> {
@@ -124,8 +131,13 @@ impl<R: Row> PartWriter<R> {
         let batch = R::to_batch(&self.buffered, self.parts.schema())
             .map_err(|source| Error::Arrow { file: self.parts.current_name(), source })?;
         self.buffered.clear();
-        self.buffered_bytes = 0;
-        self.parts.write(&batch)
+        self.row_group_bytes += std::mem::take(&mut self.buffered_bytes);
+        self.parts.write(&batch)?;
+        if self.row_group_bytes >= ROW_GROUP_DECODED_BYTES {
+            self.row_group_bytes = 0;
+            self.parts.end_row_group()?;
+        }
+        Ok(())
     }
 
     /// Writes what is buffered and closes the open part.

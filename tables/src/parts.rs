@@ -161,6 +161,17 @@ impl PartWriter {
         Ok(())
     }
 
+    /// Closes the open row group (if any), so the next batch starts a new one: for writers
+    /// that bound row groups by their decoded size, which dictionary pages can make many times
+    /// the encoded size that `ROW_GROUP_BYTES` measures.
+    pub fn end_row_group(&mut self) -> Result<(), Error> {
+        let file = self.part().shown();
+        match self.current.as_mut() {
+            Some(writer) => self.io.block_on(writer.flush()).map_err(|source| Error::Write { file, source }),
+            None => Ok(()),
+        }
+    }
+
     /// Closes the open part.
     pub fn finish(&mut self) -> Result<(), Error> {
         self.close_part()
