@@ -40,3 +40,17 @@ fn a_training_step_with_edge_features_on_the_gpu_equals_the_cpu() {
         assert_same_step(&format!("{kind:?} with edge features"), run(&gpu), run(&cpu));
     }
 }
+
+#[test]
+fn a_link_training_step_on_the_gpu_equals_the_cpu() {
+    let gpu = Device::wgpu(DeviceKind::DefaultDevice).autodiff();
+    let cpu = Device::flex().autodiff();
+    let (n, dim) = (40, 4);
+    let (edges, features) = graph(n, dim);
+    let links = common::link_records(&records(n, 2, &edges, &features), &edges, 16);
+    for decoder in [schemas::task::Decoder::Dot, schemas::task::Decoder::Mlp] {
+        let spec = common::link_spec(ModelKind::Sage, dim, decoder);
+        let run = |device: &Device| common::link_step(&spec, &links, true, (device, Aggregation::Auto));
+        assert_same_step(&format!("link step, {decoder:?}"), run(&gpu), run(&cpu));
+    }
+}

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use burn::prelude::*;
 use gnn::batch::{Batch, BatchSpec};
+use gnn::decoder::PairDecoder;
 use gnn::kernel::Aggregation;
+use gnn::link::{LinkBatch, link_loss};
 use gnn::model::{BatchTensors, Dropout, Gnn, loss};
 use gnn::params;
 use schemas::Label;
@@ -14,6 +16,8 @@ use schemas::Record as RecordGraph;
 use schemas::edge_stats::EdgeStats;
 use schemas::layers::Layers;
 use schemas::model::{Activation, ModelKind, ModelSpec};
+use schemas::record::LinkRecord;
+use schemas::task::{Decoder, Task};
 
 /// A random directed graph with a hub (node 0) and an isolated node (the last).
 pub fn graph(n: usize, dim: usize) -> (Vec<(usize, usize)>, Vec<Vec<f32>>) {
@@ -195,4 +199,46 @@ pub fn assert_same_step(what: &str, (loss_a, grads_a): (f32, Vec<f32>), (loss_b,
     for (i, (a, b)) in grads_a.iter().zip(&grads_b).enumerate() {
         assert!((a - b).abs() < 1e-5, "{what}: gradient {i}: {a} vs {b}");
     }
+}
+
+/// Link records over [`records`]: each of `edges`' first `count` edges `(u, w)` as a supervision
+/// edge with two negatives by a fixed rule, its endpoints' records cloned (no label).
+pub fn link_records(recs: &[RecordGraph], edges: &[(usize, usize)], count: usize) -> Vec<LinkRecord> {
+    let n = recs.len();
+    edges
+        .iter()
+        .take(count)
+        .enumerate()
+        .map(|(i, &(u, w))| {
+            let negatives = vec![((u * 7 + i) % n) as i64, ((w * 3 + 1) % n) as i64];
+            let endpoints = [u as i64, w as i64]
+                .iter()
+                .chain(&negatives)
+                .map(|&v| RecordGraph { label: None, ..recs[v as usize].clone() })
+                .collect();
+            LinkRecord { src: u as i64, dst: w as i64, split: None, negatives, endpoints }
+        })
+        .collect()
+}
+
+/// A link model of `kind` (2 layers, embeddings 4 wide) with `decoder`.
+pub fn link_spec(kind: ModelKind, dim: usize, decoder: Decoder) -> ModelSpec {
+    ModelSpec { classes: 4, task: Task::Link, decoder: Some(decoder), ..spec(kind, dim) }
+}
+
+/// The loss (sum over count) and gradients of one link training step with dropout.
+pub fn link_step(
+    spec: &ModelSpec,
+    links: &[LinkRecord],
+    in_batch: bool,
+    (device, aggregation): (&Device, Aggregation),
+) -> (f32, Vec<f32>) {
+    let model = Gnn::new(spec, device);
+    let batch = LinkBatch::build(links, &BatchSpec::plain(Layers::every(2)));
+    let tensors = BatchTensors::new(&batch.batch, device, aggregation);
+    let h = model.forward(spec, &batch.batch, &tensors, Some(DROPOUT));
+    let (sum, count) = link_loss(PairDecoder::of(spec, &model), h, &batch, in_batch);
+    let value = sum.clone().into_data().try_to_vec::<f32>().unwrap()[0] / count as f32;
+    let grads = params::gradients(&model, &sum.backward()).into_iter().map(|g| g / count as f32).collect();
+    (value, grads)
 }
