@@ -214,6 +214,14 @@ fn pair_scores_equal_the_decoder_by_hand_on_the_written_embeddings() {
             serde_json::from_slice(&std::fs::read(out.join("pairs/_SUCCESS")).unwrap()).unwrap();
         assert_eq!(manifest["rows"], wanted.len() as u64);
         assert_eq!(manifest["run"], common::manifest(&out.join("embeddings"))["run"], "one run, two outputs");
+
+        // Pairs are scored from the last layer whatever `embedding` says, and over every node
+        // whatever the targets are.
+        let narrow = dir.join(format!("narrow-{decoder}"));
+        let job = infer_pairs(&data, &model, &table, &narrow).key("targets", vec!["test"]).key("embedding", 1);
+        run_ok(&job.write(&dir, &format!("narrow-{decoder}")), &[]);
+        assert!(read_embeddings(&narrow.join("embeddings")).len() < ids.len());
+        assert_eq!(pair_rows(&narrow.join("pairs")), pair_rows(&out.join("pairs")));
     }
 }
 
