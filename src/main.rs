@@ -383,6 +383,9 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
+            if let Some(pairs_output) = &config.pairs_output {
+                println!("  pairs output: {pairs_output}");
+            }
         }
     }
     Ok(())

@@ -1,6 +1,8 @@
 //! Collective steps between phases: every worker calls them in the same order, each builds the
 //! same small dataflow, and each gets back what was sent to it. What crosses the wire is the
-//! items themselves, routed by `route(item) % peers` (timely's `Exchange`).
+//! items themselves, routed by `route(item) % peers` (timely's `Exchange`): in one hop
+//! ([`exchange`], [`shuffle`]), or in two, through a worker that transforms each item on its
+//! way ([`relay`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -120,4 +122,109 @@ where
     input.close();
     wait_while(worker, || !probe.done());
     result
+}
+
+/// Streams items produced on every worker through two hops: each goes to worker
+/// `first(item) % peers`, where `hop` turns it into at most one item for worker
+/// `second(item) % peers`, where `consume` takes it. As in [`shuffle`], each `send` ships a
+/// batch and lets the dataflow run, so items flow through the middle workers as they come
+/// instead of piling up there. Returns `produce`'s result once every worker is done.
+pub fn relay<D, E, R1, H, R2, C, P, X>(
+    worker: &mut Worker,
+    first: R1,
+    mut hop: H,
+    second: R2,
+    mut consume: C,
+    produce: P,
+) -> Result<(), X>
+where
+    D: ExchangeData + Clone,
+    E: ExchangeData + Clone,
+    R1: Fn(&D) -> u64 + 'static,
+    H: FnMut(D) -> Option<E> + 'static,
+    R2: Fn(&E) -> u64 + 'static,
+    C: FnMut(E) + 'static,
+    P: FnOnce(&mut dyn FnMut(Vec<D>)) -> Result<(), X>,
+{
+    let mut input = InputHandleVec::<u64, D>::new();
+    let probe = ProbeHandle::new();
+    worker.dataflow::<u64, _, _>(|scope| {
+        scope
+            .input_from(&mut input)
+            .unary::<CapacityContainerBuilder<Vec<E>>, _, _, _>(
+                ExchangePact::new(move |d: &D| first(d)),
+                "Hop",
+                |_, _| {
+                    move |input, output| {
+                        input.for_each(|time, data| {
+                            let mut session = output.session(&time);
+                            data.drain(..).filter_map(&mut hop).for_each(|e| session.give(e));
+                        });
+                    }
+                },
+            )
+            .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                ExchangePact::new(move |e: &E| second(e)),
+                "Consume",
+                |_, _| {
+                    move |input, _output| {
+                        input.for_each(|_, data| data.drain(..).for_each(&mut consume));
+                    }
+                },
+            )
+            .probe_with(&probe);
+    });
+    let result = {
+        let mut send = |batch: Vec<D>| {
+            for item in batch {
+                input.send(item);
+            }
+            input.flush();
+            worker.step();
+            crate::wait::check_abort();
+        };
+        produce(&mut send)
+    };
+    input.close();
+    wait_while(worker, || !probe.done());
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schemas::ClusterConfig;
+
+    /// Every item passes the worker `first` names, which sees it and may drop it, and arrives at
+    /// the worker `second` names, on any number of workers.
+    #[test]
+    fn relay_passes_each_item_through_both_owners() {
+        for workers in [1, 3] {
+            let config = ClusterConfig { workers, ..ClusterConfig::default() };
+            let got = crate::execute(&config, |worker| {
+                let (me, peers) = (worker.index() as u64, worker.peers() as u64);
+                let received = Rc::new(RefCell::new(Vec::new()));
+                let sink = received.clone();
+                relay(
+                    worker,
+                    |&v: &u64| v,
+                    move |v: u64| (v % 5 != 0).then_some((v, v % peers, me)),
+                    |&(v, _, _): &(u64, u64, u64)| v / 2,
+                    move |(v, middle, at)| sink.borrow_mut().push((v, middle == at, v / 2 % peers == me)),
+                    |send| {
+                        send((me * 100..me * 100 + 40).collect());
+                        send((me * 100 + 40..me * 100 + 50).collect());
+                        Ok::<(), String>(())
+                    },
+                )?;
+                let received = received.take();
+                assert!(received.iter().all(|&(_, first, second)| first && second), "{received:?}");
+                Ok::<_, String>(all_gather(worker, received.into_iter().map(|r| r.0).collect()))
+            })
+            .unwrap();
+            let expected: Vec<u64> =
+                (0..workers as u64).flat_map(|w| w * 100..w * 100 + 50).filter(|v| v % 5 != 0).collect();
+            assert!(got.iter().all(|g| *g == expected), "{workers} workers");
+        }
+    }
 }

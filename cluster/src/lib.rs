@@ -19,7 +19,7 @@ pub mod heartbeat;
 pub mod memory;
 pub mod wait;
 
-pub use collective::{agree, all_gather, broadcast, exchange, shuffle, sum};
+pub use collective::{agree, all_gather, broadcast, exchange, relay, shuffle, sum};
 pub use execute::{Failure, execute, install_panic_hook};
 pub use hash::owner_key;
 pub use memory::peak_rss_bytes;

@@ -1,7 +1,8 @@
-//! A whole `[infer]` job: the stage skeleton (`stage::run`: output and lease, round 0's map
-//! and sampling, targets, commit) around this stage's body, [`Scores`]: the plan, k rounds and
-//! the head. Every worker runs the same phases in the same order; any failure ends all of them
-//! with one error and no marker.
+//! A whole `[infer]` job: the stage skeleton (`stage::run`: outputs and leases, round 0's map
+//! and sampling, targets, commit) around this stage's body, [`Scores`]: the plan, k rounds,
+//! the head and, for a link model given `pairs`, the pairs round ([`crate::pairs`]) into the
+//! extra output `pairs_output`. Every worker runs the same phases in the same order; any
+//! failure ends all of them with one error and no marker.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -12,6 +13,7 @@ use arrow_schema::SchemaRef;
 use burn::prelude::Device;
 use cluster::Failure;
 use gnn::Gnn;
+use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, SampleSpec, agree};
@@ -26,6 +28,7 @@ use tables::{Io, Place};
 use crate::Error;
 use crate::model::{check_edge_width, check_input_width, load, model_dir, model_error};
 use crate::output::{self, Head};
+use crate::pairs::{self, Candidates, Embeddings};
 use crate::plan::plan;
 use crate::round::{Context, Input, layer};
 
@@ -39,15 +42,21 @@ pub struct Rounds {
     pub hubs_split: Vec<u64>,
     /// Rows read from other workers, summed over layers and workers.
     pub remote_rows: u64,
+    /// Candidate pairs scored, when the job has `pairs`.
+    pub pairs: Option<u64>,
 }
 
 impl Details for Rounds {
     fn lines(&self, summary: &Summary) -> Vec<(&'static str, String)> {
-        vec![
+        let mut lines = vec![
             ("scored", format!("{} nodes ({:.0} nodes/s)", summary.targets, summary.rate())),
             ("hubs split", format!("{:?} per layer", self.hubs_split)),
             ("exchanged", format!("{} rows between workers", self.remote_rows)),
-        ]
+        ];
+        if let Some(pairs) = self.pairs {
+            lines.push(("pairs", format!("{pairs} candidate pairs scored")));
+        }
+        lines
     }
 }
 
@@ -73,6 +82,8 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         let (meta, model) = agree(worker, load(files, dir, &device))?;
         let layers = meta.layers();
         let embedding = agree(worker, embedding_layer(&config, &layers, meta.spec.task))?;
+        agree(worker, check_pairs(&config, &meta, dir))?;
+        let candidates = agree(worker, config.pairs.as_deref().map(|p| Candidates::open(&io, p)).transpose())?;
         if worker.index().is_multiple_of(threads) {
             tracing::info!(
                 "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
@@ -83,8 +94,14 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
                 meta.fanouts
             );
         }
-        let declared = Declared::of(Stage::Infer, &*config);
-        let body = Scores { config: &config, dir, meta: &meta, model: &model, device: &device, layers, embedding };
+        let mut declared = Declared::of(Stage::Infer, &*config);
+        if let Some(uri) = &config.pairs_output {
+            declared = declared.with_extra("pairs_output", uri);
+        }
+        let scorer = candidates.is_some().then(|| PairScorer::of(&meta.spec, &model));
+        let pairs = candidates.as_ref().zip(scorer);
+        let body =
+            Scores { config: &config, dir, meta: &meta, model: &model, device: &device, layers, embedding, pairs };
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
 }
@@ -101,7 +118,20 @@ fn embedding_layer(config: &InferConfig, layers: &Layers, task: Task) -> Result<
     Ok(embedding)
 }
 
-/// GraphInfer's body: the plan, k rounds and the head over the sampled graph.
+/// `pairs` needs a link model: its decoder scores them.
+fn check_pairs(config: &InferConfig, meta: &ModelMeta, dir: &Place) -> Result<(), Error> {
+    if config.pairs.is_some() && meta.spec.task != Task::Link {
+        return Err(Error::Usage(format!(
+            "[infer] pairs: the model {} is a node model (task = \"node\"); candidate pairs are scored by a link \
+             model's decoder (train with task = \"link\")",
+            dir.shown()
+        )));
+    }
+    Ok(())
+}
+
+/// GraphInfer's body: the plan, k rounds and the head over the sampled graph, then the pairs
+/// round when the job has `pairs`.
 struct Scores<'a> {
     config: &'a InferConfig,
     dir: &'a Place,
@@ -110,6 +140,8 @@ struct Scores<'a> {
     device: &'a Device,
     layers: Layers,
     embedding: usize,
+    /// The candidate pairs and the decoder that scores them.
+    pairs: Option<(&'a Candidates, PairScorer)>,
 }
 
 /// Rows read from other workers: the only fact of a worker's rounds the summary needs that
@@ -119,6 +151,8 @@ pub struct RoundStats {
     pub remote_rows: u64,
     /// Hubs split per layer (layer 1 first), the same on every worker.
     pub hubs_split: Vec<u64>,
+    /// Candidate pairs this worker scored.
+    pub pairs: u64,
 }
 
 impl Body for Scores<'_> {
@@ -136,7 +170,8 @@ impl Body for Scores<'_> {
     }
 
     fn other_inputs(&self) -> Vec<&Place> {
-        vec![self.dir]
+        let pairs = self.pairs.as_ref().map(|(c, _)| &c.place);
+        std::iter::once(self.dir).chain(pairs).collect()
     }
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), Error> {
@@ -150,7 +185,8 @@ impl Body for Scores<'_> {
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
         let nodes = Rc::new(edge_features(graph.nodes, &self.meta.spec));
         let slots: Vec<u32> = graph.targets.iter().map(|t| t.1).collect();
-        let all = self.config.targets == Targets::All;
+        // A candidate pair may name any node: with pairs, every node's layers are computed.
+        let all = self.config.targets == Targets::All || self.pairs.is_some();
         let plan = plan(worker.timely, &nodes, &self.layers, &slots, all, self.config.hub_threshold)?;
         worker.clock.lap("plan");
         let cx = Context {
@@ -164,19 +200,60 @@ impl Body for Scores<'_> {
             progress: worker.progress,
             reporter: worker.reporter,
         };
-        let (logits, kept) = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, &graph.targets)?;
+        let (last, width, kept) = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, &graph.targets)?;
+        let logits = rows_of(&last, width, &graph.targets);
         let written = write(worker, self, &cx, output, &graph.targets, &logits, &kept)?;
         worker.clock.lap("head and write");
-        let own = RoundStats { remote_rows: plan.remote_ids.len() as u64, hubs_split: plan.hub_count[1..].to_vec() };
-        Ok(Written { own, ..written })
+        drop((logits, kept));
+        let own = RoundStats {
+            remote_rows: plan.remote_ids.len() as u64,
+            hubs_split: plan.hub_count[1..].to_vec(),
+            pairs: 0,
+        };
+        let Some((candidates, scorer)) = &self.pairs else { return Ok(Written { own, ..written }) };
+        let embeddings = Embeddings { nodes: nodes.clone(), rows: Rc::new(last), width };
+        let scored = score_pairs(worker, self, candidates, embeddings, scorer.clone())?;
+        Ok(Written {
+            targets: written.targets,
+            bytes: written.bytes + scored.bytes,
+            parts: written.parts + scored.parts,
+            entries: written.entries,
+            extra_entries: vec![scored.entries],
+            own: RoundStats { pairs: scored.rows, ..own },
+        })
     }
 
     fn details(&self, all: &[WorkerStats<RoundStats>]) -> Rounds {
         Rounds {
             hubs_split: all.first().map(|s| s.own.hubs_split.clone()).unwrap_or_default(),
             remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
+            pairs: self.pairs.as_ref().map(|_| all.iter().map(|s| s.own.pairs).sum()),
         }
     }
+}
+
+/// The pairs round (see [`crate::pairs`]): scores every candidate pair from the model's last
+/// layer and writes this worker's share into the extra output `pairs_output`.
+fn score_pairs(
+    worker: &mut Worker,
+    body: &Scores,
+    candidates: &Candidates,
+    embeddings: Embeddings,
+    scorer: PairScorer,
+) -> Result<pairs::PairsWritten, Error> {
+    if worker.reporter {
+        tracing::info!("infer: pairs: scoring the candidates in {}", candidates.place.shown());
+    }
+    let scored = pairs::score(worker.timely, worker.io, candidates, embeddings, scorer)?;
+    let to = worker.extra_outputs.first().cloned().ok_or_else(|| Error::Internal("no pairs_output".into()))?;
+    let metadata = HashMap::from([
+        ("graphinfer.model".to_owned(), body.dir.shown()),
+        ("graphinfer.decoder".to_owned(), body.meta.spec.decoder.unwrap_or_default().name().to_owned()),
+        ("graphinfer.pairs".to_owned(), candidates.place.shown()),
+    ]);
+    let written = pairs::write(worker, &to, &scored, metadata, body.config.part_size_mb << 20)?;
+    worker.clock.lap("pairs");
+    Ok(written)
 }
 
 /// The store with its sampled in-edges' features as the model reads them: none for a model
@@ -191,15 +268,16 @@ fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
     nodes
 }
 
-/// Rounds 1..=k: the targets' logits, and their rows of the embedding layer (both in target
-/// order, row-major).
+/// Rounds 1..=k: every node's output of the last layer (by slot, row-major; rows of nodes the
+/// plan does not compute stay zero) and its width, and the targets' rows of the embedding
+/// layer (in target order).
 fn rounds(
     worker: &mut timely::worker::Worker,
     cx: &Context,
     clock: &mut Clock,
     embedding: usize,
     targets: &[(i64, u32)],
-) -> Result<(Vec<f32>, Vec<f32>), Error> {
+) -> Result<(Vec<f32>, usize, Vec<f32>), Error> {
     let k = cx.layers.hops();
     let mut current: Vec<f32> = Vec::new();
     let mut width = cx.nodes.dim;
@@ -220,7 +298,7 @@ fn rounds(
         }
         clock.lap(format!("layer {l}"));
     }
-    Ok((rows_of(&current, width, targets), kept))
+    Ok((current, width, kept))
 }
 
 fn rows_of(values: &[f32], width: usize, targets: &[(i64, u32)]) -> Vec<f32> {
@@ -292,6 +370,7 @@ fn write(
         bytes: writer.bytes_written,
         parts: writer.parts_written,
         entries: writer.parts.clone(),
+        extra_entries: Vec::new(),
         own: RoundStats::default(),
     })
 }

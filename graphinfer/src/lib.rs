@@ -9,16 +9,20 @@
 //!   needs, where each aggregation runs (hubs split over salted reducers), which rows cross;
 //! - rounds 1 to k: one [`round`] per layer: transform on the device, messages to where they
 //!   are aggregated, hub partials merged at the owner, the layer's output per node;
-//! - round k + 1: the [`output`] head: scores, predictions and embeddings as Parquet parts,
-//!   then `_SUCCESS`.
+//! - round k + 1: the [`output`] head: scores, predictions and embeddings as Parquet parts;
+//! - for a link model given `pairs`, the [`pairs`] round: each candidate pair routed to the
+//!   owner of `src`, then of `dst`, and scored there by the decoder, into `pairs_output`;
+//! - `_SUCCESS` in the output, then in `pairs_output` (see `stage::extra_output`).
 //!
 //! Memory per worker: its share of the nodes (features, in-degrees, sampled in-edges), the
 //! rows it reads from other workers, and two layers of per-node rows (a layer's input and its
-//! transform or output); never a neighborhood.
+//! transform or output); never a neighborhood. The pairs round adds the pairs the worker
+//! scored (its share of the table by `dst`), never another worker's embeddings.
 
 pub mod infer;
 pub mod model;
 pub mod output;
+pub mod pairs;
 pub mod plan;
 pub mod round;
 

@@ -13,6 +13,7 @@ pub mod layers;
 pub mod mix;
 pub mod model;
 pub mod nodes;
+pub mod pairs;
 pub mod record;
 pub mod redact;
 pub mod sampler;

@@ -6,7 +6,9 @@
 //! Nothing is deleted before the commit: the output is checked against every input (after
 //! symlinks, by exact key) and the run's lease is taken by worker 0 before any part is written;
 //! parts carry the run id in their names; the manifest is written once every worker's parts are
-//! closed, which the gather of [`WorkerStats`] proves (see `tables::commit`).
+//! closed, which the gather of [`WorkerStats`] proves (see `tables::commit`). A body's extra
+//! outputs ([`crate::extra_output`]) are checked and leased with the output, and committed
+//! after it, together.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -19,13 +21,14 @@ use sampling::{
     sample_in_edges,
 };
 use schemas::{ClusterConfig, FlattenConfig, InferConfig, Sampler, Targets};
-use tables::commit::{Manifest, Stage, check_output, commit, new_run_id};
+use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run_id};
 use tables::lease::Lease;
 use tables::names::Layout;
 use tables::parts::PartsOf;
 use tables::{Error, Io, Place};
 use timely::ExchangeData;
 
+use crate::extra_output::{self, Extra, ExtraPlace};
 use crate::{Clock, Details, Progress, Summary, WorkerStats, Written};
 
 /// What a stage declares: its tables, its output and how it picks targets.
@@ -37,8 +40,10 @@ pub struct Declared<'a> {
     pub output: &'a str,
     pub overwrite: bool,
     pub targets: &'a Targets,
-    /// The job's settings, kept in the manifest.
+    /// The job's settings, kept in the manifests.
     pub settings: serde_json::Value,
+    /// Tables the body writes besides `output` (see [`crate::extra_output`]).
+    pub extras: Vec<Extra<'a>>,
 }
 
 impl<'a> Declared<'a> {
@@ -52,7 +57,14 @@ impl<'a> Declared<'a> {
             overwrite: section.overwrite(),
             targets: section.targets(),
             settings: serde_json::to_value(section).unwrap_or_default(),
+            extras: Vec::new(),
         }
+    }
+
+    /// With an extra output, named by `key` in the job's section, at `uri`.
+    pub fn with_extra(mut self, key: &'static str, uri: &'a str) -> Self {
+        self.extras.push(Extra { key, uri });
+        self
     }
 }
 
@@ -111,6 +123,8 @@ pub struct Worker<'a> {
     /// Whether this worker logs for its process (the first worker of each).
     pub reporter: bool,
     pub clock: Clock,
+    /// Where the parts of each extra output go, in [`Declared::extras`] order.
+    pub extra_outputs: Vec<PartsOf>,
 }
 
 /// A stage's own work over the sampled graph.
@@ -144,8 +158,9 @@ pub trait Body {
         Ok(())
     }
 
-    /// The stage's work on this worker: writes its parts under `output`'s names and closes
-    /// them before it returns. Ends its phases on `worker.clock`.
+    /// The stage's work on this worker: writes its parts under `output`'s names (and those of
+    /// its extra outputs under `worker.extra_outputs`) and closes them before it returns. Ends
+    /// its phases on `worker.clock`.
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<Self::Own>, Error>;
 
     /// The stage's summary lines from every worker's stats.
@@ -180,11 +195,12 @@ pub fn run<B: Body>(
     let output = agree(timely, io.output(declared.output))?;
     let nodes_table = agree(timely, io.place(declared.nodes))?;
     let edges_table = agree(timely, io.place(declared.edges))?;
+    let extras = agree(timely, extra_output::places(io, &declared.extras))?;
     let mut inputs = vec![&nodes_table, &edges_table];
     inputs.extend(body.other_inputs());
-    let (lease, output) = open_output(timely, io, declared, output, &inputs)?;
+    let (leases, output, extra_outputs) = open_output(timely, io, declared, output, &extras, &inputs)?;
 
-    let mut worker = Worker { timely, io, progress, reporter, clock };
+    let mut worker = Worker { timely, io, progress, reporter, clock, extra_outputs };
     let (nodes, sampled, edges, supervision) = round_zero(&mut worker, &body, &nodes_table, &edges_table)?;
     let targets = targets(&nodes, declared.targets);
     let own_nodes = nodes.len() as u64;
@@ -198,6 +214,7 @@ pub fn run<B: Body>(
         bytes: written.bytes,
         parts: written.parts,
         entries: written.entries,
+        extra_entries: written.extra_entries,
         peak_rss: peak_rss_bytes().unwrap_or(0),
         own: written.own,
     };
@@ -206,11 +223,25 @@ pub fn run<B: Body>(
     let all = all_gather(worker.timely, vec![stats]);
     let details = body.details(&all);
     let summary = Summary::gather(declared.stage, &all, sampled.hubs, worker.clock.into_phases(), details);
-    let committed = match lease {
-        Some(lease) => {
-            let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
-            let manifest = Manifest::new(&output.run, declared.stage, parts, declared.settings.clone());
-            io.block_on(commit(&output.dir, &manifest, declared.overwrite, &Layout::TABLE, lease))
+    let committed = match leases {
+        Some((lease, extra_leases)) => {
+            let manifest = |parts| Manifest::new(&output.run, declared.stage, parts, declared.settings.clone());
+            let mut pending = vec![Pending {
+                output: &output.dir,
+                manifest: manifest(all.iter().flat_map(|s| s.entries.iter().cloned()).collect()),
+                layout: &Layout::TABLE,
+                lease,
+            }];
+            for (i, (extra, lease)) in extras.iter().zip(extra_leases).enumerate() {
+                let parts = all.iter().flat_map(|s| s.extra_entries.get(i).into_iter().flatten().cloned()).collect();
+                pending.push(Pending {
+                    output: &extra.place,
+                    manifest: manifest(parts),
+                    layout: &Layout::TABLE,
+                    lease,
+                });
+            }
+            io.block_on(commit_all(pending, declared.overwrite))
         }
         None => Ok(()),
     };
@@ -218,26 +249,37 @@ pub fn run<B: Body>(
     Ok(summary)
 }
 
-/// Checks the output against every input, takes the run's lease (worker 0, which commits) and
-/// shares the run id that names every worker's parts.
+/// The leases worker 0 holds: the main output's, then each extra output's.
+type Leases = (Lease, Vec<Lease>);
+
+/// Checks the output and the extra outputs against every input and each other, takes the
+/// run's leases on them (worker 0, which commits) and shares the run id that names every
+/// worker's parts. Nothing is written anywhere before every check has passed.
 fn open_output(
     timely: &mut timely::worker::Worker,
     io: &Io,
     declared: &Declared,
     output: Place,
+    extras: &[ExtraPlace],
     inputs: &[&Place],
-) -> Result<(Option<Lease>, PartsOf), Error> {
+) -> Result<(Option<Leases>, PartsOf, Vec<PartsOf>), Error> {
     let index = timely.index();
-    let lease = (index == 0).then(|| {
+    let leases = (index == 0).then(|| {
         io.block_on(async {
             check_output(&output, inputs, declared.overwrite, &Layout::TABLE).await?;
-            Lease::take(&output, &new_run_id(), declared.stage.name()).await
+            extra_output::check(extras, &output, inputs, declared.overwrite).await?;
+            let stage = declared.stage.name();
+            let lease = Lease::take(&output, &new_run_id(), stage).await?;
+            let extra_leases = extra_output::take(extras, lease.run(), stage).await?;
+            Ok((lease, extra_leases))
         })
     });
-    let lease = agree(timely, lease.transpose())?;
-    let run = broadcast(timely, lease.as_ref().map(|l| l.run().to_owned()))
+    let leases = agree(timely, leases.transpose())?;
+    let run = broadcast(timely, leases.as_ref().map(|l| l.0.run().to_owned()))
         .ok_or_else(|| Error::Internal("no run id".into()))?;
-    Ok((lease, PartsOf { dir: output, run, worker: index }))
+    let parts_of = |dir: Place| PartsOf { dir, run: run.clone(), worker: index };
+    let extra_outputs = extras.iter().map(|e| parts_of(e.place.clone())).collect();
+    Ok((leases, parts_of(output), extra_outputs))
 }
 
 /// Round 0: this worker's share of the nodes and edges (the map), then every node's in-edges

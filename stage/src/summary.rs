@@ -14,6 +14,8 @@ pub struct Written<X> {
     pub parts: u32,
     /// This worker's finished parts, for the manifest.
     pub entries: Vec<PartEntry>,
+    /// This worker's finished parts of each extra output, in `Declared::extras` order.
+    pub extra_entries: Vec<Vec<PartEntry>>,
     pub own: X,
 }
 
@@ -30,6 +32,7 @@ pub struct WorkerStats<X> {
     pub bytes: u64,
     pub parts: u32,
     pub entries: Vec<PartEntry>,
+    pub extra_entries: Vec<Vec<PartEntry>>,
     pub peak_rss: u64,
     pub own: X,
 }

@@ -16,6 +16,11 @@
 //!    create-if-absent put, so of two runs racing for one output exactly one commits; the
 //!    other fails. Then it removes the files of runs that have ended ([`cleanup`]).
 //!
+//! A run that writes several outputs (GraphInfer's scores and pair scores) commits them
+//! together with [`commit_all`]: every marker is checked first, the manifests go in order,
+//! and a manifest that cannot be written takes back those written before it, so a failed run
+//! leaves its `_SUCCESS` nowhere.
+//!
 //! Readers ([`crate::read::table_files`]) take only the parts a manifest lists, so a reader never
 //! sees a half-written output or a mix of runs.
 //!
@@ -93,32 +98,114 @@ pub async fn commit(
     layout: &Layout,
     lease: Lease,
 ) -> Result<(), Error> {
-    if !lease.held().await? {
-        return Err(Error::Retry(format!(
-            "{}: this run's marker ({}) is gone: another run judged it dead and removed its files; run it again",
-            output.shown(),
-            marker_name(lease.run())
-        )));
+    commit_all(vec![Pending { output, manifest: manifest.clone(), layout, lease }], overwrite).await
+}
+
+/// One output of a run, ready to commit: its manifest and the run's lease on it.
+pub struct Pending<'a> {
+    pub output: &'a Place,
+    pub manifest: Manifest,
+    pub layout: &'a Layout,
+    pub lease: Lease,
+}
+
+/// Step 3 for a run that writes several outputs (GraphInfer's scores, then its pair scores),
+/// in the order given:
+///
+/// 1. every output's marker is checked before any manifest is written;
+/// 2. the manifests are written one after another; when one cannot be (a store's failure,
+///    another run that committed there first), those already written are taken back before the
+///    error returns: the `_SUCCESS` each replaced is put back, or the new one removed (while it
+///    is still this run's). After a failure no output holds this run's `_SUCCESS`;
+/// 3. the markers go, whatever happened; the files of ended runs are removed only once every
+///    manifest is in place, so a taken-back output still has the parts its restored manifest
+///    lists.
+///
+/// The outputs are not committed atomically: a reader may see the first one committed for the
+/// moment before a later one fails and it is taken back.
+pub async fn commit_all(pending: Vec<Pending<'_>>, overwrite: bool) -> Result<(), Error> {
+    let (leases, outputs): (Vec<Lease>, Vec<(&Place, Manifest, &Layout)>) =
+        pending.into_iter().map(|p| (p.lease, (p.output, p.manifest, p.layout))).unzip();
+    let published = publish(&outputs, &leases, overwrite).await;
+    // The markers go whatever the puts did: a run that lost a race, or failed to write, ends
+    // here (and its process may exit before a marker removal spawned on drop runs).
+    for lease in leases {
+        lease.release().await;
     }
-    let marker = output.child(schemas::SUCCESS_MARKER);
-    let json = serde_json::to_vec_pretty(manifest).map_err(|source| Error::Encode { what: "manifest", source })?;
-    let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
-    let put = marker.store.put_opts(&marker.path, PutPayload::from(json), PutOptions::from(mode)).await;
-    // The marker goes whatever the put did: a run that lost the race, or failed to write,
-    // ends here (and its process may exit before a marker removal spawned on drop runs).
-    lease.release().await;
-    match put {
-        Ok(_) => {}
-        Err(object_store::Error::AlreadyExists { .. }) => {
-            return Err(Error::Output(format!(
-                "{}: another run committed this output first; this run's parts are removed by the next commit",
-                output.shown()
+    published?;
+    for (output, manifest, layout) in &outputs {
+        cleanup(output, manifest, layout).await;
+    }
+    Ok(())
+}
+
+/// Steps 1 and 2 of [`commit_all`].
+async fn publish(outputs: &[(&Place, Manifest, &Layout)], leases: &[Lease], overwrite: bool) -> Result<(), Error> {
+    for ((output, _, _), lease) in outputs.iter().zip(leases) {
+        if !lease.held().await? {
+            return Err(Error::Retry(format!(
+                "{}: this run's marker ({}) is gone: another run judged it dead and removed its files; run it again",
+                output.shown(),
+                marker_name(lease.run())
             )));
         }
-        Err(source) => return Err(marker.store_error("cannot write", source)),
     }
-    cleanup(output, manifest, layout).await;
+    let mut written: Vec<(&Place, &str, Option<Vec<u8>>)> = Vec::new();
+    for (i, (output, manifest, _)) in outputs.iter().enumerate() {
+        // Only an output that a later one may fail after needs what it replaced.
+        let keep_replaced = overwrite && i + 1 < outputs.len();
+        match put_manifest(output, manifest, overwrite, keep_replaced).await {
+            Ok(replaced) => written.push((output, &manifest.run, replaced)),
+            Err(e) => {
+                for (output, run, replaced) in written.into_iter().rev() {
+                    take_back(output, run, replaced).await;
+                }
+                return Err(e);
+            }
+        }
+    }
     Ok(())
+}
+
+/// Writes `manifest` as `output`'s `_SUCCESS`: a create-if-absent put without `overwrite`.
+/// Returns the bytes it replaced when `keep_replaced` asks for them.
+async fn put_manifest(
+    output: &Place,
+    manifest: &Manifest,
+    overwrite: bool,
+    keep_replaced: bool,
+) -> Result<Option<Vec<u8>>, Error> {
+    let marker = output.child(schemas::SUCCESS_MARKER);
+    let json = serde_json::to_vec_pretty(manifest).map_err(|source| Error::Encode { what: "manifest", source })?;
+    let replaced = if keep_replaced { marker.get().await? } else { None };
+    let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
+    match marker.store.put_opts(&marker.path, PutPayload::from(json), PutOptions::from(mode)).await {
+        Ok(_) => Ok(replaced),
+        Err(object_store::Error::AlreadyExists { .. }) => Err(Error::Output(format!(
+            "{}: another run committed this output first; this run's parts are removed by the next commit",
+            output.shown()
+        ))),
+        Err(source) => Err(marker.store_error("cannot write", source)),
+    }
+}
+
+/// Takes run `run`'s `_SUCCESS` back from `output`: puts back the bytes it replaced, or removes
+/// it. A manifest that is no longer this run's (another run committed since) is left alone.
+/// Best effort: a failure is logged.
+async fn take_back(output: &Place, run: &str, replaced: Option<Vec<u8>>) {
+    let marker = output.child(schemas::SUCCESS_MARKER);
+    match read_manifest(output).await {
+        Ok(Some(manifest)) if manifest.run == run => {}
+        _ => return,
+    }
+    let undone = match replaced {
+        Some(bytes) => marker.put(bytes).await,
+        None => marker.store.delete(&marker.path).await.map_err(|source| marker.store_error("cannot remove", source)),
+    };
+    match undone {
+        Ok(()) => tracing::warn!("{}: this run's _SUCCESS was taken back", output.shown()),
+        Err(e) => tracing::error!("{}: cannot take this run's _SUCCESS back: {e}", output.shown()),
+    }
 }
 
 /// Removes the run-named files (and markers) of runs that have ended, directly under `output`
@@ -277,5 +364,78 @@ async fn remove(output: &Place, files: &[Entry]) {
         if let Err(e) = removed {
             tracing::warn!("cannot remove {}: {e}", output.show(&file.path));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::Io;
+    use schemas::StorageConfig;
+
+    fn manifest(run: &str) -> Manifest {
+        Manifest::new(run, Stage::Infer, Vec::new(), serde_json::Value::Null)
+    }
+
+    /// Commits run `run` to `outputs` together, with a lease taken on each.
+    fn commit_both(io: &Io, outputs: &[&Place], run: &str, overwrite: bool) -> Result<(), Error> {
+        io.block_on(async {
+            let mut pending = Vec::new();
+            for &output in outputs {
+                let lease = Lease::take(output, run, "infer").await?;
+                pending.push(Pending { output, manifest: manifest(run), layout: &Layout::TABLE, lease });
+            }
+            commit_all(pending, overwrite).await
+        })
+    }
+
+    fn success(dir: &std::path::Path) -> Option<Vec<u8>> {
+        std::fs::read(dir.join(schemas::SUCCESS_MARKER)).ok()
+    }
+
+    fn markers(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("_run-"))
+            .count()
+    }
+
+    /// A second output that cannot commit takes the first one's `_SUCCESS` back: removed when
+    /// it was new, the replaced one put back under `overwrite`; the markers go either way.
+    #[test]
+    fn a_failed_later_commit_takes_the_earlier_ones_back() {
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("tables-commit-all-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        let place = |p: &std::path::Path| Place::parse_output(p.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let (pa, pb) = (place(&a), place(&b));
+
+        // Another run committed `b` first: the create-if-absent put fails there.
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(b.join(schemas::SUCCESS_MARKER), b"other").unwrap();
+        let error = commit_both(&io, &[&pa, &pb], &new_run_id(), false).unwrap_err();
+        assert!(matches!(error, Error::Output(_)), "{error}");
+        assert_eq!(success(&a), None, "the new _SUCCESS of a is removed");
+        assert_eq!(success(&b).as_deref(), Some(&b"other"[..]));
+        assert_eq!((markers(&a), markers(&b)), (0, 0));
+
+        // Under overwrite, `a` had an earlier manifest, and `b`'s cannot be written at all.
+        let earlier = serde_json::to_vec(&manifest(&new_run_id())).unwrap();
+        std::fs::write(a.join(schemas::SUCCESS_MARKER), &earlier).unwrap();
+        std::fs::remove_file(b.join(schemas::SUCCESS_MARKER)).unwrap();
+        std::fs::create_dir(b.join(schemas::SUCCESS_MARKER)).unwrap();
+        assert!(commit_both(&io, &[&pa, &pb], &new_run_id(), true).is_err());
+        assert_eq!(success(&a), Some(earlier), "the replaced _SUCCESS of a is put back");
+        assert_eq!((markers(&a), markers(&b)), (0, 0));
+
+        // Both commit when both can.
+        std::fs::remove_dir(b.join(schemas::SUCCESS_MARKER)).unwrap();
+        let run = new_run_id();
+        commit_both(&io, &[&pa, &pb], &run, true).unwrap();
+        for output in [&pa, &pb] {
+            assert_eq!(io.block_on(read_manifest(output)).unwrap().unwrap().run, run);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

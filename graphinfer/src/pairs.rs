@@ -1,0 +1,231 @@
+//! The pairs round of a link model (`[infer] pairs`): every candidate pair's score from the
+//! final embeddings, which are never gathered in one place.
+//!
+//! 1. **read**: each worker reads its share of the pairs table's row groups (numbered alike on
+//!    every worker, as the map step reads the node and edge tables), only `src` and `dst`,
+//!    checking every row;
+//! 2. **relay** (`cluster::relay`): each pair goes to the owner of `src`, which attaches
+//!    `h_src` (its row of the model's last layer), then to the owner of `dst`, which attaches
+//!    `h_dst` and scores the pair with the model's decoder on the host
+//!    (`gnn::decoder::PairScorer`). The relay is streamed: a pair passes the owner of `src`
+//!    as it comes;
+//! 3. **write**: the owner of `dst` sorts the pairs it scored by (src, dst) and writes them as
+//!    parts of `pairs_output` (one row per row of the table, repeats included).
+//!
+//! A pair carries its row's place (file, row), so the owner that finds an endpoint missing from
+//! the node table names it; the job's error is the first such row of the table (by file, then
+//! row), the same on any number of workers.
+//!
+//! Memory per worker, besides the embeddings it owns: the pairs it scored until they are
+//! written (24 bytes each: its share of the table by `dst`), and the batches in flight (a pair
+//! carries one embedding row between the two owners).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use cluster::{all_gather, owner_key, relay};
+use gnn::decoder::PairScorer;
+use parquet::file::properties::EnabledStatistics;
+use parquet::schema::types::ColumnPath;
+use sampling::{NodeStore, agree};
+use schemas::pairs::{self, DST, PairBatch, SRC};
+use schemas::{BadInput, Location};
+use serde::{Deserialize, Serialize};
+use stage::Worker;
+use tables::commit::PartEntry;
+use tables::parts::{PartWriter, PartsOf, part_properties};
+use tables::{Io, ParquetFile, Place, open_table, units};
+
+use crate::Error;
+
+/// A row's place: file number (in the table's file order) and 0-based row in that file.
+type RowAt = (u32, u64);
+
+/// The candidate pairs table, opened: its files in order, each checked for `src` and `dst`
+/// columns of type `int64` before any row is read.
+pub struct Candidates {
+    pub place: Place,
+    files: Vec<ParquetFile>,
+}
+
+impl Candidates {
+    pub fn open(io: &Io, uri: &str) -> Result<Candidates, Error> {
+        let place = io.place(uri)?;
+        let files = open_table(io, &place)?;
+        for file in &files {
+            pairs::check_schema(file.arrow.schema(), &file.name())?;
+        }
+        Ok(Candidates { place, files })
+    }
+}
+
+/// A pair on its way to the owner of `src`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pair {
+    src: i64,
+    dst: i64,
+    at: RowAt,
+}
+
+/// A pair with its source's embedding, on its way to the owner of `dst`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Half {
+    src: i64,
+    dst: i64,
+    at: RowAt,
+    h_src: Vec<f32>,
+}
+
+/// A scored pair, at the worker that writes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub src: i64,
+    pub dst: i64,
+    pub score: f32,
+}
+
+/// An endpoint that is not a node of the node table: where, which column, which id.
+type Unknown = (RowAt, End, i64);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+enum End {
+    Src,
+    Dst,
+}
+
+/// Each node's embedding: this worker's nodes' rows of the model's last layer, by slot.
+pub struct Embeddings {
+    pub nodes: Rc<NodeStore>,
+    pub rows: Rc<Vec<f32>>,
+    pub width: usize,
+}
+
+impl Embeddings {
+    /// The row of `node`, if this worker owns it.
+    fn row(&self, node: i64) -> Option<&[f32]> {
+        let s = self.nodes.slot(node)?;
+        Some(&self.rows[s * self.width..(s + 1) * self.width])
+    }
+}
+
+/// Steps 1 and 2 (see the module doc): the pairs this worker scored, sorted by (src, dst).
+/// Every worker returns the same error for a bad row or an unknown endpoint.
+pub fn score(
+    worker: &mut timely::worker::Worker,
+    io: &Io,
+    table: &Candidates,
+    embeddings: Embeddings,
+    scorer: PairScorer,
+) -> Result<Vec<Scored>, Error> {
+    let me = Rc::new(embeddings);
+    let unknown: Rc<RefCell<Option<Unknown>>> = Rc::default();
+    let scored: Rc<RefCell<Vec<Scored>>> = Rc::default();
+    let (at_src, at_dst, src_unknown, dst_unknown, sink) =
+        (me.clone(), me, unknown.clone(), unknown.clone(), scored.clone());
+    let note = |found: &Rc<RefCell<Option<Unknown>>>, u: Unknown| {
+        let mut first = found.borrow_mut();
+        *first = Some(first.map_or(u, |f| f.min(u)));
+    };
+    let my_units = units(&table.files, worker.index(), worker.peers());
+    let read = relay(
+        worker,
+        |p: &Pair| owner_key(p.src),
+        move |p: Pair| match at_src.row(p.src) {
+            Some(h) => Some(Half { src: p.src, dst: p.dst, at: p.at, h_src: h.to_vec() }),
+            None => {
+                note(&src_unknown, (p.at, End::Src, p.src));
+                None
+            }
+        },
+        |h: &Half| owner_key(h.dst),
+        move |h: Half| match at_dst.row(h.dst) {
+            Some(row) => sink.borrow_mut().push(Scored { src: h.src, dst: h.dst, score: scorer.score(&h.h_src, row) }),
+            None => note(&dst_unknown, (h.at, End::Dst, h.dst)),
+        },
+        |send| read_pairs(io, &table.files, &my_units, send),
+    );
+    agree(worker, read)?;
+    // Sorted, so every worker takes the same first row.
+    if let Some((at, end, node)) = all_gather(worker, unknown.take().into_iter().collect()).into_iter().next() {
+        let column = if end == End::Src { SRC } else { DST };
+        let file = table.files[at.0 as usize].name();
+        let problem = format!("pair names unknown node {node} (not in the node table)");
+        return Err(BadInput::new(Location::file(file).row(at.1).column(column), problem).into());
+    }
+    let mut scored = scored.take();
+    scored.sort_unstable_by_key(|s| (s.src, s.dst));
+    Ok(scored)
+}
+
+/// Step 1: this worker's row groups of the table, checked, sent on batch by batch.
+fn read_pairs(
+    io: &Io,
+    files: &[ParquetFile],
+    my_units: &[(usize, usize)],
+    send: &mut dyn FnMut(Vec<Pair>),
+) -> Result<(), Error> {
+    for &(f, rg) in my_units {
+        let name = files[f].name();
+        files[f].read_columns(io, rg, Some(&[SRC, DST]), |batch, first_row| {
+            let pairs = PairBatch::from_batch(&batch, &name, first_row)?;
+            let at = |i: usize| (f as u32, first_row + i as u64);
+            send(
+                (0..pairs.len())
+                    .map(|i| Pair { src: pairs.src.value(i), dst: pairs.dst.value(i), at: at(i) })
+                    .collect(),
+            );
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Rows per written batch.
+const WRITE_ROWS: usize = 65_536;
+
+/// What this worker wrote into `pairs_output`.
+#[derive(Debug, Default)]
+pub struct PairsWritten {
+    pub rows: u64,
+    pub bytes: u64,
+    pub parts: u32,
+    pub entries: Vec<PartEntry>,
+}
+
+/// Step 3: this worker's scored pairs (sorted) as parts under `to`, with `metadata` in the
+/// schema; every worker returns the same error.
+pub fn write(
+    worker: &mut Worker,
+    to: &PartsOf,
+    scored: &[Scored],
+    metadata: HashMap<String, String>,
+    part_limit: u64,
+) -> Result<PairsWritten, Error> {
+    let schema: SchemaRef = Arc::new(pairs::score_schema(metadata));
+    let props =
+        part_properties().set_column_statistics_enabled(ColumnPath::from(SRC), EnabledStatistics::Chunk).build();
+    let mut writer = PartWriter::new(worker.io.clone(), to.clone(), schema.clone(), props, part_limit);
+    let result = (|| {
+        for chunk in scored.chunks(WRITE_ROWS) {
+            let (src, dst, score) = (
+                chunk.iter().map(|s| s.src).collect(),
+                chunk.iter().map(|s| s.dst).collect(),
+                chunk.iter().map(|s| s.score).collect(),
+            );
+            let batch = pairs::score_batch(schema.clone(), src, dst, score)
+                .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
+            writer.write(&batch)?;
+        }
+        writer.finish()
+    })();
+    agree(worker.timely, result)?;
+    Ok(PairsWritten {
+        rows: scored.len() as u64,
+        bytes: writer.bytes_written,
+        parts: writer.parts_written,
+        entries: writer.parts.clone(),
+    })
+}

@@ -1,0 +1,72 @@
+//! A stage's extra outputs: tables its body writes besides the main output (GraphInfer's pair
+//! scores, `[infer] pairs_output`). Each is an output like the main one:
+//!
+//! - checked before anything is written: against every input after symlinks, and against the
+//!   main output and the extra outputs before it (neither may be or hold the other), then by
+//!   `tables::commit::check_output` with the stage's `overwrite`;
+//! - held by its own lease under the run's id, and written as parts named by that id;
+//! - committed after the main output, together with it (`tables::commit::commit_all`): when a
+//!   later manifest cannot be written the earlier ones are taken back, so a failed run leaves
+//!   its `_SUCCESS` in no output.
+
+use tables::commit::check_output;
+use tables::lease::Lease;
+use tables::names::Layout;
+use tables::{Error, Io, Place};
+
+/// An extra output as the job names it: its key in the job's section and its location.
+#[derive(Debug, Clone, Copy)]
+pub struct Extra<'a> {
+    pub key: &'static str,
+    pub uri: &'a str,
+}
+
+/// An extra output, parsed.
+#[derive(Debug, Clone)]
+pub struct ExtraPlace {
+    pub key: &'static str,
+    pub place: Place,
+}
+
+/// Parses each extra output as an output location (every character as written).
+pub fn places(io: &Io, extras: &[Extra]) -> Result<Vec<ExtraPlace>, Error> {
+    extras.iter().map(|e| Ok(ExtraPlace { key: e.key, place: io.output(e.uri)? })).collect()
+}
+
+/// Checks each extra output apart from the main output `main`, the extras before it and every
+/// input, then as an output (see the module doc).
+pub async fn check(extras: &[ExtraPlace], main: &Place, inputs: &[&Place], overwrite: bool) -> Result<(), Error> {
+    for (i, extra) in extras.iter().enumerate() {
+        let outputs = std::iter::once(("output", main)).chain(extras[..i].iter().map(|e| (e.key, &e.place)));
+        for (key, other) in outputs {
+            if extra.place.overlaps(other) {
+                return Err(Error::Usage(format!(
+                    "{} {} and {key} {}: one is, holds or lies inside the other; choose directories apart",
+                    extra.key,
+                    extra.place.shown(),
+                    other.shown()
+                )));
+            }
+        }
+        check_output(&extra.place, inputs, overwrite, &Layout::TABLE).await.map_err(|e| named(extra.key, e))?;
+    }
+    Ok(())
+}
+
+/// Takes run `run`'s lease on every extra output.
+pub async fn take(extras: &[ExtraPlace], run: &str, stage: &str) -> Result<Vec<Lease>, Error> {
+    let mut leases = Vec::with_capacity(extras.len());
+    for extra in extras {
+        leases.push(Lease::take(&extra.place, run, stage).await?);
+    }
+    Ok(leases)
+}
+
+/// `error` about an extra output, with the job key that names it in front (its cause kept).
+fn named(key: &str, error: Error) -> Error {
+    match error {
+        Error::Usage(m) => Error::Usage(format!("{key}: {m}")),
+        Error::Output(m) => Error::Output(format!("{key}: {m}")),
+        other => other,
+    }
+}
