@@ -208,7 +208,7 @@ mod tests {
                 relay(
                     worker,
                     |&v: &u64| v,
-                    move |v: u64| (v % 5 != 0).then_some((v, v % peers, me)),
+                    move |v: u64| (!v.is_multiple_of(5)).then_some((v, v % peers, me)),
                     |&(v, _, _): &(u64, u64, u64)| v / 2,
                     move |(v, middle, at)| sink.borrow_mut().push((v, middle == at, v / 2 % peers == me)),
                     |send| {
