@@ -69,7 +69,7 @@ fn read_links(dir: &Path) -> Vec<LinkRecord> {
         .iter()
         .flat_map(|b| links_from_batch(b, "links", 0, |_| true).unwrap().into_iter().map(|(_, l)| l))
         .collect();
-    links.sort_by(|a, b| (a.src, a.dst, a.split).cmp(&(b.src, b.dst, b.split)));
+    links.sort_by_key(|a| (a.src, a.dst, a.split));
     links
 }
 

@@ -208,7 +208,7 @@ mod tests {
                 relay(
                     worker,
                     |&v: &u64| v,
-                    move |v: u64| (v % 5 != 0).then_some((v, v % peers, me)),
+                    move |v: u64| (!v.is_multiple_of(5)).then_some((v, v % peers, me)),
                     |&(v, _, _): &(u64, u64, u64)| v / 2,
                     move |(v, middle, at)| sink.borrow_mut().push((v, middle == at, v / 2 % peers == me)),
                     |send| {
@@ -223,7 +223,7 @@ mod tests {
             })
             .unwrap();
             let expected: Vec<u64> =
-                (0..workers as u64).flat_map(|w| w * 100..w * 100 + 50).filter(|v| v % 5 != 0).collect();
+                (0..workers as u64).flat_map(|w| w * 100..w * 100 + 50).filter(|v| !v.is_multiple_of(5)).collect();
             assert!(got.iter().all(|g| *g == expected), "{workers} workers");
         }
     }

@@ -62,7 +62,7 @@ struct OwnedBuckets {
 
 impl OwnedBuckets {
     fn new(mut nodes: Vec<(u64, i64, f64)>) -> Self {
-        nodes.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        nodes.sort_by_key(|a| (a.0, a.1));
         let mut cumulative = Vec::with_capacity(nodes.len());
         for (i, &(bucket, _, w)) in nodes.iter().enumerate() {
             let before = if i > 0 && nodes[i - 1].0 == bucket { cumulative[i - 1] } else { 0.0 };

@@ -63,7 +63,7 @@ impl Row for LinkRecord {
 
     fn sort(rows: &mut [Self]) {
         // Parallel supervision edges of one split are the same record.
-        rows.sort_unstable_by(|a, b| (a.src, a.dst, a.split).cmp(&(b.src, b.dst, b.split)));
+        rows.sort_unstable_by_key(|a| (a.src, a.dst, a.split));
     }
 
     fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {

@@ -138,6 +138,7 @@ fn look(io: &Arc<Io>, data: &Path, out: PathBuf, workers: usize, sample: Option<
             overwrite: false,
             targets: &Targets::All,
             settings: serde_json::Value::Null,
+            extras: Vec::new(),
         };
         stage::run(worker, &io, &progress, workers, &declared, Look { sample })
     })
