@@ -223,7 +223,7 @@ mod tests {
             })
             .unwrap();
             let expected: Vec<u64> =
-                (0..workers as u64).flat_map(|w| w * 100..w * 100 + 50).filter(|v| v % 5 != 0).collect();
+                (0..workers as u64).flat_map(|w| w * 100..w * 100 + 50).filter(|v| !v.is_multiple_of(5)).collect();
             assert!(got.iter().all(|g| *g == expected), "{workers} workers");
         }
     }

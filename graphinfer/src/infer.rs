@@ -204,23 +204,18 @@ impl Body for Scores<'_> {
         let logits = rows_of(&last, width, &graph.targets);
         let written = write(worker, self, &cx, output, &graph.targets, &logits, &kept)?;
         worker.clock.lap("head and write");
+        // The head's rows go; the last layer stays for the pairs round.
         drop((logits, kept));
         let own = RoundStats {
             remote_rows: plan.remote_ids.len() as u64,
             hubs_split: plan.hub_count[1..].to_vec(),
             pairs: 0,
         };
-        let Some((candidates, scorer)) = &self.pairs else { return Ok(Written { own, ..written }) };
-        let embeddings = Embeddings { nodes: nodes.clone(), rows: Rc::new(last), width };
+        let written = Written { own, ..written };
+        let Some((candidates, scorer)) = &self.pairs else { return Ok(written) };
+        let embeddings = Embeddings { nodes: nodes.clone(), rows: last, width };
         let scored = score_pairs(worker, self, candidates, embeddings, scorer.clone())?;
-        Ok(Written {
-            targets: written.targets,
-            bytes: written.bytes + scored.bytes,
-            parts: written.parts + scored.parts,
-            entries: written.entries,
-            extra_entries: vec![scored.entries],
-            own: RoundStats { pairs: scored.rows, ..own },
-        })
+        Ok(with_pairs(written, scored))
     }
 
     fn details(&self, all: &[WorkerStats<RoundStats>]) -> Rounds {
@@ -229,6 +224,17 @@ impl Body for Scores<'_> {
             remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
             pairs: self.pairs.as_ref().map(|_| all.iter().map(|s| s.own.pairs).sum()),
         }
+    }
+}
+
+/// What the worker wrote, with its part of the pair output (the extra output).
+fn with_pairs(written: Written<RoundStats>, pairs: pairs::PairsWritten) -> Written<RoundStats> {
+    Written {
+        bytes: written.bytes + pairs.bytes,
+        parts: written.parts + pairs.parts,
+        extra_entries: vec![pairs.entries],
+        own: RoundStats { pairs: pairs.rows, ..written.own },
+        ..written
     }
 }
 

@@ -99,7 +99,7 @@ enum End {
 /// Each node's embedding: this worker's nodes' rows of the model's last layer, by slot.
 pub struct Embeddings {
     pub nodes: Rc<NodeStore>,
-    pub rows: Rc<Vec<f32>>,
+    pub rows: Vec<f32>,
     pub width: usize,
 }
 
@@ -120,11 +120,10 @@ pub fn score(
     embeddings: Embeddings,
     scorer: PairScorer,
 ) -> Result<Vec<Scored>, Error> {
-    let me = Rc::new(embeddings);
+    let at_src = Rc::new(embeddings);
     let unknown: Rc<RefCell<Option<Unknown>>> = Rc::default();
     let scored: Rc<RefCell<Vec<Scored>>> = Rc::default();
-    let (at_src, at_dst, src_unknown, dst_unknown, sink) =
-        (me.clone(), me, unknown.clone(), unknown.clone(), scored.clone());
+    let (at_dst, src_unknown, dst_unknown, sink) = (at_src.clone(), unknown.clone(), unknown.clone(), scored.clone());
     let note = |found: &Rc<RefCell<Option<Unknown>>>, u: Unknown| {
         let mut first = found.borrow_mut();
         *first = Some(first.map_or(u, |f| f.min(u)));

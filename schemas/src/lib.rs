@@ -1,5 +1,5 @@
-//! The contracts every stage shares: the Arrow schemas of the node, edge and flattened-record
-//! tables, their validation (errors that name file, row and column), and the job-file types.
+//! The contracts every stage shares: the Arrow schemas of the node, edge, flattened-record and
+//! candidate-pair tables, their validation (errors that name file, row and column), and the job-file types.
 //!
 //! `README.md` beside this crate documents each table with an example row.
 

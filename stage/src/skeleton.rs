@@ -224,29 +224,30 @@ pub fn run<B: Body>(
     let details = body.details(&all);
     let summary = Summary::gather(declared.stage, &all, sampled.hubs, worker.clock.into_phases(), details);
     let committed = match leases {
-        Some((lease, extra_leases)) => {
-            let manifest = |parts| Manifest::new(&output.run, declared.stage, parts, declared.settings.clone());
-            let mut pending = vec![Pending {
-                output: &output.dir,
-                manifest: manifest(all.iter().flat_map(|s| s.entries.iter().cloned()).collect()),
-                layout: &Layout::TABLE,
-                lease,
-            }];
-            for (i, (extra, lease)) in extras.iter().zip(extra_leases).enumerate() {
-                let parts = all.iter().flat_map(|s| s.extra_entries.get(i).into_iter().flatten().cloned()).collect();
-                pending.push(Pending {
-                    output: &extra.place,
-                    manifest: manifest(parts),
-                    layout: &Layout::TABLE,
-                    lease,
-                });
-            }
-            io.block_on(commit_all(pending, declared.overwrite))
-        }
+        Some(leases) => io.block_on(commit_outputs(declared, &output, &extras, leases, &all)),
         None => Ok(()),
     };
     agree(worker.timely, committed)?;
     Ok(summary)
+}
+
+/// Worker 0's commit: the output's manifest of every worker's parts, then each extra output's,
+/// together (`tables::commit::commit_all`).
+async fn commit_outputs<X>(
+    declared: &Declared<'_>,
+    output: &PartsOf,
+    extras: &[ExtraPlace],
+    (lease, extra_leases): Leases,
+    all: &[WorkerStats<X>],
+) -> Result<(), Error> {
+    let manifest = |parts| Manifest::new(&output.run, declared.stage, parts, declared.settings.clone());
+    let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
+    let mut pending = vec![Pending { output: &output.dir, manifest: manifest(parts), layout: &Layout::TABLE, lease }];
+    for (i, (extra, lease)) in extras.iter().zip(extra_leases).enumerate() {
+        let parts = all.iter().flat_map(|s| s.extra_entries.get(i).into_iter().flatten().cloned()).collect();
+        pending.push(Pending { output: &extra.place, manifest: manifest(parts), layout: &Layout::TABLE, lease });
+    }
+    commit_all(pending, declared.overwrite).await
 }
 
 /// The leases worker 0 holds: the main output's, then each extra output's.

@@ -57,7 +57,8 @@ pub struct InferConfig {
     #[serde(default)]
     pub pairs: Option<String>,
     /// Where the pair scores go (`src`, `dst`, `score`, parts and `_SUCCESS`); required with
-    /// `pairs`, and apart from `output`.
+    /// `pairs`, and apart from `output` and every input. Its `_SUCCESS` is written after
+    /// `output`'s; after a failure neither holds the run's.
     #[serde(default)]
     pub pairs_output: Option<String>,
 }
