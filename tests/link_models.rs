@@ -89,7 +89,7 @@ fn check_consistency(dir: &Path, data: &Path, name: &str, (model, decoder, fanou
     assert!(!forward.is_empty());
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
-    let scorer = PairScorer::of(&meta.spec, &gnn);
+    let scorer = PairScorer::of(&meta.spec, gnn.decoder.as_ref());
     let (mut worst, mut worst_score) = (0f32, 0f32);
     for link in &forward {
         for (id, h) in &link.embeddings {

@@ -144,7 +144,7 @@ fn pair_scores_equal_the_decoder_computed_by_hand() {
         assert_eq!(forward.len(), links.len());
         let device = burn::prelude::Device::flex();
         let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
-        let scorer = gnn::decoder::PairScorer::of(&meta.spec, &gnn);
+        let scorer = gnn::decoder::PairScorer::of(&meta.spec, gnn.decoder.as_ref());
         let values = |t: burn::prelude::Tensor<1>| t.into_data().iter::<f32>().collect::<Vec<f32>>();
         let d = meta.spec.classes;
         let weights = gnn.decoder.as_ref().map(|m| {

@@ -17,7 +17,6 @@ use schemas::model::ModelSpec;
 use schemas::task::Decoder;
 
 use crate::layers::{glorot, zeros};
-use crate::model::Gnn;
 
 /// The seed word of the decoder's parameters (after the model's seed).
 const DECODER_SEED: u64 = 0xdec0de;
@@ -62,9 +61,10 @@ pub struct PairDecoder<'a> {
 }
 
 impl<'a> PairDecoder<'a> {
-    /// The decoder of `model` (`spec.decoder`, `dot` when the spec names none).
-    pub fn of(spec: &ModelSpec, model: &'a Gnn) -> Self {
-        PairDecoder { kind: spec.decoder.unwrap_or_default(), mlp: model.decoder.as_ref() }
+    /// The decoder of a model (`spec.decoder`, `dot` when the spec names none) with its mlp
+    /// parameters (`Gnn::decoder`).
+    pub fn of(spec: &ModelSpec, mlp: Option<&'a MlpDecoder>) -> Self {
+        PairDecoder { kind: spec.decoder.unwrap_or_default(), mlp }
     }
 
     fn mlp(&self) -> &'a MlpDecoder {
@@ -117,9 +117,10 @@ fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
 }
 
 impl PairScorer {
-    /// The decoder of a loaded link model (see `crate::io::load`); `dot` for a spec without one.
-    pub fn of(spec: &ModelSpec, model: &Gnn) -> Self {
-        match (spec.decoder.unwrap_or_default(), &model.decoder) {
+    /// The decoder of a loaded link model (see `crate::io::load`) with its mlp parameters
+    /// (`Gnn::decoder`); `dot` for a spec without one.
+    pub fn of(spec: &ModelSpec, mlp: Option<&MlpDecoder>) -> Self {
+        match (spec.decoder.unwrap_or_default(), mlp) {
             (Decoder::Mlp, Some(m)) => PairScorer::Mlp {
                 dim: spec.classes,
                 w1: values(m.w1.val()),

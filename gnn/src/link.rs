@@ -206,7 +206,7 @@ pub struct LinkForward {
 pub fn forward_links(meta: &ModelMeta, model: &Gnn, links: &[LinkRecord], device: &Device) -> Vec<LinkForward> {
     let spec =
         BatchSpec { kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }.reading(&meta.spec);
-    let decoder = PairDecoder::of(&meta.spec, model);
+    let decoder = PairDecoder::of(&meta.spec, model.decoder.as_ref());
     let d = meta.spec.classes;
     let mut out = Vec::with_capacity(links.len());
     for chunk in links.chunks(256) {

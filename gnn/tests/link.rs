@@ -78,7 +78,7 @@ fn the_link_loss_is_its_definition_from_each_endpoints_embedding() {
                 let batch = gnn::link::LinkBatch::build(&links, &BatchSpec::plain(Layers::every(2)));
                 let tensors = BatchTensors::new(&batch.batch, &device, Aggregation::Auto);
                 let h = model.forward(&spec, &batch.batch, &tensors, None);
-                let decoder_of = gnn::decoder::PairDecoder::of(&spec, &model);
+                let decoder_of = gnn::decoder::PairDecoder::of(&spec, model.decoder.as_ref());
                 let (sum, count) = gnn::link::link_loss(decoder_of, h, &batch, in_batch);
                 let loss = f64::from(values(sum)[0]) / count as f64;
                 let expected = loss_by_hand(&model, &spec, &links, in_batch, &device);

@@ -25,6 +25,7 @@ pub mod record;
 pub mod round;
 pub mod sink;
 pub mod split;
+pub mod write;
 
 pub use error::Error;
 pub use flatten::{Summary, run};

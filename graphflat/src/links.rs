@@ -37,8 +37,8 @@ use timely::dataflow::{Scope, StreamVec};
 use arrow_schema::SchemaRef;
 
 use crate::error::Error;
-use crate::flatten::{RecordStats, write_batches};
 use crate::round::{Request, rounds};
+use crate::write::{RecordStats, write_batches};
 
 /// A supervision edge with its negatives, at the worker that owns its source.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -98,7 +98,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         if let Some(uri) = &config.pairs_output {
             declared = declared.with_extra("pairs_output", uri);
         }
-        let scorer = candidates.is_some().then(|| PairScorer::of(&meta.spec, &model));
+        let scorer = candidates.is_some().then(|| PairScorer::of(&meta.spec, model.decoder.as_ref()));
         let pairs = candidates.as_ref().zip(scorer);
         let body =
             Scores { config: &config, dir, meta: &meta, model: &model, device: &device, layers, embedding, pairs };

@@ -19,6 +19,7 @@
 pub mod checkpoint;
 pub mod error;
 pub mod eval;
+pub mod eval_pass;
 pub mod example;
 pub mod forward;
 pub mod link;

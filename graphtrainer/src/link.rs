@@ -18,7 +18,7 @@ use schemas::{Split, Task};
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::eval;
+use crate::eval_pass;
 use crate::metrics::Scores;
 use crate::ps::{Server, Stats};
 use crate::rank::RankScores;
@@ -51,7 +51,8 @@ impl Learner for LinkRecord {
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(&batch.batch, dropout, device, setup.aggregation);
         let h = model.forward(&setup.spec, &batch.batch, &tensors, Some(dropout));
-        let (sum, count) = link_loss(PairDecoder::of(&setup.spec, &model), h, batch, config.in_batch_negatives);
+        let (sum, count) =
+            link_loss(PairDecoder::of(&setup.spec, model.decoder.as_ref()), h, batch, config.in_batch_negatives);
         let loss_sum = f64::from(sum.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
         let grad = params::gradients(&model, &sum.backward());
         let mut stats = Stats::default();
@@ -125,7 +126,7 @@ fn evaluate(
     let model = params::load(setup.template.clone(), params, &setup.base);
     let groups: Vec<_> = setup.units.iter().map(|&u| vec![u]).collect();
     let mut out = Vec::new();
-    eval::for_each_batch(setup, config, index, &groups, |batch, tensors| {
+    eval_pass::for_each_batch(setup, config, index, &groups, |batch, tensors| {
         out.extend(score_batch(setup, &model, batch, tensors))
     })?;
     Ok(out)
@@ -133,8 +134,10 @@ fn evaluate(
 
 fn score_batch(setup: &Setup<LinkRecord>, model: &Gnn, batch: &LinkBatch, tensors: &BatchTensors) -> Vec<Scored> {
     let h = model.forward(&setup.spec, &batch.batch, tensors, None);
-    let scores: Vec<f32> =
-        score_pairs(PairDecoder::of(&setup.spec, model), h, &batch.pairs(|_| true)).into_data().iter::<f32>().collect();
+    let scores: Vec<f32> = score_pairs(PairDecoder::of(&setup.spec, model.decoder.as_ref()), h, &batch.pairs(|_| true))
+        .into_data()
+        .iter::<f32>()
+        .collect();
     let mut at = 0;
     let mut out = Vec::with_capacity(batch.len());
     for (i, split) in batch.splits.iter().enumerate() {

@@ -9,7 +9,7 @@ use schemas::{Label, LabelKind, Record, Split, Task};
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::eval;
+use crate::eval_pass;
 use crate::metrics::{Metric, Scores};
 use crate::ps::{Score, Server, Stats};
 use crate::reader::{Counts, RecordSet};
@@ -103,7 +103,7 @@ fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -
     let model = params::load(setup.template.clone(), params, &setup.base);
     let mut total = Stats::default();
     let all = [setup.units.clone()];
-    eval::for_each_batch(setup, config, index, &all, |batch, tensors| {
+    eval_pass::for_each_batch(setup, config, index, &all, |batch, tensors| {
         score_batch(setup, &model, batch, tensors, &mut total)
     })?;
     Ok(total)

@@ -237,7 +237,7 @@ pub fn link_step(
     let batch = LinkBatch::build(links, &BatchSpec::plain(Layers::every(2)));
     let tensors = BatchTensors::new(&batch.batch, device, aggregation);
     let h = model.forward(spec, &batch.batch, &tensors, Some(DROPOUT));
-    let (sum, count) = link_loss(PairDecoder::of(spec, &model), h, &batch, in_batch);
+    let (sum, count) = link_loss(PairDecoder::of(spec, model.decoder.as_ref()), h, &batch, in_batch);
     let value = sum.clone().into_data().try_to_vec::<f32>().unwrap()[0] / count as f32;
     let grads = params::gradients(&model, &sum.backward()).into_iter().map(|g| g / count as f32).collect();
     (value, grads)

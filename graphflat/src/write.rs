@@ -1,0 +1,138 @@
+//! The write side every record job shares: batches of work through a dataflow, one timely
+//! epoch per batch, and the rows it emits written to parts, each batch sorted once complete.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use arrow_schema::SchemaRef;
+use cluster::{all_gather, wait_while};
+use sampling::agree;
+use schemas::FlattenConfig;
+use serde::{Deserialize, Serialize};
+use stage::{Worker, Written};
+use tables::parts::PartsOf;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle, Scope, StreamVec};
+
+use crate::error::Error;
+use crate::sink::{PartWriter, Row};
+
+/// The records' sizes on one worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RecordStats {
+    pub nodes: u64,
+    pub edges: u64,
+    pub max_nodes: u64,
+    pub max_edges: u64,
+}
+
+impl RecordStats {
+    fn add(&mut self, (nodes, edges): (u64, u64)) {
+        self.nodes += nodes;
+        self.edges += edges;
+        self.max_nodes = self.max_nodes.max(nodes);
+        self.max_edges = self.max_edges.max(edges);
+    }
+}
+
+/// Runs `batches` through the dataflow that `build` makes, one timely epoch per batch with at
+/// most `max_in_flight` in flight, and writes the rows it emits to parts, each batch sorted
+/// (`Row::sort`) once it is complete, so parts are the same every run. Every worker calls
+/// this at the same point; a worker with fewer batches sends empty epochs.
+pub(crate) fn write_batches<I, R>(
+    worker: &mut Worker,
+    config: &FlattenConfig,
+    schema: SchemaRef,
+    output: &PartsOf,
+    batches: Vec<Vec<I>>,
+    build: impl for<'s> FnOnce(Scope<'s, u64>, StreamVec<'s, u64, I>) -> StreamVec<'s, u64, R>,
+) -> Result<Written<RecordStats>, Error>
+where
+    I: timely::ExchangeData + Clone,
+    R: Row,
+{
+    let (progress, reporter) = (worker.progress.clone(), worker.reporter);
+    let timely = &mut *worker.timely;
+    let index = timely.index();
+    let epochs = all_gather(timely, vec![(batches.len() as u64, index)]).iter().map(|b| b.0).max().unwrap_or(0);
+
+    let written: Rc<RefCell<Written<RecordStats>>> = Rc::default();
+    let failure: Rc<RefCell<Option<Error>>> = Rc::default();
+    let finished = Rc::new(Cell::new(false));
+    let mut writer = PartWriter::<R>::new(worker.io.clone(), output.clone(), schema, config.part_size_mb << 20);
+
+    let mut input = InputHandleVec::<u64, I>::new();
+    let probe = ProbeHandle::new();
+    {
+        let (written, failure, finished, progress) =
+            (written.clone(), failure.clone(), finished.clone(), progress.clone());
+        // Bytes already added to the process's progress counter.
+        let mut counted = 0u64;
+        let mut pending: HashMap<u64, Vec<R>> = HashMap::new();
+        timely.dataflow::<u64, _, _>(|scope| {
+            let items = scope.input_from(&mut input);
+            build(scope, items).probe_with(&probe).sink(Pipeline, "Write", move |(input, frontier)| {
+                // Rows of a batch arrive in no fixed order: hold each batch until it is complete.
+                input.for_each(|cap, rows| {
+                    let time = cap.least().copied().unwrap_or_default();
+                    pending.entry(time).or_default().append(rows)
+                });
+                let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
+                done.sort_unstable();
+                for time in done {
+                    let mut rows = pending.remove(&time).unwrap_or_default();
+                    R::sort(&mut rows);
+                    let mut written = written.borrow_mut();
+                    for row in rows {
+                        written.targets += 1;
+                        written.own.add(row.sizes());
+                        if failure.borrow().is_none()
+                            && let Err(e) = writer.push(row)
+                        {
+                            *failure.borrow_mut() = Some(e);
+                        }
+                        progress.advance(0, 1);
+                    }
+                }
+                if frontier.is_empty() && !finished.get() {
+                    if failure.borrow().is_none()
+                        && let Err(e) = writer.finish()
+                    {
+                        *failure.borrow_mut() = Some(e);
+                    }
+                    let mut written = written.borrow_mut();
+                    written.bytes = writer.bytes_written();
+                    written.parts = writer.parts_written();
+                    written.entries = writer.entries();
+                    finished.set(true);
+                }
+                let now = writer.bytes_so_far();
+                progress.add_bytes(now.saturating_sub(counted));
+                counted = now;
+            });
+        });
+    }
+
+    let mut batches = batches.into_iter();
+    for epoch in 0..epochs {
+        for item in batches.next().into_iter().flatten() {
+            input.send(item);
+        }
+        input.advance_to(epoch + 1);
+        // Keep at most `max_in_flight` batches between input and output.
+        let oldest = (epoch + 1).saturating_sub(config.max_in_flight as u64);
+        wait_while(timely, || probe.less_than(&oldest));
+        if reporter {
+            progress.report(0, Duration::from_secs(2), false);
+        }
+    }
+    input.close();
+    wait_while(timely, || !finished.get());
+    let failure = failure.take();
+    agree(timely, failure.map_or(Ok(()), Err))?;
+    Ok(written.take())
+}
