@@ -323,6 +323,63 @@ impl<'a> Features<'a> {
     }
 }
 
+/// The node and edge columns of a batch of records (node or link records), resolved once.
+pub(super) struct GraphColumns<'a> {
+    features: Features<'a>,
+    edge_features: Option<Features<'a>>,
+    node_ids: ListColumn<'a, Int64Type>,
+    hops: ListColumn<'a, UInt8Type>,
+    in_degrees: ListColumn<'a, Int64Type>,
+    edge_src: ListColumn<'a, Int32Type>,
+    edge_dst: ListColumn<'a, Int32Type>,
+    edge_weights: ListColumn<'a, Float32Type>,
+    edge_layers: ListColumn<'a, UInt32Type>,
+}
+
+impl<'a> GraphColumns<'a> {
+    pub(super) fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let edge_features = match batch.column_by_name(EDGE_FEATURES) {
+            Some(_) => Some(Features::new(batch, EDGE_FEATURES, at)?),
+            None => None,
+        };
+        Ok(GraphColumns {
+            features: Features::new(batch, NODE_FEATURES, at)?,
+            edge_features,
+            node_ids: ListColumn::new(batch, NODE_IDS, at)?,
+            hops: ListColumn::new(batch, NODE_HOPS, at)?,
+            in_degrees: ListColumn::new(batch, NODE_IN_DEGREES, at)?,
+            edge_src: ListColumn::new(batch, EDGE_SRC, at)?,
+            edge_dst: ListColumn::new(batch, EDGE_DST, at)?,
+            edge_weights: ListColumn::new(batch, EDGE_WEIGHTS, at)?,
+            edge_layers: ListColumn::new(batch, EDGE_LAYERS, at)?,
+        })
+    }
+
+    pub(super) fn dim(&self) -> usize {
+        self.features.dim
+    }
+
+    pub(super) fn edge_dim(&self) -> usize {
+        self.edge_features.as_ref().map_or(0, |f| f.dim)
+    }
+
+    /// Row `row`'s nodes and edges, unchecked, as a record without root, label or split.
+    pub(super) fn row(&self, row: usize, at: &At) -> Result<Record, BadInput> {
+        Ok(Record {
+            node_ids: self.node_ids.row(row, at)?,
+            hops: self.hops.row(row, at)?,
+            in_degrees: self.in_degrees.row(row, at)?,
+            features: self.features.row(row),
+            edge_src: self.edge_src.row(row, at)?,
+            edge_dst: self.edge_dst.row(row, at)?,
+            edge_weights: self.edge_weights.row(row, at)?,
+            edge_layers: self.edge_layers.row(row, at)?,
+            edge_features: self.edge_features.as_ref().map_or_else(Vec::new, |f| f.row(row)),
+            ..Record::default()
+        })
+    }
+}
+
 /// Decodes every record of `batch` (rows `first_row..` of `file`); see [`from_batch_where`].
 pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Vec<Record>, BadInput> {
     Ok(from_batch_where(batch, file, first_row, |_, _| true)?.into_iter().map(|(_, r)| r).collect())
@@ -341,41 +398,15 @@ pub fn from_batch_where(
     let at = At { file, first_row };
     let (roots, splits) = (roots(batch, &at)?, Splits::new(batch, &at)?);
     let labels = Labels::new(batch, &at)?;
-    let features = Features::new(batch, NODE_FEATURES, &at)?;
-    let edge_features = if batch.column_by_name(EDGE_FEATURES).is_some() {
-        Some(Features::new(batch, EDGE_FEATURES, &at)?)
-    } else {
-        None
-    };
-    let node_ids = ListColumn::<Int64Type>::new(batch, NODE_IDS, &at)?;
-    let hops = ListColumn::<UInt8Type>::new(batch, NODE_HOPS, &at)?;
-    let in_degrees = ListColumn::<Int64Type>::new(batch, NODE_IN_DEGREES, &at)?;
-    let edge_src = ListColumn::<Int32Type>::new(batch, EDGE_SRC, &at)?;
-    let edge_dst = ListColumn::<Int32Type>::new(batch, EDGE_DST, &at)?;
-    let edge_weights = ListColumn::<Float32Type>::new(batch, EDGE_WEIGHTS, &at)?;
-    let edge_layers = ListColumn::<UInt32Type>::new(batch, EDGE_LAYERS, &at)?;
+    let graph = GraphColumns::new(batch, &at)?;
     let mut out = Vec::new();
     for row in 0..batch.num_rows() {
         let split = splits.get(row, &at)?;
         if !keep(roots.value(row), split) {
             continue;
         }
-        let record = Record {
-            root: roots.value(row),
-            label: labels.get(row),
-            split,
-            node_ids: node_ids.row(row, &at)?,
-            hops: hops.row(row, &at)?,
-            in_degrees: in_degrees.row(row, &at)?,
-            features: features.row(row),
-            edge_src: edge_src.row(row, &at)?,
-            edge_dst: edge_dst.row(row, &at)?,
-            edge_weights: edge_weights.row(row, &at)?,
-            edge_layers: edge_layers.row(row, &at)?,
-            edge_features: edge_features.as_ref().map_or_else(Vec::new, |f| f.row(row)),
-        };
-        check(&record, features.dim, edge_features.as_ref().map_or(0, |f| f.dim))
-            .map_err(|(column, problem)| at.bad(row, column, problem))?;
+        let record = Record { root: roots.value(row), label: labels.get(row), split, ..graph.row(row, &at)? };
+        check(&record, graph.dim(), graph.edge_dim()).map_err(|(column, problem)| at.bad(row, column, problem))?;
         out.push((first_row + row as u64, record));
     }
     Ok(out)

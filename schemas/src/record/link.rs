@@ -14,12 +14,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
+use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use super::batch::{At, Features, ListColumn, Record, Splits, check, column, to_batch};
+use super::batch::{At, GraphColumns, ListColumn, Record, Splits, check, column, to_batch};
 use super::schema::*;
 use crate::error::BadInput;
 use crate::split::Split;
@@ -159,39 +159,15 @@ pub fn links_from_batch(
     let negatives = ListColumn::<Int64Type>::new(batch, NEGATIVES, &at)?;
     let endpoint_nodes = ListColumn::<Int32Type>::new(batch, ENDPOINT_NODES, &at)?;
     let endpoint_edges = ListColumn::<Int32Type>::new(batch, ENDPOINT_EDGES, &at)?;
-    let features = Features::new(batch, NODE_FEATURES, &at)?;
-    let edge_features = match batch.column_by_name(EDGE_FEATURES) {
-        Some(_) => Some(Features::new(batch, EDGE_FEATURES, &at)?),
-        None => None,
-    };
-    let node_ids = ListColumn::<Int64Type>::new(batch, NODE_IDS, &at)?;
-    let hops = ListColumn::<UInt8Type>::new(batch, NODE_HOPS, &at)?;
-    let in_degrees = ListColumn::<Int64Type>::new(batch, NODE_IN_DEGREES, &at)?;
-    let edge_src = ListColumn::<Int32Type>::new(batch, EDGE_SRC, &at)?;
-    let edge_dst = ListColumn::<Int32Type>::new(batch, EDGE_DST, &at)?;
-    let edge_weights = ListColumn::<Float32Type>::new(batch, EDGE_WEIGHTS, &at)?;
-    let edge_layers = ListColumn::<UInt32Type>::new(batch, EDGE_LAYERS, &at)?;
-    let (dim, edge_dim) = (features.dim, edge_features.as_ref().map_or(0, |f| f.dim));
+    let graph = GraphColumns::new(batch, &at)?;
+    let (dim, edge_dim) = (graph.dim(), graph.edge_dim());
     let mut out = Vec::new();
     for row in 0..batch.num_rows() {
         let split = splits.get(row, &at)?;
         if !keep(split) {
             continue;
         }
-        let whole = Record {
-            root: srcs.value(row),
-            label: None,
-            split,
-            node_ids: node_ids.row(row, &at)?,
-            hops: hops.row(row, &at)?,
-            in_degrees: in_degrees.row(row, &at)?,
-            features: features.row(row),
-            edge_src: edge_src.row(row, &at)?,
-            edge_dst: edge_dst.row(row, &at)?,
-            edge_weights: edge_weights.row(row, &at)?,
-            edge_layers: edge_layers.row(row, &at)?,
-            edge_features: edge_features.as_ref().map_or_else(Vec::new, |f| f.row(row)),
-        };
+        let whole = Record { root: srcs.value(row), split, ..graph.row(row, &at)? };
         let link = LinkRecord {
             src: srcs.value(row),
             dst: dsts.value(row),
