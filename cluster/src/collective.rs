@@ -108,20 +108,7 @@ where
             )
             .probe_with(&probe);
     });
-    let result = {
-        let mut send = |batch: Vec<D>| {
-            for item in batch {
-                input.send(item);
-            }
-            input.flush();
-            worker.step();
-            crate::wait::check_abort();
-        };
-        produce(&mut send)
-    };
-    input.close();
-    wait_while(worker, || !probe.done());
-    result
+    feed(worker, input, &probe, produce)
 }
 
 /// Streams items produced on every worker through two hops: each goes to worker
@@ -174,6 +161,22 @@ where
             )
             .probe_with(&probe);
     });
+    feed(worker, input, &probe, produce)
+}
+
+/// Runs `produce` with a `send` that ships each batch into `input` and lets the dataflow run
+/// (so no worker holds more than a batch in flight), then closes the input and waits until
+/// every worker's items have passed `probe`.
+fn feed<D, P, E>(
+    worker: &mut Worker,
+    mut input: InputHandleVec<u64, D>,
+    probe: &ProbeHandle<u64>,
+    produce: P,
+) -> Result<(), E>
+where
+    D: ExchangeData + Clone,
+    P: FnOnce(&mut dyn FnMut(Vec<D>)) -> Result<(), E>,
+{
     let result = {
         let mut send = |batch: Vec<D>| {
             for item in batch {

@@ -189,10 +189,7 @@ impl RecordSet {
                 record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
                     for (row, r) in records {
                         if r.label.is_some() {
-                            self.check_features(&r, &name, row)?;
-                            r.check_layers(self.meta.hops).map_err(|(column, problem)| {
-                                BadInput::new(Location::file(&name).row(row).column(column), problem)
-                            })?;
+                            self.check_record(&r, &name, row)?;
                             out.push(r);
                         }
                     }
@@ -223,10 +220,7 @@ impl RecordSet {
             let result = record::links_from_batch(&batch, &name, first_row, &keep).and_then(|links| {
                 for (row, link) in links {
                     for endpoint in &link.endpoints {
-                        self.check_features(endpoint, &name, row)?;
-                        endpoint.check_layers(self.meta.hops).map_err(|(column, problem)| {
-                            BadInput::new(Location::file(&name).row(row).column(column), problem)
-                        })?;
+                        self.check_record(endpoint, &name, row)?;
                     }
                     out.push(link);
                 }
@@ -242,6 +236,13 @@ impl RecordSet {
 
     /// A record's node and edge feature widths against the set's metadata (a record without
     /// edges has no edge width to check).
+    /// A record's feature widths against the set's metadata, then its layer rule.
+    fn check_record(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
+        self.check_features(r, file, row)?;
+        r.check_layers(self.meta.hops)
+            .map_err(|(column, problem)| BadInput::new(Location::file(file).row(row).column(column), problem))
+    }
+
     fn check_features(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
         let at = Location::file(file).row(row);
         let describe = |what: &str, found: usize, expected: usize| {
