@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Link prediction on Cora against PyG's recipe, on the same split tables, 3 seeds: split-edges
 # (5% valid, 10% test, undirected), then ours (link records with every in-edge over 2 hops, GCN
-# 1433 -> 128 -> 64, dot decoder, one drawn negative per record plus in-batch negatives, Adam
-# 0.01, EPOCHS epochs, one worker) and bench/peer/pyg_link.py (full-batch GCN 128 -> 64, one
-# fresh negative per positive per epoch, one thread). Prints each run's test AUC at its best
+# 1433 -> 128 -> 64, dot decoder, one drawn negative per record plus in-batch negatives over
+# batches of 512, Adam 0.01, at most EPOCHS epochs with patience 3 as jobs/cora-link.toml, one
+# worker) and bench/peer/pyg_link.py (full-batch GCN 128 -> 64, one fresh negative per positive
+# per epoch, EPOCHS epochs, one thread). Prints each run's test AUC at its best
 # validation AUC and its seconds (ours: the whole `run` command, flatten included, and the
 # training alone; PyG: its training loop).
 #
@@ -29,6 +30,7 @@ workers = 1
 nodes = "$G/nodes"
 edges = "$G/edges"
 output = "$G/flat"
+batch_size = 256
 hops = 2
 sampler = "all"
 task = "link"
@@ -45,8 +47,10 @@ dropout = 0.0
 weight_decay = 0.0
 lr = 0.01
 epochs = $EPOCHS
-batch_size = 128
+batch_size = 512
 prefetch = 1
+cache_mb = 1024
+patience = 3
 seed = $SEED
 TOML
   /usr/bin/time -f "%e %M" -o "$G/time" $BIN run "$G/job.toml" > "$G/log" 2>&1 || { tail "$G/log"; exit 1; }

@@ -25,7 +25,11 @@ pub fn inspect(target: &str) -> Result<()> {
     let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
     let rows: u64 = files.iter().map(|f| f.rows()).sum();
     let bytes: u64 = files.iter().map(|f| f.meta.size).sum();
-    let schema = files[0].arrow.schema();
+    let Some(first) = files.first() else {
+        println!("{}: a committed table of no rows (its _SUCCESS lists no parts)", place.shown());
+        return Ok(());
+    };
+    let schema = first.arrow.schema();
     println!(
         "{}: {} rows in {} files, {:.1} MB, _SUCCESS {}",
         place.shown(),

@@ -355,10 +355,14 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"))?;
         if job.cluster.process == 0 {
             println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
-            println!(
-                "  best validation {} {:.4} at epoch {}; test {} there {:.4}",
-                summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
-            );
+            if summary.best_valid.is_nan() {
+                println!("  no validation {} (nothing to score it on); the model is the last epoch's", summary.metric);
+            } else {
+                println!(
+                    "  best validation {} {:.4} at epoch {}; test {} there {:.4}",
+                    summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
+                );
+            }
             println!("  compute waited {:.2}s for data", summary.wait_seconds);
             let mb = |bytes: u64| bytes as f64 / 1e6;
             let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));

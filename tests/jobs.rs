@@ -82,19 +82,39 @@ fn multilabel_job_trains_on_targets() {
 }
 
 #[test]
-fn cora_link_job_runs_after_import_and_split() {
+fn cora_link_job_reaches_the_issue_s_accuracy_on_three_seeds() {
+    // The job file as shipped (seed 0), then with the split, the records and the training
+    // seeded 1 and 2: PyG's recipe on the same splits averages 0.918 (BENCHMARKS.md).
     let Some(cora) = cora() else { return };
-    let cwd = scratch("cora-link-job");
-    graphflat_ok_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
-    let split = ["split-edges", "--edges", "data/cora/edges", "--out", "data/cora-split", "--valid", "0.05"];
-    graphflat_ok_in(&cwd, &[&split[..], &["--test", "0.1", "--seed", "0", "--undirected"]].concat());
-    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("cora-link.toml").to_str().unwrap()]);
-    assert!(summary.contains("10556 targets"), "a record per citation: {summary}");
-    assert!(summary.contains("scored:       2708 nodes"), "{summary}");
-    let metrics = std::fs::read_to_string(cwd.join("data/cora-link/model/metrics.jsonl")).unwrap();
-    let best = metrics
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["test_auc"].as_f64().unwrap())
-        .fold(0.0, f64::max);
-    assert!(best > 0.85, "test AUC {best}:\n{metrics}");
+    let job = std::fs::read_to_string(jobs_dir().join("cora-link.toml")).unwrap();
+    let mut aucs = Vec::new();
+    for seed in 0..3 {
+        let cwd = scratch(&format!("cora-link-job-{seed}"));
+        graphflat_ok_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
+        let split = ["split-edges", "--edges", "data/cora/edges", "--out", "data/cora-split", "--valid", "0.05"];
+        graphflat_ok_in(&cwd, &[&split[..], &["--test", "0.1", "--seed", &seed.to_string(), "--undirected"]].concat());
+        let seeded = job
+            .replace("[flatten]\n", &format!("[flatten]\nseed = {seed}\n"))
+            .replace("[train]\n", &format!("[train]\nseed = {seed}\n"));
+        std::fs::write(cwd.join("job.toml"), if seed == 0 { job.clone() } else { seeded }).unwrap();
+        let summary = graphflat_ok_in(&cwd, &["run", "job.toml"]);
+        assert!(summary.contains("scored:       2708 nodes"), "{summary}");
+        if seed == 0 {
+            assert!(summary.contains("10556 targets"), "a record per citation: {summary}");
+        }
+        aucs.push(test_auc_at_best_validation(&cwd.join("data/cora-link/model/metrics.jsonl")));
+    }
+    let mean = aucs.iter().sum::<f64>() / 3.0;
+    assert!(mean >= 0.89, "mean test AUC {mean:.4} over seeds 0, 1, 2: {aucs:?}");
+}
+
+/// The test AUC of the epoch with the best validation AUC (the model the job keeps).
+fn test_auc_at_best_validation(metrics: &Path) -> f64 {
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(metrics).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let auc = |row: &serde_json::Value, key: &str| row[key].as_f64().unwrap();
+    // The first of equal bests, as the trainer's tracker keeps it.
+    let best =
+        rows.iter().fold(&rows[0], |best, r| if auc(r, "valid_auc") > auc(best, "valid_auc") { r } else { best });
+    auc(best, "test_auc")
 }

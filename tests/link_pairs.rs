@@ -293,6 +293,14 @@ fn unknown_nodes_and_bad_columns_in_pairs_are_named_and_leave_no_success() {
     let file = table.join("part-0.parquet");
     assert_fails(&result, 65, &[&format!("{}, column \"src\"", file.display()), "expected int64, found Int32"]);
     no_success(&out);
+
+    // No candidates at all: a committed pair table of no rows, which inspect describes.
+    let table = write_pairs(&dir.join("empty"), &[]);
+    let out = dir.join("out-empty");
+    let summary = run_ok(&infer_pairs(&data, &model, &table, &out).write(&dir, "empty"), &[]);
+    assert!(summary.contains("0 candidate pairs"), "{summary}");
+    let shown = graphflat_ok(&["inspect", out.join("pairs").to_str().unwrap()]);
+    assert!(shown.contains("a committed table of no rows"), "{shown}");
 }
 
 #[test]

@@ -163,7 +163,7 @@ fn each_endpoint_holds_its_own_node_record_and_negatives_follow_the_hash_rule() 
             for (e, endpoint) in link.endpoints.iter().enumerate() {
                 let own = &nodes[&link.endpoint_ids()[e]];
                 let own = Record { label: None, split: None, ..own.clone() };
-                assert_eq!(endpoint, &own, "{sampler}: link {} -> {}, endpoint {e}", link.src, link.dst);
+                assert_eq!(&**endpoint, &own, "{sampler}: link {} -> {}, endpoint {e}", link.src, link.dst);
                 for pair in global_edges(endpoint).iter().map(|g| (g.0, g.1)) {
                     assert!(!held_out.contains(&pair), "{sampler}: a valid or test edge {pair:?} passes messages");
                 }
@@ -208,7 +208,7 @@ fn disjoint_train_holds_each_training_edge_out_of_its_own_record() {
         let own = |l: &LinkRecord| -> usize {
             l.endpoints
                 .iter()
-                .flat_map(global_edges)
+                .flat_map(|e| global_edges(e))
                 .filter(|g| (g.0, g.1) == (l.src, l.dst) || (g.0, g.1) == (l.dst, l.src))
                 .count()
         };

@@ -231,8 +231,13 @@ fn a_task_mismatch_and_nothing_to_tell_apart_are_usage_errors() {
     assert_fails(&out, 64, &["embedding_dim", "node records"]);
     let out = run(&Job::train(&links, &model).key("task", "node").write(&dir, "node-on-links"), &[]);
     assert_fails(&out, 64, &["task = \"node\"", "link records"]);
+    let out = run(&Job::train(&nodes, &model).key("decoder", "mlp").write(&dir, "decoder-on-nodes"), &[]);
+    assert_fails(&out, 64, &["decoder is a key of the link task", "node records"]);
     let (none, _) = generated(&dir, "no-negatives", 0, false);
     let out = run(&Job::train(&none, &model).write(&dir, "no-negatives"), &[]);
     assert_fails(&out, 64, &["no negatives", "in_batch_negatives"]);
+    let alone = Job::train(&none, &model).key("in_batch_negatives", true).key("batch_size", 1);
+    let out = run(&alone.write(&dir, "alone-in-its-batch"), &[]);
+    assert_fails(&out, 64, &["batch_size = 1 leaves every step without a negative"]);
     assert!(!model.join("model.bpk").exists());
 }

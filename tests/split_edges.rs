@@ -103,6 +103,15 @@ fn split_edges_refuses_an_output_over_its_input_and_fractions_that_cannot_work()
     refused(&dir.join("x"), &["--valid", "0.6", "--test", "0.4"], &["must be below 1"]);
     refused(&dir.join("y"), &["--test", "1"], &["--test must be in [0, 1)"]);
     refused(&dir.join("z"), &["--valid=-0.1"], &["--valid must be in [0, 1)"]);
+    // Fractions that pass the check but leave no edge in train on this graph: nothing committed.
+    let out = dir.join("no-train");
+    let output = graphflat()
+        .args(["split-edges", "--edges", edges.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args(["--valid", "0.99999999999", "--test", "0"])
+        .output()
+        .unwrap();
+    assert_fails(&output, 65, &["no edge drew the train split"]);
+    assert!(!out.join("_SUCCESS").exists());
 }
 
 #[test]
@@ -203,4 +212,31 @@ fn no_valid_or_test_edge_reaches_a_record_or_graphinfer() {
     assert!(held < 1e-4, "GraphInfer over the split table differs from the records by {held}");
     let leaked = max_difference(&infer("scores-all-edges", &data.join("edges")), &expected);
     assert!(leaked > 1e-3, "the held-out edges change no score ({leaked}): the check has no teeth");
+}
+
+#[test]
+fn an_empty_edge_table_is_bad_input_and_nothing_is_committed() {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    let dir = scratch("split-edges-empty");
+    let edges = dir.join("edges");
+    std::fs::create_dir_all(&edges).unwrap();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("src", Arc::new(Int64Array::from(Vec::<i64>::new()))),
+        ("dst", Arc::new(Int64Array::from(Vec::<i64>::new()))),
+    ];
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let file = std::fs::File::create(edges.join("part-0.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let out = dir.join("out");
+    let output = graphflat()
+        .env_remove("RUST_BACKTRACE")
+        .args(["split-edges", "--edges", edges.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_fails(&output, 65, &["the edge table is empty"]);
+    assert!(!out.join("_SUCCESS").exists());
 }

@@ -229,9 +229,10 @@ impl Batch {
         let mut first: HashMap<i64, u32> = HashMap::with_capacity(order.len());
         let mut input_row = Vec::with_capacity(order.len());
         let mut kept = Vec::new(); // the batch row each distinct row copies
-        let features = |row: usize| {
+        // Compared bit for bit, as integers: a memcmp, where float equality goes value by value.
+        let features = |row: usize| -> &[u32] {
             let (_, r, i) = order[row];
-            &records[r as usize].features[i as usize * dim..(i as usize + 1) * dim]
+            bytemuck::cast_slice(&records[r as usize].features[i as usize * dim..(i as usize + 1) * dim])
         };
         for (row, &(_, r, i)) in order.iter().enumerate() {
             let id = records[r as usize].node_ids[i as usize];

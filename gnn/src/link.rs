@@ -62,7 +62,7 @@ impl Pairs {
 
 impl LinkBatch {
     pub fn build(links: &[LinkRecord], spec: &BatchSpec) -> LinkBatch {
-        let endpoints: Vec<&Record> = links.iter().flat_map(|l| &l.endpoints).collect();
+        let endpoints: Vec<&Record> = links.iter().flat_map(|l| l.endpoints.iter().map(|e| &**e)).collect();
         let mut first = Vec::with_capacity(links.len());
         let mut at = 0;
         for l in links {

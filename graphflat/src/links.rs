@@ -75,12 +75,18 @@ pub fn flatten_links(
 ) -> Result<Written<RecordStats>, Error> {
     let link = config.link().expect("a link job");
     let total = cluster::sum(worker.timely, edges.len() as u64);
+    if total == 0 && link.supervision_fraction < 1.0 {
+        return Err(Error::BadData(format!(
+            "{}: supervision_fraction = {} kept none of the edges with a split (train, valid or test), if any \
+             has one; raise supervision_fraction (graphflat split-edges writes a split column)",
+            config.edges, link.supervision_fraction
+        )));
+    }
     if total == 0 {
         return Err(Error::BadData(format!(
             "{}: no edge has a split (train, valid or test), so a link job has no supervision edges; \
-             graphflat split-edges writes one{}",
-            config.edges,
-            if link.supervision_fraction < 1.0 { ", or raise supervision_fraction" } else { "" }
+             graphflat split-edges writes one",
+            config.edges
         )));
     }
     let pairs: Vec<(i64, i64)> = edges.iter().map(|e| (e.src, e.dst)).collect();
@@ -253,7 +259,7 @@ fn link_record(task: Task, records: &IdMap<i64, Record>, disjoint_train: bool) -
             if disjoint_train && task.split == Split::Train {
                 hold_out(&mut record, task.src, task.dst);
             }
-            record
+            Arc::new(record)
         })
         .collect();
     LinkRecord { src: task.src, dst: task.dst, split: Some(task.split), negatives: task.negatives, endpoints }

@@ -7,7 +7,9 @@
 //! store them) land in the same split and neither leaks the other. The draw is below `valid`:
 //! `valid`; below `valid + test`: `test`; else `train`. The output is the same whatever reads
 //! or writes it, and the same rows in the same order as the input, with every other column as
-//! it was (a `split` column the input has is replaced).
+//! it was (a `split` column the input has is replaced, with a warning). A result without a
+//! `train` edge (an empty table, or fractions that leave none) is an error, and nothing is
+//! committed.
 //!
 //! The table streams through in row groups: a part is written once its decoded batches reach
 //! [`PART_BYTES`], so memory holds one part's batches, never the whole table. The output is
@@ -110,7 +112,11 @@ pub fn split_edges(io: &Io, config: &SplitEdges) -> Result<SplitCounts, Error> {
     let table = TableWriter::start(io, &io.output(&config.out)?, Stage::SplitEdges, &[&input])?;
     let mut counts = SplitCounts::default();
     let mut part = Part::default();
-    for file in open_table(io, &input)? {
+    let files = open_table(io, &input)?;
+    if let Some(file) = files.iter().find(|f| f.arrow.schema().column_with_name(edges::SPLIT).is_some()) {
+        tracing::warn!("split-edges: {} has a split column; every row's split is drawn anew", file.name());
+    }
+    for file in files {
         let name = file.name();
         for rg in 0..file.row_groups() {
             file.read_row_group(io, rg, |batch, first_row| {
@@ -121,6 +127,16 @@ pub fn split_edges(io: &Io, config: &SplitEdges) -> Result<SplitCounts, Error> {
                 part.push(&table, edges::with_splits(&batch, &splits))
             })?;
         }
+    }
+    if counts.train == 0 {
+        // An empty table, or fractions that left no edge to pass messages: no link job can use it.
+        let problem = if counts.total() == 0 { "the edge table is empty" } else { "no edge drew the train split" };
+        return Err(Error::BadData(format!(
+            "{}: {problem} ({} valid, {} test edges); nothing written",
+            input.shown(),
+            counts.valid,
+            counts.test
+        )));
     }
     part.flush(&table)?;
     table.commit()?;

@@ -9,6 +9,7 @@ use schemas::Record;
 use schemas::record::LinkRecord;
 
 use crate::error::Error;
+use crate::neighborhoods::Neighborhoods;
 use crate::reader::{Pass, RecordSet, Unit};
 
 pub trait Example: Clone + Send + Sync + 'static {
@@ -20,6 +21,20 @@ pub trait Example: Clone + Send + Sync + 'static {
 
     /// The records of `unit` that `pass` takes, in row order, checked.
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error>;
+
+    /// What the records a cache keeps share (link records: their endpoints' neighborhoods, see
+    /// [`crate::neighborhoods`]).
+    type Shared: Default + Send + 'static;
+
+    /// Readies `records` for the cache if the bytes they add, with what they add to `shared`,
+    /// fit in `room`: returns their bytes besides `shared`'s, or `None` with nothing changed.
+    fn keep(records: &mut [Self], shared: &mut Self::Shared, room: u64) -> Option<u64>;
+
+    /// Bytes `shared` holds.
+    fn shared_bytes(shared: &Self::Shared) -> u64;
+
+    /// Drops from `shared` what no kept record holds any more.
+    fn prune(shared: &mut Self::Shared);
 
     fn build(items: &[Self], spec: &BatchSpec) -> Self::Batch;
 
@@ -40,6 +55,19 @@ impl Example for Record {
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error> {
         set.read(unit, pass)
     }
+
+    type Shared = ();
+
+    fn keep(records: &mut [Self], _: &mut (), room: u64) -> Option<u64> {
+        let bytes = records.iter().map(|r| r.size_bytes() as u64).sum();
+        (bytes <= room).then_some(bytes)
+    }
+
+    fn shared_bytes(_: &()) -> u64 {
+        0
+    }
+
+    fn prune(_: &mut ()) {}
 
     fn build(items: &[Self], spec: &BatchSpec) -> Batch {
         Batch::build(items, spec)
@@ -63,6 +91,20 @@ impl Example for LinkRecord {
 
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error> {
         set.read_links(unit, pass)
+    }
+
+    type Shared = Neighborhoods;
+
+    fn keep(records: &mut [Self], shared: &mut Neighborhoods, room: u64) -> Option<u64> {
+        shared.share(records, room)
+    }
+
+    fn shared_bytes(shared: &Neighborhoods) -> u64 {
+        shared.bytes()
+    }
+
+    fn prune(shared: &mut Neighborhoods) {
+        shared.prune();
     }
 
     fn build(items: &[Self], spec: &BatchSpec) -> LinkBatch {

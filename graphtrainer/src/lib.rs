@@ -5,7 +5,8 @@
 //!   group at a time, checked;
 //! - [`plan`]: which row groups each worker reads, and the steps per epoch;
 //! - [`stream`]: each epoch's records in a seeded order, with bounded memory (a cache, a
-//!   shuffle buffer);
+//!   shuffle buffer); kept link records share their endpoints' neighborhoods
+//!   ([`neighborhoods`]);
 //! - [`loader`]: batch preparation on a reader thread, ahead of compute;
 //! - [`ps`]: the parameter server (one shard per worker; sync or async);
 //! - [`optim`]: Adam and SGD with weight decay and a step schedule, run by the shards;
@@ -25,6 +26,7 @@ pub mod forward;
 pub mod link;
 pub mod loader;
 pub mod metrics;
+pub mod neighborhoods;
 pub mod node;
 pub mod optim;
 pub mod plan;

@@ -90,6 +90,12 @@ fn check_learnable(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Re
         return Err(Error::Usage(format!("[train] classes is a key of the node task, and {place} holds link records")));
     }
     let negatives = set.meta.link.as_ref().map_or(0, |l| l.negatives);
+    if negatives == 0 && config.in_batch_negatives && config.batch_size < 2 {
+        return Err(Error::Usage(format!(
+            "the link records in {place} hold no negatives ([flatten] negatives = 0), and in-batch negatives need \
+             another record in the batch: batch_size = 1 leaves every step without a negative; raise batch_size"
+        )));
+    }
     if negatives == 0 && !config.in_batch_negatives {
         return Err(Error::Usage(format!(
             "the link records in {place} hold no negatives ([flatten] negatives = 0) and [train] in_batch_negatives \

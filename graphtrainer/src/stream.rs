@@ -7,8 +7,10 @@
 //!   then each record out is a seeded random pick from it and makes room for the next one in
 //!   (tf.data's `shuffle`); evaluation takes the records in order instead;
 //! - a [`Source`] reads a unit's records for one pass at a time and keeps them, up to its
-//!   budget (`cache_mb`), so that a small set is decoded once rather than every epoch. What is
-//!   cached changes the memory and the time only: the order is the same either way.
+//!   budget (`cache_mb`), so that a small set is decoded once rather than every epoch (kept
+//!   link records share one copy of each distinct endpoint neighborhood, see
+//!   [`crate::neighborhoods`]). What is cached changes the memory and the time only: the
+//!   order is the same either way.
 //!
 //! So a worker holds at most the cache, the shuffle buffer, one decoded row group and the
 //! loader's prefetched batches, however many records the set has.
@@ -30,16 +32,28 @@ pub struct Source<T: Example = Record> {
     cache: Mutex<Cache<T>>,
 }
 
-struct Cache<T> {
+struct Cache<T: Example> {
     budget: u64,
-    used: u64,
-    records: HashMap<(Unit, Pass), Arc<Vec<T>>>,
+    /// Bytes of the kept records besides what they share.
+    own: u64,
+    shared: T::Shared,
+    records: HashMap<(Unit, Pass), Kept<T>>,
+}
+
+/// A kept unit's records and their own bytes (what they take besides the shared part).
+type Kept<T> = (Arc<Vec<T>>, u64);
+
+impl<T: Example> Cache<T> {
+    fn used(&self) -> u64 {
+        self.own + T::shared_bytes(&self.shared)
+    }
 }
 
 impl<T: Example> Source<T> {
     /// A source that caches up to `budget` bytes of decoded records.
     pub fn new(set: Arc<RecordSet>, budget: u64) -> Self {
-        Source { set, cache: Mutex::new(Cache { budget, used: 0, records: HashMap::new() }) }
+        let cache = Cache { budget, own: 0, shared: T::Shared::default(), records: HashMap::new() };
+        Source { set, cache: Mutex::new(cache) }
     }
 
     pub fn set(&self) -> &RecordSet {
@@ -48,22 +62,23 @@ impl<T: Example> Source<T> {
 
     /// The labeled records of `unit` that `pass` takes, in row order.
     pub fn records(&self, unit: Unit, pass: Pass) -> Result<Arc<Vec<T>>, Error> {
-        if let Some(hit) = self.cache().records.get(&(unit, pass)) {
+        if let Some((hit, _)) = self.cache().records.get(&(unit, pass)) {
             return Ok(hit.clone());
         }
-        let records = Arc::new(T::read(&self.set, unit, pass)?);
-        let bytes: u64 = records.iter().map(|r| r.size_bytes() as u64).sum();
+        let mut records = T::read(&self.set, unit, pass)?;
         let mut cache = self.cache();
-        if cache.used + bytes <= cache.budget {
-            cache.used += bytes;
-            cache.records.insert((unit, pass), records.clone());
-        }
+        let cache = &mut *cache;
+        let room = cache.budget.saturating_sub(cache.used());
+        let Some(own) = T::keep(&mut records, &mut cache.shared, room) else { return Ok(Arc::new(records)) };
+        let records = Arc::new(records);
+        cache.own += own;
+        cache.records.insert((unit, pass), (records.clone(), own));
         Ok(records)
     }
 
     /// Bytes of records cached so far.
     pub fn cached_bytes(&self) -> u64 {
-        self.cache().used
+        self.cache().used()
     }
 
     /// The cache's budget in bytes.
@@ -75,10 +90,11 @@ impl<T: Example> Source<T> {
     /// whose batches the trainer keeps instead.
     pub fn release(&self, pass: Pass) {
         let mut cache = self.cache();
-        let size = |records: &Vec<T>| records.iter().map(|r| r.size_bytes() as u64).sum::<u64>();
-        let freed: u64 = cache.records.iter().filter(|((_, p), _)| *p == pass).map(|(_, r)| size(r)).sum();
+        let cache = &mut *cache;
+        let freed: u64 = cache.records.iter().filter(|((_, p), _)| *p == pass).map(|(_, (_, own))| own).sum();
         cache.records.retain(|(_, p), _| *p != pass);
-        cache.used -= freed;
+        cache.own -= freed;
+        T::prune(&mut cache.shared);
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache<T>> {

@@ -113,8 +113,11 @@ pub fn check_task(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
             asked.name()
         )));
     }
-    let link_keys =
-        [("embedding_dim", config.embedding_dim.is_some()), ("in_batch_negatives", config.in_batch_negatives)];
+    let link_keys = [
+        ("embedding_dim", config.embedding_dim.is_some()),
+        ("in_batch_negatives", config.in_batch_negatives),
+        ("decoder", config.decoder != Decoder::default()),
+    ];
     match link_keys.iter().find(|(_, set)| *set) {
         Some((key, _)) if records == Task::Node => Err(Error::Usage(format!(
             "[train] {key} is a key of the link task, and the records in {} are node records",

@@ -79,7 +79,8 @@ pub fn link_set(dir: &Path, data: &Path, name: &str, s: LinkSettings) -> (PathBu
             let negatives: Vec<i64> = (0..s.negatives as u64)
                 .map(|i| ids[(hash(&[s.seed, src as u64, dst as u64, i]) % ids.len() as u64) as usize])
                 .collect();
-            let endpoints = [src, dst].iter().chain(&negatives).map(|id| records[id].clone()).collect();
+            let endpoints =
+                [src, dst].iter().chain(&negatives).map(|id| std::sync::Arc::new(records[id].clone())).collect();
             LinkRecord { src, dst, split: Some(pair_split(src, dst, s.seed)), negatives, endpoints }
         })
         .collect();

@@ -214,7 +214,7 @@ pub fn link_records(recs: &[RecordGraph], edges: &[(usize, usize)], count: usize
             let endpoints = [u as i64, w as i64]
                 .iter()
                 .chain(&negatives)
-                .map(|&v| RecordGraph { label: None, ..recs[v as usize].clone() })
+                .map(|&v| std::sync::Arc::new(RecordGraph { label: None, ..recs[v as usize].clone() }))
                 .collect();
             LinkRecord { src: u as i64, dst: w as i64, split: None, negatives, endpoints }
         })

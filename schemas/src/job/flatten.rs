@@ -26,6 +26,8 @@ pub const DEFAULT_BATCH_SIZE: usize = 2048;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
 /// MiB past which a worker starts a new part file, when a job sets none.
 pub const DEFAULT_PART_SIZE_MB: u64 = 256;
+/// The most negatives a link record holds (each is one more k-hop neighborhood in it).
+pub const MAX_NEGATIVES: usize = 1024;
 
 /// The `[flatten]` table. The paths are required; every other key takes the `Default` below.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,8 +160,33 @@ impl FlattenConfig {
         self.check_link()
     }
 
-    /// A link job's records are its supervision edges, kept in the share asked for.
+    /// A link job's records are its supervision edges, kept in the share asked for; the link
+    /// keys on a node job are a forgotten `task = "link"`.
     fn check_link(&self) -> Result<(), JobError> {
+        let link_keys = [
+            ("negatives", self.negatives != DEFAULT_NEGATIVES),
+            ("negative_sampler", self.negative_sampler != NegativeSampler::default()),
+            ("disjoint_train", self.disjoint_train),
+            ("supervision_fraction", self.supervision_fraction != 1.0),
+        ];
+        if let (Task::Node, Some((key, _))) = (self.task, link_keys.iter().find(|(_, set)| *set)) {
+            return Err(JobError::invalid(
+                "flatten",
+                format!(
+                    "{key} is a key of the link task, and this job flattens node records (task = \"node\"); add task = \"link\""
+                ),
+            ));
+        }
+        if self.negatives > MAX_NEGATIVES {
+            return Err(JobError::invalid(
+                "flatten",
+                format!(
+                    "negatives = {}: a link record holds a neighborhood per negative, so at most {MAX_NEGATIVES} \
+                     (in_batch_negatives in [train] adds more at no cost to the records)",
+                    self.negatives
+                ),
+            ));
+        }
         if self.task == Task::Link && self.targets != Targets::All {
             return Err(JobError::invalid(
                 "flatten",

@@ -172,6 +172,35 @@ mod tests {
     }
 
     #[test]
+    fn sizes_that_cannot_fit_and_link_keys_on_a_node_job_are_errors() {
+        let flatten =
+            |keys: &str| JobFile::parse(&format!("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\n{keys}"));
+        let err = |r: Result<JobFile, JobError>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        for key in
+            ["negatives = 3", "negative_sampler = \"degree\"", "disjoint_train = true", "supervision_fraction = 0.5"]
+        {
+            let name = key.split(' ').next().unwrap();
+            let e = err(flatten(key));
+            assert!(
+                e.contains(&format!("{name} is a key of the link task")) && e.contains("task = \"link\""),
+                "{key}: {e}"
+            );
+            assert!(flatten(&format!("task = \"link\"\n{key}")).is_ok(), "{key}");
+        }
+        assert!(err(flatten("task = \"link\"\nnegatives = 1000000000")).contains("at most 1024"));
+        assert!(flatten("task = \"link\"\nnegatives = 1024").is_ok());
+        let train = |keys: &str| JobFile::parse(&format!("[train]\nrecords = \"r\"\noutput = \"o\"\n{keys}"));
+        assert!(err(train("embedding_dim = 100000000")).contains("at most 16384"));
+        assert!(err(train("hidden = 100000")).contains("at most 16384"));
+        assert!(train("hidden = 16384").is_ok());
+        let grid = err(train("in_batch_negatives = true\nbatch_size = 20000\ndecoder = \"mlp\"\nembedding_dim = 64"));
+        assert!(grid.contains("lower batch_size") && grid.contains("97656 MB"), "{grid}");
+        assert!(train("in_batch_negatives = true\nbatch_size = 2048\ndecoder = \"mlp\"\nembedding_dim = 64").is_ok());
+        assert!(err(train("in_batch_negatives = true\nbatch_size = 20000")).contains("dot decoder"));
+        assert!(train("batch_size = 20000").is_ok(), "no grid without in-batch negatives");
+    }
+
+    #[test]
     fn targets_accept_all_a_split_or_a_list() {
         let parse = |t: &str| {
             JobFile::parse(&format!("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\ntargets = {t}\n"))

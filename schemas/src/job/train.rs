@@ -10,6 +10,11 @@ use crate::task::{Decoder, Task};
 
 /// The model when a job names none.
 pub const DEFAULT_MODEL: ModelKind = ModelKind::Gcn;
+/// The widest hidden layer or embedding a job may ask for (a Cora-sized input at this width is
+/// 23M parameters; a typo like 100000000 would be gigabytes before the first step).
+pub const MAX_WIDTH: usize = 16_384;
+/// The largest in-batch negative grid, in floats (1 GiB; see [`TrainConfig::check`]).
+pub const MAX_GRID_FLOATS: u128 = 1 << 28;
 /// Width of the hidden layers when a job sets none.
 pub const DEFAULT_HIDDEN: usize = 16;
 /// GAT attention heads of the hidden layers when a job sets none.
@@ -254,6 +259,27 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// In-batch negatives score every source of a batch against every destination: a
+    /// `batch_size`² grid of scores, and for the mlp decoder a grid of `width`-wide products.
+    fn check_in_batch_grid(&self, width: usize) -> Result<(), JobError> {
+        let per_pair = if self.decoder == Decoder::Mlp { width } else { 1 };
+        let floats = (self.batch_size as u128).pow(2) * per_pair as u128;
+        if self.in_batch_negatives && floats > MAX_GRID_FLOATS {
+            return Err(JobError::invalid(
+                "train",
+                format!(
+                    "in_batch_negatives with batch_size = {} and the {} decoder scores a grid of {} MB a step (at \
+                     most {} MB): lower batch_size",
+                    self.batch_size,
+                    self.decoder.name(),
+                    (floats * 4) >> 20,
+                    (MAX_GRID_FLOATS * 4) >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn check(&self) -> Result<(), JobError> {
         if self.hidden == 0 || self.heads == 0 || self.output_heads == 0 || self.epochs == 0 || self.batch_size == 0 {
             return Err(JobError::invalid(
@@ -273,6 +299,14 @@ impl TrainConfig {
         if !(self.momentum.is_finite() && self.lr_gamma.is_finite() && self.lr_gamma > 0.0) {
             return Err(JobError::invalid("train", "momentum and lr_gamma must be numbers, lr_gamma positive"));
         }
+        let width = self.embedding_dim.unwrap_or(self.hidden);
+        if self.hidden > MAX_WIDTH || width > MAX_WIDTH {
+            return Err(JobError::invalid(
+                "train",
+                format!("hidden and embedding_dim are at most {MAX_WIDTH} (found {} and {width})", self.hidden),
+            ));
+        }
+        self.check_in_batch_grid(width)?;
         if self.embedding_dim == Some(0) {
             return Err(JobError::invalid("train", "embedding_dim must be at least 1 (or left out for hidden)"));
         }

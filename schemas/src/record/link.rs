@@ -34,8 +34,9 @@ pub struct LinkRecord {
     /// Negative destinations, in draw order.
     pub negatives: Vec<i64>,
     /// Source, destination, then each negative: each endpoint's node record (its `root` is the
-    /// endpoint; `label` and `split` are `None`).
-    pub endpoints: Vec<Record>,
+    /// endpoint; `label` and `split` are `None`). Shared, so that a reader can keep one copy of
+    /// a neighborhood that many records hold (see `graphtrainer`'s record cache).
+    pub endpoints: Vec<Arc<Record>>,
 }
 
 impl LinkRecord {
@@ -45,16 +46,16 @@ impl LinkRecord {
     }
 
     pub fn num_nodes(&self) -> usize {
-        self.endpoints.iter().map(Record::num_nodes).sum()
+        self.endpoints.iter().map(|e| e.num_nodes()).sum()
     }
 
     pub fn num_edges(&self) -> usize {
-        self.endpoints.iter().map(Record::num_edges).sum()
+        self.endpoints.iter().map(|e| e.num_edges()).sum()
     }
 
     /// Roughly the bytes this record takes in memory, for batching writes.
     pub fn size_bytes(&self) -> usize {
-        self.endpoints.iter().map(Record::size_bytes).sum::<usize>() + 8 * self.negatives.len() + 32
+        self.endpoints.iter().map(|e| e.size_bytes()).sum::<usize>() + 8 * self.negatives.len() + 32
     }
 
     /// The endpoints' neighborhoods as one record: nodes and edges one after another, edge
@@ -232,7 +233,7 @@ fn split_endpoints(
             edge_features: whole.edge_features[edges_at.start * edge_dim..edges_at.end * edge_dim].to_vec(),
         };
         check(&record, dim, edge_dim).map_err(|(column, problem)| (column, format!("endpoint {e}: {problem}")))?;
-        link.endpoints.push(record);
+        link.endpoints.push(Arc::new(record));
         (node_start, edge_start) = (nodes_at.end, edges_at.end);
     }
     Ok(link)
@@ -291,7 +292,7 @@ mod tests {
             endpoints: [src, dst]
                 .into_iter()
                 .chain(negatives.iter().copied())
-                .map(|id| endpoint(id, &[id + 100, id + 200][..(id % 3) as usize], 3, edge_dim))
+                .map(|id| Arc::new(endpoint(id, &[id + 100, id + 200][..(id % 3) as usize], 3, edge_dim)))
                 .collect(),
             negatives,
         };
@@ -327,7 +328,7 @@ mod tests {
         let batch = links_to_batch(&links, &schema).unwrap();
         let sizes = batch.column_by_name(ENDPOINT_NODES).unwrap().as_list::<i32>().value(0);
         assert_eq!(sizes.as_primitive::<Int32Type>().values().to_vec(), vec![2, 3, 3, 2]);
-        links[0].endpoints[1].edge_src[0] = -2;
+        Arc::make_mut(&mut links[0].endpoints[1]).edge_src[0] = -2;
         let batch = links_to_batch(&links, &schema).unwrap();
         let error = links_from_batch(&batch, "part-0.parquet", 0, |_| true).unwrap_err().to_string();
         assert!(error.contains("part-0.parquet") && error.contains(EDGE_SRC) && error.contains("row 0"), "{error}");
