@@ -12,7 +12,7 @@
 #                       libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 # and writes each job's log to $OUT (or /tmp/w when OUT is unset).
 #
-#   bash bench/gpu-device.sh
+#   bash bench/gpu-device.sh          PARTS="cora 1m" (either or both)
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -20,6 +20,7 @@ xz -dc .gpu/graphflat.xz > /tmp/graphflat; chmod +x /tmp/graphflat; B=/tmp/graph
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc
 t() { local name=$1; shift; /usr/bin/time -f "$name wall %e s peak %M KB" "$@" > $W/$name.log 2>&1; local c=$?; tail -1 $W/$name.log; grep -h "phases\|epoch.*loss\|first step\|test " $W/$name.log | tail -4; [ $c = 0 ] || { echo "$name failed $c"; tail -30 $W/$name.log; }; cp $W/$name.log "${OUT:-$W}/" 2>/dev/null; }
+if [[ " ${PARTS:-cora 1m} " == *" cora "* ]]; then
 $B import ogb .gpu/cora --out $W/cora > /dev/null 2>&1 || echo "import failed"
 cat > $W/cflat.toml <<T
 [cluster]
@@ -58,6 +59,8 @@ device = "$dev"
 T
 t cora-$dev $B run $W/cora-$dev.toml
 done
+fi
+if [[ " ${PARTS:-cora 1m} " == *" 1m "* ]]; then
 $B generate --out $W/g --nodes 1000000 --avg-degree 10 --feature-dim 32 --seed 1 > /dev/null
 printf '[cluster]\nworkers = 16\n[flatten]\nnodes = "%s/g/nodes"\nedges = "%s/g/edges"\noutput = "%s/flat"\nhops = 2\nfanouts = [10, 10]\n' $W $W $W > $W/flat.toml
 t flatten16 $B run $W/flat.toml
@@ -66,3 +69,4 @@ printf '[cluster]\nworkers = 1\n[train]\nrecords = "%s/flat"\noutput = "%s/m%s-%
   $W $W $hidden $dev $hidden $dev $W $W $W $hidden $dev $W $hidden $dev $dev > $W/g-$hidden-$dev.toml
 t g-$hidden-$dev $B run $W/g-$hidden-$dev.toml
 done; done
+fi
