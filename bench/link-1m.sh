@@ -19,6 +19,8 @@
 #    peak RSS;
 # 3. GraphInfer: every node's embedding (the trained fanouts), then the PAIRS candidate pairs
 #    scored by the decoder (`pairs`, `pairs_output`): wall seconds and the logged phases, peak RSS;
+#    and the same with every in-edge (model.json's sampler set to "all" by
+#    bench/all_edges_model.py), the graph PyG's full-graph inference aggregates over;
 # 4. bench/peer/pyg_link_sampled.py: the same model, batch size and share of supervision edges,
 #    `LinkNeighborLoader` with num_neighbors [10, 10] and one binary negative per positive,
 #    EPOCHS epochs (training pass and valid/test evaluation, timed apart); then full-graph
@@ -52,7 +54,7 @@ timed() { # NAME CMD...: prints "seconds peak_MB cpu%"
   /usr/bin/time -f "%e %M %P" -o "$WORK/$name.time" "$@" > "$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log"; exit 1; }
   awk '{printf "%s %d %s", $1, $2 / 1024, $3}' "$WORK/$name.time"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
 mb() { du -sb "$@" | awk '{s+=$1} END {printf "%.0f", s/1e6}'; }
 
 G=$WORK/g; S=$WORK/s
@@ -121,8 +123,10 @@ overwrite = true
 pairs = "$WORK/pairs"
 pairs_output = "$WORK/pair-scores"
 TOML
+sed -e "s|$WORK/model\"|$WORK/model-all\"|" -e "s|$WORK/embeddings|$WORK/embeddings-all|" -e "s|$WORK/pair-scores|$WORK/pair-scores-all|" \
+  "$WORK/infer.toml" > "$WORK/infer-all.toml"
 
-for f in flatten train infer pyg-train pyg-infer; do : > "$WORK/$f.runs"; done
+for f in flatten train infer infer-all pyg-train pyg-infer; do : > "$WORK/$f.runs"; done
 : > "$WORK/epochs.runs"; : > "$WORK/pyg-epochs.runs"
 for rep in $(seq "$REPS"); do
   read -r FS FM FP <<< "$(timed flatten $BIN run "$WORK/flatten.toml")"
@@ -146,6 +150,11 @@ PY
   echo "$IS $IM $IP" >> "$WORK/infer.runs"
   echo "rep $rep infer: ${IS}s, peak ${IM} MB, cpu $IP, $(mb "$WORK/embeddings") MB embeddings, $(mb "$WORK/pair-scores") MB pair scores"
   grep -h "phases:\|pairs" "$WORK/infer.log" | sed 's/^ */  /' || true
+  python3 bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
+  read -r AS AM AP <<< "$(timed infer-all $BIN run "$WORK/infer-all.toml")"
+  echo "$AS $AM $AP" >> "$WORK/infer-all.runs"
+  echo "rep $rep infer, every in-edge: ${AS}s, peak ${AM} MB, cpu $AP"
+  grep -h "phases:" "$WORK/infer-all.log" | sed 's/^ */  /' || true
 
   read -r PS PM PP <<< "$(timed pyg-train "$PY" bench/peer/pyg_link_sampled.py "$S" --stage train --model "$WORK/pyg-model.pt" --epochs "$EPOCHS" --seed 1)"
   echo "$PS $PM $PP" >> "$WORK/pyg-train.runs"
@@ -173,4 +182,5 @@ E=$(col epochs.runs 1); P=$(col pyg-epochs.runs 1)
 echo "  epoch (train + valid/test): ours ${E}s (waited $(col epochs.runs 2)s), pyg ${P}s (train $(col pyg-epochs.runs 2)s, of it loader $(col pyg-epochs.runs 3)s; eval $(col pyg-epochs.runs 4)s); pyg / ours = $(echo "scale=2; $P / $E" | bc)x"
 echo "  train peak: ours $(col train.runs 2) MB, pyg $(col pyg-train.runs 2) MB"
 I=$(col infer.runs 1); Q=$(col pyg-infer.runs 1)
-echo "  infer (embeddings + $PAIRS pairs, whole command): ours ${I}s (peak $(col infer.runs 2) MB), pyg ${Q}s (peak $(col pyg-infer.runs 2) MB); pyg / ours = $(echo "scale=2; $Q / $I" | bc)x"
+A=$(col infer-all.runs 1)
+echo "  infer (embeddings + $PAIRS pairs, whole command): ours ${I}s (peak $(col infer.runs 2) MB), every in-edge ${A}s (peak $(col infer-all.runs 2) MB), pyg ${Q}s (peak $(col pyg-infer.runs 2) MB); pyg / ours = $(echo "scale=2; $Q / $I" | bc)x, $(echo "scale=2; $Q / $A" | bc)x"
