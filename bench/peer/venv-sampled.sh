@@ -3,7 +3,7 @@
 # peers' venv (bench/peer/venv.sh) so that one stays as it is. PyG's `NeighborSampler` needs
 # `pyg-lib` or `torch-sparse`; PyPI has no `pyg-lib` wheel, and `torch-sparse` 0.6.18 and the
 # `torch-scatter` 2.1.2 it imports are source packages, built here against the peers' torch
-# 2.2.1, CPU only: about 20 + 10 minutes on 2 cores (MAX_JOBS=1). Not part of the tests or CI.
+# 2.2.1, CPU only: about 20 + 4 minutes on 2 cores (MAX_JOBS=1). Not part of the tests or CI.
 # Prints the venv's python.
 #
 #   bench/peer/venv-sampled.sh [venv_dir] [peer_venv_dir]     (default /tmp/peer-sampled, /tmp/peer)
