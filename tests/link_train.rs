@@ -241,3 +241,27 @@ fn a_task_mismatch_and_nothing_to_tell_apart_are_usage_errors() {
     assert_fails(&out, 64, &["batch_size = 1 leaves every step without a negative"]);
     assert!(!model.join("model.bpk").exists());
 }
+
+#[test]
+fn link_records_that_break_their_metadata_are_bad_input() {
+    let dir = scratch("link-bad-records");
+    let (records, links) = generated(&dir, "links", 1, false);
+    let meta = graphtrainer::reader::RecordSet::open(local_io(), records.to_str().unwrap()).unwrap().meta;
+    let model = dir.join("model");
+    let refused = |name: &str, set: Vec<LinkRecord>, words: &[&str]| {
+        write_link_set(&dir.join(name), &meta, &[set]);
+        let out = run(&link_job(&dir.join(name), &model).write(&dir, name), &[]);
+        assert_fails(&out, 65, words);
+        assert!(!model.join("model.bpk").exists());
+    };
+    // GraphFlat writes a link record only for an edge with a split: a null one is not skipped.
+    let mut no_split = links.clone();
+    no_split[3].split = None;
+    refused("no-split", no_split, &["row 3, column \"split\"", "a link record without a split"]);
+    // Two negatives (and their neighborhoods) in a set flattened with one.
+    let mut extra = links.clone();
+    let (negative, neighborhood) = (extra[5].negatives[0], extra[5].endpoints[2].clone());
+    extra[5].negatives.push(negative);
+    extra[5].endpoints.push(neighborhood);
+    refused("extra-negative", extra, &["row 5, column \"negatives\"", "2 negatives, but the set's metadata says 1"]);
+}

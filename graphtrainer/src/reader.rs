@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use schemas::record::{self, FlattenMeta, LinkRecord, Tag};
+use schemas::record::{self, FlattenMeta, LinkRecord, MetaError, Tag};
 use schemas::{BadInput, Label, LabelKind, Location, Record, Split};
 use tables::{Io, ParquetFile, Place};
 
@@ -96,8 +96,14 @@ impl RecordSet {
         }
         let files = tables::open_table(&io, &place)?;
         let first = &files[0];
-        let meta = FlattenMeta::from_metadata(first.arrow.schema().metadata()).ok_or_else(|| {
-            tables::Error::NoInput(format!("{}: not a GraphFlat record table (no flatten metadata)", first.name()))
+        let meta = FlattenMeta::read(first.arrow.schema().metadata()).map_err(|e| match e {
+            MetaError::Missing => {
+                tables::Error::NoInput(format!("{}: not a GraphFlat record table (no flatten metadata)", first.name()))
+            }
+            MetaError::Bad(key) => tables::Error::BadData(format!(
+                "{}: the flatten metadata's {key} is missing or not a value GraphFlat writes",
+                first.name()
+            )),
         })?;
         Ok(RecordSet { io, place, files, meta })
     }
@@ -136,15 +142,20 @@ impl RecordSet {
         let mut counts = Counts::default();
         let mut failure = None;
         file.read_columns(&self.io, unit.row_group, Some(&[record::SPLIT]), |batch, first_row| {
-            let result = record::link_splits(&batch, &name, first_row).map(|splits| {
-                for (_, split) in splits {
+            let result = record::link_splits(&batch, &name, first_row).and_then(|splits| {
+                for (row, split) in splits {
                     match split {
                         Some(Split::Train) => counts.train += 1,
                         Some(Split::Valid) => counts.valid += 1,
                         Some(Split::Test) => counts.test += 1,
-                        None => {}
+                        // GraphFlat writes a link record only for an edge with a split.
+                        None => {
+                            let at = Location::file(&name).row(row).column(record::SPLIT);
+                            return Err(BadInput::new(at, "a link record without a split (train, valid or test)"));
+                        }
                     }
                 }
+                Ok(())
             });
             if let Err(e) = result {
                 failure.get_or_insert(e);
@@ -204,8 +215,9 @@ impl RecordSet {
     }
 
     /// The link records of `unit` that `pass` takes, in row order, each checked: its structure
-    /// (see `schemas::record::links_from_batch`), and every endpoint's layers and feature
-    /// lengths as a node record's.
+    /// (see `schemas::record::links_from_batch`), its negatives against the set's metadata, and
+    /// every endpoint's layers and feature lengths as a node record's. (The counting pass has
+    /// already refused a record without a split.)
     pub fn read_links(&self, unit: Unit, pass: Pass) -> Result<Vec<LinkRecord>, Error> {
         self.read_links_where(unit, |split| pass.takes(split))
     }
@@ -219,6 +231,7 @@ impl RecordSet {
         file.read_row_group(&self.io, unit.row_group, |batch, first_row| {
             let result = record::links_from_batch(&batch, &name, first_row, &keep).and_then(|links| {
                 for (row, link) in links {
+                    self.check_negatives(&link, &name, row)?;
                     for endpoint in &link.endpoints {
                         self.check_record(endpoint, &name, row)?;
                     }
@@ -241,6 +254,21 @@ impl RecordSet {
         self.check_features(r, file, row)?;
         r.check_layers(self.meta.hops)
             .map_err(|(column, problem)| BadInput::new(Location::file(file).row(row).column(column), problem))
+    }
+
+    /// A link record's negatives against the set's metadata (`graphflat.negatives`).
+    fn check_negatives(&self, link: &LinkRecord, file: &str, row: u64) -> Result<(), BadInput> {
+        let expected = self.meta.link.as_ref().map_or(0, |l| l.negatives);
+        if link.negatives.len() == expected {
+            return Ok(());
+        }
+        let problem = format!(
+            "link ({}, {}): {} negatives, but the set's metadata says {expected}",
+            link.src,
+            link.dst,
+            link.negatives.len()
+        );
+        Err(BadInput::new(Location::file(file).row(row).column(record::NEGATIVES), problem))
     }
 
     fn check_features(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {

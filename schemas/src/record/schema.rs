@@ -174,51 +174,80 @@ impl FlattenMeta {
 
     /// Reads the settings back from a schema's metadata; `None` if any key is missing or bad.
     pub fn from_metadata(metadata: &Metadata) -> Option<Self> {
-        let fanouts: Vec<u32> = match metadata.get(meta::FANOUTS)?.as_str() {
+        Self::read(metadata).ok()
+    }
+
+    /// Reads the settings back from a schema's metadata, or says why not: no flatten settings
+    /// at all (not a record table), or the key that is missing or bad.
+    pub fn read(metadata: &Metadata) -> Result<Self, MetaError> {
+        if !metadata.keys().any(|k| k.starts_with("graphflat.")) {
+            return Err(MetaError::Missing);
+        }
+        let text = |key: &'static str| metadata.get(key).map(String::as_str).ok_or(MetaError::Bad(key));
+        let number = |key: &'static str| text(key)?.parse::<u64>().map_err(|_| MetaError::Bad(key));
+        let fanouts: Vec<u32> = match text(meta::FANOUTS)? {
             "" => Vec::new(),
-            listed => listed.split(',').map(|f| f.parse().ok()).collect::<Option<_>>()?,
+            listed => {
+                listed.split(',').map(|f| f.parse().ok()).collect::<Option<_>>().ok_or(MetaError::Bad(meta::FANOUTS))?
+            }
         };
-        let hops = metadata.get(meta::HOPS)?.parse().ok()?;
+        let hops = number(meta::HOPS)? as usize;
         // One fanout per hop, or none (every edge): what `layers` reads.
         if !fanouts.is_empty() && fanouts.len() != hops {
-            return None;
+            return Err(MetaError::Bad(meta::FANOUTS));
         }
         let edge_dim = match metadata.get(meta::EDGE_FEATURE_DIM) {
             None => 0,
-            Some(text) => text.parse().ok()?,
+            Some(_) => number(meta::EDGE_FEATURE_DIM)? as usize,
         };
         let edge_stats = match (metadata.get(meta::EDGE_FEATURE_MEAN), metadata.get(meta::EDGE_FEATURE_STD)) {
-            (Some(mean), Some(std)) if edge_dim > 0 => Some(EdgeStats::parse(mean, std, edge_dim)?),
+            (Some(mean), Some(std)) if edge_dim > 0 => {
+                Some(EdgeStats::parse(mean, std, edge_dim).ok_or(MetaError::Bad(meta::EDGE_FEATURE_MEAN))?)
+            }
             (None, None) => None,
-            _ => return None,
+            _ => return Err(MetaError::Bad(meta::EDGE_FEATURE_MEAN)),
         };
-        let link = match metadata.get(meta::TASK).map(String::as_str) {
+        let link = match metadata.get(meta::TASK) {
             None => None,
-            Some(task) => match Task::parse(task)? {
+            Some(task) => match Task::parse(task).ok_or(MetaError::Bad(meta::TASK))? {
                 Task::Node => None,
                 Task::Link => Some(LinkSpec {
-                    negatives: metadata.get(meta::NEGATIVES)?.parse().ok()?,
-                    negative_sampler: NegativeSampler::parse(metadata.get(meta::NEGATIVE_SAMPLER)?)?,
-                    disjoint_train: metadata.get(meta::DISJOINT_TRAIN)?.parse().ok()?,
-                    supervision_fraction: metadata.get(meta::SUPERVISION_FRACTION)?.parse().ok()?,
+                    negatives: number(meta::NEGATIVES)? as usize,
+                    negative_sampler: NegativeSampler::parse(text(meta::NEGATIVE_SAMPLER)?)
+                        .ok_or(MetaError::Bad(meta::NEGATIVE_SAMPLER))?,
+                    disjoint_train: text(meta::DISJOINT_TRAIN)?
+                        .parse()
+                        .map_err(|_| MetaError::Bad(meta::DISJOINT_TRAIN))?,
+                    supervision_fraction: text(meta::SUPERVISION_FRACTION)?
+                        .parse()
+                        .map_err(|_| MetaError::Bad(meta::SUPERVISION_FRACTION))?,
                 }),
             },
         };
-        Some(FlattenMeta {
+        Ok(FlattenMeta {
             hops,
             fanouts,
-            sampler: Sampler::parse(metadata.get(meta::SAMPLER)?)?,
-            seed: metadata.get(meta::SEED)?.parse().ok()?,
-            feature_dim: metadata.get(meta::FEATURE_DIM)?.parse().ok()?,
+            sampler: Sampler::parse(text(meta::SAMPLER)?).ok_or(MetaError::Bad(meta::SAMPLER))?,
+            seed: number(meta::SEED)?,
+            feature_dim: number(meta::FEATURE_DIM)? as usize,
             label: match metadata.get(meta::LABEL) {
                 None => LabelKind::Class,
-                Some(text) => LabelKind::parse(text)?,
+                Some(text) => LabelKind::parse(text).ok_or(MetaError::Bad(meta::LABEL))?,
             },
             edge_dim,
             edge_stats,
             link,
         })
     }
+}
+
+/// Why a schema's metadata holds no flatten settings ([`FlattenMeta::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaError {
+    /// No `graphflat.` key: not a record table.
+    Missing,
+    /// This key is missing or its value is not one GraphFlat writes.
+    Bad(&'static str),
 }
 
 /// The record table's schema with its flatten settings as metadata.
@@ -276,5 +305,12 @@ mod tests {
         let mut half = link.to_metadata();
         half.remove(meta::NEGATIVES);
         assert_eq!(FlattenMeta::from_metadata(&half), None, "a link record set without its negatives");
+        assert_eq!(FlattenMeta::read(&half), Err(MetaError::Bad(meta::NEGATIVES)));
+        let mut bogus = link.to_metadata();
+        bogus.insert(meta::TASK.to_owned(), "bogus".to_owned());
+        assert_eq!(FlattenMeta::read(&bogus), Err(MetaError::Bad(meta::TASK)));
+        assert_eq!(FlattenMeta::read(&wrong), Err(MetaError::Bad(meta::EDGE_FEATURE_MEAN)));
+        let foreign = Metadata::from([("pandas".to_owned(), "{}".to_owned())]);
+        assert_eq!(FlattenMeta::read(&foreign), Err(MetaError::Missing));
     }
 }
