@@ -12,7 +12,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange as ExchangePact;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
-use timely::dataflow::{InputHandleVec, ProbeHandle};
+use timely::dataflow::{InputHandleVec, ProbeHandle, StreamVec};
 use timely::worker::Worker;
 
 use crate::wait::wait_while;
@@ -85,7 +85,7 @@ where
 /// each. `produce` gets a `send` function; each call ships a batch and lets the dataflow run,
 /// so no worker holds more than a batch in flight. Returns `produce`'s result once every
 /// worker is done.
-pub fn shuffle<D, R, C, P, E>(worker: &mut Worker, route: R, mut consume: C, produce: P) -> Result<(), E>
+pub fn shuffle<D, R, C, P, E>(worker: &mut Worker, route: R, consume: C, produce: P) -> Result<(), E>
 where
     D: ExchangeData + Clone,
     R: Fn(&D) -> u64 + 'static,
@@ -94,20 +94,7 @@ where
 {
     let mut input = InputHandleVec::<u64, D>::new();
     let probe = ProbeHandle::new();
-    worker.dataflow::<u64, _, _>(|scope| {
-        scope
-            .input_from(&mut input)
-            .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
-                ExchangePact::new(move |d: &D| route(d)),
-                "Consume",
-                |_, _| {
-                    move |input, _output| {
-                        input.for_each(|_, data| data.drain(..).for_each(&mut consume));
-                    }
-                },
-            )
-            .probe_with(&probe);
-    });
+    worker.dataflow::<u64, _, _>(|scope| deliver(scope.input_from(&mut input), route, consume, &probe));
     feed(worker, input, &probe, produce)
 }
 
@@ -121,7 +108,7 @@ pub fn relay<D, E, R1, H, R2, C, P, X>(
     first: R1,
     mut hop: H,
     second: R2,
-    mut consume: C,
+    consume: C,
     produce: P,
 ) -> Result<(), X>
 where
@@ -136,32 +123,42 @@ where
     let mut input = InputHandleVec::<u64, D>::new();
     let probe = ProbeHandle::new();
     worker.dataflow::<u64, _, _>(|scope| {
-        scope
-            .input_from(&mut input)
-            .unary::<CapacityContainerBuilder<Vec<E>>, _, _, _>(
-                ExchangePact::new(move |d: &D| first(d)),
-                "Hop",
-                |_, _| {
-                    move |input, output| {
-                        input.for_each(|time, data| {
-                            let mut session = output.session(&time);
-                            data.drain(..).filter_map(&mut hop).for_each(|e| session.give(e));
-                        });
-                    }
-                },
-            )
-            .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
-                ExchangePact::new(move |e: &E| second(e)),
-                "Consume",
-                |_, _| {
-                    move |input, _output| {
-                        input.for_each(|_, data| data.drain(..).for_each(&mut consume));
-                    }
-                },
-            )
-            .probe_with(&probe);
+        let hopped = scope.input_from(&mut input).unary::<CapacityContainerBuilder<Vec<E>>, _, _, _>(
+            ExchangePact::new(move |d: &D| first(d)),
+            "Hop",
+            |_, _| {
+                move |input, output| {
+                    input.for_each(|time, data| {
+                        let mut session = output.session(&time);
+                        data.drain(..).filter_map(&mut hop).for_each(|e| session.give(e));
+                    });
+                }
+            },
+        );
+        deliver(hopped, second, consume, &probe);
     });
     feed(worker, input, &probe, produce)
+}
+
+/// The last hop of [`shuffle`] and [`relay`]: each item of `stream` goes to worker
+/// `route(item) % peers`, whose `consume` takes it; `probe` sees when all have been taken.
+fn deliver<'s, D, R, C>(stream: StreamVec<'s, u64, D>, route: R, mut consume: C, probe: &ProbeHandle<u64>)
+where
+    D: ExchangeData + Clone,
+    R: Fn(&D) -> u64 + 'static,
+    C: FnMut(D) + 'static,
+{
+    stream
+        .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+            ExchangePact::new(move |d: &D| route(d)),
+            "Consume",
+            |_, _| {
+                move |input, _output| {
+                    input.for_each(|_, data| data.drain(..).for_each(&mut consume));
+                }
+            },
+        )
+        .probe_with(probe);
 }
 
 /// Runs `produce` with a `send` that ships each batch into `input` and lets the dataflow run

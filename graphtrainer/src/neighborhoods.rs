@@ -26,6 +26,10 @@ pub const COPIES_PER_ROOT: usize = 4;
 pub struct Neighborhoods {
     by_root: HashMap<i64, Vec<Arc<Record>>>,
     bytes: u64,
+    /// A unit did not fit: later ones are not compared either (every epoch re-reads the units
+    /// the cache could not keep, and comparing them again would only repeat the refusal) until
+    /// [`Neighborhoods::prune`] frees room.
+    full: bool,
 }
 
 /// Where an endpoint's shared copy comes from, decided before anything changes.
@@ -47,7 +51,7 @@ impl Neighborhoods {
     /// `room`; returns their own bytes (the pool counts its copies in [`Neighborhoods::bytes`]),
     /// or `None` with nothing changed.
     pub fn share(&mut self, links: &mut [LinkRecord], room: u64) -> Option<u64> {
-        if links.iter().map(own_bytes).sum::<u64>() > room {
+        if self.full || links.iter().map(own_bytes).sum::<u64>() > room {
             return None; // before comparing any neighborhood
         }
         let mut new: Vec<Arc<Record>> = Vec::new();
@@ -76,6 +80,7 @@ impl Neighborhoods {
             }
         }
         if own + added > room {
+            self.full = true;
             return None;
         }
         let mut copies = copies.into_iter();
@@ -107,6 +112,7 @@ impl Neighborhoods {
             !copies.is_empty()
         });
         self.bytes -= freed;
+        self.full = false;
     }
 }
 
@@ -164,6 +170,9 @@ mod tests {
         assert_eq!(pool.share(&mut links, needed - 1), None);
         assert_eq!(pool.bytes(), 0);
         assert!(!Arc::ptr_eq(&links[0].endpoints[1], &links[1].endpoints[1]));
+        // Refused once, the pool compares nothing more until pruning frees room.
+        assert_eq!(pool.share(&mut links, needed), None);
+        pool.prune();
         assert!(pool.share(&mut links, needed).is_some());
     }
 
