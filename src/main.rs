@@ -94,6 +94,12 @@ enum Command {
         /// Multi-hot targets (list<float32> labels, one per class) instead of class ids.
         #[arg(long)]
         multi_label: bool,
+        /// A typed graph: users (the labeled target type), items and shops, each of its own
+        /// feature width, joined by buys, returns, follows and sells, into
+        /// nodes/<type>/ and edges/<relation>/. A user's class shows only through the
+        /// relation of its items: jobs/hetero.toml reads it.
+        #[arg(long)]
+        hetero: bool,
         #[arg(long, default_value_t = generate::DEFAULT_SEED)]
         seed: u64,
     },
@@ -208,6 +214,7 @@ fn run(cli: Cli) -> Result<()> {
             edge_feature_dim,
             edge_feature_signal,
             multi_label,
+            hetero,
             seed,
         } => {
             let config = GenerateConfig {
@@ -221,6 +228,7 @@ fn run(cli: Cli) -> Result<()> {
                 edge_feature_dim,
                 edge_feature_signal,
                 multi_label,
+                hetero,
                 seed,
                 ..GenerateConfig::with_output(out)
             };
@@ -314,9 +322,18 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     let io = Io::new(&job.storage).cause(Cause::Internal)?;
     if let Some(config) = &job.generate {
         let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
+        let tables: Vec<String> = match config.hetero {
+            false => vec!["nodes".into(), "edges".into()],
+            true => graphflat::hetero::table_dirs(),
+        };
         let done = io.block_on(async {
-            out.child("nodes").child(schemas::SUCCESS_MARKER).exists().await
-                && out.child("edges").child(schemas::SUCCESS_MARKER).exists().await
+            for table in &tables {
+                let marker = table.split('/').fold(out.clone(), |p, part| p.child(part)).child(schemas::SUCCESS_MARKER);
+                if !marker.exists().await {
+                    return false;
+                }
+            }
+            true
         });
         if done {
             tracing::info!("generate: {} already holds a graph; skipping", out.shown());
@@ -403,8 +420,8 @@ fn generate(io: &Io, config: &GenerateConfig) -> Result<()> {
         config.avg_degree,
         schemas::redact(&config.output)
     );
-    let g = graphflat::generate::generate(io, config)
-        .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context("generate failed")))?;
+    let generate = if config.hetero { graphflat::hetero::generate_hetero } else { graphflat::generate::generate };
+    let g = generate(io, config).map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context("generate failed")))?;
     println!(
         "generated {} nodes, {} edges (largest hub: in-degree {}) into {} in {:.1}s",
         g.nodes,

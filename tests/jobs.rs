@@ -69,6 +69,16 @@ fn cora_job_runs_after_import() {
 }
 
 #[test]
+fn hetero_job_generates_and_flattens_a_typed_graph() {
+    let cwd = scratch("hetero-job");
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("hetero.toml").to_str().unwrap()]);
+    assert!(summary.contains("60000 targets"), "one record per user: {summary}");
+    let inspected = graphflat_ok_in(&cwd, &["inspect", "data/hetero/flat"]);
+    assert!(inspected.contains("graphflat.node_types = item:16,shop:8,user:32"), "{inspected}");
+    assert!(inspected.contains("graphflat.target_type = user"), "{inspected}");
+}
+
+#[test]
 fn multilabel_job_trains_on_targets() {
     let cwd = scratch("multilabel-job");
     let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("multilabel.toml").to_str().unwrap()]);

@@ -24,6 +24,8 @@ fn output_reads_back_with_the_documented_schema() {
         label: schemas::LabelKind::Class,
         edge_dim: 0,
         edge_stats: None,
+        types: None,
+        relation_fanouts: Vec::new(),
         link: None,
     });
     let files = parquet_files(&out);

@@ -370,6 +370,7 @@ mod tests {
                 edge_weights: vec![1.0, 1.0],
                 edge_layers: vec![0b11, 0b01],
                 edge_features: Vec::new(),
+                ..Record::default()
             },
             Record {
                 root: 5,
@@ -384,6 +385,7 @@ mod tests {
                 edge_weights: vec![1.0],
                 edge_layers: vec![0b11],
                 edge_features: Vec::new(),
+                ..Record::default()
             },
         ]
     }

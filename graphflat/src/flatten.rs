@@ -10,8 +10,10 @@ use std::time::Duration;
 use arrow_schema::SchemaRef;
 use cluster::Failure;
 use sampling::{NodeStore, SampleSpec, SupervisionSample};
+use schemas::job::TypedGraph;
 use schemas::layers::Layers;
 use schemas::record::{FlattenMeta, record_schema};
+use schemas::typed::{GraphTypes, NodeType, Relation};
 use schemas::{ClusterConfig, FlattenConfig};
 use stage::{Body, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
 use tables::Io;
@@ -56,7 +58,7 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
     let threads = cluster.threads();
     stage::execute(cluster, move |worker| {
         let declared = Declared::of(Stage::Flatten, &*config);
-        let body = Records { config: &config, layers: config.layers() };
+        let body = Records::new(&config);
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
 }
@@ -65,6 +67,49 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
 struct Records<'a> {
     config: &'a FlattenConfig,
     layers: Layers,
+    /// A typed graph, and each relation's layer rule and recorded fanouts.
+    typed: Option<Typed>,
+}
+
+/// What a typed job adds to the records: the graph's relations and target type, and each
+/// relation's fanouts (its own, or the job's).
+struct Typed {
+    graph: TypedGraph,
+    target: u8,
+    fanouts: Vec<Vec<u32>>,
+}
+
+impl<'a> Records<'a> {
+    fn new(config: &'a FlattenConfig) -> Self {
+        let typed = config.typed().map(|(graph, target)| {
+            let fanouts = graph.relations.iter().map(|r| config.relation_fanouts(r.fanouts.as_deref())).collect();
+            Typed { graph, target, fanouts }
+        });
+        Records { config, layers: config.layers(), typed }
+    }
+
+    /// Each relation's layer rule (the job's one rule for a homogeneous graph).
+    fn relation_layers(&self) -> Vec<Layers> {
+        match &self.typed {
+            None => vec![self.layers.clone()],
+            Some(t) => t.fanouts.iter().map(|f| Layers::recorded(self.config.hops, f)).collect(),
+        }
+    }
+
+    /// The types recorded in the metadata, with each type's width as loaded.
+    fn graph_types(&self, nodes: &NodeStore) -> Option<GraphTypes> {
+        let t = self.typed.as_ref()?;
+        let node_types = t
+            .graph
+            .node_types
+            .iter()
+            .zip(&nodes.widths)
+            .map(|((name, _), &width)| NodeType { name: name.clone(), width })
+            .collect();
+        let relations =
+            t.graph.relations.iter().map(|r| Relation { name: r.name.clone(), src: r.src, dst: r.dst }).collect();
+        Some(GraphTypes { node_types, relations, target: t.target })
+    }
 }
 
 impl Body for Records<'_> {
@@ -72,11 +117,16 @@ impl Body for Records<'_> {
     type Details = RecordSizes;
 
     fn sampling(&self) -> SampleSpec {
+        let relation_limits = match &self.typed {
+            None => Vec::new(),
+            Some(_) => self.relation_layers().iter().map(Layers::sample_limit).collect(),
+        };
         SampleSpec {
             sampler: self.config.sampler,
             seed: self.config.seed,
             limit: self.layers.sample_limit(),
             hub_threshold: self.config.hub_threshold,
+            relation_limits,
         }
     }
 
@@ -96,6 +146,8 @@ impl Body for Records<'_> {
             edge_dim: graph.nodes.edge_dim,
             edge_stats: graph.nodes.edge_stats.clone(),
             link: self.config.link(),
+            types: self.graph_types(&graph.nodes),
+            relation_fanouts: self.typed.as_ref().map_or_else(Vec::new, |t| t.fanouts.clone()),
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let layers = self.layers.clone();
@@ -103,6 +155,7 @@ impl Body for Records<'_> {
             flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
         } else {
             let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
+            let layers = self.relation_layers();
             flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
         };
         worker.clock.lap("rounds and write");
@@ -130,7 +183,7 @@ fn flatten_targets(
     config: &FlattenConfig,
     nodes: NodeStore,
     targets: &[i64],
-    layers: Layers,
+    layers: Vec<Layers>,
     schema: SchemaRef,
     output: &PartsOf,
 ) -> Result<Written<RecordStats>, Error> {
@@ -140,7 +193,7 @@ fn flatten_targets(
         .chunks(config.batch_size)
         .map(|batch| batch.iter().map(|&root| Request { root, node: root, hop: 0 }).collect())
         .collect();
-    let (nodes, layers) = (Rc::new(nodes), Rc::new(layers));
+    let (nodes, layers): (_, Rc<[Layers]>) = (Rc::new(nodes), Rc::from(layers));
     write_batches(worker, config, schema, output, batches, move |scope, requests| {
         rounds(scope, requests, nodes, layers, progress)
     })

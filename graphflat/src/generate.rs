@@ -27,28 +27,28 @@ pub struct Generated {
 }
 
 /// A deterministic stream of uniform numbers: draw `i` of stream `stream` is a pure function.
-struct Draws {
+pub(crate) struct Draws {
     seed: u64,
     stream: u64,
     next: u64,
 }
 
 impl Draws {
-    fn new(seed: u64, stream: u64) -> Self {
+    pub(crate) fn new(seed: u64, stream: u64) -> Self {
         Draws { seed, stream, next: 0 }
     }
     fn u64(&mut self) -> u64 {
         self.next += 1;
         hash3(self.seed, self.stream, self.next)
     }
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         unit_interval(self.u64())
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((self.u64() as u128 * n as u128) >> 64) as u64
     }
     /// A standard normal draw (Box-Muller).
-    fn normal(&mut self) -> f64 {
+    pub(crate) fn normal(&mut self) -> f64 {
         let (u, v) = (self.unit(), self.unit());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
@@ -117,12 +117,9 @@ impl Model {
         (shuffled as u128 * self.config.classes as u128 / self.config.nodes as u128) as u64
     }
 
-    /// An in-edge's destination: Zipf rank by inverse CDF, scattered over the ids.
+    /// An in-edge's destination: Zipf rank, scattered over the ids.
     fn destination(&self, draws: &mut Draws) -> u64 {
-        let n = self.config.nodes as f64;
-        let s = self.config.skew;
-        let x = ((n.powf(1.0 - s) - 1.0) * draws.unit() + 1.0).powf(1.0 / (1.0 - s));
-        let rank = (x.floor() as u64).clamp(1, self.config.nodes) - 1;
+        let rank = zipf_rank(self.config.nodes, self.config.skew, draws);
         ((rank as u128 * self.mult as u128) % self.config.nodes as u128) as u64
     }
 
@@ -154,6 +151,25 @@ impl Model {
         let class = self.label(dst) as usize;
         let mut draws = Draws::new(edge_feature_seed(self.config.seed), edge);
         out.extend(self.edge_centroids[class * dim..(class + 1) * dim].iter().map(|&m| (m + draws.normal()) as f32));
+    }
+}
+
+/// A Zipf-distributed rank in `0..n` (exponent `skew`, not 1), by inverse CDF: rank 0 is the
+/// most likely.
+pub(crate) fn zipf_rank(n: u64, skew: f64, draws: &mut Draws) -> u64 {
+    let x = (((n as f64).powf(1.0 - skew) - 1.0) * draws.unit() + 1.0).powf(1.0 / (1.0 - skew));
+    (x.floor() as u64).clamp(1, n) - 1
+}
+
+/// Node `v`'s split: train, valid or test by the config's fractions, from a hash of (seed, v).
+pub(crate) fn split_of(c: &GenerateConfig, v: u64) -> Split {
+    let u = unit_interval(mix64(c.seed ^ mix64(v.wrapping_add(0x5eed))));
+    if u < c.train_fraction {
+        Split::Train
+    } else if u < c.train_fraction + c.valid_fraction {
+        Split::Valid
+    } else {
+        Split::Test
     }
 }
 
@@ -205,7 +221,7 @@ pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
 }
 
 /// Runs `work` for parts 0..parts on all cores; results in part order.
-fn parallel<T: Send>(parts: u64, work: impl Fn(u64) -> Result<T, Error> + Sync) -> Result<Vec<T>, Error> {
+pub(crate) fn parallel<T: Send>(parts: u64, work: impl Fn(u64) -> Result<T, Error> + Sync) -> Result<Vec<T>, Error> {
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get()) as u64;
     let results: Vec<Vec<(u64, Result<T, Error>)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -242,14 +258,7 @@ fn node_batch(model: &Model, range: std::ops::Range<u64>) -> RecordBatch {
         } else {
             Label::Class(label as i64)
         }));
-        let u = unit_interval(mix64(c.seed ^ mix64(v.wrapping_add(0x5eed))));
-        splits.push(Some(if u < c.train_fraction {
-            Split::Train
-        } else if u < c.train_fraction + c.valid_fraction {
-            Split::Valid
-        } else {
-            Split::Test
-        }));
+        splits.push(Some(split_of(c, v)));
     }
     let label = if c.multi_label { LabelKind::Targets(c.classes) } else { LabelKind::Class };
     let ids = range.map(|v| v as i64).collect();

@@ -18,6 +18,7 @@
 pub mod error;
 pub mod flatten;
 pub mod generate;
+pub mod hetero;
 pub mod import;
 pub mod links;
 pub mod negatives;

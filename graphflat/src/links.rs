@@ -102,7 +102,7 @@ pub fn flatten_links(
     // `batch_size` counts neighborhoods, as for node records: a link record holds 2 + negatives.
     let per_batch = (config.batch_size / (2 + link.negatives)).max(1);
     let batches: Vec<Vec<Task>> = tasks.chunks(per_batch).map(<[Task]>::to_vec).collect();
-    let (nodes, layers, progress) = (Rc::new(nodes), Rc::new(layers), worker.progress.clone());
+    let (nodes, layers, progress) = (Rc::new(nodes), Rc::from(vec![layers]), worker.progress.clone());
     let disjoint = link.disjoint_train;
     write_batches(worker, config, schema, output, batches, move |scope, tasks| {
         link_dataflow(scope, tasks, nodes, layers, progress, disjoint)
@@ -113,7 +113,7 @@ fn link_dataflow<'s>(
     scope: Scope<'s, u64>,
     tasks: StreamVec<'s, u64, Task>,
     nodes: Rc<NodeStore>,
-    layers: Rc<Layers>,
+    layers: Rc<[Layers]>,
     progress: Arc<Progress>,
     disjoint_train: bool,
 ) -> StreamVec<'s, u64, LinkRecord> {
@@ -287,6 +287,9 @@ fn hold_out(record: &mut Record, a: i64, b: i64) {
     record.edge_dst = kept(&record.edge_dst, &keep);
     record.edge_weights = kept(&record.edge_weights, &keep);
     record.edge_layers = kept(&record.edge_layers, &keep);
+    if record.is_typed() {
+        record.edge_relations = kept(&record.edge_relations, &keep);
+    }
     if edge_dim > 0 {
         record.edge_features = record
             .edge_features

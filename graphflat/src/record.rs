@@ -3,7 +3,7 @@
 
 use cluster::hash::IdMap;
 
-use schemas::{Label, Record, Split};
+use schemas::{Label, Record, Split, typed};
 
 /// One node of a record as it arrives: its hop, full in-degree and features.
 #[derive(Debug, Clone)]
@@ -14,15 +14,17 @@ pub struct GatheredNode {
     pub features: Vec<f32>,
 }
 
-/// One edge of a record by global ids: (dst, src, weight, layer mask). Its features, when the
-/// edge table has them, travel beside it in one flat array per record (`edge_dim` values per
-/// edge, in the edges' order), not in a vector per edge.
-pub type GatheredEdge = (i64, i64, f32, u32);
+/// One edge of a record by global ids: (dst, src, weight, layer mask, relation). Its features,
+/// when the edge table has them, travel beside it in one flat array per record (`edge_dim`
+/// values per edge, in the edges' order), not in a vector per edge.
+pub type GatheredEdge = (i64, i64, f32, u32, u8);
 
 /// Orders the gathered nodes root first, then by (hop, id), and maps edges to local indices
-/// sorted by (dst, src, weight, layers, features' bits), each keeping its features
+/// sorted by (dst, src, relation, weight, layers, features' bits), each keeping its features
 /// (`edge_features`: the same number per edge, aligned with `edges`): the layout depends only
-/// on the content.
+/// on the content. In a `typed` graph the ids are typed keys (`schemas::typed`): nodes are
+/// ordered by (hop, key), and the record holds each node's plain id and type, each edge's
+/// relation, and each node's features at its type's width.
 pub fn assemble(
     root: i64,
     label: Option<Label>,
@@ -30,15 +32,19 @@ pub fn assemble(
     mut nodes: Vec<GatheredNode>,
     edges: Vec<GatheredEdge>,
     edge_features: Vec<f32>,
+    typed: bool,
 ) -> Record {
     nodes.sort_by_key(|n| (n.id != root, n.hop, n.id));
     let local: IdMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
     let dim = edge_features.len().checked_div(edges.len()).unwrap_or(0);
     let features_of = |i: usize| &edge_features[i * dim..(i + 1) * dim];
-    let mut local_edges: Vec<(i32, i32, f32, u32, usize)> =
-        edges.iter().enumerate().map(|(i, &(dst, src, w, mask))| (local[&dst], local[&src], w, mask, i)).collect();
+    let mut local_edges: Vec<(i32, i32, f32, u32, usize, u8)> = edges
+        .iter()
+        .enumerate()
+        .map(|(i, &(dst, src, w, mask, relation))| (local[&dst], local[&src], w, mask, i, relation))
+        .collect();
     local_edges.sort_by(|a, b| {
-        (a.0, a.1, a.2.to_bits(), a.3).cmp(&(b.0, b.1, b.2.to_bits(), b.3)).then_with(|| {
+        (a.0, a.1, a.5, a.2.to_bits(), a.3).cmp(&(b.0, b.1, b.5, b.2.to_bits(), b.3)).then_with(|| {
             features_of(a.4).iter().map(|v| v.to_bits()).cmp(features_of(b.4).iter().map(|v| v.to_bits()))
         })
     });
@@ -47,11 +53,19 @@ pub fn assemble(
     // Whole-slice copies: a flat_map over the values copies them one at a time.
     let mut features = Vec::with_capacity(nodes.iter().map(|n| n.features.len()).sum());
     nodes.iter().for_each(|n| features.extend_from_slice(&n.features));
+    let (mut node_types, mut feature_at, mut edge_relations) = (Vec::new(), Vec::new(), Vec::new());
+    if typed {
+        node_types = nodes.iter().map(|n| typed::unpack(n.id).0).collect();
+        feature_at.push(0);
+        nodes.iter().for_each(|n| feature_at.push(feature_at[feature_at.len() - 1] + n.features.len() as u32));
+        edge_relations = local_edges.iter().map(|e| e.5).collect();
+    }
+    let plain = |id: i64| if typed { typed::unpack(id).1 } else { id };
     Record {
-        root,
+        root: plain(root),
         label,
         split,
-        node_ids: nodes.iter().map(|n| n.id).collect(),
+        node_ids: nodes.iter().map(|n| plain(n.id)).collect(),
         hops: nodes.iter().map(|n| n.hop).collect(),
         in_degrees: nodes.iter().map(|n| n.in_degree as i64).collect(),
         features,
@@ -60,5 +74,8 @@ pub fn assemble(
         edge_weights: local_edges.iter().map(|e| e.2).collect(),
         edge_layers: local_edges.iter().map(|e| e.3).collect(),
         edge_features: sorted_features,
+        node_types,
+        feature_at,
+        edge_relations,
     }
 }

@@ -41,6 +41,9 @@ pub struct Request {
     pub hop: u8,
 }
 
+/// An in-edge a record needs: (src, weight, layer mask, relation).
+type NeededEdge = (i64, f32, u32, u8);
+
 /// What a node contributes to a record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Reply {
@@ -52,8 +55,8 @@ pub struct Reply {
     label: Option<Label>,
     split: Option<Split>,
     features: Vec<f32>,
-    /// (src, weight, layer mask) of the in-edges the record needs at this hop.
-    edges: Vec<(i64, f32, u32)>,
+    /// The in-edges the record needs at this hop.
+    edges: Vec<NeededEdge>,
     /// Their features, `edge_dim` per edge of `edges` (empty without edge features).
     edge_features: Vec<f32>,
 }
@@ -75,7 +78,7 @@ pub struct Partial {
 fn expand<'s>(
     requests: StreamVec<'s, u64, Request>,
     nodes: Rc<NodeStore>,
-    layers: Rc<Layers>,
+    layers: Rc<[Layers]>,
     progress: Arc<Progress>,
     hop: usize,
 ) -> StreamVec<'s, u64, Reply> {
@@ -87,14 +90,7 @@ fn expand<'s>(
                 for r in data.drain(..) {
                     // Requests name only nodes that exist: targets and checked edge sources.
                     let Some(slot) = nodes.slot(r.node) else { continue };
-                    let edges: Vec<(i64, f32, u32)> = nodes
-                        .sampled(slot)
-                        .iter()
-                        .enumerate()
-                        .map(|(rank, e)| (e.src, e.weight, layers.mask(rank, hop)))
-                        .take_while(|e| e.2 != 0)
-                        .collect();
-                    let edge_features = nodes.sampled_features(slot)[..edges.len() * nodes.edge_dim].to_vec();
+                    let (edges, edge_features) = needed_edges(&nodes, slot, &layers, hop);
                     session.give(Reply {
                         root: r.root,
                         node: r.node,
@@ -110,6 +106,22 @@ fn expand<'s>(
             });
         }
     })
+}
+
+/// The in-edges of `slot` a record needs at `hop`, with their features: of each relation's
+/// run, the prefix whose ranks serve a layer (each relation has its own fanouts).
+fn needed_edges(nodes: &NodeStore, slot: usize, layers: &[Layers], hop: usize) -> (Vec<NeededEdge>, Vec<f32>) {
+    let (mut edges, mut features) = (Vec::new(), Vec::new());
+    let (all, dim) = (nodes.sampled_features(slot), nodes.edge_dim);
+    let mut start = 0;
+    for (relation, run) in nodes.sampled_runs(slot) {
+        let rule = &layers[usize::from(relation)];
+        let kept = run.iter().enumerate().take_while(|(rank, _)| rule.mask(*rank, hop) != 0).count();
+        edges.extend(run[..kept].iter().enumerate().map(|(rank, e)| (e.src, e.weight, rule.mask(rank, hop), relation)));
+        features.extend_from_slice(&all[start * dim..(start + kept) * dim]);
+        start += run.len();
+    }
+    (edges, features)
 }
 
 /// What a merge step emits: the record in progress, or a request for the next round.
@@ -161,8 +173,8 @@ fn merge<'s>(
                             record.split = reply.split;
                         }
                         record.edge_features.extend_from_slice(&reply.edge_features);
-                        for &(src, weight, mask) in &reply.edges {
-                            record.edges.push((reply.node, src, weight, mask));
+                        for &(src, weight, mask, relation) in &reply.edges {
+                            record.edges.push((reply.node, src, weight, mask, relation));
                             if hop < hops && record.seen.insert(src) {
                                 session.give(Err(Request { root: reply.root, node: src, hop: hop as u8 + 1 }));
                             }
@@ -184,15 +196,16 @@ fn merge<'s>(
 }
 
 /// Builds the rounds: batch requests (`root`, `root`, 0) in, finished records out, at the
-/// owner of each root.
+/// owner of each root. `layers` holds each relation's rule (one for a homogeneous graph).
 pub fn rounds<'s>(
     scope: Scope<'s, u64>,
     targets: StreamVec<'s, u64, Request>,
     nodes: Rc<NodeStore>,
-    layers: Rc<Layers>,
+    layers: Rc<[Layers]>,
     progress: Arc<Progress>,
 ) -> StreamVec<'s, u64, Record> {
-    let hops = layers.hops();
+    let hops = layers[0].hops();
+    let typed = nodes.is_typed();
     let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
     let mut requests = targets;
     for hop in 0..=hops {
@@ -201,12 +214,12 @@ pub fn rounds<'s>(
         partials = next_partials;
         requests = next_requests;
     }
-    partials.unary::<CapacityContainerBuilder<Vec<Record>>, _, _, _>(Pipeline, "Assemble", |_, _| {
-        |input, output| {
+    partials.unary::<CapacityContainerBuilder<Vec<Record>>, _, _, _>(Pipeline, "Assemble", move |_, _| {
+        move |input, output| {
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for p in data.drain(..) {
-                    session.give(assemble(p.root, p.label, p.split, p.nodes, p.edges, p.edge_features));
+                    session.give(assemble(p.root, p.label, p.split, p.nodes, p.edges, p.edge_features, typed));
                 }
             });
         }

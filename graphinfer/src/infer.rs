@@ -166,6 +166,7 @@ impl Body for Scores<'_> {
             seed: self.meta.flatten_seed,
             limit: self.layers.sample_limit(),
             hub_threshold: self.config.hub_threshold,
+            relation_limits: Vec::new(),
         }
     }
 

@@ -105,6 +105,14 @@ impl RecordSet {
                 first.name()
             )),
         })?;
+        if let Some(types) = &meta.types {
+            return Err(tables::Error::Usage(format!(
+                "{}: records of a typed graph ({types}); training typed models (R-GCN, heterogeneous \
+                 GraphSAGE) is not built yet",
+                first.name()
+            ))
+            .into());
+        }
         Ok(RecordSet { io, place, files, meta })
     }
 

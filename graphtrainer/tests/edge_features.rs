@@ -74,6 +74,7 @@ fn records(edge_features: bool) -> (Vec<Record>, Option<EdgeSums>) {
                 edge_weights: vec![1.0; IN_DEGREE],
                 edge_layers: vec![1; IN_DEGREE],
                 edge_features: if edge_features { features } else { Vec::new() },
+                ..Record::default()
             }
         })
         .collect();
@@ -93,6 +94,8 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
         label: LabelKind::Class,
         edge_dim: if edge_features { EDGE_DIM } else { 0 },
         edge_stats: sums.filter(|_| with_stats).map(|s| s.stats()),
+        types: None,
+        relation_fanouts: Vec::new(),
         link: None,
     };
     let schema = Arc::new(record_schema(&meta));

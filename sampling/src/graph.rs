@@ -13,6 +13,8 @@ use schemas::{Label, LabelKind, Split};
 pub struct InEdge {
     pub src: i64,
     pub weight: f32,
+    /// Its relation (0 in a homogeneous graph).
+    pub relation: u8,
 }
 
 #[derive(Debug, Default)]
@@ -21,11 +23,19 @@ pub struct NodeStore {
     pub label_kind: LabelKind,
     index: IdMap<i64, u32>,
     pub ids: Vec<i64>,
+    /// A typed graph's node types (`schemas::typed`): each slot's type; empty for a
+    /// homogeneous graph, whose ids are plain.
+    pub types: Vec<u8>,
+    /// A typed graph: each type's feature width (`dim` is 0 then).
+    pub widths: Vec<usize>,
+    /// A typed graph: slot `s`'s features are `features[feature_at[s]..feature_at[s + 1]]`.
+    feature_at: Vec<usize>,
     pub labels: Vec<Option<Label>>,
     pub splits: Vec<Option<Split>>,
     features: Vec<f32>,
     pub in_degree: Vec<u64>,
-    /// Sampled in-edges of every node, best first, at most the plan's largest fanout each:
+    /// Sampled in-edges of every node, by relation, best first within each relation, at most
+    /// the relation's largest fanout each:
     /// slot `s` holds `sampled[sampled_at[s]..sampled_at[s + 1]]` (empty until sampling ran).
     sampled_at: Vec<usize>,
     sampled: Vec<InEdge>,
@@ -43,10 +53,21 @@ impl NodeStore {
         NodeStore { dim, label_kind, ..NodeStore::default() }
     }
 
-    /// Adds a node; returns its slot, or the slot that already holds this id.
+    /// A typed graph's store: `widths[t]` features for a node of type `t`.
+    pub fn typed(widths: Vec<usize>, label_kind: LabelKind) -> Self {
+        NodeStore { widths, feature_at: vec![0], label_kind, ..NodeStore::default() }
+    }
+
+    pub fn is_typed(&self) -> bool {
+        !self.feature_at.is_empty()
+    }
+
+    /// Adds a node (`node_type` 0 in a homogeneous graph; `id` its key in a typed one);
+    /// returns its slot, or the slot that already holds this id.
     pub fn insert(
         &mut self,
         id: i64,
+        node_type: u8,
         label: Option<Label>,
         split: Option<Split>,
         features: &[f32],
@@ -59,14 +80,29 @@ impl NodeStore {
         self.ids.push(id);
         self.labels.push(label);
         self.splits.push(split);
-        // Rows of another length are reported by the loader; keep the arena rectangular.
-        if features.len() == self.dim {
+        // Rows of another length are reported by the loader; keep each node's width.
+        let width = self.width(node_type);
+        if features.len() == width {
             self.features.extend_from_slice(features);
         } else {
-            self.features.resize(self.features.len() + self.dim, 0.0);
+            self.features.resize(self.features.len() + width, 0.0);
+        }
+        if self.is_typed() {
+            self.types.push(node_type);
+            self.feature_at.push(self.features.len());
         }
         self.in_degree.push(0);
         Ok(slot)
+    }
+
+    /// The feature width of a node of `node_type` (`dim` in a homogeneous graph).
+    pub fn width(&self, node_type: u8) -> usize {
+        if self.is_typed() { self.widths[usize::from(node_type)] } else { self.dim }
+    }
+
+    /// Slot `slot`'s type (0 in a homogeneous graph).
+    pub fn node_type(&self, slot: usize) -> u8 {
+        self.types.get(slot).copied().unwrap_or(0)
     }
 
     pub fn slot(&self, id: i64) -> Option<usize> {
@@ -82,6 +118,9 @@ impl NodeStore {
     }
 
     pub fn features(&self, slot: usize) -> &[f32] {
+        if self.is_typed() {
+            return &self.features[self.feature_at[slot]..self.feature_at[slot + 1]];
+        }
         &self.features[slot * self.dim..(slot + 1) * self.dim]
     }
 
@@ -91,6 +130,11 @@ impl NodeStore {
             Some(&[from, to]) => &self.sampled[from..to],
             _ => &[],
         }
+    }
+
+    /// The sampled in-edges of `slot`, one run per relation (ascending), best first in each.
+    pub fn sampled_runs(&self, slot: usize) -> impl Iterator<Item = (u8, &[InEdge])> {
+        self.sampled(slot).chunk_by(|a, b| a.relation == b.relation).map(|run| (run[0].relation, run))
     }
 
     /// The features of `slot`'s sampled in-edges, `edge_dim` per edge, aligned with

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use schemas::edge_stats::{EdgeStats, EdgeSums};
 use schemas::edges::{self, EdgeBatch, passes_messages};
 use schemas::nodes::{FEATURES, FloatLists, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
-use schemas::{BadInput, Label, LabelKind, Location, Split};
+use schemas::{BadInput, Label, LabelKind, Location, Split, typed};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
@@ -55,59 +55,131 @@ fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
 pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeStore, Error> {
     let files = agree(worker, open_table(io, table))?;
     agree(worker, same_optional_columns(&files, &[LABEL, SPLIT]))?;
-    let (index, peers) = (worker.index(), worker.peers());
-
     // The table's feature length is its first row's, and the targets' length (multi-label) its
     // first labeled row's: every worker reads those rows itself.
     let (dim, label_kind) = agree(worker, table_shape(io, &files))?;
-
     let store = Rc::new(RefCell::new(NodeStore::new(dim, label_kind)));
-    // Each stored node's row, to name both rows of a duplicate whatever the arrival order.
+    let read = read_node_table(worker, io, &files, &store, NodeTable { node_type: None, labels: true })?;
+    if read == 0 {
+        return Err(Error::BadData(format!("{}: the node table is empty", table.shown())));
+    }
+    Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+}
+
+/// Reads a typed graph's node tables, one per type in type order, into one [`NodeStore`]
+/// keyed by typed keys (`schemas::typed::pack`). Each table is checked as [`load_nodes`]
+/// checks one, against its own first row's width; an id outside the typed range is bad input
+/// too. Only the `target` type's labels and splits are kept (the records' roots), and that
+/// type's table must have a `label` column. Errors name the type.
+pub fn load_typed_nodes(
+    worker: &mut Worker,
+    io: &Io,
+    tables: &[(String, Place)],
+    target: u8,
+) -> Result<NodeStore, Error> {
+    let mut shapes = Vec::with_capacity(tables.len());
+    let mut opened = Vec::with_capacity(tables.len());
+    for (t, (name, table)) in tables.iter().enumerate() {
+        let named = |e| in_type(e, &format!("node type {name}"));
+        let files = agree(worker, open_table(io, table)).map_err(named)?;
+        agree(worker, same_optional_columns(&files, &[LABEL, SPLIT])).map_err(named)?;
+        if t == usize::from(target) && !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some()) {
+            return Err(Error::Usage(format!(
+                "node type {name} is the target type, and its table {} has no label column",
+                table.shown()
+            )));
+        }
+        shapes.push(agree(worker, table_shape(io, &files)).map_err(named)?);
+        opened.push(files);
+    }
+    let widths = shapes.iter().map(|s| s.0).collect();
+    let store = Rc::new(RefCell::new(NodeStore::typed(widths, shapes[usize::from(target)].1)));
+    for (t, ((name, table), files)) in tables.iter().zip(&opened).enumerate() {
+        let typed = NodeTable { node_type: Some(t as u8), labels: t == usize::from(target) };
+        let read =
+            read_node_table(worker, io, files, &store, typed).map_err(|e| in_type(e, &format!("node type {name}")))?;
+        if read == 0 {
+            return Err(Error::BadData(format!("node type {name}: {}: the node table is empty", table.shown())));
+        }
+    }
+    Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+}
+
+/// Names the type or relation whose table an error is about (the file alone may not say).
+pub fn in_type(error: Error, what: &str) -> Error {
+    match error {
+        Error::BadInput(b) => BadInput::new(b.at, format!("{what}: {}", b.problem)).into(),
+        Error::BadData(s) => Error::BadData(format!("{what}: {s}")),
+        Error::NoInput(s) => Error::NoInput(format!("{what}: {s}")),
+        Error::Usage(s) => Error::Usage(format!("{what}: {s}")),
+        other => other,
+    }
+}
+
+/// How a node table is read: as a type of a typed graph (ids packed with it), and whether its
+/// labels and splits are kept.
+#[derive(Debug, Clone, Copy)]
+struct NodeTable {
+    node_type: Option<u8>,
+    labels: bool,
+}
+
+/// Reads one node table into the owners' `store`; returns the nodes read over the cluster.
+fn read_node_table(
+    worker: &mut Worker,
+    io: &Io,
+    files: &[ParquetFile],
+    store: &Rc<RefCell<NodeStore>>,
+    how: NodeTable,
+) -> Result<u64, Error> {
+    let (index, peers) = (worker.index(), worker.peers());
+    let before = store.borrow().len();
+    // Each node's row (of this table) by slot past `before`, to name both rows of a duplicate
+    // whatever the arrival order.
     let rows: Rc<RefCell<Vec<RowAt>>> = Rc::default();
     let owner_rows = rows.clone();
     // Duplicates and length mismatches found at the owners, smallest location kept.
     let problems: Rc<RefCell<Vec<BadInput>>> = Rc::default();
     let (owner_store, owner_problems) = (store.clone(), problems.clone());
     let names: Rc<Vec<String>> = Rc::new(files.iter().map(|f| f.name()).collect());
+    let node_type = how.node_type.unwrap_or(0);
     let read = shuffle(
         worker,
         |m: &NodeMsg| owner_key(m.id),
         move |m: NodeMsg| {
             let mut store = owner_store.borrow_mut();
             let at = |at: RowAt, column: &str| Location::file(names[at.0 as usize].clone()).row(at.1).column(column);
-            if m.features.len() != store.dim {
+            let width = store.width(node_type);
+            if m.features.len() != width {
                 owner_problems.borrow_mut().push(BadInput::new(
                     at(m.at, FEATURES),
-                    format!(
-                        "feature length {} differs from the table's {} (the first row's)",
-                        m.features.len(),
-                        store.dim
-                    ),
+                    format!("feature length {} differs from the table's {width} (the first row's)", m.features.len()),
                 ));
             }
             if let Some(problem) = label_problem(m.label.as_ref(), store.label_kind) {
                 owner_problems.borrow_mut().push(BadInput::new(at(m.at, LABEL), problem));
             }
             let mut rows = owner_rows.borrow_mut();
-            match store.insert(m.id, m.label, m.split, &m.features) {
+            match store.insert(m.id, node_type, m.label, m.split, &m.features) {
                 Ok(_) => rows.push(m.at),
                 Err(slot) => {
-                    let (first, second) = (rows[slot as usize].min(m.at), rows[slot as usize].max(m.at));
-                    rows[slot as usize] = first;
+                    let slot = slot as usize - before;
+                    let (first, second) = (rows[slot].min(m.at), rows[slot].max(m.at));
+                    rows[slot] = first;
                     let seen = if first.0 == second.0 {
                         format!("row {}", first.1)
                     } else {
                         format!("{}, row {}", names[first.0 as usize], first.1)
                     };
-                    owner_problems.borrow_mut().push(BadInput::new(
-                        at(second, NODE_ID),
-                        format!("duplicate node_id {} (first at {seen})", m.id),
-                    ));
+                    let id = how.node_type.map_or(m.id, |_| typed::unpack(m.id).1);
+                    owner_problems
+                        .borrow_mut()
+                        .push(BadInput::new(at(second, NODE_ID), format!("duplicate node_id {id} (first at {seen})")));
                 }
             }
         },
         |send| {
-            for (f, rg) in units(&files, index, peers) {
+            for (f, rg) in units(files, index, peers) {
                 let file = &files[f];
                 let name = file.name();
                 file.read_row_group(io, rg, |batch, first_row| {
@@ -116,10 +188,12 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
                     for i in 0..nodes.len() {
                         let row = first_row + i as u64;
                         let features = check_features(&nodes.features, i, &name, row)?;
+                        let id = node_key(how.node_type, nodes.ids.value(i), &name, row)?;
+                        let label = nodes.label(i, &name, row)?;
                         msgs.push(NodeMsg {
-                            id: nodes.ids.value(i),
-                            label: nodes.label(i, &name, row)?,
-                            split: nodes.split(i),
+                            id,
+                            label: if how.labels { label } else { None },
+                            split: if how.labels { nodes.split(i) } else { None },
                             features: features.to_vec(),
                             at: (f as u32, row),
                         });
@@ -134,11 +208,19 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
     agree(worker, read)?;
     let first_problem = problems.borrow().iter().min().cloned();
     agree(worker, first_problem.map_or(Ok(()), |p| Err(p.into())))?;
-    let total = cluster::sum(worker, store.borrow().len() as u64);
-    if total == 0 {
-        return Err(Error::BadData(format!("{}: the node table is empty", table.shown())));
-    }
-    Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+    Ok(cluster::sum(worker, (store.borrow().len() - before) as u64))
+}
+
+/// A node's key: its id, packed with its type in a typed graph (an id outside the typed range
+/// is bad input at its row).
+fn node_key(node_type: Option<u8>, id: i64, file: &str, row: u64) -> Result<i64, BadInput> {
+    let Some(t) = node_type else { return Ok(id) };
+    typed::pack(t, id).ok_or_else(|| {
+        BadInput::new(
+            Location::file(file).row(row).column(NODE_ID),
+            format!("node_id {id} is outside a typed graph's range [-2^55, 2^55)"),
+        )
+    })
 }
 
 /// The combiner's entry for `node`: its index in `ends` (added when first seen) and the
@@ -159,6 +241,7 @@ fn first_unknown(
     files: &[ParquetFile],
     units: &[(usize, usize)],
     unknown: &IdSet<i64>,
+    relation: Option<RelationRead>,
 ) -> Result<Option<(RowAt, i64, &'static str)>, Error> {
     for &(f, rg) in units {
         let name = files[f].name();
@@ -168,10 +251,12 @@ fn first_unknown(
             if found.is_none() {
                 found = (0..batch.len()).find_map(|i| {
                     let (src, dst) = (batch.src.value(i), batch.dst.value(i));
-                    let named = if unknown.contains(&dst) {
+                    // The ids were checked to be in range when first read.
+                    let (src_key, dst_key) = relation.map_or(Ok((src, dst)), |r| r.keys(src, dst)).ok()?;
+                    let named = if unknown.contains(&dst_key) {
                         Some((dst, "dst"))
                     } else {
-                        unknown.contains(&src).then_some((src, "src"))
+                        unknown.contains(&src_key).then_some((src, "src"))
                     };
                     named.map(|(node, column)| ((f as u32, first_row + i as u64), node, column))
                 });
@@ -345,6 +430,8 @@ pub struct Edge {
     pub src: i64,
     pub dst: i64,
     pub weight: f32,
+    /// Its relation (0 in a homogeneous graph).
+    pub relation: u8,
     /// The destination's index in [`ReadEdges::ends`].
     pub end: u32,
 }
@@ -356,6 +443,27 @@ pub struct EdgeRead {
     pub require_positive_weight: bool,
     /// The supervision edges to collect into [`ReadEdges::supervision`] (`None`: none).
     pub supervision: Option<SupervisionSample>,
+    /// A typed graph's relation table (`None`: the homogeneous edge table).
+    pub relation: Option<RelationRead>,
+}
+
+/// How a typed graph's relation table is read: `src` ids are nodes of `src_type`, `dst` ids
+/// of `dst_type`; each row is a `forward` edge and, reversed, a `reverse` edge when asked.
+#[derive(Debug, Clone, Copy)]
+pub struct RelationRead {
+    pub forward: u8,
+    pub reverse: Option<u8>,
+    pub src_type: u8,
+    pub dst_type: u8,
+}
+
+impl RelationRead {
+    /// A row's (src, dst) as typed keys, or the column whose id is outside the typed range.
+    fn keys(&self, src: i64, dst: i64) -> Result<(i64, i64), (&'static str, i64)> {
+        let src = typed::pack(self.src_type, src).ok_or((edges::SRC, src))?;
+        let dst = typed::pack(self.dst_type, dst).ok_or((edges::DST, dst))?;
+        Ok((src, dst))
+    }
 }
 
 /// The message-passing edges a worker read, and every distinct endpoint among them resolved at
@@ -383,6 +491,16 @@ pub struct ReadEdges {
 }
 
 impl ReadEdges {
+    /// Adds another table's edges (a typed graph reads one table per relation). Neither may
+    /// have edge features or supervision edges.
+    pub fn append(&mut self, other: ReadEdges) {
+        debug_assert!(self.edge_dim == 0 && other.edge_dim == 0, "typed graphs carry no edge features");
+        let shift = self.ends.len() as u32;
+        self.edges.extend(other.edges.into_iter().map(|e| Edge { end: e.end + shift, ..e }));
+        self.ends.extend(other.ends);
+        self.slots.extend(other.slots);
+    }
+
     pub fn len(&self) -> usize {
         self.edges.len()
     }
@@ -455,7 +573,13 @@ pub fn load_edges(
                 let batch = EdgeBatch::from_batch(&batch, &name, first_row, read.require_positive_weight)?;
                 rows += batch.len() as u64;
                 for i in 0..batch.len() {
-                    let (src, dst, split) = (batch.src.value(i), batch.dst.value(i), batch.split(i));
+                    let (mut src, mut dst, split) = (batch.src.value(i), batch.dst.value(i), batch.split(i));
+                    if let Some(relation) = read.relation {
+                        (src, dst) = relation.keys(src, dst).map_err(|(column, id)| {
+                            let at = Location::file(name.as_str()).row(first_row + i as u64).column(column);
+                            BadInput::new(at, format!("node id {id} is outside a typed graph's range [-2^55, 2^55)"))
+                        })?;
+                    }
                     let row = if dim > 0 { batch.features(i, dim, &name, first_row + i as u64)? } else { &[] };
                     if let (Some(sample), Some(split)) = (read.supervision, split)
                         && sample.keeps(src, dst)
@@ -471,8 +595,14 @@ pub fn load_edges(
                     let d = end_entry(&mut end_of, &mut ends, dst);
                     d.1 = d.1.saturating_add(1);
                     let end = d.0;
-                    end_entry(&mut end_of, &mut ends, src);
-                    edges.push(Edge { src, dst, weight: batch.weight(i), end });
+                    let forward = read.relation.map_or(0, |r| r.forward);
+                    let weight = batch.weight(i);
+                    edges.push(Edge { src, dst, weight, relation: forward, end });
+                    let s = end_entry(&mut end_of, &mut ends, src);
+                    if let Some(reverse) = read.relation.and_then(|r| r.reverse) {
+                        s.1 = s.1.saturating_add(1);
+                        edges.push(Edge { src: dst, dst: src, weight, relation: reverse, end: s.0 });
+                    }
                     if dim > 0 {
                         features.extend_from_slice(row);
                         sums.add_row(row);
@@ -525,7 +655,7 @@ pub fn load_edges(
     unknown.truncate(MAX_UNKNOWN_SHARED);
     let unknown: IdSet<i64> = all_gather(worker, unknown).into_iter().collect();
     if !unknown.is_empty() {
-        let first = first_unknown(io, &files, &my_units, &unknown).and_then(|found| {
+        let first = first_unknown(io, &files, &my_units, &unknown, read.relation).and_then(|found| {
             found.map_or(Ok(()), |(at, node, column)| {
                 Err(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")).into())
             })

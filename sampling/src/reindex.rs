@@ -25,7 +25,7 @@ use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
 use cluster::{all_gather, shuffle};
 
 /// How sampling runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SampleSpec {
     pub sampler: Sampler,
     pub seed: u64,
@@ -33,6 +33,20 @@ pub struct SampleSpec {
     pub limit: usize,
     /// In-degree above which a node is re-indexed; 0 turns re-indexing off.
     pub hub_threshold: u64,
+    /// A typed graph: in-edges kept per node and relation, by relation (its largest fanout);
+    /// empty for a homogeneous graph, whose one relation keeps `limit`.
+    pub relation_limits: Vec<usize>,
+}
+
+impl SampleSpec {
+    /// In-edges of `relation` kept per node.
+    pub fn limit_of(&self, relation: u8) -> usize {
+        self.relation_limits.get(usize::from(relation)).copied().unwrap_or(self.limit)
+    }
+
+    fn typed(&self) -> bool {
+        !self.relation_limits.is_empty()
+    }
 }
 
 /// An in-edge on its way to its reducer: the owner of its destination (`salt == OWNED`, `to` the
@@ -44,6 +58,7 @@ struct Routed {
     src: i64,
     weight: f32,
     salt: u32,
+    relation: u8,
 }
 
 /// The `salt` of an in-edge that goes to its destination's owner.
@@ -64,11 +79,15 @@ const CHUNK: usize = 1 << 16;
 /// A hub's partial sample at a reducer: its best candidates so far, each with its features.
 type HubRun = Reservoir<Vec<f32>>;
 
+/// A reducer's partial samples, by (hub, relation, salt).
+type HubRuns = IdMap<(i64, u8, u32), HubRun>;
+
 /// A reducer's partial sample of one node's in-edges, each with its features, on its way to
 /// the owner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct PartialSample {
     dst: i64,
+    relation: u8,
     kept: Vec<Candidate<Vec<f32>>>,
 }
 
@@ -80,6 +99,26 @@ struct PartialSample {
 /// sums, whose bits change with their grouping (see `docs/graphflat.md`).
 fn salts(in_degree: u64, threshold: u64, peers: usize) -> u32 {
     in_degree.div_ceil(threshold).clamp(2, 4 * peers as u64) as u32
+}
+
+/// Sorts `candidates` by relation, each relation's best first, and keeps each relation's
+/// best `limit_of(relation)`.
+fn keep_best_by_relation<P>(
+    candidates: &mut Vec<Candidate<P>>,
+    relation: impl Fn(&Candidate<P>) -> u8,
+    limit_of: impl Fn(u8) -> usize,
+) {
+    candidates.sort_unstable_by(|a, b| relation(a).cmp(&relation(b)).then_with(|| a.cmp(b)));
+    let mut rank = 0;
+    let mut previous = None;
+    candidates.retain(|c| {
+        let r = relation(c);
+        if previous != Some(r) {
+            (previous, rank) = (Some(r), 0);
+        }
+        rank += 1;
+        rank <= limit_of(r)
+    });
 }
 
 /// What sampling did, for the summary.
@@ -121,11 +160,13 @@ pub fn sample_in_edges(
         let capacity = (0..store.len()).map(|s| if hubs.contains_key(&store.ids[s]) { 0 } else { store.in_degree[s] });
         Rc::new(RefCell::new(OwnedRuns::new(capacity, dim)))
     };
-    let runs: Rc<RefCell<IdMap<(i64, u32), HubRun>>> = Rc::default();
+    let runs: Rc<RefCell<HubRuns>> = Rc::default();
     let overflow: Rc<RefCell<Option<usize>>> = Rc::default();
     let reduced = Rc::new(std::cell::Cell::new(0u64));
     let (own_sink, run_sink, count, over) = (owned.clone(), runs.clone(), reduced.clone(), overflow.clone());
-    let (limit, sampler, seed) = (spec.limit, spec.sampler, spec.seed);
+    let (sampler, seed) = (spec.sampler, spec.seed);
+    let limits = Rc::new(spec.clone());
+    let reducer_limits = limits.clone();
     let peers = worker.peers() as u64;
     // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
     let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
@@ -141,8 +182,9 @@ pub fn sample_in_edges(
                 if r.salt != OWNED {
                     let candidate =
                         Candidate::carrying(sampler, seed, r.to, r.src, r.weight, features, features.to_vec());
-                    runs.entry((r.to, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
-                } else if let Err(slot) = own.push(r.to as usize, r.src, r.weight, features) {
+                    let limit = reducer_limits.limit_of(r.relation);
+                    runs.entry((r.to, r.relation, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
+                } else if let Err(slot) = own.push(r.to as usize, r.src, r.weight, r.relation, features) {
                     // The loader counted every in-edge at its owner.
                     over.borrow_mut().get_or_insert(slot);
                 }
@@ -157,17 +199,17 @@ pub fn sample_in_edges(
                 let mut bundles: Vec<Bundle> =
                     (0..peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
                 for (i, e) in edges[from..].iter().enumerate() {
+                    let (to, src, weight, relation) = (e.dst, e.src, e.weight, e.relation);
                     let (routed, key) = match hub_salts[e.end as usize] {
-                        0 => (
-                            Routed { to: i64::from(slots[e.end as usize]), src: e.src, weight: e.weight, salt: OWNED },
-                            owner_key(e.dst),
-                        ),
+                        0 => {
+                            let to = i64::from(slots[e.end as usize]);
+                            (Routed { to, src, weight, salt: OWNED, relation }, owner_key(e.dst))
+                        }
                         s => {
+                            // Each relation of a hub is spread over its own salted reducers.
                             let salt = (hash3(seed, e.src as u64, 1) % u64::from(s)) as u32;
-                            (
-                                Routed { to: e.dst, src: e.src, weight: e.weight, salt },
-                                reducer_key(e.dst, u64::from(salt)),
-                            )
+                            let reducer = u64::from(salt) | (u64::from(relation) << 32);
+                            (Routed { to, src, weight, salt, relation }, reducer_key(e.dst, reducer))
                         }
                     };
                     let bundle = &mut bundles[(key % peers) as usize];
@@ -193,10 +235,14 @@ pub fn sample_in_edges(
 
     // Round 2: the hubs' partial samples to their owners, merged there (exactly: keys are
     // hash-derived, so the best of the bests is the best of all).
-    let partials: Vec<PartialSample> =
-        runs.take().into_iter().map(|((dst, _), r)| PartialSample { dst, kept: r.into_sorted() }).collect();
-    let merged: Rc<RefCell<IdMap<usize, HubRun>>> = Rc::default();
+    let partials: Vec<PartialSample> = runs
+        .take()
+        .into_iter()
+        .map(|((dst, relation, _), r)| PartialSample { dst, relation, kept: r.into_sorted() })
+        .collect();
+    let merged: Rc<RefCell<IdMap<(usize, u8), HubRun>>> = Rc::default();
     let (sink, store) = (merged.clone(), nodes.clone());
+    let owner_limits = limits.clone();
     shuffle(
         worker,
         |p: &PartialSample| owner_key(p.dst),
@@ -204,7 +250,8 @@ pub fn sample_in_edges(
             // The loader checked every endpoint, so the owner has this node.
             if let Some(slot) = store.borrow().slot(p.dst) {
                 let mut merged = sink.borrow_mut();
-                let reservoir = merged.entry(slot).or_insert_with(|| Reservoir::new(limit));
+                let limit = owner_limits.limit_of(p.relation);
+                let reservoir = merged.entry((slot, p.relation)).or_insert_with(|| Reservoir::new(limit));
                 p.kept.into_iter().for_each(|c| reservoir.push(c));
             }
         },
@@ -214,30 +261,36 @@ pub fn sample_in_edges(
         },
     )?;
 
-    // Each node's best `limit`, best first, into the store's flat arrays.
+    // Each node's best `limit` per relation, by relation and best first, into the store's
+    // flat arrays.
     let (owned, mut merged) = (owned.take(), merged.take());
+    let relations = spec.relation_limits.len().max(1);
     let mut store = nodes.borrow_mut();
     let mut at = Vec::with_capacity(store.len() + 1);
     let (mut sampled, mut sampled_features) = (Vec::new(), Vec::new());
     let mut best = Vec::new();
     for slot in 0..store.len() {
         at.push(sampled.len());
-        match merged.remove(&slot) {
-            Some(reservoir) => {
+        if hubs.contains_key(&store.ids[slot]) {
+            for relation in 0..relations as u8 {
+                let Some(reservoir) = merged.remove(&(slot, relation)) else { continue };
                 for c in reservoir.into_sorted() {
-                    sampled.push(InEdge { src: c.src, weight: c.weight });
+                    sampled.push(InEdge { src: c.src, weight: c.weight, relation });
                     sampled_features.extend_from_slice(&c.payload);
                 }
             }
-            None => {
-                best.clear();
-                owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
-                keep_best(&mut best, limit);
-                for c in &best {
-                    sampled.push(InEdge { src: c.src, weight: c.weight });
-                    sampled_features.extend_from_slice(owned.features(c.payload));
-                }
-            }
+            continue;
+        }
+        best.clear();
+        owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
+        if spec.typed() {
+            keep_best_by_relation(&mut best, |c| owned.relation(c.payload), |r| spec.limit_of(r));
+        } else {
+            keep_best(&mut best, spec.limit);
+        }
+        for c in &best {
+            sampled.push(InEdge { src: c.src, weight: c.weight, relation: owned.relation(c.payload) });
+            sampled_features.extend_from_slice(owned.features(c.payload));
         }
     }
     at.push(sampled.len());
@@ -246,4 +299,32 @@ pub fn sample_in_edges(
     store.set_sampled(at, sampled, dim, sampled_features);
     store.edge_stats = edge_stats;
     Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per relation, the best `limit` by the candidates' order, whatever the arrival order:
+    /// the same selection as sampling each relation's in-edges alone.
+    #[test]
+    fn each_relation_keeps_its_own_best() {
+        let edges: Vec<(i64, u8)> = (0..60).map(|i| (i, (i % 3) as u8)).collect();
+        let limits = [2usize, 100, 5];
+        let mut all: Vec<Candidate<u8>> =
+            edges.iter().map(|&(src, r)| Candidate::carrying(Sampler::Uniform, 9, 1, src, 1.0, &[], r)).collect();
+        all.reverse();
+        keep_best_by_relation(&mut all, |c| c.payload, |r| limits[usize::from(r)]);
+        for r in 0..3u8 {
+            let mut alone = Reservoir::new(limits[usize::from(r)]);
+            edges
+                .iter()
+                .filter(|e| e.1 == r)
+                .for_each(|&(src, _)| alone.push(Candidate::new(Sampler::Uniform, 9, 1, src, 1.0)));
+            let expected: Vec<i64> = alone.into_sorted().iter().map(|c| c.src).collect();
+            let got: Vec<i64> = all.iter().filter(|c| c.payload == r).map(|c| c.src).collect();
+            assert_eq!(got, expected, "relation {r}");
+        }
+        assert!(all.windows(2).all(|w| w[0].payload <= w[1].payload), "runs by relation");
+    }
 }

@@ -42,6 +42,7 @@ struct Cursor {
 struct Slotted {
     src: i64,
     weight: f32,
+    relation: u8,
 }
 
 impl OwnedRuns {
@@ -59,11 +60,11 @@ impl OwnedRuns {
 
     /// Places one in-edge of `slot` with its `dim` features; `Err` when the slot's run is
     /// already full, or no slot.
-    pub fn push(&mut self, slot: usize, src: i64, weight: f32, features: &[f32]) -> Result<(), usize> {
+    pub fn push(&mut self, slot: usize, src: i64, weight: f32, relation: u8, features: &[f32]) -> Result<(), usize> {
         let Some(c) = self.cursor.get_mut(slot).filter(|c| c.next < c.end) else {
             return Err(slot);
         };
-        self.edges[c.next] = Slotted { src, weight };
+        self.edges[c.next] = Slotted { src, weight, relation };
         self.features[c.next * self.dim..(c.next + 1) * self.dim].copy_from_slice(features);
         c.next += 1;
         Ok(())
@@ -78,6 +79,11 @@ impl OwnedRuns {
             let place = start + i;
             Candidate::carrying(sampler, seed, dst, e.src, e.weight, self.features(place), place)
         }));
+    }
+
+    /// The relation of the in-edge at `place` (a candidate's payload).
+    pub fn relation(&self, place: usize) -> u8 {
+        self.edges[place].relation
     }
 
     /// The features of the in-edge at `place` (a candidate's payload).
@@ -95,10 +101,10 @@ mod tests {
     fn runs_hold_each_slots_edges_whatever_the_order() {
         let mut runs = OwnedRuns::new([2u64, 0, 3].into_iter(), 1);
         for (slot, src) in [(2, 20), (0, 1), (2, 21), (0, 2), (2, 22)] {
-            runs.push(slot, src, 1.0, &[src as f32 * 10.0]).unwrap();
+            runs.push(slot, src, 1.0, 0, &[src as f32 * 10.0]).unwrap();
         }
-        assert_eq!(runs.push(0, 3, 1.0, &[0.0]), Err(0), "slot 0 has room for 2");
-        assert_eq!(runs.push(1, 3, 1.0, &[0.0]), Err(1), "slot 1 has none");
+        assert_eq!(runs.push(0, 3, 1.0, 0, &[0.0]), Err(0), "slot 0 has room for 2");
+        assert_eq!(runs.push(1, 3, 1.0, 0, &[0.0]), Err(1), "slot 1 has none");
         let srcs = |slot| {
             let mut out = Vec::new();
             runs.candidates(slot, Sampler::All, 0, 9, &mut out);
@@ -122,7 +128,7 @@ mod tests {
                 let mut runs = OwnedRuns::new([edges.len() as u64].into_iter(), 0);
                 for &(src, w) in &edges {
                     reservoir.push(Candidate::new(sampler, 5, 77, src, w));
-                    runs.push(0, src, w, &[]).unwrap();
+                    runs.push(0, src, w, 0, &[]).unwrap();
                 }
                 let mut best = Vec::new();
                 runs.candidates(0, sampler, 5, 77, &mut best);
@@ -151,7 +157,7 @@ mod tests {
                 for reversed in [false, true] {
                     let mut runs = OwnedRuns::new([edges.len() as u64].into_iter(), 2);
                     let order: Vec<_> = if reversed { edges.iter().rev().collect() } else { edges.iter().collect() };
-                    order.into_iter().for_each(|(src, w, f)| runs.push(0, *src, *w, f).unwrap());
+                    order.into_iter().for_each(|(src, w, f)| runs.push(0, *src, *w, 0, f).unwrap());
                     let mut best = Vec::new();
                     runs.candidates(0, sampler, 5, 77, &mut best);
                     keep_best(&mut best, limit);

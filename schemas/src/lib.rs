@@ -19,6 +19,7 @@ pub mod redact;
 pub mod sampler;
 pub mod split;
 pub mod task;
+pub mod typed;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;

@@ -62,6 +62,16 @@ impl NodeRows<'_> {
         ];
         RecordBatch::try_new(Arc::new(node_schema(self.label)), columns).expect("columns match the node schema")
     }
+
+    /// The rows without the optional `label` and `split` columns (a node type of a typed graph
+    /// that is not a target), ignoring `labels` and `splits`.
+    pub fn to_batch_unlabeled(self) -> RecordBatch {
+        let rows = self.ids.len();
+        let features = float_lists(self.features, std::iter::repeat_n(self.dim, rows), None);
+        let fields: Vec<Field> = node_schema(self.label).fields().iter().take(2).map(|f| f.as_ref().clone()).collect();
+        let columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(self.ids)), Arc::new(features)];
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("columns match the node schema")
+    }
 }
 
 /// A `list<float32>` column of rows of `lengths`, null where `valid` says.

@@ -16,10 +16,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cluster::{Failure, all_gather, broadcast, peak_rss_bytes};
+use sampling::load::{RelationRead, in_type, load_typed_nodes};
 use sampling::{
-    EdgeRead, NodeStore, SampleSpec, Sampled, SupervisionEdge, SupervisionSample, agree, load_edges, load_nodes,
-    sample_in_edges,
+    EdgeRead, NodeStore, ReadEdges, SampleSpec, Sampled, SupervisionEdge, SupervisionSample, agree, load_edges,
+    load_nodes, sample_in_edges,
 };
+use schemas::job::TypedGraph;
 use schemas::{ClusterConfig, FlattenConfig, InferConfig, Sampler, Targets};
 use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run_id};
 use tables::lease::Lease;
@@ -44,6 +46,8 @@ pub struct Declared<'a> {
     pub settings: serde_json::Value,
     /// Tables the body writes besides `output` (see [`crate::extra_output`]).
     pub extras: Vec<Extra<'a>>,
+    /// A typed graph's tables, read instead of `nodes` and `edges`, and its target type.
+    pub typed: Option<(TypedGraph, u8)>,
 }
 
 impl<'a> Declared<'a> {
@@ -58,6 +62,7 @@ impl<'a> Declared<'a> {
             targets: section.targets(),
             settings: serde_json::to_value(section).unwrap_or_default(),
             extras: Vec::new(),
+            typed: section.typed(),
         }
     }
 
@@ -75,10 +80,16 @@ pub trait Section: serde::Serialize {
     fn output(&self) -> &str;
     fn overwrite(&self) -> bool;
     fn targets(&self) -> &Targets;
+    /// A typed graph and its target type (`None`: the homogeneous `nodes` and `edges`).
+    fn typed(&self) -> Option<(TypedGraph, u8)> {
+        None
+    }
 }
 
+/// `Section` for a job section with the keys `nodes`, `edges`, `output`, `overwrite` and
+/// `targets`, and the section's own `typed` when it has one.
 macro_rules! section {
-    ($config:ty) => {
+    ($config:ty $(, $typed:item)?) => {
         impl Section for $config {
             fn nodes(&self) -> &str {
                 &self.nodes
@@ -95,11 +106,17 @@ macro_rules! section {
             fn targets(&self) -> &Targets {
                 &self.targets
             }
+            $($typed)?
         }
     };
 }
 
-section!(FlattenConfig);
+section!(
+    FlattenConfig,
+    fn typed(&self) -> Option<(TypedGraph, u8)> {
+        FlattenConfig::typed(self)
+    }
+);
 section!(InferConfig);
 
 /// Round 0 on this worker: its share of the nodes with their sampled in-edges, its targets and
@@ -193,16 +210,16 @@ pub fn run<B: Body>(
     let reporter = timely.index().is_multiple_of(threads);
     let clock = Clock::default();
     let output = agree(timely, io.output(declared.output))?;
-    let nodes_table = agree(timely, io.place(declared.nodes))?;
-    let edges_table = agree(timely, io.place(declared.edges))?;
+    let tables = agree(timely, GraphTables::place(io, declared))?;
     let extras = agree(timely, extra_output::places(io, &declared.extras))?;
-    let mut inputs = vec![&nodes_table, &edges_table];
+    let mut inputs = tables.all();
     inputs.extend(body.other_inputs());
     let (leases, output, extra_outputs) = open_output(timely, io, declared, output, &extras, &inputs)?;
 
     let mut worker = Worker { timely, io, progress, reporter, clock, extra_outputs };
-    let (nodes, sampled, edges, supervision) = round_zero(&mut worker, &body, &nodes_table, &edges_table)?;
-    let targets = targets(&nodes, declared.targets);
+    let (nodes, sampled, edges, supervision) = round_zero(&mut worker, &body, &tables)?;
+    let target_type = declared.typed.as_ref().map(|(_, t)| *t);
+    let targets = targets(&nodes, declared.targets, target_type);
     let own_nodes = nodes.len() as u64;
     let written = body.run(&mut worker, Graph { nodes, targets, supervision }, &output)?;
     let stats = WorkerStats {
@@ -283,36 +300,115 @@ fn open_output(
     Ok((leases, parts_of(output), extra_outputs))
 }
 
+/// The tables a stage over the graph reads: the homogeneous node and edge tables, or a typed
+/// graph's table per node type and per relation.
+enum GraphTables {
+    Plain { nodes: Place, edges: Place },
+    Typed { node_types: Vec<(String, Place)>, relations: Vec<(String, RelationRead, Place)>, target: u8 },
+}
+
+impl GraphTables {
+    fn place(io: &Io, declared: &Declared) -> Result<Self, Error> {
+        let Some((graph, target)) = &declared.typed else {
+            return Ok(GraphTables::Plain { nodes: io.place(declared.nodes)?, edges: io.place(declared.edges)? });
+        };
+        let node_types = graph
+            .node_types
+            .iter()
+            .map(|(name, table)| Ok((name.clone(), io.place(table)?)))
+            .collect::<Result<_, Error>>()?;
+        let relations = graph
+            .tables
+            .iter()
+            .map(|t| {
+                let r = &graph.relations[usize::from(t.forward)];
+                let read = RelationRead { forward: t.forward, reverse: t.reverse, src_type: r.src, dst_type: r.dst };
+                let shown = format!(
+                    "relation {} ({} -> {})",
+                    r.name,
+                    graph.node_types[usize::from(r.src)].0,
+                    graph.node_types[usize::from(r.dst)].0
+                );
+                Ok((shown, read, io.place(&t.table)?))
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(GraphTables::Typed { node_types, relations, target: *target })
+    }
+
+    /// Every input table, for the output's check.
+    fn all(&self) -> Vec<&Place> {
+        match self {
+            GraphTables::Plain { nodes, edges } => vec![nodes, edges],
+            GraphTables::Typed { node_types, relations, .. } => {
+                node_types.iter().map(|(_, p)| p).chain(relations.iter().map(|(_, _, p)| p)).collect()
+            }
+        }
+    }
+}
+
 /// Round 0: this worker's share of the nodes and edges (the map), then every node's in-edges
 /// sampled with hub re-indexing. Returns the nodes, the sampling's facts, the message-passing
 /// edges read and the supervision edges this worker owns.
 fn round_zero<B: Body>(
     worker: &mut Worker,
     body: &B,
-    nodes_table: &Place,
-    edges_table: &Place,
+    tables: &GraphTables,
 ) -> Result<(NodeStore, Sampled, u64, Vec<SupervisionEdge>), Error> {
     let stage = worker.progress.stage();
-    if worker.reporter {
-        tracing::info!("{stage}: map: reading nodes from {}", nodes_table.shown());
-    }
-    let nodes = load_nodes(worker.timely, worker.io, nodes_table)?;
-    agree(worker.timely, body.check_nodes(&nodes))?;
-    let nodes = Rc::new(RefCell::new(nodes));
-    if worker.reporter {
-        tracing::info!("{stage}: map: reading edges from {}", edges_table.shown());
-    }
     let spec = body.sampling();
-    let read = EdgeRead { require_positive_weight: spec.sampler == Sampler::Weighted, supervision: body.supervision() };
-    let mut edges = load_edges(worker.timely, worker.io, edges_table, &nodes, read)?;
+    let read = EdgeRead {
+        require_positive_weight: spec.sampler == Sampler::Weighted,
+        supervision: body.supervision(),
+        relation: None,
+    };
+    let (nodes, mut edges) = match tables {
+        GraphTables::Plain { nodes, edges } => {
+            if worker.reporter {
+                tracing::info!("{stage}: map: reading nodes from {}", nodes.shown());
+            }
+            let nodes = load_nodes(worker.timely, worker.io, nodes)?;
+            agree(worker.timely, body.check_nodes(&nodes))?;
+            let nodes = Rc::new(RefCell::new(nodes));
+            if worker.reporter {
+                tracing::info!("{stage}: map: reading edges from {}", edges.shown());
+            }
+            let edges = load_edges(worker.timely, worker.io, edges, &nodes, read)?;
+            (nodes, edges)
+        }
+        GraphTables::Typed { node_types, relations, target } => {
+            if worker.reporter {
+                tracing::info!("{stage}: map: reading {} node types", node_types.len());
+            }
+            let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target)?;
+            agree(worker.timely, body.check_nodes(&nodes))?;
+            let nodes = Rc::new(RefCell::new(nodes));
+            let mut all = ReadEdges::default();
+            for (shown, relation, table) in relations {
+                if worker.reporter {
+                    tracing::info!("{stage}: map: reading {shown} from {}", table.shown());
+                }
+                let read = EdgeRead { relation: Some(*relation), supervision: None, ..read };
+                let edges = load_edges(worker.timely, worker.io, table, &nodes, read).map_err(|e| in_type(e, shown))?;
+                if edges.edge_dim > 0 {
+                    return Err(Error::Usage(format!(
+                        "{shown}: {} has edge features, and a typed graph's records do not carry them yet",
+                        table.shown()
+                    )));
+                }
+                all.append(edges);
+            }
+            (nodes, all)
+        }
+    };
     let supervision = std::mem::take(&mut edges.supervision);
     let read = edges.len() as u64;
     agree(worker.timely, body.check_edges(edges.edge_dim))?;
     worker.clock.lap("map");
+    let sampler = spec.sampler;
     let sampled = sample_in_edges(worker.timely, &nodes, edges, spec)?;
     worker.clock.lap("sample");
     if worker.reporter {
-        tracing::info!("{stage}: sampled in-edges ({}, {} hubs re-indexed)", spec.sampler.name(), sampled.hubs);
+        tracing::info!("{stage}: sampled in-edges ({}, {} hubs re-indexed)", sampler.name(), sampled.hubs);
     }
     let nodes = Rc::try_unwrap(nodes)
         .map(RefCell::into_inner)
@@ -320,9 +416,11 @@ fn round_zero<B: Body>(
     Ok((nodes, sampled, read, supervision))
 }
 
-/// This worker's nodes in the chosen splits, as (id, slot) sorted by id.
-fn targets(nodes: &NodeStore, chosen: &Targets) -> Vec<(i64, u32)> {
+/// This worker's nodes in the chosen splits (of the target type in a typed graph), as (id,
+/// slot) sorted by id (by typed key in a typed graph).
+fn targets(nodes: &NodeStore, chosen: &Targets, target_type: Option<u8>) -> Vec<(i64, u32)> {
     let mut targets: Vec<(i64, u32)> = (0..nodes.len())
+        .filter(|&s| target_type.is_none_or(|t| nodes.node_type(s) == t))
         .filter(|&s| match chosen {
             Targets::All => true,
             Targets::Splits(splits) => nodes.splits[s].is_some_and(|split| splits.contains(&split)),

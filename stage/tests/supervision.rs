@@ -99,7 +99,7 @@ impl Body for Look {
     type Details = AllSeen;
 
     fn sampling(&self) -> SampleSpec {
-        SampleSpec { sampler: Sampler::All, seed: 1, limit: usize::MAX, hub_threshold: 3 }
+        SampleSpec { sampler: Sampler::All, seed: 1, limit: usize::MAX, hub_threshold: 3, relation_limits: Vec::new() }
     }
 
     fn supervision(&self) -> Option<SupervisionSample> {
@@ -139,6 +139,7 @@ fn look(io: &Arc<Io>, data: &Path, out: PathBuf, workers: usize, sample: Option<
             targets: &Targets::All,
             settings: serde_json::Value::Null,
             extras: Vec::new(),
+            typed: None,
         };
         stage::run(worker, &io, &progress, workers, &declared, Look { sample })
     })

@@ -85,6 +85,8 @@ pub fn link_set(dir: &Path, data: &Path, name: &str, s: LinkSettings) -> (PathBu
         })
         .collect();
     let meta = FlattenMeta {
+        types: None,
+        relation_fanouts: Vec::new(),
         link: Some(LinkSpec {
             negatives: s.negatives,
             negative_sampler: NegativeSampler::Uniform,

@@ -96,6 +96,7 @@ pub fn records_with_edge_features(
                     .iter()
                     .flat_map(|&(e, _)| edge_features.get(e).cloned().unwrap_or_default())
                     .collect(),
+                ..RecordGraph::default()
             }
         })
         .collect()

@@ -4,6 +4,7 @@ use super::JobError;
 
 use serde::{Deserialize, Serialize};
 
+use super::graph::{GraphConfig, TypedGraph};
 use super::targets::Targets;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
@@ -33,10 +34,20 @@ pub const MAX_NEGATIVES: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlattenConfig {
-    /// Node table: a Parquet file or a directory (prefix) of them; local path or URI.
+    /// Node table: a Parquet file or a directory (prefix) of them; local path or URI. Empty
+    /// (absent) when the job's `[graph]` names a typed graph.
+    #[serde(default)]
     pub nodes: String,
     /// Edge table, as `nodes`.
+    #[serde(default)]
     pub edges: String,
+    /// A typed graph: the node type whose nodes get records (required with `[graph]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_type: Option<String>,
+    /// The job's `[graph]`, set by `JobFile::parse` (a typed graph instead of `nodes` and
+    /// `edges`); kept in the manifest's settings.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphConfig>,
     /// Output directory for record part files and `_SUCCESS`.
     pub output: String,
     /// k: the number of hops, and so the number of GNN layers the records serve.
@@ -107,6 +118,8 @@ impl Default for FlattenConfig {
         FlattenConfig {
             nodes: String::new(),
             edges: String::new(),
+            target_type: None,
+            graph: None,
             output: String::new(),
             hops: DEFAULT_HOPS,
             fanouts: None,
@@ -201,6 +214,55 @@ impl FlattenConfig {
         Ok(())
     }
 
+    /// Takes the job's `[graph]` (or its absence): a typed graph replaces `nodes` and `edges`
+    /// and needs a `target_type` of its types; a homogeneous job names both tables.
+    pub fn set_graph(&mut self, graph: Option<&GraphConfig>) -> Result<(), JobError> {
+        let bad = |problem: String| Err(JobError::invalid("flatten", problem));
+        match (graph, &self.target_type) {
+            (None, None) if self.nodes.is_empty() || self.edges.is_empty() => {
+                bad("names no nodes and edges tables (or, for a typed graph, a [graph] table and a target_type)".into())
+            }
+            (None, None) => Ok(()),
+            (None, Some(_)) => bad("target_type names a node type of [graph], and the job has no [graph]".into()),
+            (Some(_), _) if !self.nodes.is_empty() || !self.edges.is_empty() => {
+                bad("names nodes and edges, and the job has a [graph]: a typed graph's tables are in [graph]".into())
+            }
+            (Some(_), None) => bad("a typed graph needs target_type: the node type whose nodes get records".into()),
+            (Some(graph), Some(target)) => {
+                let resolved = graph.resolve()?;
+                if resolved.node_type(target).is_none() {
+                    return bad(format!("target_type = {target:?} is not a node type of [graph]"));
+                }
+                if let Some(r) =
+                    resolved.relations.iter().find(|r| r.fanouts.as_ref().is_some_and(|f| f.len() != self.hops))
+                {
+                    return bad(format!(
+                        "relation {} lists {} fanouts for {} hops (one per hop, nearest first)",
+                        r.name,
+                        r.fanouts.as_ref().map_or(0, Vec::len),
+                        self.hops
+                    ));
+                }
+                if self.task == Task::Link {
+                    return bad(
+                        "link records over a typed graph are not built yet (task = \"link\" needs nodes and edges)"
+                            .into(),
+                    );
+                }
+                self.graph = Some(graph.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// The typed graph this job reads, numbered, and its target type (`None`: a homogeneous
+    /// graph).
+    pub fn typed(&self) -> Option<(TypedGraph, u8)> {
+        let graph = self.graph.as_ref()?.resolve().expect("resolved when the job was parsed");
+        let target = self.target_type.as_deref().and_then(|t| graph.node_type(t)).expect("checked with the job");
+        Some((graph, target))
+    }
+
     /// The link task's settings; `None` for the node task.
     pub fn link(&self) -> Option<LinkSpec> {
         (self.task == Task::Link).then_some(LinkSpec {
@@ -215,6 +277,16 @@ impl FlattenConfig {
     /// sampler, else each hop's fanout.
     pub fn layers(&self) -> Layers {
         Layers::recorded(self.hops, &self.recorded_fanouts())
+    }
+
+    /// A typed graph's relation's recorded fanouts: its own `fanouts` (in `[graph]`) or the
+    /// job's (every edge with the `all` sampler either way).
+    pub fn relation_fanouts(&self, own: Option<&[u32]>) -> Vec<u32> {
+        match (self.sampler, own) {
+            (Sampler::All, _) => Vec::new(),
+            (_, Some(f)) => f.to_vec(),
+            (_, None) => self.recorded_fanouts(),
+        }
     }
 
     /// The fanouts recorded in the output's metadata, nearest hop first (empty for `all`: see

@@ -71,6 +71,10 @@ pub struct GenerateConfig {
     /// for even communities the next one too.
     #[serde(default)]
     pub multi_label: bool,
+    /// A typed graph instead (users, items and shops; four relations; see
+    /// `graphflat::hetero`): `<output>/nodes/<type>/` and `<output>/edges/<relation>/`.
+    #[serde(default)]
+    pub hetero: bool,
     #[serde(default = "default_seed")]
     pub seed: u64,
 }
@@ -107,6 +111,7 @@ impl Default for GenerateConfig {
             train_fraction: DEFAULT_TRAIN_FRACTION,
             valid_fraction: DEFAULT_VALID_FRACTION,
             multi_label: false,
+            hetero: false,
             seed: DEFAULT_SEED,
         }
     }

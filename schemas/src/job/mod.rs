@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod device;
 pub mod flatten;
 pub mod generate;
+pub mod graph;
 pub mod infer;
 pub mod storage;
 pub mod targets;
@@ -26,6 +27,7 @@ pub use cluster::ClusterConfig;
 pub use device::{Aggregation, DeviceKind};
 pub use flatten::{FlattenConfig, MAX_HOPS};
 pub use generate::GenerateConfig;
+pub use graph::{GraphConfig, TypedGraph};
 pub use infer::InferConfig;
 pub use storage::StorageConfig;
 pub use targets::Targets;
@@ -42,6 +44,9 @@ pub struct JobFile {
     pub storage: StorageConfig,
     /// Generates a synthetic graph first, unless its output already holds one.
     pub generate: Option<GenerateConfig>,
+    /// A typed graph (node types and relations) that `[flatten]` reads instead of its `nodes`
+    /// and `edges`.
+    pub graph: Option<GraphConfig>,
     pub flatten: Option<FlattenConfig>,
     pub train: Option<TrainConfig>,
     pub infer: Option<InferConfig>,
@@ -50,9 +55,16 @@ pub struct JobFile {
 impl JobFile {
     /// Parses and checks a job file's text.
     pub fn parse(text: &str) -> Result<Self, JobError> {
-        let job: JobFile = toml::from_str(text).map_err(|e| JobError::Syntax(parse_error(text, &e)))?;
-        if let Some(flatten) = &job.flatten {
+        let mut job: JobFile = toml::from_str(text).map_err(|e| JobError::Syntax(parse_error(text, &e)))?;
+        if let Some(graph) = &job.graph {
+            graph.resolve()?;
+        }
+        if let Some(flatten) = &mut job.flatten {
+            flatten.set_graph(job.graph.as_ref())?;
             flatten.check()?;
+        }
+        if job.graph.is_some() && job.infer.is_some() {
+            return Err(JobError::invalid("infer", "GraphInfer over a typed graph is not built yet"));
         }
         if let Some(train) = &job.train {
             train.check()?;
@@ -136,13 +148,14 @@ mod tests {
     /// `Default` read the same constants.
     #[test]
     fn a_minimal_job_is_the_default_job() {
-        let text = "[cluster]\n[storage]\n[generate]\noutput = ''\n[flatten]\nnodes = ''\nedges = ''\noutput = ''\n\
+        let text = "[cluster]\n[storage]\n[generate]\noutput = ''\n[flatten]\nnodes = 'n'\nedges = 'e'\noutput = ''\n\
                     [train]\nrecords = ''\noutput = ''\n[infer]\nnodes = ''\nedges = ''\nmodel = ''\noutput = ''\n";
         let everything = JobFile {
             cluster: ClusterConfig::default(),
             storage: StorageConfig::default(),
             generate: Some(GenerateConfig::default()),
-            flatten: Some(FlattenConfig::default()),
+            graph: None,
+            flatten: Some(FlattenConfig { nodes: "n".into(), edges: "e".into(), ..FlattenConfig::default() }),
             train: Some(TrainConfig::default()),
             infer: Some(InferConfig::default()),
         };
@@ -212,6 +225,22 @@ mod tests {
         assert!(parse("\"everything\"").is_err());
         assert_eq!(parse("[]").unwrap_err(), JobError::invalid("flatten", "targets lists no split"));
         assert_eq!(parse("[]").unwrap_err().to_string(), "[flatten] targets lists no split");
+    }
+
+    #[test]
+    fn a_typed_graph_replaces_nodes_and_edges_and_needs_a_target_type() {
+        let graph = "[graph.node_types.user]\ntable = 'u'\n[graph.node_types.item]\ntable = 'i'\n\
+                     [graph.relations.buys]\nsrc = 'user'\ndst = 'item'\ntable = 'b'\nreverse = true\n";
+        let job = |flatten: &str| JobFile::parse(&format!("{graph}[flatten]\noutput = 'o'\n{flatten}"));
+        let typed = job("target_type = 'user'").unwrap().flatten.unwrap();
+        assert_eq!(typed.typed().unwrap().0.relations.len(), 2, "buys and rev_buys");
+        let err = |r: Result<JobFile, JobError>| r.unwrap_err().to_string();
+        assert!(err(job("")).contains("needs target_type"));
+        assert!(err(job("target_type = 'shop'")).contains("\"shop\" is not a node type"));
+        assert!(err(job("target_type = 'user'\nnodes = 'n'\nedges = 'e'")).contains("tables are in [graph]"));
+        let plain = JobFile::parse("[flatten]\nnodes = 'n'\nedges = 'e'\noutput = 'o'\ntarget_type = 'user'\n");
+        assert!(err(plain).contains("has no [graph]"));
+        assert!(err(JobFile::parse("[flatten]\noutput = 'o'\n")).contains("names no nodes and edges"));
     }
 
     #[test]

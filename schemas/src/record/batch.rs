@@ -41,6 +41,18 @@ pub struct Record {
     /// Row-major, `num_edges() * edge_dim` when the record set has edge features; empty when
     /// it has none (a record set without the column means the same as before it existed).
     pub edge_features: Vec<f32>,
+    /// Typed records: each node's type (`schemas::typed`); empty for a homogeneous graph.
+    #[serde(default)]
+    pub node_types: Vec<u8>,
+    /// Typed records: node `i`'s features are `features[feature_at[i]..feature_at[i + 1]]`
+    /// (each type has its own width); empty for a homogeneous graph, where each node has
+    /// [`Record::dim`] of them.
+    #[serde(default)]
+    pub feature_at: Vec<u32>,
+    /// Typed records: each edge's relation, aligned with `edge_src`; empty for a homogeneous
+    /// graph.
+    #[serde(default)]
+    pub edge_relations: Vec<u8>,
 }
 
 impl Record {
@@ -52,7 +64,13 @@ impl Record {
         self.edge_src.len()
     }
 
-    /// The feature length (0 for a record without nodes).
+    /// Whether the record holds typed nodes and edges.
+    pub fn is_typed(&self) -> bool {
+        !self.feature_at.is_empty()
+    }
+
+    /// The feature length (0 for a record without nodes; not meaningful for a typed record,
+    /// whose widths differ by type).
     pub fn dim(&self) -> usize {
         self.features.len().checked_div(self.num_nodes()).unwrap_or(0)
     }
@@ -70,6 +88,9 @@ impl Record {
 
     /// Node `i`'s features.
     pub fn node_features(&self, i: usize) -> &[f32] {
+        if self.is_typed() {
+            return &self.features[self.feature_at[i] as usize..self.feature_at[i + 1] as usize];
+        }
         let dim = self.dim();
         &self.features[i * dim..(i + 1) * dim]
     }
@@ -118,7 +139,12 @@ impl Record {
 
     /// Roughly the bytes this record takes in memory, for batching writes.
     pub fn size_bytes(&self) -> usize {
-        self.node_ids.len() * 17 + self.features.len() * 4 + self.edge_src.len() * 16 + self.edge_features.len() * 4
+        self.node_ids.len() * 17
+            + self.features.len() * 4
+            + self.edge_src.len() * 16
+            + self.edge_features.len() * 4
+            + self.node_types.len() * 5
+            + self.edge_relations.len()
     }
 }
 
@@ -183,6 +209,28 @@ fn vectors_column(
     Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
 }
 
+/// A typed record set's `node_features`: per record, a `list<float32>` per node, each of its
+/// type's width (`feature_at`), so no type is padded to another's.
+fn typed_features_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowError> {
+    let DataType::List(per_node) = field.data_type() else {
+        return Err(ArrowError::SchemaError(format!("{} must be a list", field.name())));
+    };
+    let DataType::List(item) = per_node.data_type() else {
+        return Err(ArrowError::SchemaError(format!("{} items must be lists", field.name())));
+    };
+    let mut values = Vec::with_capacity(records.iter().map(|r| r.features.len()).sum());
+    records.iter().for_each(|r| values.extend_from_slice(&r.features));
+    let widths = records.iter().flat_map(|r| r.feature_at.windows(2).map(|w| (w[1] - w[0]) as usize));
+    let nodes = ListArray::try_new(
+        item.clone(),
+        OffsetBuffer::from_lengths(widths),
+        Arc::new(Float32Array::from(values)),
+        None,
+    )?;
+    let offsets = OffsetBuffer::from_lengths(records.iter().map(Record::num_nodes));
+    Ok(Arc::new(ListArray::try_new(per_node.clone(), offsets, Arc::new(nodes), None)?))
+}
+
 /// Lays out records as one batch of `schema` (a record schema), column by column name.
 pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     let columns = schema
@@ -198,7 +246,14 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
                 NODE_IN_DEGREES => {
                     list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?
                 }
+                NODE_FEATURES if matches!(field.data_type(), DataType::List(item) if matches!(item.data_type(), DataType::List(_))) => {
+                    typed_features_column(records, field)?
+                }
                 NODE_FEATURES => vectors_column(records, field, Record::num_nodes, |r| &r.features)?,
+                NODE_TYPES => list(records, DataType::UInt8, |r| &r.node_types, |v| Arc::new(UInt8Array::from(v)))?,
+                EDGE_RELATIONS => {
+                    list(records, DataType::UInt8, |r| &r.edge_relations, |v| Arc::new(UInt8Array::from(v)))?
+                }
                 EDGE_FEATURES => vectors_column(records, field, Record::num_edges, |r| &r.edge_features)?,
                 EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
                 EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
@@ -323,9 +378,54 @@ impl<'a> Features<'a> {
     }
 }
 
+/// A typed record set's `node_features`: per record, a `list<float32>` per node.
+pub(super) struct NestedFeatures<'a> {
+    list: &'a ListArray,
+    nodes: &'a ListArray,
+    values: &'a [f32],
+}
+
+impl<'a> NestedFeatures<'a> {
+    fn new(array: &'a ArrayRef) -> Option<Self> {
+        let list = array.as_list_opt::<i32>()?;
+        let nodes = list.values().as_list_opt::<i32>()?;
+        let values = nodes.values().as_primitive_opt::<Float32Type>()?;
+        Some(NestedFeatures { list, nodes, values: values.values() })
+    }
+
+    /// Row `row`'s features, flat, and where each node's start (one offset per node, and the
+    /// end).
+    fn row(&self, row: usize) -> (Vec<f32>, Vec<u32>) {
+        let nodes = self.list.value_offsets();
+        let (first, last) = (nodes[row] as usize, nodes[row + 1] as usize);
+        let at = &self.nodes.value_offsets()[first..=last];
+        let (start, end) = (at[0] as usize, at[at.len() - 1] as usize);
+        (self.values[start..end].to_vec(), at.iter().map(|&o| (o as usize - start) as u32).collect())
+    }
+}
+
+/// `node_features` as fixed-size vectors (a homogeneous record set) or lists of each node's
+/// type's width (a typed one).
+pub(super) enum NodeFeatures<'a> {
+    Fixed(Features<'a>),
+    Nested(NestedFeatures<'a>),
+}
+
+impl<'a> NodeFeatures<'a> {
+    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, NODE_FEATURES, at)?;
+        match NestedFeatures::new(array) {
+            Some(nested) => Ok(NodeFeatures::Nested(nested)),
+            None => Features::new(batch, NODE_FEATURES, at).map(NodeFeatures::Fixed),
+        }
+    }
+}
+
 /// The node and edge columns of a batch of records (node or link records), resolved once.
 pub(super) struct GraphColumns<'a> {
-    features: Features<'a>,
+    features: NodeFeatures<'a>,
+    node_types: Option<ListColumn<'a, UInt8Type>>,
+    edge_relations: Option<ListColumn<'a, UInt8Type>>,
     edge_features: Option<Features<'a>>,
     node_ids: ListColumn<'a, Int64Type>,
     hops: ListColumn<'a, UInt8Type>,
@@ -342,8 +442,16 @@ impl<'a> GraphColumns<'a> {
             Some(_) => Some(Features::new(batch, EDGE_FEATURES, at)?),
             None => None,
         };
+        let features = NodeFeatures::new(batch, at)?;
+        let typed = matches!(features, NodeFeatures::Nested(_));
+        let (node_types, edge_relations) = match typed {
+            true => (Some(ListColumn::new(batch, NODE_TYPES, at)?), Some(ListColumn::new(batch, EDGE_RELATIONS, at)?)),
+            false => (None, None),
+        };
         Ok(GraphColumns {
-            features: Features::new(batch, NODE_FEATURES, at)?,
+            features,
+            node_types,
+            edge_relations,
             edge_features,
             node_ids: ListColumn::new(batch, NODE_IDS, at)?,
             hops: ListColumn::new(batch, NODE_HOPS, at)?,
@@ -355,8 +463,12 @@ impl<'a> GraphColumns<'a> {
         })
     }
 
+    /// The feature width of a homogeneous record set (0 for a typed one: see [`check`]).
     pub(super) fn dim(&self) -> usize {
-        self.features.dim
+        match &self.features {
+            NodeFeatures::Fixed(f) => f.dim,
+            NodeFeatures::Nested(_) => 0,
+        }
     }
 
     pub(super) fn edge_dim(&self) -> usize {
@@ -365,11 +477,20 @@ impl<'a> GraphColumns<'a> {
 
     /// Row `row`'s nodes and edges, unchecked, as a record without root, label or split.
     pub(super) fn row(&self, row: usize, at: &At) -> Result<Record, BadInput> {
+        let (features, feature_at) = match &self.features {
+            NodeFeatures::Fixed(f) => (f.row(row), Vec::new()),
+            NodeFeatures::Nested(f) => f.row(row),
+        };
+        let optional =
+            |column: &Option<ListColumn<'a, UInt8Type>>| column.as_ref().map_or(Ok(Vec::new()), |c| c.row(row, at));
         Ok(Record {
             node_ids: self.node_ids.row(row, at)?,
             hops: self.hops.row(row, at)?,
             in_degrees: self.in_degrees.row(row, at)?,
-            features: self.features.row(row),
+            features,
+            feature_at,
+            node_types: optional(&self.node_types)?,
+            edge_relations: optional(&self.edge_relations)?,
             edge_src: self.edge_src.row(row, at)?,
             edge_dst: self.edge_dst.row(row, at)?,
             edge_weights: self.edge_weights.row(row, at)?,
@@ -470,7 +591,9 @@ pub(super) fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'st
             return Err((column, format!("{len} values for {n} nodes")));
         }
     }
-    if r.features.len() != n * dim {
+    if r.is_typed() {
+        check_typed(r)?;
+    } else if r.features.len() != n * dim {
         return Err((NODE_FEATURES, format!("{} feature vectors for {n} nodes", r.features.len() / dim.max(1))));
     }
     let edges = r.num_edges();
@@ -489,6 +612,22 @@ pub(super) fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'st
         if let Some(bad) = ends.iter().find(|&&i| i < 0 || i as usize >= n) {
             return Err((column, format!("edge end {bad} is out of range for a record of {n} nodes")));
         }
+    }
+    Ok(())
+}
+
+/// A typed record's own columns: a type per node, a relation per edge, a feature vector per
+/// node (each type's width is the trainer's to check against the record set's types).
+fn check_typed(r: &Record) -> Result<(), (&'static str, String)> {
+    let (n, edges) = (r.num_nodes(), r.num_edges());
+    if r.node_types.len() != n {
+        return Err((NODE_TYPES, format!("{} values for {n} nodes", r.node_types.len())));
+    }
+    if r.feature_at.len() != n + 1 {
+        return Err((NODE_FEATURES, format!("{} feature vectors for {n} nodes", r.feature_at.len().saturating_sub(1))));
+    }
+    if r.edge_relations.len() != edges {
+        return Err((EDGE_RELATIONS, format!("{} values for {edges} edges", r.edge_relations.len())));
     }
     Ok(())
 }
@@ -513,7 +652,7 @@ mod tests {
             edge_dst: vec![0, 1],
             edge_weights: vec![1.0, 0.5],
             edge_layers: vec![0b11, 0b01],
-            edge_features: Vec::new(),
+            ..Record::default()
         }
     }
 
@@ -591,6 +730,34 @@ mod tests {
         let err = from_batch(&batch, "part-0.parquet", 100).unwrap_err();
         assert_eq!(err.at, Location::file("part-0.parquet").row(101).column(EDGE_SRC));
         assert!(err.problem.contains("out of range"), "{err}");
+    }
+
+    /// A typed record: nodes of widths 2, 3 and 1 by type, and a relation per edge.
+    fn typed(root: i64) -> Record {
+        Record {
+            node_types: vec![1, 0, 2],
+            features: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            feature_at: vec![0, 2, 5, 6],
+            edge_relations: vec![3, 0],
+            ..record(root, Some(Label::Class(1)))
+        }
+    }
+
+    #[test]
+    fn typed_records_round_trip_without_padding() {
+        let schema = Arc::new(Schema::new(typed_record_fields(LabelKind::Class)));
+        let records = vec![typed(1), typed(9)];
+        let batch = to_batch(&records, &schema).unwrap();
+        let back = from_batch(&batch, "t", 0).unwrap();
+        assert_eq!(back, records);
+        assert_eq!((back[0].node_features(1), back[0].node_features(2)), (&[3.0, 4.0, 5.0][..], &[6.0][..]));
+        let nodes = batch.column_by_name(NODE_FEATURES).unwrap().as_list::<i32>().value(0);
+        assert_eq!(nodes.as_list::<i32>().value_offsets(), &[0, 2, 5, 6], "each node its own width");
+
+        let mut short = typed(2);
+        short.edge_relations.pop();
+        let err = from_batch(&to_batch(&[short], &schema).unwrap(), "p", 4).unwrap_err();
+        assert_eq!(err.at, Location::file("p").row(4).column(EDGE_RELATIONS));
     }
 
     #[test]

@@ -231,6 +231,7 @@ fn split_endpoints(
             edge_weights: whole.edge_weights[edges_at.clone()].to_vec(),
             edge_layers: whole.edge_layers[edges_at.clone()].to_vec(),
             edge_features: whole.edge_features[edges_at.start * edge_dim..edges_at.end * edge_dim].to_vec(),
+            ..Record::default()
         };
         check(&record, dim, edge_dim).map_err(|(column, problem)| (column, format!("endpoint {e}: {problem}")))?;
         link.endpoints.push(Arc::new(record));
@@ -274,6 +275,8 @@ mod tests {
             label: LabelKind::Class,
             edge_dim,
             edge_stats: None,
+            types: None,
+            relation_fanouts: Vec::new(),
             link: Some(LinkSpec {
                 negatives: 2,
                 negative_sampler: NegativeSampler::Uniform,

@@ -10,6 +10,7 @@ use crate::label::LabelKind;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
 use crate::task::{LinkSpec, NegativeSampler, Task};
+use crate::typed::GraphTypes;
 
 pub const ROOT_ID: &str = "root_id";
 pub const LABEL: &str = "label";
@@ -25,6 +26,10 @@ pub const EDGE_LAYERS: &str = "edge_layers";
 /// Present only when the edge table has features: `edge_dim` values per edge, aligned with
 /// `edge_src` / `edge_dst`.
 pub const EDGE_FEATURES: &str = "edge_features";
+/// Typed records: each node's type, an index into the `graphflat.node_types` metadata list.
+pub const NODE_TYPES: &str = "node_types";
+/// Typed records: each edge's relation, an index into the `graphflat.relations` metadata list.
+pub const EDGE_RELATIONS: &str = "edge_relations";
 
 /// Link records: the supervision edge's source and destination.
 pub const LINK_SRC: &str = "link_src";
@@ -58,6 +63,15 @@ pub mod meta {
     pub const NEGATIVE_SAMPLER: &str = "graphflat.negative_sampler";
     pub const DISJOINT_TRAIN: &str = "graphflat.disjoint_train";
     pub const SUPERVISION_FRACTION: &str = "graphflat.supervision_fraction";
+    /// Typed records: `name:width` per node type, comma-separated (see `crate::typed`).
+    pub const NODE_TYPES: &str = "graphflat.node_types";
+    /// Typed records: `name:src_type:dst_type` per relation, comma-separated.
+    pub const RELATIONS: &str = "graphflat.relations";
+    /// Typed records: the roots' node type.
+    pub const TARGET_TYPE: &str = "graphflat.target_type";
+    /// Typed records: each relation's fanouts (comma-separated, nearest hop first; empty for
+    /// every edge), one list per relation, `;`-separated in relation order.
+    pub const RELATION_FANOUTS: &str = "graphflat.relation_fanouts";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -98,6 +112,28 @@ pub fn record_fields(feature_dim: usize, label: LabelKind, edge_dim: usize) -> V
     fields
 }
 
+/// A typed record table's schema, without metadata: the node record's columns with
+/// `node_features` a `list<float32>` per node (each type's width), and `node_types` and
+/// `edge_relations` beside the ids and edges.
+pub fn typed_record_fields(label: LabelKind) -> Vec<Field> {
+    let mut fields = Vec::new();
+    for field in record_fields(1, label, 0) {
+        match field.name().as_str() {
+            NODE_FEATURES => fields.push(Field::new(NODE_FEATURES, list_of(list_of(DataType::Float32)), false)),
+            EDGE_DST => {
+                fields.push(field);
+                fields.push(Field::new(EDGE_RELATIONS, list_of(DataType::UInt8), false));
+            }
+            NODE_IDS => {
+                fields.push(field);
+                fields.push(Field::new(NODE_TYPES, list_of(DataType::UInt8), false));
+            }
+            _ => fields.push(field),
+        }
+    }
+    fields
+}
+
 /// The link record table's schema, without metadata: the supervision edge, its negatives, the
 /// sizes of each endpoint's neighborhood, then the node and edge columns of node records (the
 /// neighborhoods one after another; edge ends index the row's node list).
@@ -132,6 +168,12 @@ pub struct FlattenMeta {
     pub edge_stats: Option<EdgeStats>,
     /// Link records: the link task's settings (`None`: node records).
     pub link: Option<LinkSpec>,
+    /// Typed records: the graph's node types and relations (`None`: a homogeneous graph).
+    /// `feature_dim` is 0 then: each type has its own width.
+    pub types: Option<GraphTypes>,
+    /// Typed records: each relation's fanouts in the recorded form (see `fanouts`), in
+    /// relation order; empty for a homogeneous graph.
+    pub relation_fanouts: Vec<Vec<u32>>,
 }
 
 impl FlattenMeta {
@@ -142,6 +184,15 @@ impl FlattenMeta {
     /// The layer rule the records were flattened with.
     pub fn layers(&self) -> Layers {
         Layers::recorded(self.hops, &self.fanouts)
+    }
+
+    /// The layer rule of each relation, in relation order (one rule, [`FlattenMeta::layers`],
+    /// for a homogeneous graph).
+    pub fn relation_layers(&self) -> Vec<Layers> {
+        match &self.types {
+            None => vec![self.layers()],
+            Some(_) => self.relation_fanouts.iter().map(|f| Layers::recorded(self.hops, f)).collect(),
+        }
     }
 
     pub fn to_metadata(&self) -> Metadata {
@@ -161,6 +212,17 @@ impl FlattenMeta {
             let (mean, std) = stats.to_text();
             metadata.insert(meta::EDGE_FEATURE_MEAN.to_owned(), mean);
             metadata.insert(meta::EDGE_FEATURE_STD.to_owned(), std);
+        }
+        if let Some(types) = &self.types {
+            metadata.insert(meta::NODE_TYPES.to_owned(), types.node_types_text());
+            metadata.insert(meta::RELATIONS.to_owned(), types.relations_text());
+            metadata.insert(meta::TARGET_TYPE.to_owned(), types.target_name().to_owned());
+            let fanouts: Vec<String> = self
+                .relation_fanouts
+                .iter()
+                .map(|f| f.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+                .collect();
+            metadata.insert(meta::RELATION_FANOUTS.to_owned(), fanouts.join(";"));
         }
         if let Some(link) = &self.link {
             metadata.insert(meta::TASK.to_owned(), Task::Link.name().to_owned());
@@ -193,9 +255,33 @@ impl FlattenMeta {
         };
         let hops = number(meta::HOPS)? as usize;
         // One fanout per hop, or none (every edge): what `layers` reads.
-        if !fanouts.is_empty() && fanouts.len() != hops {
+        let per_hop = |fanouts: &[u32]| fanouts.is_empty() || fanouts.len() == hops;
+        if !per_hop(&fanouts) {
             return Err(MetaError::Bad(meta::FANOUTS));
         }
+        let (types, relation_fanouts) = match metadata.get(meta::NODE_TYPES) {
+            None => (None, Vec::new()),
+            Some(node_types) => {
+                let types = GraphTypes::parse(node_types, text(meta::RELATIONS)?, text(meta::TARGET_TYPE)?)
+                    .ok_or(MetaError::Bad(meta::NODE_TYPES))?;
+                let lists = text(meta::RELATION_FANOUTS)?;
+                let fanouts: Vec<Vec<u32>> = match types.relations.len() {
+                    0 => Vec::new(),
+                    _ => lists
+                        .split(';')
+                        .map(|list| match list {
+                            "" => Some(Vec::new()),
+                            _ => list.split(',').map(|f| f.parse().ok()).collect(),
+                        })
+                        .collect::<Option<_>>()
+                        .ok_or(MetaError::Bad(meta::RELATION_FANOUTS))?,
+                };
+                if fanouts.len() != types.relations.len() || !fanouts.iter().all(|f| per_hop(f)) {
+                    return Err(MetaError::Bad(meta::RELATION_FANOUTS));
+                }
+                (Some(types), fanouts)
+            }
+        };
         let edge_dim = match metadata.get(meta::EDGE_FEATURE_DIM) {
             None => 0,
             Some(_) => number(meta::EDGE_FEATURE_DIM)? as usize,
@@ -237,6 +323,8 @@ impl FlattenMeta {
             edge_dim,
             edge_stats,
             link,
+            types,
+            relation_fanouts,
         })
     }
 }
@@ -252,9 +340,10 @@ pub enum MetaError {
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {
-    let fields = match meta.link {
-        None => record_fields(meta.feature_dim, meta.label, meta.edge_dim),
-        Some(_) => link_record_fields(meta.feature_dim, meta.edge_dim),
+    let fields = match (&meta.link, &meta.types) {
+        (None, Some(_)) => typed_record_fields(meta.label),
+        (None, None) => record_fields(meta.feature_dim, meta.label, meta.edge_dim),
+        (Some(_), _) => link_record_fields(meta.feature_dim, meta.edge_dim),
     };
     Schema::new(fields).with_metadata(meta.to_metadata())
 }
@@ -275,6 +364,8 @@ mod tests {
             edge_dim: 0,
             edge_stats: None,
             link: None,
+            types: None,
+            relation_fanouts: Vec::new(),
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
         let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
@@ -312,5 +403,38 @@ mod tests {
         assert_eq!(FlattenMeta::read(&wrong), Err(MetaError::Bad(meta::EDGE_FEATURE_MEAN)));
         let foreign = Metadata::from([("pandas".to_owned(), "{}".to_owned())]);
         assert_eq!(FlattenMeta::read(&foreign), Err(MetaError::Missing));
+    }
+
+    #[test]
+    fn typed_metadata_round_trips() {
+        use crate::typed::{NodeType, Relation};
+        let types = GraphTypes {
+            node_types: vec![NodeType { name: "item".into(), width: 3 }, NodeType { name: "user".into(), width: 5 }],
+            relations: vec![
+                Relation { name: "buys".into(), src: 1, dst: 0 },
+                Relation { name: "rev_buys".into(), src: 0, dst: 1 },
+            ],
+            target: 1,
+        };
+        let meta = FlattenMeta {
+            hops: 2,
+            fanouts: vec![10, 5],
+            sampler: Sampler::Uniform,
+            seed: 7,
+            feature_dim: 0,
+            label: LabelKind::Class,
+            edge_dim: 0,
+            edge_stats: None,
+            link: None,
+            types: Some(types),
+            relation_fanouts: vec![vec![3, 2], vec![10, 5]],
+        };
+        assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()));
+        assert_eq!(meta.relation_layers()[0], Layers::recorded(2, &[3, 2]));
+        let mut short = meta.to_metadata();
+        short.insert(meta::RELATION_FANOUTS.to_owned(), "3,2".to_owned());
+        assert_eq!(FlattenMeta::read(&short), Err(MetaError::Bad(meta::RELATION_FANOUTS)));
+        let schema = record_schema(&meta);
+        assert!(schema.field_with_name(NODE_TYPES).is_ok() && schema.field_with_name(EDGE_RELATIONS).is_ok());
     }
 }

@@ -1,0 +1,232 @@
+//! A synthetic typed graph (`graphflat generate --hetero`), deterministic by seed: users,
+//! items and shops, each with its own feature width, joined by four relations whose meaning
+//! differs, so that a model that reads relations beats one that erases them.
+//!
+//! - `user` (the target type: label and split): features are noise; a user's class shows only
+//!   through the items it buys.
+//! - `item`: a category (`id % classes`) and features around that category's centroid.
+//! - `shop`: features around a random category's centroid (of its own width).
+//! - `buys` (user -> item) and `returns` (user -> item): each user buys items of its own class's
+//!   category and returns as many items of the category half the classes away (with
+//!   probability `homophily` each; else any item). With relations erased, a user's items are
+//!   an even mix of categories `c` and `c + classes/2`, the same mix for both classes: only
+//!   the relation tells them apart.
+//! - `follows` (user -> user, Zipf destinations: user hubs) and `sells` (shop -> item): noise.
+//!
+//! Item destinations are Zipf by rank within their category, so popular items are hubs. Edges
+//! per relation: 30% buys, 30% returns, 20% follows, 20% sells of `nodes * avg_degree`; nodes:
+//! 60% users, 30% items, 10% shops. The tables go to `<out>/nodes/<type>/` and
+//! `<out>/edges/<relation>/`.
+
+use std::ops::Range;
+
+use arrow_array::RecordBatch;
+use schemas::nodes::NodeRows;
+use schemas::{GenerateConfig, Label, LabelKind, Split, edges};
+use tables::Io;
+use tables::commit::Stage;
+
+use crate::error::Error;
+use crate::generate::{Draws, Generated, parallel, split_of, zipf_rank};
+use crate::table::TableWriter;
+
+/// The node types, in the order of `Shape::counts` and `Shape::widths`.
+pub const NODE_TYPES: [&str; 3] = ["user", "item", "shop"];
+/// The relations: name, source type, destination type (indices into [`NODE_TYPES`]).
+pub const RELATIONS: [(&str, usize, usize); 4] =
+    [("buys", 0, 1), ("returns", 0, 1), ("follows", 0, 0), ("sells", 2, 1)];
+/// Each relation's share of the edges, in tenths.
+const EDGE_TENTHS: [u64; 4] = [3, 3, 2, 2];
+
+const ROWS_PER_PART: u64 = 1 << 20;
+
+/// The tables [`generate_hetero`] writes, relative to its output: `nodes/<type>` and
+/// `edges/<relation>`.
+pub fn table_dirs() -> Vec<String> {
+    let nodes = NODE_TYPES.iter().map(|t| format!("nodes/{t}"));
+    nodes.chain(RELATIONS.iter().map(|(r, _, _)| format!("edges/{r}"))).collect()
+}
+
+/// The generator's sizes and fixed draws for one config.
+struct Shape {
+    config: GenerateConfig,
+    counts: [u64; 3],
+    widths: [usize; 3],
+    /// Per type, `classes * width` centroid values (users' unused).
+    centroids: [Vec<f64>; 3],
+}
+
+impl Shape {
+    fn new(config: &GenerateConfig) -> Self {
+        let n = config.nodes;
+        let counts = [n * 6 / 10, n * 3 / 10, n - n * 6 / 10 - n * 3 / 10];
+        let d = config.feature_dim;
+        let widths = [d, (d / 2).max(1), (d / 4).max(1)];
+        let centroids = std::array::from_fn(|t| {
+            let mut draws = Draws::new(config.seed, u64::MAX - 10 - t as u64);
+            (0..config.classes * widths[t]).map(|_| draws.normal() * config.feature_signal).collect()
+        });
+        Shape { config: config.clone(), counts, widths, centroids }
+    }
+
+    fn classes(&self) -> u64 {
+        self.config.classes as u64
+    }
+
+    /// A user's class.
+    fn label(&self, user: u64) -> u64 {
+        cluster::hash::hash3(self.config.seed, user, 0x7573_6572) % self.classes()
+    }
+
+    /// A node's category: its class for a user, `id % classes` for an item, a draw for a shop.
+    fn category(&self, node_type: usize, id: u64) -> u64 {
+        match node_type {
+            0 => self.label(id),
+            1 => id % self.classes(),
+            _ => cluster::hash::hash3(self.config.seed, id, 0x73686f70) % self.classes(),
+        }
+    }
+
+    /// An item of `category`, Zipf by rank within it (popular items are hubs).
+    fn item_of(&self, category: u64, draws: &mut Draws) -> u64 {
+        let items = self.counts[1];
+        let in_category = (items + self.classes() - 1 - category) / self.classes();
+        if in_category == 0 {
+            return draws.below(items);
+        }
+        zipf_rank(in_category, self.config.skew, draws) * self.classes() + category
+    }
+
+    /// Edge `e` of relation `r`: (src, dst).
+    fn edge(&self, r: usize, e: u64, draws: &mut Draws) -> (u64, u64) {
+        let [users, items, shops] = self.counts;
+        let half = self.classes() / 2;
+        let homophilous = draws.unit() < self.config.homophily;
+        match r {
+            // buys, returns: every user in turn, an item of its category or the opposite one.
+            0 | 1 => {
+                let user = e % users;
+                let category = (self.label(user) + if r == 1 { half } else { 0 }) % self.classes();
+                let item = if homophilous { self.item_of(category, draws) } else { draws.below(items) };
+                (user, item)
+            }
+            2 => (draws.below(users), zipf_rank(users, self.config.skew, draws)),
+            _ => (draws.below(shops), zipf_rank(items, self.config.skew, draws)),
+        }
+    }
+
+    fn edge_count(&self, r: usize) -> u64 {
+        self.config.nodes * self.config.avg_degree * EDGE_TENTHS[r] / 10
+    }
+}
+
+/// Writes the typed graph's tables, each with `_SUCCESS` (all written before any commits).
+pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
+    config.check()?;
+    if config.nodes < 10 || config.multi_label || config.edge_feature_dim > 0 {
+        return Err(Error::Usage(
+            "generate --hetero needs --nodes >= 10 and neither --multi-label nor edge features".into(),
+        ));
+    }
+    let shape = Shape::new(config);
+    let out = io.output(&config.output)?;
+    let node_writers = NODE_TYPES
+        .iter()
+        .map(|t| TableWriter::start(io, &out.child("nodes").child(t), Stage::Generate, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let edge_writers = RELATIONS
+        .iter()
+        .map(|(r, _, _)| TableWriter::start(io, &out.child("edges").child(r), Stage::Generate, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (t, writer) in node_writers.iter().enumerate() {
+        parallel(shape.counts[t].div_ceil(ROWS_PER_PART), |part| {
+            let lo = part * ROWS_PER_PART;
+            let batch = node_batch(&shape, t, lo..(lo + ROWS_PER_PART).min(shape.counts[t]));
+            writer.write(part as usize, batch.schema(), &[batch])
+        })?;
+    }
+    let mut max_in_degree = 0;
+    for (r, writer) in edge_writers.iter().enumerate() {
+        let m = shape.edge_count(r);
+        let hubs = parallel(m.div_ceil(ROWS_PER_PART), |part| {
+            let lo = part * ROWS_PER_PART;
+            let (batch, hub) = edge_batch(&shape, r, part, lo..(lo + ROWS_PER_PART).min(m));
+            writer.write(part as usize, batch.schema(), &[batch])?;
+            Ok(hub)
+        })?;
+        max_in_degree = max_in_degree.max(hubs.iter().sum());
+    }
+    for writer in node_writers.into_iter().chain(edge_writers) {
+        writer.commit()?;
+    }
+    let edges = (0..RELATIONS.len()).map(|r| shape.edge_count(r)).sum();
+    Ok(Generated { nodes: config.nodes, edges, max_in_degree })
+}
+
+fn node_batch(shape: &Shape, t: usize, range: Range<u64>) -> RecordBatch {
+    let c = &shape.config;
+    let width = shape.widths[t];
+    let mut features = Vec::with_capacity((range.end - range.start) as usize * width);
+    let (mut labels, mut splits) = (Vec::new(), Vec::new());
+    for v in range.clone() {
+        let mut draws = Draws::new(c.seed ^ (t as u64) << 56, v);
+        if t == 0 {
+            // Users: noise only; the class is in the items they buy.
+            features.extend((0..width).map(|_| draws.normal() as f32));
+            labels.push(Some(Label::Class(shape.label(v) as i64)));
+            splits.push(Some(split_of(c, v)));
+        } else {
+            let k = shape.category(t, v) as usize;
+            let centroid = &shape.centroids[t][k * width..(k + 1) * width];
+            features.extend(centroid.iter().map(|&m| (m + draws.normal()) as f32));
+        }
+    }
+    let (labels, splits): (&[Option<Label>], &[Option<Split>]) = (&labels, &splits);
+    let ids = range.map(|v| v as i64).collect();
+    let rows = NodeRows { ids, features, dim: width, labels, label: LabelKind::Class, splits };
+    if t == 0 { rows.to_batch() } else { rows.to_batch_unlabeled() }
+}
+
+/// One part of relation `r`'s edges, and how many of them point at its rank-0 destination.
+fn edge_batch(shape: &Shape, r: usize, part: u64, range: Range<u64>) -> (RecordBatch, u64) {
+    let mut draws = Draws::new(shape.config.seed, (r as u64 + 2) << 40 | part);
+    let rows = (range.end - range.start) as usize;
+    let (mut src, mut dst, mut weight) = (Vec::with_capacity(rows), Vec::with_capacity(rows), Vec::with_capacity(rows));
+    let mut hub = 0;
+    for e in range {
+        let (s, d) = shape.edge(r, e, &mut draws);
+        hub += u64::from(d == 0);
+        src.push(s as i64);
+        dst.push(d as i64);
+        weight.push((0.1 + 0.9 * draws.unit()) as f32);
+    }
+    (edges::to_batch_with(src, dst, weight, None), hub)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every edge's ends are nodes of its relation's types; buys go to the user's category and
+    /// returns to the opposite one, at about the homophily rate.
+    #[test]
+    fn edges_join_their_types_and_carry_the_class_through_their_relation() {
+        let config = GenerateConfig { nodes: 2000, homophily: 0.9, ..GenerateConfig::with_output("x") };
+        let shape = Shape::new(&config);
+        let half = shape.classes() / 2;
+        for (r, &(_, src_type, dst_type)) in RELATIONS.iter().enumerate() {
+            let mut draws = Draws::new(1, r as u64);
+            let mut same = 0;
+            for e in 0..1000 {
+                let (s, d) = shape.edge(r, e, &mut draws);
+                assert!(s < shape.counts[src_type] && d < shape.counts[dst_type], "relation {r}: {s} -> {d}");
+                let wanted = (shape.label(s) + if r == 1 { half } else { 0 }) % shape.classes();
+                same += u32::from(r < 2 && shape.category(1, d) == wanted);
+            }
+            if r < 2 {
+                assert!(same > 850, "relation {r}: {same} of 1000 edges in the category");
+            }
+        }
+        assert_eq!(shape.widths, [32, 16, 8], "each type its own width");
+    }
+}

@@ -1,0 +1,178 @@
+//! Typed (heterogeneous) graphs: node types, each with its own node table and feature width,
+//! and relations, each with its own edge table between a source and a destination type.
+//!
+//! Node ids are unique within a type; the same id in two types is two nodes. Inside a stage a
+//! typed node is one `i64` key, its type in the top 8 bits and its id in the low 56
+//! ([`pack`]), so that ownership, sampling keys, the rounds and every map keyed by node work on
+//! typed graphs unchanged. That bounds a typed graph's ids to `[-2^55, 2^55)` (an id outside
+//! is bad input naming its row); a homogeneous graph packs nothing and keeps every `i64` id.
+//! Tables and records always hold the plain id and, beside it, the type.
+//!
+//! Types and relations are numbered by name (sorted), and a reversed relation (`reverse =
+//! true`, as PyG's `ToUndirected`) is named `rev_<name>` and numbered among them: the numbers
+//! depend only on the job's text, and records and models carry the names with them.
+
+use std::fmt;
+
+/// The most node types a typed graph can have (the key's type bits, kept non-negative).
+pub const MAX_NODE_TYPES: usize = 127;
+/// The most relations (reversed ones included): `edge_relations` is a `uint8` per edge.
+pub const MAX_RELATIONS: usize = 255;
+/// Bits of a typed node's id inside its key.
+pub const ID_BITS: u32 = 56;
+/// Typed node ids lie in `[-ID_LIMIT, ID_LIMIT)`.
+pub const ID_LIMIT: i64 = 1 << (ID_BITS - 1);
+
+/// The key of node `id` of type `node_type`, or `None` when the id is out of the typed range.
+pub fn pack(node_type: u8, id: i64) -> Option<i64> {
+    if !(-ID_LIMIT..ID_LIMIT).contains(&id) || usize::from(node_type) >= MAX_NODE_TYPES {
+        return None;
+    }
+    Some((i64::from(node_type) << ID_BITS) | (id & ((1 << ID_BITS) - 1)))
+}
+
+/// The type and id of a typed node's key ([`pack`]'s inverse).
+pub fn unpack(key: i64) -> (u8, i64) {
+    ((key >> ID_BITS) as u8, (key << (64 - ID_BITS)) >> (64 - ID_BITS))
+}
+
+/// Whether `name` can name a type or relation: ASCII letters, digits and `_`, starting with a
+/// letter (names travel in metadata lists and column names).
+pub fn valid_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A node type as records and models know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeType {
+    pub name: String,
+    /// Its feature width (every node of the type has this many).
+    pub width: usize,
+}
+
+/// A relation as records and models know it: messages flow from `src`-type nodes into
+/// `dst`-type nodes along its edges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relation {
+    pub name: String,
+    pub src: u8,
+    pub dst: u8,
+}
+
+/// The types of a typed graph: what a record set or a model needs to read typed nodes and
+/// edges (written as the record metadata's `graphflat.node_types`, `graphflat.relations` and
+/// `graphflat.target_type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphTypes {
+    pub node_types: Vec<NodeType>,
+    pub relations: Vec<Relation>,
+    /// The type whose nodes are the records' roots.
+    pub target: u8,
+}
+
+impl GraphTypes {
+    /// `user:16,merchant:8`: each type's name and width, in type order.
+    pub fn node_types_text(&self) -> String {
+        let items: Vec<String> = self.node_types.iter().map(|t| format!("{}:{}", t.name, t.width)).collect();
+        items.join(",")
+    }
+
+    /// `pays:user:merchant,rev_pays:merchant:user`: each relation's name, source and
+    /// destination type, in relation order.
+    pub fn relations_text(&self) -> String {
+        let name = |t: u8| self.node_types[usize::from(t)].name.as_str();
+        let items: Vec<String> =
+            self.relations.iter().map(|r| format!("{}:{}:{}", r.name, name(r.src), name(r.dst))).collect();
+        items.join(",")
+    }
+
+    /// Reads the three texts back; `None` when one is not what [`GraphTypes`] writes.
+    pub fn parse(node_types: &str, relations: &str, target: &str) -> Option<Self> {
+        let node_types: Vec<NodeType> = node_types
+            .split(',')
+            .map(|item| {
+                let (name, width) = item.split_once(':')?;
+                let width = width.parse().ok().filter(|&w| w > 0)?;
+                valid_name(name).then(|| NodeType { name: name.to_owned(), width })
+            })
+            .collect::<Option<_>>()?;
+        if node_types.len() > MAX_NODE_TYPES {
+            return None;
+        }
+        let index = |name: &str| node_types.iter().position(|t| t.name == name).map(|i| i as u8);
+        let relations: Vec<Relation> = match relations {
+            "" => Vec::new(),
+            listed => listed
+                .split(',')
+                .map(|item| {
+                    let mut parts = item.split(':');
+                    let (name, src, dst) = (parts.next()?, parts.next()?, parts.next()?);
+                    let relation = Relation { name: name.to_owned(), src: index(src)?, dst: index(dst)? };
+                    (parts.next().is_none() && valid_name(name)).then_some(relation)
+                })
+                .collect::<Option<_>>()?,
+        };
+        if relations.len() > MAX_RELATIONS {
+            return None;
+        }
+        Some(GraphTypes { target: index(target)?, node_types, relations })
+    }
+
+    pub fn target_name(&self) -> &str {
+        &self.node_types[usize::from(self.target)].name
+    }
+
+    /// Type `t`'s feature width.
+    pub fn width(&self, t: u8) -> usize {
+        self.node_types[usize::from(t)].width
+    }
+}
+
+impl fmt::Display for GraphTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "types {} and relations {}", self.node_types_text(), self.relations_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_over_the_typed_range() {
+        for t in [0u8, 1, 7, 126] {
+            for id in [0, 1, -1, 42, -42, ID_LIMIT - 1, -ID_LIMIT, 1 << 40, -(1 << 40)] {
+                let key = pack(t, id).unwrap();
+                assert_eq!(unpack(key), (t, id), "type {t}, id {id}");
+                assert!(key >= 0, "types keep the key's sign bit clear: {key}");
+            }
+        }
+        assert_eq!(pack(0, ID_LIMIT), None);
+        assert_eq!(pack(0, -ID_LIMIT - 1), None);
+        assert_eq!(pack(127, 0), None);
+        assert_ne!(pack(1, 5), pack(2, 5), "one id in two types is two nodes");
+    }
+
+    #[test]
+    fn types_round_trip_through_their_text() {
+        let types = GraphTypes {
+            node_types: vec![
+                NodeType { name: "merchant".into(), width: 8 },
+                NodeType { name: "user".into(), width: 16 },
+            ],
+            relations: vec![
+                Relation { name: "pays".into(), src: 1, dst: 0 },
+                Relation { name: "rev_pays".into(), src: 0, dst: 1 },
+            ],
+            target: 1,
+        };
+        assert_eq!(types.node_types_text(), "merchant:8,user:16");
+        assert_eq!(types.relations_text(), "pays:user:merchant,rev_pays:merchant:user");
+        let back = GraphTypes::parse(&types.node_types_text(), &types.relations_text(), "user");
+        assert_eq!(back, Some(types));
+        assert_eq!(GraphTypes::parse("a:0", "", "a"), None, "a width of 0");
+        assert_eq!(GraphTypes::parse("a:3", "r:a:b", "a"), None, "an unknown type");
+        assert_eq!(GraphTypes::parse("a:3", "", "b"), None, "an unknown target");
+        assert_eq!(GraphTypes::parse("a b:3", "", "a b"), None, "a name with a space");
+    }
+}

@@ -1,0 +1,289 @@
+//! Typed graphs through GraphFlat, end to end: records of a generated typed graph (users,
+//! items, shops; four relations, two of them reversed; a relation with its own fanouts) equal
+//! an independent typed BFS under the same sampling rule, with hub re-indexing on and off and on
+//! one or two workers; and the typed loader's bad inputs are errors naming the type or relation,
+//! the file, row and column.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type};
+use common::*;
+use sampling::sample::Candidate;
+use schemas::Sampler;
+use schemas::record::FlattenMeta;
+use schemas::typed::pack;
+
+const SEED: u64 = 3;
+const FANOUTS: [u32; 2] = [4, 3];
+const RETURNS_FANOUTS: [u32; 2] = [2, 2];
+
+/// The `[graph]` of a generated typed graph in `data`: buys and returns reversed, returns with
+/// its own fanouts.
+fn graph_tables(data: &Path) -> String {
+    let table = |dir: &str| data.join(dir).display().to_string();
+    let mut text = String::new();
+    for t in ["user", "item", "shop"] {
+        text += &format!("[graph.node_types.{t}]\ntable = {:?}\n", table(&format!("nodes/{t}")));
+    }
+    for (r, src, dst, extra) in [
+        ("buys", "user", "item", "reverse = true\n".to_owned()),
+        ("returns", "user", "item", format!("reverse = true\nfanouts = {RETURNS_FANOUTS:?}\n")),
+        ("follows", "user", "user", String::new()),
+        ("sells", "shop", "item", String::new()),
+    ] {
+        let path = table(&format!("edges/{r}"));
+        text += &format!("[graph.relations.{r}]\nsrc = {src:?}\ndst = {dst:?}\ntable = {path:?}\n{extra}");
+    }
+    text
+}
+
+/// Flattens the typed graph in `data` into `dir/<name>` with `flatten` keys added.
+fn flatten_typed(dir: &Path, data: &Path, name: &str, flatten: &str, args: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let job = format!(
+        "{}[flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nfanouts = {FANOUTS:?}\nseed = {SEED}\n{flatten}",
+        graph_tables(data),
+        out.display().to_string()
+    );
+    run_ok(&write_job(dir, name, &job), args);
+    out
+}
+
+/// A node of the typed graph: (type, id).
+type Node = (String, i64);
+
+/// The typed graph as plain maps, read back from its tables.
+struct Typed {
+    features: BTreeMap<Node, Vec<f32>>,
+    labels: BTreeMap<i64, i64>,
+    /// Per destination, its in-edges: (relation, src, weight).
+    in_edges: BTreeMap<Node, Vec<(String, Node, f32)>>,
+    /// Each type's index in the records (types are numbered by name).
+    type_index: BTreeMap<String, u8>,
+}
+
+fn read_typed(data: &Path) -> Typed {
+    let type_index: BTreeMap<String, u8> =
+        ["item", "shop", "user"].iter().enumerate().map(|(i, t)| (t.to_string(), i as u8)).collect();
+    let mut g = Typed { features: BTreeMap::new(), labels: BTreeMap::new(), in_edges: BTreeMap::new(), type_index };
+    for t in ["user", "item", "shop"] {
+        for batch in read_batches(&data.join("nodes").join(t)) {
+            let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+            let features = batch.column_by_name("features").unwrap().as_list::<i32>();
+            for r in 0..batch.num_rows() {
+                let values = features.value(r).as_primitive::<Float32Type>().values().to_vec();
+                g.features.insert((t.to_owned(), ids.value(r)), values);
+                if let Some(labels) = batch.column_by_name("label") {
+                    g.labels.insert(ids.value(r), labels.as_primitive::<Int64Type>().value(r));
+                }
+            }
+        }
+    }
+    for (r, src_type, dst_type, reverse) in [
+        ("buys", "user", "item", true),
+        ("returns", "user", "item", true),
+        ("follows", "user", "user", false),
+        ("sells", "shop", "item", false),
+    ] {
+        for batch in read_batches(&data.join("edges").join(r)) {
+            let src = batch.column_by_name("src").unwrap().as_primitive::<Int64Type>();
+            let dst = batch.column_by_name("dst").unwrap().as_primitive::<Int64Type>();
+            let w = batch.column_by_name("weight").unwrap().as_primitive::<Float32Type>();
+            for i in 0..batch.num_rows() {
+                let (s, d) = ((src_type.to_owned(), src.value(i)), (dst_type.to_owned(), dst.value(i)));
+                g.in_edges.entry(d.clone()).or_default().push((r.to_owned(), s.clone(), w.value(i)));
+                if reverse {
+                    g.in_edges.entry(s).or_default().push((format!("rev_{r}"), d, w.value(i)));
+                }
+            }
+        }
+    }
+    g
+}
+
+/// A record as comparable sets: nodes (type, id, hop, in-degree, features' bits) and edges
+/// (dst, src, relation, weight bits, layer mask).
+type Shape = (BTreeSet<(Node, u8, i64, Vec<u32>)>, BTreeSet<(Node, Node, String, u32, u32)>);
+
+/// The independent typed BFS: a node at hop `d < k` keeps, of each relation's in-edges ranked
+/// by sampling key (the typed keys of its ends), rank `i` for layer `l` when `i <
+/// fanouts[k - l]` of that relation; an edge serving some layer joins the record, and its
+/// source joins at hop `d + 1` unless seen.
+fn bfs(g: &Typed, root: i64, fanouts: impl Fn(&str) -> [u32; 2]) -> Shape {
+    let k = 2;
+    let key = |n: &Node| pack(g.type_index[&n.0], n.1).unwrap();
+    let root: Node = ("user".into(), root);
+    let mut hops: BTreeMap<Node, u8> = BTreeMap::from([(root.clone(), 0)]);
+    let mut frontier = vec![root];
+    let mut edges = BTreeSet::new();
+    for d in 0..k {
+        let mut next = Vec::new();
+        for v in &frontier {
+            let mut by_relation: BTreeMap<&str, Vec<(Candidate, &Node)>> = BTreeMap::new();
+            for (r, src, w) in g.in_edges.get(v).into_iter().flatten() {
+                by_relation
+                    .entry(r)
+                    .or_default()
+                    .push((Candidate::new(Sampler::Uniform, SEED, key(v), key(src), *w), src));
+            }
+            for (r, mut ranked) in by_relation {
+                ranked.sort_by_key(|a| a.0);
+                for (i, (c, src)) in ranked.iter().enumerate() {
+                    let mask: u32 = (1..=k - d).filter(|&l| (i as u32) < fanouts(r)[k - l]).map(|l| 1 << (l - 1)).sum();
+                    if mask == 0 {
+                        continue;
+                    }
+                    edges.insert((v.clone(), (*src).clone(), r.to_owned(), c.weight.to_bits(), mask));
+                    if !hops.contains_key(*src) {
+                        hops.insert((*src).clone(), d as u8 + 1);
+                        next.push((*src).clone());
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    let in_degree = |n: &Node| g.in_edges.get(n).map_or(0, Vec::len) as i64;
+    let bits = |n: &Node| g.features[n].iter().map(|v| v.to_bits()).collect();
+    (hops.iter().map(|(n, &h)| (n.clone(), h, in_degree(n), bits(n))).collect(), edges)
+}
+
+/// A written record as the same sets, with its types and relations by name.
+fn shape_of(r: &schemas::Record, meta: &FlattenMeta) -> Shape {
+    let types = meta.types.as_ref().unwrap();
+    let node = |i: usize| (types.node_types[r.node_types[i] as usize].name.clone(), r.node_ids[i]);
+    let nodes = (0..r.num_nodes())
+        .map(|i| (node(i), r.hops[i], r.in_degrees[i], r.node_features(i).iter().map(|v| v.to_bits()).collect()))
+        .collect();
+    let edges = (0..r.num_edges())
+        .map(|j| {
+            let relation = types.relations[r.edge_relations[j] as usize].name.clone();
+            let (s, d) = (r.edge_src[j] as usize, r.edge_dst[j] as usize);
+            (node(d), node(s), relation, r.edge_weights[j].to_bits(), r.edge_layers[j])
+        })
+        .collect();
+    (nodes, edges)
+}
+
+fn meta_of(out: &Path) -> FlattenMeta {
+    let file = std::fs::File::open(&parquet_files(out)[0]).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    FlattenMeta::read(reader.schema().metadata()).unwrap()
+}
+
+#[test]
+fn typed_records_equal_an_independent_typed_bfs_with_and_without_reindexing() {
+    let dir = scratch("hetero-bfs");
+    let data = dir.join("graph");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "3000", "--seed", "5"]);
+    let g = read_typed(&data);
+    let fanouts = |r: &str| if r.ends_with("returns") { RETURNS_FANOUTS } else { FANOUTS };
+
+    let hubs = flatten_typed(&dir, &data, "hubs", "hub_threshold = 20\ntargets = [\"train\"]\n", &["--workers", "2"]);
+    let plain = flatten_typed(&dir, &data, "plain", "hub_threshold = 0\ntargets = [\"train\"]\n", &["--workers", "1"]);
+    let meta = meta_of(&hubs);
+    let types = meta.types.clone().unwrap();
+    assert_eq!(types.node_types_text(), "item:16,shop:8,user:32", "each type keeps its own width");
+    assert_eq!(types.target_name(), "user");
+    assert_eq!(meta.relation_fanouts.len(), 6, "four relations and two reversed");
+
+    let (with, without) = (read_records(&hubs), read_records(&plain));
+    assert_eq!(with, without, "re-indexing and the worker count change nothing");
+    assert!(with.len() > 500, "{} records", with.len());
+    let mut relations_seen = BTreeSet::new();
+    let mut reindexed_hub_seen = false;
+    for r in &with {
+        assert_eq!(r.label, Some(schemas::Label::Class(g.labels[&r.root])), "root {}", r.root);
+        let expected = bfs(&g, r.root, fanouts);
+        let got = shape_of(r, &meta);
+        assert_eq!(got, expected, "root {}", r.root);
+        relations_seen.extend(got.1.iter().map(|e| e.2.clone()));
+        reindexed_hub_seen |= got.0.iter().any(|n| n.2 > 20);
+    }
+    let all = ["buys", "follows", "returns", "rev_buys", "rev_returns", "sells"];
+    assert_eq!(relations_seen, all.iter().map(|s| s.to_string()).collect(), "every relation in some record");
+    assert!(reindexed_hub_seen, "no record held a re-indexed hub");
+
+    // The trainer reads no typed records yet, and says so rather than misreading them.
+    let train = run(&Job::train(&hubs, dir.join("model")).write(&dir, "train"), &[]);
+    assert_fails(&train, 64, &["records of a typed graph", "not built yet"]);
+}
+
+#[test]
+fn bad_typed_inputs_name_the_type_or_relation_file_row_and_column() {
+    let dir = scratch("hetero-bad");
+    let data = dir.join("graph");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "200", "--seed", "1"]);
+    let job = |graph: String, flatten: &str| {
+        format!(
+            "{graph}[flatten]\noutput = {:?}\ntarget_type = \"user\"\n{flatten}",
+            dir.join("out").display().to_string()
+        )
+    };
+    let run_text = |name: &str, text: String| run(&write_job(&dir, name, &text), &[]);
+
+    // An unknown type in a relation, and an unknown target type: usage errors before any read.
+    let unknown = graph_tables(&data).replace("dst = \"item\"", "dst = \"product\"");
+    assert_fails(&run_text("unknown-type", job(unknown, "")), 64, &["relation buys", "\"product\" is not a node type"]);
+    let target = job(graph_tables(&data), "").replace("target_type = \"user\"", "target_type = \"item2\"");
+    assert_fails(&run_text("unknown-target", target), 64, &["\"item2\" is not a node type"]);
+
+    // A sells edge whose source is a user id no shop has: the relation, file, row and column.
+    let shops = read_batches(&data.join("nodes/shop")).iter().map(|b| b.num_rows()).sum::<usize>();
+    let bad_edges = dir.join("bad-sells");
+    std::fs::create_dir_all(&bad_edges).unwrap();
+    write_edges(&bad_edges.join("part-0.parquet"), &[(0, 1), (shops as i64 + 5, 2)]);
+    let graph =
+        graph_tables(&data).replace(&data.join("edges/sells").display().to_string(), &bad_edges.display().to_string());
+    let out = run_text("missing-endpoint", job(graph, ""));
+    assert_fails(&out, 65, &["relation sells (shop -> item)", "part-0.parquet", "row 1", "src", "unknown node"]);
+
+    // A user row with another feature width: the type, the file, row and column.
+    let users = dir.join("users");
+    write_users(&users, &[(0, 4), (1, 4), (2, 3)], true);
+    let graph =
+        graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
+    let out = run_text("width", job(graph, ""));
+    assert_fails(&out, 65, &["node type user", "row 2", "features", "feature length 3 differs"]);
+
+    // A target type without labels.
+    write_users(&users, &[(0, 4), (1, 4)], false);
+    let graph =
+        graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
+    assert_fails(&run_text("no-labels", job(graph, "")), 64, &["node type user is the target type", "no label column"]);
+}
+
+/// A user table at `dir/part-0.parquet`: (id, feature width) rows, labeled (class 0, train) or
+/// without `label` and `split` columns.
+fn write_users(dir: &Path, rows: &[(i64, usize)], labels: bool) {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
+    use arrow_buffer::OffsetBuffer;
+    use arrow_schema::{DataType, Field};
+
+    std::fs::create_dir_all(dir).unwrap();
+    let values: Vec<f32> = rows.iter().flat_map(|&(_, w)| vec![0.5f32; w]).collect();
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    let offsets = OffsetBuffer::from_lengths(rows.iter().map(|r| r.1));
+    let features = ListArray::new(item, offsets, Arc::new(Float32Array::from(values)), None);
+    let mut columns: Vec<(&str, ArrayRef)> = vec![
+        ("node_id", Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)))),
+        ("features", Arc::new(features)),
+    ];
+    if labels {
+        columns.push(("label", Arc::new(Int64Array::from(vec![0; rows.len()]))));
+        columns.push(("split", Arc::new(StringArray::from(vec!["train"; rows.len()]))));
+    }
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    std::fs::remove_dir_all(dir).ok();
+    std::fs::create_dir_all(dir).unwrap();
+    let file = std::fs::File::create(dir.join("part-0.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
