@@ -266,7 +266,6 @@ fn write_users(dir: &Path, rows: &[(i64, usize)], labels: bool) {
     use arrow_buffer::OffsetBuffer;
     use arrow_schema::{DataType, Field};
 
-    std::fs::create_dir_all(dir).unwrap();
     let values: Vec<f32> = rows.iter().flat_map(|&(_, w)| vec![0.5f32; w]).collect();
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     let offsets = OffsetBuffer::from_lengths(rows.iter().map(|r| r.1));
