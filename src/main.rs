@@ -100,6 +100,10 @@ enum Command {
         /// relation of its items: jobs/hetero.toml reads it.
         #[arg(long)]
         hetero: bool,
+        /// With --hetero: also erased/nodes/ and erased/edges/, the same graph with types and
+        /// relations erased (ids offset by type, features zero-padded, every edge both ways).
+        #[arg(long, requires = "hetero")]
+        erased: bool,
         #[arg(long, default_value_t = generate::DEFAULT_SEED)]
         seed: u64,
     },
@@ -215,6 +219,7 @@ fn run(cli: Cli) -> Result<()> {
             edge_feature_signal,
             multi_label,
             hetero,
+            erased,
             seed,
         } => {
             let config = GenerateConfig {
@@ -229,6 +234,7 @@ fn run(cli: Cli) -> Result<()> {
                 edge_feature_signal,
                 multi_label,
                 hetero,
+                erased,
                 seed,
                 ..GenerateConfig::with_output(out)
             };
@@ -324,7 +330,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
         let tables: Vec<String> = match config.hetero {
             false => vec!["nodes".into(), "edges".into()],
-            true => graphflat::hetero::table_dirs(),
+            true => graphflat::hetero::table_dirs(config.erased),
         };
         let done = io.block_on(async {
             for table in &tables {

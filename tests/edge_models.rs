@@ -71,15 +71,6 @@ fn edge_aware_scores_equal_the_trainer_forward_pass_on_any_cluster() {
     }
 }
 
-/// Test accuracy from a training run's log line "test accuracy there ...".
-fn test_accuracy(stdout: &str) -> f64 {
-    let line = stdout.lines().find(|l| l.contains("test accuracy there")).unwrap_or_else(|| panic!("{stdout}"));
-    let after = line.split("test accuracy there").nth(1).unwrap();
-    let number: String =
-        after.chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| *c == '.' || c.is_ascii_digit()).collect();
-    number.parse().unwrap_or_else(|_| panic!("no accuracy in {line:?}"))
-}
-
 #[test]
 fn a_label_only_the_edges_carry_is_learned_with_edge_features_only() {
     let dir = scratch("edge-signal");

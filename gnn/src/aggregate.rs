@@ -11,6 +11,7 @@ use burn::prelude::*;
 use burn::tensor::{IndexingUpdateOp, Int, TensorData};
 
 use crate::batch::{LayerEdges, LayerPlans};
+use crate::hetero::GroupTensors;
 use crate::kernel::{Aggregation, edge_sum, uses_kernel};
 
 /// A layer's edges as tensors on a device.
@@ -32,6 +33,11 @@ pub struct EdgeTensors {
     pub features: Option<Tensor<2>>,
     /// The kernel's plans, when the device runs the kernel.
     pub plans: Option<LayerPlans>,
+    /// A typed layer: its edges per relation (see [`crate::batch::LayerRelations`]); empty
+    /// for a homogeneous layer.
+    pub relations: Vec<EdgeTensors>,
+    /// A typed layer: its output rows by node type.
+    pub out_types: Option<GroupTensors>,
 }
 
 impl EdgeTensors {
@@ -52,6 +58,13 @@ impl EdgeTensors {
             features: (e.edge_dim > 0)
                 .then(|| Tensor::from_data(TensorData::new(e.features.clone(), [n, e.edge_dim]), device)),
             plans,
+            relations: e
+                .typed
+                .iter()
+                .flat_map(|t| &t.relations)
+                .map(|r| EdgeTensors::new(r, device, aggregation))
+                .collect(),
+            out_types: e.typed.as_ref().map(|t| GroupTensors::new(&t.out_types, device)),
         }
     }
 

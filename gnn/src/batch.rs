@@ -25,8 +25,10 @@ use std::sync::Arc;
 use schemas::edge_stats::EdgeStats;
 use schemas::layers::Layers;
 use schemas::model::ModelSpec;
+use schemas::typed::GraphTypes;
 use schemas::{Label, Record, Split};
 
+use crate::hetero::TypeGroups;
 use crate::kernel::{EdgePlan, PlanRef};
 
 /// The edges one layer aggregates over, by batch row.
@@ -60,6 +62,43 @@ pub struct LayerEdges {
     /// The input row of each output row, when that is not the row of the same index: layer 1
     /// of a batch that keeps distinct input rows.
     pub own: Option<Vec<i64>>,
+    /// Typed records: the layer's edges split by relation, and its output rows by type.
+    pub typed: Option<Box<LayerRelations>>,
+}
+
+/// A typed layer's edges by relation, and its output rows by node type.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LayerRelations {
+    /// Per relation (by number), the layer's edges of that relation over the same rows, with
+    /// their mean coefficients (over the relation's in-edges of each row) and plans; their GCN
+    /// coefficients are not meaningful (typed models have no GCN layer).
+    pub relations: Vec<LayerEdges>,
+    /// The layer's output rows by node type.
+    pub out_types: TypeGroups,
+}
+
+impl LayerRelations {
+    /// Splits `e`'s edges (relation `edge_relations[j]` each) over `relations` relations;
+    /// `out_types` are the types of `e`'s output rows, over `types` node types.
+    fn split(e: &LayerEdges, edge_relations: &[u8], relations: usize, out_types: &[u8], types: usize) -> Self {
+        let mut ends = vec![(Vec::new(), Vec::new()); relations];
+        for ((&s, &d), &r) in e.src.iter().zip(&e.dst).zip(edge_relations) {
+            let (src, dst) = &mut ends[usize::from(r)];
+            src.push(s);
+            dst.push(d);
+        }
+        // Only the GCN coefficients read degrees: of input rows (sources) and output rows.
+        let degree = vec![0.0; e.rows_in.max(e.rows_out)];
+        let relations = ends
+            .into_iter()
+            .map(|(src, dst)| LayerEdges {
+                threads: e.threads,
+                own: e.own.clone(),
+                ..LayerEdges::new(e.rows_in, e.rows_out, src, dst, &degree)
+            })
+            .collect();
+        LayerRelations { relations, out_types: TypeGroups::new(out_types, types) }
+    }
 }
 
 /// A layer's plans for the edge-partitioned kernel.
@@ -160,6 +199,20 @@ pub struct Batch {
     pub roots: Vec<i64>,
     pub labels: Vec<Option<Label>>,
     pub splits: Vec<Option<Split>>,
+    /// Typed records: the input rows by node type, with their features (`features` is then
+    /// empty and `dim` 0).
+    pub typed: Option<TypedInputs>,
+}
+
+/// A typed batch's input rows: grouped by node type, each type's rows with its own width.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedInputs {
+    pub groups: TypeGroups,
+    /// Per node type, its rows' features, row-major, the type's width each.
+    pub features: Vec<Vec<f32>>,
+    pub widths: Vec<usize>,
+    /// The node type of each input row (its input dropout mask keys on it with the id).
+    pub types: Vec<u8>,
 }
 
 /// How batches are built.
@@ -183,6 +236,8 @@ pub struct BatchSpec {
     /// Standardize each edge row with these statistics (the model's, see
     /// [`crate::features::edge_standardization`]); `None`: raw.
     pub edge_stats: Option<EdgeStats>,
+    /// The types of typed records (a typed model's); `None` for homogeneous records.
+    pub types: Option<Arc<GraphTypes>>,
 }
 
 impl BatchSpec {
@@ -198,6 +253,7 @@ impl BatchSpec {
             distinct_inputs: false,
             edge_dim: 0,
             edge_stats: None,
+            types: None,
         }
     }
 
@@ -208,6 +264,7 @@ impl BatchSpec {
             normalize_features: spec.normalize_features,
             edge_dim: spec.edge_dim,
             edge_stats: crate::features::edge_standardization(spec).cloned(),
+            types: spec.types.clone().map(Arc::new),
             ..self
         }
     }
@@ -224,20 +281,22 @@ impl Batch {
         self.layers.first().map_or(self.rows(), |e| e.rows_in)
     }
 
-    /// Batch rows that are copies of an earlier row: the same node id with the same features.
-    fn distinct_rows(records: &[&Record], order: &[(u8, u32, u32)], dim: usize) -> (Vec<u32>, Vec<usize>) {
-        let mut first: HashMap<i64, u32> = HashMap::with_capacity(order.len());
+    /// Batch rows that are copies of an earlier row: the same node (id, and type in a typed
+    /// batch) with the same features.
+    fn distinct_rows(records: &[&Record], order: &[(u8, u32, u32)]) -> (Vec<u32>, Vec<usize>) {
+        let mut first: HashMap<(u8, i64), u32> = HashMap::with_capacity(order.len());
         let mut input_row = Vec::with_capacity(order.len());
         let mut kept = Vec::new(); // the batch row each distinct row copies
         // Compared bit for bit, as integers: a memcmp, where float equality goes value by value.
         let features = |row: usize| -> &[u32] {
             let (_, r, i) = order[row];
-            bytemuck::cast_slice(&records[r as usize].features[i as usize * dim..(i as usize + 1) * dim])
+            bytemuck::cast_slice(records[r as usize].node_features(i as usize))
         };
         for (row, &(_, r, i)) in order.iter().enumerate() {
-            let id = records[r as usize].node_ids[i as usize];
+            let rec = records[r as usize];
+            let node_type = rec.node_types.get(i as usize).copied().unwrap_or(0);
             let next = kept.len() as u32;
-            let d = *first.entry(id).or_insert(next);
+            let d = *first.entry((node_type, rec.node_ids[i as usize])).or_insert(next);
             // Records of one flatten run hold equal copies; a hand-made set might not.
             if d != next && features(kept[d as usize]) == features(row) {
                 input_row.push(d);
@@ -254,7 +313,10 @@ impl Batch {
     pub fn build<R: Borrow<Record>>(records: &[R], spec: &BatchSpec) -> Batch {
         let records: Vec<&Record> = records.iter().map(Borrow::borrow).collect();
         let k = spec.layers.hops();
-        let dim = records.iter().find(|r| r.num_nodes() > 0).map_or(0, |r| r.dim());
+        let dim = match spec.types {
+            Some(_) => 0,
+            None => records.iter().find(|r| r.num_nodes() > 0).map_or(0, |r| r.dim()),
+        };
         // Global row of each (record, position): sort by (hop, record, position).
         let mut order: Vec<(u8, u32, u32)> = records
             .iter()
@@ -279,19 +341,29 @@ impl Batch {
         // row each feature row copies.
         let (input_row, kept) = match spec.distinct_inputs {
             true => {
-                let (input_row, kept) = Self::distinct_rows(&records, &order, dim);
+                let (input_row, kept) = Self::distinct_rows(&records, &order);
                 (Some(input_row), kept)
             }
             false => (None, (0..order.len()).collect()),
         };
         let mut features = Vec::with_capacity(kept.len() * dim);
+        let mut typed = spec.types.as_deref().map(TypedInputs::empty);
         let mut input_ids = Vec::with_capacity(kept.len());
         for &row in &kept {
             let (_, r, i) = order[row];
-            input_ids.push(records[r as usize].node_ids[i as usize]);
-            let x = &records[r as usize].features[i as usize * dim..(i as usize + 1) * dim];
-            crate::features::push_row(x, spec.normalize_features, &mut features);
+            let rec = records[r as usize];
+            input_ids.push(rec.node_ids[i as usize]);
+            let x = rec.node_features(i as usize);
+            match &mut typed {
+                Some(typed) => typed.push(rec.node_types[i as usize], x, spec.normalize_features),
+                None => crate::features::push_row(x, spec.normalize_features, &mut features),
+            }
         }
+        // A typed batch's output rows by type, per layer (a prefix of the batch rows).
+        let row_types: Vec<u8> = match &typed {
+            Some(_) => order.iter().map(|&(_, r, i)| records[r as usize].node_types[i as usize]).collect(),
+            None => Vec::new(),
+        };
         let all = order.len();
         let within = |hops: usize| if spec.prune { prefix[(hops + 1).min(k + 1)] } else { all };
 
@@ -299,7 +371,7 @@ impl Batch {
             .map(|l| {
                 let (rows_in, rows_out) = (within(k - l + 1), within(k - l));
                 let (mut src, mut dst, mut edge_keys) = (Vec::new(), Vec::new(), Vec::new());
-                let mut edge_features = Vec::new();
+                let (mut edge_features, mut edge_relations) = (Vec::new(), Vec::new());
                 for (r, rec) in records.iter().enumerate() {
                     let widths_match = spec.edge_dim == 0 || rec.num_edges() == 0 || rec.edge_dim() == spec.edge_dim;
                     assert!(
@@ -316,6 +388,9 @@ impl Batch {
                         src.push(i64::from(row_of[r][rec.edge_src[j] as usize]));
                         dst.push(i64::from(row_of[r][rec.edge_dst[j] as usize]));
                         edge_keys.push((rec.root, j as u32));
+                        if let Some(&relation) = rec.edge_relations.get(j) {
+                            edge_relations.push(relation);
+                        }
                         if spec.edge_dim > 0 {
                             let row = rec.edge_features_of(j);
                             crate::features::push_edge_row(row, spec.edge_stats.as_ref(), &mut edge_features);
@@ -330,6 +405,15 @@ impl Batch {
                 e.threads = spec.kernel_threads;
                 if let (1, Some(input_row)) = (l, &input_row) {
                     e.read_distinct(input_row, kept.len());
+                }
+                if let Some(types) = &spec.types {
+                    let (relations, count) = (types.relations.len(), types.node_types.len());
+                    let mut split =
+                        LayerRelations::split(&e, &edge_relations, relations, &row_types[..rows_out], count);
+                    if spec.kernel_plans {
+                        split.relations.iter_mut().for_each(|r| r.plans = Some(r.plans()));
+                    }
+                    e.typed = Some(Box::new(split));
                 }
                 if spec.kernel_plans {
                     e.plans = Some(e.plans());
@@ -346,7 +430,28 @@ impl Batch {
             roots: records.iter().map(|r| r.root).collect(),
             labels: records.iter().map(|r| r.label.clone()).collect(),
             splits: records.iter().map(|r| r.split).collect(),
+            typed,
         }
+    }
+}
+
+impl TypedInputs {
+    fn empty(types: &GraphTypes) -> TypedInputs {
+        let count = types.node_types.len();
+        TypedInputs {
+            groups: TypeGroups { rows: vec![Vec::new(); count] },
+            features: vec![Vec::new(); count],
+            widths: types.node_types.iter().map(|t| t.width).collect(),
+            types: Vec::new(),
+        }
+    }
+
+    /// Appends the next input row: a node of type `t` with features `x`.
+    fn push(&mut self, t: u8, x: &[f32], normalize: bool) {
+        let row = self.types.len() as i64;
+        self.groups.rows[usize::from(t)].push(row);
+        crate::features::push_row(x, normalize, &mut self.features[usize::from(t)]);
+        self.types.push(t);
     }
 }
 
@@ -491,6 +596,7 @@ mod tests {
             distinct_inputs: false,
             edge_dim: 0,
             edge_stats: None,
+            types: None,
         };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.

@@ -202,6 +202,8 @@ mod tests {
             edge_stats: Some(EdgeStats { mean: vec![0.0, 1.0], std: vec![1.0, 2.0] }),
             task: Default::default(),
             decoder: None,
+            types: None,
+            bases: 0,
             seed: 0,
         };
         let meta = |spec: ModelSpec| ModelMeta {

@@ -17,7 +17,7 @@ use crate::rng::Stream;
 
 /// A parameter whose id derives from its seed: burn draws ids at random otherwise, and the
 /// ids are written into `model.bpk`, so the same seed would not give the same file.
-fn param<const D: usize>(tensor: Tensor<D>, seed: &[u64], tag: u64) -> Param<Tensor<D>> {
+pub(crate) fn param<const D: usize>(tensor: Tensor<D>, seed: &[u64], tag: u64) -> Param<Tensor<D>> {
     let mut key = seed.to_vec();
     key.extend([tag, 0x9a2a_3e1d]);
     let mut param = Param::from_tensor(tensor);
@@ -42,7 +42,7 @@ pub fn zeros(len: usize, seed: &[u64], device: &Device) -> Param<Tensor<1>> {
 /// Tags: 1 a second weight (SAGE's neighbor weight, GAT's source attention, GINE's second
 /// linear map), 2 GAT's destination attention, [`EDGE`] the edge projection (and its bias),
 /// [`EDGE_ATTENTION`] GAT's edge attention.
-fn tagged(seed: &[u64], tag: u64) -> Vec<u64> {
+pub(crate) fn tagged(seed: &[u64], tag: u64) -> Vec<u64> {
     let mut s = seed.to_vec();
     s.push(tag);
     s

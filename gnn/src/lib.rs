@@ -9,6 +9,8 @@
 //! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
 //! - [`layers`], [`model`]: GCN, GraphSAGE, GAT and GINE (the last three read edge features);
 //!   the losses and scores (accuracy, micro-F1);
+//! - [`hetero`]: the typed models, R-GCN and heterogeneous GraphSAGE, with a projection per node
+//!   type and a kernel pass per relation;
 //! - [`link`], [`decoder`]: link models: a batch of link records (their endpoints' records),
 //!   the pair decoders (`dot`, `mlp`; also on the host for GraphInfer) and the link loss;
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server;
@@ -21,6 +23,7 @@ pub mod decoder;
 pub mod device;
 mod error;
 pub mod features;
+pub mod hetero;
 pub mod io;
 pub mod kernel;
 pub mod layers;

@@ -9,11 +9,16 @@ use schemas::model::{Activation, ModelKind, ModelSpec};
 use schemas::task::Decoder;
 
 use crate::aggregate::EdgeTensors;
-use crate::batch::Batch;
+use crate::batch::{Batch, TypedInputs};
 use crate::decoder::MlpDecoder;
+use crate::hetero::{GroupTensors, HeteroSageLayer, Projection, RgcnLayer};
 use crate::kernel::Aggregation;
 use crate::layers::{AttentionMask, GatLayer, GcnLayer, GineLayer, SageLayer};
 use crate::rng::Stream;
+
+/// The seed tag of a typed model's input projections (`[seed, PROJECTION, type]`; layer `i`'s
+/// seed is `[seed, i]`).
+const PROJECTION: u64 = 1 << 32;
 
 #[derive(Module, Debug)]
 pub enum Layer {
@@ -21,10 +26,15 @@ pub enum Layer {
     Sage(SageLayer),
     Gat(GatLayer),
     Gine(GineLayer),
+    Rgcn(RgcnLayer),
+    HeteroSage(HeteroSageLayer),
 }
 
 #[derive(Module, Debug)]
 pub struct Gnn {
+    /// A typed model's input projection per node type (see [`crate::hetero`]); empty for a
+    /// homogeneous model.
+    pub projections: Vec<Projection>,
     pub layers: Vec<Layer>,
     /// A link model's `mlp` decoder (see [`crate::decoder`]); `None` for node models and the
     /// parameter-free `dot`.
@@ -34,15 +44,29 @@ pub struct Gnn {
 /// A batch on a device.
 #[derive(Debug, Clone)]
 pub struct BatchTensors {
-    pub x: Tensor<2>,
+    pub input: Input,
     pub layers: Vec<EdgeTensors>,
-    /// `x` holds the input rows after dropout already ([`BatchTensors::with_input_dropout`]).
+    /// The input holds its rows after dropout already ([`BatchTensors::with_input_dropout`]).
     pub input_dropped: bool,
+}
+
+/// A batch's input rows on a device.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// `[input rows, dim]`.
+    Rows(Tensor<2>),
+    /// A typed batch: per node type, its rows' features (`None` for a type without rows), and
+    /// where those rows go.
+    Typed { features: Vec<Option<Tensor<2>>>, groups: GroupTensors },
 }
 
 impl BatchTensors {
     pub fn new(batch: &Batch, device: &Device, aggregation: Aggregation) -> Self {
-        Self::with_input(batch, batch.features.clone(), device, aggregation, false)
+        let input = match &batch.typed {
+            Some(typed) => typed_input(typed, typed.features.clone(), device),
+            None => rows_input(batch, batch.features.clone(), device),
+        };
+        Self::with_input(batch, input, device, aggregation, false)
     }
 
     /// The batch with its input dropout applied on the host: the same masks as the forward
@@ -50,16 +74,36 @@ impl BatchTensors {
     /// zero under any mask), which for sparse features such as Cora's bag of words is 1 draw
     /// in 80. The input needs no gradient, so masking before the upload changes nothing else.
     pub fn with_input_dropout(batch: &Batch, d: Dropout, device: &Device, aggregation: Aggregation) -> Self {
-        Self::with_input(batch, input_dropout(batch, d), device, aggregation, d.rate > 0.0)
+        let input = match &batch.typed {
+            Some(typed) => typed_input(typed, typed_input_dropout(batch, typed, d), device),
+            None => rows_input(batch, input_dropout(batch, d), device),
+        };
+        Self::with_input(batch, input, device, aggregation, d.rate > 0.0)
     }
 
-    fn with_input(batch: &Batch, x: Vec<f32>, device: &Device, aggregation: Aggregation, dropped: bool) -> Self {
+    fn with_input(batch: &Batch, input: Input, device: &Device, aggregation: Aggregation, dropped: bool) -> Self {
         BatchTensors {
-            x: Tensor::from_data(TensorData::new(x, [batch.input_rows(), batch.dim]), device),
+            input,
             layers: batch.layers.iter().map(|e| EdgeTensors::new(e, device, aggregation)).collect(),
             input_dropped: dropped,
         }
     }
+}
+
+fn rows_input(batch: &Batch, x: Vec<f32>, device: &Device) -> Input {
+    Input::Rows(Tensor::from_data(TensorData::new(x, [batch.input_rows(), batch.dim]), device))
+}
+
+fn typed_input(typed: &TypedInputs, features: Vec<Vec<f32>>, device: &Device) -> Input {
+    let features = features
+        .into_iter()
+        .zip(&typed.widths)
+        .map(|(x, &width)| {
+            let rows = x.len() / width;
+            (rows > 0).then(|| Tensor::from_data(TensorData::new(x, [rows, width]), device))
+        })
+        .collect();
+    Input::Typed { features, groups: GroupTensors::new(&typed.groups, device) }
 }
 
 /// Training randomness: dropout rates and what seeds the masks. Masks depend on (seed, step,
@@ -79,33 +123,39 @@ impl Gnn {
     pub fn new(spec: &ModelSpec, device: &Device) -> Self {
         let k = spec.layers;
         let edge_dim = spec.edge_dim;
+        let (types, relations) = spec.types.as_ref().map_or((0, 0), |t| (t.node_types.len(), t.relations.len()));
         let layers = (0..k)
             .map(|i| {
                 let last = i + 1 == k;
                 let seed = [spec.seed, i as u64];
-                let width = |i: usize| {
-                    if i == 0 {
-                        spec.input_dim
-                    } else if spec.kind == ModelKind::Gat {
-                        spec.hidden * spec.heads
-                    } else {
-                        spec.hidden
-                    }
-                };
+                let input = spec.layer_input(i);
                 let out = if last { spec.classes } else { spec.hidden };
                 match spec.kind {
-                    ModelKind::Gcn => Layer::Gcn(GcnLayer::new(width(i), out, &seed, device)),
-                    ModelKind::Sage => Layer::Sage(SageLayer::new(width(i), out, edge_dim, &seed, device)),
+                    ModelKind::Gcn => Layer::Gcn(GcnLayer::new(input, out, &seed, device)),
+                    ModelKind::Sage if spec.types.is_some() => {
+                        Layer::HeteroSage(HeteroSageLayer::new(input, out, types, relations, &seed, device))
+                    }
+                    ModelKind::Sage => Layer::Sage(SageLayer::new(input, out, edge_dim, &seed, device)),
                     ModelKind::Gat => {
                         let heads = if last { spec.output_heads } else { spec.heads };
-                        Layer::Gat(GatLayer::new(width(i), out, heads, !last, edge_dim, &seed, device))
+                        Layer::Gat(GatLayer::new(input, out, heads, !last, edge_dim, &seed, device))
                     }
-                    ModelKind::Gine => Layer::Gine(GineLayer::new(width(i), out, edge_dim, &seed, device)),
+                    ModelKind::Gine => Layer::Gine(GineLayer::new(input, out, edge_dim, &seed, device)),
+                    ModelKind::Rgcn => Layer::Rgcn(RgcnLayer::new(input, out, relations, spec.bases, &seed, device)),
                 }
             })
             .collect();
+        let projections = spec.types.iter().flat_map(|t| &t.node_types).enumerate();
+        let projections =
+            projections.map(|(t, n)| Projection::new(n.width, spec.hidden, &[spec.seed, PROJECTION, t as u64], device));
         let decoder = (spec.decoder == Some(Decoder::Mlp)).then(|| MlpDecoder::new(spec.classes, spec.seed, device));
-        Gnn { layers, decoder }
+        Gnn { projections: projections.collect(), layers, decoder }
+    }
+
+    /// A typed batch's input rows projected to `hidden`, in row order.
+    pub fn project(&self, features: &[Option<Tensor<2>>], groups: &GroupTensors) -> Tensor<2> {
+        let parts = features.iter().zip(&self.projections).filter_map(|(x, p)| Some(p.forward(x.clone()?)));
+        groups.gather(parts.collect())
     }
 
     /// Layer `l` (0-based) on its own, in evaluation mode: `h` holds the layer's input rows
@@ -122,6 +172,8 @@ impl Gnn {
             Layer::Sage(s) => s.forward(h, e),
             Layer::Gat(g) => g.forward(h, e, keep),
             Layer::Gine(g) => g.forward(h, e),
+            Layer::Rgcn(r) => r.forward(h, e),
+            Layer::HeteroSage(s) => s.forward(h, e),
         };
         self.activate(spec, l, h)
     }
@@ -139,7 +191,10 @@ impl Gnn {
 
     /// Logits of the batch's roots, `[records, classes]`. `dropout` is `None` at evaluation.
     pub fn forward(&self, spec: &ModelSpec, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
-        let mut h = t.x.clone();
+        let mut h = match &t.input {
+            Input::Rows(x) => x.clone(),
+            Input::Typed { features, groups } => self.project(features, groups),
+        };
         for (l, layer) in self.layers.iter().enumerate() {
             let e = &t.layers[l];
             h = h.slice(0..e.rows_in);
@@ -219,7 +274,12 @@ pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
 /// once. Later layers' rows are per record: (root, position in record).
 fn row_stream(batch: &Batch, d: Dropout, layer: u64, row: usize) -> Stream {
     if layer == 0 {
-        Stream::new(&[d.seed, d.step, batch.input_ids[row] as u64, u64::MAX])
+        let id = batch.input_ids[row] as u64;
+        match &batch.typed {
+            // A typed node is its type and id: the same id in two types is two nodes.
+            Some(typed) => Stream::new(&[d.seed, d.step, id, u64::MAX, u64::from(typed.types[row])]),
+            None => Stream::new(&[d.seed, d.step, id, u64::MAX]),
+        }
     } else {
         let (root, pos) = batch.row_keys[row];
         Stream::new(&[d.seed, d.step, root as u64, u64::from(pos), layer])
@@ -246,19 +306,37 @@ fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<
 /// the mask drawn only at values that are not zero.
 pub fn input_dropout(batch: &Batch, d: Dropout) -> Vec<f32> {
     let mut x = batch.features.clone();
-    if d.rate <= 0.0 || batch.dim == 0 {
-        return x;
-    }
-    let scale = 1.0 / (1.0 - d.rate);
-    for (row, values) in x.chunks_mut(batch.dim).enumerate() {
-        let s = row_stream(batch, d, 0, row);
-        for (j, v) in values.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
-            // Without a branch: keeps and drops alternate at random, which a branch mispredicts.
-            let kept = f32::from(u8::from(s.unit_at(j as u64) >= d.rate));
-            *v *= kept * scale;
+    if d.rate > 0.0 && batch.dim > 0 {
+        for (row, values) in x.chunks_mut(batch.dim).enumerate() {
+            drop_row(batch, d, row, values);
         }
     }
     x
+}
+
+/// [`input_dropout`] for a typed batch: per node type, its rows' features after dropout.
+pub fn typed_input_dropout(batch: &Batch, typed: &TypedInputs, d: Dropout) -> Vec<Vec<f32>> {
+    let mut features = typed.features.clone();
+    if d.rate <= 0.0 {
+        return features;
+    }
+    for ((x, rows), &width) in features.iter_mut().zip(&typed.groups.rows).zip(&typed.widths) {
+        for (values, &row) in x.chunks_mut(width).zip(rows) {
+            drop_row(batch, d, row as usize, values);
+        }
+    }
+    features
+}
+
+/// Input row `row`'s values after dropout, in place.
+fn drop_row(batch: &Batch, d: Dropout, row: usize, values: &mut [f32]) {
+    let scale = 1.0 / (1.0 - d.rate);
+    let s = row_stream(batch, d, 0, row);
+    for (j, v) in values.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
+        // Without a branch: keeps and drops alternate at random, which a branch mispredicts.
+        let kept = f32::from(u8::from(s.unit_at(j as u64) >= d.rate));
+        *v *= kept * scale;
+    }
 }
 
 /// GAT's attention dropout mask, `[edges + self-loops, heads]`, keyed by each edge's place in

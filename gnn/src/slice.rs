@@ -105,6 +105,9 @@ impl Gnn {
                 slice.edge_weight = param(&g.edge_weight);
                 slice.edge_bias = g.edge_bias.as_ref().map_or_else(Vec::new, |b| host(b.val()));
             }
+            Layer::Rgcn(_) | Layer::HeteroSage(_) => {
+                unreachable!("GraphInfer refuses typed models (graphinfer::model)")
+            }
         }
         if slice.rule != Rule::Gine {
             slice.output = slice.bias.len();
@@ -131,6 +134,9 @@ impl Gnn {
                 Tensor::cat(vec![z, src, dst], 1)
             }
             Layer::Gine(_) => h,
+            Layer::Rgcn(_) | Layer::HeteroSage(_) => {
+                unreachable!("GraphInfer refuses typed models (graphinfer::model)")
+            }
         }
     }
 }
@@ -438,6 +444,8 @@ mod tests {
             edge_stats: None,
             task: Default::default(),
             decoder: None,
+            types: None,
+            bases: 0,
             seed: 3,
         }
     }

@@ -1,5 +1,5 @@
 //! The GPU (burn-wgpu; software Vulkan in CI) against the CPU: one training step of every model,
-//! with and without edge features, gather/scatter aggregation on the GPU against the
+//! with and without edge features, and of the typed models, gather/scatter aggregation on the GPU against the
 //! edge-partitioned kernel on the CPU.
 #![cfg(feature = "gpu")]
 
@@ -38,6 +38,19 @@ fn a_training_step_with_edge_features_on_the_gpu_equals_the_cpu() {
         let (spec, batches) = edge_model(kind, dim, true);
         let run = |device: &Device| step_spec(&spec, &recs, &batches, DROPOUT, (device, Aggregation::Auto));
         assert_same_step(&format!("{kind:?} with edge features"), run(&gpu), run(&cpu));
+    }
+}
+
+#[test]
+fn a_typed_training_step_on_the_gpu_equals_the_cpu() {
+    let gpu = Device::wgpu(DeviceKind::DefaultDevice).autodiff();
+    let cpu = Device::flex().autodiff();
+    let recs = common::typed::typed_records(&common::typed::typed_graph());
+    for (kind, bases) in common::typed::MODELS {
+        let spec = common::typed::typed_spec(kind, bases);
+        let batches = gnn::batch::BatchSpec::plain(schemas::layers::Layers::every(2)).reading(&spec);
+        let run = |device: &Device| step_spec(&spec, &recs, &batches, DROPOUT, (device, Aggregation::Auto));
+        assert_same_step(&format!("{kind:?} bases {bases}"), run(&gpu), run(&cpu));
     }
 }
 

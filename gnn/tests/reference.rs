@@ -208,6 +208,7 @@ fn edge_gradients(layer: &Layer, grads: &burn::tensor::Gradients) -> Vec<Vec<f32
         Layer::Sage(s) => vec![of2(&s.edge_weight)],
         Layer::Gat(g) => vec![of2(&g.edge_weight), of2(&g.att_edge)],
         Layer::Gine(g) => vec![of2(&g.edge_weight), of1(&g.edge_bias)],
+        Layer::Rgcn(_) | Layer::HeteroSage(_) => vec![],
     };
     all.into_iter().map(|p| p.expect("the layer has its edge parameter").expect("it has a gradient")).collect()
 }

@@ -16,15 +16,16 @@
 //! Item destinations are Zipf by rank within their category, so popular items are hubs. Edges
 //! per relation: 30% buys, 30% returns, 20% follows, 20% sells of `nodes * avg_degree`; nodes:
 //! 60% users, 30% items, 10% shops. The tables go to `<out>/nodes/<type>/` and
-//! `<out>/edges/<relation>/`.
+//! `<out>/edges/<relation>/`; with `erased`, the same graph with types and relations erased goes
+//! to `<out>/erased/nodes/` and `<out>/erased/edges/` (see [`Rows::erased`], [`Ends::erased`]).
 
 use std::ops::Range;
 
 use arrow_array::RecordBatch;
 use schemas::nodes::NodeRows;
 use schemas::{GenerateConfig, Label, LabelKind, Split, edges};
-use tables::Io;
 use tables::commit::Stage;
+use tables::{Io, Place};
 
 use crate::error::Error;
 use crate::generate::{Draws, Generated, parallel, split_of, zipf_rank};
@@ -41,10 +42,14 @@ const EDGE_TENTHS: [u64; 4] = [3, 3, 2, 2];
 const ROWS_PER_PART: u64 = 1 << 20;
 
 /// The tables [`generate_hetero`] writes, relative to its output: `nodes/<type>` and
-/// `edges/<relation>`.
-pub fn table_dirs() -> Vec<String> {
+/// `edges/<relation>`, and with `erased` the erased view's `erased/nodes` and `erased/edges`.
+pub fn table_dirs(erased: bool) -> Vec<String> {
     let nodes = NODE_TYPES.iter().map(|t| format!("nodes/{t}"));
-    nodes.chain(RELATIONS.iter().map(|(r, _, _)| format!("edges/{r}"))).collect()
+    let mut dirs: Vec<String> = nodes.chain(RELATIONS.iter().map(|(r, _, _)| format!("edges/{r}"))).collect();
+    if erased {
+        dirs.extend(["erased/nodes".into(), "erased/edges".into()]);
+    }
+    dirs
 }
 
 /// The generator's sizes and fixed draws for one config.
@@ -115,6 +120,11 @@ impl Shape {
         }
     }
 
+    /// Node `v` of type `t` in the erased view: the types' ids one after another, users first.
+    fn erased_id(&self, t: usize, v: i64) -> i64 {
+        self.counts[..t].iter().sum::<u64>() as i64 + v
+    }
+
     fn edge_count(&self, r: usize) -> u64 {
         self.config.nodes * self.config.avg_degree * EDGE_TENTHS[r] / 10
     }
@@ -130,40 +140,94 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
     }
     let shape = Shape::new(config);
     let out = io.output(&config.output)?;
-    let node_writers = NODE_TYPES
-        .iter()
-        .map(|t| TableWriter::start(io, &out.child("nodes").child(t), Stage::Generate, &[]))
-        .collect::<Result<Vec<_>, _>>()?;
-    let edge_writers = RELATIONS
-        .iter()
-        .map(|(r, _, _)| TableWriter::start(io, &out.child("edges").child(r), Stage::Generate, &[]))
-        .collect::<Result<Vec<_>, _>>()?;
+    let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[]);
+    let node_writers = NODE_TYPES.iter().map(|t| start(out.child("nodes").child(t))).collect::<Result<Vec<_>, _>>()?;
+    let edge_writers =
+        RELATIONS.iter().map(|(r, _, _)| start(out.child("edges").child(r))).collect::<Result<Vec<_>, _>>()?;
+    let erased = match config.erased {
+        true => Some((start(out.child("erased").child("nodes"))?, start(out.child("erased").child("edges"))?)),
+        false => None,
+    };
+    // The erased view's parts follow the typed ones: type t's part p is its part
+    // `first_part[t] + p`.
+    let node_parts: Vec<u64> = shape.counts.iter().map(|c| c.div_ceil(ROWS_PER_PART)).collect();
     for (t, writer) in node_writers.iter().enumerate() {
-        parallel(shape.counts[t].div_ceil(ROWS_PER_PART), |part| {
+        let first: u64 = node_parts[..t].iter().sum();
+        parallel(node_parts[t], |part| {
             let lo = part * ROWS_PER_PART;
-            let batch = node_batch(&shape, t, lo..(lo + ROWS_PER_PART).min(shape.counts[t]));
-            writer.write(part as usize, batch.schema(), &[batch])
+            let rows = node_rows(&shape, t, lo..(lo + ROWS_PER_PART).min(shape.counts[t]));
+            let batch = rows.batch(t == 0);
+            writer.write(part as usize, batch.schema(), &[batch])?;
+            if let Some((nodes, _)) = &erased {
+                let batch = rows.erased(&shape, t).batch(true);
+                nodes.write((first + part) as usize, batch.schema(), &[batch])?;
+            }
+            Ok(())
         })?;
     }
     let mut max_in_degree = 0;
+    let edge_parts: Vec<u64> = (0..RELATIONS.len()).map(|r| shape.edge_count(r).div_ceil(ROWS_PER_PART)).collect();
     for (r, writer) in edge_writers.iter().enumerate() {
-        let m = shape.edge_count(r);
-        let hubs = parallel(m.div_ceil(ROWS_PER_PART), |part| {
+        let (m, first) = (shape.edge_count(r), edge_parts[..r].iter().sum::<u64>());
+        let hubs = parallel(edge_parts[r], |part| {
             let lo = part * ROWS_PER_PART;
-            let (batch, hub) = edge_batch(&shape, r, part, lo..(lo + ROWS_PER_PART).min(m));
+            let (ends, hub) = edge_ends(&shape, r, part, lo..(lo + ROWS_PER_PART).min(m));
+            let batch = ends.batch();
             writer.write(part as usize, batch.schema(), &[batch])?;
+            if let Some((_, edges)) = &erased {
+                let batch = ends.erased(&shape, r).batch();
+                edges.write((first + part) as usize, batch.schema(), &[batch])?;
+            }
             Ok(hub)
         })?;
         max_in_degree = max_in_degree.max(hubs.iter().sum());
     }
-    for writer in node_writers.into_iter().chain(edge_writers) {
+    let erased_writers = erased.into_iter().flat_map(|(nodes, edges)| [nodes, edges]);
+    for writer in node_writers.into_iter().chain(edge_writers).chain(erased_writers) {
         writer.commit()?;
     }
     let edges = (0..RELATIONS.len()).map(|r| shape.edge_count(r)).sum();
     Ok(Generated { nodes: config.nodes, edges, max_in_degree })
 }
 
-fn node_batch(shape: &Shape, t: usize, range: Range<u64>) -> RecordBatch {
+/// One part of a node table's rows.
+struct Rows {
+    ids: Vec<i64>,
+    features: Vec<f32>,
+    width: usize,
+    labels: Vec<Option<Label>>,
+    splits: Vec<Option<Split>>,
+}
+
+impl Rows {
+    fn batch(&self, labeled: bool) -> RecordBatch {
+        let (labels, splits): (&[Option<Label>], &[Option<Split>]) = (&self.labels, &self.splits);
+        let (ids, features) = (self.ids.clone(), self.features.clone());
+        let rows = NodeRows { ids, features, dim: self.width, labels, label: LabelKind::Class, splits };
+        if labeled { rows.to_batch() } else { rows.to_batch_unlabeled() }
+    }
+
+    /// The same rows of type `t` in the erased view: ids offset past the earlier types, features
+    /// zero-padded to the widest type (the users'), no label off the target type.
+    fn erased(&self, shape: &Shape, t: usize) -> Rows {
+        let width = shape.widths[0];
+        let mut features = Vec::with_capacity(self.ids.len() * width);
+        for row in self.features.chunks(self.width) {
+            features.extend_from_slice(row);
+            features.resize(features.len() + width - self.width, 0.0);
+        }
+        let n = self.ids.len();
+        Rows {
+            ids: self.ids.iter().map(|&v| shape.erased_id(t, v)).collect(),
+            features,
+            width,
+            labels: if t == 0 { self.labels.clone() } else { vec![None; n] },
+            splits: if t == 0 { self.splits.clone() } else { vec![None; n] },
+        }
+    }
+}
+
+fn node_rows(shape: &Shape, t: usize, range: Range<u64>) -> Rows {
     let c = &shape.config;
     let width = shape.widths[t];
     let mut features = Vec::with_capacity((range.end - range.start) as usize * width);
@@ -181,26 +245,46 @@ fn node_batch(shape: &Shape, t: usize, range: Range<u64>) -> RecordBatch {
             features.extend(centroid.iter().map(|&m| (m + draws.normal()) as f32));
         }
     }
-    let (labels, splits): (&[Option<Label>], &[Option<Split>]) = (&labels, &splits);
-    let ids = range.map(|v| v as i64).collect();
-    let rows = NodeRows { ids, features, dim: width, labels, label: LabelKind::Class, splits };
-    if t == 0 { rows.to_batch() } else { rows.to_batch_unlabeled() }
+    Rows { ids: range.map(|v| v as i64).collect(), features, width, labels, splits }
+}
+
+/// One part of an edge table's rows.
+struct Ends {
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    weight: Vec<f32>,
+}
+
+impl Ends {
+    fn batch(&self) -> RecordBatch {
+        edges::to_batch_with(self.src.clone(), self.dst.clone(), self.weight.clone(), None)
+    }
+
+    /// The same edges of relation `r` in the erased view: ids offset by type, and each edge in
+    /// both directions (as `reverse = true` on every relation).
+    fn erased(&self, shape: &Shape, r: usize) -> Ends {
+        let (_, src_type, dst_type) = RELATIONS[r];
+        let src: Vec<i64> = self.src.iter().map(|&v| shape.erased_id(src_type, v)).collect();
+        let dst: Vec<i64> = self.dst.iter().map(|&v| shape.erased_id(dst_type, v)).collect();
+        Ends { src: [&src[..], &dst[..]].concat(), dst: [dst, src].concat(), weight: self.weight.repeat(2) }
+    }
 }
 
 /// One part of relation `r`'s edges, and how many of them point at its rank-0 destination.
-fn edge_batch(shape: &Shape, r: usize, part: u64, range: Range<u64>) -> (RecordBatch, u64) {
+fn edge_ends(shape: &Shape, r: usize, part: u64, range: Range<u64>) -> (Ends, u64) {
     let mut draws = Draws::new(shape.config.seed, (r as u64 + 2) << 40 | part);
     let rows = (range.end - range.start) as usize;
-    let (mut src, mut dst, mut weight) = (Vec::with_capacity(rows), Vec::with_capacity(rows), Vec::with_capacity(rows));
+    let mut ends =
+        Ends { src: Vec::with_capacity(rows), dst: Vec::with_capacity(rows), weight: Vec::with_capacity(rows) };
     let mut hub = 0;
     for e in range {
         let (s, d) = shape.edge(r, e, &mut draws);
         hub += u64::from(d == 0);
-        src.push(s as i64);
-        dst.push(d as i64);
-        weight.push((0.1 + 0.9 * draws.unit()) as f32);
+        ends.src.push(s as i64);
+        ends.dst.push(d as i64);
+        ends.weight.push((0.1 + 0.9 * draws.unit()) as f32);
     }
-    (edges::to_batch_with(src, dst, weight, None), hub)
+    (ends, hub)
 }
 
 #[cfg(test)]

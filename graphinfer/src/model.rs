@@ -37,6 +37,11 @@ pub fn load(files: &ModelFiles, dir: &Place, device: &Device) -> Result<(ModelMe
     let model = files.model(device).map_err(model_error)?;
     let meta = files.meta.clone();
     let json = dir.child(gnn::io::META).shown();
+    if let Some(types) = &meta.spec.types {
+        return Err(Error::Usage(format!(
+            "{json}: a model of a typed graph ({types}); GraphInfer over typed graphs is not built yet"
+        )));
+    }
     if meta.spec.layers != meta.hops {
         return Err(Error::BadData(format!(
             "{json}: the model has {} layers but was trained on {}-hop records; GraphInfer needs one layer per hop",

@@ -25,9 +25,12 @@ pub enum EvalCache<B> {
 }
 
 /// The bytes a built batch and its tensors hold: the feature rows twice, and the edges with
-/// their features (twice too).
+/// their features (twice too); a typed batch's features by type, and its edges once more, split
+/// by relation, with its output rows by type.
 pub fn batch_bytes(batch: &Batch) -> u64 {
     let edges: usize = batch.layers.iter().map(|l| l.src.len()).sum();
     let edge_features: usize = batch.layers.iter().map(|l| l.features.len()).sum();
-    (batch.features.len() * 8 + edges * 32 + edge_features * 8 + batch.roots.len() * 64) as u64
+    let features = batch.features.len() + batch.typed.as_ref().map_or(0, |t| t.features.iter().map(Vec::len).sum());
+    let typed_rows: usize = batch.layers.iter().filter(|l| l.typed.is_some()).map(|l| l.src.len() + l.rows_out).sum();
+    (features * 8 + edges * 32 + typed_rows * 32 + edge_features * 8 + batch.roots.len() * 64) as u64
 }

@@ -105,14 +105,6 @@ impl RecordSet {
                 first.name()
             )),
         })?;
-        if let Some(types) = &meta.types {
-            return Err(tables::Error::Usage(format!(
-                "{}: records of a typed graph ({types}); training typed models (R-GCN, heterogeneous \
-                 GraphSAGE) is not built yet",
-                first.name()
-            ))
-            .into());
-        }
         Ok(RecordSet { io, place, files, meta })
     }
 
@@ -281,6 +273,13 @@ impl RecordSet {
 
     fn check_features(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
         let at = Location::file(file).row(row);
+        if let Some(types) = &self.meta.types {
+            if !r.is_typed() {
+                let problem = format!("root {}: a record without node types in a typed record set", r.root);
+                return Err(BadInput::new(at.column(record::NODE_TYPES), problem));
+            }
+            return types.check_record(r).map_err(|(column, problem)| BadInput::new(at.column(column), problem));
+        }
         let describe = |what: &str, found: usize, expected: usize| {
             format!("root {}: {found} {what}, but the set's metadata says {expected}", r.root)
         };

@@ -243,6 +243,7 @@ impl<T: Learner> Setup<T> {
             );
         }
         let head = T::head(config, set, &totals)?;
+        check_kind(config, set)?;
         let gat = config.model == ModelKind::Gat;
         let (edge_dim, edge_stats) = edge_inputs(config, set)?;
         if worker.index() == 0 {
@@ -250,6 +251,7 @@ impl<T: Learner> Setup<T> {
         }
         let spec = ModelSpec {
             kind: config.model,
+            // A typed model's inputs are its types' widths (in `types`).
             input_dim: set.meta.feature_dim,
             hidden: config.hidden,
             classes: head.classes,
@@ -264,6 +266,8 @@ impl<T: Learner> Setup<T> {
             edge_stats,
             task: head.task,
             decoder: head.decoder,
+            types: set.meta.types.clone(),
+            bases: config.bases,
             seed: config.seed,
         };
         let base = gnn::device(config.device)?;
@@ -292,6 +296,27 @@ impl<T: Learner> Setup<T> {
             base,
             device,
         })
+    }
+}
+
+/// Whether the model's kind runs on the records' graph: R-GCN and heterogeneous GraphSAGE on
+/// a typed graph, every kind but R-GCN on a homogeneous one.
+fn check_kind(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
+    let kind = config.model;
+    match &set.meta.types {
+        Some(types) if !kind.runs_typed() => Err(Error::Usage(format!(
+            "[train] model = \"{}\", but the records in {} are of a typed graph ({types}); typed graphs train \
+             model = \"rgcn\" or \"sage\" (heterogeneous GraphSAGE)",
+            kind.name(),
+            set.place.shown()
+        ))),
+        None if !kind.runs_plain() => Err(Error::Usage(format!(
+            "[train] model = \"{}\" needs records of a typed graph (a [graph] in the flatten job); the records in \
+             {} are of a homogeneous graph",
+            kind.name(),
+            set.place.shown()
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::edge_stats::EdgeStats;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
 use crate::task::{Decoder, Task};
+use crate::typed::GraphTypes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -17,12 +18,26 @@ pub enum ModelKind {
     Gat,
     /// GINE (Hu et al. 2020): `h_v' = MLP((1 + eps) h_v + sum_u ReLU(h_u + W_e e_uv))`, eps = 0.
     Gine,
+    /// R-GCN (Schlichtkrull et al. 2018), typed graphs only: a self weight and a weight per
+    /// relation (or per relation a combination of shared bases) over each relation's mean.
+    Rgcn,
 }
 
 impl ModelKind {
     /// Whether the kind's layers take edge features (GCN's normalization has no place for them).
     pub fn uses_edge_features(self) -> bool {
-        self != ModelKind::Gcn
+        !matches!(self, ModelKind::Gcn | ModelKind::Rgcn)
+    }
+
+    /// Whether the kind runs on a typed graph (its layers take a weight per relation): R-GCN,
+    /// and SAGE as heterogeneous GraphSAGE.
+    pub fn runs_typed(self) -> bool {
+        matches!(self, ModelKind::Rgcn | ModelKind::Sage)
+    }
+
+    /// Whether the kind runs on a homogeneous graph: all but R-GCN.
+    pub fn runs_plain(self) -> bool {
+        self != ModelKind::Rgcn
     }
 
     pub fn name(self) -> &'static str {
@@ -31,6 +46,7 @@ impl ModelKind {
             ModelKind::Sage => "sage",
             ModelKind::Gat => "gat",
             ModelKind::Gine => "gine",
+            ModelKind::Rgcn => "rgcn",
         }
     }
 }
@@ -81,21 +97,51 @@ pub struct ModelSpec {
     /// Link models: how a pair is scored from its two embeddings (`None` for node models).
     #[serde(default)]
     pub decoder: Option<Decoder>,
+    /// A typed model's node types and relations (its records' `GraphTypes`): each type's
+    /// input is projected to `hidden` by a weight of its own, and the layers hold weights per
+    /// relation (see `gnn::hetero`). `None`: a homogeneous model.
+    #[serde(default)]
+    pub types: Option<GraphTypes>,
+    /// R-GCN's basis decomposition: each relation's weight is a combination of this many
+    /// shared bases (0: a full weight per relation).
+    #[serde(default)]
+    pub bases: usize,
     /// Seed of the initial weights.
     pub seed: u64,
 }
 
 impl ModelSpec {
+    /// Layer 0's input width: the features, or for a typed model its projections' `hidden`.
+    pub fn layer_input(&self, layer: usize) -> usize {
+        match (layer, &self.types, self.kind) {
+            (0, None, _) => self.input_dim,
+            (0, Some(_), _) => self.hidden,
+            (_, _, ModelKind::Gat) => self.hidden * self.heads,
+            _ => self.hidden,
+        }
+    }
+
     /// An upper bound on the model's parameters from its sizes alone (every kind's layer holds
     /// at most two weight matrices per head, an edge projection, and a few vectors of its
     /// output width), `None` when it overflows: sizes read from a file are checked against the
     /// bytes that hold the weights before anything of that size is allocated.
     pub fn parameter_bound(&self) -> Option<u64> {
         let mut total = 0u64;
+        // A typed model: a projection per type, and per layer up to a weight per relation
+        // and per type (or the bases and their coefficients) besides the kinds' two.
+        let mut per_layer = 1u64;
+        if let Some(types) = &self.types {
+            for t in &types.node_types {
+                total = total.checked_add((t.width as u64 + 1).checked_mul(self.hidden as u64)?)?;
+            }
+            per_layer = (types.relations.len() + types.node_types.len() + self.bases + 1) as u64;
+            let coefficients = (types.relations.len() as u64).checked_mul(self.bases as u64)?;
+            total = total.checked_add(coefficients.checked_mul(self.layers as u64)?)?;
+        }
         for i in 0..self.layers {
             let last = i + 1 == self.layers;
             let input = match (i, self.kind) {
-                (0, _) => self.input_dim,
+                (0, _) => self.layer_input(0),
                 (_, ModelKind::Gat) => self.hidden.checked_mul(self.heads)?,
                 _ => self.hidden,
             } as u64;
@@ -112,7 +158,7 @@ impl ModelSpec {
                 .checked_mul(2)?
                 .checked_add(width.checked_mul(4)?)?
                 .checked_add((self.edge_dim as u64).checked_mul(width + 1)?)?;
-            total = total.checked_add(per_head.checked_mul(heads)?)?.checked_add(16)?;
+            total = total.checked_add(per_head.checked_mul(heads)?.checked_mul(per_layer)?)?.checked_add(16)?;
         }
         if self.decoder == Some(Decoder::Mlp) {
             // W1 (d x d), b1 (d), w2 (d), b2.

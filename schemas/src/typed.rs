@@ -14,6 +14,10 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
+use crate::Record;
+
 /// The most node types a typed graph can have (the key's type bits, kept non-negative).
 pub const MAX_NODE_TYPES: usize = 127;
 /// The most relations (reversed ones included): `edge_relations` is a `uint8` per edge.
@@ -43,7 +47,7 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// A node type as records and models know it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeType {
     pub name: String,
     /// Its feature width (every node of the type has this many).
@@ -52,7 +56,7 @@ pub struct NodeType {
 
 /// A relation as records and models know it: messages flow from `src`-type nodes into
 /// `dst`-type nodes along its edges.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Relation {
     pub name: String,
     pub src: u8,
@@ -62,7 +66,7 @@ pub struct Relation {
 /// The types of a typed graph: what a record set or a model needs to read typed nodes and
 /// edges (written as the record metadata's `graphflat.node_types`, `graphflat.relations` and
 /// `graphflat.target_type`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphTypes {
     pub node_types: Vec<NodeType>,
     pub relations: Vec<Relation>,
@@ -126,6 +130,56 @@ impl GraphTypes {
     pub fn width(&self, t: u8) -> usize {
         self.node_types[usize::from(t)].width
     }
+
+    /// What is wrong with a typed record against these types, if anything, and the column it
+    /// is in: a root of another type than the target, a node type or relation out of range, a
+    /// node whose features are not its type's width, an edge whose endpoints are not of its
+    /// relation's source and destination types. The record's own shape (a type per node, a
+    /// relation per edge) is checked where it is decoded.
+    pub fn check_record(&self, r: &Record) -> Result<(), (&'static str, String)> {
+        use crate::record::{EDGE_RELATIONS, NODE_FEATURES, NODE_TYPES};
+        let root = r.root;
+        for (i, &t) in r.node_types.iter().enumerate() {
+            let Some(node_type) = self.node_types.get(usize::from(t)) else {
+                let problem =
+                    format!("root {root}: node {i} has type {t}; the set has {} types", self.node_types.len());
+                return Err((NODE_TYPES, problem));
+            };
+            if i == 0 && t != self.target {
+                let problem =
+                    format!("root {root} is a {}, not a {} (the target type)", node_type.name, self.target_name());
+                return Err((NODE_TYPES, problem));
+            }
+            let found = r.node_features(i).len();
+            if found != node_type.width {
+                let problem = format!(
+                    "root {root}: node {i} ({}) has {found} features, its type {}",
+                    node_type.name, node_type.width
+                );
+                return Err((NODE_FEATURES, problem));
+            }
+        }
+        for (j, &rel) in r.edge_relations.iter().enumerate() {
+            let Some(relation) = self.relations.get(usize::from(rel)) else {
+                let problem = format!("root {root}: edge {j} has relation {rel}; the set has {}", self.relations.len());
+                return Err((EDGE_RELATIONS, problem));
+            };
+            let (src, dst) = (r.node_types[r.edge_src[j] as usize], r.node_types[r.edge_dst[j] as usize]);
+            if (src, dst) != (relation.src, relation.dst) {
+                let name = |t: u8| self.node_types[usize::from(t)].name.as_str();
+                let problem = format!(
+                    "root {root}: edge {j} of relation {} joins a {} to a {}, not a {} to a {}",
+                    relation.name,
+                    name(src),
+                    name(dst),
+                    name(relation.src),
+                    name(relation.dst)
+                );
+                return Err((EDGE_RELATIONS, problem));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for GraphTypes {
@@ -153,9 +207,8 @@ mod tests {
         assert_ne!(pack(1, 5), pack(2, 5), "one id in two types is two nodes");
     }
 
-    #[test]
-    fn types_round_trip_through_their_text() {
-        let types = GraphTypes {
+    fn merchants_and_users() -> GraphTypes {
+        GraphTypes {
             node_types: vec![
                 NodeType { name: "merchant".into(), width: 8 },
                 NodeType { name: "user".into(), width: 16 },
@@ -165,7 +218,12 @@ mod tests {
                 Relation { name: "rev_pays".into(), src: 0, dst: 1 },
             ],
             target: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn types_round_trip_through_their_text() {
+        let types = merchants_and_users();
         assert_eq!(types.node_types_text(), "merchant:8,user:16");
         assert_eq!(types.relations_text(), "pays:user:merchant,rev_pays:merchant:user");
         let back = GraphTypes::parse(&types.node_types_text(), &types.relations_text(), "user");
@@ -174,5 +232,55 @@ mod tests {
         assert_eq!(GraphTypes::parse("a:3", "r:a:b", "a"), None, "an unknown type");
         assert_eq!(GraphTypes::parse("a:3", "", "b"), None, "an unknown target");
         assert_eq!(GraphTypes::parse("a b:3", "", "a b"), None, "a name with a space");
+    }
+
+    /// A user (16 features) paid by a merchant (8 features) over `pays`.
+    fn paid() -> Record {
+        Record {
+            root: 3,
+            node_ids: vec![3, 3],
+            hops: vec![0, 1],
+            in_degrees: vec![1, 0],
+            features: vec![0.5; 24],
+            edge_src: vec![1],
+            edge_dst: vec![0],
+            edge_weights: vec![1.0],
+            edge_layers: vec![0b11],
+            node_types: vec![1, 0],
+            feature_at: vec![0, 16, 24],
+            edge_relations: vec![1],
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn typed_records_are_checked_against_their_types() {
+        let types = merchants_and_users();
+        assert_eq!(types.check_record(&paid()), Ok(()));
+        let problem = |r: Record| types.check_record(&r).unwrap_err();
+        let root_type = problem(Record { node_types: vec![0, 0], feature_at: vec![0, 8, 16], ..paid() });
+        assert_eq!(root_type.0, "node_types");
+        assert!(root_type.1.contains("root 3 is a merchant, not a user"), "{}", root_type.1);
+        let unknown = problem(Record { node_types: vec![1, 5], ..paid() });
+        assert!(unknown.1.contains("node 1 has type 5; the set has 2 types"), "{}", unknown.1);
+        let width = problem(Record { features: vec![0.5; 20], feature_at: vec![0, 16, 20], ..paid() });
+        assert_eq!(width.0, "node_features");
+        assert!(width.1.contains("node 1 (merchant) has 4 features, its type 8"), "{}", width.1);
+        let relation = problem(Record { edge_relations: vec![0], ..paid() });
+        assert_eq!(relation.0, "edge_relations");
+        assert!(
+            relation.1.contains("relation pays joins a merchant to a user, not a user to a merchant"),
+            "{}",
+            relation.1
+        );
+        let missing = problem(Record { edge_relations: vec![2], ..paid() });
+        assert!(missing.1.contains("edge 0 has relation 2; the set has 2"), "{}", missing.1);
+    }
+
+    #[test]
+    fn types_travel_in_model_json() {
+        let types = merchants_and_users();
+        let text = serde_json::to_string(&types).unwrap();
+        assert_eq!(serde_json::from_str::<GraphTypes>(&text).unwrap(), types);
     }
 }

@@ -176,3 +176,12 @@ pub fn assert_fails(out: &Output, code: i32, words: &[&str]) {
 pub fn local_io() -> std::sync::Arc<::tables::Io> {
     ::tables::Io::new(&schemas::StorageConfig::default()).unwrap()
 }
+
+/// Test accuracy from a training run's log line "test accuracy there ...".
+pub fn test_accuracy(stdout: &str) -> f64 {
+    let line = stdout.lines().find(|l| l.contains("test accuracy there")).unwrap_or_else(|| panic!("{stdout}"));
+    let after = line.split("test accuracy there").nth(1).unwrap();
+    let number: String =
+        after.chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| *c == '.' || c.is_ascii_digit()).collect();
+    number.parse().unwrap_or_else(|_| panic!("no accuracy in {line:?}"))
+}

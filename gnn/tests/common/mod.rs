@@ -2,6 +2,8 @@
 //! BFS, and one training step's loss and gradients.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod typed;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use burn::prelude::*;
@@ -146,6 +148,8 @@ pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpe
         edge_stats: None,
         task: Default::default(),
         decoder: None,
+        types: None,
+        bases: 0,
         seed: 9,
     }
 }

@@ -75,6 +75,11 @@ pub struct GenerateConfig {
     /// `graphflat::hetero`): `<output>/nodes/<type>/` and `<output>/edges/<relation>/`.
     #[serde(default)]
     pub hetero: bool,
+    /// With `hetero`: also `<output>/erased/nodes/` and `<output>/erased/edges/`, the same graph
+    /// with its types and relations erased (one id space, features zero-padded to the widest
+    /// type, every edge in both directions): the baseline a typed model must beat.
+    #[serde(default)]
+    pub erased: bool,
     #[serde(default = "default_seed")]
     pub seed: u64,
 }
@@ -111,6 +116,7 @@ impl Default for GenerateConfig {
             train_fraction: DEFAULT_TRAIN_FRACTION,
             valid_fraction: DEFAULT_VALID_FRACTION,
             multi_label: false,
+            erased: false,
             hetero: false,
             seed: DEFAULT_SEED,
         }
@@ -145,6 +151,12 @@ impl GenerateConfig {
         }
         if !self.edge_feature_signal.is_finite() {
             return Err(JobError::invalid("generate", "edge_feature_signal must be finite"));
+        }
+        if self.erased && !self.hetero {
+            return Err(JobError::invalid(
+                "generate",
+                "erased is a key of hetero = true (the typed graph's erased view)",
+            ));
         }
         Ok(())
     }

@@ -15,6 +15,8 @@ pub const DEFAULT_MODEL: ModelKind = ModelKind::Gcn;
 pub const MAX_WIDTH: usize = 16_384;
 /// The largest in-batch negative grid, in floats (1 GiB; see [`TrainConfig::check`]).
 pub const MAX_GRID_FLOATS: u128 = 1 << 28;
+/// The most bases an R-GCN layer may combine its relation weights from.
+pub const MAX_BASES: usize = 255;
 /// Width of the hidden layers when a job sets none.
 pub const DEFAULT_HIDDEN: usize = 16;
 /// GAT attention heads of the hidden layers when a job sets none.
@@ -86,6 +88,10 @@ pub struct TrainConfig {
     pub model: ModelKind,
     #[serde(default = "default_hidden")]
     pub hidden: usize,
+    /// R-GCN only: combine each relation's weight from this many shared bases (0: a full
+    /// weight per relation).
+    #[serde(default)]
+    pub bases: usize,
     /// GAT attention heads of the hidden layers (concatenated).
     #[serde(default = "default_heads")]
     pub heads: usize,
@@ -220,6 +226,7 @@ impl Default for TrainConfig {
             overwrite: false,
             model: DEFAULT_MODEL,
             hidden: DEFAULT_HIDDEN,
+            bases: 0,
             heads: DEFAULT_HEADS,
             output_heads: DEFAULT_OUTPUT_HEADS,
             dropout: DEFAULT_DROPOUT,
@@ -318,6 +325,12 @@ impl TrainConfig {
         }
         if self.classes == Some(0) {
             return Err(JobError::invalid("train", "classes must be at least 1 (or left out to count them)"));
+        }
+        if self.bases > 0 && self.model != ModelKind::Rgcn {
+            return Err(JobError::invalid("train", "bases is a key of model = \"rgcn\" (R-GCN's basis decomposition)"));
+        }
+        if self.bases > MAX_BASES {
+            return Err(JobError::invalid("train", format!("bases is at most {MAX_BASES} (found {})", self.bases)));
         }
         Ok(())
     }

@@ -143,7 +143,8 @@ impl Record {
             + self.features.len() * 4
             + self.edge_src.len() * 16
             + self.edge_features.len() * 4
-            + self.node_types.len() * 5
+            + self.node_types.len()
+            + self.feature_at.len() * 4
             + self.edge_relations.len()
     }
 }
