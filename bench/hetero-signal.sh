@@ -22,7 +22,7 @@ echo "seed | ours R-GCN | ours hetero SAGE | ours SAGE, erased | PyG to_hetero(S
 for SEED in 0 1 2; do
   G=$WORK/seed$SEED
   rm -rf "$G"; mkdir -p "$G"
-  $BIN generate --hetero --erased --out "$G/graph" --nodes "$NODES" --seed "$SEED" > /dev/null
+  $BIN generate --hetero --erased --out "$G/graph" --nodes "$NODES" --seed "$SEED" > /dev/null 2>&1
   {
     echo "[cluster]"; echo "workers = 1"
     for t in user item shop; do printf '[graph.node_types.%s]\ntable = "%s"\n' "$t" "$G/graph/nodes/$t"; done

@@ -127,7 +127,8 @@ impl Counts {
 fn inspect_model(io: &Io, dir: &Place) -> Result<()> {
     let files = ModelFiles::read(io, dir).map_err(|e| Exit::new(e.cause(), e))?;
     let meta = &files.meta;
-    println!("{}: a {:?} model, {} parameters", dir.shown(), meta.spec.kind, meta.parameters);
+    let typed = meta.spec.types.as_ref().map_or(String::new(), |t| format!(" of a typed graph ({t})"));
+    println!("{}: a {} model{typed}, {} parameters", dir.shown(), meta.spec.kind.name(), meta.parameters);
     println!("  weights: {} ({:.1} kB)", dir.child(gnn::io::WEIGHTS).shown(), files.weight_bytes() as f64 / 1e3);
     let json = serde_json::to_string_pretty(meta).cause(Cause::Internal)?;
     println!("{}:\n{json}", gnn::io::META);

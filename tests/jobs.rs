@@ -73,6 +73,8 @@ fn hetero_job_generates_flattens_and_trains_on_a_typed_graph() {
     // Users' classes show only through their items' relations: R-GCN reads them.
     let test = test_accuracy(&summary);
     assert!(test > 0.9, "R-GCN on the typed graph: test accuracy {test}\n{summary}");
+    let model = graphflat_ok_in(&cwd, &["inspect", "data/hetero/model"]);
+    assert!(model.contains("a rgcn model of a typed graph (types item:16,shop:8,user:32"), "{model}");
 }
 
 #[test]
