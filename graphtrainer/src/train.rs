@@ -225,6 +225,7 @@ impl<T: Learner> Setup<T> {
         let started = Instant::now();
         let set = source.set();
         check_task(config, set)?;
+        check_kind(config, set)?;
         if set.meta.task() != T::TASK {
             return Err(Error::Internal(format!("a {} trainer on {} records", T::TASK.name(), set.meta.task().name())));
         }
@@ -243,7 +244,6 @@ impl<T: Learner> Setup<T> {
             );
         }
         let head = T::head(config, set, &totals)?;
-        check_kind(config, set)?;
         let gat = config.model == ModelKind::Gat;
         let (edge_dim, edge_stats) = edge_inputs(config, set)?;
         if worker.index() == 0 {
