@@ -80,7 +80,13 @@ pub struct LayerRelations {
 impl LayerRelations {
     /// Splits `e`'s edges (relation `edge_relations[j]` each) over `relations` relations;
     /// `out_types` are the types of `e`'s output rows, over `types` node types.
-    fn split(e: &LayerEdges, edge_relations: &[u8], relations: usize, out_types: &[u8], types: usize) -> Self {
+    pub(crate) fn split(
+        e: &LayerEdges,
+        edge_relations: &[u8],
+        relations: usize,
+        out_types: &[u8],
+        types: usize,
+    ) -> Self {
         let mut ends = vec![(Vec::new(), Vec::new()); relations];
         for ((&s, &d), &r) in e.src.iter().zip(&e.dst).zip(edge_relations) {
             let (src, dst) = &mut ends[usize::from(r)];

@@ -26,6 +26,16 @@
 //! self-loop its mean-filled term `mean(e) . p_h`; GINE sums `ReLU(x_u + e W_e + b_e)`. The
 //! tests below check every model against [`Gnn::forward_layer`], with in-edges split into parts
 //! and merged.
+//!
+//! Typed layers (R-GCN, heterogeneous GraphSAGE; see `crate::hetero`) transform per node type
+//! ([`Gnn::transform_typed`], the type's projection first at layer 0): the own term (`h W_0`, or
+//! `h S_t + b_t`), then a slot per relation leaving the type, `h W_r` ([`LayerSlice::slot`]),
+//! zero-padded to the widest type's row. A message is the source's slot of the in-edge's
+//! relation ([`LayerSlice::message_of`]); it folds scaled by 1 over the destination's in-edges
+//! of that relation in the layer ([`LayerSlice::fold_scaled`]; the destination knows those
+//! counts from its sample), so the state, `out` wide, sums the relations' means and merges by
+//! adding; finish adds the own term and R-GCN's bias. GraphInfer does not run typed models yet
+//! (it refuses them); the tests below check these steps against the layers already.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -44,6 +54,9 @@ enum Rule {
     Gat { heads: usize, concat: bool },
     /// Own row plus the sum of ReLU messages; the MLP runs afterwards ([`post_rows`]).
     Gine,
+    /// A typed layer (R-GCN, heterogeneous GraphSAGE): the own term plus, per relation, the
+    /// mean of the messages, folded as a sum scaled by the caller ([`LayerSlice::fold_scaled`]).
+    Typed,
 }
 
 /// One layer of a trained model, sliced (see the module doc). Host copies of the small
@@ -66,6 +79,9 @@ pub struct LayerSlice {
     edge_weight: Vec<f32>,
     /// GINE's `b_e`.
     edge_bias: Vec<f32>,
+    /// A typed layer: per node type, the relations leaving it, in the order of their slots in
+    /// the type's transformed row (see [`Gnn::transform_typed`]); empty otherwise.
+    slots: Vec<Vec<u8>>,
 }
 
 /// A 1-d or 2-d parameter's values on the host, row-major.
@@ -87,6 +103,7 @@ impl Gnn {
             edge_dim: 0,
             edge_weight: Vec::new(),
             edge_bias: Vec::new(),
+            slots: spec.types.as_ref().map_or_else(Vec::new, relation_slots),
         };
         match &self.layers[l] {
             Layer::Gcn(g) => (slice.out, slice.bias) = (g.weight.val().dims()[1], host(g.bias.val())),
@@ -105,11 +122,13 @@ impl Gnn {
                 slice.edge_weight = param(&g.edge_weight);
                 slice.edge_bias = g.edge_bias.as_ref().map_or_else(Vec::new, |b| host(b.val()));
             }
-            Layer::Rgcn(_) | Layer::HeteroSage(_) => {
-                unreachable!("GraphInfer refuses typed models (graphinfer::model)")
-            }
+            Layer::Rgcn(r) => (slice.rule, slice.out, slice.bias) = (Rule::Typed, r.output, host(r.bias.val())),
+            // Heterogeneous GraphSAGE's biases are per type: the own term holds them.
+            Layer::HeteroSage(s) => (slice.rule, slice.out) = (Rule::Typed, s.output),
         }
-        if slice.rule != Rule::Gine {
+        if slice.rule == Rule::Typed {
+            slice.output = slice.out;
+        } else if slice.rule != Rule::Gine {
             slice.output = slice.bias.len();
         }
         slice.edge_dim = if slice.edge_weight.is_empty() { 0 } else { spec.edge_dim };
@@ -134,11 +153,48 @@ impl Gnn {
                 Tensor::cat(vec![z, src, dst], 1)
             }
             Layer::Gine(_) => h,
-            Layer::Rgcn(_) | Layer::HeteroSage(_) => {
-                unreachable!("GraphInfer refuses typed models (graphinfer::model)")
-            }
+            Layer::Rgcn(_) | Layer::HeteroSage(_) => panic!("a typed layer transforms per node type: transform_typed"),
         }
     }
+
+    /// A typed layer `l`'s transform of rows `h` of node type `t` (at layer 0, `t`'s features,
+    /// projected first): `[rows, slice.row_width()]`, the own term (`h W_0`, or `h S_t + b_t`)
+    /// then `h W_r` for each relation leaving `t` ([`LayerSlice::slot`]), zeros after.
+    pub fn transform_typed(&self, spec: &ModelSpec, l: usize, t: u8, h: Tensor<2>) -> Tensor<2> {
+        let h = if l == 0 { self.projections[usize::from(t)].forward(h) } else { h };
+        let slots = spec.types.as_ref().map_or_else(Vec::new, relation_slots);
+        let leaving = slots.get(usize::from(t)).cloned().unwrap_or_default();
+        let (own, weights): (Tensor<2>, Vec<Tensor<2>>) = match &self.layers[l] {
+            Layer::Rgcn(r) => {
+                let all = r.relation_weights();
+                let weights = leaving.iter().map(|&i| all[usize::from(i)].clone()).collect();
+                (h.clone().matmul(r.self_weight.val()), weights)
+            }
+            Layer::HeteroSage(s) => {
+                let own = h.clone().matmul(s.self_weights[usize::from(t)].val())
+                    + s.biases[usize::from(t)].val().unsqueeze::<2>();
+                (own, leaving.iter().map(|&i| s.neighbor_weights[usize::from(i)].val()).collect())
+            }
+            _ => panic!("layer {l} is not a typed layer: transform"),
+        };
+        let (rows, out) = (h.dims()[0], own.dims()[1]);
+        let widest = 1 + slots.iter().map(Vec::len).max().unwrap_or(0);
+        let mut parts = vec![own];
+        parts.extend(weights.into_iter().map(|w| h.clone().matmul(w)));
+        if parts.len() < widest {
+            parts.push(Tensor::zeros([rows, out * (widest - parts.len())], &h.device()));
+        }
+        Tensor::cat(parts, 1)
+    }
+}
+
+/// Per node type, the relations whose source it is, in relation order.
+fn relation_slots(types: &schemas::typed::GraphTypes) -> Vec<Vec<u8>> {
+    let mut slots = vec![Vec::new(); types.node_types.len()];
+    for (r, relation) in types.relations.iter().enumerate() {
+        slots[usize::from(relation.src)].push(r as u8);
+    }
+    slots
 }
 
 impl LayerSlice {
@@ -147,6 +203,8 @@ impl LayerSlice {
         match self.rule {
             Rule::Gcn | Rule::Gine => self.out,
             Rule::Sage => 2 * self.out,
+            // The own term, then a slot per relation of the type with the most.
+            Rule::Typed => self.out * (1 + self.slots.iter().map(Vec::len).max().unwrap_or(0)),
             Rule::Gat { heads, .. } => heads * self.out + 2 * heads,
         }
     }
@@ -154,7 +212,7 @@ impl LayerSlice {
     /// Width of a message (what crosses to a destination's aggregator).
     pub fn message_width(&self) -> usize {
         match self.rule {
-            Rule::Gcn | Rule::Sage | Rule::Gine => self.out,
+            Rule::Gcn | Rule::Sage | Rule::Gine | Rule::Typed => self.out,
             Rule::Gat { heads, .. } => heads * self.out + heads,
         }
     }
@@ -163,7 +221,7 @@ impl LayerSlice {
     pub fn state_width(&self) -> usize {
         match self.rule {
             Rule::Gcn | Rule::Sage => self.out + 1,
-            Rule::Gine => self.out,
+            Rule::Gine | Rule::Typed => self.out,
             // With edge features: each head's sum of edge logit terms, and the edge count.
             Rule::Gat { heads, .. } if self.edge_dim > 0 => heads * (self.out + 2) + heads + 1,
             Rule::Gat { heads, .. } => heads * (self.out + 2),
@@ -203,6 +261,27 @@ impl LayerSlice {
             let c = gcn_factor(degree);
             out.iter_mut().for_each(|v| *v *= c);
         }
+    }
+
+    /// Where relation `r`'s message sits in the transformed row of a node of type `t` (a typed
+    /// layer; `None` when `r` does not leave `t`).
+    pub fn slot(&self, t: u8, r: u8) -> Option<usize> {
+        let at = self.slots.get(usize::from(t))?.iter().position(|&s| s == r)?;
+        Some((1 + at) * self.out)
+    }
+
+    /// A typed layer's message along an in-edge of relation `r` from a node of type `t` with
+    /// transformed row `row`.
+    pub fn message_of(&self, row: &[f32], t: u8, r: u8, out: &mut [f32]) {
+        let at = self.slot(t, r).unwrap_or_else(|| panic!("relation {r} does not leave node type {t}"));
+        out.copy_from_slice(&row[at..at + self.out]);
+    }
+
+    /// Folds a typed layer's message into `state`, scaled by `coef`: 1 over the number of the
+    /// destination's in-edges of the message's relation in this layer (so the state sums each
+    /// relation's mean).
+    pub fn fold_scaled(&self, state: &mut [f32], message: &[f32], coef: f32) {
+        state.iter_mut().zip(message).for_each(|(s, m)| *s += coef * m);
     }
 
     /// A state that holds no message.
@@ -255,6 +334,7 @@ impl LayerSlice {
                     state[tail + heads] += 1.0;
                 }
             }
+            Rule::Typed => panic!("a typed layer folds with its relation's coefficient: fold_scaled"),
             Rule::Gine => {
                 for (i, (s, m)) in state.iter_mut().zip(message).enumerate() {
                     let v = if edge.is_empty() { *m } else { m + self.project(edge, out, i) + self.edge_bias[i] };
@@ -267,7 +347,7 @@ impl LayerSlice {
     /// Merges `other` (a state over other in-edges of the same node) into `state`.
     pub fn merge(&self, state: &mut [f32], other: &[f32]) {
         match self.rule {
-            Rule::Gcn | Rule::Sage | Rule::Gine => state.iter_mut().zip(other).for_each(|(s, o)| *s += o),
+            Rule::Gcn | Rule::Sage | Rule::Gine | Rule::Typed => state.iter_mut().zip(other).for_each(|(s, o)| *s += o),
             Rule::Gat { heads, .. } => {
                 let w = self.out + 2;
                 for h in 0..heads {
@@ -303,6 +383,8 @@ impl LayerSlice {
             Rule::Gat { heads, concat } => self.finish_attention(row, state, out, heads, concat),
             // (1 + eps) x_v + the sum, eps = 0; the MLP and the activation are post's.
             Rule::Gine => out.iter_mut().zip(row).zip(state).for_each(|((o, x), s)| *o = x + s),
+            // The own term (the row's first slot) and the relations' means.
+            Rule::Typed => out.iter_mut().zip(row).zip(state).for_each(|((o, x), s)| *o = x + s),
         }
         for (o, b) in out.iter_mut().zip(&self.bias) {
             *o += b;
@@ -593,5 +675,122 @@ mod tests {
         assert!(!slice.has_post());
         // Per head: max, sum and 5 values; then 3 edge-term sums and the count.
         assert_eq!((slice.state_width(), slice.finish_width(), slice.output_width()), (3 * 7 + 4, 15, 15));
+    }
+
+    /// Types a (4 wide), b (3), c (2); relations 0: b -> a, 1: a -> a, 2: c -> b, 3: a -> b.
+    fn typed_spec(kind: ModelKind, bases: usize) -> ModelSpec {
+        use schemas::typed::{GraphTypes, NodeType, Relation};
+        let node_type = |name: &str, width| NodeType { name: name.into(), width };
+        let relation = |name: &str, src, dst| Relation { name: name.into(), src, dst };
+        let types = GraphTypes {
+            node_types: vec![node_type("a", 4), node_type("b", 3), node_type("c", 2)],
+            relations: vec![relation("ba", 1, 0), relation("aa", 0, 0), relation("cb", 2, 1), relation("ab", 0, 1)],
+            target: 0,
+        };
+        ModelSpec { types: Some(types), bases, input_dim: 0, ..spec(kind, (1, 1), Activation::Elu, 0) }
+    }
+
+    /// Every typed layer through the slice (each node's in-edges split in 1 or 3 parts and
+    /// merged, each message scaled by 1 over its relation's in-edges of the destination) equals
+    /// `forward_layer` on the same rows (at layer 0, each type's features projected).
+    fn check_typed(spec: ModelSpec) {
+        let device = Device::flex();
+        let model = Gnn::new(&spec, &device);
+        let mut s = Stream::new(&[19]);
+        let values: Vec<f32> = crate::params::flatten(&model).iter().map(|_| s.unit() - 0.5).collect();
+        let model = crate::params::load(model, &values, &device);
+        let types = spec.types.clone().unwrap();
+        let n = 30;
+        let node_type: Vec<u8> = (0..n).map(|v| (v % 3) as u8).collect();
+        // Random edges of every relation, between nodes of its types.
+        let (mut src, mut dst, mut relation) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..150 {
+            let r = (s.next_u64() % types.relations.len() as u64) as u8;
+            let rel = &types.relations[usize::from(r)];
+            let of = |t: u8, s: &mut Stream| loop {
+                let v = (s.next_u64() % n as u64) as usize;
+                if node_type[v] == t {
+                    return v as i64;
+                }
+            };
+            let (u, w) = (of(rel.src, &mut s), of(rel.dst, &mut s));
+            src.push(u);
+            dst.push(w);
+            relation.push(r);
+        }
+        let mut e = LayerEdges::new(n, n, src, dst, &vec![0.0; n]);
+        e.typed = Some(Box::new(crate::batch::LayerRelations::split(&e, &relation, 4, &node_type, 3)));
+        let groups = crate::hetero::TypeGroups::new(&node_type, 3);
+        let mut x: Vec<Vec<f32>> =
+            (0..n).map(|v| (0..types.width(node_type[v])).map(|_| s.unit() - 0.5).collect()).collect();
+        for l in 0..spec.layers {
+            let slice = model.slice(&spec, l);
+            // Each node's transformed row, per type.
+            let (rw, mw, fw) = (slice.row_width(), slice.message_width(), slice.finish_width());
+            let mut rows = vec![0.0; n * rw];
+            for (t, members) in groups.rows.iter().enumerate() {
+                let width = x[members[0] as usize].len();
+                let input: Vec<f32> = members.iter().flat_map(|&v| x[v as usize].clone()).collect();
+                let h = Tensor::<2>::from_data(TensorData::new(input, [members.len(), width]), &device);
+                let out: Vec<f32> = model.transform_typed(&spec, l, t as u8, h).into_data().iter::<f32>().collect();
+                for (i, &v) in members.iter().enumerate() {
+                    rows[v as usize * rw..(v as usize + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
+                }
+            }
+            // The layer on the same rows, projected first at layer 0.
+            let t = EdgeTensors::new(&e, &device, Aggregation::Auto);
+            let h = if l == 0 {
+                let features = groups.rows.iter().map(|members| {
+                    let width = x[members[0] as usize].len();
+                    let values = members.iter().flat_map(|&v| x[v as usize].clone()).collect::<Vec<f32>>();
+                    Some(Tensor::<2>::from_data(TensorData::new(values, [members.len(), width]), &device))
+                });
+                model.project(&features.collect::<Vec<_>>(), &crate::hetero::GroupTensors::new(&groups, &device))
+            } else {
+                let flat: Vec<f32> = x.concat();
+                Tensor::<2>::from_data(TensorData::new(flat, [n, x[0].len()]), &device)
+            };
+            let expected: Vec<f32> = model.forward_layer(&spec, l, h, &t).into_data().iter::<f32>().collect();
+            let count = |w: i64, r: u8| (0..e.dst.len()).filter(|&j| e.dst[j] == w && relation[j] == r).count();
+            for parts in [1, 3] {
+                let mut out = vec![0.0; n * fw];
+                for w in 0..n {
+                    let incoming: Vec<usize> = (0..e.dst.len()).filter(|&j| e.dst[j] == w as i64).collect();
+                    let mut state = slice.empty_state();
+                    for part in 0..parts {
+                        let mut partial = slice.empty_state();
+                        for &j in incoming.iter().skip(part).step_by(parts) {
+                            let u = e.src[j] as usize;
+                            let mut message = vec![0.0; mw];
+                            slice.message_of(&rows[u * rw..(u + 1) * rw], node_type[u], relation[j], &mut message);
+                            slice.fold_scaled(&mut partial, &message, 1.0 / count(w as i64, relation[j]) as f32);
+                        }
+                        slice.merge(&mut state, &partial);
+                    }
+                    slice.finish(&rows[w * rw..(w + 1) * rw], 0.0, &state, &mut out[w * fw..(w + 1) * fw]);
+                }
+                for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "{:?} layer {l} parts {parts} value {i}: {a} vs {b}",
+                        spec.kind
+                    );
+                }
+                if parts == 1 {
+                    x = out.chunks(fw).map(<[f32]>::to_vec).collect();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rgcn_slices_equal_the_layer() {
+        check_typed(typed_spec(ModelKind::Rgcn, 0));
+        check_typed(typed_spec(ModelKind::Rgcn, 2));
+    }
+
+    #[test]
+    fn hetero_sage_slices_equal_the_layer() {
+        check_typed(typed_spec(ModelKind::Sage, 0));
     }
 }
