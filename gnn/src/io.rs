@@ -90,6 +90,7 @@ impl ModelFiles {
         })?;
         check_sizes(&meta, weights.len())
             .and_then(|()| check_edge_inputs(&meta))
+            .and_then(|()| check_types(&meta))
             .map_err(|problem| Error::Corrupt { path: dir.child(META).shown(), problem })?;
         Ok(ModelFiles { meta, weights, place: dir.clone() })
     }
@@ -149,6 +150,37 @@ fn check_edge_inputs(meta: &ModelMeta) -> Result<(), String> {
             Err("it standardizes edge features but holds no edge statistics: the model is corrupt".into())
         }
         _ => Ok(()),
+    }
+}
+
+/// Whether a typed model's types hold together (a model is built from them): at most
+/// `MAX_NODE_TYPES` types of positive widths and `MAX_RELATIONS` relations between them, a
+/// target among them, one fanout rule per relation (none, or one a hop), at most `MAX_BASES`
+/// bases; a homogeneous model has no relation fanouts.
+fn check_types(meta: &ModelMeta) -> Result<(), String> {
+    use schemas::typed::{MAX_NODE_TYPES, MAX_RELATIONS};
+    let spec = &meta.spec;
+    let Some(types) = &spec.types else {
+        return match meta.relation_fanouts.is_empty() && spec.bases == 0 {
+            true => Ok(()),
+            false => Err("a homogeneous model with relation fanouts or bases: the model is corrupt".into()),
+        };
+    };
+    let count = types.node_types.len();
+    let known = |t: u8| usize::from(t) < count;
+    let fits = (1..=MAX_NODE_TYPES).contains(&count)
+        && types.node_types.iter().all(|t| t.width > 0)
+        && types.relations.len() <= MAX_RELATIONS
+        && types.relations.iter().all(|r| known(r.src) && known(r.dst))
+        && known(types.target)
+        && meta.relation_fanouts.len() == types.relations.len()
+        && meta.relation_fanouts.iter().all(|f| f.is_empty() || f.len() == meta.hops)
+        && spec.bases <= schemas::job::train::MAX_BASES;
+    match fits {
+        true => Ok(()),
+        false => {
+            Err(format!("its types ({types}), relation fanouts or bases do not hold together: the model is corrupt"))
+        }
     }
 }
 
@@ -214,11 +246,34 @@ mod tests {
             sampler: Sampler::All,
             flatten_seed: 0,
             parameters: 0,
+            relation_fanouts: Vec::new(),
         };
         assert!(check_edge_inputs(&meta(spec.clone())).is_ok());
         assert!(check_edge_inputs(&meta(ModelSpec { edge_dim: 3, ..spec.clone() })).is_err());
         assert!(check_edge_inputs(&meta(ModelSpec { edge_stats: None, ..spec.clone() })).is_err());
-        let raw = ModelSpec { normalize_edge_features: false, edge_stats: None, ..spec };
+        let raw = ModelSpec { normalize_edge_features: false, edge_stats: None, ..spec.clone() };
         assert!(check_edge_inputs(&meta(raw)).is_ok());
+
+        // Types: relations between known types, a fanout rule per relation, bases in range.
+        use schemas::typed::{GraphTypes, NodeType, Relation};
+        let types = GraphTypes {
+            node_types: vec![NodeType { name: "a".into(), width: 3 }, NodeType { name: "b".into(), width: 2 }],
+            relations: vec![Relation { name: "ab".into(), src: 0, dst: 1 }],
+            target: 1,
+        };
+        let typed = |types: GraphTypes, relation_fanouts: Vec<Vec<u32>>, bases| ModelMeta {
+            relation_fanouts,
+            ..meta(ModelSpec { kind: ModelKind::Rgcn, types: Some(types), bases, ..spec.clone() })
+        };
+        assert!(check_types(&meta(spec.clone())).is_ok());
+        assert!(check_types(&typed(types.clone(), vec![vec![]], 2)).is_ok());
+        assert!(check_types(&typed(types.clone(), vec![vec![5, 5]], 0)).is_ok());
+        assert!(check_types(&typed(types.clone(), vec![], 0)).is_err(), "a relation without its fanouts");
+        assert!(check_types(&typed(types.clone(), vec![vec![5]], 0)).is_err(), "fanouts for one hop of two");
+        assert!(check_types(&typed(types.clone(), vec![vec![]], 256)).is_err(), "too many bases");
+        let mut unknown = types;
+        unknown.relations[0].dst = 2;
+        assert!(check_types(&typed(unknown, vec![vec![]], 0)).is_err(), "a relation into no type");
+        assert!(check_types(&ModelMeta { relation_fanouts: vec![vec![]], ..meta(spec) }).is_err());
     }
 }

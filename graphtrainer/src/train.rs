@@ -626,6 +626,7 @@ fn save_model(
         sampler: set.meta.sampler,
         flatten_seed: set.meta.seed,
         parameters: params.len(),
+        relation_fanouts: set.meta.relation_fanouts.clone(),
     };
     let settings =
         serde_json::to_value(config).map_err(|source| tables::Error::Encode { what: "job settings", source })?;

@@ -180,11 +180,25 @@ pub struct ModelMeta {
     pub sampler: Sampler,
     pub flatten_seed: u64,
     pub parameters: usize,
+    /// A typed model's records: each relation's fanouts in the recorded form (see `fanouts`),
+    /// in relation order, so that inference samples each relation as the records did; empty for
+    /// a homogeneous model.
+    #[serde(default)]
+    pub relation_fanouts: Vec<Vec<u32>>,
 }
 
 impl ModelMeta {
     /// The layer rule of the model's records (`fanouts` in its recorded form).
     pub fn layers(&self) -> Layers {
         Layers::recorded(self.hops, &self.fanouts)
+    }
+
+    /// The layer rule of each relation of a typed model's records, in relation order (one
+    /// rule, [`ModelMeta::layers`], for a homogeneous model).
+    pub fn relation_layers(&self) -> Vec<Layers> {
+        match &self.spec.types {
+            None => vec![self.layers()],
+            Some(_) => self.relation_fanouts.iter().map(|f| Layers::recorded(self.hops, f)).collect(),
+        }
     }
 }

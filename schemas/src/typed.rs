@@ -84,7 +84,8 @@ impl GraphTypes {
     /// `pays:user:merchant,rev_pays:merchant:user`: each relation's name, source and
     /// destination type, in relation order.
     pub fn relations_text(&self) -> String {
-        let name = |t: u8| self.node_types[usize::from(t)].name.as_str();
+        // A type out of range (a damaged model.json) shows as `?`: this text names it in errors.
+        let name = |t: u8| self.node_types.get(usize::from(t)).map_or("?", |n| n.name.as_str());
         let items: Vec<String> =
             self.relations.iter().map(|r| format!("{}:{}:{}", r.name, name(r.src), name(r.dst))).collect();
         items.join(",")
