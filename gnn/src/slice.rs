@@ -551,6 +551,25 @@ mod tests {
         e
     }
 
+    /// The state of one node's in-edges `incoming`, split in `parts` by position, each part
+    /// folded (`fold(partial, j)` folds in-edge `j`) and the parts merged in order.
+    fn merged_state(
+        slice: &LayerSlice,
+        incoming: &[usize],
+        parts: usize,
+        fold: impl Fn(&mut [f32], usize),
+    ) -> Vec<f32> {
+        let mut state = slice.empty_state();
+        for part in 0..parts {
+            let mut partial = slice.empty_state();
+            for &j in incoming.iter().skip(part).step_by(parts) {
+                fold(&mut partial, j);
+            }
+            slice.merge(&mut state, &partial);
+        }
+        state
+    }
+
     /// Every node's layer-`l` output through the slice, each node's in-edges split in `parts`
     /// and merged in order, then the post step.
     fn sliced(
@@ -573,17 +592,12 @@ mod tests {
         for v in 0..n {
             let own = &rows[v * rw..(v + 1) * rw];
             let incoming: Vec<usize> = (0..e.src.len()).filter(|&j| e.dst[j] == v as i64).collect();
-            let mut state = slice.empty_state();
-            for part in 0..parts {
-                let mut partial = slice.empty_state();
-                for &j in incoming.iter().skip(part).step_by(parts) {
-                    let u = e.src[j] as usize;
-                    let mut message = vec![0.0; mw];
-                    slice.message(&rows[u * rw..(u + 1) * rw], degree[u], &mut message);
-                    slice.fold(&mut partial, own, &message, edge(j));
-                }
-                slice.merge(&mut state, &partial);
-            }
+            let state = merged_state(&slice, &incoming, parts, |partial, j| {
+                let u = e.src[j] as usize;
+                let mut message = vec![0.0; mw];
+                slice.message(&rows[u * rw..(u + 1) * rw], degree[u], &mut message);
+                slice.fold(partial, own, &message, edge(j));
+            });
             slice.finish(own, degree[v], &state, &mut out[v * fw..(v + 1) * fw]);
         }
         let out = post_rows(model, spec, l, out, fw, &device);
@@ -756,17 +770,12 @@ mod tests {
                 let mut out = vec![0.0; n * fw];
                 for w in 0..n {
                     let incoming: Vec<usize> = (0..e.dst.len()).filter(|&j| e.dst[j] == w as i64).collect();
-                    let mut state = slice.empty_state();
-                    for part in 0..parts {
-                        let mut partial = slice.empty_state();
-                        for &j in incoming.iter().skip(part).step_by(parts) {
-                            let u = e.src[j] as usize;
-                            let mut message = vec![0.0; mw];
-                            slice.message_of(&rows[u * rw..(u + 1) * rw], node_type[u], relation[j], &mut message);
-                            slice.fold_scaled(&mut partial, &message, 1.0 / count(w as i64, relation[j]) as f32);
-                        }
-                        slice.merge(&mut state, &partial);
-                    }
+                    let state = merged_state(&slice, &incoming, parts, |partial, j| {
+                        let u = e.src[j] as usize;
+                        let mut message = vec![0.0; mw];
+                        slice.message_of(&rows[u * rw..(u + 1) * rw], node_type[u], relation[j], &mut message);
+                        slice.fold_scaled(partial, &message, 1.0 / count(w as i64, relation[j]) as f32);
+                    });
                     slice.finish(&rows[w * rw..(w + 1) * rw], 0.0, &state, &mut out[w * fw..(w + 1) * fw]);
                 }
                 for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
