@@ -245,18 +245,18 @@ fn typed_models_beat_the_same_models_with_relations_erased() {
         "",
         &format!("nodes = {:?}\nedges = {:?}\n", erased_data.join("nodes"), erased_data.join("edges")),
     );
-    let train = |records: &Path, model: &str| {
-        let job = Job::train(records, dir.join(format!("model-{model}-{}", records.display().to_string().len())))
+    let train = |records: &Path, model: &str, name: &str| {
+        let job = Job::train(records, dir.join(format!("model-{name}")))
             .key("model", model)
             .key("hidden", 32)
             .key("epochs", 10)
             .key("lr", 0.01)
             .key("batch_size", 128);
-        test_accuracy(&run_ok(&job.write(&dir, &format!("train-{model}")), &[]))
+        test_accuracy(&run_ok(&job.write(&dir, &format!("train-{name}")), &[]))
     };
-    let erased = train(&erased, "sage");
+    let erased = train(&erased, "sage", "erased-sage");
     for model in ["rgcn", "sage"] {
-        let accuracy = train(&typed, model);
+        let accuracy = train(&typed, model, model);
         eprintln!("test accuracy: typed {model} {accuracy:.3}, erased sage {erased:.3}");
         assert!(accuracy > 0.85 && accuracy > erased + 0.3, "typed {model}: {accuracy}, erased: {erased}");
     }

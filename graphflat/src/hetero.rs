@@ -156,12 +156,12 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
         parallel(node_parts[t], |part| {
             let lo = part * ROWS_PER_PART;
             let rows = node_rows(&shape, t, lo..(lo + ROWS_PER_PART).min(shape.counts[t]));
-            let batch = rows.batch(t == 0);
-            writer.write(part as usize, batch.schema(), &[batch])?;
             if let Some((nodes, _)) = &erased {
-                let batch = rows.erased(&shape, t).batch(true);
+                let batch = rows.erased(&shape, t).into_batch(true);
                 nodes.write((first + part) as usize, batch.schema(), &[batch])?;
             }
+            let batch = rows.into_batch(t == 0);
+            writer.write(part as usize, batch.schema(), &[batch])?;
             Ok(())
         })?;
     }
@@ -172,12 +172,12 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
         let hubs = parallel(edge_parts[r], |part| {
             let lo = part * ROWS_PER_PART;
             let (ends, hub) = edge_ends(&shape, r, part, lo..(lo + ROWS_PER_PART).min(m));
-            let batch = ends.batch();
-            writer.write(part as usize, batch.schema(), &[batch])?;
             if let Some((_, edges)) = &erased {
-                let batch = ends.erased(&shape, r).batch();
+                let batch = ends.erased(&shape, r).into_batch();
                 edges.write((first + part) as usize, batch.schema(), &[batch])?;
             }
+            let batch = ends.into_batch();
+            writer.write(part as usize, batch.schema(), &[batch])?;
             Ok(hub)
         })?;
         max_in_degree = max_in_degree.max(hubs.iter().sum());
@@ -200,9 +200,9 @@ struct Rows {
 }
 
 impl Rows {
-    fn batch(&self, labeled: bool) -> RecordBatch {
+    fn into_batch(self, labeled: bool) -> RecordBatch {
         let (labels, splits): (&[Option<Label>], &[Option<Split>]) = (&self.labels, &self.splits);
-        let (ids, features) = (self.ids.clone(), self.features.clone());
+        let (ids, features) = (self.ids, self.features);
         let rows = NodeRows { ids, features, dim: self.width, labels, label: LabelKind::Class, splits };
         if labeled { rows.to_batch() } else { rows.to_batch_unlabeled() }
     }
@@ -256,8 +256,8 @@ struct Ends {
 }
 
 impl Ends {
-    fn batch(&self) -> RecordBatch {
-        edges::to_batch_with(self.src.clone(), self.dst.clone(), self.weight.clone(), None)
+    fn into_batch(self) -> RecordBatch {
+        edges::to_batch_with(self.src, self.dst, self.weight, None)
     }
 
     /// The same edges of relation `r` in the erased view: ids offset by type, and each edge in
