@@ -397,11 +397,13 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         }
     }
     if let Some(config) = &job.infer {
+        let graph = match config.typed() {
+            Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
+            None => format!("{} and {}", schemas::redact(&config.nodes), schemas::redact(&config.edges)),
+        };
         tracing::info!(
-            "infer: model {} over {} and {}, {} workers x {} processes",
+            "infer: model {} over {graph}, {} workers x {} processes",
             schemas::redact(&config.model),
-            schemas::redact(&config.nodes),
-            schemas::redact(&config.edges),
             job.cluster.threads(),
             job.cluster.processes
         );

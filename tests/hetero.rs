@@ -1,14 +1,17 @@
-//! Typed graphs through GraphFlat, end to end: records of a generated typed graph (users,
-//! items, shops; four relations, two of them reversed; a relation with its own fanouts) equal
-//! an independent typed BFS under the same sampling rule, with hub re-indexing on and off and on
-//! one or two workers; and the typed loader's bad inputs are errors naming the type or relation,
-//! the file, row and column.
+//! Typed graphs through the three stages, end to end: records of a generated typed graph
+//! (users, items, shops; four relations, two of them reversed; a relation with its own
+//! fanouts) equal an independent typed BFS under the same sampling rule, with hub re-indexing
+//! on and off and on one or two workers; typed models beat the same models with relations
+//! erased; GraphInfer's scores equal the trainer's forward pass on every record, the same bits
+//! on any cluster, with a row for every node of every type; and bad inputs are errors naming
+//! the type or relation, the file, row and column.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use common::*;
@@ -304,6 +307,190 @@ fn bad_typed_inputs_name_the_type_or_relation_file_row_and_column() {
     let graph =
         graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
     assert_fails(&run_text("no-labels", job(graph, "")), 64, &["node type user is the target type", "no label column"]);
+}
+
+/// One typed output row: (embedding, prediction, scores), the last two null off the target type.
+type TypedScored = (Vec<f32>, Option<i64>, Option<Vec<f32>>);
+
+/// GraphInfer's output of a typed graph by (type, id), read with parquet's Arrow reader.
+fn read_typed_scores(dir: &Path) -> BTreeMap<Node, TypedScored> {
+    let mut out = BTreeMap::new();
+    for batch in read_batches(dir) {
+        let types = batch.column_by_name("node_type").unwrap().as_string::<i32>();
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let embedding = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
+        let prediction = batch.column_by_name("prediction").unwrap().as_primitive::<Int64Type>();
+        let scores = batch.column_by_name("scores").unwrap().as_fixed_size_list();
+        let floats = |list: &arrow_array::FixedSizeListArray, r: usize| {
+            list.value(r).as_primitive::<Float32Type>().values().to_vec()
+        };
+        for r in 0..batch.num_rows() {
+            let row = (
+                floats(embedding, r),
+                prediction.is_valid(r).then(|| prediction.value(r)),
+                scores.is_valid(r).then(|| floats(scores, r)),
+            );
+            let node = (types.value(r).to_owned(), ids.value(r));
+            assert!(out.insert(node.clone(), row).is_none(), "{node:?} written twice");
+        }
+    }
+    out
+}
+
+/// An `[infer]` job over the typed graph in `data` with `model`, into `out`, keys added.
+fn infer_typed(dir: &Path, data: &Path, model: &Path, out: &Path, name: &str, keys: &str) -> PathBuf {
+    let text = format!(
+        "{}[infer]
+target_type = \"user\"
+model = {:?}
+output = {:?}
+{keys}",
+        graph_tables(data),
+        model.display().to_string(),
+        out.display().to_string()
+    );
+    write_job(dir, name, &text)
+}
+
+/// Consistency: GraphInfer over the typed graph equals the trainer's forward pass on every
+/// record (R-GCN with bases and heterogeneous GraphSAGE; records with hubs re-indexed and a
+/// relation with its own fanouts), with hub aggregations split or not; every node of every
+/// type gets a row, scored only for the target type; and the output is the same bits on one
+/// worker, two workers and two processes.
+#[test]
+fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
+    let dir = scratch("hetero-infer");
+    let data = dir.join("graph");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "2000", "--seed", "4"]);
+    let flat = flatten_typed(&dir, &data, "flat", "hub_threshold = 20\n", &["--workers", "2"]);
+    let g = read_typed(&data);
+    let counts = |t: &str| g.features.keys().filter(|(u, _)| u == t).count();
+    for (model, keys) in [("rgcn", "bases = 2\n"), ("sage", "")] {
+        let dir_model = dir.join(format!("model-{model}"));
+        let text = format!(
+            "[train]\nrecords = {:?}\noutput = {:?}\nmodel = {model:?}\nhidden = 8\nepochs = 2\nbatch_size = 256\n{keys}",
+            flat.display().to_string(),
+            dir_model.display().to_string()
+        );
+        run_ok(&write_job(&dir, &format!("train-{model}"), &text), &[]);
+        let expected = record_scores(&dir_model, &flat);
+        let mut runs = Vec::new();
+        for threshold in [4, 0] {
+            let out = dir.join(format!("scores-{model}-{threshold}"));
+            let keys = format!("hub_threshold = {threshold}\n");
+            let job = infer_typed(&dir, &data, &dir_model, &out, &format!("infer-{model}-{threshold}"), &keys);
+            let stdout = run_ok(&job, &["--workers", "2"]);
+            if threshold > 0 {
+                assert!(!stdout.contains("hubs split per layer [0, 0]"), "no hub was split:\n{stdout}");
+            }
+            let scored = read_typed_scores(&out);
+            for t in ["user", "item", "shop"] {
+                let rows = scored.keys().filter(|(u, _)| u == t).count();
+                assert_eq!(rows, counts(t), "{model}: rows of node type {t}");
+            }
+            let users: BTreeMap<i64, Vec<f32>> = scored
+                .iter()
+                .filter(|((t, _), _)| t == "user")
+                .map(|((_, id), (_, _, scores))| (*id, scores.clone().expect("a user row is scored")))
+                .collect();
+            assert!(scored.iter().all(|((t, _), row)| t == "user" || (row.1.is_none() && row.2.is_none())));
+            let difference = max_difference(&users, &expected);
+            assert!(difference < 1e-4, "{model}, hub threshold {threshold}: scores differ by {difference}");
+            runs.push(scored);
+        }
+        let embeddings =
+            |s: &BTreeMap<Node, TypedScored>| -> Vec<f32> { s.values().flat_map(|r| r.0.clone()).collect() };
+        let split =
+            embeddings(&runs[0]).iter().zip(embeddings(&runs[1])).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(split < 1e-5, "{model}: embeddings with hubs split and not differ by {split}");
+    }
+
+    // The same bits on 1 worker, 2 workers and 2 processes, for every row of every type.
+    let model = dir.join("model-rgcn");
+    let bits = |s: &BTreeMap<Node, TypedScored>| -> Vec<(Node, Vec<u32>, Option<i64>)> {
+        s.iter().map(|(n, r)| (n.clone(), r.0.iter().map(|v| v.to_bits()).collect(), r.1)).collect()
+    };
+    let keys = "hub_threshold = 3\nbatch_size = 100\n";
+    let one = dir.join("scores-1");
+    run_ok(&infer_typed(&dir, &data, &model, &one, "infer-1", keys), &["--workers", "1"]);
+    let two = dir.join("scores-2");
+    run_ok(&infer_typed(&dir, &data, &model, &two, "infer-2", keys), &["--workers", "2"]);
+    let processes = dir.join("scores-2p");
+    let cluster = Job::loopback(2).to_string();
+    let job = infer_typed(&dir, &data, &model, &processes, "infer-2p", keys);
+    std::fs::write(&job, format!("{cluster}{}", std::fs::read_to_string(&job).unwrap())).unwrap();
+    run_two_processes(&job, &dir);
+    let reference = bits(&read_typed_scores(&one));
+    assert!(reference == bits(&read_typed_scores(&two)), "1 and 2 workers differ");
+    assert!(reference == bits(&read_typed_scores(&processes)), "1 worker and 2 processes differ");
+
+    // node_types chooses the types that get rows: items only, the same embeddings.
+    let items = dir.join("scores-items");
+    run_ok(&infer_typed(&dir, &data, &model, &items, "infer-items", &format!("{keys}node_types = [\"item\"]\n")), &[]);
+    let only = bits(&read_typed_scores(&items));
+    assert_eq!(only.len(), counts("item"));
+    assert!(only.iter().all(|(n, _, p)| n.0 == "item" && p.is_none()));
+    let all_items: Vec<_> = reference.iter().filter(|(n, _, _)| n.0 == "item").cloned().collect();
+    assert!(only == all_items, "item embeddings differ when only items get rows");
+
+    // A job whose graph is not the model's: refused before anything is written.
+    let refused = |name: &str, text: String, code: i32, words: &[&str]| {
+        let out = run(&write_job(&dir, name, &text), &[]);
+        assert_fails(&out, code, words);
+        assert!(!dir.join(format!("{name}-out/_SUCCESS")).exists(), "{name}: an output was committed");
+    };
+    let job = |graph: String, infer: &str, name: &str| {
+        let model = model.display().to_string();
+        let out = dir.join(format!("{name}-out")).display().to_string();
+        format!("{graph}[infer]\nmodel = {model:?}\noutput = {out:?}\n{infer}")
+    };
+    let plain = format!("nodes = {:?}\nedges = {:?}\n", data.join("nodes/user"), data.join("edges/follows"));
+    refused("plain-job", job(String::new(), &plain, "plain-job"), 64, &["a model of a typed graph", "[graph]"]);
+    let fewer = graph_tables(&data).replace("[graph.relations.sells]", "[graph.relations.sold]");
+    let text = job(fewer, "target_type = \"user\"\n", "relations");
+    refused("relations", text, 64, &["the model's relations are", "sells (shop -> item)", "sold (shop -> item)"]);
+    let text = job(graph_tables(&data), "target_type = \"item\"\n", "target");
+    refused("target", text, 64, &["the model scores node type user", "target_type is item"]);
+    let users = dir.join("narrow-users");
+    write_users(&users, &[(0, 4), (1, 4)], false);
+    let graph =
+        graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
+    let text = job(graph, "target_type = \"user\"\n", "width");
+    refused("width", text, 65, &["takes 32 input features for node type user", "has 4 per node"]);
+}
+
+/// Typed GraphInfer on the GPU (burn-wgpu; software Vulkan in CI) equals the CPU to 1e-4
+/// (relative past 1), every row's embedding and the users' scores.
+#[cfg(feature = "gpu")]
+#[test]
+fn typed_gpu_inference_equals_the_cpu() {
+    let dir = scratch("hetero-infer-gpu");
+    let data = dir.join("graph");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "1000", "--seed", "6"]);
+    let flat = flatten_typed(&dir, &data, "flat", "", &[]);
+    let model = dir.join("model");
+    let text = format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"rgcn\"\nhidden = 8\nepochs = 1\n",
+        flat.display().to_string(),
+        model.display().to_string()
+    );
+    run_ok(&write_job(&dir, "train", &text), &[]);
+    let mut runs = Vec::new();
+    for device in ["cpu", "gpu"] {
+        let out = dir.join(device);
+        let keys = format!("device = {device:?}\nhub_threshold = 4\n");
+        run_ok(&infer_typed(&dir, &data, &model, &out, device, &keys), &[]);
+        runs.push(read_typed_scores(&out));
+    }
+    assert_eq!(runs[0].keys().collect::<Vec<_>>(), runs[1].keys().collect::<Vec<_>>());
+    let mut difference = 0f32;
+    for (a, b) in runs[0].values().zip(runs[1].values()) {
+        let scores = a.2.iter().flatten().zip(b.2.iter().flatten());
+        for (x, y) in a.0.iter().zip(&b.0).chain(scores) {
+            difference = difference.max((x - y).abs() / y.abs().max(1.0));
+        }
+    }
+    assert!(difference < 1e-4, "GPU rows differ from the CPU's by {difference} (relative past 1)");
 }
 
 /// A user table at `dir/part-0.parquet`: (id, feature width) rows, labeled (class 0, train) or

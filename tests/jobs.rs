@@ -3,8 +3,11 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
 use common::*;
 
 fn jobs_dir() -> PathBuf {
@@ -63,7 +66,7 @@ fn cora_job_runs_after_import() {
 }
 
 #[test]
-fn hetero_job_generates_flattens_and_trains_on_a_typed_graph() {
+fn hetero_job_runs_all_three_stages_on_a_typed_graph() {
     let cwd = scratch("hetero-job");
     let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("hetero.toml").to_str().unwrap()]);
     assert!(summary.contains("18000 targets"), "one record per user: {summary}");
@@ -75,6 +78,28 @@ fn hetero_job_generates_flattens_and_trains_on_a_typed_graph() {
     assert!(test > 0.9, "R-GCN on the typed graph: test accuracy {test}\n{summary}");
     let model = graphflat_ok_in(&cwd, &["inspect", "data/hetero/model"]);
     assert!(model.contains("a rgcn model of a typed graph (types item:16,shop:8,user:32"), "{model}");
+    // GraphInfer: a row for every node of every type; the users' predictions as good as training's.
+    assert!(summary.contains("scored:       30000 nodes"), "{summary}");
+    let (mut predicted, mut labels) = (BTreeMap::new(), BTreeMap::new());
+    for batch in read_batches(&cwd.join("data/hetero/scores")) {
+        let types = batch.column_by_name("node_type").unwrap().as_string::<i32>();
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let prediction = batch.column_by_name("prediction").unwrap().as_primitive::<Int64Type>();
+        for r in (0..batch.num_rows()).filter(|&r| types.value(r) == "user") {
+            predicted.insert(ids.value(r), prediction.value(r));
+        }
+    }
+    for batch in read_batches(&cwd.join("data/hetero/nodes/user")) {
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let label = batch.column_by_name("label").unwrap().as_primitive::<Int64Type>();
+        let split = batch.column_by_name("split").unwrap().as_string::<i32>();
+        for r in (0..batch.num_rows()).filter(|&r| split.value(r) == "test") {
+            labels.insert(ids.value(r), label.value(r));
+        }
+    }
+    let hits = labels.iter().filter(|(id, label)| predicted[id] == **label).count();
+    let accuracy = hits as f64 / labels.len() as f64;
+    assert!(accuracy > 0.9, "GraphInfer's test accuracy on users: {accuracy}");
 }
 
 #[test]

@@ -29,13 +29,12 @@
 //!
 //! Typed layers (R-GCN, heterogeneous GraphSAGE; see `crate::hetero`) transform per node type
 //! ([`Gnn::transform_typed`], the type's projection first at layer 0): the own term (`h W_0`, or
-//! `h S_t + b_t`), then a slot per relation leaving the type, `h W_r` ([`LayerSlice::slot`]),
-//! zero-padded to the widest type's row. A message is the source's slot of the in-edge's
-//! relation ([`LayerSlice::message_of`]); it folds scaled by 1 over the destination's in-edges
-//! of that relation in the layer ([`LayerSlice::fold_scaled`]; the destination knows those
-//! counts from its sample), so the state, `out` wide, sums the relations' means and merges by
-//! adding; finish adds the own term and R-GCN's bias. GraphInfer does not run typed models yet
-//! (it refuses them); the tests below check these steps against the layers already.
+//! `h S_t + b_t`), then a slot per relation leaving the type, `h W_r`, zero-padded to the widest
+//! type's row. A node's message is its relation slots (every relation leaving its type); an
+//! in-edge of relation `r` folds the slot of `r` scaled by 1 over the destination's in-edges of
+//! `r` in the layer ([`LayerSlice::fold_relation`]; the destination knows those counts from its
+//! sample), so the state, `out` wide, sums the relations' means and merges by adding; finish adds
+//! the own term and R-GCN's bias.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -55,7 +54,7 @@ enum Rule {
     /// Own row plus the sum of ReLU messages; the MLP runs afterwards ([`post_rows`]).
     Gine,
     /// A typed layer (R-GCN, heterogeneous GraphSAGE): the own term plus, per relation, the
-    /// mean of the messages, folded as a sum scaled by the caller ([`LayerSlice::fold_scaled`]).
+    /// mean of the messages, folded as a sum scaled by the caller ([`LayerSlice::fold_relation`]).
     Typed,
 }
 
@@ -82,6 +81,8 @@ pub struct LayerSlice {
     /// A typed layer: per node type, the relations leaving it, in the order of their slots in
     /// the type's transformed row (see [`Gnn::transform_typed`]); empty otherwise.
     slots: Vec<Vec<u8>>,
+    /// A typed layer: per relation, where its slot starts in a message of its source type.
+    relation_at: Vec<usize>,
 }
 
 /// A 1-d or 2-d parameter's values on the host, row-major.
@@ -104,6 +105,7 @@ impl Gnn {
             edge_weight: Vec::new(),
             edge_bias: Vec::new(),
             slots: spec.types.as_ref().map_or_else(Vec::new, relation_slots),
+            relation_at: Vec::new(),
         };
         match &self.layers[l] {
             Layer::Gcn(g) => (slice.out, slice.bias) = (g.weight.val().dims()[1], host(g.bias.val())),
@@ -128,6 +130,7 @@ impl Gnn {
         }
         if slice.rule == Rule::Typed {
             slice.output = slice.out;
+            slice.relation_at = relation_offsets(&slice.slots, slice.out);
         } else if slice.rule != Rule::Gine {
             slice.output = slice.bias.len();
         }
@@ -188,6 +191,18 @@ impl Gnn {
     }
 }
 
+/// Per relation, where its slot starts in a message (the relation slots of its source type's
+/// transformed row, see [`Gnn::transform_typed`]): `out` times its rank among its type's.
+fn relation_offsets(slots: &[Vec<u8>], out: usize) -> Vec<usize> {
+    let mut at = vec![0; slots.iter().map(Vec::len).sum()];
+    for leaving in slots {
+        for (i, &r) in leaving.iter().enumerate() {
+            at[usize::from(r)] = i * out;
+        }
+    }
+    at
+}
+
 /// Per node type, the relations whose source it is, in relation order.
 fn relation_slots(types: &schemas::typed::GraphTypes) -> Vec<Vec<u8>> {
     let mut slots = vec![Vec::new(); types.node_types.len()];
@@ -209,10 +224,12 @@ impl LayerSlice {
         }
     }
 
-    /// Width of a message (what crosses to a destination's aggregator).
+    /// Width of a message (what crosses to a destination's aggregator): for a typed layer,
+    /// the relation slots of the widest type.
     pub fn message_width(&self) -> usize {
         match self.rule {
-            Rule::Gcn | Rule::Sage | Rule::Gine | Rule::Typed => self.out,
+            Rule::Gcn | Rule::Sage | Rule::Gine => self.out,
+            Rule::Typed => self.row_width() - self.out,
             Rule::Gat { heads, .. } => heads * self.out + heads,
         }
     }
@@ -247,41 +264,35 @@ impl LayerSlice {
         self.edge_dim
     }
 
+    /// Whether the layer is typed: it transforms per node type ([`Gnn::transform_typed`]) and
+    /// folds per relation ([`LayerSlice::fold_relation`]).
+    pub fn is_typed(&self) -> bool {
+        self.rule == Rule::Typed
+    }
+
     /// Whether the finished rows still go through [`post_rows`] (GINE's MLP and activation).
     pub fn has_post(&self) -> bool {
         self.rule == Rule::Gine
     }
 
     /// The message a node with transformed row `row` sends along its in-edges of this layer;
-    /// `degree` is its in-degree as the layer counts it (`schemas::layers::Layers::degree`).
+    /// `degree` is its in-degree as the layer counts it (`schemas::layers::Layers::degree`). A
+    /// typed layer's message is the row's relation slots, after the own term.
     pub fn message(&self, row: &[f32], degree: f32, out: &mut [f32]) {
-        let width = self.message_width();
-        out.copy_from_slice(&row[..width]);
+        let start = if self.rule == Rule::Typed { self.out } else { 0 };
+        out.copy_from_slice(&row[start..start + self.message_width()]);
         if self.rule == Rule::Gcn {
             let c = gcn_factor(degree);
             out.iter_mut().for_each(|v| *v *= c);
         }
     }
 
-    /// Where relation `r`'s message sits in the transformed row of a node of type `t` (a typed
-    /// layer; `None` when `r` does not leave `t`).
-    pub fn slot(&self, t: u8, r: u8) -> Option<usize> {
-        let at = self.slots.get(usize::from(t))?.iter().position(|&s| s == r)?;
-        Some((1 + at) * self.out)
-    }
-
-    /// A typed layer's message along an in-edge of relation `r` from a node of type `t` with
-    /// transformed row `row`.
-    pub fn message_of(&self, row: &[f32], t: u8, r: u8, out: &mut [f32]) {
-        let at = self.slot(t, r).unwrap_or_else(|| panic!("relation {r} does not leave node type {t}"));
-        out.copy_from_slice(&row[at..at + self.out]);
-    }
-
-    /// Folds a typed layer's message into `state`, scaled by `coef`: 1 over the number of the
-    /// destination's in-edges of the message's relation in this layer (so the state sums each
-    /// relation's mean).
-    pub fn fold_scaled(&self, state: &mut [f32], message: &[f32], coef: f32) {
-        state.iter_mut().zip(message).for_each(|(s, m)| *s += coef * m);
+    /// Folds a typed layer's `message` along an in-edge of relation `r` into `state`: the slot
+    /// of `r`, scaled by `coef`, 1 over the number of the destination's in-edges of `r` in this
+    /// layer (so the state sums each relation's mean).
+    pub fn fold_relation(&self, state: &mut [f32], message: &[f32], r: u8, coef: f32) {
+        let at = self.relation_at[usize::from(r)];
+        state.iter_mut().zip(&message[at..at + self.out]).for_each(|(s, m)| *s += coef * m);
     }
 
     /// A state that holds no message.
@@ -334,7 +345,7 @@ impl LayerSlice {
                     state[tail + heads] += 1.0;
                 }
             }
-            Rule::Typed => panic!("a typed layer folds with its relation's coefficient: fold_scaled"),
+            Rule::Typed => panic!("a typed layer folds with its relation's coefficient: fold_relation"),
             Rule::Gine => {
                 for (i, (s, m)) in state.iter_mut().zip(message).enumerate() {
                     let v = if edge.is_empty() { *m } else { m + self.project(edge, out, i) + self.edge_bias[i] };
@@ -480,6 +491,23 @@ pub fn transform_rows(model: &Gnn, l: usize, rows: Vec<f32>, width: usize, devic
     let n = rows.len() / width.max(1);
     let h = Tensor::<2>::from_data(TensorData::new(rows, [n, width]), device);
     model.transform(l, h).into_data().iter::<f32>().collect()
+}
+
+/// A typed layer `l`'s transform of `n` host rows of node type `t` (`values` row-major: the
+/// type's features at layer 0, which may be none) on `device`, back on the host: `[n,
+/// slice.row_width()]` row-major (see [`Gnn::transform_typed`]).
+pub fn transform_typed_rows(
+    model: &Gnn,
+    spec: &ModelSpec,
+    l: usize,
+    t: u8,
+    rows: Vec<f32>,
+    n: usize,
+    device: &Device,
+) -> Vec<f32> {
+    let width = rows.len() / n.max(1);
+    let h = Tensor::<2>::from_data(TensorData::new(rows, [n, width]), device);
+    model.transform_typed(spec, l, t, h).into_data().iter::<f32>().collect()
 }
 
 /// Layer `l`'s post step on `rows` finished host rows (row-major, `width` =
@@ -773,8 +801,8 @@ mod tests {
                     let state = merged_state(&slice, &incoming, parts, |partial, j| {
                         let u = e.src[j] as usize;
                         let mut message = vec![0.0; mw];
-                        slice.message_of(&rows[u * rw..(u + 1) * rw], node_type[u], relation[j], &mut message);
-                        slice.fold_scaled(partial, &message, 1.0 / count(w as i64, relation[j]) as f32);
+                        slice.message(&rows[u * rw..(u + 1) * rw], 0.0, &mut message);
+                        slice.fold_relation(partial, &message, relation[j], 1.0 / count(w as i64, relation[j]) as f32);
                     });
                     slice.finish(&rows[w * rw..(w + 1) * rw], 0.0, &state, &mut out[w * fw..(w + 1) * fw]);
                 }

@@ -17,7 +17,7 @@ use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, SampleSpec, agree};
-use schemas::layers::Layers;
+use schemas::job::TypedGraph;
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
 use stage::{Body, Clock, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
@@ -26,11 +26,12 @@ use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
 
 use crate::Error;
-use crate::model::{check_edge_width, check_input_width, load, model_dir, model_error};
-use crate::output::{self, Head};
+use crate::model::{check_edge_width, check_graph, check_input_width, check_type_widths, load, model_dir, model_error};
+use crate::output::{self, Head, TypedRows};
 use crate::pairs::{self, Candidates, Embeddings};
 use crate::plan::plan;
 use crate::round::{Context, Input, layer};
+use crate::rule::LayerRule;
 
 /// The job's summary.
 pub type Summary = stage::Summary<Rounds>;
@@ -76,12 +77,14 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
     let progress = Arc::new(Progress::new("infer", "nodes", phases(files.meta.hops)));
     let model = Arc::new((dir, files));
     let threads = cluster.threads();
+    let typed = Arc::new(config.typed());
     stage::execute(cluster, move |worker| {
         let (dir, files) = &*model;
         let device = agree(worker, gnn::device(config.device).map_err(model_error))?;
         let (meta, model) = agree(worker, load(files, dir, &device))?;
-        let layers = meta.layers();
-        let embedding = agree(worker, embedding_layer(&config, &layers, meta.spec.task))?;
+        agree(worker, check_graph(&meta, dir, typed.as_ref().as_ref()))?;
+        let rule = LayerRule::of(&meta);
+        let embedding = agree(worker, embedding_layer(&config, meta.hops, meta.spec.task))?;
         agree(worker, check_pairs(&config, &meta, dir))?;
         let candidates = agree(worker, config.pairs.as_deref().map(|p| Candidates::open(&io, p)).transpose())?;
         if worker.index().is_multiple_of(threads) {
@@ -89,7 +92,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
                 "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
                 meta.spec.kind,
                 dir.shown(),
-                layers.hops(),
+                meta.hops,
                 meta.sampler.name(),
                 meta.fanouts
             );
@@ -100,16 +103,24 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         }
         let scorer = candidates.is_some().then(|| PairScorer::of(&meta.spec, model.decoder.as_ref()));
         let pairs = candidates.as_ref().zip(scorer);
-        let body =
-            Scores { config: &config, dir, meta: &meta, model: &model, device: &device, layers, embedding, pairs };
+        let body = Scores {
+            config: &config,
+            dir,
+            meta: &meta,
+            model: &model,
+            device: &device,
+            rule,
+            typed: typed.as_ref().as_ref(),
+            embedding,
+            pairs,
+        };
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
 }
 
 /// The layer whose output is the embedding: `[infer] embedding`, by default the last hidden
 /// layer of a node model and the last layer (the encoder's output) of a link model.
-fn embedding_layer(config: &InferConfig, layers: &Layers, task: Task) -> Result<usize, Error> {
-    let k = layers.hops();
+fn embedding_layer(config: &InferConfig, k: usize, task: Task) -> Result<usize, Error> {
     let default = if k > 1 && task == Task::Node { k - 1 } else { k };
     let embedding = config.embedding.unwrap_or(default);
     if embedding > k {
@@ -138,7 +149,9 @@ struct Scores<'a> {
     meta: &'a ModelMeta,
     model: &'a Gnn,
     device: &'a Device,
-    layers: Layers,
+    rule: LayerRule,
+    /// A typed graph and its target type (checked against the model's).
+    typed: Option<&'a (TypedGraph, u8)>,
     embedding: usize,
     /// The candidate pairs and the decoder that scores them.
     pairs: Option<(&'a Candidates, PairScorer)>,
@@ -161,12 +174,13 @@ impl Body for Scores<'_> {
 
     fn sampling(&self) -> SampleSpec {
         // Round 0 as GraphFlat ran it for the model's records: the same samples.
+        let (limit, relation_limits) = self.rule.sample_limits();
         SampleSpec {
             sampler: self.meta.sampler,
             seed: self.meta.flatten_seed,
-            limit: self.layers.sample_limit(),
+            limit,
             hub_threshold: self.config.hub_threshold,
-            relation_limits: Vec::new(),
+            relation_limits,
         }
     }
 
@@ -176,7 +190,10 @@ impl Body for Scores<'_> {
     }
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), Error> {
-        check_input_width(self.meta, self.dir, &self.config.nodes, nodes.dim)
+        match self.typed {
+            Some((graph, _)) => check_type_widths(self.meta, self.dir, graph, nodes),
+            None => check_input_width(self.meta, self.dir, &self.config.nodes, nodes.dim),
+        }
     }
 
     fn check_edges(&self, edge_dim: usize) -> Result<(), Error> {
@@ -185,15 +202,20 @@ impl Body for Scores<'_> {
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
         let nodes = Rc::new(edge_features(graph.nodes, &self.meta.spec));
-        let slots: Vec<u32> = graph.targets.iter().map(|t| t.1).collect();
+        let k = self.meta.hops;
+        let rows = self.output_rows(&nodes, graph.targets);
+        let wanted: Vec<(u32, usize)> =
+            rows.iter().map(|r| (r.slot, if r.scored { k } else { self.embedding })).collect();
         // A candidate pair may name any node: with pairs, every node's layers are computed.
-        let all = self.config.targets == Targets::All || self.pairs.is_some();
-        let plan = plan(worker.timely, &nodes, &self.layers, &slots, all, self.config.hub_threshold)?;
+        let every_row =
+            self.typed.is_none_or(|(g, _)| (0..g.node_types.len()).all(|t| self.config.has_rows(g, t as u8)));
+        let all = (self.config.targets == Targets::All && every_row) || self.pairs.is_some();
+        let plan = plan(worker.timely, &nodes, &self.rule, &wanted, all, self.config.hub_threshold)?;
         worker.clock.lap("plan");
         let cx = Context {
             nodes: &nodes,
             plan: &plan,
-            layers: &self.layers,
+            rule: &self.rule,
             model: self.model,
             spec: &self.meta.spec,
             device: self.device,
@@ -201,9 +223,9 @@ impl Body for Scores<'_> {
             progress: worker.progress,
             reporter: worker.reporter,
         };
-        let (last, width, kept) = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, &graph.targets)?;
-        let logits = rows_of(&last, width, &graph.targets);
-        let written = write(worker, self, &cx, output, &graph.targets, &logits, &kept)?;
+        let (last, width, kept) = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, &rows)?;
+        let logits = rows_of(&last, width, &rows);
+        let written = write(worker, self, &cx, output, &rows, &logits, &kept)?;
         worker.clock.lap("head and write");
         // The head's rows go; the last layer stays for the pairs round.
         drop((logits, kept));
@@ -275,17 +297,47 @@ fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
     nodes
 }
 
+/// A node that gets an output row: its key, its slot and whether it is scored (a target; in
+/// a typed graph, a node of another type gets its embedding only).
+#[derive(Debug, Clone, Copy)]
+struct OutputRow {
+    key: i64,
+    slot: u32,
+    scored: bool,
+}
+
+impl Scores<'_> {
+    /// This worker's output rows, by key: the targets (`targets` of the target type), then
+    /// in a typed graph every node of the other types in `node_types`.
+    fn output_rows(&self, nodes: &NodeStore, targets: Vec<(i64, u32)>) -> Vec<OutputRow> {
+        let mut rows: Vec<OutputRow> =
+            targets.into_iter().map(|(key, slot)| OutputRow { key, slot, scored: true }).collect();
+        if let Some((graph, target)) = self.typed {
+            let others = (0..nodes.len()).filter(|&s| {
+                let t = nodes.node_type(s);
+                t != *target && self.config.has_rows(graph, t)
+            });
+            rows.extend(others.map(|s| OutputRow { key: nodes.ids[s], slot: s as u32, scored: false }));
+            rows.sort_unstable_by_key(|r| r.key);
+            if !self.config.has_rows(graph, *target) {
+                rows.retain(|r| !r.scored);
+            }
+        }
+        rows
+    }
+}
+
 /// Rounds 1..=k: every node's output of the last layer (by slot, row-major; rows of nodes the
-/// plan does not compute stay zero) and its width, and the targets' rows of the embedding
-/// layer (in target order).
+/// plan does not compute stay zero) and its width, and the output rows of the embedding layer
+/// (in row order).
 fn rounds(
     worker: &mut timely::worker::Worker,
     cx: &Context,
     clock: &mut Clock,
     embedding: usize,
-    targets: &[(i64, u32)],
+    targets: &[OutputRow],
 ) -> Result<(Vec<f32>, usize, Vec<f32>), Error> {
-    let k = cx.layers.hops();
+    let k = cx.rule.hops();
     let mut current: Vec<f32> = Vec::new();
     let mut width = cx.nodes.dim;
     let mut kept = Vec::new();
@@ -308,17 +360,18 @@ fn rounds(
     Ok((current, width, kept))
 }
 
-fn rows_of(values: &[f32], width: usize, targets: &[(i64, u32)]) -> Vec<f32> {
-    targets.iter().flat_map(|&(_, s)| values[s as usize * width..(s as usize + 1) * width].iter().copied()).collect()
+fn rows_of(values: &[f32], width: usize, rows: &[OutputRow]) -> Vec<f32> {
+    rows.iter().flat_map(|r| values[r.slot as usize * width..(r.slot as usize + 1) * width].iter().copied()).collect()
 }
 
-/// Round k + 1 and the sink: this worker's targets, sorted by id, in batches.
+/// Round k + 1 and the sink: this worker's rows, sorted by key (by type, then id, in a typed
+/// graph), in batches.
 fn write(
     worker: &mut Worker,
     body: &Scores,
     cx: &Context,
     output: &PartsOf,
-    targets: &[(i64, u32)],
+    targets: &[OutputRow],
     logits: &[f32],
     embedding: &[f32],
 ) -> Result<Written<RoundStats>, Error> {
@@ -339,7 +392,9 @@ fn write(
         ("graphinfer.targets".to_owned(), config.targets.to_string()),
         ("graphinfer.hub_threshold".to_owned(), config.hub_threshold.to_string()),
     ]);
-    let schema: SchemaRef = Arc::new(output::schema(head, width, classes, metadata));
+    let names: Vec<String> =
+        body.typed.map_or_else(Vec::new, |(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
+    let schema: SchemaRef = Arc::new(output::schema(head, width, classes, body.typed.is_some(), metadata));
     let props = part_properties()
         .set_column_statistics_enabled(ColumnPath::from(output::NODE_ID), EnabledStatistics::Chunk)
         .build();
@@ -351,11 +406,18 @@ fn write(
         let rows = crate::round::transform_rows(config.batch_size, width + classes);
         for start in (0..n).step_by(rows) {
             let end = (start + rows).min(n);
-            let ids: Vec<i64> = targets[start..end].iter().map(|t| t.0).collect();
+            let chunk = &targets[start..end];
+            // A typed graph's keys hold the type: the table has it in `node_type`, and the id.
+            let (types, ids): (Vec<u8>, Vec<i64>) = match body.typed {
+                Some(_) => chunk.iter().map(|r| schemas::typed::unpack(r.key)).unzip(),
+                None => chunk.iter().map(|r| (0, r.key)).unzip(),
+            };
+            let typed = body.typed.map(|(_, target)| TypedRows { types: &types, names: &names, target: *target });
             let batch = output::batch(
                 &schema,
                 head,
                 &ids,
+                typed,
                 &embedding[start * width..end * width],
                 &logits[start * classes..end * classes],
             )

@@ -25,6 +25,7 @@ pub mod output;
 pub mod pairs;
 pub mod plan;
 pub mod round;
+pub mod rule;
 
 pub use infer::{Summary, run};
 pub use tables::Error;

@@ -3,6 +3,8 @@
 use burn::prelude::Device;
 use gnn::Gnn;
 use gnn::io::ModelFiles;
+use sampling::NodeStore;
+use schemas::job::TypedGraph;
 use schemas::model::ModelMeta;
 
 use tables::{Io, Place};
@@ -37,11 +39,6 @@ pub fn load(files: &ModelFiles, dir: &Place, device: &Device) -> Result<(ModelMe
     let model = files.model(device).map_err(model_error)?;
     let meta = files.meta.clone();
     let json = dir.child(gnn::io::META).shown();
-    if let Some(types) = &meta.spec.types {
-        return Err(Error::Usage(format!(
-            "{json}: a model of a typed graph ({types}); GraphInfer over typed graphs is not built yet"
-        )));
-    }
     if meta.spec.layers != meta.hops {
         return Err(Error::BadData(format!(
             "{json}: the model has {} layers but was trained on {}-hop records; GraphInfer needs one layer per hop",
@@ -56,6 +53,80 @@ pub fn load(files: &ModelFiles, dir: &Place, device: &Device) -> Result<(ModelMe
         )));
     }
     Ok((meta, model))
+}
+
+/// A typed job runs a model of the same typed graph: the same node types and relations, by
+/// name and in the same order (each relation between the same types), scoring the same
+/// target type; a homogeneous job runs a homogeneous model.
+pub fn check_graph(meta: &ModelMeta, dir: &Place, job: Option<&(TypedGraph, u8)>) -> Result<(), Error> {
+    let json = dir.child(gnn::io::META).shown();
+    let usage = |problem: String| Err(Error::Usage(format!("{json}: {problem}")));
+    let (types, (graph, target)) = match (&meta.spec.types, job) {
+        (None, None) => return Ok(()),
+        (Some(types), None) => {
+            return usage(format!(
+                "a model of a typed graph ({types}); the job names nodes and edges: give it the [graph] and a target_type"
+            ));
+        }
+        (None, Some(_)) => {
+            return usage(
+                "a model of a homogeneous graph, and the job names a typed [graph]: give it nodes and edges".into(),
+            );
+        }
+        (Some(types), Some(job)) => (types, job),
+    };
+    let model_types: Vec<&str> = types.node_types.iter().map(|t| t.name.as_str()).collect();
+    let job_types: Vec<&str> = graph.node_types.iter().map(|(name, _)| name.as_str()).collect();
+    if model_types != job_types {
+        return usage(format!(
+            "the model's node types are {}, and the job's [graph] has {}",
+            model_types.join(", "),
+            job_types.join(", ")
+        ));
+    }
+    let model_relations: Vec<(&str, u8, u8)> =
+        types.relations.iter().map(|r| (r.name.as_str(), r.src, r.dst)).collect();
+    let job_relations: Vec<(&str, u8, u8)> = graph.relations.iter().map(|r| (r.name.as_str(), r.src, r.dst)).collect();
+    if model_relations != job_relations {
+        let text = |relations: &[(&str, u8, u8)]| {
+            let name = |t: u8| job_types.get(usize::from(t)).copied().unwrap_or("?");
+            relations
+                .iter()
+                .map(|(r, s, d)| format!("{r} ({} -> {})", name(*s), name(*d)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return usage(format!(
+            "the model's relations are {}, and the job's [graph] has {}",
+            text(&model_relations),
+            text(&job_relations)
+        ));
+    }
+    if *target != types.target {
+        return usage(format!(
+            "the model scores node type {}, and the job's target_type is {}",
+            job_types[usize::from(types.target)],
+            job_types[usize::from(*target)]
+        ));
+    }
+    Ok(())
+}
+
+/// A typed graph's node tables must have each type's features as the model's projections
+/// take them (types already checked against the model's by [`check_graph`]).
+pub fn check_type_widths(meta: &ModelMeta, dir: &Place, graph: &TypedGraph, nodes: &NodeStore) -> Result<(), Error> {
+    let Some(types) = &meta.spec.types else { return Ok(()) };
+    for (t, (wanted, (name, table))) in types.node_types.iter().zip(&graph.node_types).enumerate() {
+        let found = nodes.width(t as u8);
+        if found != wanted.width {
+            return Err(Error::BadData(format!(
+                "the model in {} takes {} input features for node type {name}, but its table {table} has {found} per node",
+                dir.shown(),
+                wanted.width
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The node table must have the features the model's first layer takes.

@@ -2,20 +2,25 @@
 //!
 //! | column | type |
 //! | --- | --- |
-//! | `node_id` | `int64` |
+//! | `node_type` | `utf8`, a typed graph only: the row's node type |
+//! | `node_id` | `int64` (in a typed graph, the id within its type) |
 //! | `embedding` | `fixed_size_list<float32, H>`: the output of layer `[infer] embedding` |
 //! | `prediction` | `int64` class (softmax models); `fixed_size_list<bool, C>` for multi-hot targets (logit > 0) |
 //! | `scores` | `fixed_size_list<float32, C>`: softmax over classes, or one sigmoid per target |
 //!
-//! The schema's metadata names the model and the settings (`graphinfer.*` keys).
+//! In a typed graph, only the target type's rows are scored: `prediction` and `scores` are
+//! null on rows of other types. The schema's metadata names the model and the settings
+//! (`graphinfer.*` keys).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::BooleanBuilder;
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch};
+use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray};
+use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
+pub const NODE_TYPE: &str = "node_type";
 pub const NODE_ID: &str = "node_id";
 pub const EMBEDDING: &str = "embedding";
 pub const PREDICTION: &str = "prediction";
@@ -64,33 +69,42 @@ fn list(item: DataType, size: usize) -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", item, false)), size as i32)
 }
 
-/// The output schema for embeddings of `width` and `classes` scores.
-pub fn schema(head: Head, width: usize, classes: usize, metadata: HashMap<String, String>) -> Schema {
+/// A typed graph's rows: each row's node type, the types' names, and the target type (the
+/// only one scored).
+#[derive(Debug, Clone, Copy)]
+pub struct TypedRows<'a> {
+    pub types: &'a [u8],
+    pub names: &'a [String],
+    pub target: u8,
+}
+
+/// The output schema for embeddings of `width` and `classes` scores; `typed` adds the
+/// `node_type` column and lets the scores be null.
+pub fn schema(head: Head, width: usize, classes: usize, typed: bool, metadata: HashMap<String, String>) -> Schema {
+    let mut fields = Vec::new();
+    if typed {
+        fields.push(Field::new(NODE_TYPE, DataType::Utf8, false));
+    }
+    fields.push(Field::new(NODE_ID, DataType::Int64, false));
+    fields.push(Field::new(EMBEDDING, list(DataType::Float32, width), false));
     let prediction = match head {
         Head::Classes => DataType::Int64,
         Head::MultiHot => list(DataType::Boolean, classes),
-        Head::Embedding => {
-            let fields = vec![
-                Field::new(NODE_ID, DataType::Int64, false),
-                Field::new(EMBEDDING, list(DataType::Float32, width), false),
-            ];
-            return Schema::new(fields).with_metadata(metadata);
-        }
+        Head::Embedding => return Schema::new(fields).with_metadata(metadata),
     };
-    Schema::new(vec![
-        Field::new(NODE_ID, DataType::Int64, false),
-        Field::new(EMBEDDING, list(DataType::Float32, width), false),
-        Field::new(PREDICTION, prediction, false),
-        Field::new(SCORES, list(DataType::Float32, classes), false),
-    ])
-    .with_metadata(metadata)
+    fields.push(Field::new(PREDICTION, prediction, typed));
+    fields.push(Field::new(SCORES, list(DataType::Float32, classes), typed));
+    Schema::new(fields).with_metadata(metadata)
 }
 
-/// Rows for nodes `ids`, with their embeddings and logits (row-major).
+/// Rows for nodes `ids` (of `typed`'s types in a typed graph), with their embeddings and
+/// logits (row-major; a typed graph's rows of other types than the target have logits that
+/// are not written).
 pub fn batch(
     schema: &SchemaRef,
     head: Head,
     ids: &[i64],
+    typed: Option<TypedRows>,
     embedding: &[f32],
     logits: &[f32],
 ) -> Result<RecordBatch, ArrowError> {
@@ -104,32 +118,32 @@ pub fn batch(
             classes_out.push(c);
         }
     }
-    let fixed = |values: Vec<f32>, size: usize| -> Result<ArrayRef, ArrowError> {
+    // A typed graph: the target type's rows are scored, the others' are null.
+    let scored = typed.map(|t| NullBuffer::from_iter(t.types.iter().map(|&x| x == t.target)));
+    let fixed = |values: Vec<f32>, size: usize, nulls: Option<NullBuffer>| -> Result<ArrayRef, ArrowError> {
         let item = Arc::new(Field::new("item", DataType::Float32, false));
-        Ok(Arc::new(FixedSizeListArray::try_new(item, size as i32, Arc::new(Float32Array::from(values)), None)?))
+        Ok(Arc::new(FixedSizeListArray::try_new(item, size as i32, Arc::new(Float32Array::from(values)), nulls)?))
     };
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    if let Some(t) = typed {
+        let names = t.types.iter().map(|&x| t.names[usize::from(x)].as_str());
+        columns.push(Arc::new(StringArray::from_iter_values(names)));
+    }
+    columns.push(Arc::new(Int64Array::from(ids.to_vec())));
+    columns.push(fixed(embedding.to_vec(), width, None)?);
     let prediction: ArrayRef = match head {
-        Head::Embedding => {
-            let columns = vec![Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef, fixed(embedding.to_vec(), width)?];
-            return RecordBatch::try_new(schema.clone(), columns);
-        }
-        Head::Classes => Arc::new(Int64Array::from(classes_out)),
+        Head::Embedding => return RecordBatch::try_new(schema.clone(), columns),
+        Head::Classes => Arc::new(Int64Array::new(classes_out.into(), scored.clone())),
         Head::MultiHot => {
             let mut bits = BooleanBuilder::with_capacity(logits.len());
             logits.iter().for_each(|&x| bits.append_value(gnn::model::predicts_target(x)));
             let item = Arc::new(Field::new("item", DataType::Boolean, false));
-            Arc::new(FixedSizeListArray::try_new(item, classes as i32, Arc::new(bits.finish()), None)?)
+            Arc::new(FixedSizeListArray::try_new(item, classes as i32, Arc::new(bits.finish()), scored.clone())?)
         }
     };
-    RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(Int64Array::from(ids.to_vec())),
-            fixed(embedding.to_vec(), width)?,
-            prediction,
-            fixed(scores, classes)?,
-        ],
-    )
+    columns.push(prediction);
+    columns.push(fixed(scores, classes, scored)?);
+    RecordBatch::try_new(schema.clone(), columns)
 }
 
 #[cfg(test)]
@@ -149,11 +163,25 @@ mod tests {
 
     #[test]
     fn sigmoid_scores_and_multi_hot_predictions() {
-        let schema: SchemaRef = Arc::new(schema(Head::MultiHot, 2, 2, HashMap::new()));
-        let b = batch(&schema, Head::MultiHot, &[7], &[0.5, 0.25], &[2.0, -1.0]).unwrap();
+        let schema: SchemaRef = Arc::new(schema(Head::MultiHot, 2, 2, false, HashMap::new()));
+        let b = batch(&schema, Head::MultiHot, &[7], None, &[0.5, 0.25], &[2.0, -1.0]).unwrap();
         assert_eq!(b.num_rows(), 1);
         let mut s = [0.0; 2];
         Head::MultiHot.scores(&[0.0, -1.0], &mut s);
         assert_eq!(s[0], 0.5);
+    }
+
+    #[test]
+    fn typed_rows_name_their_type_and_only_the_target_type_is_scored() {
+        let schema: SchemaRef = Arc::new(schema(Head::Classes, 1, 2, true, HashMap::new()));
+        let names = ["item".to_owned(), "user".to_owned()];
+        let typed = TypedRows { types: &[0, 1, 1], names: &names, target: 1 };
+        let b = batch(&schema, Head::Classes, &[5, 5, 6], Some(typed), &[0.1, 0.2, 0.3], &[0.0; 6]).unwrap();
+        let node_type = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(node_type.iter().collect::<Vec<_>>(), [Some("item"), Some("user"), Some("user")]);
+        for column in [PREDICTION, SCORES] {
+            let c = b.column_by_name(column).unwrap();
+            assert_eq!((0..3).map(|i| c.is_null(i)).collect::<Vec<_>>(), [true, false, false], "{column}");
+        }
     }
 }

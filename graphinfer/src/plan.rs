@@ -2,11 +2,14 @@
 //! aggregation runs, and which rows cross between workers at each layer.
 //!
 //! - **Needed**: bit `l` of a node says its layer-`l` output is needed (bit 0: its features).
-//!   Targets need every layer (each layer reads a node's own previous row); a node needed at
-//!   layer `l` needs its layer-`l` in-neighbors at `l - 1`. With `targets = "all"` every bit is
-//!   set; otherwise the bits travel back from the targets, one shuffle per layer.
+//!   A row needs every layer up to its own (the last for scores, the embedding layer for a
+//!   typed graph's rows of other types), as each layer reads a node's own previous row; a node
+//!   needed at layer `l` needs the in-neighbors that layer reads ([`LayerRule`]) at `l - 1`.
+//!   With `targets = "all"` every bit is set; otherwise the bits travel back from the rows, one
+//!   shuffle per layer.
 //! - **Hubs**: a node whose layer-`l` in-edges number more than the threshold has them cut into
-//!   `salts` runs of consecutive ranks; run `s` is aggregated on worker
+//!   `salts` runs of consecutive ranks (in sample order, so a typed hub's runs may mix
+//!   relations: each in-edge carries its relation and weight); run `s` is aggregated on worker
 //!   `reducer_key(node, (l, s))`, and the owner merges the partial states in salt order. The
 //!   salt count depends on the in-edge count and the threshold only, never on the number of
 //!   workers, so the result is the same bits on any cluster.
@@ -21,11 +24,11 @@ use std::rc::Rc;
 use cluster::hash::{IdMap, IdSet, reducer_key};
 use cluster::{all_gather, owner_key, shuffle};
 use sampling::NodeStore;
-use schemas::layers::Layers;
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
+use crate::rule::{LayerRule, Selected};
 
 /// A source row not yet resolved: the node lives on another worker.
 const REMOTE: u32 = u32::MAX;
@@ -42,6 +45,10 @@ pub struct HubTask {
     pub rows: Vec<u32>,
     /// The in-edges' features, `edge_dim` per row (empty when the model reads none).
     pub features: Vec<f32>,
+    /// A typed layer: each in-edge's relation and weight (see [`crate::rule::Selected`]);
+    /// empty otherwise.
+    pub relations: Vec<u8>,
+    pub coefs: Vec<f32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +58,8 @@ struct TaskMsg {
     salt: u32,
     sources: Vec<i64>,
     features: Vec<f32>,
+    relations: Vec<u8>,
+    coefs: Vec<f32>,
 }
 
 /// The worker a hub's run is aggregated on.
@@ -73,7 +82,8 @@ pub struct Plan {
     pub needed: Vec<u32>,
     /// Remote nodes this worker reads, by row - local (sorted; shared with each round's consumer).
     pub remote_ids: Rc<Vec<i64>>,
-    /// Per slot, the rows of the in-edges the node aggregates itself, best first.
+    /// Per slot, the rows of the prefix of its sample holding the in-edges it aggregates
+    /// itself (a row stays [`REMOTE`] for a remote source no layer reads).
     offsets: Vec<usize>,
     rows: Vec<u32>,
     /// Per layer: the runs this worker aggregates, sorted by (hub, salt).
@@ -91,27 +101,29 @@ impl Plan {
         self.needed[slot] & (1 << layer) != 0
     }
 
-    /// The rows of `slot`'s first `count` in-edges.
-    pub fn in_rows(&self, slot: usize, count: usize) -> &[u32] {
-        &self.rows[self.offsets[slot]..self.offsets[slot] + count]
+    /// The rows of `slot`'s in-edges that it aggregates itself, by index in its sample (see
+    /// [`LayerRule::selected`]).
+    pub fn in_rows(&self, slot: usize) -> &[u32] {
+        &self.rows[self.offsets[slot]..self.offsets[slot + 1]]
     }
 }
 
-/// Makes the plan for `targets` (slots of this worker's target nodes). A hub's runs carry
+/// Makes the plan for `wanted`: slots of this worker's nodes that get an output row, each with
+/// the last layer its row needs (`all`: every node needs every layer). A hub's runs carry
 /// their in-edges' features (as the model reads them, see `infer::edge_features`) to their
 /// reducers.
 pub fn plan(
     worker: &mut Worker,
     nodes: &Rc<NodeStore>,
-    layers: &Layers,
-    targets: &[u32],
+    rule: &LayerRule,
+    wanted: &[(u32, usize)],
     all: bool,
     threshold: u64,
 ) -> Result<Plan, Error> {
-    let k = layers.hops();
-    let needed = needed(worker, nodes, layers, targets, all);
+    let k = rule.hops();
+    let needed = needed(worker, nodes, rule, wanted, all);
     let is_hub = |slot: usize, l: usize| {
-        threshold > 0 && needed[slot] & (1 << l) != 0 && layers.count(l, nodes.sampled(slot).len()) as u64 > threshold
+        threshold > 0 && needed[slot] & (1 << l) != 0 && rule.count(l, nodes.sampled(slot)) as u64 > threshold
     };
 
     // Hubs: cut each hub's in-edges into runs and send them to their reducers.
@@ -122,15 +134,13 @@ pub fn plan(
             if !is_hub(slot, l) {
                 continue;
             }
-            let count = layers.count(l, nodes.sampled(slot).len());
+            let selected: Vec<Selected> = rule.selected(l, nodes.sampled(slot)).collect();
+            let count = selected.len();
             let n = salts(count, threshold);
             owned.insert(slot as u32, n);
             for s in 0..n as usize {
-                let ranks = s * count / n as usize..(s + 1) * count / n as usize;
-                let e = nodes.edge_dim;
-                let features = nodes.sampled_features(slot)[ranks.start * e..ranks.end * e].to_vec();
-                let sources = nodes.sampled(slot)[ranks].iter().map(|e| e.src).collect();
-                runs.push(TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt: s as u32, sources, features });
+                let run = &selected[s * count / n as usize..(s + 1) * count / n as usize];
+                runs.push(hub_run(nodes, slot, l, s as u32, run, rule.is_typed()));
             }
         }
     }
@@ -152,7 +162,7 @@ pub fn plan(
     let own_prefix: Vec<usize> = (0..nodes.len())
         .map(|slot| {
             let own = (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l));
-            own.map(|l| layers.count(l, nodes.sampled(slot).len())).max().unwrap_or(0)
+            own.map(|l| rule.window(l, nodes.sampled(slot))).max().unwrap_or(0)
         })
         .collect();
     // Every source of those prefixes looked up once: its local slot, or REMOTE.
@@ -172,8 +182,8 @@ pub fn plan(
             if needed[slot] & (1 << l) == 0 || is_hub(slot, l) {
                 continue;
             }
-            let count = layers.count(l, sources.len());
-            read.extend(sources[..count].iter().zip(local).filter(|(_, r)| **r == REMOTE).map(|(e, _)| e.src));
+            let remote = rule.selected(l, sources).filter(|s| local[s.index] == REMOTE);
+            read.extend(remote.map(|s| sources[s.index].src));
         }
     }
     let local = |id: i64| nodes.slot(id);
@@ -188,15 +198,25 @@ pub fn plan(
     for (slot, window) in offsets.windows(2).enumerate() {
         let sources = nodes.sampled(slot);
         for (r, e) in rows[window[0]..window[1]].iter_mut().zip(sources) {
-            if *r == REMOTE {
-                *r = n + remote[&e.src];
+            if *r == REMOTE
+                && let Some(i) = remote.get(&e.src)
+            {
+                *r = n + i;
             }
         }
     }
     let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
     for t in received {
         let rows = t.sources.iter().map(|&u| row(u)).collect();
-        tasks[t.layer as usize].push(HubTask { hub: t.hub, salt: t.salt, rows, features: t.features });
+        let (relations, coefs) = (t.relations, t.coefs);
+        tasks[t.layer as usize].push(HubTask {
+            hub: t.hub,
+            salt: t.salt,
+            rows,
+            features: t.features,
+            relations,
+            coefs,
+        });
     }
 
     let subscribers = subscribe(worker, nodes, &reads)?;
@@ -209,16 +229,33 @@ pub fn plan(
     Ok(Plan { needed, remote_ids: Rc::new(remote_ids), offsets, rows, tasks, hubs, subscribers, hub_count })
 }
 
+/// Run `salt` of hub `slot`'s layer-`l` in-edges (`run`, selected by the rule): its sources,
+/// their features and, for a typed layer, their relations and weights.
+fn hub_run(nodes: &NodeStore, slot: usize, l: usize, salt: u32, run: &[Selected], typed: bool) -> TaskMsg {
+    let (sampled, e) = (nodes.sampled(slot), nodes.edge_dim);
+    let all = nodes.sampled_features(slot);
+    let features = run.iter().flat_map(|s| &all[s.index * e..(s.index + 1) * e]).copied().collect();
+    let sources = run.iter().map(|s| sampled[s.index].src).collect();
+    let (relations, coefs) = if typed { run.iter().map(|s| (s.relation, s.coef)).unzip() } else { Default::default() };
+    TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt, sources, features, relations, coefs }
+}
+
 /// Bit `l` of each slot: its layer-`l` output is needed (see the module doc).
-fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: &[u32], all: bool) -> Vec<u32> {
-    let k = layers.hops();
-    let every = (1u32 << (k + 1)) - 1;
+fn needed(
+    worker: &mut Worker,
+    nodes: &Rc<NodeStore>,
+    rule: &LayerRule,
+    wanted: &[(u32, usize)],
+    all: bool,
+) -> Vec<u32> {
+    let k = rule.hops();
+    let up_to = |l: usize| (1u32 << (l + 1)) - 1;
     if all {
-        return vec![every; nodes.len()];
+        return vec![up_to(k); nodes.len()];
     }
     let needed = Rc::new(RefCell::new(vec![0u32; nodes.len()]));
-    for &t in targets {
-        needed.borrow_mut()[t as usize] = every;
+    for &(slot, last) in wanted {
+        needed.borrow_mut()[slot as usize] |= up_to(last);
     }
     for l in (1..=k).rev() {
         let mut remote = Vec::new();
@@ -229,8 +266,8 @@ fn needed(worker: &mut Worker, nodes: &Rc<NodeStore>, layers: &Layers, targets: 
                     continue;
                 }
                 bits[slot] |= 1 << (l - 1);
-                let count = layers.count(l, nodes.sampled(slot).len());
-                for e in &nodes.sampled(slot)[..count] {
+                let sampled = nodes.sampled(slot);
+                for e in rule.selected(l, sampled).map(|s| &sampled[s.index]) {
                     match nodes.slot(e.src) {
                         Some(s) => bits[s] |= 1 << (l - 1),
                         None => remote.push(e.src),

@@ -2,13 +2,15 @@
 //!
 //! 1. **transform**: the rows of this worker's nodes that the layer reads, on the device in
 //!    batches padded to `batch_size` rows, fewer for very wide rows (so a row's bits do not
-//!    depend on its batch mates, and a batch stays under [`TRANSFORM_BYTES`]);
+//!    depend on its batch mates, and a batch stays under [`TRANSFORM_BYTES`]); a typed model's
+//!    batches hold one node type each (its own weights, and at layer 1 its own width);
 //! 2. **push**: each node's message to the workers that subscribed to it, and each hub's own
 //!    row to the reducers of its runs (what crosses the wire: `Push`);
 //! 3. **hub runs**: each reducer folds its runs and sends the partial states to the hub's owner
 //!    (`Partial`), which merges them in salt order;
 //! 4. **finish**: every node the layer computes folds its in-edges' messages in rank order (or
-//!    takes its hub's merged state) and gets its output.
+//!    takes its hub's merged state) and gets its output. The in-edges are those the layer reads
+//!    ([`LayerRule`]); a typed layer weighs each message by its relation's mean.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -21,20 +23,20 @@ use cluster::shuffle;
 use cluster::wait::check_abort;
 use gnn::{Gnn, LayerSlice};
 use sampling::NodeStore;
-use schemas::layers::Layers;
 use schemas::model::ModelSpec;
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
 use crate::plan::{Plan, reducer};
+use crate::rule::LayerRule;
 use stage::Progress;
 
 /// What a round needs, the same for every layer.
 pub struct Context<'a> {
     pub nodes: &'a Rc<NodeStore>,
     pub plan: &'a Plan,
-    pub layers: &'a Layers,
+    pub rule: &'a LayerRule,
     pub model: &'a Gnn,
     pub spec: &'a ModelSpec,
     pub device: &'a Device,
@@ -67,9 +69,10 @@ pub enum Input<'a> {
 }
 
 impl Input<'_> {
-    fn width(&self, nodes: &NodeStore) -> usize {
+    /// The width of the rows of nodes of type `t` (0 in a homogeneous graph).
+    fn width(&self, nodes: &NodeStore, t: u8) -> usize {
         match self {
-            Input::Features { .. } => nodes.dim,
+            Input::Features { .. } => nodes.width(t),
             Input::Rows { width, .. } => *width,
         }
     }
@@ -93,7 +96,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
 
     let mut local = vec![0f32; n * mw];
     for u in (0..n).filter(|&u| cx.plan.needs(u, l - 1)) {
-        let degree = cx.layers.degree(l, cx.nodes.in_degree[u]) as f32;
+        let degree = cx.rule.degree(l, cx.nodes.in_degree[u]) as f32;
         slice.message(&rows[u * rw..(u + 1) * rw], degree, &mut local[u * mw..(u + 1) * mw]);
     }
     let (remote, hub_rows) = push(worker, cx, l, &rows, rw, &local, mw)?;
@@ -107,18 +110,24 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let fw = slice.finish_width();
     let mut out = vec![0f32; n * fw];
     let mut done = 0u64;
-    let e = cx.nodes.edge_dim;
+    let (e, ed) = (cx.nodes.edge_dim, slice.edge_dim());
     for v in (0..n).filter(|&v| cx.plan.needs(v, l)) {
         let own = &rows[v * rw..(v + 1) * rw];
         let state = match merged.get(&(v as u32)) {
             Some(state) => state.clone(),
             None => {
-                let count = cx.layers.count(l, cx.nodes.sampled(v).len());
-                let edges = &cx.nodes.sampled_features(v)[..count * e];
-                fold(&slice, own, cx.plan.in_rows(v, count), edges, &messages)
+                let (in_rows, features) = (cx.plan.in_rows(v), cx.nodes.sampled_features(v));
+                let edges = cx.rule.selected(l, cx.nodes.sampled(v)).map(|s| Edge {
+                    row: in_rows[s.index],
+                    features: &features[s.index * e..s.index * e + ed],
+                    relation: s.relation,
+                    coef: s.coef,
+                });
+                fold(&slice, own, edges, &messages)
             }
         };
-        slice.finish(own, cx.layers.degree(l, cx.nodes.in_degree[v]) as f32, &state, &mut out[v * fw..(v + 1) * fw]);
+        let degree = cx.rule.degree(l, cx.nodes.in_degree[v]) as f32;
+        slice.finish(own, degree, &state, &mut out[v * fw..(v + 1) * fw]);
         done += 1;
         if done.is_multiple_of(8192) {
             cx.progress.advance(l - 1, 8192);
@@ -173,14 +182,25 @@ impl Messages {
     }
 }
 
-/// The folded messages of `rows`, in order, for a destination with transformed row `own`;
-/// `edges` holds the in-edges' features, `slice.edge_dim()` per row (none when the model reads
-/// none).
-fn fold(slice: &LayerSlice, own: &[f32], rows: &[u32], edges: &[f32], messages: &Messages) -> Vec<f32> {
+/// An in-edge as a fold reads it: its source's row, its features (`slice.edge_dim()` of them,
+/// none when the model reads none) and, in a typed layer, its relation and weight.
+struct Edge<'a> {
+    row: u32,
+    features: &'a [f32],
+    relation: u8,
+    coef: f32,
+}
+
+/// The folded messages of `edges`, in order, for a destination with transformed row `own`.
+fn fold<'e>(slice: &LayerSlice, own: &[f32], edges: impl Iterator<Item = Edge<'e>>, messages: &Messages) -> Vec<f32> {
     let mut state = slice.empty_state();
-    let e = slice.edge_dim();
-    for (i, &r) in rows.iter().enumerate() {
-        slice.fold(&mut state, own, messages.row(r as usize), &edges[i * e..(i + 1) * e]);
+    for edge in edges {
+        let message = messages.row(edge.row as usize);
+        if slice.is_typed() {
+            slice.fold_relation(&mut state, message, edge.relation, edge.coef);
+        } else {
+            slice.fold(&mut state, own, message, edge.features);
+        }
     }
     state
 }
@@ -196,23 +216,35 @@ pub(crate) fn transform_rows(batch_size: usize, width: usize) -> usize {
     batch_size.min(TRANSFORM_BYTES / (4 * width.max(1))).max(1)
 }
 
-/// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed.
+/// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed, by node
+/// type for a typed model.
 fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: &Input) -> Vec<f32> {
-    let (n, rw, width) = (cx.nodes.len(), slice.row_width(), input.width(cx.nodes));
+    let (n, rw) = (cx.nodes.len(), slice.row_width());
     let mut rows = vec![0f32; n * rw];
-    let slots: Vec<usize> = (0..n).filter(|&u| cx.plan.needs(u, l - 1)).collect();
-    let batch_rows = transform_rows(cx.batch_size, width.max(rw));
-    for batch in slots.chunks(batch_rows) {
-        let mut values = Vec::with_capacity(batch_rows * width);
-        for &u in batch {
-            input.append(cx.nodes, u, &mut values);
+    let mut groups = vec![Vec::new(); cx.nodes.widths.len().max(1)];
+    for u in (0..n).filter(|&u| cx.plan.needs(u, l - 1)) {
+        groups[usize::from(cx.nodes.node_type(u))].push(u);
+    }
+    for (t, slots) in groups.iter().enumerate() {
+        let t = t as u8;
+        let width = input.width(cx.nodes, t);
+        let batch_rows = transform_rows(cx.batch_size, width.max(rw));
+        for batch in slots.chunks(batch_rows) {
+            let mut values = Vec::with_capacity(batch_rows * width);
+            for &u in batch {
+                input.append(cx.nodes, u, &mut values);
+            }
+            values.resize(batch_rows * width, 0.0);
+            let out = if slice.is_typed() {
+                gnn::slice::transform_typed_rows(cx.model, cx.spec, l - 1, t, values, batch_rows, cx.device)
+            } else {
+                gnn::slice::transform_rows(cx.model, l - 1, values, width, cx.device)
+            };
+            for (i, &u) in batch.iter().enumerate() {
+                rows[u * rw..(u + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
+            }
+            check_abort();
         }
-        values.resize(batch_rows * width, 0.0);
-        let out = gnn::slice::transform_rows(cx.model, l - 1, values, width, cx.device);
-        for (i, &u) in batch.iter().enumerate() {
-            rows[u * rw..(u + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
-        }
-        check_abort();
     }
     rows
 }
@@ -288,7 +320,14 @@ fn reduce_hubs(
         let own = hub_rows
             .get(&(task.hub, task.salt))
             .ok_or_else(|| Error::Internal(format!("no row of hub {} for run {}", task.hub, task.salt)))?;
-        let state = fold(slice, own, &task.rows, &task.features, messages);
+        let (e, ed) = (cx.nodes.edge_dim, slice.edge_dim());
+        let edges = task.rows.iter().enumerate().map(|(i, &row)| Edge {
+            row,
+            features: &task.features[i * e..i * e + ed],
+            relation: task.relations.get(i).copied().unwrap_or(0),
+            coef: task.coefs.get(i).copied().unwrap_or(1.0),
+        });
+        let state = fold(slice, own, edges, messages);
         partials.push(Partial { hub: task.hub, salt: task.salt, state });
         check_abort();
     }

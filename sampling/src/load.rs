@@ -69,13 +69,14 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
 /// Reads a typed graph's node tables, one per type in type order, into one [`NodeStore`]
 /// keyed by typed keys (`schemas::typed::pack`). Each table is checked as [`load_nodes`]
 /// checks one, against its own first row's width; an id outside the typed range is bad input
-/// too. Only the `target` type's labels and splits are kept (the records' roots), and that
-/// type's table must have a `label` column. Errors name the type.
+/// too. Only the `target` type's labels and splits are kept (the records' roots), and with
+/// `labeled` that type's table must have a `label` column. Errors name the type.
 pub fn load_typed_nodes(
     worker: &mut Worker,
     io: &Io,
     tables: &[(String, Place)],
     target: u8,
+    labeled: bool,
 ) -> Result<NodeStore, Error> {
     let mut shapes = Vec::with_capacity(tables.len());
     let mut opened = Vec::with_capacity(tables.len());
@@ -83,7 +84,8 @@ pub fn load_typed_nodes(
         let named = |e| in_type(e, &format!("node type {name}"));
         let files = agree(worker, open_table(io, table)).map_err(named)?;
         agree(worker, same_optional_columns(&files, &[LABEL, SPLIT])).map_err(named)?;
-        if t == usize::from(target) && !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some()) {
+        let unlabeled = !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some());
+        if labeled && t == usize::from(target) && unlabeled {
             return Err(Error::Usage(format!(
                 "node type {name} is the target type, and its table {} has no label column",
                 table.shown()

@@ -117,7 +117,12 @@ section!(
         FlattenConfig::typed(self)
     }
 );
-section!(InferConfig);
+section!(
+    InferConfig,
+    fn typed(&self) -> Option<(TypedGraph, u8)> {
+        InferConfig::typed(self)
+    }
+);
 
 /// Round 0 on this worker: its share of the nodes with their sampled in-edges, its targets and
 /// its supervision edges. The in-edges, in-degrees and edge statistics are the message-passing
@@ -303,8 +308,17 @@ fn open_output(
 /// The tables a stage over the graph reads: the homogeneous node and edge tables, or a typed
 /// graph's table per node type and per relation.
 enum GraphTables {
-    Plain { nodes: Place, edges: Place },
-    Typed { node_types: Vec<(String, Place)>, relations: Vec<(String, RelationRead, Place)>, target: u8 },
+    Plain {
+        nodes: Place,
+        edges: Place,
+    },
+    Typed {
+        node_types: Vec<(String, Place)>,
+        relations: Vec<(String, RelationRead, Place)>,
+        target: u8,
+        /// Whether the target type's table must have labels: records need them, scores do not.
+        labeled: bool,
+    },
 }
 
 impl GraphTables {
@@ -332,7 +346,7 @@ impl GraphTables {
                 Ok((shown, read, io.place(&t.table)?))
             })
             .collect::<Result<_, Error>>()?;
-        Ok(GraphTables::Typed { node_types, relations, target: *target })
+        Ok(GraphTables::Typed { node_types, relations, target: *target, labeled: declared.stage == Stage::Flatten })
     }
 
     /// Every input table, for the output's check.
@@ -375,11 +389,11 @@ fn round_zero<B: Body>(
             let edges = load_edges(worker.timely, worker.io, edges, &nodes, read)?;
             (nodes, edges)
         }
-        GraphTables::Typed { node_types, relations, target } => {
+        GraphTables::Typed { node_types, relations, target, labeled } => {
             if worker.reporter {
                 tracing::info!("{stage}: map: reading {} node types", node_types.len());
             }
-            let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target)?;
+            let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target, *labeled)?;
             agree(worker.timely, body.check_nodes(&nodes))?;
             let nodes = Rc::new(RefCell::new(nodes));
             let mut all = ReadEdges::default();

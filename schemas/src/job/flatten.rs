@@ -4,7 +4,7 @@ use super::JobError;
 
 use serde::{Deserialize, Serialize};
 
-use super::graph::{GraphConfig, TypedGraph};
+use super::graph::{GraphConfig, TypedGraph, section_graph};
 use super::targets::Targets;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
@@ -217,42 +217,26 @@ impl FlattenConfig {
     /// Takes the job's `[graph]` (or its absence): a typed graph replaces `nodes` and `edges`
     /// and needs a `target_type` of its types; a homogeneous job names both tables.
     pub fn set_graph(&mut self, graph: Option<&GraphConfig>) -> Result<(), JobError> {
+        let tables = (self.nodes.as_str(), self.edges.as_str());
+        let Some(resolved) = section_graph("flatten", tables, self.target_type.as_deref(), graph)? else {
+            return Ok(());
+        };
         let bad = |problem: String| Err(JobError::invalid("flatten", problem));
-        match (graph, &self.target_type) {
-            (None, None) if self.nodes.is_empty() || self.edges.is_empty() => {
-                bad("names no nodes and edges tables (or, for a typed graph, a [graph] table and a target_type)".into())
-            }
-            (None, None) => Ok(()),
-            (None, Some(_)) => bad("target_type names a node type of [graph], and the job has no [graph]".into()),
-            (Some(_), _) if !self.nodes.is_empty() || !self.edges.is_empty() => {
-                bad("names nodes and edges, and the job has a [graph]: a typed graph's tables are in [graph]".into())
-            }
-            (Some(_), None) => bad("a typed graph needs target_type: the node type whose nodes get records".into()),
-            (Some(graph), Some(target)) => {
-                let resolved = graph.resolve()?;
-                if resolved.node_type(target).is_none() {
-                    return bad(format!("target_type = {target:?} is not a node type of [graph]"));
-                }
-                if let Some(r) =
-                    resolved.relations.iter().find(|r| r.fanouts.as_ref().is_some_and(|f| f.len() != self.hops))
-                {
-                    return bad(format!(
-                        "relation {} lists {} fanouts for {} hops (one per hop, nearest first)",
-                        r.name,
-                        r.fanouts.as_ref().map_or(0, Vec::len),
-                        self.hops
-                    ));
-                }
-                if self.task == Task::Link {
-                    return bad(
-                        "link records over a typed graph are not built yet (task = \"link\" needs nodes and edges)"
-                            .into(),
-                    );
-                }
-                self.graph = Some(graph.clone());
-                Ok(())
-            }
+        if let Some(r) = resolved.relations.iter().find(|r| r.fanouts.as_ref().is_some_and(|f| f.len() != self.hops)) {
+            return bad(format!(
+                "relation {} lists {} fanouts for {} hops (one per hop, nearest first)",
+                r.name,
+                r.fanouts.as_ref().map_or(0, Vec::len),
+                self.hops
+            ));
         }
+        if self.task == Task::Link {
+            return bad(
+                "link records over a typed graph are not built yet (task = \"link\" needs nodes and edges)".into()
+            );
+        }
+        self.graph = graph.cloned();
+        Ok(())
     }
 
     /// The typed graph this job reads, numbered, and its target type (`None`: a homogeneous

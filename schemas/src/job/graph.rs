@@ -90,6 +90,38 @@ impl TypedGraph {
     }
 }
 
+/// The graph a stage's section reads: its own `nodes` and `edges` tables, or the job's
+/// `[graph]` with a `target_type` of its types (a typed graph, returned numbered; `None` for a
+/// homogeneous one). Either, never both.
+pub fn section_graph(
+    section: &'static str,
+    (nodes, edges): (&str, &str),
+    target_type: Option<&str>,
+    graph: Option<&GraphConfig>,
+) -> Result<Option<TypedGraph>, JobError> {
+    let bad = |problem: String| Err(JobError::invalid(section, problem));
+    match (graph, target_type) {
+        (None, None) if nodes.is_empty() || edges.is_empty() => {
+            bad("names no nodes and edges tables (or, for a typed graph, a [graph] table and a target_type)".into())
+        }
+        (None, None) => Ok(None),
+        (None, Some(_)) => bad("target_type names a node type of [graph], and the job has no [graph]".into()),
+        (Some(_), _) if !nodes.is_empty() || !edges.is_empty() => {
+            bad("names nodes and edges, and the job has a [graph]: a typed graph's tables are in [graph]".into())
+        }
+        (Some(_), None) => {
+            bad("a typed graph needs target_type: the node type whose nodes get records and scores".into())
+        }
+        (Some(graph), Some(target)) => {
+            let resolved = graph.resolve()?;
+            if resolved.node_type(target).is_none() {
+                return bad(format!("target_type = {target:?} is not a node type of [graph]"));
+            }
+            Ok(Some(resolved))
+        }
+    }
+}
+
 impl GraphConfig {
     /// Numbers the types and relations, and checks every name: a relation between unknown
     /// types, a reversed name that clashes, too many of either.

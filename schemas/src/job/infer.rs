@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device::{DEFAULT_DEVICE, DeviceKind};
 use super::flatten::{DEFAULT_HUB_THRESHOLD, DEFAULT_PART_SIZE_MB};
+use super::graph::{GraphConfig, TypedGraph, section_graph};
 use super::targets::Targets;
 
 /// Rows per transform on the device when a job sets none.
@@ -19,10 +20,25 @@ pub const DEFAULT_BATCH_SIZE: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InferConfig {
-    /// Node table, as in `[flatten]`.
+    /// Node table, as in `[flatten]`. Empty (absent) when the job's `[graph]` names a typed
+    /// graph.
+    #[serde(default)]
     pub nodes: String,
     /// Edge table, as in `[flatten]`.
+    #[serde(default)]
     pub edges: String,
+    /// A typed graph: the node type the model scores, the model's target type (required with
+    /// `[graph]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_type: Option<String>,
+    /// A typed graph: the node types whose nodes get a row (default: every type). Rows of the
+    /// target type are the nodes `targets` chooses, with scores; other types' rows hold every
+    /// node of the type, with its embedding only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_types: Option<Vec<String>>,
+    /// The job's `[graph]`, set by `JobFile::parse`; kept in the manifest's settings.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphConfig>,
     /// A training output directory (`model.json` and `model.bpk`); a local path.
     pub model: String,
     /// Output directory for the part files and `_SUCCESS`.
@@ -76,6 +92,9 @@ impl Default for InferConfig {
         InferConfig {
             nodes: String::new(),
             edges: String::new(),
+            target_type: None,
+            node_types: None,
+            graph: None,
             model: String::new(),
             output: String::new(),
             embedding: None,
@@ -92,6 +111,49 @@ impl Default for InferConfig {
 }
 
 impl InferConfig {
+    /// Takes the job's `[graph]` (or its absence), as `[flatten]` does; `node_types` names
+    /// types of it.
+    pub fn set_graph(&mut self, graph: Option<&GraphConfig>) -> Result<(), JobError> {
+        let tables = (self.nodes.as_str(), self.edges.as_str());
+        let resolved = section_graph("infer", tables, self.target_type.as_deref(), graph)?;
+        match (&resolved, &self.node_types) {
+            (None, Some(_)) => {
+                return Err(JobError::invalid(
+                    "infer",
+                    "node_types names types of [graph], and the job has no [graph]",
+                ));
+            }
+            (Some(g), Some(chosen)) => {
+                if let Some(unknown) = chosen.iter().find(|t| g.node_type(t).is_none()) {
+                    let known: Vec<&str> = g.node_types.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(JobError::invalid(
+                        "infer",
+                        format!("node_types: {unknown:?} is not a node type of [graph] ({})", known.join(", ")),
+                    ));
+                }
+                if chosen.is_empty() {
+                    return Err(JobError::invalid("infer", "node_types is empty: name the types whose nodes get rows"));
+                }
+            }
+            _ => {}
+        }
+        self.graph = resolved.and(graph.cloned());
+        Ok(())
+    }
+
+    /// The typed graph this job reads, numbered, and its target type (`None`: a homogeneous
+    /// graph).
+    pub fn typed(&self) -> Option<(TypedGraph, u8)> {
+        let graph = self.graph.as_ref()?.resolve().expect("resolved when the job was parsed");
+        let target = self.target_type.as_deref().and_then(|t| graph.node_type(t)).expect("checked with the job");
+        Some((graph, target))
+    }
+
+    /// A typed graph: whether nodes of type `t` get rows (`node_types`, every type by default).
+    pub fn has_rows(&self, graph: &TypedGraph, t: u8) -> bool {
+        self.node_types.as_ref().is_none_or(|chosen| chosen.iter().any(|n| graph.node_type(n) == Some(t)))
+    }
+
     pub fn check(&self) -> Result<(), JobError> {
         if self.batch_size == 0 || self.part_size_mb == 0 {
             return Err(JobError::invalid("infer", "batch_size and part_size_mb must be positive"));

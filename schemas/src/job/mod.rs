@@ -44,8 +44,8 @@ pub struct JobFile {
     pub storage: StorageConfig,
     /// Generates a synthetic graph first, unless its output already holds one.
     pub generate: Option<GenerateConfig>,
-    /// A typed graph (node types and relations) that `[flatten]` reads instead of its `nodes`
-    /// and `edges`.
+    /// A typed graph (node types and relations) that `[flatten]` and `[infer]` read instead of
+    /// their `nodes` and `edges`.
     pub graph: Option<GraphConfig>,
     pub flatten: Option<FlattenConfig>,
     pub train: Option<TrainConfig>,
@@ -63,8 +63,8 @@ impl JobFile {
             flatten.set_graph(job.graph.as_ref())?;
             flatten.check()?;
         }
-        if job.graph.is_some() && job.infer.is_some() {
-            return Err(JobError::invalid("infer", "GraphInfer over a typed graph is not built yet"));
+        if let Some(infer) = &mut job.infer {
+            infer.set_graph(job.graph.as_ref())?;
         }
         if let Some(train) = &job.train {
             train.check()?;
@@ -149,7 +149,7 @@ mod tests {
     #[test]
     fn a_minimal_job_is_the_default_job() {
         let text = "[cluster]\n[storage]\n[generate]\noutput = ''\n[flatten]\nnodes = 'n'\nedges = 'e'\noutput = ''\n\
-                    [train]\nrecords = ''\noutput = ''\n[infer]\nnodes = ''\nedges = ''\nmodel = ''\noutput = ''\n";
+                    [train]\nrecords = ''\noutput = ''\n[infer]\nnodes = 'n'\nedges = 'e'\nmodel = ''\noutput = ''\n";
         let everything = JobFile {
             cluster: ClusterConfig::default(),
             storage: StorageConfig::default(),
@@ -157,7 +157,7 @@ mod tests {
             graph: None,
             flatten: Some(FlattenConfig { nodes: "n".into(), edges: "e".into(), ..FlattenConfig::default() }),
             train: Some(TrainConfig::default()),
-            infer: Some(InferConfig::default()),
+            infer: Some(InferConfig { nodes: "n".into(), edges: "e".into(), ..InferConfig::default() }),
         };
         assert_eq!(JobFile::parse(text).unwrap(), everything);
         assert_eq!(JobFile::parse("").unwrap(), JobFile::default());
@@ -241,6 +241,26 @@ mod tests {
         let plain = JobFile::parse("[flatten]\nnodes = 'n'\nedges = 'e'\noutput = 'o'\ntarget_type = 'user'\n");
         assert!(err(plain).contains("has no [graph]"));
         assert!(err(JobFile::parse("[flatten]\noutput = 'o'\n")).contains("names no nodes and edges"));
+    }
+
+    #[test]
+    fn typed_inference_reads_the_graph_and_chooses_node_types() {
+        let graph = "[graph.node_types.user]\ntable = 'u'\n[graph.node_types.item]\ntable = 'i'\n\
+                     [graph.relations.buys]\nsrc = 'user'\ndst = 'item'\ntable = 'b'\n";
+        let job = |infer: &str| JobFile::parse(&format!("{graph}[infer]\nmodel = 'm'\noutput = 'o'\n{infer}"));
+        let infer = job("target_type = 'user'").unwrap().infer.unwrap();
+        let (typed, target) = infer.typed().unwrap();
+        assert_eq!(target, typed.node_type("user").unwrap());
+        assert!((0..2).all(|t| infer.has_rows(&typed, t)), "every type by default");
+        let items = job("target_type = 'user'\nnode_types = ['item']").unwrap().infer.unwrap();
+        assert!(items.has_rows(&typed, typed.node_type("item").unwrap()));
+        assert!(!items.has_rows(&typed, typed.node_type("user").unwrap()));
+        let err = |r: Result<JobFile, JobError>| r.unwrap_err().to_string();
+        assert!(err(job("")).contains("[infer] a typed graph needs target_type"));
+        assert!(err(job("target_type = 'user'\nnode_types = ['shop']")).contains("\"shop\" is not a node type"));
+        assert!(err(job("target_type = 'user'\nnode_types = []")).contains("node_types is empty"));
+        let plain = "[infer]\nnodes = 'n'\nedges = 'e'\nmodel = 'm'\noutput = 'o'\nnode_types = ['user']\n";
+        assert!(err(JobFile::parse(plain)).contains("the job has no [graph]"));
     }
 
     #[test]
