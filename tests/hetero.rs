@@ -320,15 +320,14 @@ fn read_typed_scores(dir: &Path) -> BTreeMap<Node, TypedScored> {
         let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
         let embedding = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
         let prediction = batch.column_by_name("prediction").unwrap().as_primitive::<Int64Type>();
-        let scores = batch.column_by_name("scores").unwrap().as_fixed_size_list();
-        let floats = |list: &arrow_array::FixedSizeListArray, r: usize| {
-            list.value(r).as_primitive::<Float32Type>().values().to_vec()
-        };
+        // Null off the target type: a plain list (see graphinfer::output).
+        let scores = batch.column_by_name("scores").unwrap().as_list::<i32>();
+        let floats = |values: arrow_array::ArrayRef| values.as_primitive::<Float32Type>().values().to_vec();
         for r in 0..batch.num_rows() {
             let row = (
-                floats(embedding, r),
+                floats(embedding.value(r)),
                 prediction.is_valid(r).then(|| prediction.value(r)),
-                scores.is_valid(r).then(|| floats(scores, r)),
+                scores.is_valid(r).then(|| floats(scores.value(r))),
             );
             let node = (types.value(r).to_owned(), ids.value(r));
             assert!(out.insert(node.clone(), row).is_none(), "{node:?} written twice");

@@ -31,7 +31,10 @@ RELATIONS = [("buys", "user", "item"), ("returns", "user", "item"), ("follows", 
 
 
 def vectors(column):
-    return torch.from_numpy(np.stack([np.asarray(v, dtype=np.float32) for v in column.to_pylist()]))
+    """A list<float32> column of equal-length rows as one [rows, width] tensor, without Python lists."""
+    column = column.combine_chunks()
+    values = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+    return torch.from_numpy(values.reshape(len(column), -1))
 
 
 def node_table(path, labeled):

@@ -9,15 +9,16 @@
 //! | `scores` | `fixed_size_list<float32, C>`: softmax over classes, or one sigmoid per target |
 //!
 //! In a typed graph, only the target type's rows are scored: `prediction` and `scores` are
-//! null on rows of other types. The schema's metadata names the model and the settings
-//! (`graphinfer.*` keys).
+//! null on rows of other types, and their lists are `list<...>` rather than fixed-size (pyarrow
+//! cannot read a null fixed-size list back from Parquet: its null slot holds no values). The
+//! schema's metadata names the model and the settings (`graphinfer.*` keys).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::BooleanBuilder;
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray};
-use arrow_buffer::NullBuffer;
+use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 pub const NODE_TYPE: &str = "node_type";
@@ -69,6 +70,24 @@ fn list(item: DataType, size: usize) -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", item, false)), size as i32)
 }
 
+/// The type of a scored list column: fixed-size, or a plain list where rows may be null (see
+/// the module doc).
+fn scored_list(item: DataType, size: usize, nullable: bool) -> DataType {
+    if nullable { DataType::List(Arc::new(Field::new("item", item, false))) } else { list(item, size) }
+}
+
+/// `values`, `size` a row, as the column [`scored_list`] types: rows that `nulls` marks are null.
+fn scored_column(values: ArrayRef, size: usize, nulls: Option<NullBuffer>) -> Result<ArrayRef, ArrowError> {
+    let item = Arc::new(Field::new("item", values.data_type().clone(), false));
+    Ok(match nulls {
+        None => Arc::new(FixedSizeListArray::try_new(item, size as i32, values, None)?),
+        Some(nulls) => {
+            let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(size, nulls.len()));
+            Arc::new(ListArray::try_new(item, offsets, values, Some(nulls))?)
+        }
+    })
+}
+
 /// A typed graph's rows: each row's node type, the types' names, and the target type (the
 /// only one scored).
 #[derive(Debug, Clone, Copy)]
@@ -89,11 +108,11 @@ pub fn schema(head: Head, width: usize, classes: usize, typed: bool, metadata: H
     fields.push(Field::new(EMBEDDING, list(DataType::Float32, width), false));
     let prediction = match head {
         Head::Classes => DataType::Int64,
-        Head::MultiHot => list(DataType::Boolean, classes),
+        Head::MultiHot => scored_list(DataType::Boolean, classes, typed),
         Head::Embedding => return Schema::new(fields).with_metadata(metadata),
     };
     fields.push(Field::new(PREDICTION, prediction, typed));
-    fields.push(Field::new(SCORES, list(DataType::Float32, classes), typed));
+    fields.push(Field::new(SCORES, scored_list(DataType::Float32, classes, typed), typed));
     Schema::new(fields).with_metadata(metadata)
 }
 
@@ -120,29 +139,25 @@ pub fn batch(
     }
     // A typed graph: the target type's rows are scored, the others' are null.
     let scored = typed.map(|t| NullBuffer::from_iter(t.types.iter().map(|&x| x == t.target)));
-    let fixed = |values: Vec<f32>, size: usize, nulls: Option<NullBuffer>| -> Result<ArrayRef, ArrowError> {
-        let item = Arc::new(Field::new("item", DataType::Float32, false));
-        Ok(Arc::new(FixedSizeListArray::try_new(item, size as i32, Arc::new(Float32Array::from(values)), nulls)?))
-    };
+
     let mut columns: Vec<ArrayRef> = Vec::new();
     if let Some(t) = typed {
         let names = t.types.iter().map(|&x| t.names[usize::from(x)].as_str());
         columns.push(Arc::new(StringArray::from_iter_values(names)));
     }
     columns.push(Arc::new(Int64Array::from(ids.to_vec())));
-    columns.push(fixed(embedding.to_vec(), width, None)?);
+    columns.push(scored_column(Arc::new(Float32Array::from(embedding.to_vec())), width, None)?);
     let prediction: ArrayRef = match head {
         Head::Embedding => return RecordBatch::try_new(schema.clone(), columns),
         Head::Classes => Arc::new(Int64Array::new(classes_out.into(), scored.clone())),
         Head::MultiHot => {
             let mut bits = BooleanBuilder::with_capacity(logits.len());
             logits.iter().for_each(|&x| bits.append_value(gnn::model::predicts_target(x)));
-            let item = Arc::new(Field::new("item", DataType::Boolean, false));
-            Arc::new(FixedSizeListArray::try_new(item, classes as i32, Arc::new(bits.finish()), scored.clone())?)
+            scored_column(Arc::new(bits.finish()), classes, scored.clone())?
         }
     };
     columns.push(prediction);
-    columns.push(fixed(scores, classes, scored)?);
+    columns.push(scored_column(Arc::new(Float32Array::from(scores)), classes, scored)?);
     RecordBatch::try_new(schema.clone(), columns)
 }
 

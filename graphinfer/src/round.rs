@@ -69,7 +69,7 @@ pub enum Input<'a> {
 }
 
 impl Input<'_> {
-    /// The width of the rows of nodes of type `t` (0 in a homogeneous graph).
+    /// The width of the rows of nodes of type `t` (type 0 in a homogeneous graph).
     fn width(&self, nodes: &NodeStore, t: u8) -> usize {
         match self {
             Input::Features { .. } => nodes.width(t),

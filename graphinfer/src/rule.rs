@@ -68,7 +68,7 @@ impl LayerRule {
     /// homogeneous model, a prefix of each relation's run for a typed one.
     pub fn ranges<'s>(&'s self, l: usize, sampled: &'s [InEdge]) -> impl Iterator<Item = (u8, Range<usize>)> + 's {
         let plain = (!self.typed).then(|| (0, 0..self.relations[0].count(l, sampled.len())));
-        let runs = sampled.chunk_by(|a, b| a.relation == b.relation).filter(|_| self.typed);
+        let runs = if self.typed { sampled } else { &[] }.chunk_by(|a, b| a.relation == b.relation);
         let typed = runs.scan(0, move |start, run| {
             let (r, from) = (run[0].relation, *start);
             *start += run.len();
