@@ -38,13 +38,15 @@ impl LayerRule {
         LayerRule { relations: meta.relation_layers(), typed: meta.spec.types.is_some(), hops: meta.hops }
     }
 
-    /// A homogeneous model's rule.
-    pub fn plain(layers: Layers) -> Self {
+    /// A homogeneous model's rule (the tests build rules without a model).
+    #[cfg(test)]
+    fn plain(layers: Layers) -> Self {
         LayerRule { hops: layers.hops(), relations: vec![layers], typed: false }
     }
 
     /// The rule of a `hops`-layer typed model's relations, by relation number.
-    pub fn typed(hops: usize, relations: Vec<Layers>) -> Self {
+    #[cfg(test)]
+    fn typed(hops: usize, relations: Vec<Layers>) -> Self {
         LayerRule { relations, typed: true, hops }
     }
 

@@ -405,7 +405,7 @@ fn round_zero<B: Body>(
                 let edges = load_edges(worker.timely, worker.io, table, &nodes, read).map_err(|e| in_type(e, shown))?;
                 if edges.edge_dim > 0 {
                     return Err(Error::Usage(format!(
-                        "{shown}: {} has edge features, and a typed graph's records do not carry them yet",
+                        "{shown}: {} has edge features, and a typed graph's relations do not carry them yet",
                         table.shown()
                     )));
                 }
