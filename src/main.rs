@@ -85,7 +85,8 @@ enum Command {
         /// Scale of the class centroids in the node features (noise has unit variance).
         #[arg(long, default_value_t = generate::DEFAULT_FEATURE_SIGNAL)]
         feature_signal: f64,
-        /// Width of the edge features (0: the edge table has none).
+        /// Width of the edge features (0: the edge table has none). With --hetero, buys edges get
+        /// this many and follows edges half (at least 1); returns and sells none.
         #[arg(long, default_value_t = generate::DEFAULT_EDGE_FEATURE_DIM)]
         edge_feature_dim: usize,
         /// Scale of the per-class centroids (of the destination's class) in the edge features.

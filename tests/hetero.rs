@@ -14,181 +14,16 @@ use std::path::{Path, PathBuf};
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
+use common::typed::*;
 use common::*;
-use sampling::sample::Candidate;
-use schemas::Sampler;
-use schemas::record::FlattenMeta;
-use schemas::typed::pack;
-
-const SEED: u64 = 3;
-const FANOUTS: [u32; 2] = [4, 3];
-const RETURNS_FANOUTS: [u32; 2] = [2, 2];
-
-/// The `[graph]` of a generated typed graph in `data`: buys and returns reversed, returns with
-/// its own fanouts.
-fn graph_tables(data: &Path) -> String {
-    graph_text(data, false)
-}
-
-/// [`graph_tables`], with follows and sells reversed too when `reverse_all`.
-fn graph_text(data: &Path, reverse_all: bool) -> String {
-    let also = if reverse_all { "reverse = true\n" } else { "" };
-    let table = |dir: &str| data.join(dir).display().to_string();
-    let mut text = String::new();
-    for t in ["user", "item", "shop"] {
-        text += &format!("[graph.node_types.{t}]\ntable = {:?}\n", table(&format!("nodes/{t}")));
-    }
-    for (r, src, dst, extra) in [
-        ("buys", "user", "item", "reverse = true\n".to_owned()),
-        ("returns", "user", "item", format!("reverse = true\nfanouts = {RETURNS_FANOUTS:?}\n")),
-        ("follows", "user", "user", also.to_owned()),
-        ("sells", "shop", "item", also.to_owned()),
-    ] {
-        let path = table(&format!("edges/{r}"));
-        text += &format!("[graph.relations.{r}]\nsrc = {src:?}\ndst = {dst:?}\ntable = {path:?}\n{extra}");
-    }
-    text
-}
-
-/// Flattens the typed graph in `data` into `dir/<name>` with `flatten` keys added.
-fn flatten_typed(dir: &Path, data: &Path, name: &str, flatten: &str, args: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let job = format!(
-        "{}[flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nfanouts = {FANOUTS:?}\nseed = {SEED}\n{flatten}",
-        graph_tables(data),
-        out.display().to_string()
-    );
-    run_ok(&write_job(dir, name, &job), args);
-    out
-}
-
-/// A node of the typed graph: (type, id).
-type Node = (String, i64);
-
-/// The typed graph as plain maps, read back from its tables.
-struct Typed {
-    features: BTreeMap<Node, Vec<f32>>,
-    labels: BTreeMap<i64, i64>,
-    /// Per destination, its in-edges: (relation, src, weight).
-    in_edges: BTreeMap<Node, Vec<(String, Node, f32)>>,
-    /// Each type's index in the records (types are numbered by name).
-    type_index: BTreeMap<String, u8>,
-}
-
-fn read_typed(data: &Path) -> Typed {
-    let type_index: BTreeMap<String, u8> =
-        ["item", "shop", "user"].iter().enumerate().map(|(i, t)| (t.to_string(), i as u8)).collect();
-    let mut g = Typed { features: BTreeMap::new(), labels: BTreeMap::new(), in_edges: BTreeMap::new(), type_index };
-    for t in ["user", "item", "shop"] {
-        for batch in read_batches(&data.join("nodes").join(t)) {
-            let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
-            let features = batch.column_by_name("features").unwrap().as_list::<i32>();
-            for r in 0..batch.num_rows() {
-                let values = features.value(r).as_primitive::<Float32Type>().values().to_vec();
-                g.features.insert((t.to_owned(), ids.value(r)), values);
-                if let Some(labels) = batch.column_by_name("label") {
-                    g.labels.insert(ids.value(r), labels.as_primitive::<Int64Type>().value(r));
-                }
-            }
-        }
-    }
-    for (r, src_type, dst_type, reverse) in [
-        ("buys", "user", "item", true),
-        ("returns", "user", "item", true),
-        ("follows", "user", "user", false),
-        ("sells", "shop", "item", false),
-    ] {
-        for batch in read_batches(&data.join("edges").join(r)) {
-            let src = batch.column_by_name("src").unwrap().as_primitive::<Int64Type>();
-            let dst = batch.column_by_name("dst").unwrap().as_primitive::<Int64Type>();
-            let w = batch.column_by_name("weight").unwrap().as_primitive::<Float32Type>();
-            for i in 0..batch.num_rows() {
-                let (s, d) = ((src_type.to_owned(), src.value(i)), (dst_type.to_owned(), dst.value(i)));
-                g.in_edges.entry(d.clone()).or_default().push((r.to_owned(), s.clone(), w.value(i)));
-                if reverse {
-                    g.in_edges.entry(s).or_default().push((format!("rev_{r}"), d, w.value(i)));
-                }
-            }
-        }
-    }
-    g
-}
-
-/// A record as comparable sets: nodes (type, id, hop, in-degree, features' bits) and edges
-/// (dst, src, relation, weight bits, layer mask).
-type Shape = (BTreeSet<(Node, u8, i64, Vec<u32>)>, BTreeSet<(Node, Node, String, u32, u32)>);
-
-/// The independent typed BFS: a node at hop `d < k` keeps, of each relation's in-edges ranked
-/// by sampling key (the typed keys of its ends), rank `i` for layer `l` when `i <
-/// fanouts[k - l]` of that relation; an edge serving some layer joins the record, and its
-/// source joins at hop `d + 1` unless seen.
-fn bfs(g: &Typed, root: i64, fanouts: impl Fn(&str) -> [u32; 2]) -> Shape {
-    let k = 2;
-    let key = |n: &Node| pack(g.type_index[&n.0], n.1).unwrap();
-    let root: Node = ("user".into(), root);
-    let mut hops: BTreeMap<Node, u8> = BTreeMap::from([(root.clone(), 0)]);
-    let mut frontier = vec![root];
-    let mut edges = BTreeSet::new();
-    for d in 0..k {
-        let mut next = Vec::new();
-        for v in &frontier {
-            let mut by_relation: BTreeMap<&str, Vec<(Candidate, &Node)>> = BTreeMap::new();
-            for (r, src, w) in g.in_edges.get(v).into_iter().flatten() {
-                by_relation
-                    .entry(r)
-                    .or_default()
-                    .push((Candidate::new(Sampler::Uniform, SEED, key(v), key(src), *w), src));
-            }
-            for (r, mut ranked) in by_relation {
-                ranked.sort_by_key(|a| a.0);
-                for (i, (c, src)) in ranked.iter().enumerate() {
-                    let mask: u32 = (1..=k - d).filter(|&l| (i as u32) < fanouts(r)[k - l]).map(|l| 1 << (l - 1)).sum();
-                    if mask == 0 {
-                        continue;
-                    }
-                    edges.insert((v.clone(), (*src).clone(), r.to_owned(), c.weight.to_bits(), mask));
-                    if !hops.contains_key(*src) {
-                        hops.insert((*src).clone(), d as u8 + 1);
-                        next.push((*src).clone());
-                    }
-                }
-            }
-        }
-        frontier = next;
-    }
-    let in_degree = |n: &Node| g.in_edges.get(n).map_or(0, Vec::len) as i64;
-    let bits = |n: &Node| g.features[n].iter().map(|v| v.to_bits()).collect();
-    (hops.iter().map(|(n, &h)| (n.clone(), h, in_degree(n), bits(n))).collect(), edges)
-}
-
-/// A written record as the same sets, with its types and relations by name.
-fn shape_of(r: &schemas::Record, meta: &FlattenMeta) -> Shape {
-    let types = meta.types.as_ref().unwrap();
-    let node = |i: usize| (types.node_types[r.node_types[i] as usize].name.clone(), r.node_ids[i]);
-    let nodes = (0..r.num_nodes())
-        .map(|i| (node(i), r.hops[i], r.in_degrees[i], r.node_features(i).iter().map(|v| v.to_bits()).collect()))
-        .collect();
-    let edges = (0..r.num_edges())
-        .map(|j| {
-            let relation = types.relations[r.edge_relations[j] as usize].name.clone();
-            let (s, d) = (r.edge_src[j] as usize, r.edge_dst[j] as usize);
-            (node(d), node(s), relation, r.edge_weights[j].to_bits(), r.edge_layers[j])
-        })
-        .collect();
-    (nodes, edges)
-}
-
-fn meta_of(out: &Path) -> FlattenMeta {
-    let file = std::fs::File::open(&parquet_files(out)[0]).unwrap();
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
-    FlattenMeta::read(reader.schema().metadata()).unwrap()
-}
 
 #[test]
 fn typed_records_equal_an_independent_typed_bfs_with_and_without_reindexing() {
     let dir = scratch("hetero-bfs");
     let data = dir.join("graph");
-    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "3000", "--seed", "5"]);
+    // buys edges carry 4 features, follows 2, returns and sells none.
+    let generate = ["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "3000", "--seed", "5"];
+    graphflat_ok(&[&generate[..], &["--edge-feature-dim", "4"]].concat());
     let g = read_typed(&data);
     let fanouts = |r: &str| if r.ends_with("returns") { RETURNS_FANOUTS } else { FANOUTS };
 
@@ -199,6 +34,27 @@ fn typed_records_equal_an_independent_typed_bfs_with_and_without_reindexing() {
     assert_eq!(types.node_types_text(), "item:16,shop:8,user:32", "each type keeps its own width");
     assert_eq!(types.target_name(), "user");
     assert_eq!(meta.relation_fanouts.len(), 6, "four relations and two reversed");
+    let widths: Vec<(&str, usize)> = types.relations.iter().map(|r| (r.name.as_str(), r.edge_dim)).collect();
+    let expected = [("buys", 4), ("follows", 2), ("returns", 0), ("rev_buys", 4), ("rev_returns", 0), ("sells", 0)];
+    assert_eq!(widths, expected, "each relation's edge feature width; a reversed one has its table's");
+    // Each featured relation's statistics are its table's (rev_buys has buys'), checked in f64.
+    for (r, relation) in types.relations.iter().enumerate() {
+        let stats = &meta.relation_edge_stats[r];
+        let table = relation.name.trim_start_matches("rev_");
+        let rows: Vec<&Vec<f32>> =
+            g.in_edges.values().flatten().filter(|e| e.0 == table && !e.3.is_empty()).map(|e| &e.3).collect();
+        assert_eq!(stats.is_some(), relation.edge_dim > 0, "{}", relation.name);
+        for (c, (&mean, &std)) in stats.iter().flat_map(|s| s.mean.iter().zip(&s.std)).enumerate() {
+            let values: Vec<f64> = rows.iter().map(|e| f64::from(e[c])).collect();
+            let m = values.iter().sum::<f64>() / values.len() as f64;
+            let sd = (values.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / values.len() as f64).sqrt();
+            assert!(
+                (f64::from(mean) - m).abs() < 1e-4 && (f64::from(std) - sd).abs() < 1e-4,
+                "{} column {c}",
+                relation.name
+            );
+        }
+    }
 
     let (with, without) = (read_records(&hubs), read_records(&plain));
     assert_eq!(with, without, "re-indexing and the worker count change nothing");
@@ -207,7 +63,7 @@ fn typed_records_equal_an_independent_typed_bfs_with_and_without_reindexing() {
     let mut reindexed_hub_seen = false;
     for r in &with {
         assert_eq!(r.label, Some(schemas::Label::Class(g.labels[&r.root])), "root {}", r.root);
-        let expected = bfs(&g, r.root, fanouts);
+        let expected = bfs(&g, ("user".into(), r.root), fanouts);
         let got = shape_of(r, &meta);
         assert_eq!(got, expected, "root {}", r.root);
         relations_seen.extend(got.1.iter().map(|e| e.2.clone()));
@@ -294,6 +150,14 @@ fn bad_typed_inputs_name_the_type_or_relation_file_row_and_column() {
     let out = run_text("missing-endpoint", job(graph, ""));
     assert_fails(&out, 65, &["relation sells (shop -> item)", "part-0.parquet", "row 1", "src", "unknown node"]);
 
+    // A relation table with a split column: refused, not read as held-out edges to drop.
+    let split_edges = dir.join("split-sells");
+    write_split_edges(&split_edges.join("part-0.parquet"), &[(0, 1, "train"), (1, 2, "valid")]);
+    let graph = graph_tables(&data)
+        .replace(&data.join("edges/sells").display().to_string(), &split_edges.display().to_string());
+    let out = run_text("split", job(graph, ""));
+    assert_fails(&out, 65, &["relation sells (shop -> item)", "part-0.parquet", "split", "every edge passes messages"]);
+
     // A user row with another feature width: the type, the file, row and column.
     let users = dir.join("users");
     write_users(&users, &[(0, 4), (1, 4), (2, 3)], true);
@@ -352,19 +216,21 @@ output = {:?}
 }
 
 /// Consistency: GraphInfer over the typed graph equals the trainer's forward pass on every
-/// record (R-GCN with bases and heterogeneous GraphSAGE; records with hubs re-indexed and a
-/// relation with its own fanouts), with hub aggregations split or not; every node of every
+/// record (R-GCN with bases and standardized edge features, heterogeneous GraphSAGE with raw
+/// ones; records with hubs re-indexed, a relation with its own fanouts, relations with edge
+/// features of two widths and without), with hub aggregations split or not; every node of every
 /// type gets a row, scored only for the target type; and the output is the same bits on one
 /// worker, two workers and two processes.
 #[test]
 fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
     let dir = scratch("hetero-infer");
     let data = dir.join("graph");
-    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "2000", "--seed", "4"]);
+    let generate = ["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "2000", "--seed", "4"];
+    graphflat_ok(&[&generate[..], &["--edge-feature-dim", "4"]].concat());
     let flat = flatten_typed(&dir, &data, "flat", "hub_threshold = 20\n", &["--workers", "2"]);
     let g = read_typed(&data);
     let counts = |t: &str| g.features.keys().filter(|(u, _)| u == t).count();
-    for (model, keys) in [("rgcn", "bases = 2\n"), ("sage", "")] {
+    for (model, keys) in [("rgcn", "bases = 2\nnormalize_edge_features = true\n"), ("sage", "")] {
         let dir_model = dir.join(format!("model-{model}"));
         let text = format!(
             "[train]\nrecords = {:?}\noutput = {:?}\nmodel = {model:?}\nhidden = 8\nepochs = 2\nbatch_size = 256\n{keys}",
@@ -372,6 +238,12 @@ fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
             dir_model.display().to_string()
         );
         run_ok(&write_job(&dir, &format!("train-{model}"), &text), &[]);
+        let json = std::fs::read_to_string(dir_model.join("model.json")).unwrap();
+        let meta: schemas::model::ModelMeta = serde_json::from_str(&json).unwrap();
+        let types = meta.spec.types.as_ref().unwrap();
+        let widths: Vec<usize> = types.relations.iter().map(|r| r.edge_dim).collect();
+        assert_eq!(widths, [4, 2, 0, 4, 0, 0], "{model} reads buys', follows' and rev_buys' edge features");
+        assert_eq!(meta.spec.relation_edge_stats.len(), if model == "rgcn" { 6 } else { 0 });
         let expected = record_scores(&dir_model, &flat);
         let mut runs = Vec::new();
         for threshold in [4, 0] {
@@ -456,16 +328,25 @@ fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
         graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
     let text = job(graph, "target_type = \"user\"\n", "width");
     refused("width", text, 65, &["takes 32 input features for node type user", "has 4 per node"]);
+    // The same graph without edge features: the model reads buys' (and follows').
+    let bare = dir.join("bare");
+    graphflat_ok(&["generate", "--hetero", "--out", bare.to_str().unwrap(), "--nodes", "2000", "--seed", "4"]);
+    let buys = |d: &Path| d.join("edges/buys").display().to_string();
+    let text = job(graph_tables(&data).replace(&buys(&data), &buys(&bare)), "target_type = \"user\"\n", "edge-width");
+    let words = ["reads 4 edge features per edge of relation buys", "has no features column"];
+    refused("edge-width", text, 65, &words);
 }
 
 /// Typed GraphInfer on the GPU (burn-wgpu; software Vulkan in CI) equals the CPU to 1e-4
-/// (relative past 1), every row's embedding and the users' scores.
+/// (relative past 1), every row's embedding and the users' scores (relations with edge
+/// features among them).
 #[cfg(feature = "gpu")]
 #[test]
 fn typed_gpu_inference_equals_the_cpu() {
     let dir = scratch("hetero-infer-gpu");
     let data = dir.join("graph");
-    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "1000", "--seed", "6"]);
+    let generate = ["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "1000", "--seed", "6"];
+    graphflat_ok(&[&generate[..], &["--edge-feature-dim", "3"]].concat());
     let flat = flatten_typed(&dir, &data, "flat", "", &[]);
     let model = dir.join("model");
     let text = format!(
@@ -490,6 +371,26 @@ fn typed_gpu_inference_equals_the_cpu() {
         }
     }
     assert!(difference < 1e-4, "GPU rows differ from the CPU's by {difference} (relative past 1)");
+}
+
+/// An edge table at `path` with a `split` column: (src, dst, split) rows.
+fn write_split_edges(path: &Path, rows: &[(i64, i64, &str)]) {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+
+    let ids = |pick: fn(&(i64, i64, &str)) -> i64| Arc::new(Int64Array::from_iter_values(rows.iter().map(pick)));
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("src", ids(|r| r.0)),
+        ("dst", ids(|r| r.1)),
+        ("split", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2)))),
+    ];
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
 }
 
 /// A user table at `dir/part-0.parquet`: (id, feature width) rows, labeled (class 0, train) or

@@ -18,7 +18,7 @@ use cluster::hash::{hash3, mix64, unit_interval};
 use common::*;
 use parquet::arrow::ArrowWriter;
 use schemas::Split;
-use schemas::record::{LinkRecord, links_from_batch};
+use schemas::record::LinkRecord;
 
 /// The split of the undirected pair {a, b}: a simple rule of this test's own (parallel and
 /// reversed edges share it), about 60% train, 10% valid, 10% test, 20% none.
@@ -60,17 +60,6 @@ fn table_edges(data: &Path) -> Vec<(i64, i64)> {
         .iter()
         .flat_map(|b| int64s(b, "src").into_iter().zip(int64s(b, "dst")).collect::<Vec<_>>())
         .collect()
-}
-
-/// Every link record of a committed flatten output, sorted by (src, dst, split).
-fn read_links(dir: &Path) -> Vec<LinkRecord> {
-    assert!(dir.join("_SUCCESS").exists(), "{} has no _SUCCESS", dir.display());
-    let mut links: Vec<LinkRecord> = batches_in(parquet_files(dir))
-        .iter()
-        .flat_map(|b| links_from_batch(b, "links", 0, |_| true).unwrap().into_iter().map(|(_, l)| l))
-        .collect();
-    links.sort_by_key(|l| (l.src, l.dst, l.split));
-    links
 }
 
 /// Negative draw `i` of (src, dst), recomputed from the rule over every node at once: node `v`

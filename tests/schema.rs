@@ -24,6 +24,7 @@ fn output_reads_back_with_the_documented_schema() {
         label: schemas::LabelKind::Class,
         edge_dim: 0,
         edge_stats: None,
+        relation_edge_stats: Vec::new(),
         types: None,
         relation_fanouts: Vec::new(),
         link: None,

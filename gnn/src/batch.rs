@@ -78,32 +78,40 @@ pub struct LayerRelations {
 }
 
 impl LayerRelations {
-    /// Splits `e`'s edges (relation `edge_relations[j]` each) over `relations` relations;
-    /// `out_types` are the types of `e`'s output rows, over `types` node types.
+    /// Splits `e`'s edges (relation `edge_relations[j]` each) over `types`' relations, with
+    /// their features (`features`: each edge's at its relation's `edge_dim` in `types`, one
+    /// after another); `out_types` are the types of `e`'s output rows.
     pub(crate) fn split(
         e: &LayerEdges,
         edge_relations: &[u8],
-        relations: usize,
+        types: &GraphTypes,
+        features: &[f32],
         out_types: &[u8],
-        types: usize,
     ) -> Self {
-        let mut ends = vec![(Vec::new(), Vec::new()); relations];
+        let mut ends = vec![(Vec::new(), Vec::new(), Vec::new()); types.relations.len()];
+        let mut at = 0;
         for ((&s, &d), &r) in e.src.iter().zip(&e.dst).zip(edge_relations) {
-            let (src, dst) = &mut ends[usize::from(r)];
+            let (src, dst, values) = &mut ends[usize::from(r)];
             src.push(s);
             dst.push(d);
+            let width = types.relations[usize::from(r)].edge_dim;
+            values.extend_from_slice(&features[at..at + width]);
+            at += width;
         }
         // Only the GCN coefficients read degrees: of input rows (sources) and output rows.
         let degree = vec![0.0; e.rows_in.max(e.rows_out)];
         let relations = ends
             .into_iter()
-            .map(|(src, dst)| LayerEdges {
+            .zip(&types.relations)
+            .map(|((src, dst, features), relation)| LayerEdges {
                 threads: e.threads,
                 own: e.own.clone(),
+                edge_dim: relation.edge_dim,
+                features,
                 ..LayerEdges::new(e.rows_in, e.rows_out, src, dst, &degree)
             })
             .collect();
-        LayerRelations { relations, out_types: TypeGroups::new(out_types, types) }
+        LayerRelations { relations, out_types: TypeGroups::new(out_types, types.node_types.len()) }
     }
 }
 
@@ -242,6 +250,9 @@ pub struct BatchSpec {
     /// Standardize each edge row with these statistics (the model's, see
     /// [`crate::features::edge_standardization`]); `None`: raw.
     pub edge_stats: Option<EdgeStats>,
+    /// Typed records: standardize each relation's edge rows with its statistics (a typed
+    /// model's `relation_edge_stats`); empty: raw. The widths read are `types`' relations'.
+    pub relation_edge_stats: Vec<Option<EdgeStats>>,
     /// The types of typed records (a typed model's); `None` for homogeneous records.
     pub types: Option<Arc<GraphTypes>>,
 }
@@ -259,6 +270,7 @@ impl BatchSpec {
             distinct_inputs: false,
             edge_dim: 0,
             edge_stats: None,
+            relation_edge_stats: Vec::new(),
             types: None,
         }
     }
@@ -270,6 +282,10 @@ impl BatchSpec {
             normalize_features: spec.normalize_features,
             edge_dim: spec.edge_dim,
             edge_stats: crate::features::edge_standardization(spec).cloned(),
+            relation_edge_stats: match spec.normalize_edge_features {
+                true => spec.relation_edge_stats.clone(),
+                false => Vec::new(),
+            },
             types: spec.types.clone().map(Arc::new),
             ..self
         }
@@ -396,6 +412,7 @@ impl Batch {
                         edge_keys.push((rec.root, j as u32));
                         if let Some(&relation) = rec.edge_relations.get(j) {
                             edge_relations.push(relation);
+                            push_relation_edge_row(spec, rec, j, relation, &mut edge_features);
                         }
                         if spec.edge_dim > 0 {
                             let row = rec.edge_features_of(j);
@@ -407,15 +424,18 @@ impl Batch {
                     in_degree[..rows_in].iter().map(|&d| spec.layers.degree(l, d.max(0) as u64) as f32).collect();
                 let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
                 e.edge_keys = edge_keys;
+                let relation_features = match spec.types {
+                    Some(_) => std::mem::take(&mut edge_features),
+                    None => Vec::new(),
+                };
                 (e.edge_dim, e.features) = (spec.edge_dim, edge_features);
                 e.threads = spec.kernel_threads;
                 if let (1, Some(input_row)) = (l, &input_row) {
                     e.read_distinct(input_row, kept.len());
                 }
                 if let Some(types) = &spec.types {
-                    let (relations, count) = (types.relations.len(), types.node_types.len());
                     let mut split =
-                        LayerRelations::split(&e, &edge_relations, relations, &row_types[..rows_out], count);
+                        LayerRelations::split(&e, &edge_relations, types, &relation_features, &row_types[..rows_out]);
                     if spec.kernel_plans {
                         split.relations.iter_mut().for_each(|r| r.plans = Some(r.plans()));
                     }
@@ -439,6 +459,21 @@ impl Batch {
             typed,
         }
     }
+}
+
+/// Appends edge `j` of typed record `rec` (of relation `r`) to `out` as the model reads it:
+/// its features when the model reads the relation's, standardized with its statistics when
+/// the spec has them; nothing otherwise.
+fn push_relation_edge_row(spec: &BatchSpec, rec: &Record, j: usize, r: u8, out: &mut Vec<f32>) {
+    let Some(types) = &spec.types else { return };
+    let width = types.relations[usize::from(r)].edge_dim;
+    if width == 0 {
+        return;
+    }
+    let row = rec.edge_features_of(j);
+    assert_eq!(row.len(), width, "root {}: edge {j} has {} features, the batch reads {width}", rec.root, row.len());
+    let stats = spec.relation_edge_stats.get(usize::from(r)).and_then(Option::as_ref);
+    crate::features::push_edge_row(row, stats, out);
 }
 
 impl TypedInputs {
@@ -602,6 +637,7 @@ mod tests {
             distinct_inputs: false,
             edge_dim: 0,
             edge_stats: None,
+            relation_edge_stats: Vec::new(),
             types: None,
         };
         let b = Batch::build(&records, &spec);

@@ -9,6 +9,7 @@
 
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
+use schemas::Task;
 use schemas::model::ModelMeta;
 use tables::commit::{Manifest, PartEntry, Stage};
 use tables::lease::Lease;
@@ -156,15 +157,27 @@ fn check_edge_inputs(meta: &ModelMeta) -> Result<(), String> {
 /// Whether a typed model's types hold together (a model is built from them): at most
 /// `MAX_NODE_TYPES` types of positive widths and `MAX_RELATIONS` relations between them, a
 /// target among them, one fanout rule per relation (none, or one a hop), at most `MAX_BASES`
-/// bases; a homogeneous model has no relation fanouts.
+/// bases, edge statistics of each relation's width where it standardizes them; a homogeneous
+/// model has no relation fanouts or statistics.
 fn check_types(meta: &ModelMeta) -> Result<(), String> {
     use schemas::typed::{MAX_NODE_TYPES, MAX_RELATIONS};
     let spec = &meta.spec;
     let Some(types) = &spec.types else {
-        return match meta.relation_fanouts.is_empty() && spec.bases == 0 {
-            true => Ok(()),
-            false => Err("a homogeneous model with relation fanouts or bases: the model is corrupt".into()),
+        let typed_only = !meta.relation_fanouts.is_empty()
+            || spec.bases > 0
+            || !spec.relation_edge_stats.is_empty()
+            || meta.link_relation.is_some();
+        return match typed_only {
+            false => Ok(()),
+            true => {
+                Err("a homogeneous model with relation fanouts, bases or a link relation: the model is corrupt".into())
+            }
         };
+    };
+    let link_fits = match (spec.task, meta.link_relation) {
+        (Task::Link, Some(r)) => usize::from(r) < types.relations.len(),
+        (Task::Node, None) => true,
+        _ => false,
     };
     let count = types.node_types.len();
     let known = |t: u8| usize::from(t) < count;
@@ -175,11 +188,26 @@ fn check_types(meta: &ModelMeta) -> Result<(), String> {
         && known(types.target)
         && meta.relation_fanouts.len() == types.relations.len()
         && meta.relation_fanouts.iter().all(|f| f.is_empty() || f.len() == meta.hops)
-        && spec.bases <= schemas::job::train::MAX_BASES;
+        && spec.bases <= schemas::job::train::MAX_BASES
+        && link_fits;
+    let stats_fit = match spec.relation_edge_stats.is_empty() {
+        true => !(spec.normalize_edge_features && types.has_edge_features()),
+        false => {
+            spec.relation_edge_stats.len() == types.relations.len()
+                && types.relations.iter().zip(&spec.relation_edge_stats).all(|(r, stats)| match stats {
+                    None => r.edge_dim == 0,
+                    Some(s) => s.dim() == r.edge_dim && s.std.len() == r.edge_dim,
+                })
+        }
+    };
+    if !stats_fit {
+        return Err(format!("its relations' edge statistics do not fit their widths ({types}): the model is corrupt"));
+    }
     match fits {
         true => Ok(()),
         false => {
-            Err(format!("its types ({types}), relation fanouts or bases do not hold together: the model is corrupt"))
+            let what = "relation fanouts, bases or link relation";
+            Err(format!("its types ({types}), {what} do not hold together: the model is corrupt"))
         }
     }
 }
@@ -232,6 +260,7 @@ mod tests {
             edge_dim: 2,
             normalize_edge_features: true,
             edge_stats: Some(EdgeStats { mean: vec![0.0, 1.0], std: vec![1.0, 2.0] }),
+            relation_edge_stats: Vec::new(),
             task: Default::default(),
             decoder: None,
             types: None,
@@ -247,6 +276,7 @@ mod tests {
             flatten_seed: 0,
             parameters: 0,
             relation_fanouts: Vec::new(),
+            link_relation: None,
         };
         assert!(check_edge_inputs(&meta(spec.clone())).is_ok());
         assert!(check_edge_inputs(&meta(ModelSpec { edge_dim: 3, ..spec.clone() })).is_err());
@@ -258,7 +288,7 @@ mod tests {
         use schemas::typed::{GraphTypes, NodeType, Relation};
         let types = GraphTypes {
             node_types: vec![NodeType { name: "a".into(), width: 3 }, NodeType { name: "b".into(), width: 2 }],
-            relations: vec![Relation { name: "ab".into(), src: 0, dst: 1 }],
+            relations: vec![Relation::new("ab", 0, 1)],
             target: 1,
         };
         let typed = |types: GraphTypes, relation_fanouts: Vec<Vec<u32>>, bases| ModelMeta {
@@ -271,6 +301,35 @@ mod tests {
         assert!(check_types(&typed(types.clone(), vec![], 0)).is_err(), "a relation without its fanouts");
         assert!(check_types(&typed(types.clone(), vec![vec![5]], 0)).is_err(), "fanouts for one hop of two");
         assert!(check_types(&typed(types.clone(), vec![vec![]], 256)).is_err(), "too many bases");
+        // A relation with edge features, standardized: its statistics, of its width.
+        let mut featured = types.clone();
+        featured.relations[0].edge_dim = 2;
+        let stats = |dim: usize| vec![Some(EdgeStats { mean: vec![0.0; dim], std: vec![1.0; dim] })];
+        let with = |relation_edge_stats| ModelMeta {
+            spec: ModelSpec { relation_edge_stats, ..typed(featured.clone(), vec![vec![]], 0).spec },
+            ..typed(featured.clone(), vec![vec![]], 0)
+        };
+        assert!(check_types(&with(stats(2))).is_ok());
+        assert!(check_types(&with(stats(3))).is_err(), "statistics of another width");
+        assert!(check_types(&with(Vec::new())).is_err(), "standardized without statistics");
+        assert!(
+            check_types(&ModelMeta {
+                relation_fanouts: Vec::new(),
+                ..meta(ModelSpec { relation_edge_stats: stats(2), ..spec.clone() })
+            })
+            .is_err()
+        );
+        // A typed link model names its relation; no other model does.
+        let link = |link_relation| ModelMeta {
+            link_relation,
+            spec: ModelSpec { task: Task::Link, ..typed(types.clone(), vec![vec![]], 0).spec },
+            ..typed(types.clone(), vec![vec![]], 0)
+        };
+        assert!(check_types(&link(Some(0))).is_ok());
+        assert!(check_types(&link(Some(1))).is_err(), "a link relation out of range");
+        assert!(check_types(&link(None)).is_err(), "a typed link model without its relation");
+        assert!(check_types(&ModelMeta { link_relation: Some(0), ..typed(types.clone(), vec![vec![]], 0) }).is_err());
+        assert!(check_types(&ModelMeta { link_relation: Some(0), ..meta(spec.clone()) }).is_err());
         let mut unknown = types;
         unknown.relations[0].dst = 2;
         assert!(check_types(&typed(unknown, vec![vec![]], 0)).is_err(), "a relation into no type");

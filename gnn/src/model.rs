@@ -119,11 +119,13 @@ pub struct Dropout {
 
 impl Gnn {
     /// The model of `spec` with its initial weights. Its layers read `spec.edge_dim` edge
-    /// features (GCN's none).
+    /// features (GCN's none); a typed model's, each relation's `edge_dim` of its types.
     pub fn new(spec: &ModelSpec, device: &Device) -> Self {
         let k = spec.layers;
         let edge_dim = spec.edge_dim;
-        let (types, relations) = spec.types.as_ref().map_or((0, 0), |t| (t.node_types.len(), t.relations.len()));
+        let types = spec.types.as_ref().map_or(0, |t| t.node_types.len());
+        // Per relation, the width of the edge features the typed layers read.
+        let edge_dims: Vec<usize> = spec.types.iter().flat_map(|t| &t.relations).map(|r| r.edge_dim).collect();
         let layers = (0..k)
             .map(|i| {
                 let last = i + 1 == k;
@@ -133,7 +135,7 @@ impl Gnn {
                 match spec.kind {
                     ModelKind::Gcn => Layer::Gcn(GcnLayer::new(input, out, &seed, device)),
                     ModelKind::Sage if spec.types.is_some() => {
-                        Layer::HeteroSage(HeteroSageLayer::new(input, out, types, relations, &seed, device))
+                        Layer::HeteroSage(HeteroSageLayer::new(input, out, types, &edge_dims, &seed, device))
                     }
                     ModelKind::Sage => Layer::Sage(SageLayer::new(input, out, edge_dim, &seed, device)),
                     ModelKind::Gat => {
@@ -141,7 +143,7 @@ impl Gnn {
                         Layer::Gat(GatLayer::new(input, out, heads, !last, edge_dim, &seed, device))
                     }
                     ModelKind::Gine => Layer::Gine(GineLayer::new(input, out, edge_dim, &seed, device)),
-                    ModelKind::Rgcn => Layer::Rgcn(RgcnLayer::new(input, out, relations, spec.bases, &seed, device)),
+                    ModelKind::Rgcn => Layer::Rgcn(RgcnLayer::new(input, out, &edge_dims, spec.bases, &seed, device)),
                 }
             })
             .collect();

@@ -83,6 +83,9 @@ pub struct LayerSlice {
     slots: Vec<Vec<u8>>,
     /// A typed layer: per relation, where its slot starts in a message of its source type.
     relation_at: Vec<usize>,
+    /// A typed layer: per relation, its edge projection `W_e,r` row-major (`[edge_dim_r, out]`;
+    /// empty for a relation whose edge features the layer does not read).
+    relation_edge_weights: Vec<Vec<f32>>,
 }
 
 /// A 1-d or 2-d parameter's values on the host, row-major.
@@ -106,6 +109,7 @@ impl Gnn {
             edge_bias: Vec::new(),
             slots: spec.types.as_ref().map_or_else(Vec::new, relation_slots),
             relation_at: Vec::new(),
+            relation_edge_weights: Vec::new(),
         };
         match &self.layers[l] {
             Layer::Gcn(g) => (slice.out, slice.bias) = (g.weight.val().dims()[1], host(g.bias.val())),
@@ -124,9 +128,15 @@ impl Gnn {
                 slice.edge_weight = param(&g.edge_weight);
                 slice.edge_bias = g.edge_bias.as_ref().map_or_else(Vec::new, |b| host(b.val()));
             }
-            Layer::Rgcn(r) => (slice.rule, slice.out, slice.bias) = (Rule::Typed, r.output, host(r.bias.val())),
+            Layer::Rgcn(r) => {
+                (slice.rule, slice.out, slice.bias) = (Rule::Typed, r.output, host(r.bias.val()));
+                slice.relation_edge_weights = r.edge_weights.iter().map(param).collect();
+            }
             // Heterogeneous GraphSAGE's biases are per type: the own term holds them.
-            Layer::HeteroSage(s) => (slice.rule, slice.out) = (Rule::Typed, s.output),
+            Layer::HeteroSage(s) => {
+                (slice.rule, slice.out) = (Rule::Typed, s.output);
+                slice.relation_edge_weights = s.edge_weights.iter().map(param).collect();
+            }
         }
         if slice.rule == Rule::Typed {
             slice.output = slice.out;
@@ -287,12 +297,32 @@ impl LayerSlice {
         }
     }
 
-    /// Folds a typed layer's `message` along an in-edge of relation `r` into `state`: the slot
-    /// of `r`, scaled by `coef`, 1 over the number of the destination's in-edges of `r` in this
-    /// layer (so the state sums each relation's mean).
-    pub fn fold_relation(&self, state: &mut [f32], message: &[f32], r: u8, coef: f32) {
+    /// The width of the features an in-edge of relation `r` carries into a fold: a typed
+    /// layer's relation's (0 when it reads none), [`LayerSlice::edge_dim`] otherwise.
+    pub fn edge_width(&self, r: u8) -> usize {
+        match self.rule {
+            Rule::Typed => self.relation_edge_weights.get(usize::from(r)).map_or(0, |w| w.len() / self.out.max(1)),
+            _ => self.edge_dim,
+        }
+    }
+
+    /// Folds a typed layer's `message` along an in-edge of relation `r` with features `edge`
+    /// ([`LayerSlice::edge_width`] of them, as the model reads them) into `state`: the slot of
+    /// `r` plus the edge's projection `e W_e,r`, scaled by `coef`, 1 over the number of the
+    /// destination's in-edges of `r` in this layer (so the state sums each relation's mean).
+    pub fn fold_relation(&self, state: &mut [f32], message: &[f32], r: u8, coef: f32, edge: &[f32]) {
         let at = self.relation_at[usize::from(r)];
-        state.iter_mut().zip(&message[at..at + self.out]).for_each(|(s, m)| *s += coef * m);
+        let slot = &message[at..at + self.out];
+        if edge.is_empty() {
+            state.iter_mut().zip(slot).for_each(|(s, m)| *s += coef * m);
+            return;
+        }
+        let w = &self.relation_edge_weights[usize::from(r)];
+        assert_eq!(edge.len() * self.out, w.len(), "an in-edge's features have its relation's edge width");
+        for (j, (s, m)) in state.iter_mut().zip(slot).enumerate() {
+            let projected: f32 = edge.iter().enumerate().map(|(k, v)| v * w[k * self.out + j]).sum();
+            *s += coef * (m + projected);
+        }
     }
 
     /// A state that holds no message.
@@ -552,6 +582,7 @@ mod tests {
             edge_dim,
             normalize_edge_features: false,
             edge_stats: None,
+            relation_edge_stats: Vec::new(),
             task: Default::default(),
             decoder: None,
             types: None,
@@ -719,22 +750,27 @@ mod tests {
         assert_eq!((slice.state_width(), slice.finish_width(), slice.output_width()), (3 * 7 + 4, 15, 15));
     }
 
-    /// Types a (4 wide), b (3), c (2); relations 0: b -> a, 1: a -> a, 2: c -> b, 3: a -> b.
-    fn typed_spec(kind: ModelKind, bases: usize) -> ModelSpec {
+    /// Types a (4 wide), b (3), c (2); relations 0: b -> a, 1: a -> a, 2: c -> b, 3: a -> b;
+    /// with `edge_features`, ba's edges carry 3 features and cb's 2.
+    fn typed_spec(kind: ModelKind, bases: usize, edge_features: bool) -> ModelSpec {
         use schemas::typed::{GraphTypes, NodeType, Relation};
         let node_type = |name: &str, width| NodeType { name: name.into(), width };
-        let relation = |name: &str, src, dst| Relation { name: name.into(), src, dst };
-        let types = GraphTypes {
+        let relation = |name: &str, src, dst| Relation::new(name, src, dst);
+        let mut types = GraphTypes {
             node_types: vec![node_type("a", 4), node_type("b", 3), node_type("c", 2)],
             relations: vec![relation("ba", 1, 0), relation("aa", 0, 0), relation("cb", 2, 1), relation("ab", 0, 1)],
             target: 0,
         };
+        if edge_features {
+            (types.relations[0].edge_dim, types.relations[2].edge_dim) = (3, 2);
+        }
         ModelSpec { types: Some(types), bases, input_dim: 0, ..spec(kind, (1, 1), Activation::Elu, 0) }
     }
 
     /// Every typed layer through the slice (each node's in-edges split in 1 or 3 parts and
-    /// merged, each message scaled by 1 over its relation's in-edges of the destination) equals
-    /// `forward_layer` on the same rows (at layer 0, each type's features projected).
+    /// merged, each message and edge term scaled by 1 over its relation's in-edges of the
+    /// destination) equals `forward_layer` on the same rows (at layer 0, each type's features
+    /// projected).
     fn check_typed(spec: ModelSpec) {
         let device = Device::flex();
         let model = Gnn::new(&spec, &device);
@@ -746,6 +782,8 @@ mod tests {
         let node_type: Vec<u8> = (0..n).map(|v| (v % 3) as u8).collect();
         // Random edges of every relation, between nodes of its types.
         let (mut src, mut dst, mut relation) = (Vec::new(), Vec::new(), Vec::new());
+        // Each edge's features at its relation's width, and where they start.
+        let (mut features, mut at) = (Vec::new(), vec![0]);
         for _ in 0..150 {
             let r = (s.next_u64() % types.relations.len() as u64) as u8;
             let rel = &types.relations[usize::from(r)];
@@ -759,9 +797,11 @@ mod tests {
             src.push(u);
             dst.push(w);
             relation.push(r);
+            features.extend((0..rel.edge_dim).map(|_| 2.0 * s.unit() - 1.0));
+            at.push(features.len());
         }
         let mut e = LayerEdges::new(n, n, src, dst, &vec![0.0; n]);
-        e.typed = Some(Box::new(crate::batch::LayerRelations::split(&e, &relation, 4, &node_type, 3)));
+        e.typed = Some(Box::new(crate::batch::LayerRelations::split(&e, &relation, &types, &features, &node_type)));
         let groups = crate::hetero::TypeGroups::new(&node_type, 3);
         let mut x: Vec<Vec<f32>> =
             (0..n).map(|v| (0..types.width(node_type[v])).map(|_| s.unit() - 0.5).collect()).collect();
@@ -802,7 +842,9 @@ mod tests {
                         let u = e.src[j] as usize;
                         let mut message = vec![0.0; mw];
                         slice.message(&rows[u * rw..(u + 1) * rw], 0.0, &mut message);
-                        slice.fold_relation(partial, &message, relation[j], 1.0 / count(w as i64, relation[j]) as f32);
+                        let (r, edge) = (relation[j], &features[at[j]..at[j + 1]]);
+                        assert_eq!(edge.len(), slice.edge_width(r));
+                        slice.fold_relation(partial, &message, r, 1.0 / count(w as i64, r) as f32, edge);
                     });
                     slice.finish(&rows[w * rw..(w + 1) * rw], 0.0, &state, &mut out[w * fw..(w + 1) * fw]);
                 }
@@ -822,12 +864,14 @@ mod tests {
 
     #[test]
     fn rgcn_slices_equal_the_layer() {
-        check_typed(typed_spec(ModelKind::Rgcn, 0));
-        check_typed(typed_spec(ModelKind::Rgcn, 2));
+        check_typed(typed_spec(ModelKind::Rgcn, 0, false));
+        check_typed(typed_spec(ModelKind::Rgcn, 2, false));
+        check_typed(typed_spec(ModelKind::Rgcn, 2, true));
     }
 
     #[test]
     fn hetero_sage_slices_equal_the_layer() {
-        check_typed(typed_spec(ModelKind::Sage, 0));
+        check_typed(typed_spec(ModelKind::Sage, 0, false));
+        check_typed(typed_spec(ModelKind::Sage, 0, true));
     }
 }

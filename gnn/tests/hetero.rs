@@ -34,9 +34,15 @@ fn add(a: &mut [f32], b: &[f32]) {
 type OwnTerm = Box<dyn Fn(Node, &[f32]) -> Vec<f32>>;
 
 /// Layer `l` of `model` on the whole graph, from each node's input row `h`: the module doc's
-/// formulas, written out over plain vectors (R-GCN's basis combination included).
+/// formulas, written out over plain vectors (R-GCN's basis combination included; a relation
+/// with edge features adds the mean of its in-edges' `e W_e,r`).
 fn full_layer(model: &Gnn, l: usize, g: &TypedGraph, h: &BTreeMap<Node, Vec<f32>>) -> BTreeMap<Node, Vec<f32>> {
     let relations = types().relations.len();
+    let edge_weights: Vec<Option<Vec<f32>>> = match &model.layers[l] {
+        Layer::Rgcn(r) => r.edge_weights.iter().map(|w| w.as_ref().map(host)).collect(),
+        Layer::HeteroSage(s) => s.edge_weights.iter().map(|w| w.as_ref().map(host)).collect(),
+        _ => unreachable!("typed layers only"),
+    };
     let (own, relation_weights, cols): (OwnTerm, Vec<Vec<f32>>, usize) = match &model.layers[l] {
         Layer::Rgcn(r) => {
             let (w0, b) = (host(&r.self_weight), host(&r.bias));
@@ -83,19 +89,21 @@ fn full_layer(model: &Gnn, l: usize, g: &TypedGraph, h: &BTreeMap<Node, Vec<f32>
         .map(|(&w, x)| {
             let mut out = own(w, x);
             for (rel, weight) in relation_weights.iter().enumerate() {
-                let from: Vec<&Vec<f32>> = g
-                    .edges
-                    .iter()
-                    .filter(|(_, d, r)| *d == w && usize::from(*r) == rel)
-                    .map(|(u, _, _)| &h[u])
-                    .collect();
-                if from.is_empty() {
+                let incoming: Vec<usize> =
+                    (0..g.edges.len()).filter(|&e| g.edges[e].1 == w && usize::from(g.edges[e].2) == rel).collect();
+                if incoming.is_empty() {
                     continue;
                 }
-                let mut mean = vec![0.0; x.len()];
-                from.iter().for_each(|u| add(&mut mean, u));
-                mean.iter_mut().for_each(|m| *m /= from.len() as f32);
-                add(&mut out, &times(&mean, weight, cols));
+                // Each message: h_u W_r, plus e_uw W_e,r where the relation has edge features.
+                let n = incoming.len() as f32;
+                for &e in &incoming {
+                    let mut message = times(&h[&g.edges[e].0], weight, cols);
+                    if let Some(we) = &edge_weights[rel] {
+                        add(&mut message, &times(&g.edge_features[e], we, cols));
+                    }
+                    message.iter_mut().for_each(|m| *m /= n);
+                    add(&mut out, &message);
+                }
             }
             if !last {
                 out.iter_mut().for_each(|v| *v = v.max(0.0));

@@ -57,7 +57,7 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
     );
     let threads = cluster.threads();
     stage::execute(cluster, move |worker| {
-        let declared = Declared::of(Stage::Flatten, &*config);
+        let declared = Declared::of(Stage::Flatten, &*config).with_link_relation(config.link_relation_index());
         let body = Records::new(&config);
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
@@ -96,7 +96,8 @@ impl<'a> Records<'a> {
         }
     }
 
-    /// The types recorded in the metadata, with each type's width as loaded.
+    /// The types recorded in the metadata, with each type's width and each relation's edge
+    /// feature width as loaded.
     fn graph_types(&self, nodes: &NodeStore) -> Option<GraphTypes> {
         let t = self.typed.as_ref()?;
         let node_types = t
@@ -106,8 +107,16 @@ impl<'a> Records<'a> {
             .zip(&nodes.widths)
             .map(|((name, _), &width)| NodeType { name: name.clone(), width })
             .collect();
-        let relations =
-            t.graph.relations.iter().map(|r| Relation { name: r.name.clone(), src: r.src, dst: r.dst }).collect();
+        let relations = t
+            .graph
+            .relations
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Relation {
+                edge_dim: nodes.relation_edges.dim(i as u8),
+                ..Relation::new(&r.name, r.src, r.dst)
+            })
+            .collect();
         Some(GraphTypes { node_types, relations, target: t.target })
     }
 }
@@ -145,17 +154,20 @@ impl Body for Records<'_> {
             label: graph.nodes.label_kind,
             edge_dim: graph.nodes.edge_dim,
             edge_stats: graph.nodes.edge_stats.clone(),
+            relation_edge_stats: match graph.nodes.relation_edges.any() {
+                true => graph.nodes.relation_edges.stats.clone(),
+                false => Vec::new(),
+            },
             link: self.config.link(),
             types: self.graph_types(&graph.nodes),
             relation_fanouts: self.typed.as_ref().map_or_else(Vec::new, |t| t.fanouts.clone()),
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
-        let layers = self.layers.clone();
+        let layers = self.relation_layers();
         let written = if meta.link.is_some() {
             flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
         } else {
             let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-            let layers = self.relation_layers();
             flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
         };
         worker.clock.lap("rounds and write");

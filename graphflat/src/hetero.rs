@@ -13,6 +13,11 @@
 //!   the relation tells them apart.
 //! - `follows` (user -> user, Zipf destinations: user hubs) and `sells` (shop -> item): noise.
 //!
+//! With `--edge-feature-dim E`, `buys` edges carry `E` features (around a centroid of the
+//! buyer's class) and `follows` edges `max(E / 2, 1)` (noise); `returns` and `sells` carry
+//! none, so relations with and without edge features, of different widths, meet in one graph.
+//! Features are drawn apart from the edges: the graph's structure does not depend on `E`.
+//!
 //! Item destinations are Zipf by rank within their category, so popular items are hubs. Edges
 //! per relation: 30% buys, 30% returns, 20% follows, 20% sells of `nodes * avg_degree`; nodes:
 //! 60% users, 30% items, 10% shops. The tables go to `<out>/nodes/<type>/` and
@@ -59,6 +64,8 @@ struct Shape {
     widths: [usize; 3],
     /// Per type, `classes * width` centroid values (users' unused).
     centroids: [Vec<f64>; 3],
+    /// Per class, `edge_width(0)` centroid values of `buys` edge features.
+    edge_centroids: Vec<f64>,
 }
 
 impl Shape {
@@ -71,7 +78,11 @@ impl Shape {
             let mut draws = Draws::new(config.seed, u64::MAX - 10 - t as u64);
             (0..config.classes * widths[t]).map(|_| draws.normal() * config.feature_signal).collect()
         });
-        Shape { config: config.clone(), counts, widths, centroids }
+        let mut draws = Draws::new(config.seed, u64::MAX - 20);
+        let edge_centroids = (0..config.classes * config.edge_feature_dim)
+            .map(|_| draws.normal() * config.edge_feature_signal)
+            .collect();
+        Shape { config: config.clone(), counts, widths, centroids, edge_centroids }
     }
 
     fn classes(&self) -> u64 {
@@ -125,6 +136,27 @@ impl Shape {
         self.counts[..t].iter().sum::<u64>() as i64 + v
     }
 
+    /// Relation `r`'s edge feature width: `buys` the configured one, `follows` half of it.
+    fn edge_width(&self, r: usize) -> usize {
+        match (r, self.config.edge_feature_dim) {
+            (_, 0) => 0,
+            (0, e) => e,
+            (2, e) => (e / 2).max(1),
+            _ => 0,
+        }
+    }
+
+    /// Edge `src -> dst` of relation `r`'s features: around the buyer's class centroid for
+    /// `buys`, noise for `follows`.
+    fn edge_features(&self, r: usize, src: u64, draws: &mut Draws, out: &mut Vec<f32>) {
+        let width = self.edge_width(r);
+        let class = self.label(src) as usize;
+        for k in 0..width {
+            let centroid = if r == 0 { self.edge_centroids[class * width + k] } else { 0.0 };
+            out.push((centroid + draws.normal()) as f32);
+        }
+    }
+
     fn edge_count(&self, r: usize) -> u64 {
         self.config.nodes * self.config.avg_degree * EDGE_TENTHS[r] / 10
     }
@@ -133,9 +165,9 @@ impl Shape {
 /// Writes the typed graph's tables, each with `_SUCCESS` (all written before any commits).
 pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
     config.check()?;
-    if config.nodes < 10 || config.multi_label || config.edge_feature_dim > 0 {
+    if config.nodes < 10 || config.multi_label || (config.erased && config.edge_feature_dim > 0) {
         return Err(Error::Usage(
-            "generate --hetero needs --nodes >= 10 and neither --multi-label nor edge features".into(),
+            "generate --hetero needs --nodes >= 10, no --multi-label, and no --erased view with edge features".into(),
         ));
     }
     let shape = Shape::new(config);
@@ -253,11 +285,14 @@ struct Ends {
     src: Vec<i64>,
     dst: Vec<i64>,
     weight: Vec<f32>,
+    /// `dim` values per edge (none when `dim` is 0).
+    features: Vec<f32>,
+    dim: usize,
 }
 
 impl Ends {
     fn into_batch(self) -> RecordBatch {
-        edges::to_batch_with(self.src, self.dst, self.weight, None)
+        edges::to_batch_with(self.src, self.dst, self.weight, Some((self.features, self.dim)))
     }
 
     /// The same edges of relation `r` in the erased view: ids offset by type, and each edge in
@@ -266,16 +301,24 @@ impl Ends {
         let (_, src_type, dst_type) = RELATIONS[r];
         let src: Vec<i64> = self.src.iter().map(|&v| shape.erased_id(src_type, v)).collect();
         let dst: Vec<i64> = self.dst.iter().map(|&v| shape.erased_id(dst_type, v)).collect();
-        Ends { src: [&src[..], &dst[..]].concat(), dst: [dst, src].concat(), weight: self.weight.repeat(2) }
+        let weight = self.weight.repeat(2);
+        Ends { src: [&src[..], &dst[..]].concat(), dst: [dst, src].concat(), weight, features: Vec::new(), dim: 0 }
     }
 }
 
 /// One part of relation `r`'s edges, and how many of them point at its rank-0 destination.
 fn edge_ends(shape: &Shape, r: usize, part: u64, range: Range<u64>) -> (Ends, u64) {
     let mut draws = Draws::new(shape.config.seed, (r as u64 + 2) << 40 | part);
+    let mut feature_draws = Draws::new(shape.config.seed, (r as u64 + 12) << 40 | part);
     let rows = (range.end - range.start) as usize;
-    let mut ends =
-        Ends { src: Vec::with_capacity(rows), dst: Vec::with_capacity(rows), weight: Vec::with_capacity(rows) };
+    let dim = shape.edge_width(r);
+    let mut ends = Ends {
+        src: Vec::with_capacity(rows),
+        dst: Vec::with_capacity(rows),
+        weight: Vec::with_capacity(rows),
+        features: Vec::with_capacity(rows * dim),
+        dim,
+    };
     let mut hub = 0;
     for e in range {
         let (s, d) = shape.edge(r, e, &mut draws);
@@ -283,6 +326,7 @@ fn edge_ends(shape: &Shape, r: usize, part: u64, range: Range<u64>) -> (Ends, u6
         ends.src.push(s as i64);
         ends.dst.push(d as i64);
         ends.weight.push((0.1 + 0.9 * draws.unit()) as f32);
+        shape.edge_features(r, s, &mut feature_draws, &mut ends.features);
     }
     (ends, hub)
 }

@@ -13,6 +13,10 @@
 //! An endpoint's neighborhood is therefore exactly its node record with the same settings, and a
 //! batch holds the records of `batch_size / (2 + negatives)` edges (`batch_size` neighborhoods),
 //! so memory is bounded as for node records.
+//!
+//! On a typed graph the supervision edges are the link relation's, ids are typed keys
+//! (`schemas::typed`) until a record is assembled, negatives are nodes of the relation's
+//! destination type, and each endpoint's neighborhood is its typed node record.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -24,7 +28,7 @@ use sampling::NodeStore;
 use sampling::supervision::SupervisionEdge;
 use schemas::layers::Layers;
 use schemas::record::LinkRecord;
-use schemas::{FlattenConfig, Record, Split};
+use schemas::{FlattenConfig, Record, Split, typed};
 use serde::{Deserialize, Serialize};
 use stage::{Progress, Worker, Written};
 use tables::parts::PartsOf;
@@ -62,36 +66,39 @@ struct Need {
     requester: u64,
 }
 
-/// Builds this worker's link records and writes them to parts.
+/// Builds this worker's link records and writes them to parts; `layers` holds each
+/// relation's rule (one for a homogeneous graph).
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_links(
     worker: &mut Worker,
     config: &FlattenConfig,
     nodes: NodeStore,
     edges: Vec<SupervisionEdge>,
-    layers: Layers,
+    layers: Vec<Layers>,
     schema: SchemaRef,
     output: &PartsOf,
 ) -> Result<Written<RecordStats>, Error> {
     let link = config.link().expect("a link job");
     let total = cluster::sum(worker.timely, edges.len() as u64);
+    let table = supervision_table(config);
     if total == 0 && link.supervision_fraction < 1.0 {
         return Err(Error::BadData(format!(
-            "{}: supervision_fraction = {} kept none of the edges with a split (train, valid or test), if any \
+            "{table}: supervision_fraction = {} kept none of the edges with a split (train, valid or test), if any \
              has one; raise supervision_fraction (graphflat split-edges writes a split column)",
-            config.edges, link.supervision_fraction
+            link.supervision_fraction
         )));
     }
     if total == 0 {
         return Err(Error::BadData(format!(
-            "{}: no edge has a split (train, valid or test), so a link job has no supervision edges; \
-             graphflat split-edges writes one",
-            config.edges
+            "{table}: no edge has a split (train, valid or test), so a link job has no supervision edges; \
+             graphflat split-edges writes one"
         )));
     }
     let pairs: Vec<(i64, i64)> = edges.iter().map(|e| (e.src, e.dst)).collect();
-    let negatives =
-        crate::negatives::draw(worker.timely, &nodes, link.negative_sampler, config.seed, &pairs, link.negatives)?;
+    // A typed graph draws negatives among the link relation's destination type.
+    let of_type = config.typed().zip(link.relation).map(|((graph, _), r)| graph.relations[usize::from(r)].dst);
+    let draw = crate::negatives::Draw { sampler: link.negative_sampler, seed: config.seed, of_type };
+    let negatives = crate::negatives::draw(worker.timely, &nodes, draw, &pairs, link.negatives)?;
     worker.clock.lap("negatives");
     let tasks: Vec<Task> = edges
         .into_iter()
@@ -102,7 +109,7 @@ pub fn flatten_links(
     // `batch_size` counts neighborhoods, as for node records: a link record holds 2 + negatives.
     let per_batch = (config.batch_size / (2 + link.negatives)).max(1);
     let batches: Vec<Vec<Task>> = tasks.chunks(per_batch).map(<[Task]>::to_vec).collect();
-    let (nodes, layers, progress) = (Rc::new(nodes), Rc::from(vec![layers]), worker.progress.clone());
+    let (nodes, layers, progress) = (Rc::new(nodes), Rc::from(layers), worker.progress.clone());
     let disjoint = link.disjoint_train;
     write_batches(worker, config, schema, output, batches, move |scope, tasks| {
         link_dataflow(scope, tasks, nodes, layers, progress, disjoint)
@@ -137,6 +144,25 @@ fn link_dataflow<'s>(
     let records = rounds(scope, dedupe(needs.clone()), nodes, layers, progress);
     let delivered = fan_out(records, needs);
     assemble(tasks, delivered, disjoint_train)
+}
+
+/// The table whose edges with a split are the supervision edges, as errors name it.
+fn supervision_table(config: &FlattenConfig) -> String {
+    let typed = config.typed().zip(config.link_relation.as_deref());
+    let table = typed.and_then(|((graph, _), name)| {
+        let r = graph.relations.iter().position(|r| r.name == name)?;
+        let table = graph.tables.iter().find(|t| usize::from(t.forward) == r)?;
+        Some(format!("relation {name} ({})", table.table))
+    });
+    table.unwrap_or_else(|| config.edges.clone())
+}
+
+/// A finished record's root as the rounds key it: its typed key on a typed graph.
+fn key_of(record: &Record) -> i64 {
+    match record.node_types.first() {
+        Some(&t) => typed::pack(t, record.root).expect("a root read from the graph's tables"),
+        None => record.root,
+    }
 }
 
 /// One round-0 request per root and batch, at the root's owner.
@@ -192,7 +218,7 @@ fn fan_out<'s>(
                     let (cap, records, mut requesters) = pending.remove(&time).expect("listed above");
                     let mut session = output.session(&cap);
                     for record in records {
-                        let mut to = requesters.remove(&record.root).unwrap_or_default();
+                        let mut to = requesters.remove(&key_of(&record)).unwrap_or_default();
                         to.sort_unstable();
                         to.dedup();
                         for requester in to {
@@ -228,7 +254,7 @@ fn assemble<'s>(
                     let Some(cap) = cap.retain_least(0) else { return };
                     let entry = pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new(), IdMap::default()));
                     for (_, record) in data.drain(..) {
-                        entry.2.insert(record.root, record);
+                        entry.2.insert(key_of(&record), record);
                     }
                 });
                 let done: Vec<u64> = pending
@@ -248,7 +274,8 @@ fn assemble<'s>(
     )
 }
 
-/// The link record of `task` from its endpoints' records.
+/// The link record of `task` from its endpoints' records (a typed graph's keys become plain
+/// ids: the link relation says their types).
 fn link_record(task: Task, records: &IdMap<i64, Record>, disjoint_train: bool) -> LinkRecord {
     let endpoints = task
         .endpoints()
@@ -261,18 +288,33 @@ fn link_record(task: Task, records: &IdMap<i64, Record>, disjoint_train: bool) -
             }
             Arc::new(record)
         })
-        .collect();
-    LinkRecord { src: task.src, dst: task.dst, split: Some(task.split), negatives: task.negatives, endpoints }
+        .collect::<Vec<Arc<Record>>>();
+    let typed = endpoints.first().is_some_and(|e| e.is_typed());
+    let plain = |key: i64| if typed { typed::unpack(key).1 } else { key };
+    LinkRecord {
+        src: plain(task.src),
+        dst: plain(task.dst),
+        split: Some(task.split),
+        negatives: task.negatives.iter().map(|&n| plain(n)).collect(),
+        endpoints,
+    }
 }
 
-/// Removes the edges between `a` and `b`, both directions, from `record`'s message-passing
-/// edges. Nodes stay (with their hops and in-degrees as in the whole graph, as GraphInfer sees
-/// them); only the edges the model could read the answer from go.
+/// Removes the edges between `a` and `b` (keys as [`key_of`] makes them), both directions and
+/// of any relation, from `record`'s message-passing edges. Nodes stay (with their hops and
+/// in-degrees as in the whole graph, as GraphInfer sees them); only the edges the model could
+/// read the answer from go.
 fn hold_out(record: &mut Record, a: i64, b: i64) {
-    let ids = &record.node_ids;
+    let key = |i: i32| {
+        let i = i as usize;
+        match record.node_types.get(i) {
+            Some(&t) => typed::pack(t, record.node_ids[i]).expect("ids read from the graph's tables"),
+            None => record.node_ids[i],
+        }
+    };
     let keep: Vec<bool> = (0..record.num_edges())
         .map(|j| {
-            let (s, d) = (ids[record.edge_src[j] as usize], ids[record.edge_dst[j] as usize]);
+            let (s, d) = (key(record.edge_src[j]), key(record.edge_dst[j]));
             !((s == a && d == b) || (s == b && d == a))
         })
         .collect();
@@ -282,22 +324,30 @@ fn hold_out(record: &mut Record, a: i64, b: i64) {
     fn kept<T: Copy>(values: &[T], keep: &[bool]) -> Vec<T> {
         values.iter().zip(keep).filter(|(_, k)| **k).map(|(v, _)| *v).collect()
     }
-    let edge_dim = record.edge_dim();
+    // Each edge's features: a typed record's at their offsets, a homogeneous one's `edge_dim` wide.
+    let features: Vec<&[f32]> = if record.edge_feature_at.is_empty() {
+        record.edge_features.chunks(record.edge_dim().max(1)).collect()
+    } else {
+        record.edge_feature_at.windows(2).map(|w| &record.edge_features[w[0] as usize..w[1] as usize]).collect()
+    };
+    let (mut edge_features, mut edge_feature_at) = (Vec::new(), Vec::new());
+    if !record.edge_feature_at.is_empty() {
+        edge_feature_at.push(0);
+    }
+    for (f, _) in features.iter().zip(&keep).filter(|(_, k)| **k) {
+        edge_features.extend_from_slice(f);
+        if !record.edge_feature_at.is_empty() {
+            edge_feature_at.push(edge_features.len() as u32);
+        }
+    }
+    record.edge_features = edge_features;
+    record.edge_feature_at = edge_feature_at;
     record.edge_src = kept(&record.edge_src, &keep);
     record.edge_dst = kept(&record.edge_dst, &keep);
     record.edge_weights = kept(&record.edge_weights, &keep);
     record.edge_layers = kept(&record.edge_layers, &keep);
     if record.is_typed() {
         record.edge_relations = kept(&record.edge_relations, &keep);
-    }
-    if edge_dim > 0 {
-        record.edge_features = record
-            .edge_features
-            .chunks(edge_dim)
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .flat_map(|(f, _)| f.iter().copied())
-            .collect();
     }
 }
 
@@ -326,5 +376,32 @@ mod tests {
         assert_eq!(record.edge_layers, vec![3]);
         assert_eq!(record.edge_features, vec![2.0, 2.5]);
         assert_eq!(record.node_ids, vec![1, 2, 3], "nodes stay");
+    }
+
+    #[test]
+    fn hold_out_on_a_typed_record_goes_by_type_and_id() {
+        // User 1 (type 1, the root), item 2 and user 2 (types 0 and 1): only the edges between
+        // user 1 and item 2 go, of either relation, each keeping its own features.
+        let mut record = Record {
+            root: 1,
+            node_ids: vec![1, 2, 2],
+            node_types: vec![1, 0, 1],
+            feature_at: vec![0, 1, 2, 3],
+            hops: vec![0, 1, 1],
+            in_degrees: vec![3, 0, 0],
+            features: vec![0.0; 3],
+            edge_src: vec![1, 1, 2],
+            edge_dst: vec![0, 0, 0],
+            edge_weights: vec![1.0; 3],
+            edge_layers: vec![3; 3],
+            edge_relations: vec![0, 1, 2],
+            edge_features: vec![1.0, 2.0, 3.0, 4.0],
+            edge_feature_at: vec![0, 2, 2, 4],
+            ..Record::default()
+        };
+        let key = |t: u8, id: i64| typed::pack(t, id).unwrap();
+        hold_out(&mut record, key(1, 1), key(0, 2));
+        assert_eq!((record.edge_src, record.edge_relations), (vec![2], vec![2]), "user 2 -> user 1 stays");
+        assert_eq!((record.edge_features, record.edge_feature_at), (vec![3.0, 4.0], vec![0, 2]));
     }
 }

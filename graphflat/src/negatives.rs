@@ -1,5 +1,6 @@
 //! Negative destinations for link records: draw `i` of supervision edge `(src, dst)` is a pure
-//! function of `(seed, src, dst, i)` and the graph, never of the cluster's shape.
+//! function of `(seed, src, dst, i)` and the graph, never of the cluster's shape. On a typed
+//! graph only nodes of the link relation's destination type are drawn (the rest weigh 0).
 //!
 //! A draw picks a node with probability proportional to its weight (1 for `uniform`,
 //! in-degree^0.75 for `degree`) in two steps, so that no worker holds every node:
@@ -95,18 +96,27 @@ impl OwnedBuckets {
 /// A draw on its way to a bucket's owner and back: (requester, edge index, draw, bucket, u or id).
 type Query = (u64, u64, u32, u64, u64);
 
+/// How negatives are drawn: the sampler, the seed, and on a typed graph the node type they
+/// are drawn from (the link relation's destination type; `None`: every node).
+#[derive(Debug, Clone, Copy)]
+pub struct Draw {
+    pub sampler: NegativeSampler,
+    pub seed: u64,
+    pub of_type: Option<u8>,
+}
+
 /// Draws `count` negative destinations for each of this worker's `edges` (src, dst). Every
 /// worker calls this at the same point, each with its own edges.
 pub fn draw(
     worker: &mut Worker,
     nodes: &NodeStore,
-    sampler: NegativeSampler,
-    seed: u64,
+    Draw { sampler, seed, of_type }: Draw,
     edges: &[(i64, i64)],
     count: usize,
 ) -> Result<Vec<Vec<i64>>, Error> {
     let peers = worker.peers() as u64;
     let mine: Vec<(u64, i64, u64)> = (0..nodes.len())
+        .filter(|&slot| of_type.is_none_or(|t| nodes.node_type(slot) == t))
         .map(|slot| {
             let id = nodes.ids[slot];
             (bucket_of(id), id, weight(sampler, nodes.in_degree[slot]).to_bits())
@@ -125,7 +135,8 @@ pub fn draw(
     }
     if count > 0 && !edges.is_empty() && cumulative.is_empty() {
         return Err(Error::BadData(format!(
-            "no node can be drawn as a negative: every node has weight 0 under negative_sampler = \"{}\"",
+            "no node can be drawn as a negative: every node{} has weight 0 under negative_sampler = \"{}\"",
+            if of_type.is_some() { " of the link relation's destination type" } else { "" },
             sampler.name()
         )));
     }

@@ -22,9 +22,10 @@ pub type GatheredEdge = (i64, i64, f32, u32, u8);
 /// Orders the gathered nodes root first, then by (hop, id), and maps edges to local indices
 /// sorted by (dst, src, relation, weight, layers, features' bits), each keeping its features
 /// (`edge_features`: the same number per edge, aligned with `edges`): the layout depends only
-/// on the content. In a `typed` graph the ids are typed keys (`schemas::typed`): nodes are
-/// ordered by (hop, key), and the record holds each node's plain id and type, each edge's
-/// relation, and each node's features at its type's width.
+/// on the content. In a `typed` graph (`Some` of each relation's edge feature width) the ids
+/// are typed keys (`schemas::typed`): nodes are ordered by (hop, key), and the record holds
+/// each node's plain id and type, each edge's relation, each node's features at its type's
+/// width and each edge's at its relation's (the gathered ones are padded to the widest).
 pub fn assemble(
     root: i64,
     label: Option<Label>,
@@ -32,7 +33,7 @@ pub fn assemble(
     mut nodes: Vec<GatheredNode>,
     edges: Vec<GatheredEdge>,
     edge_features: Vec<f32>,
-    typed: bool,
+    typed: Option<&[usize]>,
 ) -> Record {
     nodes.sort_by_key(|n| (n.id != root, n.hop, n.id));
     let local: IdMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
@@ -49,18 +50,28 @@ pub fn assemble(
         })
     });
     let mut sorted_features = Vec::with_capacity(edge_features.len());
-    local_edges.iter().for_each(|e| sorted_features.extend_from_slice(features_of(e.4)));
+    let mut edge_feature_at = Vec::new();
+    match typed {
+        Some(widths) if widths.iter().any(|&w| w > 0) => {
+            edge_feature_at.push(0);
+            for e in &local_edges {
+                sorted_features.extend_from_slice(&features_of(e.4)[..widths[usize::from(e.5)]]);
+                edge_feature_at.push(sorted_features.len() as u32);
+            }
+        }
+        _ => local_edges.iter().for_each(|e| sorted_features.extend_from_slice(features_of(e.4))),
+    }
     // Whole-slice copies: a flat_map over the values copies them one at a time.
     let mut features = Vec::with_capacity(nodes.iter().map(|n| n.features.len()).sum());
     nodes.iter().for_each(|n| features.extend_from_slice(&n.features));
     let (mut node_types, mut feature_at, mut edge_relations) = (Vec::new(), Vec::new(), Vec::new());
-    if typed {
+    if typed.is_some() {
         node_types = nodes.iter().map(|n| typed::unpack(n.id).0).collect();
         feature_at.push(0);
         nodes.iter().for_each(|n| feature_at.push(feature_at[feature_at.len() - 1] + n.features.len() as u32));
         edge_relations = local_edges.iter().map(|e| e.5).collect();
     }
-    let plain = |id: i64| if typed { typed::unpack(id).1 } else { id };
+    let plain = |id: i64| if typed.is_some() { typed::unpack(id).1 } else { id };
     Record {
         root: plain(root),
         label,
@@ -77,5 +88,6 @@ pub fn assemble(
         node_types,
         feature_at,
         edge_relations,
+        edge_feature_at,
     }
 }

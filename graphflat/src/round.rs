@@ -205,7 +205,8 @@ pub fn rounds<'s>(
     progress: Arc<Progress>,
 ) -> StreamVec<'s, u64, Record> {
     let hops = layers[0].hops();
-    let typed = nodes.is_typed();
+    // A typed graph's relation edge widths: each edge keeps its relation's features only.
+    let typed = nodes.is_typed().then(|| nodes.relation_edges.dims.clone());
     let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
     let mut requests = targets;
     for hop in 0..=hops {
@@ -219,7 +220,15 @@ pub fn rounds<'s>(
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for p in data.drain(..) {
-                    session.give(assemble(p.root, p.label, p.split, p.nodes, p.edges, p.edge_features, typed));
+                    session.give(assemble(
+                        p.root,
+                        p.label,
+                        p.split,
+                        p.nodes,
+                        p.edges,
+                        p.edge_features,
+                        typed.as_deref(),
+                    ));
                 }
             });
         }

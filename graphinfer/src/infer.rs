@@ -16,7 +16,7 @@ use gnn::Gnn;
 use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
-use sampling::{NodeStore, SampleSpec, agree};
+use sampling::{NodeStore, ReadEdges, SampleSpec, agree};
 use schemas::job::TypedGraph;
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
@@ -26,9 +26,12 @@ use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
 
 use crate::Error;
-use crate::model::{check_edge_width, check_graph, check_input_width, check_type_widths, load, model_dir, model_error};
+use crate::model::{
+    check_edge_width, check_graph, check_input_width, check_relation_edge_widths, check_type_widths, load, model_dir,
+    model_error,
+};
 use crate::output::{self, Head, TypedRows};
-use crate::pairs::{self, Candidates, Embeddings};
+use crate::pairs::{self, Candidates, Embeddings, PairTypes};
 use crate::plan::plan;
 use crate::round::{Context, Input, layer};
 use crate::rule::LayerRule;
@@ -97,7 +100,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
                 meta.fanouts
             );
         }
-        let mut declared = Declared::of(Stage::Infer, &*config);
+        let mut declared = Declared::of(Stage::Infer, &*config).with_link_relation(meta.link_relation);
         if let Some(uri) = &config.pairs_output {
             declared = declared.with_extra("pairs_output", uri);
         }
@@ -196,8 +199,11 @@ impl Body for Scores<'_> {
         }
     }
 
-    fn check_edges(&self, edge_dim: usize) -> Result<(), Error> {
-        check_edge_width(self.meta, self.dir, &self.config.edges, edge_dim)
+    fn check_edges(&self, edges: &ReadEdges) -> Result<(), Error> {
+        match self.typed {
+            Some((graph, _)) => check_relation_edge_widths(self.meta, self.dir, graph, &edges.relation_edges),
+            None => check_edge_width(self.meta, self.dir, &self.config.edges, edges.edge_dim),
+        }
     }
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
@@ -273,7 +279,12 @@ fn score_pairs(
     if worker.reporter {
         tracing::info!("infer: pairs: scoring the candidates in {}", candidates.place.shown());
     }
-    let scored = pairs::score(worker.timely, worker.io, candidates, embeddings, scorer)?;
+    let typed = body.meta.spec.types.as_ref().zip(body.meta.link_relation).map(|(types, r)| {
+        let relation = &types.relations[usize::from(r)];
+        let name = |t: u8| types.node_types[usize::from(t)].name.clone();
+        PairTypes { types: [relation.src, relation.dst], names: [name(relation.src), name(relation.dst)] }
+    });
+    let scored = pairs::score(worker.timely, worker.io, candidates, embeddings, scorer, typed.as_ref())?;
     let to = worker.extra_outputs.first().cloned().ok_or_else(|| Error::Internal("no pairs_output".into()))?;
     let metadata = HashMap::from([
         ("graphinfer.model".to_owned(), body.dir.shown()),
@@ -287,9 +298,15 @@ fn score_pairs(
 
 /// The store with its sampled in-edges' features as the model reads them: none for a model
 /// that reads none, standardized in place for one trained on standardized features (the
-/// statistics of its records, from `model.json`).
+/// statistics of its records, from `model.json`; a typed model's per relation).
 fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
-    if spec.edge_dim == 0 {
+    if let Some(types) = &spec.types {
+        if !types.has_edge_features() {
+            nodes.drop_edge_features();
+        } else if spec.normalize_edge_features {
+            nodes.standardize_relation_edge_features(&spec.relation_edge_stats);
+        }
+    } else if spec.edge_dim == 0 {
         nodes.drop_edge_features();
     } else if let Some(stats) = gnn::features::edge_standardization(spec) {
         nodes.standardize_edge_features(stats);

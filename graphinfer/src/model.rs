@@ -3,7 +3,7 @@
 use burn::prelude::Device;
 use gnn::Gnn;
 use gnn::io::ModelFiles;
-use sampling::NodeStore;
+use sampling::{NodeStore, RelationEdges};
 use schemas::job::TypedGraph;
 use schemas::model::ModelMeta;
 
@@ -123,6 +123,32 @@ pub fn check_type_widths(meta: &ModelMeta, dir: &Place, graph: &TypedGraph, node
                 "the model in {} takes {} input features for node type {name}, but its table {table} has {found} per node",
                 dir.shown(),
                 wanted.width
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A typed graph's relation tables must have the edge features the model's layers read of
+/// each relation, of the width it was trained with (a relation whose features it does not
+/// read may have any).
+pub fn check_relation_edge_widths(
+    meta: &ModelMeta,
+    dir: &Place,
+    graph: &TypedGraph,
+    found: &RelationEdges,
+) -> Result<(), Error> {
+    let Some(types) = &meta.spec.types else { return Ok(()) };
+    for table in &graph.tables {
+        let r = usize::from(table.forward);
+        let (wanted, has) = (types.relations[r].edge_dim, found.dim(table.forward));
+        if wanted > 0 && wanted != has {
+            let has = if has == 0 { "no features column".to_owned() } else { format!("{has} features per edge") };
+            return Err(Error::BadData(format!(
+                "the model in {} reads {wanted} edge features per edge of relation {}, but its table {} has {has}",
+                dir.shown(),
+                types.relations[r].name,
+                table.table
             )));
         }
     }

@@ -16,6 +16,10 @@
 //! the node table names it; the job's error is the first such row of the table (by file, then
 //! row), the same on any number of workers.
 //!
+//! A typed link model's pairs are a source of its link relation's source type and a
+//! destination of its destination type ([`PairTypes`]): ids become typed keys as they are read
+//! and plain ids again as they are scored.
+//!
 //! Memory per worker, besides the embeddings it owns: the pairs it scored until they are
 //! written (24 bytes each: its share of the table by `dst`), and the batches in flight (a pair
 //! carries one embedding row between the two owners).
@@ -96,6 +100,20 @@ enum End {
     Dst,
 }
 
+/// A typed link model's pair ends: the node type of `src` and of `dst`, with their names.
+#[derive(Debug, Clone)]
+pub struct PairTypes {
+    pub types: [u8; 2],
+    pub names: [String; 2],
+}
+
+impl PairTypes {
+    fn of(&self, end: End) -> (u8, &str) {
+        let i = end as usize;
+        (self.types[i], &self.names[i])
+    }
+}
+
 /// Each node's embedding: this worker's nodes' rows of the model's last layer, by slot.
 pub struct Embeddings {
     pub nodes: Rc<NodeStore>,
@@ -119,7 +137,11 @@ pub fn score(
     table: &Candidates,
     embeddings: Embeddings,
     scorer: PairScorer,
+    typed: Option<&PairTypes>,
 ) -> Result<Vec<Scored>, Error> {
+    let plain = typed.is_some();
+    let plain = move |key: i64| if plain { schemas::typed::unpack(key).1 } else { key };
+    let types = typed.map(|t| t.types);
     let at_src = Rc::new(embeddings);
     let unknown: Rc<RefCell<Option<Unknown>>> = Rc::default();
     let scored: Rc<RefCell<Vec<Scored>>> = Rc::default();
@@ -141,17 +163,23 @@ pub fn score(
         },
         |h: &Half| owner_key(h.dst),
         move |h: Half| match at_dst.row(h.dst) {
-            Some(row) => sink.borrow_mut().push(Scored { src: h.src, dst: h.dst, score: scorer.score(&h.h_src, row) }),
+            Some(row) => {
+                let score = scorer.score(&h.h_src, row);
+                sink.borrow_mut().push(Scored { src: plain(h.src), dst: plain(h.dst), score })
+            }
             None => note(&dst_unknown, (h.at, End::Dst, h.dst)),
         },
-        |send| read_pairs(io, &table.files, &my_units, send),
+        |send| read_pairs(io, &table.files, &my_units, types, send),
     );
     agree(worker, read)?;
     // Sorted, so every worker takes the same first row.
     if let Some((at, end, node)) = all_gather(worker, unknown.take().into_iter().collect()).into_iter().next() {
         let column = if end == End::Src { SRC } else { DST };
         let file = table.files[at.0 as usize].name();
-        let problem = format!("pair names unknown node {node} (not in the node table)");
+        let problem = match typed.map(|t| t.of(end)) {
+            None => format!("pair names unknown node {node} (not in the node table)"),
+            Some((_, name)) => format!("pair names unknown {name} {} (not in the {name} table)", plain(node)),
+        };
         return Err(BadInput::new(Location::file(file).row(at.1).column(column), problem).into());
     }
     let mut scored = scored.take();
@@ -160,22 +188,33 @@ pub fn score(
 }
 
 /// Step 1: this worker's row groups of the table, checked, sent on batch by batch.
+/// On a typed model's pairs (`types`: the source's and destination's node type) the ids are
+/// sent as typed keys.
 fn read_pairs(
     io: &Io,
     files: &[ParquetFile],
     my_units: &[(usize, usize)],
+    types: Option<[u8; 2]>,
     send: &mut dyn FnMut(Vec<Pair>),
 ) -> Result<(), Error> {
     for &(f, rg) in my_units {
         let name = files[f].name();
         files[f].read_columns(io, rg, Some(&[SRC, DST]), |batch, first_row| {
             let pairs = PairBatch::from_batch(&batch, &name, first_row)?;
-            let at = |i: usize| (f as u32, first_row + i as u64);
-            send(
-                (0..pairs.len())
-                    .map(|i| Pair { src: pairs.src.value(i), dst: pairs.dst.value(i), at: at(i) })
-                    .collect(),
-            );
+            let key = |i: usize, column: &'static str, id: i64, end: usize| match types {
+                None => Ok(id),
+                Some(types) => schemas::typed::pack(types[end], id).ok_or_else(|| {
+                    let at = Location::file(name.as_str()).row(first_row + i as u64).column(column);
+                    BadInput::new(at, format!("node id {id} is outside a typed graph's range [-2^55, 2^55)"))
+                }),
+            };
+            let pairs = (0..pairs.len())
+                .map(|i| {
+                    let (src, dst) = (key(i, SRC, pairs.src.value(i), 0)?, key(i, DST, pairs.dst.value(i), 1)?);
+                    Ok(Pair { src, dst, at: (f as u32, first_row + i as u64) })
+                })
+                .collect::<Result<Vec<Pair>, BadInput>>()?;
+            send(pairs);
             Ok(())
         })?;
     }

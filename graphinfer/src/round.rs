@@ -110,7 +110,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let fw = slice.finish_width();
     let mut out = vec![0f32; n * fw];
     let mut done = 0u64;
-    let (e, ed) = (cx.nodes.edge_dim, slice.edge_dim());
+    let e = cx.nodes.edge_dim;
     for v in (0..n).filter(|&v| cx.plan.needs(v, l)) {
         let own = &rows[v * rw..(v + 1) * rw];
         let state = match merged.get(&(v as u32)) {
@@ -119,7 +119,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
                 let (in_rows, features) = (cx.plan.in_rows(v), cx.nodes.sampled_features(v));
                 let edges = cx.rule.selected(l, cx.nodes.sampled(v)).map(|s| Edge {
                     row: in_rows[s.index],
-                    features: &features[s.index * e..s.index * e + ed],
+                    features: &features[s.index * e..s.index * e + slice.edge_width(s.relation)],
                     relation: s.relation,
                     coef: s.coef,
                 });
@@ -182,8 +182,8 @@ impl Messages {
     }
 }
 
-/// An in-edge as a fold reads it: its source's row, its features (`slice.edge_dim()` of them,
-/// none when the model reads none) and, in a typed layer, its relation and weight.
+/// An in-edge as a fold reads it: its source's row, its features (`slice.edge_width(relation)`
+/// of them, none when the model reads none) and, in a typed layer, its relation and weight.
 struct Edge<'a> {
     row: u32,
     features: &'a [f32],
@@ -197,7 +197,7 @@ fn fold<'e>(slice: &LayerSlice, own: &[f32], edges: impl Iterator<Item = Edge<'e
     for edge in edges {
         let message = messages.row(edge.row as usize);
         if slice.is_typed() {
-            slice.fold_relation(&mut state, message, edge.relation, edge.coef);
+            slice.fold_relation(&mut state, message, edge.relation, edge.coef, edge.features);
         } else {
             slice.fold(&mut state, own, message, edge.features);
         }
@@ -320,12 +320,15 @@ fn reduce_hubs(
         let own = hub_rows
             .get(&(task.hub, task.salt))
             .ok_or_else(|| Error::Internal(format!("no row of hub {} for run {}", task.hub, task.salt)))?;
-        let (e, ed) = (cx.nodes.edge_dim, slice.edge_dim());
-        let edges = task.rows.iter().enumerate().map(|(i, &row)| Edge {
-            row,
-            features: &task.features[i * e..i * e + ed],
-            relation: task.relations.get(i).copied().unwrap_or(0),
-            coef: task.coefs.get(i).copied().unwrap_or(1.0),
+        let e = cx.nodes.edge_dim;
+        let edges = task.rows.iter().enumerate().map(|(i, &row)| {
+            let relation = task.relations.get(i).copied().unwrap_or(0);
+            Edge {
+                row,
+                features: &task.features[i * e..i * e + slice.edge_width(relation)],
+                relation,
+                coef: task.coefs.get(i).copied().unwrap_or(1.0),
+            }
         });
         let state = fold(slice, own, edges, messages);
         partials.push(Partial { hub: task.hub, salt: task.salt, state });

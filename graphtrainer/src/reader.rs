@@ -200,7 +200,7 @@ impl RecordSet {
                 record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
                     for (row, r) in records {
                         if r.label.is_some() {
-                            self.check_record(&r, &name, row)?;
+                            self.check_record(&r, self.meta.types.as_ref().map(|t| t.target), &name, row)?;
                             out.push(r);
                         }
                     }
@@ -232,8 +232,10 @@ impl RecordSet {
             let result = record::links_from_batch(&batch, &name, first_row, &keep).and_then(|links| {
                 for (row, link) in links {
                     self.check_negatives(&link, &name, row)?;
-                    for endpoint in &link.endpoints {
-                        self.check_record(endpoint, &name, row)?;
+                    let ends = self.link_ends();
+                    for (i, endpoint) in link.endpoints.iter().enumerate() {
+                        let root_type = ends.map(|[src, dst]| if i == 0 { src } else { dst });
+                        self.check_record(endpoint, root_type, &name, row)?;
                     }
                     out.push(link);
                 }
@@ -247,11 +249,18 @@ impl RecordSet {
         failure.map_or(Ok(out), |e| Err(e.into()))
     }
 
-    /// A record's node and edge feature widths against the set's metadata (a record without
-    /// edges has no edge width to check).
-    /// A record's feature widths against the set's metadata, then its layer rule.
-    fn check_record(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
-        self.check_features(r, file, row)?;
+    /// A typed link record set's endpoint types: its link relation's source type (the source
+    /// endpoint's) and destination type (the destination's and the negatives').
+    fn link_ends(&self) -> Option<[u8; 2]> {
+        let (types, link) = (self.meta.types.as_ref()?, self.meta.link.as_ref()?);
+        let relation = &types.relations[usize::from(link.relation?)];
+        Some([relation.src, relation.dst])
+    }
+
+    /// A record's feature widths (and in a typed set its types, its root of type `root_type`)
+    /// against the set's metadata, then its layer rule.
+    fn check_record(&self, r: &Record, root_type: Option<u8>, file: &str, row: u64) -> Result<(), BadInput> {
+        self.check_features(r, root_type, file, row)?;
         r.check_layers(self.meta.hops)
             .map_err(|(column, problem)| BadInput::new(Location::file(file).row(row).column(column), problem))
     }
@@ -271,14 +280,19 @@ impl RecordSet {
         Err(BadInput::new(Location::file(file).row(row).column(record::NEGATIVES), problem))
     }
 
-    fn check_features(&self, r: &Record, file: &str, row: u64) -> Result<(), BadInput> {
+    /// A record's node and edge feature widths against the set's metadata (a record without
+    /// edges has no edge width to check).
+    fn check_features(&self, r: &Record, root_type: Option<u8>, file: &str, row: u64) -> Result<(), BadInput> {
         let at = Location::file(file).row(row);
         if let Some(types) = &self.meta.types {
             if !r.is_typed() {
                 let problem = format!("root {}: a record without node types in a typed record set", r.root);
                 return Err(BadInput::new(at.column(record::NODE_TYPES), problem));
             }
-            return types.check_record(r).map_err(|(column, problem)| BadInput::new(at.column(column), problem));
+            let root_type = root_type.unwrap_or(types.target);
+            return types
+                .check_record(r, root_type)
+                .map_err(|(column, problem)| BadInput::new(at.column(column), problem));
         }
         let describe = |what: &str, found: usize, expected: usize| {
             format!("root {}: {found} {what}, but the set's metadata says {expected}", r.root)

@@ -17,11 +17,12 @@ use cluster::Failure;
 use gnn::batch::BatchSpec;
 use gnn::model::{Dropout, Gnn};
 use gnn::params;
-use schemas::edge_stats::EdgeStats;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
+use schemas::record::FlattenMeta;
 use schemas::record::LinkRecord;
 use schemas::task::Decoder;
+use schemas::typed::GraphTypes;
 use schemas::{ClusterConfig, Record, Task};
 use tables::commit::{Stage, new_run_id};
 use tables::lease::Lease;
@@ -245,9 +246,9 @@ impl<T: Learner> Setup<T> {
         }
         let head = T::head(config, set, &totals)?;
         let gat = config.model == ModelKind::Gat;
-        let (edge_dim, edge_stats) = edge_inputs(config, set)?;
+        let edge_inputs = edge_inputs(config, set)?;
         if worker.index() == 0 {
-            tracing::info!("train: {}", edge_inputs_line(config, set, edge_dim, edge_stats.is_some()));
+            tracing::info!("train: {}", edge_inputs.line(config, &set.meta));
         }
         let spec = ModelSpec {
             kind: config.model,
@@ -261,15 +262,17 @@ impl<T: Learner> Setup<T> {
             activation: config.activation,
             normalize_features: config.normalize_features,
             multi_label: head.multi_label,
-            edge_dim,
-            normalize_edge_features: edge_stats.is_some(),
-            edge_stats,
+            edge_dim: 0,
+            normalize_edge_features: false,
+            edge_stats: None,
+            relation_edge_stats: Vec::new(),
             task: head.task,
             decoder: head.decoder,
-            types: set.meta.types.clone(),
+            types: None,
             bases: config.bases,
             seed: config.seed,
         };
+        let spec = edge_inputs.apply(&set.meta, spec);
         let base = gnn::device(config.device)?;
         let device = base.clone().autodiff();
         // The node and edge features as the model reads them (see gnn::batch).
@@ -320,48 +323,88 @@ fn check_kind(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     }
 }
 
-/// The edge features the model reads: their width (0: none) and, with
-/// `normalize_edge_features`, the record set's statistics that standardize them. They are
-/// read when the records have them, `edge_features` does not say no, and the kind has a place
-/// for them (GCN has none). Asking for edge features the records lack, or for statistics they
-/// do not carry, is a usage error.
-fn edge_inputs(config: &TrainConfig, set: &RecordSet) -> Result<(usize, Option<EdgeStats>), Error> {
-    let available = set.meta.edge_dim;
-    if config.edge_features == Some(true) && available == 0 {
+/// The edge features the model reads: whether it reads the records' (their widths are the
+/// record set's: `edge_dim`, or each relation's in a typed set) and whether it standardizes
+/// them with the record set's statistics (`normalize_edge_features`). They are read when the
+/// records have them, `edge_features` does not say no, and the kind has a place for them (GCN
+/// has none). Asking for edge features the records lack, or for statistics they do not
+/// carry, is a usage error.
+fn edge_inputs(config: &TrainConfig, set: &RecordSet) -> Result<EdgeInputs, Error> {
+    let meta = &set.meta;
+    let available = meta.edge_dim > 0 || meta.types.as_ref().is_some_and(GraphTypes::has_edge_features);
+    if config.edge_features == Some(true) && !available {
         return Err(Error::Usage(format!(
             "[train] edge_features = true, but the records in {} have no edge features (flatten an edge table with a \
              features column, or leave edge_features out)",
             set.place.shown()
         )));
     }
-    if available == 0 || config.edge_features == Some(false) || !config.model.uses_edge_features() {
-        return Ok((0, None));
+    if !available || config.edge_features == Some(false) || !config.model.uses_edge_features() {
+        return Ok(EdgeInputs { read: false, standardized: false });
     }
-    if !config.normalize_edge_features {
-        return Ok((available, None));
-    }
-    let stats = set.meta.edge_stats.clone().ok_or_else(|| {
-        Error::Usage(format!(
+    let has_stats = meta.edge_stats.is_some() || !meta.relation_edge_stats.is_empty();
+    if config.normalize_edge_features && !has_stats {
+        return Err(Error::Usage(format!(
             "[train] normalize_edge_features = true, but the records in {} carry no edge feature statistics \
              (flatten them again, or set normalize_edge_features = false)",
             set.place.shown()
-        ))
-    })?;
-    Ok((available, Some(stats)))
+        )));
+    }
+    Ok(EdgeInputs { read: true, standardized: config.normalize_edge_features })
 }
 
-/// The setup's log line on the edge features the model reads (see [`edge_inputs`]).
-fn edge_inputs_line(config: &TrainConfig, set: &RecordSet, edge_dim: usize, standardized: bool) -> String {
-    let available = set.meta.edge_dim;
-    if edge_dim > 0 {
-        let how = if standardized { "standardized with the edge table's statistics" } else { "as they are" };
-        format!("the {} layers read the records' {edge_dim} edge features, {how}", config.model.name())
-    } else if available == 0 {
-        "the records have no edge features".into()
-    } else if config.edge_features == Some(false) {
-        format!("the records' {available} edge features are left out (edge_features = false)")
-    } else {
-        format!("{} ignores the records' edge features", config.model.name())
+/// What [`edge_inputs`] decided.
+#[derive(Debug, Clone, Copy)]
+struct EdgeInputs {
+    read: bool,
+    standardized: bool,
+}
+
+impl EdgeInputs {
+    /// The spec's edge fields for records with `meta`: the homogeneous width and statistics,
+    /// or a typed model's types with each relation's width it reads (0 for all when it reads
+    /// none) and their statistics.
+    fn apply(self, meta: &FlattenMeta, spec: ModelSpec) -> ModelSpec {
+        let mut types = meta.types.clone();
+        if !self.read {
+            types.iter_mut().flat_map(|t| &mut t.relations).for_each(|r| r.edge_dim = 0);
+        }
+        let standardized = self.read && self.standardized;
+        ModelSpec {
+            edge_dim: if self.read && types.is_none() { meta.edge_dim } else { 0 },
+            normalize_edge_features: standardized,
+            edge_stats: if standardized { meta.edge_stats.clone() } else { None },
+            relation_edge_stats: if standardized { meta.relation_edge_stats.clone() } else { Vec::new() },
+            types,
+            ..spec
+        }
+    }
+
+    /// The setup's log line on the edge features the model reads.
+    fn line(self, config: &TrainConfig, meta: &FlattenMeta) -> String {
+        // "3 edge features" on a homogeneous graph, "edge features per relation (buys 4, ...)" on a typed one.
+        let features = match &meta.types {
+            None => format!("{} edge features", meta.edge_dim),
+            Some(types) => {
+                let featured = types.relations.iter().filter(|r| r.edge_dim > 0);
+                let each: Vec<String> = featured.map(|r| format!("{} {}", r.name, r.edge_dim)).collect();
+                format!("edge features per relation ({})", each.join(", "))
+            }
+        };
+        let available = meta.edge_dim > 0 || meta.types.as_ref().is_some_and(GraphTypes::has_edge_features);
+        if self.read {
+            let how = if self.standardized { "standardized with the edge tables' statistics" } else { "as they are" };
+            format!("the {} layers read the records' {features}, {how}", config.model.name())
+        } else if !available {
+            "the records have no edge features".into()
+        } else {
+            // Said, not refused: a job file shared by a GCN and an edge-aware model stays valid.
+            let idle = if config.normalize_edge_features { "; normalize_edge_features has nothing to do" } else { "" };
+            match config.edge_features {
+                Some(false) => format!("the records' {features} are left out (edge_features = false{idle})"),
+                _ => format!("{} ignores the records' edge features{idle}", config.model.name()),
+            }
+        }
     }
 }
 
@@ -627,6 +670,7 @@ fn save_model(
         flatten_seed: set.meta.seed,
         parameters: params.len(),
         relation_fanouts: set.meta.relation_fanouts.clone(),
+        link_relation: set.meta.link.as_ref().and_then(|l| l.relation),
     };
     let settings =
         serde_json::to_value(config).map_err(|source| tables::Error::Encode { what: "job settings", source })?;

@@ -94,6 +94,7 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
         label: LabelKind::Class,
         edge_dim: if edge_features { EDGE_DIM } else { 0 },
         edge_stats: sums.filter(|_| with_stats).map(|s| s.stats()),
+        relation_edge_stats: Vec::new(),
         types: None,
         relation_fanouts: Vec::new(),
         link: None,

@@ -46,6 +46,29 @@ pub struct NodeStore {
     /// The whole edge table's feature statistics (`None` without edge features), the same on
     /// every worker.
     pub edge_stats: Option<EdgeStats>,
+    /// A typed graph: each relation's edge features (see [`RelationEdges`]).
+    pub relation_edges: RelationEdges,
+}
+
+/// A typed graph's edge features by relation: each relation's width (0: none; a reversed
+/// relation has its table's) and its table's statistics, the same on every worker. An edge
+/// carries `edge_dim` values (the widest relation's) wherever edges travel within a stage:
+/// its relation's own values first, zeros after; records and models see only the relation's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RelationEdges {
+    pub dims: Vec<usize>,
+    pub stats: Vec<Option<EdgeStats>>,
+}
+
+impl RelationEdges {
+    /// Relation `r`'s width (0 for a homogeneous graph, which has none listed).
+    pub fn dim(&self, r: u8) -> usize {
+        self.dims.get(usize::from(r)).copied().unwrap_or(0)
+    }
+
+    pub fn any(&self) -> bool {
+        self.dims.iter().any(|&d| d > 0)
+    }
 }
 
 impl NodeStore {
@@ -153,6 +176,19 @@ impl NodeStore {
             out.clear();
             stats.push_standardized(row, &mut out);
             row.copy_from_slice(&out);
+        }
+    }
+
+    /// Standardizes each sampled in-edge's features in place with its relation's statistics
+    /// (`stats[r]`, of relation `r`'s width; `None`: left as they are).
+    pub fn standardize_relation_edge_features(&mut self, stats: &[Option<EdgeStats>]) {
+        let (dim, mut out) = (self.edge_dim, Vec::new());
+        for (edge, row) in self.sampled.iter().zip(self.sampled_features.chunks_mut(dim.max(1))) {
+            let Some(Some(stats)) = stats.get(usize::from(edge.relation)) else { continue };
+            let width = stats.dim();
+            out.clear();
+            stats.push_standardized(&row[..width], &mut out);
+            row[..width].copy_from_slice(&out);
         }
     }
 

@@ -26,6 +26,7 @@ use timely::worker::Worker;
 use crate::Error;
 use crate::agree;
 use crate::graph::NodeStore;
+use crate::graph::RelationEdges;
 use crate::supervision::{self, SupervisionEdge, SupervisionSample};
 use cluster::all_gather;
 use cluster::hash::{IdMap, IdSet};
@@ -293,6 +294,21 @@ fn same_optional_columns(files: &[ParquetFile], columns: &[&str]) -> Result<(), 
     Ok(())
 }
 
+/// A typed graph's relation table has no `split` column, but for a link job's relation: every
+/// edge of another relation passes messages, and a split read as such would drop its `valid`
+/// and `test` rows without a word.
+fn no_split(files: &[ParquetFile]) -> Result<(), Error> {
+    match files.first() {
+        Some(file) if file.arrow.schema().column_with_name(edges::SPLIT).is_some() => {
+            let at = Location::file(file.name()).column(edges::SPLIT);
+            let problem = "a relation table of a typed graph has no split: every edge passes messages \
+                           (drop the column; only a link job's link_relation has one)";
+            Err(BadInput::new(at, problem).into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The feature length of the table's first row, and its label kind: class ids, or targets of
 /// the length of the first labeled row (every worker reads the same rows).
 fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Error> {
@@ -457,6 +473,9 @@ pub struct RelationRead {
     pub reverse: Option<u8>,
     pub src_type: u8,
     pub dst_type: u8,
+    /// The link relation of a link job or model: its table may have a `split`, whose `valid`
+    /// and `test` edges are held out of the graph as in a homogeneous edge table.
+    pub split: bool,
 }
 
 impl RelationRead {
@@ -481,8 +500,10 @@ pub struct ReadEdges {
     /// `edge_dim` features per edge, aligned with `edges` (one flat array, 4 bytes a value).
     pub features: Vec<f32>,
     /// The message-passing edges' feature statistics over the whole table, the same on every
-    /// worker (`None` without features).
+    /// worker (`None` without features, or for a typed graph: see `relation_edges`).
     pub edge_stats: Option<EdgeStats>,
+    /// A typed graph: each relation's edge feature width and statistics.
+    pub relation_edges: RelationEdges,
     /// Each distinct endpoint's id, in first-read order (held-out edges' endpoints included).
     pub ends: Vec<i64>,
     /// Each endpoint's slot at its owner.
@@ -493,14 +514,34 @@ pub struct ReadEdges {
 }
 
 impl ReadEdges {
-    /// Adds another table's edges (a typed graph reads one table per relation). Neither may
-    /// have edge features or supervision edges.
-    pub fn append(&mut self, other: ReadEdges) {
-        debug_assert!(self.edge_dim == 0 && other.edge_dim == 0, "typed graphs carry no edge features");
-        let shift = self.ends.len() as u32;
-        self.edges.extend(other.edges.into_iter().map(|e| Edge { end: e.end + shift, ..e }));
-        self.ends.extend(other.ends);
-        self.slots.extend(other.slots);
+    /// A typed graph's relation tables, read one by one (`relations` relations in all,
+    /// reversed ones included), as one read: each edge's features padded to the widest table's
+    /// width, and each relation's width and statistics kept (see [`RelationEdges`]). Only a
+    /// link relation's table holds supervision edges.
+    pub fn typed(tables: Vec<(RelationRead, ReadEdges)>, relations: usize) -> ReadEdges {
+        let width = tables.iter().map(|(_, t)| t.edge_dim).max().unwrap_or(0);
+        let mut all = ReadEdges { edge_dim: width, ..ReadEdges::default() };
+        all.relation_edges = RelationEdges { dims: vec![0; relations], stats: vec![None; relations] };
+        for (read, table) in tables {
+            for r in std::iter::once(read.forward).chain(read.reverse) {
+                all.relation_edges.dims[usize::from(r)] = table.edge_dim;
+                all.relation_edges.stats[usize::from(r)] = table.edge_stats.clone();
+            }
+            all.supervision.extend(table.supervision);
+            let shift = all.ends.len() as u32;
+            all.edges.extend(table.edges.iter().map(|e| Edge { end: e.end + shift, ..*e }));
+            all.ends.extend(table.ends);
+            all.slots.extend(table.slots);
+            if width > 0 {
+                let dim = table.edge_dim;
+                all.features.reserve(table.edges.len() * width);
+                for i in 0..table.edges.len() {
+                    all.features.extend_from_slice(&table.features[i * dim..(i + 1) * dim]);
+                    all.features.resize(all.features.len() + width - dim, 0.0);
+                }
+            }
+        }
+        all
     }
 
     pub fn len(&self) -> usize {
@@ -552,6 +593,9 @@ pub fn load_edges(
 ) -> Result<ReadEdges, Error> {
     let files = agree(worker, open_table(io, table))?;
     agree(worker, same_optional_columns(&files, &[LABEL, edges::SPLIT, edges::FEATURES]))?;
+    if read.relation.is_some_and(|r| !r.split) {
+        agree(worker, no_split(&files))?;
+    }
     let (index, peers) = (worker.index(), worker.peers());
     let dim = agree(worker, edge_feature_dim(io, &files))?;
     let my_units = units(&files, index, peers);
@@ -601,13 +645,15 @@ pub fn load_edges(
                     let weight = batch.weight(i);
                     edges.push(Edge { src, dst, weight, relation: forward, end });
                     let s = end_entry(&mut end_of, &mut ends, src);
-                    if let Some(reverse) = read.relation.and_then(|r| r.reverse) {
-                        s.1 = s.1.saturating_add(1);
-                        edges.push(Edge { src: dst, dst: src, weight, relation: reverse, end: s.0 });
-                    }
                     if dim > 0 {
                         features.extend_from_slice(row);
                         sums.add_row(row);
+                    }
+                    if let Some(reverse) = read.relation.and_then(|r| r.reverse) {
+                        s.1 = s.1.saturating_add(1);
+                        edges.push(Edge { src: dst, dst: src, weight, relation: reverse, end: s.0 });
+                        // The reversed edge carries the row's features too.
+                        features.extend_from_slice(row);
                     }
                 }
                 Ok(())
@@ -683,5 +729,6 @@ pub fn load_edges(
             Ok::<(), Error>(())
         },
     )?;
-    Ok(ReadEdges { edges, edge_dim: dim, features, edge_stats, ends, slots: slots.take(), supervision })
+    let slots = slots.take();
+    Ok(ReadEdges { edges, edge_dim: dim, features, edge_stats, ends, slots, supervision, ..ReadEdges::default() })
 }

@@ -170,7 +170,7 @@ pub fn sample_in_edges(
     let peers = worker.peers() as u64;
     // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
     let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
-    let ReadEdges { edges, features, edge_stats, slots, .. } = edges;
+    let ReadEdges { edges, features, edge_stats, slots, relation_edges, .. } = edges;
     shuffle(
         worker,
         |b: &Bundle| u64::from(b.to),
@@ -298,6 +298,7 @@ pub fn sample_in_edges(
     sampled_features.shrink_to_fit();
     store.set_sampled(at, sampled, dim, sampled_features);
     store.edge_stats = edge_stats;
+    store.relation_edges = relation_edges;
     Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
 }
 

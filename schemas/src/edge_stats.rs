@@ -73,16 +73,24 @@ impl EdgeStats {
         (join(&self.mean), join(&self.std))
     }
 
-    /// Reads [`EdgeStats::to_text`]'s output back; `None` if malformed or the lengths differ
-    /// from `dim`, or a value is not finite.
-    pub fn parse(mean: &str, std: &str, dim: usize) -> Option<EdgeStats> {
+    /// Reads [`EdgeStats::to_text`]'s output back; the part that is malformed, holds other
+    /// than `dim` values or a value that is not finite (or a negative std) is the error.
+    pub fn parse(mean: &str, std: &str, dim: usize) -> Result<EdgeStats, StatsPart> {
         let read = |text: &str| -> Option<Vec<f32>> {
             let values: Vec<f32> = text.split(',').map(|v| v.trim().parse().ok()).collect::<Option<_>>()?;
             (values.len() == dim && values.iter().all(|v| v.is_finite())).then_some(values)
         };
-        let (mean, std) = (read(mean)?, read(std)?);
-        std.iter().all(|&s| s >= 0.0).then_some(EdgeStats { mean, std })
+        let mean = read(mean).ok_or(StatsPart::Mean)?;
+        let std = read(std).filter(|std| std.iter().all(|&s| s >= 0.0)).ok_or(StatsPart::Std)?;
+        Ok(EdgeStats { mean, std })
     }
+}
+
+/// Which half of the statistics' text is wrong ([`EdgeStats::parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsPart {
+    Mean,
+    Std,
 }
 
 #[cfg(test)]
@@ -102,9 +110,11 @@ mod tests {
         stats.push_standardized(&[3.0, 6.0], &mut out);
         assert_eq!(out, vec![0.0, 1.0], "a constant column is only centered");
         let (m, s) = stats.to_text();
-        assert_eq!(EdgeStats::parse(&m, &s, 2), Some(stats));
-        assert_eq!(EdgeStats::parse(&m, &s, 3), None);
-        assert_eq!(EdgeStats::parse("1,NaN", "1,1", 2), None);
+        assert_eq!(EdgeStats::parse(&m, &s, 2), Ok(stats));
+        assert_eq!(EdgeStats::parse(&m, &s, 3), Err(StatsPart::Mean));
+        assert_eq!(EdgeStats::parse("1,NaN", "1,1", 2), Err(StatsPart::Mean));
+        assert_eq!(EdgeStats::parse("1,1", "1,-1", 2), Err(StatsPart::Std));
+        assert_eq!(EdgeStats::parse("1,1", "1", 2), Err(StatsPart::Std));
     }
 
     #[test]

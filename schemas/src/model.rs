@@ -26,7 +26,7 @@ pub enum ModelKind {
 impl ModelKind {
     /// Whether the kind's layers take edge features (GCN's normalization has no place for them).
     pub fn uses_edge_features(self) -> bool {
-        !matches!(self, ModelKind::Gcn | ModelKind::Rgcn)
+        self != ModelKind::Gcn
     }
 
     /// Whether the kind runs on a typed graph (its layers take a weight per relation): R-GCN,
@@ -90,6 +90,11 @@ pub struct ModelSpec {
     /// standardizes edges as training did.
     #[serde(default)]
     pub edge_stats: Option<EdgeStats>,
+    /// A typed model that standardizes edge features: each relation's statistics, in relation
+    /// order (`None` for a relation whose features it does not read); empty otherwise. The
+    /// widths its layers read are `types`' relations' `edge_dim`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relation_edge_stats: Vec<Option<EdgeStats>>,
     /// What the model learned: node classes (its last layer feeds a softmax or sigmoids) or
     /// links (its last layer is the embedding, `decoder` scores pairs of them).
     #[serde(default)]
@@ -129,8 +134,10 @@ impl ModelSpec {
         let mut total = 0u64;
         // A typed model: a projection per type, and per layer up to a weight per relation
         // and per type (or the bases and their coefficients) besides the kinds' two.
-        let mut per_layer = 1u64;
+        let (mut per_layer, mut relation_edges) = (1u64, 0u64);
         if let Some(types) = &self.types {
+            // A relation's edge projection: edge_dim x out per layer.
+            relation_edges = types.relations.iter().try_fold(0u64, |sum, r| sum.checked_add(r.edge_dim as u64))?;
             for t in &types.node_types {
                 total = total.checked_add((t.width as u64 + 1).checked_mul(self.hidden as u64)?)?;
             }
@@ -159,6 +166,7 @@ impl ModelSpec {
                 .checked_add(width.checked_mul(4)?)?
                 .checked_add((self.edge_dim as u64).checked_mul(width + 1)?)?;
             total = total.checked_add(per_head.checked_mul(heads)?.checked_mul(per_layer)?)?.checked_add(16)?;
+            total = total.checked_add(relation_edges.checked_mul(output)?)?;
         }
         if self.decoder == Some(Decoder::Mlp) {
             // W1 (d x d), b1 (d), w2 (d), b2.
@@ -185,6 +193,11 @@ pub struct ModelMeta {
     /// a homogeneous model.
     #[serde(default)]
     pub relation_fanouts: Vec<Vec<u32>>,
+    /// A typed link model's relation (an index into `spec.types`' relations): candidate pairs
+    /// are sources of its source type and destinations of its destination type. `None` for
+    /// every other model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_relation: Option<u8>,
 }
 
 impl ModelMeta {

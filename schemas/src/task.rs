@@ -88,6 +88,10 @@ pub struct LinkSpec {
     pub disjoint_train: bool,
     /// The share of supervision edges that got a record (a hash of `(seed, src, dst)` decides).
     pub supervision_fraction: f64,
+    /// A typed graph's link relation (an index into the records' relations): its table's
+    /// edges with a split are the supervision edges, sources of its source type, destinations
+    /// and negatives of its destination type. `None` for a homogeneous graph.
+    pub relation: Option<u8>,
 }
 
 #[cfg(test)]

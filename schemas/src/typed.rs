@@ -61,6 +61,18 @@ pub struct Relation {
     pub name: String,
     pub src: u8,
     pub dst: u8,
+    /// Its edge features' width (0: none). In a record set, the width of its edges'
+    /// `edge_features` (a reversed relation has its forward relation's); in a model, the width
+    /// its layers read (0 when the model leaves them out).
+    #[serde(default)]
+    pub edge_dim: usize,
+}
+
+impl Relation {
+    /// A relation without edge features.
+    pub fn new(name: &str, src: u8, dst: u8) -> Self {
+        Relation { name: name.to_owned(), src, dst, edge_dim: 0 }
+    }
 }
 
 /// The types of a typed graph: what a record set or a model needs to read typed nodes and
@@ -81,14 +93,26 @@ impl GraphTypes {
         items.join(",")
     }
 
-    /// `pays:user:merchant,rev_pays:merchant:user`: each relation's name, source and
-    /// destination type, in relation order.
+    /// `pays:user:merchant:4,rev_pays:merchant:user:4,follows:user:user`: each relation's
+    /// name, source and destination type, and its edge feature width when it has features, in
+    /// relation order.
     pub fn relations_text(&self) -> String {
         // A type out of range (a damaged model.json) shows as `?`: this text names it in errors.
         let name = |t: u8| self.node_types.get(usize::from(t)).map_or("?", |n| n.name.as_str());
-        let items: Vec<String> =
-            self.relations.iter().map(|r| format!("{}:{}:{}", r.name, name(r.src), name(r.dst))).collect();
+        let items: Vec<String> = self
+            .relations
+            .iter()
+            .map(|r| {
+                let text = format!("{}:{}:{}", r.name, name(r.src), name(r.dst));
+                if r.edge_dim > 0 { format!("{text}:{}", r.edge_dim) } else { text }
+            })
+            .collect();
         items.join(",")
+    }
+
+    /// Whether some relation has edge features.
+    pub fn has_edge_features(&self) -> bool {
+        self.relations.iter().any(|r| r.edge_dim > 0)
     }
 
     /// Reads the three texts back; `None` when one is not what [`GraphTypes`] writes.
@@ -112,7 +136,11 @@ impl GraphTypes {
                 .map(|item| {
                     let mut parts = item.split(':');
                     let (name, src, dst) = (parts.next()?, parts.next()?, parts.next()?);
-                    let relation = Relation { name: name.to_owned(), src: index(src)?, dst: index(dst)? };
+                    let edge_dim = match parts.next() {
+                        None => 0,
+                        Some(width) => width.parse().ok().filter(|&w| w > 0)?,
+                    };
+                    let relation = Relation { name: name.to_owned(), src: index(src)?, dst: index(dst)?, edge_dim };
                     (parts.next().is_none() && valid_name(name)).then_some(relation)
                 })
                 .collect::<Option<_>>()?,
@@ -133,12 +161,14 @@ impl GraphTypes {
     }
 
     /// What is wrong with a typed record against these types, if anything, and the column it
-    /// is in: a root of another type than the target, a node type or relation out of range, a
-    /// node whose features are not its type's width, an edge whose endpoints are not of its
-    /// relation's source and destination types. The record's own shape (a type per node, a
-    /// relation per edge) is checked where it is decoded.
-    pub fn check_record(&self, r: &Record) -> Result<(), (&'static str, String)> {
-        use crate::record::{EDGE_RELATIONS, NODE_FEATURES, NODE_TYPES};
+    /// is in: a root of another type than `root_type` (the target type for a node record, the
+    /// link relation's source or destination type for a link record's endpoint), a node type
+    /// or relation out of range, a node whose features are not its type's width, an edge whose
+    /// endpoints are not of its relation's source and destination types or whose features are
+    /// not its relation's width. The record's own shape (a type per node, a relation per edge)
+    /// is checked where it is decoded.
+    pub fn check_record(&self, r: &Record, root_type: u8) -> Result<(), (&'static str, String)> {
+        use crate::record::{EDGE_FEATURES, EDGE_RELATIONS, NODE_FEATURES, NODE_TYPES};
         let root = r.root;
         for (i, &t) in r.node_types.iter().enumerate() {
             let Some(node_type) = self.node_types.get(usize::from(t)) else {
@@ -146,10 +176,9 @@ impl GraphTypes {
                     format!("root {root}: node {i} has type {t}; the set has {} types", self.node_types.len());
                 return Err((NODE_TYPES, problem));
             };
-            if i == 0 && t != self.target {
-                let problem =
-                    format!("root {root} is a {}, not a {} (the target type)", node_type.name, self.target_name());
-                return Err((NODE_TYPES, problem));
+            if i == 0 && t != root_type {
+                let expected = self.node_types.get(usize::from(root_type)).map_or("?", |t| t.name.as_str());
+                return Err((NODE_TYPES, format!("root {root} is a {}, not a {expected}", node_type.name)));
             }
             let found = r.node_features(i).len();
             if found != node_type.width {
@@ -177,6 +206,14 @@ impl GraphTypes {
                     name(relation.dst)
                 );
                 return Err((EDGE_RELATIONS, problem));
+            }
+            let found = if r.edge_feature_at.is_empty() { 0 } else { r.edge_features_of(j).len() };
+            if found != relation.edge_dim {
+                let problem = format!(
+                    "root {root}: edge {j} of relation {} has {found} edge features, its relation {}",
+                    relation.name, relation.edge_dim
+                );
+                return Err((EDGE_FEATURES, problem));
             }
         }
         Ok(())
@@ -214,10 +251,7 @@ mod tests {
                 NodeType { name: "merchant".into(), width: 8 },
                 NodeType { name: "user".into(), width: 16 },
             ],
-            relations: vec![
-                Relation { name: "pays".into(), src: 1, dst: 0 },
-                Relation { name: "rev_pays".into(), src: 0, dst: 1 },
-            ],
+            relations: vec![Relation { edge_dim: 4, ..Relation::new("pays", 1, 0) }, Relation::new("rev_pays", 0, 1)],
             target: 1,
         }
     }
@@ -226,13 +260,15 @@ mod tests {
     fn types_round_trip_through_their_text() {
         let types = merchants_and_users();
         assert_eq!(types.node_types_text(), "merchant:8,user:16");
-        assert_eq!(types.relations_text(), "pays:user:merchant,rev_pays:merchant:user");
+        assert_eq!(types.relations_text(), "pays:user:merchant:4,rev_pays:merchant:user");
         let back = GraphTypes::parse(&types.node_types_text(), &types.relations_text(), "user");
         assert_eq!(back, Some(types));
         assert_eq!(GraphTypes::parse("a:0", "", "a"), None, "a width of 0");
         assert_eq!(GraphTypes::parse("a:3", "r:a:b", "a"), None, "an unknown type");
         assert_eq!(GraphTypes::parse("a:3", "", "b"), None, "an unknown target");
         assert_eq!(GraphTypes::parse("a b:3", "", "a b"), None, "a name with a space");
+        assert_eq!(GraphTypes::parse("a:3", "r:a:a:0", "a"), None, "an edge feature width of 0");
+        assert_eq!(GraphTypes::parse("a:3", "r:a:a:2:1", "a"), None, "a fifth part");
     }
 
     /// A user (16 features) paid by a merchant (8 features) over `pays`.
@@ -257,8 +293,8 @@ mod tests {
     #[test]
     fn typed_records_are_checked_against_their_types() {
         let types = merchants_and_users();
-        assert_eq!(types.check_record(&paid()), Ok(()));
-        let problem = |r: Record| types.check_record(&r).unwrap_err();
+        assert_eq!(types.check_record(&paid(), 1), Ok(()));
+        let problem = |r: Record| types.check_record(&r, 1).unwrap_err();
         let root_type = problem(Record { node_types: vec![0, 0], feature_at: vec![0, 8, 16], ..paid() });
         assert_eq!(root_type.0, "node_types");
         assert!(root_type.1.contains("root 3 is a merchant, not a user"), "{}", root_type.1);
@@ -276,6 +312,24 @@ mod tests {
         );
         let missing = problem(Record { edge_relations: vec![2], ..paid() });
         assert!(missing.1.contains("edge 0 has relation 2; the set has 2"), "{}", missing.1);
+
+        // The user pays the merchant: pays carries 4 edge features, rev_pays none.
+        let pays = |features: usize| Record {
+            edge_src: vec![0],
+            edge_dst: vec![1],
+            edge_relations: vec![0],
+            edge_features: vec![1.0; features],
+            edge_feature_at: vec![0, features as u32],
+            ..paid()
+        };
+        assert_eq!(types.check_record(&pays(4), 1), Ok(()));
+        let narrow = problem(pays(3));
+        assert_eq!(narrow.0, "edge_features");
+        assert!(narrow.1.contains("edge 0 of relation pays has 3 edge features, its relation 4"), "{}", narrow.1);
+        let none = problem(Record { edge_features: Vec::new(), edge_feature_at: Vec::new(), ..pays(4) });
+        assert!(none.1.contains("has 0 edge features, its relation 4"), "{}", none.1);
+        let extra = Record { edge_features: vec![1.0; 2], edge_feature_at: vec![0, 2], ..paid() };
+        assert!(problem(extra).1.contains("relation rev_pays has 2 edge features, its relation 0"));
     }
 
     #[test]

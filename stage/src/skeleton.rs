@@ -48,6 +48,10 @@ pub struct Declared<'a> {
     pub extras: Vec<Extra<'a>>,
     /// A typed graph's tables, read instead of `nodes` and `edges`, and its target type.
     pub typed: Option<(TypedGraph, u8)>,
+    /// A typed graph's link relation: its table may have a split (its `valid` and `test`
+    /// edges are held out), its edges with a split are the supervision edges the body asks for
+    /// ([`Body::supervision`]), and the target type needs no labels.
+    pub link_relation: Option<u8>,
 }
 
 impl<'a> Declared<'a> {
@@ -63,7 +67,14 @@ impl<'a> Declared<'a> {
             settings: serde_json::to_value(section).unwrap_or_default(),
             extras: Vec::new(),
             typed: section.typed(),
+            link_relation: None,
         }
+    }
+
+    /// With a typed graph's link relation.
+    pub fn with_link_relation(mut self, relation: Option<u8>) -> Self {
+        self.link_relation = relation;
+        self
     }
 
     /// With an extra output, named by `key` in the job's section, at `uri`.
@@ -174,9 +185,9 @@ pub trait Body {
         Ok(())
     }
 
-    /// Checks the edge table's feature width (0: it has none) before sampling; every worker
-    /// sees the same width.
-    fn check_edges(&self, _edge_dim: usize) -> Result<(), Error> {
+    /// Checks the edge tables' feature widths (`edge_dim`, 0: none; a typed graph's per
+    /// relation in `relation_edges`) before sampling; every worker sees the same widths.
+    fn check_edges(&self, _edges: &ReadEdges) -> Result<(), Error> {
         Ok(())
     }
 
@@ -315,8 +326,11 @@ enum GraphTables {
     Typed {
         node_types: Vec<(String, Place)>,
         relations: Vec<(String, RelationRead, Place)>,
+        /// Relations in all, reversed ones included.
+        relation_count: usize,
         target: u8,
-        /// Whether the target type's table must have labels: records need them, scores do not.
+        /// Whether the target type's table must have labels: node records need them, link
+        /// records and scores do not.
         labeled: bool,
     },
 }
@@ -336,7 +350,9 @@ impl GraphTables {
             .iter()
             .map(|t| {
                 let r = &graph.relations[usize::from(t.forward)];
-                let read = RelationRead { forward: t.forward, reverse: t.reverse, src_type: r.src, dst_type: r.dst };
+                let split = declared.link_relation == Some(t.forward);
+                let read =
+                    RelationRead { forward: t.forward, reverse: t.reverse, src_type: r.src, dst_type: r.dst, split };
                 let shown = format!(
                     "relation {} ({} -> {})",
                     r.name,
@@ -346,7 +362,14 @@ impl GraphTables {
                 Ok((shown, read, io.place(&t.table)?))
             })
             .collect::<Result<_, Error>>()?;
-        Ok(GraphTables::Typed { node_types, relations, target: *target, labeled: declared.stage == Stage::Flatten })
+        let labeled = declared.stage == Stage::Flatten && declared.link_relation.is_none();
+        Ok(GraphTables::Typed {
+            node_types,
+            relations,
+            relation_count: graph.relations.len(),
+            target: *target,
+            labeled,
+        })
     }
 
     /// Every input table, for the output's check.
@@ -389,34 +412,30 @@ fn round_zero<B: Body>(
             let edges = load_edges(worker.timely, worker.io, edges, &nodes, read)?;
             (nodes, edges)
         }
-        GraphTables::Typed { node_types, relations, target, labeled } => {
+        GraphTables::Typed { node_types, relations, relation_count, target, labeled } => {
             if worker.reporter {
                 tracing::info!("{stage}: map: reading {} node types", node_types.len());
             }
             let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target, *labeled)?;
             agree(worker.timely, body.check_nodes(&nodes))?;
             let nodes = Rc::new(RefCell::new(nodes));
-            let mut all = ReadEdges::default();
+            let mut tables = Vec::with_capacity(relations.len());
             for (shown, relation, table) in relations {
                 if worker.reporter {
                     tracing::info!("{stage}: map: reading {shown} from {}", table.shown());
                 }
-                let read = EdgeRead { relation: Some(*relation), supervision: None, ..read };
+                let supervision = read.supervision.filter(|_| relation.split);
+                let read = EdgeRead { relation: Some(*relation), supervision, ..read };
                 let edges = load_edges(worker.timely, worker.io, table, &nodes, read).map_err(|e| in_type(e, shown))?;
-                if edges.edge_dim > 0 {
-                    return Err(Error::Usage(format!(
-                        "{shown}: {} has edge features, and a typed graph's relations do not carry them yet",
-                        table.shown()
-                    )));
-                }
-                all.append(edges);
+                tables.push((*relation, edges));
             }
+            let all = ReadEdges::typed(tables, *relation_count);
             (nodes, all)
         }
     };
     let supervision = std::mem::take(&mut edges.supervision);
     let read = edges.len() as u64;
-    agree(worker.timely, body.check_edges(edges.edge_dim))?;
+    agree(worker.timely, body.check_edges(&edges))?;
     worker.clock.lap("map");
     let sampler = spec.sampler;
     let sampled = sample_in_edges(worker.timely, &nodes, edges, spec)?;

@@ -140,6 +140,7 @@ fn look(io: &Arc<Io>, data: &Path, out: PathBuf, workers: usize, sample: Option<
             settings: serde_json::Value::Null,
             extras: Vec::new(),
             typed: None,
+            link_relation: None,
         };
         stage::run(worker, &io, &progress, workers, &declared, Look { sample })
     })

@@ -92,6 +92,7 @@ pub fn link_set(dir: &Path, data: &Path, name: &str, s: LinkSettings) -> (PathBu
             negative_sampler: NegativeSampler::Uniform,
             disjoint_train: false,
             supervision_fraction: 1.0,
+            relation: None,
         }),
         ..graphtrainer::reader::RecordSet::open(local_io(), nodes.to_str().unwrap()).unwrap().meta
     };

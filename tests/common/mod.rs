@@ -8,6 +8,7 @@ mod jobs;
 mod records;
 mod scores;
 mod tables;
+pub mod typed;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 pub use fake_links::{LinkSettings, link_set, pair_split, write_edges, write_link_set};
 pub use jobs::{Job, loopback_hosts, write_job};
-pub use records::{Record, global_edges, manifest, read_listed_records, read_records};
+pub use records::{Record, global_edges, manifest, read_links, read_listed_records, read_records};
 pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
 pub use tables::{Graph, batches_in, parquet_files, read_batches, read_graph, sorted_rows};
 

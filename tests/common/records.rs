@@ -4,6 +4,7 @@
 use std::path::Path;
 
 pub use schemas::Record;
+use schemas::record::{LinkRecord, links_from_batch};
 
 use super::{batches_in, parquet_files};
 
@@ -50,4 +51,15 @@ pub fn global_edges(r: &Record) -> Vec<(i64, i64, u32, u32)> {
         .collect();
     e.sort();
     e
+}
+
+/// Every link record of a committed flatten output, sorted by (src, dst, split).
+pub fn read_links(dir: &Path) -> Vec<LinkRecord> {
+    assert!(dir.join("_SUCCESS").exists(), "{} has no _SUCCESS", dir.display());
+    let mut links: Vec<LinkRecord> = batches_in(parquet_files(dir))
+        .iter()
+        .flat_map(|b| links_from_batch(b, "links", 0, |_| true).unwrap().into_iter().map(|(_, l)| l))
+        .collect();
+    links.sort_by_key(|l| (l.src, l.dst, l.split));
+    links
 }

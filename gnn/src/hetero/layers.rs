@@ -15,6 +15,16 @@ const RELATION: u64 = 1 << 8;
 const NODE_TYPE: u64 = 2 << 8;
 const BASIS: u64 = 3 << 8;
 const COEFFICIENTS: u64 = 4 << 8;
+const RELATION_EDGE: u64 = 5 << 8;
+
+/// Per relation, its edge projection `W_e,r` (`[edge_dims[r], out]`) when the layer reads the
+/// relation's edge features (`edge_dims[r] > 0`).
+fn edge_weights(edge_dims: &[usize], output: usize, seed: &[u64], device: &Device) -> Vec<Option<Param<Tensor<2>>>> {
+    let weight = |(r, &dim): (usize, &usize)| {
+        (dim > 0).then(|| glorot(dim, output, &tagged(seed, RELATION_EDGE + r as u64), device))
+    };
+    edge_dims.iter().enumerate().map(weight).collect()
+}
 
 /// A node type's input projection: `x P + c`, from the type's width to the model's `hidden`.
 #[derive(Module, Debug)]
@@ -33,11 +43,22 @@ impl Projection {
     }
 }
 
-/// `sum_r mean_r(x) W_r` over the relations with edges in the layer, `[rows_out, out]`.
-fn relation_sum(x: &Tensor<2>, e: &EdgeTensors, out: usize, weight: impl Fn(usize) -> Tensor<2>) -> Tensor<2> {
+/// `sum_r mean_r(x) W_r + mean_r(e) W_e,r` over the relations with edges in the layer,
+/// `[rows_out, out]` (the edge term for the relations with an edge projection).
+fn relation_sum(
+    x: &Tensor<2>,
+    e: &EdgeTensors,
+    out: usize,
+    weight: impl Fn(usize) -> Tensor<2>,
+    edge_weights: &[Option<Param<Tensor<2>>>],
+) -> Tensor<2> {
     let mut sum = Tensor::<2>::zeros([e.rows_out, out], &x.device());
     for (r, edges) in e.relations.iter().enumerate().filter(|(_, edges)| edges.edges > 0) {
         sum = sum + edges.sum(x.clone(), &edges.mean_coef).matmul(weight(r));
+        if let Some(w) = &edge_weights[r] {
+            let mean = edges.mean_edge_features().expect("a relation with edge weights reads its edge features");
+            sum = sum + mean.matmul(w.val());
+        }
     }
     sum
 }
@@ -65,12 +86,16 @@ pub struct RgcnLayer {
     /// `[in, out]` per relation; empty with bases.
     pub relation_weights: Vec<Param<Tensor<2>>>,
     pub bases: Option<Bases>,
+    /// `W_e,r`, `[edge_dim_r, out]`, per relation whose edge features the layer reads.
+    pub edge_weights: Vec<Option<Param<Tensor<2>>>>,
     pub input: usize,
     pub output: usize,
 }
 
 impl RgcnLayer {
-    pub fn new(input: usize, output: usize, relations: usize, bases: usize, seed: &[u64], device: &Device) -> Self {
+    /// `edge_dims`: per relation, the width of the edge features the layer reads (0: none).
+    pub fn new(input: usize, output: usize, edge_dims: &[usize], bases: usize, seed: &[u64], device: &Device) -> Self {
+        let relations = edge_dims.len();
         let (relation_weights, bases) = if bases == 0 {
             let weights = (0..relations).map(|r| glorot(input, output, &tagged(seed, RELATION + r as u64), device));
             (weights.collect(), None)
@@ -89,6 +114,7 @@ impl RgcnLayer {
             bias: zeros(output, seed, device),
             relation_weights,
             bases,
+            edge_weights: edge_weights(edge_dims, output, seed, device),
             input,
             output,
         }
@@ -108,7 +134,7 @@ impl RgcnLayer {
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
         let weights = self.relation_weights();
-        let neighbors = relation_sum(&x, e, self.output, |r| weights[r].clone());
+        let neighbors = relation_sum(&x, e, self.output, |r| weights[r].clone(), &self.edge_weights);
         e.own_rows(x).matmul(self.self_weight.val()) + self.bias.val().unsqueeze::<2>() + neighbors
     }
 }
@@ -122,18 +148,22 @@ pub struct HeteroSageLayer {
     pub biases: Vec<Param<Tensor<1>>>,
     /// `[in, out]` per relation.
     pub neighbor_weights: Vec<Param<Tensor<2>>>,
+    /// `W_e,r`, `[edge_dim_r, out]`, per relation whose edge features the layer reads.
+    pub edge_weights: Vec<Option<Param<Tensor<2>>>>,
     pub output: usize,
 }
 
 impl HeteroSageLayer {
-    pub fn new(input: usize, output: usize, types: usize, relations: usize, seed: &[u64], device: &Device) -> Self {
+    /// `edge_dims`: per relation, the width of the edge features the layer reads (0: none).
+    pub fn new(input: usize, output: usize, types: usize, edge_dims: &[usize], seed: &[u64], device: &Device) -> Self {
         let of_type = |t: usize| tagged(seed, NODE_TYPE + t as u64);
         HeteroSageLayer {
             self_weights: (0..types).map(|t| glorot(input, output, &of_type(t), device)).collect(),
             biases: (0..types).map(|t| zeros(output, &of_type(t), device)).collect(),
-            neighbor_weights: (0..relations)
+            neighbor_weights: (0..edge_dims.len())
                 .map(|r| glorot(input, output, &tagged(seed, RELATION + r as u64), device))
                 .collect(),
+            edge_weights: edge_weights(edge_dims, output, seed, device),
             output,
         }
     }
@@ -144,7 +174,7 @@ impl HeteroSageLayer {
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
-        let neighbors = relation_sum(&x, e, self.output, |r| self.neighbor_weights[r].val());
+        let neighbors = relation_sum(&x, e, self.output, |r| self.neighbor_weights[r].val(), &self.edge_weights);
         self.own(e.own_rows(x), out_types(e)) + neighbors
     }
 }

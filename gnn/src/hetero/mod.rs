@@ -14,6 +14,12 @@
 //!   a sum of linear maps of `h_w` is one linear map, so one `S_t` and `b_t` per type is the
 //!   same family of functions (and a type no relation reaches still keeps its rows).
 //!
+//! A relation with edge features (`Relation::edge_dim` > 0 in the model's types) adds its edge
+//! term to its messages, as homogeneous GraphSAGE does: a message along an in-edge `u -> w`
+//! of relation `r` is `h_u W_r + e_uw W_e,r`, so each relation's mean gains `mean_r(e) W_e,r`
+//! (the mean of its in-edges' features, one projection per node; R-GCN and heterogeneous
+//! GraphSAGE alike).
+//!
 //! A relation's mean is taken before its weight (`mean_r(h) W_r`, not `mean_r(h W_r)`: equal,
 //! and a layer's input rows outnumber its output rows), one kernel pass per relation over the
 //! relation's edges ([`crate::batch::LayerRelations`]); a relation without edges in a batch adds

@@ -146,6 +146,7 @@ pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpe
         edge_dim,
         normalize_edge_features: false,
         edge_stats: None,
+        relation_edge_stats: Vec::new(),
         task: Default::default(),
         decoder: None,
         types: None,

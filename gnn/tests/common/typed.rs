@@ -1,6 +1,7 @@
 //! A small random typed graph and its records, for the typed models' tests: three node types
-//! of their own widths (ids repeat across types), four relations, a hub, and each target node's
-//! 2-hop record with every in-edge, built by a plain BFS.
+//! of their own widths (ids repeat across types), four relations (two with edge features of
+//! their own widths), a hub, and each target node's 2-hop record with every in-edge, built by a
+//! plain BFS.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -11,14 +12,19 @@ use schemas::{Label, Record};
 /// A typed node: (type, id).
 pub type Node = (u8, i64);
 
-/// Types a (target, 12 nodes, 4 wide), b (8, 3 wide), c (5, 2 wide); relations 0: b -> a,
-/// 1: a -> a, 2: c -> b, 3: a -> b.
+/// Types a (target, 12 nodes, 4 wide), b (8, 3 wide), c (5, 2 wide); relations 0: b -> a
+/// (3 edge features), 1: a -> a, 2: c -> b (2 edge features), 3: a -> b.
 pub fn types() -> GraphTypes {
     let node_type = |name: &str, width| NodeType { name: name.into(), width };
-    let relation = |name: &str, src, dst| Relation { name: name.into(), src, dst };
+    let relation = |name: &str, src, dst, edge_dim| Relation { edge_dim, ..Relation::new(name, src, dst) };
     GraphTypes {
         node_types: vec![node_type("a", 4), node_type("b", 3), node_type("c", 2)],
-        relations: vec![relation("ba", 1, 0), relation("aa", 0, 0), relation("cb", 2, 1), relation("ab", 0, 1)],
+        relations: vec![
+            relation("ba", 1, 0, 3),
+            relation("aa", 0, 0, 0),
+            relation("cb", 2, 1, 2),
+            relation("ab", 0, 1, 0),
+        ],
         target: 0,
     }
 }
@@ -28,6 +34,8 @@ pub const COUNTS: [i64; 3] = [12, 8, 5];
 pub struct TypedGraph {
     /// (src, dst, relation).
     pub edges: Vec<(Node, Node, u8)>,
+    /// Each edge's features, at its relation's width.
+    pub edge_features: Vec<Vec<f32>>,
     pub features: BTreeMap<Node, Vec<f32>>,
 }
 
@@ -54,7 +62,11 @@ pub fn typed_graph() -> TypedGraph {
     // A hub: every b points to a0 (no other in-edge of a node repeats it: the BFS records
     // keep parallel edges, and so does the full graph below).
     edges.extend((0..COUNTS[1]).map(|u| ((1, u), (0, 0), 0)));
-    TypedGraph { edges, features }
+    let edge_features = edges
+        .iter()
+        .map(|e| (0..types.relations[usize::from(e.2)].edge_dim).map(|_| 2.0 * s.unit() - 1.0).collect())
+        .collect();
+    TypedGraph { edges, edge_features, features }
 }
 
 /// Each target node's 2-hop record with every in-edge, by a plain BFS.
@@ -84,8 +96,13 @@ pub fn typed_records(g: &TypedGraph) -> Vec<Record> {
             let mut nodes: Vec<Node> = dist.keys().copied().collect();
             nodes.sort_by_key(|v| (*v != root, dist[v], *v));
             let local: BTreeMap<Node, i32> = nodes.iter().enumerate().map(|(i, &v)| (v, i as i32)).collect();
-            let kept: Vec<&(Node, Node, u8)> =
-                g.edges.iter().filter(|(_, w, _)| dist.get(w).is_some_and(|&d| d < k)).collect();
+            let kept_at: Vec<usize> =
+                (0..g.edges.len()).filter(|&e| dist.get(&g.edges[e].1).is_some_and(|&d| d < k)).collect();
+            let kept: Vec<&(Node, Node, u8)> = kept_at.iter().map(|&e| &g.edges[e]).collect();
+            let mut edge_feature_at = vec![0u32];
+            for &e in &kept_at {
+                edge_feature_at.push(edge_feature_at.last().unwrap() + g.edge_features[e].len() as u32);
+            }
             let mut feature_at = vec![0u32];
             for v in &nodes {
                 feature_at.push(feature_at.last().unwrap() + g.features[v].len() as u32);
@@ -104,6 +121,8 @@ pub fn typed_records(g: &TypedGraph) -> Vec<Record> {
                 node_types: nodes.iter().map(|v| v.0).collect(),
                 feature_at,
                 edge_relations: kept.iter().map(|(_, _, r)| *r).collect(),
+                edge_features: kept_at.iter().flat_map(|&e| g.edge_features[e].clone()).collect(),
+                edge_feature_at,
                 ..Record::default()
             }
         })

@@ -99,6 +99,10 @@ pub struct FlattenConfig {
     /// (seed, src, dst).
     #[serde(default = "default_supervision_fraction")]
     pub supervision_fraction: f64,
+    /// Link task on a typed graph: the relation (of `[graph.relations]`) whose table's edges
+    /// with a split are the supervision edges; its source type is the records' target type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_relation: Option<String>,
 }
 
 serde_defaults! {
@@ -136,6 +140,7 @@ impl Default for FlattenConfig {
             negative_sampler: NegativeSampler::Uniform,
             disjoint_train: false,
             supervision_fraction: 1.0,
+            link_relation: None,
         }
     }
 }
@@ -181,6 +186,7 @@ impl FlattenConfig {
             ("negative_sampler", self.negative_sampler != NegativeSampler::default()),
             ("disjoint_train", self.disjoint_train),
             ("supervision_fraction", self.supervision_fraction != 1.0),
+            ("link_relation", self.link_relation.is_some()),
         ];
         if let (Task::Node, Some((key, _))) = (self.task, link_keys.iter().find(|(_, set)| *set)) {
             return Err(JobError::invalid(
@@ -217,11 +223,20 @@ impl FlattenConfig {
     /// Takes the job's `[graph]` (or its absence): a typed graph replaces `nodes` and `edges`
     /// and needs a `target_type` of its types; a homogeneous job names both tables.
     pub fn set_graph(&mut self, graph: Option<&GraphConfig>) -> Result<(), JobError> {
+        let bad = |problem: String| Err(JobError::invalid("flatten", problem));
+        match graph {
+            Some(graph) if self.task == Task::Link => {
+                self.target_type = Some(self.link_source_type(&graph.resolve()?)?);
+            }
+            None if self.link_relation.is_some() => {
+                return bad("link_relation names a relation of [graph], and the job has no [graph]".into());
+            }
+            _ => {}
+        }
         let tables = (self.nodes.as_str(), self.edges.as_str());
         let Some(resolved) = section_graph("flatten", tables, self.target_type.as_deref(), graph)? else {
             return Ok(());
         };
-        let bad = |problem: String| Err(JobError::invalid("flatten", problem));
         if let Some(r) = resolved.relations.iter().find(|r| r.fanouts.as_ref().is_some_and(|f| f.len() != self.hops)) {
             return bad(format!(
                 "relation {} lists {} fanouts for {} hops (one per hop, nearest first)",
@@ -230,13 +245,39 @@ impl FlattenConfig {
                 self.hops
             ));
         }
-        if self.task == Task::Link {
-            return bad(
-                "link records over a typed graph are not built yet (task = \"link\" needs nodes and edges)".into()
-            );
-        }
         self.graph = graph.cloned();
         Ok(())
+    }
+
+    /// A typed link job's target type: its link relation's source type (`target_type` may
+    /// name it, and nothing else). The relation is one of `[graph.relations]`, not a reversed
+    /// one: its table holds the supervision edges.
+    fn link_source_type(&self, graph: &TypedGraph) -> Result<String, JobError> {
+        let bad = |problem: String| Err(JobError::invalid("flatten", problem));
+        let Some(name) = &self.link_relation else {
+            return bad("a link job on a typed graph needs link_relation: the relation whose edges it predicts".into());
+        };
+        let relation = graph.relations.iter().position(|r| &r.name == name).map(|r| r as u8);
+        let Some(r) = relation.filter(|&r| graph.tables.iter().any(|t| t.forward == r)) else {
+            let names: Vec<&str> =
+                graph.tables.iter().map(|t| graph.relations[usize::from(t.forward)].name.as_str()).collect();
+            return bad(format!("link_relation = {name:?} is not a relation of [graph] ({})", names.join(", ")));
+        };
+        let source = graph.node_types[usize::from(graph.relations[usize::from(r)].src)].0.clone();
+        match &self.target_type {
+            Some(target) if *target != source => bad(format!(
+                "target_type = {target:?}, and a link job's target type is its link relation's source type \
+                 ({name}: {source}); leave target_type out"
+            )),
+            _ => Ok(source),
+        }
+    }
+
+    /// A typed link job's relation, numbered (`None`: a node job, or a homogeneous graph).
+    pub fn link_relation_index(&self) -> Option<u8> {
+        let (graph, _) = self.typed()?;
+        let name = self.link_relation.as_deref()?;
+        graph.relations.iter().position(|r| r.name == name).map(|r| r as u8)
     }
 
     /// The typed graph this job reads, numbered, and its target type (`None`: a homogeneous
@@ -254,6 +295,7 @@ impl FlattenConfig {
             negative_sampler: self.negative_sampler,
             disjoint_train: self.disjoint_train,
             supervision_fraction: self.supervision_fraction,
+            relation: self.link_relation_index(),
         })
     }
 

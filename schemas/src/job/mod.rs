@@ -241,6 +241,21 @@ mod tests {
         let plain = JobFile::parse("[flatten]\nnodes = 'n'\nedges = 'e'\noutput = 'o'\ntarget_type = 'user'\n");
         assert!(err(plain).contains("has no [graph]"));
         assert!(err(JobFile::parse("[flatten]\noutput = 'o'\n")).contains("names no nodes and edges"));
+
+        // A link job names its relation; its target type is the relation's source type.
+        let link = job("task = 'link'\nlink_relation = 'buys'").unwrap().flatten.unwrap();
+        let (graph, target) = link.typed().unwrap();
+        assert_eq!(target, graph.node_type("user").unwrap());
+        let buys = link.link().unwrap().relation.unwrap();
+        assert_eq!(graph.relations[usize::from(buys)].name, "buys");
+        assert!(err(job("task = 'link'")).contains("needs link_relation"));
+        assert!(err(job("task = 'link'\nlink_relation = 'rev_buys'")).contains("is not a relation of [graph] (buys)"));
+        assert!(err(job("task = 'link'\nlink_relation = 'buys'\ntarget_type = 'item'")).contains("source type"));
+        assert!(job("task = 'link'\nlink_relation = 'buys'\ntarget_type = 'user'").is_ok());
+        assert!(err(job("target_type = 'user'\nlink_relation = 'buys'")).contains("a key of the link task"));
+        let plain =
+            JobFile::parse("[flatten]\nnodes = 'n'\nedges = 'e'\noutput = 'o'\ntask = 'link'\nlink_relation = 'x'\n");
+        assert!(err(plain).contains("has no [graph]"));
     }
 
     #[test]

@@ -53,6 +53,11 @@ pub struct Record {
     /// graph.
     #[serde(default)]
     pub edge_relations: Vec<u8>,
+    /// Typed records with edge features: edge `j`'s features are
+    /// `edge_features[edge_feature_at[j]..edge_feature_at[j + 1]]`, at its relation's width (0
+    /// for a relation without features); empty otherwise.
+    #[serde(default)]
+    pub edge_feature_at: Vec<u32>,
 }
 
 impl Record {
@@ -75,13 +80,17 @@ impl Record {
         self.features.len().checked_div(self.num_nodes()).unwrap_or(0)
     }
 
-    /// The edge feature width (0 without edge features, or for a record without edges).
+    /// The edge feature width (0 without edge features, or for a record without edges; not
+    /// meaningful for a typed record, whose widths differ by relation).
     pub fn edge_dim(&self) -> usize {
         self.edge_features.len().checked_div(self.num_edges()).unwrap_or(0)
     }
 
     /// Edge `j`'s features (empty without edge features).
     pub fn edge_features_of(&self, j: usize) -> &[f32] {
+        if !self.edge_feature_at.is_empty() {
+            return &self.edge_features[self.edge_feature_at[j] as usize..self.edge_feature_at[j + 1] as usize];
+        }
         let dim = self.edge_dim();
         &self.edge_features[j * dim..(j + 1) * dim]
     }
@@ -146,6 +155,7 @@ impl Record {
             + self.node_types.len()
             + self.feature_at.len() * 4
             + self.edge_relations.len()
+            + self.edge_feature_at.len() * 4
     }
 }
 
@@ -210,26 +220,33 @@ fn vectors_column(
     Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
 }
 
-/// A typed record set's `node_features`: per record, a `list<float32>` per node, each of its
-/// type's width (`feature_at`), so no type is padded to another's.
-fn typed_features_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowError> {
-    let DataType::List(per_node) = field.data_type() else {
+/// A typed record set's `node_features` or `edge_features`: per record, a `list<float32>` per
+/// node or edge, each of its type's or relation's width (`at`, one offset per item and the
+/// end), so no type or relation is padded to another's.
+fn nested_features_column(
+    records: &[Record],
+    field: &Field,
+    values: impl Fn(&Record) -> &[f32],
+    at: impl Fn(&Record) -> &[u32],
+) -> Result<ArrayRef, ArrowError> {
+    let DataType::List(per_item) = field.data_type() else {
         return Err(ArrowError::SchemaError(format!("{} must be a list", field.name())));
     };
-    let DataType::List(item) = per_node.data_type() else {
+    let DataType::List(item) = per_item.data_type() else {
         return Err(ArrowError::SchemaError(format!("{} items must be lists", field.name())));
     };
-    let mut values = Vec::with_capacity(records.iter().map(|r| r.features.len()).sum());
-    records.iter().for_each(|r| values.extend_from_slice(&r.features));
-    let widths = records.iter().flat_map(|r| r.feature_at.windows(2).map(|w| (w[1] - w[0]) as usize));
-    let nodes = ListArray::try_new(
-        item.clone(),
-        OffsetBuffer::from_lengths(widths),
-        Arc::new(Float32Array::from(values)),
-        None,
-    )?;
-    let offsets = OffsetBuffer::from_lengths(records.iter().map(Record::num_nodes));
-    Ok(Arc::new(ListArray::try_new(per_node.clone(), offsets, Arc::new(nodes), None)?))
+    let mut flat = Vec::with_capacity(records.iter().map(|r| values(r).len()).sum());
+    records.iter().for_each(|r| flat.extend_from_slice(values(r)));
+    let widths = records.iter().flat_map(|r| at(r).windows(2).map(|w| (w[1] - w[0]) as usize));
+    let items =
+        ListArray::try_new(item.clone(), OffsetBuffer::from_lengths(widths), Arc::new(Float32Array::from(flat)), None)?;
+    let offsets = OffsetBuffer::from_lengths(records.iter().map(|r| at(r).len().saturating_sub(1)));
+    Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
+}
+
+/// Whether a record column holds nested lists (a typed record set's features).
+fn nested(field: &Field) -> bool {
+    matches!(field.data_type(), DataType::List(item) if matches!(item.data_type(), DataType::List(_)))
 }
 
 /// Lays out records as one batch of `schema` (a record schema), column by column name.
@@ -247,13 +264,16 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
                 NODE_IN_DEGREES => {
                     list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?
                 }
-                NODE_FEATURES if matches!(field.data_type(), DataType::List(item) if matches!(item.data_type(), DataType::List(_))) => {
-                    typed_features_column(records, field)?
+                NODE_FEATURES if nested(field) => {
+                    nested_features_column(records, field, |r| &r.features, |r| &r.feature_at)?
                 }
                 NODE_FEATURES => vectors_column(records, field, Record::num_nodes, |r| &r.features)?,
                 NODE_TYPES => list(records, DataType::UInt8, |r| &r.node_types, |v| Arc::new(UInt8Array::from(v)))?,
                 EDGE_RELATIONS => {
                     list(records, DataType::UInt8, |r| &r.edge_relations, |v| Arc::new(UInt8Array::from(v)))?
+                }
+                EDGE_FEATURES if nested(field) => {
+                    nested_features_column(records, field, |r| &r.edge_features, |r| &r.edge_feature_at)?
                 }
                 EDGE_FEATURES => vectors_column(records, field, Record::num_edges, |r| &r.edge_features)?,
                 EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
@@ -379,7 +399,8 @@ impl<'a> Features<'a> {
     }
 }
 
-/// A typed record set's `node_features`: per record, a `list<float32>` per node.
+/// A typed record set's `node_features` or `edge_features`: per record, a `list<float32>` per
+/// node or edge.
 pub(super) struct NestedFeatures<'a> {
     list: &'a ListArray,
     nodes: &'a ListArray,
@@ -394,8 +415,8 @@ impl<'a> NestedFeatures<'a> {
         Some(NestedFeatures { list, nodes, values: values.values() })
     }
 
-    /// Row `row`'s features, flat, and where each node's start (one offset per node, and the
-    /// end).
+    /// Row `row`'s features, flat, and where each item's start (one offset per node or edge,
+    /// and the end).
     fn row(&self, row: usize) -> (Vec<f32>, Vec<u32>) {
         let nodes = self.list.value_offsets();
         let (first, last) = (nodes[row] as usize, nodes[row + 1] as usize);
@@ -405,29 +426,45 @@ impl<'a> NestedFeatures<'a> {
     }
 }
 
-/// `node_features` as fixed-size vectors (a homogeneous record set) or lists of each node's
-/// type's width (a typed one).
-pub(super) enum NodeFeatures<'a> {
+/// `node_features` or `edge_features` as fixed-size vectors (a homogeneous record set) or
+/// lists of each node's type's or edge's relation's width (a typed one).
+pub(super) enum FeatureColumn<'a> {
     Fixed(Features<'a>),
     Nested(NestedFeatures<'a>),
 }
 
-impl<'a> NodeFeatures<'a> {
-    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
-        let array = column(batch, NODE_FEATURES, at)?;
+impl<'a> FeatureColumn<'a> {
+    fn new(batch: &'a RecordBatch, name: &str, at: &At) -> Result<Self, BadInput> {
+        let array = column(batch, name, at)?;
         match NestedFeatures::new(array) {
-            Some(nested) => Ok(NodeFeatures::Nested(nested)),
-            None => Features::new(batch, NODE_FEATURES, at).map(NodeFeatures::Fixed),
+            Some(nested) => Ok(FeatureColumn::Nested(nested)),
+            None => Features::new(batch, name, at).map(FeatureColumn::Fixed),
+        }
+    }
+
+    /// Row `row`'s values, and for nested lists where each item's start.
+    fn row(&self, row: usize) -> (Vec<f32>, Vec<u32>) {
+        match self {
+            FeatureColumn::Fixed(f) => (f.row(row), Vec::new()),
+            FeatureColumn::Nested(f) => f.row(row),
+        }
+    }
+
+    /// The width of fixed-size vectors (0 for nested lists, whose widths differ).
+    fn dim(&self) -> usize {
+        match self {
+            FeatureColumn::Fixed(f) => f.dim,
+            FeatureColumn::Nested(_) => 0,
         }
     }
 }
 
 /// The node and edge columns of a batch of records (node or link records), resolved once.
 pub(super) struct GraphColumns<'a> {
-    features: NodeFeatures<'a>,
+    features: FeatureColumn<'a>,
     node_types: Option<ListColumn<'a, UInt8Type>>,
     edge_relations: Option<ListColumn<'a, UInt8Type>>,
-    edge_features: Option<Features<'a>>,
+    edge_features: Option<FeatureColumn<'a>>,
     node_ids: ListColumn<'a, Int64Type>,
     hops: ListColumn<'a, UInt8Type>,
     in_degrees: ListColumn<'a, Int64Type>,
@@ -439,12 +476,16 @@ pub(super) struct GraphColumns<'a> {
 
 impl<'a> GraphColumns<'a> {
     pub(super) fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let features = FeatureColumn::new(batch, NODE_FEATURES, at)?;
+        let typed = matches!(features, FeatureColumn::Nested(_));
         let edge_features = match batch.column_by_name(EDGE_FEATURES) {
-            Some(_) => Some(Features::new(batch, EDGE_FEATURES, at)?),
+            Some(_) => Some(FeatureColumn::new(batch, EDGE_FEATURES, at)?),
             None => None,
         };
-        let features = NodeFeatures::new(batch, at)?;
-        let typed = matches!(features, NodeFeatures::Nested(_));
+        if edge_features.as_ref().is_some_and(|f| matches!(f, FeatureColumn::Nested(_)) != typed) {
+            let problem = "typed records have lists of features per edge, homogeneous ones fixed-size vectors";
+            return Err(BadInput::new(at.column(EDGE_FEATURES), problem));
+        }
         let (node_types, edge_relations) = match typed {
             true => (Some(ListColumn::new(batch, NODE_TYPES, at)?), Some(ListColumn::new(batch, EDGE_RELATIONS, at)?)),
             false => (None, None),
@@ -466,22 +507,20 @@ impl<'a> GraphColumns<'a> {
 
     /// The feature width of a homogeneous record set (0 for a typed one: see [`check`]).
     pub(super) fn dim(&self) -> usize {
-        match &self.features {
-            NodeFeatures::Fixed(f) => f.dim,
-            NodeFeatures::Nested(_) => 0,
-        }
+        self.features.dim()
     }
 
+    /// The edge feature width of a homogeneous record set (0 without them, and for a typed
+    /// one, whose widths are its relations').
     pub(super) fn edge_dim(&self) -> usize {
-        self.edge_features.as_ref().map_or(0, |f| f.dim)
+        self.edge_features.as_ref().map_or(0, FeatureColumn::dim)
     }
 
     /// Row `row`'s nodes and edges, unchecked, as a record without root, label or split.
     pub(super) fn row(&self, row: usize, at: &At) -> Result<Record, BadInput> {
-        let (features, feature_at) = match &self.features {
-            NodeFeatures::Fixed(f) => (f.row(row), Vec::new()),
-            NodeFeatures::Nested(f) => f.row(row),
-        };
+        let (features, feature_at) = self.features.row(row);
+        let (edge_features, edge_feature_at) =
+            self.edge_features.as_ref().map_or_else(Default::default, |f| f.row(row));
         let optional =
             |column: &Option<ListColumn<'a, UInt8Type>>| column.as_ref().map_or(Ok(Vec::new()), |c| c.row(row, at));
         Ok(Record {
@@ -496,7 +535,8 @@ impl<'a> GraphColumns<'a> {
             edge_dst: self.edge_dst.row(row, at)?,
             edge_weights: self.edge_weights.row(row, at)?,
             edge_layers: self.edge_layers.row(row, at)?,
-            edge_features: self.edge_features.as_ref().map_or_else(Vec::new, |f| f.row(row)),
+            edge_features,
+            edge_feature_at,
             ..Record::default()
         })
     }
@@ -605,7 +645,7 @@ pub(super) fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'st
             return Err((column, format!("{len} values for {edges} edges ({EDGE_SRC} has {edges})")));
         }
     }
-    if r.edge_features.len() != edges * edge_dim {
+    if r.edge_feature_at.is_empty() && r.edge_features.len() != edges * edge_dim {
         let vectors = r.edge_features.len() / edge_dim.max(1);
         return Err((EDGE_FEATURES, format!("{vectors} edge feature vectors for {edges} edges")));
     }
@@ -619,7 +659,7 @@ pub(super) fn check(r: &Record, dim: usize, edge_dim: usize) -> Result<(), (&'st
 
 /// A typed record's own columns: a type per node, a relation per edge, a feature vector per
 /// node (each type's width is the trainer's to check against the record set's types).
-fn check_typed(r: &Record) -> Result<(), (&'static str, String)> {
+pub(super) fn check_typed(r: &Record) -> Result<(), (&'static str, String)> {
     let (n, edges) = (r.num_nodes(), r.num_edges());
     if r.node_types.len() != n {
         return Err((NODE_TYPES, format!("{} values for {n} nodes", r.node_types.len())));
@@ -629,6 +669,10 @@ fn check_typed(r: &Record) -> Result<(), (&'static str, String)> {
     }
     if r.edge_relations.len() != edges {
         return Err((EDGE_RELATIONS, format!("{} values for {edges} edges", r.edge_relations.len())));
+    }
+    if !r.edge_feature_at.is_empty() && r.edge_feature_at.len() != edges + 1 {
+        let vectors = r.edge_feature_at.len() - 1;
+        return Err((EDGE_FEATURES, format!("{vectors} edge feature vectors for {edges} edges")));
     }
     Ok(())
 }
@@ -746,7 +790,7 @@ mod tests {
 
     #[test]
     fn typed_records_round_trip_without_padding() {
-        let schema = Arc::new(Schema::new(typed_record_fields(LabelKind::Class)));
+        let schema = Arc::new(Schema::new(typed_record_fields(LabelKind::Class, false)));
         let records = vec![typed(1), typed(9)];
         let batch = to_batch(&records, &schema).unwrap();
         let back = from_batch(&batch, "t", 0).unwrap();
@@ -759,6 +803,37 @@ mod tests {
         short.edge_relations.pop();
         let err = from_batch(&to_batch(&[short], &schema).unwrap(), "p", 4).unwrap_err();
         assert_eq!(err.at, Location::file("p").row(4).column(EDGE_RELATIONS));
+    }
+
+    /// Edge features at each edge's relation's width: 3 on the first edge, none on the second.
+    #[test]
+    fn typed_edge_features_round_trip_at_each_relations_width() {
+        let schema = Arc::new(Schema::new(typed_record_fields(LabelKind::Class, true)));
+        let featured =
+            |root| Record { edge_features: vec![0.5, -1.0, 2.0], edge_feature_at: vec![0, 3, 3], ..typed(root) };
+        let records = vec![featured(1), featured(9)];
+        let batch = to_batch(&records, &schema).unwrap();
+        let back = from_batch(&batch, "t", 0).unwrap();
+        assert_eq!(back, records);
+        assert_eq!((back[1].edge_features_of(0), back[1].edge_features_of(1)), (&[0.5, -1.0, 2.0][..], &[][..]));
+
+        let mut short = featured(2);
+        short.edge_feature_at.pop();
+        let err = from_batch(&to_batch(&[short], &schema).unwrap(), "p", 4).unwrap_err();
+        assert_eq!(
+            (err.at, err.problem.as_str()),
+            (Location::file("p").row(4).column(EDGE_FEATURES), "1 edge feature vectors for 2 edges")
+        );
+        // A homogeneous column of fixed-size vectors beside typed node features is refused.
+        let mut fields = typed_record_fields(LabelKind::Class, false);
+        fields.push(Field::new(
+            EDGE_FEATURES,
+            record_fields(2, LabelKind::Class, 3).pop().unwrap().data_type().clone(),
+            false,
+        ));
+        let fixed = Record { edge_features: vec![0.0; 6], ..typed(3) };
+        let err = from_batch(&to_batch(&[fixed], &Arc::new(Schema::new(fields))).unwrap(), "q", 0).unwrap_err();
+        assert_eq!(err.at, Location::file("q").column(EDGE_FEATURES));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! first), so a reader splits the row back into records that the node path already handles.
 //! Nodes shared by two neighborhoods appear in both, as in two node records.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,7 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, ListArray, RecordBatch, Stri
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use super::batch::{At, GraphColumns, ListColumn, Record, Splits, check, column, to_batch};
+use super::batch::{At, GraphColumns, ListColumn, Record, Splits, check, check_typed, column, to_batch};
 use super::schema::*;
 use crate::error::BadInput;
 use crate::split::Split;
@@ -59,7 +60,8 @@ impl LinkRecord {
     }
 
     /// The endpoints' neighborhoods as one record: nodes and edges one after another, edge
-    /// ends shifted to index the whole node list (the row's node and edge columns).
+    /// ends shifted to index the whole node list, a typed record's feature offsets to index
+    /// the whole feature lists (the row's node and edge columns).
     fn concatenated(&self) -> Record {
         let mut row = Record::default();
         for e in &self.endpoints {
@@ -67,15 +69,41 @@ impl LinkRecord {
             row.node_ids.extend_from_slice(&e.node_ids);
             row.hops.extend_from_slice(&e.hops);
             row.in_degrees.extend_from_slice(&e.in_degrees);
+            append_offsets(&mut row.feature_at, &e.feature_at, row.features.len());
             row.features.extend_from_slice(&e.features);
+            row.node_types.extend_from_slice(&e.node_types);
             row.edge_src.extend(e.edge_src.iter().map(|&i| i + shift));
             row.edge_dst.extend(e.edge_dst.iter().map(|&i| i + shift));
             row.edge_weights.extend_from_slice(&e.edge_weights);
             row.edge_layers.extend_from_slice(&e.edge_layers);
+            row.edge_relations.extend_from_slice(&e.edge_relations);
+            append_offsets(&mut row.edge_feature_at, &e.edge_feature_at, row.edge_features.len());
             row.edge_features.extend_from_slice(&e.edge_features);
         }
         row
     }
+}
+
+/// Appends a typed record's feature offsets (`0, ..., len`) to a row's, shifted past the
+/// `before` values the row holds; an empty list (a homogeneous record) adds nothing.
+fn append_offsets(row: &mut Vec<u32>, offsets: &[u32], before: usize) {
+    if let Some((_, rest)) = offsets.split_first() {
+        if row.is_empty() {
+            row.push(0);
+        }
+        row.extend(rest.iter().map(|&o| o + before as u32));
+    }
+}
+
+/// The values and offsets of items `items` of a typed feature list (`offsets` over `values`),
+/// the offsets rebased to 0; homogeneous (`offsets` empty): `width` values per item.
+fn cut_features(values: &[f32], offsets: &[u32], width: usize, items: &Range<usize>) -> (Vec<f32>, Vec<u32>) {
+    if offsets.is_empty() {
+        return (values[items.start * width..items.end * width].to_vec(), Vec::new());
+    }
+    let at = &offsets[items.start..=items.end];
+    let values = values[at[0] as usize..at[at.len() - 1] as usize].to_vec();
+    (values, at.iter().map(|&o| o - at[0]).collect())
 }
 
 fn int_list(item: DataType, lengths: impl Iterator<Item = usize>, values: ArrayRef) -> Result<ArrayRef, ArrowError> {
@@ -206,7 +234,11 @@ fn split_endpoints(
     if whole.hops.len() != whole.num_nodes() || whole.in_degrees.len() != whole.num_nodes() {
         return Err((NODE_HOPS, format!("hops and in-degrees for {} nodes", whole.num_nodes())));
     }
-    if whole.features.len() != whole.num_nodes() * dim || whole.edge_features.len() != whole.num_edges() * edge_dim {
+    if whole.is_typed() {
+        check_typed(whole)?;
+    } else if whole.features.len() != whole.num_nodes() * dim
+        || whole.edge_features.len() != whole.num_edges() * edge_dim
+    {
         return Err((NODE_FEATURES, "feature vectors that do not match the nodes and edges".to_owned()));
     }
     let columns = [whole.edge_dst.len(), whole.edge_weights.len(), whole.edge_layers.len()];
@@ -218,6 +250,11 @@ fn split_endpoints(
         let (nodes_at, edges_at) = (node_start..node_start + n as usize, edge_start..edge_start + m as usize);
         let shift = node_start as i32;
         let local = |ends: &[i32]| ends[edges_at.clone()].iter().map(|&i| i - shift).collect::<Vec<i32>>();
+        let (features, feature_at) = cut_features(&whole.features, &whole.feature_at, dim, &nodes_at);
+        let (edge_features, edge_feature_at) =
+            cut_features(&whole.edge_features, &whole.edge_feature_at, edge_dim, &edges_at);
+        let typed =
+            |values: &[u8], at: &Range<usize>| if values.is_empty() { Vec::new() } else { values[at.clone()].to_vec() };
         let record = Record {
             root: ids[e],
             label: None,
@@ -225,13 +262,16 @@ fn split_endpoints(
             node_ids: whole.node_ids[nodes_at.clone()].to_vec(),
             hops: whole.hops[nodes_at.clone()].to_vec(),
             in_degrees: whole.in_degrees[nodes_at.clone()].to_vec(),
-            features: whole.features[nodes_at.start * dim..nodes_at.end * dim].to_vec(),
+            features,
+            feature_at,
+            node_types: typed(&whole.node_types, &nodes_at),
             edge_src: local(&whole.edge_src),
             edge_dst: local(&whole.edge_dst),
             edge_weights: whole.edge_weights[edges_at.clone()].to_vec(),
             edge_layers: whole.edge_layers[edges_at.clone()].to_vec(),
-            edge_features: whole.edge_features[edges_at.start * edge_dim..edges_at.end * edge_dim].to_vec(),
-            ..Record::default()
+            edge_relations: typed(&whole.edge_relations, &edges_at),
+            edge_features,
+            edge_feature_at,
         };
         check(&record, dim, edge_dim).map_err(|(column, problem)| (column, format!("endpoint {e}: {problem}")))?;
         link.endpoints.push(Arc::new(record));
@@ -275,6 +315,7 @@ mod tests {
             label: LabelKind::Class,
             edge_dim,
             edge_stats: None,
+            relation_edge_stats: Vec::new(),
             types: None,
             relation_fanouts: Vec::new(),
             link: Some(LinkSpec {
@@ -282,6 +323,7 @@ mod tests {
                 negative_sampler: NegativeSampler::Uniform,
                 disjoint_train: false,
                 supervision_fraction: 1.0,
+                relation: None,
             }),
         };
         Arc::new(record_schema(&meta))
@@ -321,6 +363,53 @@ mod tests {
             assert_eq!(splits.unwrap(), vec![(10, Some(Split::Train)), (11, Some(Split::Test))]);
             assert_eq!(tests.iter().map(|(row, l)| (*row, l.src)).collect::<Vec<_>>(), vec![(11, 4)]);
         }
+    }
+
+    /// A typed endpoint: the root (type 0, 2 features), `others` of type 1 (3 features), an
+    /// edge of relation 0 (1 edge feature) from each other node to the root.
+    fn typed_endpoint(root: i64, others: &[i64]) -> Record {
+        let n = 1 + others.len();
+        Record {
+            node_types: std::iter::once(0).chain(others.iter().map(|_| 1)).collect(),
+            feature_at: std::iter::once(0).chain((0..n as u32).map(|i| 2 + 3 * i)).collect(),
+            features: (0..2 + 3 * others.len()).map(|i| root as f32 - i as f32).collect(),
+            edge_relations: vec![0; n - 1],
+            edge_feature_at: (0..n as u32).collect(),
+            edge_features: others.iter().map(|&o| o as f32 / 4.0).collect(),
+            ..endpoint(root, others, 0, 0)
+        }
+    }
+
+    #[test]
+    fn typed_link_records_round_trip_with_their_own_widths() {
+        use crate::typed::{GraphTypes, NodeType, Relation};
+        let types = GraphTypes {
+            node_types: vec![NodeType { name: "a".into(), width: 2 }, NodeType { name: "b".into(), width: 3 }],
+            relations: vec![Relation { edge_dim: 1, ..Relation::new("r", 1, 0) }],
+            target: 0,
+        };
+        let mut meta = FlattenMeta::read(schema(0).metadata()).unwrap();
+        meta.types = Some(types);
+        meta.relation_fanouts = vec![Vec::new()];
+        meta.link.as_mut().unwrap().relation = Some(0);
+        assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()), "the link relation round trips");
+        let schema = Arc::new(record_schema(&meta));
+        let link = |src: i64, dst: i64, negatives: Vec<i64>| LinkRecord {
+            src,
+            dst,
+            split: Some(Split::Valid),
+            endpoints: [src, dst]
+                .into_iter()
+                .chain(negatives.iter().copied())
+                .map(|id| Arc::new(typed_endpoint(id, &[id + 10, id + 20][..(id % 3) as usize])))
+                .collect(),
+            negatives,
+        };
+        let links = vec![link(1, 2, vec![3, 6]), link(5, 4, vec![7, 9])];
+        let batch = links_to_batch(&links, &schema).unwrap();
+        let back: Vec<LinkRecord> =
+            links_from_batch(&batch, "f", 0, |_| true).unwrap().into_iter().map(|(_, l)| l).collect();
+        assert_eq!(back, links);
     }
 
     #[test]

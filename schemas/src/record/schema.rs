@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Metadata, Schema};
 
-use crate::edge_stats::EdgeStats;
+use crate::edge_stats::{EdgeStats, StatsPart};
 use crate::label::LabelKind;
 use crate::layers::Layers;
 use crate::sampler::Sampler;
@@ -63,6 +63,8 @@ pub mod meta {
     pub const NEGATIVE_SAMPLER: &str = "graphflat.negative_sampler";
     pub const DISJOINT_TRAIN: &str = "graphflat.disjoint_train";
     pub const SUPERVISION_FRACTION: &str = "graphflat.supervision_fraction";
+    /// A typed link record set's link relation, by name.
+    pub const LINK_RELATION: &str = "graphflat.link_relation";
     /// Typed records: `name:width` per node type, comma-separated (see `crate::typed`).
     pub const NODE_TYPES: &str = "graphflat.node_types";
     /// Typed records: `name:src_type:dst_type` per relation, comma-separated.
@@ -113,13 +115,16 @@ pub fn record_fields(feature_dim: usize, label: LabelKind, edge_dim: usize) -> V
 }
 
 /// A typed record table's schema, without metadata: the node record's columns with
-/// `node_features` a `list<float32>` per node (each type's width), and `node_types` and
-/// `edge_relations` beside the ids and edges.
-pub fn typed_record_fields(label: LabelKind) -> Vec<Field> {
+/// `node_features` a `list<float32>` per node (each type's width), `node_types` and
+/// `edge_relations` beside the ids and edges, and with `edge_features` a `list<float32>` per
+/// edge (each relation's width).
+pub fn typed_record_fields(label: LabelKind, edge_features: bool) -> Vec<Field> {
     let mut fields = Vec::new();
-    for field in record_fields(1, label, 0) {
+    let nested = |name: &str| Field::new(name, list_of(list_of(DataType::Float32)), false);
+    for field in record_fields(1, label, usize::from(edge_features)) {
         match field.name().as_str() {
-            NODE_FEATURES => fields.push(Field::new(NODE_FEATURES, list_of(list_of(DataType::Float32)), false)),
+            NODE_FEATURES => fields.push(nested(NODE_FEATURES)),
+            EDGE_FEATURES => fields.push(nested(EDGE_FEATURES)),
             EDGE_DST => {
                 fields.push(field);
                 fields.push(Field::new(EDGE_RELATIONS, list_of(DataType::UInt8), false));
@@ -135,9 +140,10 @@ pub fn typed_record_fields(label: LabelKind) -> Vec<Field> {
 }
 
 /// The link record table's schema, without metadata: the supervision edge, its negatives, the
-/// sizes of each endpoint's neighborhood, then the node and edge columns of node records (the
-/// neighborhoods one after another; edge ends index the row's node list).
-pub fn link_record_fields(feature_dim: usize, edge_dim: usize) -> Vec<Field> {
+/// sizes of each endpoint's neighborhood, then the node and edge columns of `node_fields`, a
+/// node record schema's ([`record_fields`] or [`typed_record_fields`]): the neighborhoods one
+/// after another; edge ends index the row's node list.
+pub fn link_record_fields(node_fields: Vec<Field>) -> Vec<Field> {
     let mut fields = vec![
         Field::new(LINK_SRC, DataType::Int64, false),
         Field::new(LINK_DST, DataType::Int64, false),
@@ -147,7 +153,7 @@ pub fn link_record_fields(feature_dim: usize, edge_dim: usize) -> Vec<Field> {
         Field::new(ENDPOINT_EDGES, list_of(DataType::Int32), false),
     ];
     // The node and edge columns, after root_id, label and split.
-    fields.extend(record_fields(feature_dim, LabelKind::Class, edge_dim).into_iter().skip(3));
+    fields.extend(node_fields.into_iter().skip(3));
     fields
 }
 
@@ -162,10 +168,14 @@ pub struct FlattenMeta {
     pub seed: u64,
     pub feature_dim: usize,
     pub label: LabelKind,
-    /// Width of `edge_features` (0: the records have none).
+    /// Width of `edge_features` (0: the records have none, or they are typed: each relation
+    /// has its own width, `GraphTypes`' `edge_dim`).
     pub edge_dim: usize,
     /// The whole edge table's feature statistics (present when `edge_dim > 0`).
     pub edge_stats: Option<EdgeStats>,
+    /// Typed records with edge features: each relation's table's statistics, in relation order
+    /// (`None` for a relation without features); empty otherwise.
+    pub relation_edge_stats: Vec<Option<EdgeStats>>,
     /// Link records: the link task's settings (`None`: node records).
     pub link: Option<LinkSpec>,
     /// Typed records: the graph's node types and relations (`None`: a homogeneous graph).
@@ -213,6 +223,17 @@ impl FlattenMeta {
             metadata.insert(meta::EDGE_FEATURE_MEAN.to_owned(), mean);
             metadata.insert(meta::EDGE_FEATURE_STD.to_owned(), std);
         }
+        if !self.relation_edge_stats.is_empty() {
+            let texts: Vec<(String, String)> = self
+                .relation_edge_stats
+                .iter()
+                .map(|s| s.as_ref().map(EdgeStats::to_text).unwrap_or_default())
+                .collect();
+            let joined =
+                |part: fn(&(String, String)) -> &String| texts.iter().map(part).cloned().collect::<Vec<_>>().join(";");
+            metadata.insert(meta::EDGE_FEATURE_MEAN.to_owned(), joined(|t| &t.0));
+            metadata.insert(meta::EDGE_FEATURE_STD.to_owned(), joined(|t| &t.1));
+        }
         if let Some(types) = &self.types {
             metadata.insert(meta::NODE_TYPES.to_owned(), types.node_types_text());
             metadata.insert(meta::RELATIONS.to_owned(), types.relations_text());
@@ -230,6 +251,9 @@ impl FlattenMeta {
             metadata.insert(meta::NEGATIVE_SAMPLER.to_owned(), link.negative_sampler.name().to_owned());
             metadata.insert(meta::DISJOINT_TRAIN.to_owned(), link.disjoint_train.to_string());
             metadata.insert(meta::SUPERVISION_FRACTION.to_owned(), link.supervision_fraction.to_string());
+            if let (Some(r), Some(types)) = (link.relation, &self.types) {
+                metadata.insert(meta::LINK_RELATION.to_owned(), types.relations[usize::from(r)].name.clone());
+            }
         }
         metadata
     }
@@ -286,12 +310,23 @@ impl FlattenMeta {
             None => 0,
             Some(_) => number(meta::EDGE_FEATURE_DIM)? as usize,
         };
-        let edge_stats = match (metadata.get(meta::EDGE_FEATURE_MEAN), metadata.get(meta::EDGE_FEATURE_STD)) {
-            (Some(mean), Some(std)) if edge_dim > 0 => {
-                Some(EdgeStats::parse(mean, std, edge_dim).ok_or(MetaError::Bad(meta::EDGE_FEATURE_MEAN))?)
+        let (mean, std) = (metadata.get(meta::EDGE_FEATURE_MEAN), metadata.get(meta::EDGE_FEATURE_STD));
+        let (edge_stats, relation_edge_stats) = match (mean.zip(std), &types) {
+            (Some((mean, std)), Some(types)) if types.has_edge_features() => {
+                (None, relation_stats(types, mean, std).map_err(stats_key)?)
             }
-            (None, None) => None,
-            _ => return Err(MetaError::Bad(meta::EDGE_FEATURE_MEAN)),
+            (Some((mean, std)), None) if edge_dim > 0 => {
+                (Some(EdgeStats::parse(mean, std, edge_dim).map_err(stats_key)?), Vec::new())
+            }
+            (None, _) if mean.is_none() && std.is_none() => (None, Vec::new()),
+            // One key without the other, or statistics for edges without features.
+            _ => {
+                return Err(MetaError::Bad(if std.is_none() {
+                    meta::EDGE_FEATURE_STD
+                } else {
+                    meta::EDGE_FEATURE_MEAN
+                }));
+            }
         };
         let link = match metadata.get(meta::TASK) {
             None => None,
@@ -307,6 +342,7 @@ impl FlattenMeta {
                     supervision_fraction: text(meta::SUPERVISION_FRACTION)?
                         .parse()
                         .map_err(|_| MetaError::Bad(meta::SUPERVISION_FRACTION))?,
+                    relation: link_relation(metadata.get(meta::LINK_RELATION), types.as_ref())?,
                 }),
             },
         };
@@ -322,11 +358,52 @@ impl FlattenMeta {
             },
             edge_dim,
             edge_stats,
+            relation_edge_stats,
             link,
             types,
             relation_fanouts,
         })
     }
+}
+
+/// Each relation's statistics from `;`-separated texts, one per relation in relation order,
+/// empty for a relation without edge features.
+fn relation_stats(types: &GraphTypes, mean: &str, std: &str) -> Result<Vec<Option<EdgeStats>>, StatsPart> {
+    let (means, stds): (Vec<&str>, Vec<&str>) = (mean.split(';').collect(), std.split(';').collect());
+    if means.len() != types.relations.len() {
+        return Err(StatsPart::Mean);
+    }
+    if stds.len() != types.relations.len() {
+        return Err(StatsPart::Std);
+    }
+    let each = types.relations.iter().zip(means.into_iter().zip(stds)).map(|(r, (mean, std))| match r.edge_dim {
+        0 if !mean.is_empty() => Err(StatsPart::Mean),
+        0 if !std.is_empty() => Err(StatsPart::Std),
+        0 => Ok(None),
+        dim => EdgeStats::parse(mean, std, dim).map(Some),
+    });
+    each.collect()
+}
+
+/// A link record set's relation: named in a typed set (one of its relations), absent in a
+/// homogeneous one.
+fn link_relation(name: Option<&String>, types: Option<&GraphTypes>) -> Result<Option<u8>, MetaError> {
+    match (name, types) {
+        (None, None) => Ok(None),
+        (Some(name), Some(types)) => match types.relations.iter().position(|r| &r.name == name) {
+            Some(r) => Ok(Some(r as u8)),
+            None => Err(MetaError::Bad(meta::LINK_RELATION)),
+        },
+        _ => Err(MetaError::Bad(meta::LINK_RELATION)),
+    }
+}
+
+/// The metadata key that holds a bad half of the edge statistics.
+fn stats_key(part: StatsPart) -> MetaError {
+    MetaError::Bad(match part {
+        StatsPart::Mean => meta::EDGE_FEATURE_MEAN,
+        StatsPart::Std => meta::EDGE_FEATURE_STD,
+    })
 }
 
 /// Why a schema's metadata holds no flatten settings ([`FlattenMeta::read`]).
@@ -340,11 +417,11 @@ pub enum MetaError {
 
 /// The record table's schema with its flatten settings as metadata.
 pub fn record_schema(meta: &FlattenMeta) -> Schema {
-    let fields = match (&meta.link, &meta.types) {
-        (None, Some(_)) => typed_record_fields(meta.label),
-        (None, None) => record_fields(meta.feature_dim, meta.label, meta.edge_dim),
-        (Some(_), _) => link_record_fields(meta.feature_dim, meta.edge_dim),
+    let node_fields = match &meta.types {
+        Some(types) => typed_record_fields(meta.label, types.has_edge_features()),
+        None => record_fields(meta.feature_dim, meta.label, meta.edge_dim),
     };
+    let fields = if meta.link.is_some() { link_record_fields(node_fields) } else { node_fields };
     Schema::new(fields).with_metadata(meta.to_metadata())
 }
 
@@ -363,6 +440,7 @@ mod tests {
             label: LabelKind::Targets(121),
             edge_dim: 0,
             edge_stats: None,
+            relation_edge_stats: Vec::new(),
             link: None,
             types: None,
             relation_fanouts: Vec::new(),
@@ -389,6 +467,7 @@ mod tests {
                 negative_sampler: NegativeSampler::Degree,
                 disjoint_train: true,
                 supervision_fraction: 0.1,
+                relation: None,
             }),
             ..edges
         };
@@ -410,10 +489,7 @@ mod tests {
         use crate::typed::{NodeType, Relation};
         let types = GraphTypes {
             node_types: vec![NodeType { name: "item".into(), width: 3 }, NodeType { name: "user".into(), width: 5 }],
-            relations: vec![
-                Relation { name: "buys".into(), src: 1, dst: 0 },
-                Relation { name: "rev_buys".into(), src: 0, dst: 1 },
-            ],
+            relations: vec![Relation::new("buys", 1, 0), Relation::new("rev_buys", 0, 1)],
             target: 1,
         };
         let meta = FlattenMeta {
@@ -425,8 +501,9 @@ mod tests {
             label: LabelKind::Class,
             edge_dim: 0,
             edge_stats: None,
+            relation_edge_stats: Vec::new(),
             link: None,
-            types: Some(types),
+            types: Some(types.clone()),
             relation_fanouts: vec![vec![3, 2], vec![10, 5]],
         };
         assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()));
@@ -436,5 +513,32 @@ mod tests {
         assert_eq!(FlattenMeta::read(&short), Err(MetaError::Bad(meta::RELATION_FANOUTS)));
         let schema = record_schema(&meta);
         assert!(schema.field_with_name(NODE_TYPES).is_ok() && schema.field_with_name(EDGE_RELATIONS).is_ok());
+        assert!(schema.field_with_name(EDGE_FEATURES).is_err(), "no relation has edge features");
+
+        // buys and rev_buys carry 2 edge features each, with the buys table's statistics.
+        let mut featured = types;
+        featured.relations.iter_mut().for_each(|r| r.edge_dim = 2);
+        let stats = EdgeStats { mean: vec![0.5, -1.25], std: vec![1.0, 0.1] };
+        let edges =
+            FlattenMeta { types: Some(featured), relation_edge_stats: vec![Some(stats.clone()), Some(stats)], ..meta };
+        let text = edges.to_metadata();
+        assert_eq!(text[meta::RELATIONS], "buys:user:item:2,rev_buys:item:user:2");
+        assert_eq!(text[meta::EDGE_FEATURE_MEAN], "0.5,-1.25;0.5,-1.25");
+        assert_eq!(FlattenMeta::read(&text), Ok(edges.clone()));
+        let schema = record_schema(&edges);
+        let nested = schema.field_with_name(EDGE_FEATURES).unwrap().data_type().to_string();
+        assert!(nested.contains("List(") && !nested.contains("FixedSizeList"), "{nested}");
+        let mut one = text.clone();
+        one.insert(meta::EDGE_FEATURE_MEAN.to_owned(), "0.5,-1.25".to_owned());
+        assert_eq!(FlattenMeta::read(&one), Err(MetaError::Bad(meta::EDGE_FEATURE_MEAN)), "one list for two");
+        // The error names the key that is wrong.
+        for (std, why) in [("1.0,0.1;1.0", "a list short"), ("1.0,0.1;1.0,-0.1", "a negative std"), ("", "empty")] {
+            let mut bad = text.clone();
+            bad.insert(meta::EDGE_FEATURE_STD.to_owned(), std.to_owned());
+            assert_eq!(FlattenMeta::read(&bad), Err(MetaError::Bad(meta::EDGE_FEATURE_STD)), "{why}");
+        }
+        let mut alone = text.clone();
+        alone.remove(meta::EDGE_FEATURE_STD);
+        assert_eq!(FlattenMeta::read(&alone), Err(MetaError::Bad(meta::EDGE_FEATURE_STD)), "a mean without its std");
     }
 }
