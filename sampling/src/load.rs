@@ -301,8 +301,8 @@ fn no_split(files: &[ParquetFile]) -> Result<(), Error> {
     match files.first() {
         Some(file) if file.arrow.schema().column_with_name(edges::SPLIT).is_some() => {
             let at = Location::file(file.name()).column(edges::SPLIT);
-            let problem = "a relation table of a typed graph has no split: every edge passes messages \
-                           (drop the column; only a link job's link_relation has one)";
+            let problem = "a relation table of a typed graph must have no split column: every edge passes messages \
+                           (drop the column; only a link job's link_relation may have one)";
             Err(BadInput::new(at, problem).into())
         }
         _ => Ok(()),

@@ -261,7 +261,11 @@ impl FlattenConfig {
         let Some(r) = relation.filter(|&r| graph.tables.iter().any(|t| t.forward == r)) else {
             let names: Vec<&str> =
                 graph.tables.iter().map(|t| graph.relations[usize::from(t.forward)].name.as_str()).collect();
-            return bad(format!("link_relation = {name:?} is not a relation of [graph] ({})", names.join(", ")));
+            return bad(format!(
+                "link_relation = {name:?} is not a relation of [graph] ({}; a reversed relation's edges are its \
+                 table's: predict the relation itself)",
+                names.join(", ")
+            ));
         };
         let source = graph.node_types[usize::from(graph.relations[usize::from(r)].src)].0.clone();
         match &self.target_type {

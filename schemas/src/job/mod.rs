@@ -249,7 +249,7 @@ mod tests {
         let buys = link.link().unwrap().relation.unwrap();
         assert_eq!(graph.relations[usize::from(buys)].name, "buys");
         assert!(err(job("task = 'link'")).contains("needs link_relation"));
-        assert!(err(job("task = 'link'\nlink_relation = 'rev_buys'")).contains("is not a relation of [graph] (buys)"));
+        assert!(err(job("task = 'link'\nlink_relation = 'rev_buys'")).contains("is not a relation of [graph] (buys;"));
         assert!(err(job("task = 'link'\nlink_relation = 'buys'\ntarget_type = 'item'")).contains("source type"));
         assert!(job("task = 'link'\nlink_relation = 'buys'\ntarget_type = 'user'").is_ok());
         assert!(err(job("target_type = 'user'\nlink_relation = 'buys'")).contains("a key of the link task"));
