@@ -108,9 +108,8 @@ pub struct PairTypes {
 }
 
 impl PairTypes {
-    fn of(&self, end: End) -> (u8, &str) {
-        let i = end as usize;
-        (self.types[i], &self.names[i])
+    fn name(&self, end: End) -> &str {
+        &self.names[end as usize]
     }
 }
 
@@ -176,9 +175,9 @@ pub fn score(
     if let Some((at, end, node)) = all_gather(worker, unknown.take().into_iter().collect()).into_iter().next() {
         let column = if end == End::Src { SRC } else { DST };
         let file = table.files[at.0 as usize].name();
-        let problem = match typed.map(|t| t.of(end)) {
+        let problem = match typed.map(|t| t.name(end)) {
             None => format!("pair names unknown node {node} (not in the node table)"),
-            Some((_, name)) => format!("pair names unknown {name} {} (not in the {name} table)", plain(node)),
+            Some(name) => format!("pair names unknown {name} {} (not in the {name} table)", plain(node)),
         };
         return Err(BadInput::new(Location::file(file).row(at.1).column(column), problem).into());
     }
@@ -201,16 +200,17 @@ fn read_pairs(
         let name = files[f].name();
         files[f].read_columns(io, rg, Some(&[SRC, DST]), |batch, first_row| {
             let pairs = PairBatch::from_batch(&batch, &name, first_row)?;
-            let key = |i: usize, column: &'static str, id: i64, end: usize| match types {
+            let key = |i: usize, end: End, id: i64| match types {
                 None => Ok(id),
-                Some(types) => schemas::typed::pack(types[end], id).ok_or_else(|| {
+                Some(types) => schemas::typed::pack(types[end as usize], id).ok_or_else(|| {
+                    let column = if end == End::Src { SRC } else { DST };
                     let at = Location::file(name.as_str()).row(first_row + i as u64).column(column);
                     BadInput::new(at, format!("node id {id} is outside a typed graph's range [-2^55, 2^55)"))
                 }),
             };
             let pairs = (0..pairs.len())
                 .map(|i| {
-                    let (src, dst) = (key(i, SRC, pairs.src.value(i), 0)?, key(i, DST, pairs.dst.value(i), 1)?);
+                    let (src, dst) = (key(i, End::Src, pairs.src.value(i))?, key(i, End::Dst, pairs.dst.value(i))?);
                     Ok(Pair { src, dst, at: (f as u32, first_row + i as u64) })
                 })
                 .collect::<Result<Vec<Pair>, BadInput>>()?;

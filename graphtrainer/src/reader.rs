@@ -200,7 +200,7 @@ impl RecordSet {
                 record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
                     for (row, r) in records {
                         if r.label.is_some() {
-                            self.check_record(&r, self.meta.types.as_ref().map(|t| t.target), &name, row)?;
+                            self.check_record(&r, None, &name, row)?;
                             out.push(r);
                         }
                     }
@@ -257,8 +257,8 @@ impl RecordSet {
         Some([relation.src, relation.dst])
     }
 
-    /// A record's feature widths (and in a typed set its types, its root of type `root_type`)
-    /// against the set's metadata, then its layer rule.
+    /// A record's feature widths (and in a typed set its types, its root of type `root_type`,
+    /// by default the target type) against the set's metadata, then its layer rule.
     fn check_record(&self, r: &Record, root_type: Option<u8>, file: &str, row: u64) -> Result<(), BadInput> {
         self.check_features(r, root_type, file, row)?;
         r.check_layers(self.meta.hops)
