@@ -360,7 +360,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.processes
         );
         let summary = graphflat::run(&io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; no _SUCCESS was written"))?;
+            .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; this run committed no output"))?;
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
@@ -409,7 +409,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.processes
         );
         let summary = graphinfer::run(&io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; no _SUCCESS was written"))?;
+            .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; this run committed no output"))?;
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
