@@ -160,13 +160,18 @@ fn epoch_batches(
     records.chunks(batch_size).map(<[Record]>::to_vec).collect()
 }
 
-#[test]
-fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
-    let dir = scratch("train-stream");
+/// Records flattened by four workers: four part files of one row group each.
+fn four_unit_records(dir: &Path) -> (std::path::PathBuf, Arc<RecordSet>) {
     let data = dir.join("graph");
     generate(&data, 800, 6, 4, 2);
-    let flat = flatten(&dir, &data, "flat", &["--workers", "4"], |job| job.key("hops", 1).key("fanouts", vec![3]));
+    let flat = flatten(dir, &data, "flat", &["--workers", "4"], |job| job.key("hops", 1).key("fanouts", vec![3]));
     let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
+    (flat, set)
+}
+
+#[test]
+fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
+    let (_, set) = four_unit_records(&scratch("train-stream"));
     // The independent answer: every labeled training root, read unit by unit.
     let mut all: Vec<i64> =
         set.units().iter().flat_map(|&u| set.read(u, Pass::Train).unwrap()).map(|r| r.root).collect();
@@ -203,8 +208,37 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
     let runs = |roots: &[i64]| roots.windows(2).filter(|w| unit_of[&w[0]].0 != unit_of[&w[1]].0).count() + 1;
     let unbuffered = roots(stream(&set, &plan, 0, order(1), 0, 0));
     assert_eq!(runs(&unbuffered), 4);
+    // The units come in the epoch's seeded order, however many threads decode them ahead.
+    let mut visited: Vec<usize> = unbuffered.iter().map(|r| unit_of[r].0).collect();
+    visited.dedup();
+    assert_eq!(visited, graphtrainer::stream::epoch_order(4, 9, 1, 0));
     assert!(unbuffered.windows(2).all(|w| unit_of[&w[0]].0 != unit_of[&w[1]].0 || unit_of[&w[0]].1 < unit_of[&w[1]].1));
     assert!(runs(&first) > 20, "a 1 MiB buffer left {} runs", runs(&first));
+}
+
+#[test]
+fn a_unit_that_fails_to_decode_mid_pass_ends_the_stream_with_its_error() {
+    let (flat, set) = four_unit_records(&scratch("train-stream-error"));
+    assert_eq!(set.units().len(), 4);
+    let plan = plan_of(&set, 1);
+    let order = Order { seed: 9, epoch: 1, worker: 0 };
+    // The third unit the pass visits: the readers decode ahead, so a failure there must still
+    // reach the stream after the first two units' records, as an error, not as the pass's end.
+    let third = set.units()[graphtrainer::stream::epoch_order(4, 9, 1, 0)[2]];
+    let part = &parquet_files(&flat)[third.file];
+    std::fs::write(part, b"not parquet any more").unwrap();
+    let units: Vec<_> = plan.shares[0].iter().map(|&u| plan.units[u]).collect();
+    let source = Arc::new(Source::<Record>::new(set.clone(), 0));
+    let got: Vec<_> = RecordStream::train(source, &units, order, 0).collect();
+    let (records, errors): (Vec<_>, Vec<_>) = got.iter().partition(|r| r.is_ok());
+    assert_eq!(errors.len(), 1, "one error, then the stream ends");
+    assert!(got.last().unwrap().is_err(), "the error is the stream's last item");
+    let read =
+        |i: usize| set.read(set.units()[graphtrainer::stream::epoch_order(4, 9, 1, 0)[i]], Pass::Train).unwrap().len();
+    assert_eq!(records.len(), read(0) + read(1), "the first two units' records come first");
+    let message = got.last().unwrap().as_ref().err().unwrap().to_string();
+    let name = part.file_name().unwrap().to_str().unwrap();
+    assert!(message.contains(name), "the error names the part file: {message}");
 }
 
 #[test]

@@ -1,17 +1,20 @@
 //! A flattened record assembled from the pieces the rounds gather. The record itself, and its
 //! Arrow layout, are the contract in `schemas::record`.
 
+use std::ops::Range;
+
 use cluster::hash::IdMap;
 
 use schemas::{Label, Record, Split, typed};
 
-/// One node of a record as it arrives: its hop, full in-degree and features.
+/// One node of a record as it arrives: its hop, full in-degree and where its features are in
+/// the record's gathered features.
 #[derive(Debug, Clone)]
 pub struct GatheredNode {
     pub id: i64,
     pub hop: u8,
     pub in_degree: u64,
-    pub features: Vec<f32>,
+    pub features: Range<usize>,
 }
 
 /// One edge of a record by global ids: (dst, src, weight, layer mask, relation). Its features,
@@ -31,6 +34,7 @@ pub fn assemble(
     label: Option<Label>,
     split: Option<Split>,
     mut nodes: Vec<GatheredNode>,
+    node_features: &[f32],
     edges: Vec<GatheredEdge>,
     edge_features: Vec<f32>,
     typed: Option<&[usize]>,
@@ -62,8 +66,8 @@ pub fn assemble(
         _ => local_edges.iter().for_each(|e| sorted_features.extend_from_slice(features_of(e.4))),
     }
     // Whole-slice copies: a flat_map over the values copies them one at a time.
-    let mut features = Vec::with_capacity(nodes.iter().map(|n| n.features.len()).sum());
-    nodes.iter().for_each(|n| features.extend_from_slice(&n.features));
+    let mut features = Vec::with_capacity(node_features.len());
+    nodes.iter().for_each(|n| features.extend_from_slice(&node_features[n.features.clone()]));
     let (mut node_types, mut feature_at, mut edge_relations) = (Vec::new(), Vec::new(), Vec::new());
     if typed.is_some() {
         node_types = nodes.iter().map(|n| typed::unpack(n.id).0).collect();

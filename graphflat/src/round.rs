@@ -2,14 +2,20 @@
 //!
 //! What crosses the wire, per round `d` (0 ..= k):
 //! - `Request { root, node, hop: d }` to the owner of `node`: "root's record reaches `node` at hop d";
-//! - `Reply` back to the owner of `root`: the node's features and in-degree, and (for d < k) its
-//!   sampled in-edges with the layers each serves and, when the edge table has them, their
-//!   features (flat, `edge_dim` per edge).
+//! - [`Replies`] back to the owners of the roots: per node asked, its features and in-degree,
+//!   and (for d < k) its sampled in-edges with the layers each serves and, when the edge table
+//!   has them, their features (flat, `edge_dim` per edge).
 //!
 //! The owner of a root merges replies into the record in progress; every in-edge source it has
 //! not seen yet is at hop d + 1 and becomes a request of the next round. After round k the
 //! record is complete. Rounds are unrolled operators, so records of several batches can be in
 //! different rounds at once, and a batch's state is dropped as soon as it is written.
+//!
+//! Replies travel in batches: each container of requests an owner answers becomes one
+//! [`Replies`] per destination worker, whose features, edges and edge features sit in three
+//! flat buffers, and a record in progress keeps its nodes' features in one buffer too. A node
+//! asked for costs a few copies of its features, never an allocation of its own (a 1M-node job
+//! asks for 18M nodes).
 
 use std::collections::HashMap;
 
@@ -44,9 +50,10 @@ pub struct Request {
 /// An in-edge a record needs: (src, weight, layer mask, relation).
 type NeededEdge = (i64, f32, u32, u8);
 
-/// What a node contributes to a record.
+/// What one node contributes to one record; its features and edges are in [`Replies`]' buffers,
+/// up to the ends it records.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Reply {
+struct Reply {
     root: i64,
     node: i64,
     hop: u8,
@@ -54,11 +61,38 @@ pub struct Reply {
     /// The root's label (only replies about the root itself carry it).
     label: Option<Label>,
     split: Option<Split>,
+    /// The end of its features in `Replies::features`.
+    features_end: usize,
+    /// The end of its in-edges in `Replies::edges`.
+    edges_end: usize,
+}
+
+/// The replies one owner sends one worker for one container of requests: reply `i`'s features
+/// are `features[replies[i - 1].features_end..replies[i].features_end]`, its edges likewise,
+/// and its edges' features `edge_dim` per edge (empty without edge features).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Replies {
+    /// The worker that merges them (timely sends key `k` to worker `k % peers`).
+    to: u64,
+    edge_dim: usize,
+    replies: Vec<Reply>,
     features: Vec<f32>,
-    /// The in-edges the record needs at this hop.
     edges: Vec<NeededEdge>,
-    /// Their features, `edge_dim` per edge of `edges` (empty without edge features).
     edge_features: Vec<f32>,
+}
+
+impl Replies {
+    /// Reply `i` with its features, in-edges and their features.
+    fn get(&self, i: usize) -> (&Reply, &[f32], &[NeededEdge], &[f32]) {
+        let reply = &self.replies[i];
+        let (features_from, edges_from) = match i.checked_sub(1) {
+            Some(p) => (self.replies[p].features_end, self.replies[p].edges_end),
+            None => (0, 0),
+        };
+        let edges = &self.edges[edges_from..reply.edges_end];
+        let edge_features = &self.edge_features[edges_from * self.edge_dim..reply.edges_end * self.edge_dim];
+        (reply, &self.features[features_from..reply.features_end], edges, edge_features)
+    }
 }
 
 /// A record in progress, held by the owner of its root between rounds.
@@ -68,6 +102,8 @@ pub struct Partial {
     label: Option<Label>,
     split: Option<Split>,
     nodes: Vec<GatheredNode>,
+    /// The nodes' features, each node's at its `features` range.
+    features: Vec<f32>,
     edges: Vec<GatheredEdge>,
     /// `edge_dim` features per edge of `edges`.
     edge_features: Vec<f32>,
@@ -81,37 +117,57 @@ fn expand<'s>(
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
     hop: usize,
-) -> StreamVec<'s, u64, Reply> {
+) -> StreamVec<'s, u64, Replies> {
+    let peers = requests.scope().peers() as u64;
     requests.unary(Exchange::new(|r: &Request| owner_key(r.node)), &format!("Expand{hop}"), move |_, _| {
         move |input, output| {
             input.for_each(|cap, data| {
-                let mut session = output.session(&cap);
                 progress.count(hop, data.len() as u64);
+                // Room for an even share of the features, which grow by reallocation otherwise.
+                let share = data.len().div_ceil(peers as usize);
+                let mut out: Vec<Replies> = (0..peers)
+                    .map(|to| Replies {
+                        to,
+                        edge_dim: nodes.edge_dim,
+                        replies: Vec::with_capacity(share),
+                        features: Vec::with_capacity(share * nodes.dim),
+                        ..Replies::default()
+                    })
+                    .collect();
                 for r in data.drain(..) {
                     // Requests name only nodes that exist: targets and checked edge sources.
                     let Some(slot) = nodes.slot(r.node) else { continue };
-                    let (edges, edge_features) = needed_edges(&nodes, slot, &layers, hop);
-                    session.give(Reply {
+                    let to = &mut out[(owner_key(r.root) % peers) as usize];
+                    to.features.extend_from_slice(nodes.features(slot));
+                    push_needed_edges(&nodes, slot, &layers, hop, &mut to.edges, &mut to.edge_features);
+                    to.replies.push(Reply {
                         root: r.root,
                         node: r.node,
                         hop: r.hop,
                         in_degree: nodes.in_degree[slot],
                         label: if r.hop == 0 { nodes.labels[slot].clone() } else { None },
                         split: nodes.splits[slot],
-                        features: nodes.features(slot).to_vec(),
-                        edges,
-                        edge_features,
+                        features_end: to.features.len(),
+                        edges_end: to.edges.len(),
                     });
                 }
+                let mut session = output.session(&cap);
+                out.into_iter().filter(|r| !r.replies.is_empty()).for_each(|r| session.give(r));
             });
         }
     })
 }
 
-/// The in-edges of `slot` a record needs at `hop`, with their features: of each relation's
-/// run, the prefix whose ranks serve a layer (each relation has its own fanouts).
-fn needed_edges(nodes: &NodeStore, slot: usize, layers: &[Layers], hop: usize) -> (Vec<NeededEdge>, Vec<f32>) {
-    let (mut edges, mut features) = (Vec::new(), Vec::new());
+/// Pushes the in-edges of `slot` a record needs at `hop`, with their features: of each
+/// relation's run, the prefix whose ranks serve a layer (each relation has its own fanouts).
+fn push_needed_edges(
+    nodes: &NodeStore,
+    slot: usize,
+    layers: &[Layers],
+    hop: usize,
+    edges: &mut Vec<NeededEdge>,
+    features: &mut Vec<f32>,
+) {
     let (all, dim) = (nodes.sampled_features(slot), nodes.edge_dim);
     let mut start = 0;
     for (relation, run) in nodes.sampled_runs(slot) {
@@ -121,7 +177,6 @@ fn needed_edges(nodes: &NodeStore, slot: usize, layers: &[Layers], hop: usize) -
         features.extend_from_slice(&all[start * dim..(start + kept) * dim]);
         start += run.len();
     }
-    (edges, features)
 }
 
 /// What a merge step emits: the record in progress, or a request for the next round.
@@ -131,18 +186,18 @@ type Step = Result<Partial, Request>;
 /// round, folds them into the records, and emits the records and next round's requests.
 fn merge<'s>(
     partials: StreamVec<'s, u64, Partial>,
-    replies: StreamVec<'s, u64, Reply>,
+    replies: StreamVec<'s, u64, Replies>,
     hops: usize,
     hop: usize,
 ) -> StreamVec<'s, u64, Step> {
     partials.binary_frontier::<_, CapacityContainerBuilder<Vec<Step>>, _, _, _, _>(
         replies,
         Pipeline,
-        Exchange::new(|r: &Reply| owner_key(r.root)),
+        Exchange::new(|r: &Replies| r.to),
         &format!("Merge{hop}"),
         move |_, _| {
             // Per epoch: the capability to emit at it, records so far, and this round's replies.
-            type Pending = (Capability<u64>, Vec<Partial>, Vec<Reply>);
+            type Pending = (Capability<u64>, Vec<Partial>, Vec<Replies>);
             let mut pending: HashMap<u64, Pending> = HashMap::new();
             move |(parts, parts_frontier), (replies, replies_frontier), output| {
                 parts.for_each(|cap, data| {
@@ -162,29 +217,34 @@ fn merge<'s>(
                     let (cap, parts, replies) = pending.remove(&time).expect("listed above");
                     let mut session = output.session(&cap);
                     let mut records: IdMap<i64, Partial> = parts.into_iter().map(|p| (p.root, p)).collect();
-                    for reply in replies {
-                        let record = records.entry(reply.root).or_insert_with(|| Partial {
-                            root: reply.root,
-                            seen: IdSet::from_iter([reply.root]),
-                            ..Partial::default()
-                        });
-                        if hop == 0 {
-                            record.label = reply.label;
-                            record.split = reply.split;
-                        }
-                        record.edge_features.extend_from_slice(&reply.edge_features);
-                        for &(src, weight, mask, relation) in &reply.edges {
-                            record.edges.push((reply.node, src, weight, mask, relation));
-                            if hop < hops && record.seen.insert(src) {
-                                session.give(Err(Request { root: reply.root, node: src, hop: hop as u8 + 1 }));
+                    for batch in &replies {
+                        for i in 0..batch.replies.len() {
+                            let (reply, features, edges, edge_features) = batch.get(i);
+                            let record = records.entry(reply.root).or_insert_with(|| Partial {
+                                root: reply.root,
+                                seen: IdSet::from_iter([reply.root]),
+                                ..Partial::default()
+                            });
+                            if hop == 0 {
+                                record.label = reply.label.clone();
+                                record.split = reply.split;
                             }
+                            record.edge_features.extend_from_slice(edge_features);
+                            for &(src, weight, mask, relation) in edges {
+                                record.edges.push((reply.node, src, weight, mask, relation));
+                                if hop < hops && record.seen.insert(src) {
+                                    session.give(Err(Request { root: reply.root, node: src, hop: hop as u8 + 1 }));
+                                }
+                            }
+                            let at = record.features.len();
+                            record.features.extend_from_slice(features);
+                            record.nodes.push(GatheredNode {
+                                id: reply.node,
+                                hop: reply.hop,
+                                in_degree: reply.in_degree,
+                                features: at..record.features.len(),
+                            });
                         }
-                        record.nodes.push(GatheredNode {
-                            id: reply.node,
-                            hop: reply.hop,
-                            in_degree: reply.in_degree,
-                            features: reply.features,
-                        });
                     }
                     for (_, record) in records {
                         session.give(Ok(record));
@@ -225,6 +285,7 @@ pub fn rounds<'s>(
                         p.label,
                         p.split,
                         p.nodes,
+                        &p.features,
                         p.edges,
                         p.edge_features,
                         typed.as_deref(),

@@ -65,3 +65,20 @@ impl From<tables::error::Report> for Error {
         }
     }
 }
+
+impl Error {
+    /// A helper thread (`what`, joined: `None` if it never started) that ended before the end
+    /// of its pass: its panic message, or what is known.
+    pub(crate) fn thread_failed(what: &str, joined: Option<std::thread::Result<()>>) -> Error {
+        let why = match joined {
+            None => "it could not be started".to_owned(),
+            Some(Ok(())) => "it stopped early".to_owned(),
+            Some(Err(payload)) => payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "it panicked".into()),
+        };
+        Error::Internal(format!("the {what} thread failed before the end of the pass: {why}"))
+    }
+}

@@ -72,14 +72,8 @@ fn next_records<T: Example>(records: &mut RecordStream<T>, n: usize) -> Result<O
 
 /// Ok if the loader thread ended after its last batch; its panic message if it died.
 fn loader_ended(thread: Option<JoinHandle<()>>) -> Result<(), Error> {
-    let why = match thread.map(JoinHandle::join) {
-        None => "it could not be started".to_owned(),
-        Some(Ok(())) => return Ok(()),
-        Some(Err(payload)) => payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "it panicked".into()),
-    };
-    Err(Error::Internal(format!("the batch loader thread failed before the end of the pass: {why}")))
+    match thread.map(JoinHandle::join) {
+        Some(Ok(())) => Ok(()),
+        other => Err(Error::thread_failed("batch loader", other)),
+    }
 }

@@ -12,11 +12,16 @@
 //!   [`crate::neighborhoods`]). What is cached changes the memory and the time only: the
 //!   order is the same either way.
 //!
-//! So a worker holds at most the cache, the shuffle buffer, one decoded row group and the
+//! - units are decoded on threads of their own while the stream drains the one before (see
+//!   `ReadAhead`), and their records are moved out, not copied, unless the cache keeps them.
+//!
+//! So a worker holds at most the cache, the shuffle buffer, three decoded row groups and the
 //! loader's prefetched batches, however many records the set has.
 
 use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use gnn::rng::Stream;
 use schemas::Record;
@@ -113,12 +118,10 @@ pub struct Order {
 
 /// The records of a pass over some units, in order: see the module doc.
 pub struct RecordStream<T: Example = Record> {
-    source: Arc<Source<T>>,
-    pass: Pass,
-    /// Units still to read, next last.
-    units: Vec<Unit>,
-    /// The unit being drained, and the next record's position in it.
-    current: Option<(Arc<Vec<T>>, usize)>,
+    /// The units' records, decoded ahead on reader threads.
+    ahead: ReadAhead<T>,
+    /// The unit being drained.
+    current: Option<Drain<T>>,
     buffer: Vec<T>,
     buffer_bytes: u64,
     capacity: u64,
@@ -142,12 +145,9 @@ impl<T: Example> RecordStream<T> {
         Self::new(source, Pass::Evaluate, units.to_vec(), 0, Stream::new(&[0]))
     }
 
-    fn new(source: Arc<Source<T>>, pass: Pass, mut visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
-        visit.reverse();
+    fn new(source: Arc<Source<T>>, pass: Pass, visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
         RecordStream {
-            source,
-            pass,
-            units: visit,
+            ahead: ReadAhead::new(source, pass, visit),
             current: None,
             buffer: Vec::new(),
             buffer_bytes: 0,
@@ -160,15 +160,98 @@ impl<T: Example> RecordStream<T> {
     /// The next record from the units, or `None` after the last.
     fn pull(&mut self) -> Result<Option<T>, Error> {
         loop {
-            if let Some((records, next)) = &mut self.current {
-                if let Some(r) = records.get(*next) {
-                    *next += 1;
-                    return Ok(Some(r.clone()));
-                }
-                self.current = None;
+            if let Some(r) = self.current.as_mut().and_then(Drain::next) {
+                return Ok(Some(r));
             }
-            let Some(unit) = self.units.pop() else { return Ok(None) };
-            self.current = Some((self.source.records(unit, self.pass)?, 0));
+            let Some(records) = self.ahead.next()? else { return Ok(None) };
+            self.current = Some(Drain::from(records));
+        }
+    }
+}
+
+/// A unit's records as the stream takes them: moved out when the stream holds the only copy
+/// (a unit the cache did not keep), cloned from the cache's otherwise.
+enum Drain<T> {
+    Owned(std::vec::IntoIter<T>),
+    Shared(Arc<Vec<T>>, usize),
+}
+
+impl<T: Clone> Drain<T> {
+    fn from(records: Arc<Vec<T>>) -> Self {
+        match Arc::try_unwrap(records) {
+            Ok(records) => Drain::Owned(records.into_iter()),
+            Err(kept) => Drain::Shared(kept, 0),
+        }
+    }
+
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Drain::Owned(records) => records.next(),
+            Drain::Shared(records, next) => {
+                let r = records.get(*next)?.clone();
+                *next += 1;
+                Some(r)
+            }
+        }
+    }
+}
+
+/// Threads decoding a pass's units ahead of the stream. Decoding is the costliest part of a
+/// streamed epoch (BENCHMARKS.md, section 1): one thread decoding while another shuffles and
+/// batches still left the trainer waiting.
+const READERS: usize = 2;
+
+/// A pass's units decoded on [`READERS`] threads of their own (reader `j` decodes units `j`,
+/// `j + READERS`, ...) and taken in order, so that decoding the next units overlaps shuffling
+/// and batching this one. Each reader hands a unit over and waits (a rendezvous channel), so
+/// the readers hold at most one decoded unit each beyond the stream's. A decoding error is the
+/// stream's next item; a reader that dies is an error, never a shorter pass.
+struct ReadAhead<T: Example> {
+    readers: Vec<(Receiver<Result<Arc<Vec<T>>, Error>>, Option<JoinHandle<()>>)>,
+    /// Units received so far, and the pass's number of units.
+    received: usize,
+    units: usize,
+}
+
+impl<T: Example> ReadAhead<T> {
+    fn new(source: Arc<Source<T>>, pass: Pass, visit: Vec<Unit>) -> Self {
+        let units = visit.len();
+        let readers = (0..READERS.min(units))
+            .map(|j| {
+                let (send, receive) = sync_channel(0);
+                let (source, mine): (_, Vec<Unit>) =
+                    (source.clone(), visit.iter().copied().skip(j).step_by(READERS).collect());
+                let thread = std::thread::Builder::new()
+                    .name("graphtrainer-reader".into())
+                    .spawn(move || {
+                        for unit in mine {
+                            let records = source.records(unit, pass);
+                            let failed = records.is_err();
+                            // The stream was dropped (a pass cut short by an error elsewhere): stop.
+                            if send.send(records).is_err() || failed {
+                                return;
+                            }
+                        }
+                    })
+                    .ok();
+                (receive, thread)
+            })
+            .collect();
+        ReadAhead { readers, received: 0, units }
+    }
+
+    /// The next unit's records; `None` after the last.
+    fn next(&mut self) -> Result<Option<Arc<Vec<T>>>, Error> {
+        if self.received == self.units {
+            return Ok(None);
+        }
+        let (receive, thread) = &mut self.readers[self.received % READERS];
+        match receive.recv() {
+            Ok(records) => {
+                self.received += 1;
+                records.map(Some)
+            }
+            Err(_) => Err(Error::thread_failed("record reader", thread.take().map(JoinHandle::join))),
         }
     }
 }
