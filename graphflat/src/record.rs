@@ -22,23 +22,28 @@ pub struct GatheredNode {
 /// values per edge, in the edges' order), not in a vector per edge.
 pub type GatheredEdge = (i64, i64, f32, u32, u8);
 
+/// What the rounds gather for one record: its root's label and split, its nodes (features in
+/// `features`, at each node's range) and its edges (`edge_features`: the same number per edge,
+/// aligned with `edges`).
+#[derive(Debug, Clone, Default)]
+pub struct Gathered {
+    pub root: i64,
+    pub label: Option<Label>,
+    pub split: Option<Split>,
+    pub nodes: Vec<GatheredNode>,
+    pub features: Vec<f32>,
+    pub edges: Vec<GatheredEdge>,
+    pub edge_features: Vec<f32>,
+}
+
 /// Orders the gathered nodes root first, then by (hop, id), and maps edges to local indices
-/// sorted by (dst, src, relation, weight, layers, features' bits), each keeping its features
-/// (`edge_features`: the same number per edge, aligned with `edges`): the layout depends only
-/// on the content. In a `typed` graph (`Some` of each relation's edge feature width) the ids
+/// sorted by (dst, src, relation, weight, layers, features' bits), each keeping its features:
+/// the layout depends only on the content. In a `typed` graph (`Some` of each relation's edge feature width) the ids
 /// are typed keys (`schemas::typed`): nodes are ordered by (hop, key), and the record holds
 /// each node's plain id and type, each edge's relation, each node's features at its type's
 /// width and each edge's at its relation's (the gathered ones are padded to the widest).
-pub fn assemble(
-    root: i64,
-    label: Option<Label>,
-    split: Option<Split>,
-    mut nodes: Vec<GatheredNode>,
-    node_features: &[f32],
-    edges: Vec<GatheredEdge>,
-    edge_features: Vec<f32>,
-    typed: Option<&[usize]>,
-) -> Record {
+pub fn assemble(gathered: Gathered, typed: Option<&[usize]>) -> Record {
+    let Gathered { root, label, split, mut nodes, features: node_features, edges, edge_features } = gathered;
     nodes.sort_by_key(|n| (n.id != root, n.hop, n.id));
     let local: IdMap<i64, i32> = nodes.iter().enumerate().map(|(i, n)| (n.id, i as i32)).collect();
     let dim = edge_features.len().checked_div(edges.len()).unwrap_or(0);

@@ -32,7 +32,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::record::{GatheredEdge, GatheredNode, assemble};
+use crate::record::{Gathered, GatheredNode, assemble};
 use cluster::owner_key;
 use sampling::NodeStore;
 use schemas::Record;
@@ -81,33 +81,69 @@ pub struct Replies {
     edge_features: Vec<f32>,
 }
 
+/// One reply with its slices of its [`Replies`]' buffers.
+struct Answer<'a> {
+    reply: Reply,
+    features: &'a [f32],
+    edges: &'a [NeededEdge],
+    edge_features: &'a [f32],
+}
+
 impl Replies {
-    /// Reply `i` with its features, in-edges and their features.
-    fn get(&self, i: usize) -> (&Reply, &[f32], &[NeededEdge], &[f32]) {
-        let reply = &self.replies[i];
-        let (features_from, edges_from) = match i.checked_sub(1) {
-            Some(p) => (self.replies[p].features_end, self.replies[p].edges_end),
-            None => (0, 0),
-        };
-        let edges = &self.edges[edges_from..reply.edges_end];
-        let edge_features = &self.edge_features[edges_from * self.edge_dim..reply.edges_end * self.edge_dim];
-        (reply, &self.features[features_from..reply.features_end], edges, edge_features)
+    /// Hands each reply, in order, to `f` with its features, in-edges and their features.
+    fn each(self, mut f: impl FnMut(Answer)) {
+        let Replies { edge_dim, replies, features, edges, edge_features, .. } = self;
+        let (mut features_from, mut edges_from) = (0, 0);
+        for reply in replies {
+            let (features_end, edges_end) = (reply.features_end, reply.edges_end);
+            f(Answer {
+                reply,
+                features: &features[features_from..features_end],
+                edges: &edges[edges_from..edges_end],
+                edge_features: &edge_features[edges_from * edge_dim..edges_end * edge_dim],
+            });
+            (features_from, edges_from) = (features_end, edges_end);
+        }
     }
 }
 
 /// A record in progress, held by the owner of its root between rounds.
 #[derive(Debug, Clone, Default)]
 pub struct Partial {
-    root: i64,
-    label: Option<Label>,
-    split: Option<Split>,
-    nodes: Vec<GatheredNode>,
-    /// The nodes' features, each node's at its `features` range.
-    features: Vec<f32>,
-    edges: Vec<GatheredEdge>,
-    /// `edge_dim` features per edge of `edges`.
-    edge_features: Vec<f32>,
+    gathered: Gathered,
     seen: IdSet<i64>,
+}
+
+impl Partial {
+    fn new(root: i64) -> Self {
+        Partial { gathered: Gathered { root, ..Gathered::default() }, seen: IdSet::from_iter([root]) }
+    }
+
+    /// Folds a round-`hop` answer into the record; `request` gets each in-edge source not seen
+    /// yet (hop `hop + 1`, while `hop < hops`).
+    fn add(&mut self, answer: Answer, hop: usize, hops: usize, mut request: impl FnMut(Request)) {
+        let Answer { reply, features, edges, edge_features } = answer;
+        let record = &mut self.gathered;
+        if hop == 0 {
+            record.label = reply.label;
+            record.split = reply.split;
+        }
+        record.edge_features.extend_from_slice(edge_features);
+        for &(src, weight, mask, relation) in edges {
+            record.edges.push((reply.node, src, weight, mask, relation));
+            if hop < hops && self.seen.insert(src) {
+                request(Request { root: reply.root, node: src, hop: hop as u8 + 1 });
+            }
+        }
+        let at = record.features.len();
+        record.features.extend_from_slice(features);
+        record.nodes.push(GatheredNode {
+            id: reply.node,
+            hop: reply.hop,
+            in_degree: reply.in_degree,
+            features: at..record.features.len(),
+        });
+    }
 }
 
 /// Round `hop`'s expand step, at the owner of each requested node.
@@ -216,35 +252,13 @@ fn merge<'s>(
                 for time in done {
                     let (cap, parts, replies) = pending.remove(&time).expect("listed above");
                     let mut session = output.session(&cap);
-                    let mut records: IdMap<i64, Partial> = parts.into_iter().map(|p| (p.root, p)).collect();
-                    for batch in &replies {
-                        for i in 0..batch.replies.len() {
-                            let (reply, features, edges, edge_features) = batch.get(i);
-                            let record = records.entry(reply.root).or_insert_with(|| Partial {
-                                root: reply.root,
-                                seen: IdSet::from_iter([reply.root]),
-                                ..Partial::default()
-                            });
-                            if hop == 0 {
-                                record.label = reply.label.clone();
-                                record.split = reply.split;
-                            }
-                            record.edge_features.extend_from_slice(edge_features);
-                            for &(src, weight, mask, relation) in edges {
-                                record.edges.push((reply.node, src, weight, mask, relation));
-                                if hop < hops && record.seen.insert(src) {
-                                    session.give(Err(Request { root: reply.root, node: src, hop: hop as u8 + 1 }));
-                                }
-                            }
-                            let at = record.features.len();
-                            record.features.extend_from_slice(features);
-                            record.nodes.push(GatheredNode {
-                                id: reply.node,
-                                hop: reply.hop,
-                                in_degree: reply.in_degree,
-                                features: at..record.features.len(),
-                            });
-                        }
+                    let mut records: IdMap<i64, Partial> = parts.into_iter().map(|p| (p.gathered.root, p)).collect();
+                    for batch in replies {
+                        batch.each(|answer| {
+                            let root = answer.reply.root;
+                            let record = records.entry(root).or_insert_with(|| Partial::new(root));
+                            record.add(answer, hop, hops, |r| session.give(Err(r)));
+                        });
                     }
                     for (_, record) in records {
                         session.give(Ok(record));
@@ -280,16 +294,7 @@ pub fn rounds<'s>(
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for p in data.drain(..) {
-                    session.give(assemble(
-                        p.root,
-                        p.label,
-                        p.split,
-                        p.nodes,
-                        &p.features,
-                        p.edges,
-                        p.edge_features,
-                        typed.as_deref(),
-                    ));
+                    session.give(assemble(p.gathered, typed.as_deref()));
                 }
             });
         }

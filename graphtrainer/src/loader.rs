@@ -18,14 +18,14 @@ use crate::stream::RecordStream;
 /// The batches of one pass, in order: `batch_size` records each from a [`RecordStream`], the
 /// last one shorter.
 pub enum Batches<T: Example = Record> {
-    Inline { records: RecordStream<T>, batch_size: usize, spec: BatchSpec },
+    Inline { records: Box<RecordStream<T>>, batch_size: usize, spec: BatchSpec },
     Pipelined { receive: Receiver<Result<T::Batch, Error>>, thread: Option<JoinHandle<()>>, ended: bool },
 }
 
 impl<T: Example> Batches<T> {
     pub fn new(records: RecordStream<T>, batch_size: usize, spec: BatchSpec, prefetch: usize) -> Self {
         if prefetch == 0 {
-            return Batches::Inline { records, batch_size, spec };
+            return Batches::Inline { records: Box::new(records), batch_size, spec };
         }
         let (send, receive) = sync_channel(prefetch);
         let thread = std::thread::Builder::new()

@@ -207,11 +207,14 @@ const READERS: usize = 2;
 /// the readers hold at most one decoded unit each beyond the stream's. A decoding error is the
 /// stream's next item; a reader that dies is an error, never a shorter pass.
 struct ReadAhead<T: Example> {
-    readers: Vec<(Receiver<Result<Arc<Vec<T>>, Error>>, Option<JoinHandle<()>>)>,
+    readers: Vec<Reader<T>>,
     /// Units received so far, and the pass's number of units.
     received: usize,
     units: usize,
 }
+
+/// A reader's channel, and its thread (`None` once joined, or if it never started).
+type Reader<T> = (Receiver<Result<Arc<Vec<T>>, Error>>, Option<JoinHandle<()>>);
 
 impl<T: Example> ReadAhead<T> {
     fn new(source: Arc<Source<T>>, pass: Pass, visit: Vec<Unit>) -> Self {
