@@ -15,6 +15,10 @@ use schemas::job::generate;
 use schemas::{Cause, GenerateConfig, JobFile, StorageConfig};
 use tables::Io;
 
+/// Large blocks on huge pages (see `alloc`).
+#[global_allocator]
+static ALLOCATOR: alloc::HugePages = alloc::HugePages;
+
 type Result<T> = std::result::Result<T, Exit>;
 
 #[derive(Parser)]

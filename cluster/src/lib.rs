@@ -9,18 +9,23 @@
 //! - [`collective`]: small all-worker agreements between phases (exchange, gather, sums, the
 //!   same error everywhere) and streamed shuffles;
 //! - [`hash`]: the fixed hashes that route nodes to owners and key samples;
-//! - [`memory`]: the process's peak memory, for summaries.
+//! - [`memory`]: the process's peak memory, for summaries;
+//! - [`id_table`] and [`prefetch`]: the id lookups made once per edge, and the cache hints that
+//!   let a loop's misses overlap.
 
 pub mod collective;
 pub mod connect;
 pub mod execute;
 pub mod hash;
 pub mod heartbeat;
+pub mod id_table;
 pub mod memory;
+pub mod prefetch;
 pub mod wait;
 
 pub use collective::{agree, all_gather, broadcast, exchange, relay, shuffle, sum};
 pub use execute::{Failure, execute, install_panic_hook};
 pub use hash::owner_key;
+pub use id_table::IdTable;
 pub use memory::peak_rss_bytes;
 pub use wait::wait_while;

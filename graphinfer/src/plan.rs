@@ -33,6 +33,9 @@ use crate::rule::{LayerRule, Selected};
 /// A source row not yet resolved: the node lives on another worker.
 const REMOTE: u32 = u32::MAX;
 
+/// Slots ahead of the one whose sources are resolved that have theirs prefetched.
+const PREFETCH_SLOTS: usize = 2;
+
 /// Most reducers a hub's in-edges are cut over at one layer.
 const MAX_SALTS: u64 = 64;
 
@@ -170,6 +173,11 @@ pub fn plan(
     let mut rows = Vec::new();
     for (slot, &prefix) in own_prefix.iter().enumerate() {
         offsets.push(rows.len());
+        // A lookup per in-edge at a random place: the sources of a node a few slots ahead are
+        // asked for now, so that their misses overlap (see `cluster::prefetch`).
+        if let Some(&ahead) = own_prefix.get(slot + PREFETCH_SLOTS) {
+            nodes.sampled(slot + PREFETCH_SLOTS)[..ahead].iter().for_each(|e| nodes.prefetch(e.src));
+        }
         rows.extend(nodes.sampled(slot)[..prefix].iter().map(|e| nodes.slot(e.src).map_or(REMOTE, |s| s as u32)));
     }
     offsets.push(rows.len());

@@ -112,6 +112,11 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let mut done = 0u64;
     let e = cx.nodes.edge_dim;
     for v in (0..n).filter(|&v| cx.plan.needs(v, l)) {
+        // The messages a node reads lie at random rows: those of a node a few slots ahead are
+        // asked for now, so that their misses overlap (see `cluster::prefetch`).
+        if v + PREFETCH_SLOTS < n {
+            cx.plan.in_rows(v + PREFETCH_SLOTS).iter().for_each(|&r| messages.prefetch(r as usize));
+        }
         let own = &rows[v * rw..(v + 1) * rw];
         let state = match merged.get(&(v as u32)) {
             Some(state) => state.clone(),
@@ -180,7 +185,17 @@ impl Messages {
         let w = self.width;
         if r < self.n { &self.local[r * w..(r + 1) * w] } else { &self.remote[(r - self.n) * w..(r - self.n + 1) * w] }
     }
+
+    /// Asks the cache for row `r`'s first line (a row no layer reads, out of range: nothing).
+    fn prefetch(&self, r: usize) {
+        let first =
+            if r < self.n { self.local.get(r * self.width) } else { self.remote.get((r - self.n) * self.width) };
+        first.into_iter().for_each(cluster::prefetch::read);
+    }
 }
+
+/// Slots ahead of the node being folded whose messages are prefetched.
+const PREFETCH_SLOTS: usize = 2;
 
 /// An in-edge as a fold reads it: its source's row, its features (`slice.edge_width(relation)`
 /// of them, none when the model reads none) and, in a typed layer, its relation and weight.

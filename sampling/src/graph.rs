@@ -3,7 +3,7 @@
 //! in-edges and their features are flat arrays indexed by slot (one allocation each, not one
 //! per node: a worker owns millions of nodes).
 
-use cluster::hash::IdMap;
+use cluster::IdTable;
 
 use schemas::edge_stats::EdgeStats;
 use schemas::{Label, LabelKind, Split};
@@ -21,7 +21,9 @@ pub struct InEdge {
 pub struct NodeStore {
     pub dim: usize,
     pub label_kind: LabelKind,
-    index: IdMap<i64, u32>,
+    /// Each id's slot: looked up once per edge by sampling's callers, so a table whose
+    /// lookups can be prefetched ([`NodeStore::prefetch`]).
+    index: IdTable<u32>,
     pub ids: Vec<i64>,
     /// A typed graph's node types (`schemas::typed`): each slot's type; empty for a
     /// homogeneous graph, whose ids are plain.
@@ -95,11 +97,10 @@ impl NodeStore {
         split: Option<Split>,
         features: &[f32],
     ) -> Result<u32, u32> {
-        if let Some(&slot) = self.index.get(&id) {
+        let (&mut slot, new) = self.index.get_or_insert_with(id, || self.ids.len() as u32);
+        if !new {
             return Err(slot);
         }
-        let slot = self.ids.len() as u32;
-        self.index.insert(id, slot);
         self.ids.push(id);
         self.labels.push(label);
         self.splits.push(split);
@@ -129,7 +130,13 @@ impl NodeStore {
     }
 
     pub fn slot(&self, id: i64) -> Option<usize> {
-        self.index.get(&id).map(|&s| s as usize)
+        self.index.get(id).map(|s| s as usize)
+    }
+
+    /// Asks the cache for where [`NodeStore::slot`] will look `id` up (a loop over edges calls
+    /// it a few edges ahead).
+    pub fn prefetch(&self, id: i64) {
+        self.index.prefetch(id);
     }
 
     pub fn len(&self) -> usize {

@@ -28,8 +28,9 @@ use crate::agree;
 use crate::graph::NodeStore;
 use crate::graph::RelationEdges;
 use crate::supervision::{self, SupervisionEdge, SupervisionSample};
+use cluster::IdTable;
 use cluster::all_gather;
-use cluster::hash::{IdMap, IdSet};
+use cluster::hash::IdSet;
 use cluster::owner_key;
 use cluster::shuffle;
 use tables::{Io, ParquetFile, Place, open_table, units};
@@ -228,12 +229,17 @@ fn node_key(node_type: Option<u8>, id: i64, file: &str, row: u64) -> Result<i64,
 
 /// The combiner's entry for `node`: its index in `ends` (added when first seen) and the
 /// in-edges of it read so far.
-fn end_entry<'a>(end_of: &'a mut IdMap<i64, (u32, u32)>, ends: &mut Vec<i64>, node: i64) -> &'a mut (u32, u32) {
-    end_of.entry(node).or_insert_with(|| {
+fn end_entry<'a>(end_of: &'a mut IdTable<(u32, u32)>, ends: &mut Vec<i64>, node: i64) -> &'a mut (u32, u32) {
+    let (entry, new) = end_of.get_or_insert_with(node, || (ends.len() as u32, 0));
+    if new {
         ends.push(node);
-        ((ends.len() - 1) as u32, 0)
-    })
+    }
+    entry
 }
+
+/// Rows ahead of the one being read whose endpoints the combiner prefetches: enough for their
+/// misses to arrive while the rows between are read (see `cluster::prefetch`).
+const PREFETCH_ROWS: usize = 8;
 
 /// The first edge row of this worker's `units` (in file and row order) that names a node in
 /// `unknown`: its row, the node and the column (`dst` before `src` in one row). The rows are
@@ -608,7 +614,7 @@ pub fn load_edges(
     // The combiner: each distinct endpoint's index in `ends` and the in-edges read here, in
     // one map entry (the count beside the index: one cache miss per endpoint of an edge). A
     // worker cannot hold 2^32 edges, so a u32 count cannot overflow.
-    let mut end_of: IdMap<i64, (u32, u32)> = IdMap::default();
+    let mut end_of: IdTable<(u32, u32)> = IdTable::default();
     let mut ends: Vec<i64> = Vec::new();
     let mut read_rows = || -> Result<(), Error> {
         for &(f, rg) in &my_units {
@@ -619,6 +625,12 @@ pub fn load_edges(
                 let batch = EdgeBatch::from_batch(&batch, &name, first_row, read.require_positive_weight)?;
                 rows += batch.len() as u64;
                 for i in 0..batch.len() {
+                    if let Some(ahead) = Some(i + PREFETCH_ROWS).filter(|&j| j < batch.len()) {
+                        let (src, dst) = (batch.src.value(ahead), batch.dst.value(ahead));
+                        let (src, dst) = read.relation.and_then(|r| r.keys(src, dst).ok()).unwrap_or((src, dst));
+                        end_of.prefetch(dst);
+                        end_of.prefetch(src);
+                    }
                     let (mut src, mut dst, split) = (batch.src.value(i), batch.dst.value(i), batch.split(i));
                     if let Some(relation) = read.relation {
                         (src, dst) = relation.keys(src, dst).map_err(|(column, id)| {
@@ -670,7 +682,7 @@ pub fn load_edges(
 
     let me = index as u32;
     let msgs: Vec<Endpoint> = end_of
-        .into_iter()
+        .iter()
         .map(|(node, (end, in_edges))| Endpoint { node, in_edges: u64::from(in_edges), reader: me, end })
         .collect();
     let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();

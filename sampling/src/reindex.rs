@@ -76,6 +76,10 @@ struct Bundle {
 /// In-edges routed per message round: a bundle per reducing worker and chunk.
 const CHUNK: usize = 1 << 16;
 
+/// Edges ahead of the one being routed or placed whose random reads are prefetched (see
+/// `cluster::prefetch`): the endpoint's slot, the owner's cursor and place.
+const PREFETCH_EDGES: usize = 8;
+
 /// A hub's partial sample at a reducer: its best candidates so far, each with its features.
 type HubRun = Reservoir<Vec<f32>>;
 
@@ -177,7 +181,15 @@ pub fn sample_in_edges(
         move |b: Bundle| {
             count.set(count.get() + b.edges.len() as u64);
             let (mut own, mut runs) = (own_sink.borrow_mut(), run_sink.borrow_mut());
-            for (i, r) in b.edges.into_iter().enumerate() {
+            let owned_slot = |i: usize| b.edges.get(i).filter(|r| r.salt == OWNED).map(|r| r.to as usize);
+            for (i, &r) in b.edges.iter().enumerate() {
+                // A push is two dependent misses at random slots: the cursor, then the place.
+                if let Some(ahead) = owned_slot(i + 2 * PREFETCH_EDGES) {
+                    own.prefetch_cursor(ahead);
+                }
+                if let Some(ahead) = owned_slot(i + PREFETCH_EDGES) {
+                    own.prefetch_place(ahead);
+                }
                 let features = &b.features[i * dim..(i + 1) * dim];
                 if r.salt != OWNED {
                     let candidate =
@@ -199,6 +211,10 @@ pub fn sample_in_edges(
                 let mut bundles: Vec<Bundle> =
                     (0..peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
                 for (i, e) in edges[from..].iter().enumerate() {
+                    if let Some(ahead) = edges.get(from + i + PREFETCH_EDGES) {
+                        cluster::prefetch::read(&hub_salts[ahead.end as usize]);
+                        cluster::prefetch::read(&slots[ahead.end as usize]);
+                    }
                     let (to, src, weight, relation) = (e.dst, e.src, e.weight, e.relation);
                     let (routed, key) = match hub_salts[e.end as usize] {
                         0 => {

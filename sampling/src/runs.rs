@@ -70,6 +70,22 @@ impl OwnedRuns {
         Ok(())
     }
 
+    /// Asks the cache for `slot`'s cursor: the first of a push's two dependent misses (a
+    /// loop over arriving edges calls it some edges ahead, then [`OwnedRuns::prefetch_place`]).
+    pub fn prefetch_cursor(&self, slot: usize) {
+        if let Some(c) = self.cursor.get(slot) {
+            cluster::prefetch::read(c);
+        }
+    }
+
+    /// Asks the cache for the place `slot`'s next in-edge goes: the second miss, once the
+    /// cursor is in the cache.
+    pub fn prefetch_place(&self, slot: usize) {
+        if let Some(e) = self.cursor.get(slot).and_then(|c| self.edges.get(c.next)) {
+            cluster::prefetch::read(e);
+        }
+    }
+
     /// Pushes the in-edges `slot` received, as keyed candidates of `dst`, onto `out`; each
     /// carries its place, where [`OwnedRuns::features`] finds its features.
     pub fn candidates(&self, slot: usize, sampler: Sampler, seed: u64, dst: i64, out: &mut Vec<Candidate<usize>>) {
