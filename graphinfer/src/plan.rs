@@ -21,7 +21,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use cluster::hash::{IdMap, IdSet, reducer_key};
+use cluster::IdTable;
+use cluster::hash::reducer_key;
 use cluster::{all_gather, owner_key, shuffle};
 use sampling::NodeStore;
 use serde::{Deserialize, Serialize};
@@ -182,32 +183,45 @@ pub fn plan(
     }
     offsets.push(rows.len());
 
-    // The remote nodes each layer reads here, and the row of every remote node.
-    let mut reads: Vec<IdSet<i64>> = vec![IdSet::default(); k + 1];
+    // The remote nodes read here, each with the layers that read it (bit `l`), and the row of
+    // every remote node: one table probe per remote in-edge, prefetched a few slots ahead.
+    let mut reads: IdTable<u32> = IdTable::default();
     for slot in 0..nodes.len() {
+        if slot + PREFETCH_SLOTS < nodes.len() {
+            remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| reads.prefetch(u));
+        }
         let (sources, local) = (nodes.sampled(slot), &rows[offsets[slot]..offsets[slot + 1]]);
-        for (l, read) in reads.iter_mut().enumerate().skip(1) {
-            if needed[slot] & (1 << l) == 0 || is_hub(slot, l) {
-                continue;
+        for l in (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l)) {
+            for s in rule.selected(l, sources).filter(|s| local[s.index] == REMOTE) {
+                *reads.get_or_insert_with(sources[s.index].src, || 0).0 |= 1 << l;
             }
-            let remote = rule.selected(l, sources).filter(|s| local[s.index] == REMOTE);
-            read.extend(remote.map(|s| sources[s.index].src));
         }
     }
     let local = |id: i64| nodes.slot(id);
     for t in &received {
-        reads[t.layer as usize].extend(t.sources.iter().copied().filter(|&u| local(u).is_none()));
+        for &u in t.sources.iter().filter(|&&u| local(u).is_none()) {
+            *reads.get_or_insert_with(u, || 0).0 |= 1 << t.layer;
+        }
     }
-    let mut remote_ids: Vec<i64> = reads.iter().flatten().copied().collect::<IdSet<_>>().into_iter().collect();
+    let mut remote_ids: Vec<i64> = reads.iter().map(|(id, _)| id).collect();
     remote_ids.sort_unstable();
-    let remote: IdMap<i64, u32> = remote_ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
+    let mut remote: IdTable<u32> = IdTable::with_capacity(remote_ids.len());
+    for (i, &id) in remote_ids.iter().enumerate() {
+        remote.get_or_insert_with(id, || i as u32);
+    }
     let n = nodes.len() as u32;
-    let row = |id: i64| local(id).map_or_else(|| n + remote[&id], |s| s as u32);
-    for (slot, window) in offsets.windows(2).enumerate() {
+    let row = |id: i64| match local(id) {
+        Some(s) => s as u32,
+        None => n + remote.get(id).expect("every remote source of a hub's run is in `reads`"),
+    };
+    for slot in 0..nodes.len() {
+        if slot + PREFETCH_SLOTS < nodes.len() {
+            remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| remote.prefetch(u));
+        }
         let sources = nodes.sampled(slot);
-        for (r, e) in rows[window[0]..window[1]].iter_mut().zip(sources) {
+        for (r, e) in rows[offsets[slot]..offsets[slot + 1]].iter_mut().zip(sources) {
             if *r == REMOTE
-                && let Some(i) = remote.get(&e.src)
+                && let Some(i) = remote.get(e.src)
             {
                 *r = n + i;
             }
@@ -227,7 +241,7 @@ pub fn plan(
         });
     }
 
-    let subscribers = subscribe(worker, nodes, &reads)?;
+    let subscribers = subscribe(worker, nodes, &reads, k)?;
     let me = worker.index();
     let local_hubs: Vec<(usize, usize, u64)> = (1..=k).map(|l| (me, l, hubs[l].len() as u64)).collect();
     let mut hub_count = vec![0u64; k + 1];
@@ -235,6 +249,18 @@ pub fn plan(
         hub_count[l] += c;
     }
     Ok(Plan { needed, remote_ids: Rc::new(remote_ids), offsets, rows, tasks, hubs, subscribers, hub_count })
+}
+
+/// The sources of `slot`'s own prefix of in-edges that live on other workers (`rows` still
+/// [`REMOTE`]).
+fn remote_sources<'a>(
+    nodes: &'a NodeStore,
+    rows: &'a [u32],
+    offsets: &'a [usize],
+    slot: usize,
+) -> impl Iterator<Item = i64> + 'a {
+    let local = &rows[offsets[slot]..offsets[slot + 1]];
+    nodes.sampled(slot).iter().zip(local).filter(|&(_, &r)| r == REMOTE).map(|(e, _)| e.src)
 }
 
 /// Run `salt` of hub `slot`'s layer-`l` in-edges (`run`, selected by the rule): its sources,
@@ -303,11 +329,20 @@ fn needed(
 }
 
 /// Tells each owner who reads its nodes at each layer; returns this worker's subscribers.
-fn subscribe(worker: &mut Worker, nodes: &Rc<NodeStore>, reads: &[IdSet<i64>]) -> Result<Vec<Vec<(u32, u32)>>, Error> {
+/// `reads` holds each remote node read here with the layers that read it (bit `l`, `l` in
+/// `1..=k`).
+fn subscribe(
+    worker: &mut Worker,
+    nodes: &Rc<NodeStore>,
+    reads: &IdTable<u32>,
+    k: usize,
+) -> Result<Vec<Vec<(u32, u32)>>, Error> {
     let me = worker.index() as u32;
-    let wanted: Vec<(i64, u32, u32)> =
-        reads.iter().enumerate().flat_map(|(l, ids)| ids.iter().map(move |&id| (id, l as u32, me))).collect();
-    let subscribers = Rc::new(RefCell::new(vec![Vec::new(); reads.len()]));
+    let wanted: Vec<(i64, u32, u32)> = reads
+        .iter()
+        .flat_map(|(id, layers)| (1..=k as u32).filter(move |l| layers & (1 << l) != 0).map(move |l| (id, l, me)))
+        .collect();
+    let subscribers = Rc::new(RefCell::new(vec![Vec::new(); k + 1]));
     let (sink, store) = (subscribers.clone(), nodes.clone());
     shuffle(
         worker,
