@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Cost per edge as the graph grows (BENCHMARKS.md section 17): GraphInfer over every in-edge
+# (2-layer GCN, 16 hidden units, 8 classes), one worker, on generated graphs of SIZES nodes
+# (average degree 10, 32 features, seed 1), REPS runs per size; then the largest size on 2
+# workers once. With BEFORE=/path/to/graphflat, that binary (an older commit's build) runs too,
+# alternating with this tree's, for a same-session A/B.
+#
+#   bench/scale.sh [work_dir]          SIZES="1000000 10000000" REPS=3 BEFORE=/tmp/graphflat-old
+#
+# Prints, per run, wall seconds and peak MB (from /usr/bin/time), and the job's phases; per
+# size, the median and the seconds per million edges. 10M nodes need about 8 GB of memory and
+# 2.2 GB of disk for the tables. FEATURES="gpu,hdfs" builds with CI's features; BIN=/path runs
+# that binary instead of building this tree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORK=${1:-/tmp/graphflat-scale}
+SIZES=${SIZES:-"1000000 10000000"}
+REPS=${REPS:-3}
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
+  BIN=$PWD/target/release/graphflat
+fi
+mkdir -p "$WORK"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F); commit $(git rev-parse --short HEAD)"
+
+# timed NAME CMD...: runs CMD, keeps its output in $WORK/NAME.log, prints "seconds peak_MB".
+timed() {
+  local name=$1; shift
+  /usr/bin/time -f "%e %M" -o "$WORK/$name.time" "$@" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; exit 1; }
+  awk '{printf "%s %d", $1, $2 / 1024}' "$WORK/$name.time"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+infer_job() { # workers graph model output
+  printf '[cluster]\nworkers = %s\n[infer]\nnodes = "%s/nodes"\nedges = "%s/edges"\nmodel = "%s"\noutput = "%s"\noverwrite = true\n' "$1" "$2" "$2" "$3" "$4"
+}
+
+# A model over 32 features: trained for one epoch on a small graph's records (timings do not
+# depend on the weights), then set to read every in-edge.
+if [ ! -f "$WORK/model-all/_SUCCESS" ]; then
+  $BIN generate --out "$WORK/small" --nodes 10000 --feature-dim 32 --seed 1 > /dev/null 2>&1
+  printf '[cluster]\nworkers = 1\n[flatten]\nnodes = "%s/small/nodes"\nedges = "%s/small/edges"\noutput = "%s/small-records"\noverwrite = true\nhops = 2\nfanouts = [10, 10]\n[train]\nrecords = "%s/small-records"\noutput = "%s/model"\nepochs = 1\nhidden = 16\n' \
+    "$WORK" "$WORK" "$WORK" "$WORK" "$WORK" > "$WORK/model.toml"
+  $BIN run "$WORK/model.toml" > "$WORK/model.log" 2>&1 || { cat "$WORK/model.log"; exit 1; }
+  python3 bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
+fi
+
+builds="this"
+[ -n "${BEFORE:-}" ] && builds="before this"
+binary() { if [ "$1" = before ]; then echo "$BEFORE"; else echo "$BIN"; fi; }
+
+LARGEST=""
+for N in $SIZES; do
+  G=$WORK/g$N
+  if [ ! -f "$G/edges/_SUCCESS" ]; then
+    $BIN generate --out "$G" --nodes "$N" --avg-degree 10 --feature-dim 32 --seed 1 | tail -1
+  fi
+  infer_job 1 "$G" "$WORK/model-all" "$WORK/scores$N" > "$WORK/infer-$N.toml"
+  for b in $builds; do : > "$WORK/$b-$N.runs"; done
+  for r in $(seq "$REPS"); do
+    for b in $builds; do
+      read -r S MB <<< "$(timed "$b-$N-$r" "$(binary "$b")" run "$WORK/infer-$N.toml")"
+      echo "$S $MB" >> "$WORK/$b-$N.runs"
+      echo "$N nodes, $b, run $r: ${S}s, ${MB} MB peak;$(grep -h "phases:" "$WORK/$b-$N-$r.log" | sed 's/^ *phases: */ /')"
+    done
+  done
+  for b in $builds; do
+    S=$(awk '{print $1}' "$WORK/$b-$N.runs" | median)
+    echo "== $N nodes, $b: median ${S}s; $(echo "scale=3; $S / ($N * 10 / 1000000)" | bc) s per million edges"
+  done
+  LARGEST=$N
+done
+
+G=$WORK/g$LARGEST
+infer_job 2 "$G" "$WORK/model-all" "$WORK/scores2-$LARGEST" > "$WORK/infer2-$LARGEST.toml"
+read -r S MB <<< "$(timed "two-$LARGEST" "$BIN" run "$WORK/infer2-$LARGEST.toml")"
+echo "== $LARGEST nodes, 2 workers: ${S}s, ${MB} MB peak;$(grep -h "phases:" "$WORK/two-$LARGEST.log" | sed 's/^ *phases: */ /')"
