@@ -27,13 +27,7 @@ FORWARD=target/release/examples/forward_records
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F)"
 
-# timed NAME CMD...: runs CMD, keeps its output in $WORK/NAME.log, prints "seconds peak_MB".
-timed() {
-  local name=$1; shift
-  /usr/bin/time -f "%e %M" -o "$WORK/$name.time" "$@" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; exit 1; }
-  awk '{printf "%s %d", $1, $2 / 1024}' "$WORK/$name.time"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source bench/timing.sh
 mb() { du -sb "$@" | awk '{s+=$1} END {printf "%.0f", s/1e6}'; }
 
 flatten_job() { # graph output

@@ -23,13 +23,7 @@ fi
 mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F); commit $(git rev-parse --short HEAD)"
 
-# timed NAME CMD...: runs CMD, keeps its output in $WORK/NAME.log, prints "seconds peak_MB".
-timed() {
-  local name=$1; shift
-  /usr/bin/time -f "%e %M" -o "$WORK/$name.time" "$@" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; exit 1; }
-  awk '{printf "%s %d", $1, $2 / 1024}' "$WORK/$name.time"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source bench/timing.sh
 
 infer_job() { # workers graph model output
   printf '[cluster]\nworkers = %s\n[infer]\nnodes = "%s/nodes"\nedges = "%s/edges"\nmodel = "%s"\noutput = "%s"\noverwrite = true\n' "$1" "$2" "$2" "$3" "$4"
