@@ -19,7 +19,8 @@ pub fn inspect(target: &str) -> Result<()> {
     let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
     let is_model = manifest.is_some_and(|m| m.stage == tables::commit::Stage::Train);
     if is_model || io.block_on(place.child(gnn::io::META).exists()) {
-        return inspect_model(&io, &place);
+        inspect_model(&io, &place)?;
+        return point_at_report(&io, &place);
     }
     let files = open_table(&io, &place).map_err(|e| Exit::new(e.cause(), e))?;
     let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
@@ -71,6 +72,15 @@ pub fn inspect(target: &str) -> Result<()> {
         for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
             println!("  {}: {}", field.name(), shorten(&format!("{:?}", column.as_ref()), 160));
         }
+    }
+    point_at_report(&io, &place)
+}
+
+/// The job's report beside an output, when one is there.
+fn point_at_report(io: &Io, dir: &Place) -> Result<()> {
+    let report = dir.child(tables::names::REPORT);
+    if dir.local_dir().is_none_or(|d| d.is_dir()) && io.block_on(report.exists()) {
+        println!("report: {} (charts of the run that wrote it; open it in a browser)", report.shown());
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod alloc;
 mod exit;
 mod inspect;
+mod job_report;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -11,9 +12,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use exit::{Exit, WithCause};
 use graphflat::split;
+use job_report::Ledger;
 use schemas::job::generate;
 use schemas::{Cause, GenerateConfig, JobFile, StorageConfig};
-use tables::Io;
+use tables::commit::Stage;
+use tables::{Io, Place};
 
 /// Large blocks on huge pages (see `alloc`).
 #[global_allocator]
@@ -144,6 +147,19 @@ enum Command {
         #[arg(long)]
         undirected: bool,
     },
+    /// Build the report of committed outputs as one HTML page: each output's run facts
+    /// (phases, memory, distributions), and a model's loss and scores per epoch.
+    ///
+    /// `graphflat run` writes this page as report.html into every output of a job by itself,
+    /// with the job file and exit status; this command builds one from outputs of several jobs.
+    Report {
+        /// Output directories (local paths or URIs) of [flatten], [train] or [infer].
+        #[arg(required = true)]
+        outputs: Vec<String>,
+        /// The page to write. A file already there is replaced only if it is a graphflat report.
+        #[arg(long, default_value = "report.html")]
+        out: String,
+    },
     /// Show what a table, record set or model holds: schema, metadata, size, label and split
     /// counts, record sizes and the first row; for a model directory, its model.json.
     Inspect {
@@ -244,7 +260,7 @@ fn run(cli: Cli) -> Result<()> {
                 ..GenerateConfig::with_output(out)
             };
             // Commands without a job file use the environment's store settings.
-            generate(&*Io::new(&StorageConfig::default()).cause(Cause::Internal)?, &config)
+            generate(&*Io::new(&StorageConfig::default()).cause(Cause::Internal)?, &config).map(|_| ())
         }
         Command::Import { format: ImportFormat::Ogb { dir, out, split } } => {
             // Commands without a job file use the environment's store settings.
@@ -283,6 +299,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Inspect { table } => inspect::inspect(&table),
+        Command::Report { outputs, out } => job_report::of_outputs(&outputs, &out),
     }
 }
 
@@ -294,8 +311,8 @@ struct Overrides {
     resume: bool,
 }
 
-/// Reads the job file and applies the command line's overrides.
-fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<JobFile> {
+/// Reads the job file and applies the command line's overrides; returns it with its text.
+fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> {
     let &Overrides { process, processes, workers, resume } = overrides;
     let bytes =
         std::fs::read(path).with_context(|| format!("reading job file {}", path.display())).cause(Cause::NoInput)?;
@@ -324,13 +341,76 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<JobFile> {
             path.display()
         )));
     }
-    Ok(job)
+    Ok((job, text))
 }
 
+/// Runs the job's stages, then writes its report (process 0; see `job_report`).
 fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
-    let job = read_job(path, overrides)?;
+    let (job, text) = read_job(path, overrides)?;
     // One I/O runtime for the job, carrying its `[storage]` to every stage.
     let io = Io::new(&job.storage).cause(Cause::Internal)?;
+    let mut ledger = Ledger::default();
+    let result = run_stages(&job, &io, &mut ledger);
+    if job.cluster.process != 0 {
+        return result;
+    }
+    for (stage, output) in stages_of(&job) {
+        ledger.not_run_unless_seen(stage, output);
+    }
+    let info = report::Job {
+        file: path.display().to_string(),
+        text,
+        cluster: format!("{} processes x {} workers", job.cluster.processes, job.cluster.threads()),
+        failure: result.as_ref().err().map(|e| (e.cause.exit_code(), schemas::redact(&format!("{:#}", e.error)))),
+        version: VERSION.to_owned(),
+    };
+    let written = ledger.write(&io, info);
+    if !written.is_empty() {
+        match &result {
+            Ok(()) => println!("report:         {}", written.join(", ")),
+            Err(_) => tracing::info!("report: {}", written.join(", ")),
+        }
+    }
+    result
+}
+
+/// The binary's version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("GRAPHFLAT_COMMIT"), ")");
+
+/// The stages a job names, in the order they run, with their outputs.
+fn stages_of(job: &JobFile) -> Vec<(Stage, &str)> {
+    let mut stages = Vec::new();
+    if let Some(c) = &job.generate {
+        stages.push((Stage::Generate, c.output.as_str()));
+    }
+    if let Some(c) = &job.flatten {
+        stages.push((Stage::Flatten, c.output.as_str()));
+    }
+    if let Some(c) = &job.train {
+        stages.push((Stage::Train, c.output.as_str()));
+    }
+    if let Some(c) = &job.infer {
+        stages.push((Stage::Infer, c.output.as_str()));
+    }
+    stages
+}
+
+/// The places of `uris` that parse (a report goes there only if the stage may write there).
+fn places(io: &Io, uris: &[&str]) -> Vec<Place> {
+    uris.iter().filter_map(|uri| io.output(uri).ok()).collect()
+}
+
+/// Records a stage's end in `ledger`: its committed outputs, or its failure.
+fn settle<T>(ledger: &mut Ledger, io: &Io, stage: Stage, uris: &[&str], result: Result<T>) -> Result<T> {
+    let outputs = places(io, uris);
+    match &result {
+        Ok(_) => ledger.committed(io, stage, outputs),
+        Err(e) => ledger.failed(stage, uris[0], outputs, e),
+    }
+    result
+}
+
+fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Result<()> {
     if let Some(config) = &job.generate {
         let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
         let tables: Vec<String> = match config.hetero {
@@ -348,8 +428,19 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         });
         if done {
             tracing::info!("generate: {} already holds a graph; skipping", out.shown());
+            ledger.done(
+                Stage::Generate,
+                &config.output,
+                vec![("graph".into(), "already there; not generated again".into())],
+            );
         } else if job.cluster.process == 0 {
-            generate(&io, config)?;
+            match generate(io, config) {
+                Ok(g) => ledger.done(Stage::Generate, &config.output, generated_lines(&g)),
+                Err(e) => {
+                    ledger.failed(Stage::Generate, &config.output, Vec::new(), &e);
+                    return Err(e);
+                }
+            }
         } else {
             return Err(Exit::usage("[generate] runs on process 0 only; run it before starting the other processes"));
         }
@@ -363,8 +454,9 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphflat::run(&io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; this run committed no output"))?;
+        let result = graphflat::run(io, config, &job.cluster)
+            .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; this run committed no output"));
+        let summary = settle(ledger, io, Stage::Flatten, &[&config.output], result)?;
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
@@ -379,26 +471,11 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphtrainer::run(&io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"))?;
+        let result = graphtrainer::run(io, config, &job.cluster)
+            .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"));
+        let summary = settle(ledger, io, Stage::Train, &[&config.output], result)?;
         if job.cluster.process == 0 {
-            println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
-            if summary.best_valid.is_nan() {
-                println!("  no validation {} (nothing to score it on); the model is the last epoch's", summary.metric);
-            } else {
-                println!(
-                    "  best validation {} {:.4} at epoch {}; test {} there {:.4}",
-                    summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
-                );
-            }
-            println!("  compute waited {:.2}s for data", summary.wait_seconds);
-            let mb = |bytes: u64| bytes as f64 / 1e6;
-            let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
-            println!(
-                "  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0",
-                mb(summary.cached_bytes)
-            );
-            println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
+            print_train(config, &summary);
         }
     }
     if let Some(config) = &job.infer {
@@ -412,8 +489,11 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
             job.cluster.threads(),
             job.cluster.processes
         );
-        let summary = graphinfer::run(&io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; this run committed no output"))?;
+        let result = graphinfer::run(io, config, &job.cluster)
+            .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; this run committed no output"));
+        let mut outputs = vec![config.output.as_str()];
+        outputs.extend(config.pairs_output.as_deref());
+        let summary = settle(ledger, io, Stage::Infer, &outputs, result)?;
         if job.cluster.process == 0 {
             println!("{summary}");
             println!("  output:       {}", config.output);
@@ -425,7 +505,32 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     Ok(())
 }
 
-fn generate(io: &Io, config: &GenerateConfig) -> Result<()> {
+fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::TrainSummary) {
+    println!("train finished in {:.1}s after {} epochs", summary.seconds, summary.epochs);
+    if summary.best_valid.is_nan() {
+        println!("  no validation {} (nothing to score it on); the model is the last epoch's", summary.metric);
+    } else {
+        println!(
+            "  best validation {} {:.4} at epoch {}; test {} there {:.4}",
+            summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
+        );
+    }
+    println!("  compute waited {:.2}s for data", summary.wait_seconds);
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
+    println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
+    println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
+}
+
+fn generated_lines(g: &graphflat::generate::Generated) -> Vec<(String, String)> {
+    vec![
+        ("nodes".into(), g.nodes.to_string()),
+        ("edges".into(), g.edges.to_string()),
+        ("largest hub".into(), format!("in-degree {}", g.max_in_degree)),
+    ]
+}
+
+fn generate(io: &Io, config: &GenerateConfig) -> Result<graphflat::generate::Generated> {
     let started = std::time::Instant::now();
     tracing::info!(
         "generate: {} nodes, {} edges per node into {}",
@@ -443,5 +548,5 @@ fn generate(io: &Io, config: &GenerateConfig) -> Result<()> {
         config.output,
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(g)
 }

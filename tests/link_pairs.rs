@@ -206,6 +206,17 @@ fn pair_scores_equal_the_decoder_by_hand_on_the_written_embeddings() {
         let mut expected = wanted.clone();
         expected.sort_unstable();
         assert_eq!(got.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(), expected, "one row per candidate row");
+        // The run's facts hold the pairs' distribution, counted here by hand: 20 bins of the
+        // sigmoid over [0, 1].
+        let mut bins = vec![0u64; 20];
+        for &(_, _, x) in &got {
+            let p = 1.0 / (1.0 + (-f64::from(x)).exp());
+            bins[((p * 20.0).floor() as usize).min(19)] += 1;
+        }
+        let facts = &common::manifest(&out.join("embeddings"))["facts"]["histograms"];
+        let pairs = facts.as_array().unwrap().iter().find(|h| h["name"] == "pair score (sigmoid)").unwrap();
+        assert_eq!(pairs["counts"], serde_json::json!(bins));
+        assert!(std::fs::read_to_string(out.join("pairs/report.html")).unwrap().contains("pair score (sigmoid)"));
         for (s, d, x) in got {
             let want = score(&embeddings[&s], &embeddings[&d]);
             assert!((f64::from(x) - want).abs() <= 1e-5 * (1.0 + want.abs()), "{decoder} ({s}, {d}): {x} vs {want}");

@@ -10,6 +10,7 @@
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use schemas::Task;
+use schemas::facts::RunFacts;
 use schemas::model::ModelMeta;
 use tables::commit::{Manifest, PartEntry, Stage};
 use tables::lease::Lease;
@@ -34,11 +35,13 @@ pub struct Saved<'a> {
     pub params: &'a [f32],
     pub settings: serde_json::Value,
     pub files: Vec<(&'static str, Vec<u8>)>,
+    /// What the run tells about itself, kept in the manifest.
+    pub facts: RunFacts,
 }
 
 /// Writes the model into `dir`, then commits it under a manifest of `lease`'s run.
 pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -> Result<(), Error> {
-    let Saved { meta, params, settings, files } = saved;
+    let Saved { meta, params, settings, files, facts } = saved;
     let model = params::load(Gnn::new(&meta.spec, device), params, device);
     let mut store = BurnpackStore::from_bytes(None);
     let weights_place = dir.child(WEIGHTS);
@@ -48,7 +51,7 @@ pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -
     let json = serde_json::to_vec_pretty(meta)
         .map_err(|e| Error::Write { path: dir.child(META).shown(), problem: e.to_string() })?;
     let parts = vec![PartEntry::of(WEIGHTS, 0, &weights), PartEntry::of(META, 0, &json)];
-    let manifest = Manifest::new(lease.run(), Stage::Train, parts, settings);
+    let manifest = Manifest::new(lease.run(), Stage::Train, parts, settings).with_facts(facts);
     io.block_on(async {
         for (name, bytes) in [(WEIGHTS, weights), (META, json)].into_iter().chain(files) {
             dir.child(name).put(bytes).await?;

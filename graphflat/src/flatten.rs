@@ -10,6 +10,7 @@ use std::time::Duration;
 use arrow_schema::SchemaRef;
 use cluster::Failure;
 use sampling::{NodeStore, SampleSpec, SupervisionSample};
+use schemas::facts::{Histogram, Log2Counts};
 use schemas::job::TypedGraph;
 use schemas::layers::Layers;
 use schemas::record::{FlattenMeta, record_schema};
@@ -35,9 +36,18 @@ pub struct RecordSizes {
     pub mean_edges: f64,
     pub max_nodes: u64,
     pub max_edges: u64,
+    pub node_counts: Log2Counts,
+    pub edge_counts: Log2Counts,
 }
 
 impl Details for RecordSizes {
+    fn histograms(&self) -> Vec<Histogram> {
+        vec![
+            self.node_counts.clone().histogram("nodes per record", "records"),
+            self.edge_counts.clone().histogram("edges per record", "records"),
+        ]
+    }
+
     fn lines(&self, summary: &Summary) -> Vec<(&'static str, String)> {
         vec![
             ("records", format!("{} targets ({:.0} records/s)", summary.targets, summary.rate())),
@@ -185,6 +195,8 @@ impl Body for Records<'_> {
             mean_edges: per_target(all.iter().map(|s| s.own.edges).sum()),
             max_nodes: all.iter().map(|s| s.own.max_nodes).max().unwrap_or(0),
             max_edges: all.iter().map(|s| s.own.max_edges).max().unwrap_or(0),
+            node_counts: Log2Counts::sum(all.iter().map(|s| &s.own.node_counts)),
+            edge_counts: Log2Counts::sum(all.iter().map(|s| &s.own.edge_counts)),
         }
     }
 }

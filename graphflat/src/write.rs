@@ -18,6 +18,8 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Input, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle, Scope, StreamVec};
 
+use schemas::facts::Log2Counts;
+
 use crate::error::Error;
 use crate::sink::{PartWriter, Row};
 
@@ -28,6 +30,9 @@ pub struct RecordStats {
     pub edges: u64,
     pub max_nodes: u64,
     pub max_edges: u64,
+    /// Records by their count of nodes and of edges.
+    pub node_counts: Log2Counts,
+    pub edge_counts: Log2Counts,
 }
 
 impl RecordStats {
@@ -36,6 +41,8 @@ impl RecordStats {
         self.edges += edges;
         self.max_nodes = self.max_nodes.max(nodes);
         self.max_edges = self.max_edges.max(edges);
+        self.node_counts.add(nodes);
+        self.edge_counts.add(edges);
     }
 }
 

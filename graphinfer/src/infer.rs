@@ -35,6 +35,7 @@ use crate::pairs::{self, Candidates, Embeddings, PairTypes};
 use crate::plan::plan;
 use crate::round::{Context, Input, layer};
 use crate::rule::LayerRule;
+use schemas::facts::{Bins, Histogram, LinearCounts};
 
 /// The job's summary.
 pub type Summary = stage::Summary<Rounds>;
@@ -48,6 +49,9 @@ pub struct Rounds {
     pub remote_rows: u64,
     /// Candidate pairs scored, when the job has `pairs`.
     pub pairs: Option<u64>,
+    /// Scored nodes predicting each class (none for a link model).
+    pub predictions: Vec<u64>,
+    pub pair_scores: LinearCounts,
 }
 
 impl Details for Rounds {
@@ -61,6 +65,24 @@ impl Details for Rounds {
             lines.push(("pairs", format!("{pairs} candidate pairs scored")));
         }
         lines
+    }
+
+    fn histograms(&self) -> Vec<Histogram> {
+        let mut histograms = Vec::new();
+        if !self.predictions.is_empty() {
+            let classes = (0..self.predictions.len()).map(|c| c.to_string()).collect();
+            histograms.push(Histogram::new(
+                "predicted class",
+                "nodes",
+                Bins::Categories(classes),
+                self.predictions.clone(),
+            ));
+        }
+        if self.pairs.is_some() {
+            let bins = Bins::Linear { lo: 0.0, hi: 1.0 };
+            histograms.push(Histogram::new("pair score (sigmoid)", "pairs", bins, self.pair_scores.0.clone()));
+        }
+        histograms
     }
 }
 
@@ -169,6 +191,10 @@ pub struct RoundStats {
     pub hubs_split: Vec<u64>,
     /// Candidate pairs this worker scored.
     pub pairs: u64,
+    /// Scored nodes predicting each class.
+    pub predictions: Vec<u64>,
+    /// Candidate pairs by the sigmoid of their score, in `pairs::SCORE_BINS` bins over [0, 1].
+    pub pair_scores: LinearCounts,
 }
 
 impl Body for Scores<'_> {
@@ -239,6 +265,8 @@ impl Body for Scores<'_> {
             remote_rows: plan.remote_ids.len() as u64,
             hubs_split: plan.hub_count[1..].to_vec(),
             pairs: 0,
+            predictions: written.own.predictions.clone(),
+            pair_scores: LinearCounts::default(),
         };
         let written = Written { own, ..written };
         let Some((candidates, scorer)) = &self.pairs else { return Ok(written) };
@@ -252,6 +280,15 @@ impl Body for Scores<'_> {
             hubs_split: all.first().map(|s| s.own.hubs_split.clone()).unwrap_or_default(),
             remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
             pairs: self.pairs.as_ref().map(|_| all.iter().map(|s| s.own.pairs).sum()),
+            predictions: all.iter().fold(Vec::new(), |mut sum, s| {
+                sum.resize(sum.len().max(s.own.predictions.len()), 0);
+                sum.iter_mut().zip(&s.own.predictions).for_each(|(a, b)| *a += b);
+                sum
+            }),
+            pair_scores: all.iter().fold(LinearCounts::new(pairs::SCORE_BINS), |mut sum, s| {
+                sum.merge(&s.own.pair_scores);
+                sum
+            }),
         }
     }
 }
@@ -262,7 +299,7 @@ fn with_pairs(written: Written<RoundStats>, pairs: pairs::PairsWritten) -> Writt
         bytes: written.bytes + pairs.bytes,
         parts: written.parts + pairs.parts,
         extra_entries: vec![pairs.entries],
-        own: RoundStats { pairs: pairs.rows, ..written.own },
+        own: RoundStats { pairs: pairs.rows, pair_scores: pairs.scores, ..written.own },
         ..written
     }
 }
@@ -419,6 +456,7 @@ fn write(
         PartWriter::new(worker.io.clone(), output.clone(), schema.clone(), props, config.part_size_mb << 20);
     let phase = cx.progress.last_phase();
     cx.progress.add_total(phase, n as u64);
+    let mut predictions = vec![0u64; classes];
     let result = (|| {
         let rows = crate::round::transform_rows(config.batch_size, width + classes);
         for start in (0..n).step_by(rows) {
@@ -430,6 +468,11 @@ fn write(
                 None => chunk.iter().map(|r| (0, r.key)).unzip(),
             };
             let typed = body.typed.map(|(_, target)| TypedRows { types: &types, names: &names, target: *target });
+            for (i, row) in logits[start * classes..end * classes].chunks_exact(classes.max(1)).enumerate() {
+                if typed.as_ref().is_none_or(|t| t.types[i] == t.target) {
+                    output::count_predictions(head, row, &mut predictions);
+                }
+            }
             let batch = output::batch(
                 &schema,
                 head,
@@ -457,6 +500,6 @@ fn write(
         parts: writer.parts_written,
         entries: writer.parts.clone(),
         extra_entries: Vec::new(),
-        own: RoundStats::default(),
+        own: RoundStats { predictions, ..RoundStats::default() },
     })
 }

@@ -66,6 +66,31 @@ impl Head {
     }
 }
 
+/// Adds the predictions of nodes' `logits` (row-major, `counts.len()` a row) to `counts`: a
+/// class's count is the rows that predict it (rows of several targets count in each).
+pub fn count_predictions(head: Head, logits: &[f32], counts: &mut [u64]) {
+    let classes = counts.len();
+    if classes == 0 {
+        return;
+    }
+    let mut scores = vec![0f32; classes];
+    for row in logits.chunks_exact(classes) {
+        match head {
+            Head::Classes => {
+                if let Some(c) = head.scores(row, &mut scores) {
+                    counts[c as usize] += 1;
+                }
+            }
+            Head::MultiHot => {
+                for (count, &x) in counts.iter_mut().zip(row) {
+                    *count += u64::from(gnn::model::predicts_target(x));
+                }
+            }
+            Head::Embedding => {}
+        }
+    }
+}
+
 fn list(item: DataType, size: usize) -> DataType {
     DataType::FixedSizeList(Arc::new(Field::new("item", item, false)), size as i32)
 }

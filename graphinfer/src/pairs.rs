@@ -35,6 +35,7 @@ use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, agree};
+use schemas::facts::LinearCounts;
 use schemas::pairs::{self, DST, PairBatch, SRC};
 use schemas::{BadInput, Location};
 use serde::{Deserialize, Serialize};
@@ -224,6 +225,9 @@ fn read_pairs(
 /// Rows per written batch.
 const WRITE_ROWS: usize = 65_536;
 
+/// Bins of the pair score distribution in the run's facts (the report's chart).
+pub const SCORE_BINS: usize = 20;
+
 /// What this worker wrote into `pairs_output`.
 #[derive(Debug, Default)]
 pub struct PairsWritten {
@@ -231,6 +235,8 @@ pub struct PairsWritten {
     pub bytes: u64,
     pub parts: u32,
     pub entries: Vec<PartEntry>,
+    /// The pairs by the sigmoid of their score (see [`SCORE_BINS`]).
+    pub scores: LinearCounts,
 }
 
 /// Step 3: this worker's scored pairs (sorted) as parts under `to`, with `metadata` in the
@@ -265,5 +271,15 @@ pub fn write(
         bytes: writer.bytes_written,
         parts: writer.parts_written,
         entries: writer.parts.clone(),
+        scores: score_counts(scored),
     })
+}
+
+/// The distribution of `scored`'s sigmoid scores.
+fn score_counts(scored: &[Scored]) -> LinearCounts {
+    let mut counts = LinearCounts::new(SCORE_BINS);
+    for s in scored {
+        counts.add(1.0 / (1.0 + (-f64::from(s.score)).exp()), 0.0, 1.0);
+    }
+    counts
 }

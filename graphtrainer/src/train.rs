@@ -17,6 +17,7 @@ use cluster::Failure;
 use gnn::batch::BatchSpec;
 use gnn::model::{Dropout, Gnn};
 use gnn::params;
+use schemas::facts::RunFacts;
 use schemas::job::Aggregation;
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
 use schemas::record::FlattenMeta;
@@ -556,7 +557,19 @@ pub fn train_fed<T: Learner>(
     let params =
         if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
     if let (Some(lease), Some(log)) = (lease, &log) {
-        save_model(config, &output, lease, log, &setup.spec, set, &params, &setup.base)?;
+        let facts = RunFacts {
+            seconds: started.elapsed().as_secs_f64(),
+            workers: worker.peers(),
+            peak_rss: vec![cluster::memory::peak_rss_bytes().unwrap_or(0)],
+            lines: vec![
+                ("epochs".into(), tracker.epochs.to_string()),
+                ("waited".into(), format!("{:.2}s for data (worker 0)", waited.as_secs_f64())),
+                ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.cached_bytes() as f64 / 1e6)),
+            ],
+            ..RunFacts::default()
+        };
+        let saved = Saving { log, spec: &setup.spec, set, params: &params, device: &setup.base, facts };
+        save_model(config, &output, lease, saved)?;
     }
     Ok(TrainSummary {
         epochs: tracker.epochs,
@@ -648,19 +661,20 @@ fn metric_of(spec: &ModelSpec) -> Metric {
     }
 }
 
+/// What worker 0 saves at the end of a run.
+struct Saving<'a> {
+    log: &'a MetricsLog,
+    spec: &'a ModelSpec,
+    set: &'a RecordSet,
+    params: &'a [f32],
+    device: &'a Device,
+    facts: RunFacts,
+}
+
 /// The model files (see `gnn::io`), with the flatten settings of the records, and the metrics,
 /// committed under a manifest with the job's settings.
-#[allow(clippy::too_many_arguments)]
-fn save_model(
-    config: &TrainConfig,
-    output: &Place,
-    lease: Lease,
-    log: &MetricsLog,
-    spec: &ModelSpec,
-    set: &RecordSet,
-    params: &[f32],
-    device: &Device,
-) -> Result<(), Error> {
+fn save_model(config: &TrainConfig, output: &Place, lease: Lease, saving: Saving) -> Result<(), Error> {
+    let Saving { log, spec, set, params, device, facts } = saving;
     let meta = ModelMeta {
         format: 1,
         spec: spec.clone(),
@@ -676,6 +690,6 @@ fn save_model(
         serde_json::to_value(config).map_err(|source| tables::Error::Encode { what: "job settings", source })?;
     let (metrics, timings) = log.texts();
     let files = vec![(METRICS, metrics.into_bytes()), (TIMINGS, timings.into_bytes())];
-    let saved = gnn::io::Saved { meta: &meta, params, settings, files };
+    let saved = gnn::io::Saved { meta: &meta, params, settings, files, facts };
     Ok(gnn::io::save(&set.io, output, lease, saved, device)?)
 }

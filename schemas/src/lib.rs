@@ -7,6 +7,7 @@ pub mod edge_stats;
 pub mod edges;
 pub mod error;
 pub mod exit;
+pub mod facts;
 pub mod job;
 pub mod label;
 pub mod layers;

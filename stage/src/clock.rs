@@ -23,6 +23,11 @@ impl Clock {
         self.phases.push((name.into(), self.started.elapsed().as_secs_f64() - total));
     }
 
+    /// Seconds since the clock started.
+    pub fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
     /// The finished phases.
     pub fn phases(&self) -> &[(String, f64)] {
         &self.phases

@@ -21,6 +21,7 @@ use sampling::{
     EdgeRead, NodeStore, ReadEdges, SampleSpec, Sampled, SupervisionEdge, SupervisionSample, agree, load_edges,
     load_nodes, sample_in_edges,
 };
+use schemas::facts::{Log2Counts, RunFacts};
 use schemas::job::TypedGraph;
 use schemas::{ClusterConfig, FlattenConfig, InferConfig, Sampler, Targets};
 use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run_id};
@@ -237,6 +238,8 @@ pub fn run<B: Body>(
     let target_type = declared.typed.as_ref().map(|(_, t)| *t);
     let targets = targets(&nodes, declared.targets, target_type);
     let own_nodes = nodes.len() as u64;
+    let mut in_degrees = Log2Counts::default();
+    nodes.in_degree.iter().for_each(|&d| in_degrees.add(d));
     let written = body.run(&mut worker, Graph { nodes, targets, supervision }, &output)?;
     let stats = WorkerStats {
         worker: worker.timely.index(),
@@ -249,15 +252,19 @@ pub fn run<B: Body>(
         entries: written.entries,
         extra_entries: written.extra_entries,
         peak_rss: peak_rss_bytes().unwrap_or(0),
+        in_degrees,
         own: written.own,
     };
 
     // Every worker's parts are closed once its stats arrive here: only then the manifest.
     let all = all_gather(worker.timely, vec![stats]);
     let details = body.details(&all);
-    let summary = Summary::gather(declared.stage, &all, sampled.hubs, worker.clock.into_phases(), details);
+    let seconds = worker.clock.elapsed();
+    let mut summary = Summary::gather(declared.stage, &all, sampled.hubs, worker.clock.into_phases(), details);
+    summary.seconds = seconds;
+    let facts = summary.facts(seconds, threads, body.sampling().hub_threshold);
     let committed = match leases {
-        Some(leases) => io.block_on(commit_outputs(declared, &output, &extras, leases, &all)),
+        Some(leases) => io.block_on(commit_outputs(declared, &output, &extras, leases, &all, facts)),
         None => Ok(()),
     };
     agree(worker.timely, committed)?;
@@ -272,8 +279,10 @@ async fn commit_outputs<X>(
     extras: &[ExtraPlace],
     (lease, extra_leases): Leases,
     all: &[WorkerStats<X>],
+    facts: RunFacts,
 ) -> Result<(), Error> {
-    let manifest = |parts| Manifest::new(&output.run, declared.stage, parts, declared.settings.clone());
+    let manifest =
+        |parts| Manifest::new(&output.run, declared.stage, parts, declared.settings.clone()).with_facts(facts.clone());
     let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
     let mut pending = vec![Pending { output: &output.dir, manifest: manifest(parts), layout: &Layout::TABLE, lease }];
     for (i, (extra, lease)) in extras.iter().zip(extra_leases).enumerate() {

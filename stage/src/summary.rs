@@ -2,6 +2,7 @@
 //! into the job's [`Summary`]. The common facts (graph, phases, bytes, memory) are the
 //! skeleton's; a stage adds its own per-worker facts (`X`) and the lines they make ([`Details`]).
 
+use schemas::facts::{Histogram, Log2Counts, RunFacts};
 use serde::{Deserialize, Serialize};
 use tables::commit::{PartEntry, Stage};
 
@@ -34,6 +35,8 @@ pub struct WorkerStats<X> {
     pub entries: Vec<PartEntry>,
     pub extra_entries: Vec<Vec<PartEntry>>,
     pub peak_rss: u64,
+    /// In-degrees of this worker's nodes (message-passing edges).
+    pub in_degrees: Log2Counts,
     pub own: X,
 }
 
@@ -41,6 +44,11 @@ pub struct WorkerStats<X> {
 pub trait Details: Sized {
     /// `(label, text)` pairs, shown after the phases.
     fn lines(&self, summary: &Summary<Self>) -> Vec<(&'static str, String)>;
+
+    /// The stage's own distributions, for the report.
+    fn histograms(&self) -> Vec<Histogram> {
+        Vec::new()
+    }
 }
 
 /// The job's summary, the same on every worker.
@@ -61,6 +69,10 @@ pub struct Summary<D> {
     pub parts: u64,
     /// Largest peak resident memory of any process.
     pub peak_rss: u64,
+    /// Each worker's process's peak resident memory, in worker order.
+    pub peak_rss_by_worker: Vec<u64>,
+    /// In-degrees of every node.
+    pub in_degrees: Log2Counts,
     /// Seconds in each phase.
     pub phases: Vec<(String, f64)>,
     pub details: D,
@@ -87,6 +99,8 @@ impl<D> Summary<D> {
             bytes: sum(|s| s.bytes),
             parts: sum(|s| u64::from(s.parts)),
             peak_rss: all.iter().map(|s| s.peak_rss).max().unwrap_or(0),
+            peak_rss_by_worker: all.iter().map(|s| s.peak_rss).collect(),
+            in_degrees: Log2Counts::sum(all.iter().map(|s| &s.in_degrees)),
             phases,
             details,
         }
@@ -95,6 +109,33 @@ impl<D> Summary<D> {
     /// Targets done per second over the whole job.
     pub fn rate(&self) -> f64 {
         self.targets as f64 / self.seconds.max(1e-9)
+    }
+
+    /// The facts the manifest keeps for the report: `threads` workers a process, nodes with more
+    /// in-edges than `hub_threshold` (0: none) re-indexed.
+    pub fn facts(&self, seconds: f64, threads: usize, hub_threshold: u64) -> RunFacts
+    where
+        D: Details,
+    {
+        let threads = threads.max(1);
+        let processes = self.workers.div_ceil(threads);
+        let peak_rss = (0..processes)
+            .map(|p| self.peak_rss_by_worker.iter().skip(p * threads).take(threads).copied().max().unwrap_or(0))
+            .collect();
+        let mut in_degrees = self.in_degrees.clone().histogram("in-degree", "nodes");
+        if hub_threshold > 0 {
+            in_degrees = in_degrees.with_mark("hub threshold", hub_threshold as f64);
+        }
+        let mut histograms = vec![in_degrees];
+        histograms.extend(self.details.histograms());
+        RunFacts {
+            seconds,
+            workers: self.workers,
+            peak_rss,
+            phases: self.phases.clone(),
+            lines: self.details.lines(self).into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            histograms,
+        }
     }
 
     /// Seconds of the named phase (0 if it did not run).

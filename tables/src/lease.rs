@@ -77,6 +77,7 @@ impl Lease {
         let place = output.child(&marker_name(run));
         let marker = Marker::now(run, stage);
         place.put(to_json(&marker)?).await?;
+        remember(output);
         let (beat, mut fresh) = (place.clone(), marker);
         let heartbeat = tokio::spawn(async move {
             loop {
@@ -135,6 +136,24 @@ impl Drop for Lease {
             tracing::debug!("{}: cannot remove this run's marker: {e}", self.place.shown());
         }
     }
+}
+
+/// Outputs this process took a lease on, by their shown place: each passed its output check.
+static LEASED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn remember(output: &Place) {
+    let mut leased = LEASED.lock().unwrap_or_else(|e| e.into_inner());
+    let shown = output.shown();
+    if !leased.contains(&shown) {
+        leased.push(shown);
+    }
+}
+
+/// Whether this process took a run's lease on `output`: its output check passed (nothing
+/// there is foreign but what `overwrite` keeps), so the job's report may go there even when
+/// the run failed before its commit.
+pub fn leased_here(output: &Place) -> bool {
+    LEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&output.shown())
 }
 
 /// The marker at `place`; `None` when it is gone or unreadable (a run that ended).

@@ -66,6 +66,9 @@ pub struct Manifest {
     pub parts: Vec<PartEntry>,
     /// The job's settings for this stage.
     pub settings: serde_json::Value,
+    /// What the run tells about itself, for the job's report (absent from older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<schemas::facts::RunFacts>,
 }
 
 impl Manifest {
@@ -79,7 +82,13 @@ impl Manifest {
             bytes: parts.iter().map(|p| p.bytes).sum(),
             parts,
             settings,
+            facts: None,
         }
+    }
+
+    pub fn with_facts(mut self, facts: schemas::facts::RunFacts) -> Self {
+        self.facts = Some(facts);
+        self
     }
 }
 

@@ -9,6 +9,10 @@ pub const RUN_ID_LEN: usize = 19;
 /// Stems of the files a run names after itself: `<stem>-<run>` then `-` or `.`.
 const RUN_STEMS: [&str; 4] = ["part", "metrics", "timings", "checkpoint"];
 
+/// The job's report (see the `report` crate): in every output the job wrote, whatever its
+/// layout, rewritten whole by each job run that writes there.
+pub const REPORT: &str = "report.html";
+
 /// The prefix of a run's marker (see [`crate::lease`]): `_run-<run>.json`.
 pub const MARKER_PREFIX: &str = "_run-";
 
@@ -69,7 +73,7 @@ impl Layout {
         if let Some(run) = run_of(name) {
             return Name::Run(run);
         }
-        if self.files.contains(&name) || self.dirs.contains(&name) {
+        if name == REPORT || self.files.contains(&name) || self.dirs.contains(&name) {
             return Name::Fixed;
         }
         Name::Foreign

@@ -194,6 +194,15 @@ impl Place {
             .map_err(|source| self.store_error("cannot write", source))
     }
 
+    /// The object's size in bytes; `None` if there is none.
+    pub async fn size(&self) -> Result<Option<u64>, Error> {
+        match self.store.head(&self.path).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(source) => Err(self.store_error("cannot read", source)),
+        }
+    }
+
     /// The object's bytes; `None` if there is none.
     pub async fn get(&self) -> Result<Option<Vec<u8>>, Error> {
         match self.store.get(&self.path).await {

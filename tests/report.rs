@@ -1,0 +1,247 @@
+//! The job's report (report.html): its charts carry exactly what the outputs hold, checked
+//! against the files and against distributions recomputed here from the tables (a plain count
+//! of in-edges, of record sizes, of predictions); the SVG draws those values; a failed job
+//! gets a report too, and a report never changes a job's result nor touches foreign files.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// The `data-chart` values of every chart on a page, with each chart's SVG, in page order.
+/// Parsed here by hand: not the writer's own code.
+fn charts(page: &str) -> Vec<(Value, String)> {
+    let mut charts = Vec::new();
+    for piece in page.split("<figure class=\"chart\" data-chart=\"").skip(1) {
+        let (attribute, rest) = piece.split_once('"').unwrap();
+        let svg = rest.split("</figure>").next().unwrap().to_owned();
+        charts.push((serde_json::from_str(&unescape(attribute)).unwrap(), svg));
+    }
+    charts
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+}
+
+/// The chart whose title starts with `title`.
+fn chart<'a>(all: &'a [(Value, String)], title: &str) -> &'a (Value, String) {
+    all.iter()
+        .find(|(c, _)| c["title"].as_str().unwrap().starts_with(title))
+        .unwrap_or_else(|| panic!("no chart {title:?}"))
+}
+
+/// A line chart's series `name` as points.
+fn points(chart: &Value, name: &str) -> Vec<(f64, f64)> {
+    let series = chart["series"].as_array().unwrap().iter().find(|s| s["name"] == name);
+    let series = series.unwrap_or_else(|| panic!("no series {name} in {chart}"));
+    series["points"].as_array().unwrap().iter().map(|p| (p[0].as_f64().unwrap(), p[1].as_f64().unwrap())).collect()
+}
+
+/// The points of every `<polyline>` of an SVG, in pixels.
+fn polylines(svg: &str) -> Vec<Vec<(f64, f64)>> {
+    svg.split("<polyline")
+        .skip(1)
+        .filter_map(|p| p.split("points=\"").nth(1)?.split('"').next())
+        .map(|points| {
+            points
+                .split_whitespace()
+                .map(|xy| {
+                    let (x, y) = xy.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether some polyline of `svg` draws `values` (the pixel rounding aside): its points are one
+/// affine map of them on each axis.
+fn draws(svg: &str, values: &[(f64, f64)]) -> bool {
+    let affine = |pixels: &[f64], data: &[f64]| {
+        let (i, j) = (0, data.len() - 1);
+        if data[j] == data[i] {
+            return pixels.iter().all(|p| (p - pixels[i]).abs() <= 1.0);
+        }
+        let scale = (pixels[j] - pixels[i]) / (data[j] - data[i]);
+        data.iter().zip(pixels).all(|(d, p)| (pixels[i] + (d - data[i]) * scale - p).abs() <= 1.5)
+    };
+    polylines(svg).iter().any(|line| {
+        line.len() == values.len() && {
+            let (px, py): (Vec<f64>, Vec<f64>) = line.iter().copied().unzip();
+            let (dx, dy): (Vec<f64>, Vec<f64>) = values.iter().copied().unzip();
+            affine(&px, &dx) && affine(&py, &dy)
+        }
+    })
+}
+
+/// Values counted in log2 bins (bin 0 holds 0, bin i holds [2^(i-1), 2^i)), as the charts'
+/// points: (lower bound, count) of every bin but 0 that holds any.
+fn log2_points(values: impl IntoIterator<Item = u64>) -> Vec<(f64, f64)> {
+    let mut bins: BTreeMap<u32, u64> = BTreeMap::new();
+    for v in values {
+        let bin = if v == 0 { 0 } else { v.ilog2() + 1 };
+        *bins.entry(bin).or_default() += 1;
+    }
+    bins.into_iter().filter(|&(b, _)| b > 0).map(|(b, n)| (2f64.powi(b as i32 - 1), n as f64)).collect()
+}
+
+fn json_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn page(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("report.html")).unwrap()
+}
+
+/// A graph flattened, trained on and scored by one job, on two workers.
+fn whole_job(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let (data, flat, model, scores) = (dir.join("graph"), dir.join("flat"), dir.join("model"), dir.join("scores"));
+    generate(&data, 2000, 8, 12, 3);
+    let job = Job::cluster()
+        .key("workers", 2)
+        .and(Job::flatten(&data, &flat).key("fanouts", vec![5, 3]).key("hub_threshold", 40))
+        .and(Job::train(&flat, &model).key("epochs", 6).key("batch_size", 256).key("hidden", 8))
+        .and(Job::infer(&data, &model, &scores).key("hub_threshold", 40));
+    let summary = run_ok(&job.write(dir, "job"), &[]);
+    assert!(summary.contains("report:"), "{summary}");
+    (data, flat, model, scores)
+}
+
+#[test]
+fn a_job_report_carries_exactly_what_its_outputs_hold() {
+    let dir = scratch("report");
+    let (data, flat, model, scores) = whole_job(&dir);
+    // One page, the same in every output of the job.
+    let html = page(&flat);
+    assert!(html == page(&model) && html == page(&scores));
+    assert!(html.contains("succeeded</span> (exit 0)") && html.contains("1 processes x 2 workers"), "{html}");
+    // Self-contained: no script, nothing fetched.
+    for needle in ["<script", " src=", "href=\"http", "url("] {
+        assert!(!html.contains(needle), "the page holds {needle:?}");
+    }
+    let all = charts(&html);
+
+    // Training: every epoch's loss and scores exactly, drawn as they are.
+    let metrics = json_lines(&model.join("metrics.jsonl"));
+    let of = |key: &str| -> Vec<(f64, f64)> {
+        metrics.iter().map(|m| (m["epoch"].as_f64().unwrap(), m[key].as_f64().unwrap())).collect()
+    };
+    let (loss, loss_svg) = chart(&all, "loss per epoch");
+    assert_eq!(points(loss, "train_loss"), of("train_loss"));
+    assert!(draws(loss_svg, &of("train_loss")), "the loss curve is not drawn from its values");
+    let (accuracy, accuracy_svg) = chart(&all, "accuracy per epoch");
+    for split in ["train", "valid", "test"] {
+        let key = format!("{split}_accuracy");
+        assert_eq!(points(accuracy, split), of(&key), "{key}");
+        assert!(draws(accuracy_svg, &of(&key)), "{key} is not drawn from its values");
+    }
+    let best =
+        of("valid_accuracy").iter().fold((0.0, f64::NEG_INFINITY), |b, &(e, v)| if v > b.1 { (e, v) } else { b });
+    assert_eq!(accuracy["marks"][0][1].as_f64(), Some(best.0), "the best epoch is marked");
+    let timings = json_lines(&model.join("timings.jsonl"));
+    let seconds: Vec<(f64, f64)> =
+        timings.iter().map(|t| (t["epoch"].as_f64().unwrap(), t["seconds"].as_f64().unwrap())).collect();
+    assert_eq!(points(&chart(&all, "time per epoch").0, "epoch"), seconds);
+
+    // The graph: in-degrees counted here from the edge table, record sizes from the records.
+    let graph = read_graph(&data);
+    let mut in_degree: BTreeMap<i64, u64> = graph.features.keys().map(|&id| (id, 0)).collect();
+    for &(_, dst, _) in &graph.edges {
+        *in_degree.get_mut(&dst).unwrap() += 1;
+    }
+    let (degrees, degrees_svg) = chart(&all, "in-degree");
+    let expected = log2_points(in_degree.values().copied());
+    assert_eq!(points(degrees, "nodes"), expected);
+    assert_eq!(degrees["marks"][0][1].as_f64(), Some(40.0), "the hub threshold is marked");
+    assert!(draws(degrees_svg, &expected.iter().map(|&(x, y)| (x.log10(), y.log10())).collect::<Vec<_>>()));
+    let records = read_records(&flat);
+    assert_eq!(
+        points(&chart(&all, "nodes per record").0, "records"),
+        log2_points(records.iter().map(|r| r.node_ids.len() as u64))
+    );
+    assert_eq!(
+        points(&chart(&all, "edges per record").0, "records"),
+        log2_points(records.iter().map(|r| r.edge_src.len() as u64))
+    );
+
+    // Inference: the predicted classes counted from the scores table.
+    // Eight classes (generate's default): one bar each, predicted or not.
+    let mut predicted = [0.0; 8];
+    for (_, class, _) in read_scores(&scores).values() {
+        predicted[*class as usize] += 1.0;
+    }
+    let classes = &chart(&all, "predicted class").0;
+    let values: Vec<f64> = classes["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(values, predicted);
+    let phases = &chart(&all, "time per phase (rounds").0;
+    assert!(phases["labels"].as_array().unwrap().iter().any(|l| l == "layer 1"), "{phases}");
+
+    // `inspect` points at the page; `report` builds one from outputs, never over a foreign file.
+    let inspected = graphflat_ok(&["inspect", model.to_str().unwrap()]);
+    assert!(inspected.contains(&format!("report: {}", model.join("report.html").display())), "{inspected}");
+    let out = dir.join("two.html");
+    graphflat_ok(&["report", model.to_str().unwrap(), scores.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let two = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(points(&chart(&charts(&two), "loss per epoch").0, "train_loss"), of("train_loss"));
+    std::fs::write(&out, "my notes").unwrap();
+    let refused =
+        graphflat().args(["report", model.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    assert_fails(&refused, 73, &["not a graphflat report"]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "my notes");
+    let missing = graphflat().args(["report", data.join("nowhere").to_str().unwrap()]).output().unwrap();
+    assert_fails(&missing, 66, &["no committed output"]);
+}
+
+#[test]
+fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
+    let dir = scratch("report-failed");
+    let (data, flat) = (dir.join("graph"), dir.join("flat"));
+    generate(&data, 300, 5, 6, 2);
+    // An edge to a node that is not in the node table: bad data found in the map, after the
+    // output check, so the report goes into the output that holds no _SUCCESS.
+    let bad = dir.join("bad");
+    std::fs::create_dir_all(bad.join("edges")).unwrap();
+    std::fs::create_dir_all(bad.join("nodes")).unwrap();
+    for entry in std::fs::read_dir(data.join("nodes")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), bad.join("nodes").join(entry.file_name())).unwrap();
+    }
+    write_edges(&bad.join("edges/part-0.parquet"), &[(0, 1), (1, 999_999)]);
+    let job = Job::flatten(&bad, &flat).and(Job::train(&flat, dir.join("model")));
+    let out = run(&job.write(&dir, "bad"), &[]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    assert!(!flat.join("_SUCCESS").exists());
+    let html = page(&flat);
+    assert!(html.contains("failed</span> (exit 65)"), "{html}");
+    assert!(html.contains("failed: flatten failed") && html.contains("999999"), "the error is on the page: {html}");
+    assert!(html.contains("<a href=\"#train\">train</a> <span class=\"skipped\">not run</span>"), "{html}");
+    assert!(!dir.join("model").exists(), "nothing is written for a stage that did not run");
+
+    // An output that holds a foreign file fails its check: no report goes there.
+    let foreign = dir.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
+    let out = run(&Job::flatten(&data, &foreign).write(&dir, "foreign"), &[]);
+    assert_eq!(out.status.code(), Some(73), "{}", text(&out));
+    assert!(!foreign.join("report.html").exists());
+
+    // A report.html that is not ours (with overwrite, foreign files are kept) stays as it is,
+    // and the job succeeds all the same.
+    let kept = dir.join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(kept.join("report.html"), "someone's page").unwrap();
+    let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("not a graphflat report"), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(kept.join("report.html")).unwrap(), "someone's page");
+    // A report that cannot be written (a directory in its place) is a warning, not a failure.
+    std::fs::remove_file(kept.join("report.html")).unwrap();
+    std::fs::create_dir_all(kept.join("report.html")).unwrap();
+    let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(kept.join("_SUCCESS").exists());
+}
