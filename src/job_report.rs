@@ -31,7 +31,7 @@ impl Ledger {
 
     /// A stage that ran without a table output of its own (`[generate]`), with its facts.
     pub fn done(&mut self, stage: Stage, output: &str, lines: Vec<(String, String)>) {
-        let mut run = StageRun::new(stage, output, Outcome::Committed);
+        let mut run = StageRun::new(stage, &schemas::redact(output), Outcome::Committed);
         run.lines = lines;
         self.stages.push((run, Vec::new()));
     }
@@ -39,13 +39,13 @@ impl Ledger {
     /// A stage that failed; `outputs` are parsed where they could be.
     pub fn failed(&mut self, stage: Stage, output: &str, outputs: Vec<Place>, exit: &Exit) {
         let message = schemas::redact(&format!("{:#}", exit.error));
-        self.stages.push((StageRun::new(stage, output, Outcome::Failed(message)), outputs));
+        self.stages.push((StageRun::new(stage, &schemas::redact(output), Outcome::Failed(message)), outputs));
     }
 
     /// A stage the job did not reach, unless it ended already.
     pub fn not_run_unless_seen(&mut self, stage: Stage, output: &str) {
         if !self.stages.iter().any(|(run, _)| run.stage == stage) {
-            self.stages.push((StageRun::new(stage, output, Outcome::NotRun), Vec::new()));
+            self.stages.push((StageRun::new(stage, &schemas::redact(output), Outcome::NotRun), Vec::new()));
         }
     }
 

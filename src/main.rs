@@ -359,8 +359,9 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     }
     let info = report::Job {
         file: path.display().to_string(),
-        text,
-        cluster: format!("{} processes x {} workers", job.cluster.processes, job.cluster.threads()),
+        // The page is a file people attach to tickets: user information in URIs is masked.
+        text: schemas::redact(&text),
+        cluster: cluster_shape(job.cluster.processes, job.cluster.threads()),
         failure: result.as_ref().err().map(|e| (e.cause.exit_code(), schemas::redact(&format!("{:#}", e.error)))),
         version: VERSION.to_owned(),
     };
@@ -372,6 +373,12 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         }
     }
     result
+}
+
+/// "2 processes x 4 workers each".
+fn cluster_shape(processes: usize, workers: usize) -> String {
+    let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!("{} x {} each", count(processes, "process", "processes"), count(workers, "worker", "workers"))
 }
 
 /// The binary's version and the commit it was built from.

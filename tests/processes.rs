@@ -59,6 +59,14 @@ fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
         }
         let (a, b) = (read_batches(&threads.join("scores")), read_batches(&procs.join("scores")));
         assert_eq!(sorted_rows(&a), sorted_rows(&b), "{n} processes: scores differ");
+        // The run's facts hold every process's peak memory; the report shows the cluster.
+        for stage in ["flat", "scores"] {
+            let peaks = manifest(&procs.join(stage))["facts"]["peak_rss"].clone();
+            let peaks = peaks.as_array().unwrap();
+            assert!(peaks.len() == n && peaks.iter().all(|p| p.as_u64() > Some(0)), "{stage}: {peaks:?}");
+        }
+        let page = std::fs::read_to_string(procs.join("scores/report.html")).unwrap();
+        assert!(page.contains(&format!("{n} processes x 1 worker each")), "{n} processes: the report");
     }
     // And one process of one worker: the same records and scores of its own model.
     let one = dir.join("one");

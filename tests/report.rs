@@ -118,7 +118,7 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
     // One page, the same in every output of the job.
     let html = page(&flat);
     assert!(html == page(&model) && html == page(&scores));
-    assert!(html.contains("succeeded</span> (exit 0)") && html.contains("1 processes x 2 workers"), "{html}");
+    assert!(html.contains("succeeded</span> (exit 0)") && html.contains("1 process x 2 workers each"), "{html}");
     // Self-contained: no script, nothing fetched.
     for needle in ["<script", " src=", "href=\"http", "url("] {
         assert!(!html.contains(needle), "the page holds {needle:?}");

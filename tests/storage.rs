@@ -84,6 +84,8 @@ fn every_codec_and_any_file_name_read_the_same() {
         std::fs::write(data.join("nodes/_SUCCESS"), "").unwrap();
         std::fs::write(data.join("edges/.part-9.crc"), "not parquet").unwrap();
         std::fs::write(data.join("edges/_temporary"), "not parquet").unwrap();
+        // Nor is a job's report, which a failed run leaves in an output without a manifest.
+        std::fs::write(data.join("nodes/report.html"), "<!DOCTYPE html>").unwrap();
         let got = read_records(&flatten(&dir, &data, &format!("flat-{name}"), TWO, fanouts));
         assert!(got == expected, "{name}: records differ from the zstd tables'");
     }
@@ -176,7 +178,8 @@ fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go(
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     on_disk.sort();
     let mut listed: Vec<String> = parts.iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
-    listed.push("_SUCCESS".into());
+    // The manifest, and the job's report beside it.
+    listed.extend(["_SUCCESS".into(), "report.html".into()]);
     listed.sort();
     assert_eq!(on_disk, listed, "leftovers were not removed");
     let rows: u64 = parts.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
@@ -348,7 +351,8 @@ fn a_run_never_deletes_what_it_did_not_write() {
     assert!(out.join("other/part-0.parquet").exists() && data.join("edges/part-0.parquet").exists());
     assert_eq!(std::fs::read_link(out.join(lookalike)).unwrap(), data.join("edges/part-0.parquet"));
     let listed = manifest(&out)["parts"].as_array().unwrap().len();
-    assert_eq!(after.len(), before.len() + listed + 1, "leftovers of the first run remain: {after:?}");
+    // The parts, _SUCCESS and report.html.
+    assert_eq!(after.len(), before.len() + listed + 2, "leftovers of the first run remain: {after:?}");
 }
 
 #[test]

@@ -126,7 +126,7 @@ pub struct Job {
     /// The job file as given, and its text.
     pub file: String,
     pub text: String,
-    /// "2 processes x 4 workers".
+    /// "2 processes x 4 workers each".
     pub cluster: String,
     /// The exit code and the error; `None`: the job succeeded.
     pub failure: Option<(i32, String)>,

@@ -166,11 +166,13 @@ impl Place {
             .map(|parts| parts.map(|p| p.as_ref().to_owned()).collect())
             .unwrap_or_default();
         let visible = below.iter().all(|part| !part.starts_with(['_', '.']));
+        // The job's report beside a table that a failed run left without a manifest.
+        let report = below.len() == 1 && below[0] == crate::names::REPORT;
         let matches = match &self.pattern {
             Some(pattern) => below.len() == 1 && glob_matches(pattern, &below[0]),
             None => true,
         };
-        visible && matches
+        visible && matches && !report
     }
 
     pub async fn exists(&self) -> bool {

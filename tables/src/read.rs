@@ -139,7 +139,8 @@ impl ParquetFile {
 /// - a single file;
 /// - a finished output (a `_SUCCESS` manifest): the parts it lists, and nothing else;
 /// - a directory: every file below it, skipping hidden and `_`-prefixed names (the Hadoop and
-///   Spark convention for markers and temporary files);
+///   Spark convention for markers and temporary files) and the job's `report.html` directly in
+///   it;
 /// - a glob: the files of its directory whose names match.
 pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
     if !table.is_glob()
