@@ -70,7 +70,8 @@ pub fn exit_on_signals() {
             let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
             let _ = writeln!(
                 std::io::stderr(),
-                "error: stopped by {name}; this run's outputs are incomplete and carry no _SUCCESS"
+                "error: stopped by {name}; the stage that was running committed nothing (stages that \
+                 finished before it keep their outputs) and no report was written"
             );
             std::process::exit(if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 });
         }

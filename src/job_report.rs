@@ -37,9 +37,16 @@ impl Ledger {
     }
 
     /// A stage that failed; `outputs` are parsed where they could be.
-    pub fn failed(&mut self, stage: Stage, output: &str, outputs: Vec<Place>, exit: &Exit) {
+    pub fn failed(&mut self, io: &Io, stage: Stage, output: &str, outputs: Vec<Place>, exit: &Exit) {
         let message = schemas::redact(&format!("{:#}", exit.error));
-        self.stages.push((StageRun::new(stage, &schemas::redact(output), Outcome::Failed(message)), outputs));
+        let mut run = StageRun::new(stage, &schemas::redact(output), Outcome::Failed(message));
+        // An earlier run's commit is still what readers of the output get.
+        if let Some(first) = outputs.first()
+            && let Ok(Some(earlier)) = io.block_on(tables::commit::read_manifest(first))
+        {
+            run.notes.push(format!("{} still holds the output run {} committed", first.shown(), earlier.run));
+        }
+        self.stages.push((run, outputs));
     }
 
     /// A stage the job did not reach, unless it ended already.
@@ -88,10 +95,36 @@ pub fn of_outputs(outputs: &[String], out: &str) -> crate::Result<()> {
         return Err(Exit::new(Cause::NoInput, anyhow::anyhow!("cannot report on {}: {why}", run.output)));
     }
     let place = io.output(out).map_err(|e| Exit::new(e.cause(), e))?;
+    refuse_table_dirs(&place)?;
     io.block_on(report::write(&place, &report::render(&report))).map_err(|e| match e {
         report::Error::Foreign(_) => Exit::new(Cause::CantCreate, e),
         report::Error::Store(e) => Exit::new(e.cause(), e),
     })?;
     println!("report of {} outputs: {}", report.stages.len(), place.shown());
     Ok(())
+}
+
+/// A page named anything but report.html inside a table's directory (one holding `_SUCCESS` or
+/// Parquet files) would be read as one of its files: refused.
+fn refuse_table_dirs(out: &Place) -> crate::Result<()> {
+    let Some(path) = out.local_dir() else { return Ok(()) };
+    if path.file_name().is_some_and(|n| n == REPORT) {
+        return Ok(());
+    }
+    let Some(dir) = path.parent() else { return Ok(()) };
+    let table = std::fs::read_dir(dir).into_iter().flatten().flatten().any(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        name == schemas::SUCCESS_MARKER || name.ends_with(".parquet")
+    });
+    match table {
+        true => Err(Exit::new(
+            Cause::CantCreate,
+            anyhow::anyhow!(
+                "{} lies in a table's directory, whose readers would take it for a data file; name it {REPORT} or choose another place",
+                out.shown()
+            ),
+        )),
+        false => Ok(()),
+    }
 }

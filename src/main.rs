@@ -27,7 +27,7 @@ type Result<T> = std::result::Result<T, Exit>;
 #[derive(Parser)]
 #[command(
     name = "graphflat",
-    version,
+    version = VERSION,
     about = "Graph learning as batch jobs over Parquet: flatten k-hop neighborhoods, train GNNs, score every node",
     long_about = "Graph learning as batch jobs over Parquet files, in the style of Ant Group's AGL.\n\n\
         `graphflat run job.toml` runs the stages a job file names: [flatten] writes every target's \
@@ -412,7 +412,7 @@ fn settle<T>(ledger: &mut Ledger, io: &Io, stage: Stage, uris: &[&str], result: 
     let outputs = places(io, uris);
     match &result {
         Ok(_) => ledger.committed(io, stage, outputs),
-        Err(e) => ledger.failed(stage, uris[0], outputs, e),
+        Err(e) => ledger.failed(io, stage, uris[0], outputs, e),
     }
     result
 }
@@ -444,7 +444,7 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
             match generate(io, config) {
                 Ok(g) => ledger.done(Stage::Generate, &config.output, generated_lines(&g)),
                 Err(e) => {
-                    ledger.failed(Stage::Generate, &config.output, Vec::new(), &e);
+                    ledger.failed(io, Stage::Generate, &config.output, Vec::new(), &e);
                     return Err(e);
                 }
             }

@@ -194,6 +194,20 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "my notes");
     let missing = graphflat().args(["report", data.join("nowhere").to_str().unwrap()]).output().unwrap();
     assert_fails(&missing, 66, &["no committed output"]);
+    // A page inside a table's directory would be read as one of its files: refused.
+    let inside = flat.join("charts.html");
+    let refused =
+        graphflat().args(["report", model.to_str().unwrap(), "--out", inside.to_str().unwrap()]).output().unwrap();
+    assert_fails(&refused, 73, &["table's directory"]);
+    assert!(!inside.exists());
+    // Facts that do not parse are none: the page says so, and the output stays readable.
+    let mut m = manifest(&flat);
+    m["facts"] = Value::from("garbage <script>");
+    std::fs::write(flat.join("_SUCCESS"), m.to_string()).unwrap();
+    let garbage = dir.join("garbage.html");
+    graphflat_ok(&["report", flat.to_str().unwrap(), "--out", garbage.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&garbage).unwrap().contains("carries no run facts"));
+    assert!(graphflat_ok(&["inspect", flat.to_str().unwrap()]).contains("2000 rows"));
 }
 
 #[test]
@@ -221,6 +235,18 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
     assert!(html.contains("<a href=\"#train\">train</a> <span class=\"skipped\">not run</span>"), "{html}");
     assert!(!dir.join("model").exists(), "nothing is written for a stage that did not run");
 
+    // A failed overwrite leaves the earlier commit in place: the page of the failure names it.
+    let again = dir.join("again");
+    run_ok(&Job::flatten(&data, &again).write(&dir, "again"), &[]);
+    let earlier = manifest(&again)["run"].as_str().unwrap().to_owned();
+    let out = run(&Job::flatten(&bad, &again).key("overwrite", true).write(&dir, "again-bad"), &[]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    let html = page(&again);
+    assert!(
+        html.contains("failed</span> (exit 65)") && html.contains(&format!("the output run {earlier} committed")),
+        "{html}"
+    );
+
     // An output that holds a foreign file fails its check: no report goes there.
     let foreign = dir.join("foreign");
     std::fs::create_dir_all(&foreign).unwrap();
@@ -244,4 +270,14 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
     let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(kept.join("_SUCCESS").exists());
+    // Nor does a FIFO in its place block the job, `inspect` or `report` (they never open it).
+    std::fs::remove_dir(kept.join("report.html")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(kept.join("report.html")).status().unwrap().success());
+    let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
+    assert!(out.status.success() && text(&out).contains("not a graphflat report"), "{}", text(&out));
+    assert!(!graphflat_ok(&["inspect", kept.to_str().unwrap()]).contains("report:"));
+    let page = kept.join("report.html");
+    let refused =
+        graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
+    assert_fails(&refused, 73, &["not a graphflat report"]);
 }

@@ -85,15 +85,20 @@ fn axis(v: f64, log: bool) -> Option<f64> {
     }
 }
 
-/// `[lo, hi]` around `values`, padded so that a flat line or a single point still shows.
-fn span(values: impl Iterator<Item = f64>, pad_zero: bool) -> (f64, f64) {
+/// `[lo, hi]` around `values`, padded so that a flat line or a single point still shows; an
+/// error when that range is not a finite number (values near the ends of f64).
+fn span(values: impl Iterator<Item = f64>, pad_zero: bool) -> Result<(f64, f64), String> {
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if !lo.is_finite() {
-        return (0.0, 1.0);
+        return Ok((0.0, 1.0));
     }
     let pad = if hi > lo { (hi - lo) * 0.05 } else { 0.5 };
     let lo = if pad_zero && lo >= 0.0 { lo.min(0.0) } else { lo - pad };
-    (lo, hi + pad)
+    let hi = hi + pad;
+    match (hi - lo).is_finite() {
+        true => Ok((lo, hi)),
+        false => Err(format!("values from {lo:e} to {hi:e} span more than a number can hold")),
+    }
 }
 
 /// Every chart's frame: its caption, margins and room for the axis labels.
@@ -113,8 +118,8 @@ fn draw_lines(chart: &Lines) -> Result<String, String> {
     let marks: Vec<(String, f64)> =
         chart.marks.iter().filter_map(|(label, x)| Some((label.clone(), axis(*x, log)?))).collect();
     let xs = series.iter().flatten().map(|p| p.0).chain(marks.iter().map(|m| m.1));
-    let (x0, x1) = span(xs, false);
-    let (y0, y1) = span(series.iter().flatten().map(|p| p.1), false);
+    let (x0, x1) = span(xs, false)?;
+    let (y0, y1) = span(series.iter().flatten().map(|p| p.1), false)?;
     let label = move |v: &f64| match log {
         false => short(*v),
         // Only whole powers of ten are labelled on a log axis.
@@ -162,7 +167,7 @@ fn draw_lines(chart: &Lines) -> Result<String, String> {
 fn draw_bars(chart: &Bars) -> Result<String, String> {
     // A segmented range a..b has b - a + 1 segments: one a bar.
     let last = chart.values.len().max(1) as u32 - 1;
-    let (_, top) = span(chart.values.iter().copied().filter(|v| v.is_finite()), true);
+    let (_, top) = span(chart.values.iter().copied().filter(|v| v.is_finite()), true)?;
     let labels = &chart.labels;
     let mut svg = String::new();
     {
@@ -219,6 +224,22 @@ fn trim(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_at_the_ends_of_f64_are_a_note_not_a_hang() {
+        let series = vec![Series { name: "loss".into(), points: vec![(1.0, 1e308), (2.0, -1e308)] }];
+        let chart =
+            Lines { title: "loss".into(), x: "epoch".into(), y: "loss".into(), series, marks: vec![], log: false };
+        assert!(lines(&chart).contains("could not be drawn"));
+        let bars = bars(&Bars {
+            title: "t".into(),
+            x: "p".into(),
+            y: "s".into(),
+            labels: vec!["a".into(), "b".into()],
+            values: vec![1e308, -1e308],
+        });
+        assert!(bars.contains("could not be drawn"), "{bars}");
+    }
 
     #[test]
     fn tick_labels_are_short() {

@@ -12,7 +12,7 @@ use crate::escape::escape;
 use crate::run::{Job, Outcome, Report, StageRun};
 
 /// The first line of every report: how a file is known to be one (see [`crate::write`]).
-pub const SIGNATURE: &str = "<!DOCTYPE html>\n<!-- graphflat report -->";
+pub const SIGNATURE: &str = tables::names::REPORT_SIGNATURE;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1340px;color:#222}\
 h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}\
@@ -20,6 +20,18 @@ table{border-collapse:collapse;margin:.5em 0}td,th{padding:.15em .8em .15em 0;te
 th{color:#555;font-weight:normal}.ok{color:#2a7a2a}.failed{color:#b22}.skipped{color:#777}\
 figure{display:inline-block;margin:.5em 1em .5em 0}pre{background:#f6f6f6;padding:.8em;overflow:auto}\
 .note{color:#8a5a00}.error{background:#fdecec;padding:.8em;white-space:pre-wrap}";
+
+/// The most of the job file's text the page shows.
+const MAX_JOB_TEXT: usize = 256 << 10;
+
+/// `text` up to `limit` bytes (on a character boundary), saying so when cut.
+fn cut(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let end = (0..=limit).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    format!("{}\n... ({} more bytes not shown)", &text[..end], text.len() - end)
+}
 
 /// The report as one HTML page.
 pub fn render(report: &Report) -> String {
@@ -37,11 +49,17 @@ pub fn render(report: &Report) -> String {
     if let Some(job) = &report.job {
         page.push_str(&job_section(job, &report.stages));
     }
+    let mut ids: Vec<String> = Vec::new();
     for run in &report.stages {
-        page.push_str(&stage_section(run));
+        // One anchor a section: a second flatten output is #flatten-2.
+        let name = run.stage.name();
+        let seen = ids.iter().filter(|id| id.as_str() == name || id.starts_with(&format!("{name}-"))).count();
+        let id = if seen == 0 { name.to_owned() } else { format!("{name}-{}", seen + 1) };
+        page.push_str(&stage_section(run, &id));
+        ids.push(id);
     }
     if let Some(job) = &report.job {
-        let _ = write!(page, "<h2>Job file</h2>\n<pre>{}</pre>\n", escape(&job.text));
+        let _ = write!(page, "<h2>Job file</h2>\n<pre>{}</pre>\n", escape(&cut(&job.text, MAX_JOB_TEXT)));
     }
     page.push_str("</body></html>\n");
     page
@@ -80,9 +98,9 @@ fn job_section(job: &Job, stages: &[StageRun]) -> String {
     html
 }
 
-fn stage_section(run: &StageRun) -> String {
+fn stage_section(run: &StageRun, id: &str) -> String {
     let name = run.stage.name();
-    let mut html = format!("<section id=\"{name}\">\n<h2>{name}</h2>\n");
+    let mut html = format!("<section id=\"{id}\">\n<h2>{name}</h2>\n");
     let mut facts: Vec<(String, String)> = vec![("output".into(), run.output.clone())];
     match &run.outcome {
         Outcome::Committed => {}
@@ -289,6 +307,17 @@ mod tests {
 
     fn line(text: &str) -> Map<String, Value> {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn sections_have_one_anchor_each_and_long_job_files_are_cut() {
+        let run = || StageRun::new(Stage::Flatten, "out", Outcome::NotRun);
+        let job = Job { text: "é".repeat(MAX_JOB_TEXT), ..Job::default() };
+        let page = render(&Report { job: Some(job), stages: vec![run(), run(), run()] });
+        for id in ["id=\"flatten\"", "id=\"flatten-2\"", "id=\"flatten-3\""] {
+            assert_eq!(page.matches(id).count(), 1, "{id}");
+        }
+        assert!(page.contains(&format!("... ({} more bytes not shown)", MAX_JOB_TEXT)), "cut at a character");
     }
 
     #[test]

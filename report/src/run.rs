@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 use tables::commit::{Manifest, Stage, read_manifest};
 use tables::{Io, Place};
 
-/// The largest metrics or timings file a report reads.
-pub const MAX_FILE: u64 = 16 << 20;
+/// The largest file a report reads (metrics, timings, an earlier page): no report is larger.
+pub const MAX_FILE: u64 = tables::names::REPORT_MAX_BYTES;
 
 /// The files a model's output holds per epoch (graphtrainer's `METRICS` and `TIMINGS`).
 pub const METRICS: &str = "metrics.jsonl";
@@ -87,6 +87,10 @@ impl StageRun {
     /// The JSON objects of a JSON-lines file; a note for a file too large, unreadable or bad.
     async fn lines_of(&mut self, place: &Place) -> Vec<Map<String, Value>> {
         let shown = place.shown();
+        if place.is_special_local_file() {
+            self.notes.push(format!("{shown}: not a regular file; left out"));
+            return Vec::new();
+        }
         match place.size().await {
             Ok(Some(size)) if size > MAX_FILE => {
                 self.notes.push(format!("{shown}: {size} bytes, over the report's limit of {MAX_FILE}; left out"));

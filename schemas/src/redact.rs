@@ -11,8 +11,14 @@ pub fn redact(text: &str) -> String {
         let (before, after) = rest.split_at(at + 3);
         out.push_str(before);
         // The authority ends at the first `/`, whitespace or quote; user information at its
-        // last `@`.
-        let end = after.find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'').unwrap_or(after.len());
+        // last `@`. A password may hold whitespace: an `@` before the next `/`, quote or line
+        // end masks up to it all the same (masking too much is the safe side).
+        let stop = |c: char| c == '/' || c == '"' || c == '\'' || c == '\n';
+        let line = after.find(stop).unwrap_or(after.len());
+        let end = match after[..line].rfind('@') {
+            Some(_) => line,
+            None => after.find(|c: char| stop(c) || c.is_whitespace()).unwrap_or(after.len()),
+        };
         match after[..end].rfind('@') {
             Some(user) => {
                 out.push_str("***");
@@ -43,6 +49,10 @@ mod tests {
         assert_eq!(redact("s3://bucket/a@b"), "s3://bucket/a@b");
         assert_eq!(redact("endpoint \"http://a:b@h\" and s3://k:s@b/p"), "endpoint \"http://***@h\" and s3://***@b/p");
         assert_eq!(redact("no uri here"), "no uri here");
+        // Whitespace in a password does not end the user information.
+        assert_eq!(redact("output = \"s3://user:pa ss\tword@bucket/m\""), "output = \"s3://***@bucket/m\"");
+        assert_eq!(redact("# s3://user:pa ss@bucket\nnext line"), "# s3://***@bucket\nnext line");
+        assert_eq!(redact("s3://bucket is gone"), "s3://bucket is gone");
     }
 
     #[test]

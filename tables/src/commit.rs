@@ -37,7 +37,7 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::Error;
 use crate::lease::{self, Lease};
-use crate::names::{Layout, Name, marker_name, run_of};
+use crate::names::{Layout, Name, REPORT, REPORT_MAX_BYTES, REPORT_SIGNATURE, marker_name, run_of};
 use crate::place::Place;
 
 pub use crate::manifest::{MANIFEST_FORMAT, Manifest, PartEntry, Stage, read_manifest};
@@ -216,6 +216,26 @@ async fn take_back(output: &Place, run: &str, replaced: Option<Vec<u8>>) {
 pub async fn cleanup(output: &Place, manifest: &Manifest, layout: &Layout) {
     if let Err(e) = try_cleanup(output, manifest, layout).await {
         tracing::warn!("{}: cannot remove the files of earlier runs: {e}", output.shown());
+    }
+    remove_stale_report(output).await;
+}
+
+/// The job's report of an earlier run describes an output that is no longer there: it goes
+/// (only a regular file that is one of this project's reports); the job writes its own when it
+/// ends.
+async fn remove_stale_report(output: &Place) {
+    let report = output.child(REPORT);
+    if report.is_special_local_file() {
+        return;
+    }
+    let ours = match report.size().await {
+        Ok(Some(size)) if size <= REPORT_MAX_BYTES => {
+            report.get().await.ok().flatten().is_some_and(|b| b.starts_with(REPORT_SIGNATURE.as_bytes()))
+        }
+        _ => false,
+    };
+    if ours && let Err(e) = report.store.delete(&report.path).await {
+        tracing::debug!("{}: cannot remove an earlier run's report: {e}", report.shown());
     }
 }
 
@@ -436,6 +456,29 @@ mod tests {
         for output in [&pa, &pb] {
             assert_eq!(io.block_on(read_manifest(output)).unwrap().unwrap().run, run);
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A commit takes away an earlier run's report (the job writes its own when it ends), and
+    /// only a report: a foreign `report.html` and a FIFO in its place stay.
+    #[test]
+    fn a_commit_removes_only_an_earlier_report() {
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("tables-commit-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let place = |p: &std::path::Path| Place::parse_output(p.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let (ours, foreign, fifo) = (dir.join("ours"), dir.join("foreign"), dir.join("fifo"));
+        for d in [&ours, &foreign, &fifo] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(ours.join(REPORT), format!("{REPORT_SIGNATURE}\n<html></html>")).unwrap();
+        std::fs::write(foreign.join(REPORT), "someone's page").unwrap();
+        let made = std::process::Command::new("mkfifo").arg(fifo.join(REPORT)).status().unwrap();
+        assert!(made.success());
+        commit_both(&io, &[&place(&ours), &place(&foreign), &place(&fifo)], &new_run_id(), true).unwrap();
+        assert!(!ours.join(REPORT).exists(), "the earlier report is gone");
+        assert_eq!(std::fs::read_to_string(foreign.join(REPORT)).unwrap(), "someone's page");
+        assert!(std::fs::symlink_metadata(fifo.join(REPORT)).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -67,7 +67,8 @@ pub struct Manifest {
     /// The job's settings for this stage.
     pub settings: serde_json::Value,
     /// What the run tells about itself, for the job's report (absent from older manifests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Only the report reads it: facts that do not parse are taken as none, never an error.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub facts: Option<schemas::facts::RunFacts>,
 }
 
@@ -92,6 +93,12 @@ impl Manifest {
     }
 }
 
+/// The run's facts if they parse; `None` otherwise.
+fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<schemas::facts::RunFacts>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
+}
+
 /// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
 /// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
 /// error.
@@ -110,4 +117,25 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
         what: "manifest",
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_that_do_not_parse_are_none() {
+        let manifest = Manifest::new("r", Stage::Flatten, Vec::new(), serde_json::Value::Null);
+        let with = manifest.clone().with_facts(schemas::facts::RunFacts { seconds: 1.5, ..Default::default() });
+        let back: Manifest = serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
+        assert_eq!(back, with);
+        for garbage in
+            [serde_json::json!("garbage <script>"), serde_json::json!([1]), serde_json::json!({"seconds": "x"})]
+        {
+            let mut json = serde_json::to_value(&manifest).unwrap();
+            json["facts"] = garbage;
+            let back: Manifest = serde_json::from_value(json).unwrap();
+            assert_eq!(back.facts, None);
+        }
+    }
 }

@@ -13,6 +13,12 @@ const RUN_STEMS: [&str; 4] = ["part", "metrics", "timings", "checkpoint"];
 /// layout, rewritten whole by each job run that writes there.
 pub const REPORT: &str = "report.html";
 
+/// How a report starts: a file named [`REPORT`] that does not is someone else's.
+pub const REPORT_SIGNATURE: &str = "<!DOCTYPE html>\n<!-- graphflat report -->";
+
+/// No report is larger: a larger file is someone else's, and is not read.
+pub const REPORT_MAX_BYTES: u64 = 16 << 20;
+
 /// The prefix of a run's marker (see [`crate::lease`]): `_run-<run>.json`.
 pub const MARKER_PREFIX: &str = "_run-";
 

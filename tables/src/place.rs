@@ -153,6 +153,12 @@ impl Place {
         self.local.then(|| std::path::PathBuf::from(format!("/{}", self.path)))
     }
 
+    /// Whether this local place is something other than a regular file (a directory, a FIFO,
+    /// a device), following symlinks: reading one may block or never end.
+    pub fn is_special_local_file(&self) -> bool {
+        self.local_dir().and_then(|p| std::fs::metadata(p).ok()).is_some_and(|m| !m.is_file())
+    }
+
     /// Every object below this directory.
     pub async fn list_files(&self) -> Result<Vec<ObjectMeta>, Error> {
         self.store.list(Some(&self.path)).try_collect().await.map_err(|source| self.store_error("cannot list", source))
