@@ -2,7 +2,10 @@
 # GraphTrainer against PyG on Cora, back to back, one thread each: a 2-layer GCN with Kipf &
 # Welling's settings for 200 epochs, evaluating valid and test every epoch. GraphTrainer trains
 # on Cora's flattened records (every in-edge, k = 2) on one worker; PyG runs full-batch
-# (bench/peer/pyg_cora.py) on the same OGB raw files. Prints each run and the medians' ratio.
+# (bench/peer/pyg_cora.py) on the same OGB raw files. Prints each run and the medians' ratios:
+# the training loops (ours: "train finished in", PyG: its 200 epochs), and the whole commands
+# (ours: `graphflat run`, flatten included; PyG: its script, interpreter start, imports and load
+# included).
 #
 #   bench/cora-vs-pyg.sh [work_dir]      REPS=3 PEER_PYTHON=/tmp/peer/bin/python FEATURES=gpu,hdfs
 #
@@ -41,14 +44,17 @@ normalize_features = true
 cache_mb = 1024
 kernel_threads = 1
 TOML
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-: > "$WORK/ours"; : > "$WORK/pyg"
+source bench/timing.sh
+: > "$WORK/ours"; : > "$WORK/pyg"; : > "$WORK/ours-whole"; : > "$WORK/pyg-whole"
 for _ in $(seq "$REPS"); do
-  $BIN run "$WORK/job.toml" > "$WORK/ours.log" 2>&1
+  timed ours $BIN run "$WORK/job.toml" | cut -d' ' -f1 | tee -a "$WORK/ours-whole" | sed 's/^/graphflat run, whole command: /'
   grep -o "train finished in [0-9.]*s" "$WORK/ours.log" | grep -o "[0-9.]*" | tee -a "$WORK/ours" | sed 's/^/graphtrainer: 200 epochs in /'
-  "$PY" bench/peer/pyg_cora.py "$CORA" 2> /dev/null | tee "$WORK/pyg.log"
+  timed pyg "$PY" bench/peer/pyg_cora.py "$CORA" | cut -d' ' -f1 | tee -a "$WORK/pyg-whole" | sed 's/^/pyg_cora.py, whole command: /'
+  grep -v "^Warning\|warn" "$WORK/pyg.log" | tail -1
   grep -o "200 epochs [0-9.]*s" "$WORK/pyg.log" | grep -o "[0-9.]*s$" | tr -d s >> "$WORK/pyg"
 done
 OURS=$(median < "$WORK/ours"); PYG=$(median < "$WORK/pyg")
+OURS_WHOLE=$(median < "$WORK/ours-whole"); PYG_WHOLE=$(median < "$WORK/pyg-whole")
 grep -h "test accuracy there\|epoch 200/" "$WORK/ours.log" | tail -2
-echo "medians: graphtrainer ${OURS}s, PyG ${PYG}s; graphtrainer / PyG = $(echo "scale=2; $OURS / $PYG" | bc)x"
+echo "medians, training loops: graphtrainer ${OURS}s, PyG ${PYG}s; graphtrainer / PyG = $(echo "scale=2; $OURS / $PYG" | bc)x"
+echo "medians, whole commands: graphflat run ${OURS_WHOLE}s, PyG's script ${PYG_WHOLE}s; ratio = $(echo "scale=2; $OURS_WHOLE / $PYG_WHOLE" | bc)x"
