@@ -79,7 +79,9 @@ pub fn inspect(target: &str) -> Result<()> {
 /// The job's report beside an output, when one is there.
 fn point_at_report(io: &Io, dir: &Place) -> Result<()> {
     let report = dir.child(tables::names::REPORT);
-    if dir.local_dir().is_none_or(|d| d.is_dir()) && io.block_on(report::is_report(&report)).unwrap_or(false) {
+    if dir.local_dir().is_none_or(|d| d.is_dir())
+        && io.block_on(tables::report_page::is_report(&report)).unwrap_or(false)
+    {
         println!("report: {} (charts of the run that wrote it; open it in a browser)", report.shown());
     }
     Ok(())

@@ -36,23 +36,11 @@ pub enum Error {
 /// Writes `html` to `place` (one put: readers see the old page or the new one), unless
 /// something there is not a report of this project.
 pub async fn write(place: &Place, html: &str) -> Result<(), Error> {
-    if (place.is_special_local_file() || place.size().await?.is_some()) && !is_report(place).await? {
+    if (place.is_special_local_file() || place.size().await?.is_some())
+        && !tables::report_page::is_report(place).await?
+    {
         return Err(Error::Foreign(place.shown()));
     }
     place.put(html.as_bytes().to_vec()).await?;
     Ok(())
-}
-
-/// Whether `place` is a report of this project: a regular file, not larger than any report,
-/// that starts with [`page::SIGNATURE`]. Anything else is not read (a FIFO would block).
-pub async fn is_report(place: &Place) -> Result<bool, tables::Error> {
-    if place.is_special_local_file() {
-        return Ok(false);
-    }
-    Ok(match place.size().await? {
-        Some(size) if size <= run::MAX_FILE => {
-            place.get().await?.is_some_and(|bytes| bytes.starts_with(page::SIGNATURE.as_bytes()))
-        }
-        _ => false,
-    })
 }

@@ -37,7 +37,7 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::Error;
 use crate::lease::{self, Lease};
-use crate::names::{Layout, Name, REPORT, REPORT_MAX_BYTES, REPORT_SIGNATURE, marker_name, run_of};
+use crate::names::{Layout, Name, REPORT, marker_name, run_of};
 use crate::place::Place;
 
 pub use crate::manifest::{MANIFEST_FORMAT, Manifest, PartEntry, Stage, read_manifest};
@@ -225,16 +225,9 @@ pub async fn cleanup(output: &Place, manifest: &Manifest, layout: &Layout) {
 /// ends.
 async fn remove_stale_report(output: &Place) {
     let report = output.child(REPORT);
-    if report.is_special_local_file() {
-        return;
-    }
-    let ours = match report.size().await {
-        Ok(Some(size)) if size <= REPORT_MAX_BYTES => {
-            report.get().await.ok().flatten().is_some_and(|b| b.starts_with(REPORT_SIGNATURE.as_bytes()))
-        }
-        _ => false,
-    };
-    if ours && let Err(e) = report.store.delete(&report.path).await {
+    if crate::report_page::is_report(&report).await.unwrap_or(false)
+        && let Err(e) = report.store.delete(&report.path).await
+    {
         tracing::debug!("{}: cannot remove an earlier run's report: {e}", report.shown());
     }
 }
@@ -471,7 +464,7 @@ mod tests {
         for d in [&ours, &foreign, &fifo] {
             std::fs::create_dir_all(d).unwrap();
         }
-        std::fs::write(ours.join(REPORT), format!("{REPORT_SIGNATURE}\n<html></html>")).unwrap();
+        std::fs::write(ours.join(REPORT), format!("{}\n<html></html>", crate::names::REPORT_SIGNATURE)).unwrap();
         std::fs::write(foreign.join(REPORT), "someone's page").unwrap();
         let made = std::process::Command::new("mkfifo").arg(fifo.join(REPORT)).status().unwrap();
         assert!(made.success());

@@ -25,6 +25,7 @@ pub mod names;
 pub mod parts;
 pub mod place;
 pub mod read;
+pub mod report_page;
 pub mod table;
 
 pub use error::Error;
