@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use graphtrainer::plan::Plan;
-use graphtrainer::reader::{Pass, RecordSet};
+use graphtrainer::reader::{Pass, RecordSet, Unit};
 use graphtrainer::stream::{Order, RecordStream, Source};
 use graphtrainer::train::{Feed, TrainConfig, train_fed};
 
@@ -78,7 +78,7 @@ fn kept_evaluation_batches_change_only_the_time() {
     let dir = scratch("train-eval-cache");
     let data = dir.join("graph");
     generate(&data, 2000, 8, 8, 3);
-    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 2).key("fanouts", vec![5, 5]));
+    let flat = flatten(&dir, &data, "flat", &["--workers", "1"], |job| job.key("hops", 2).key("fanouts", vec![5, 5]));
     let mut runs = Vec::new();
     for cache_mb in [0, 1024] {
         let model = dir.join(format!("model-{cache_mb}"));
@@ -142,7 +142,7 @@ fn plan_of(set: &RecordSet, peers: usize) -> Plan {
 
 /// The records worker `w` streams in `epoch` (default shuffle buffer), and `(0..)` budget.
 fn stream(set: &Arc<RecordSet>, plan: &Plan, w: usize, order: Order, shuffle_bytes: u64, cache: u64) -> Vec<Record> {
-    let units: Vec<_> = plan.shares[w].iter().map(|&u| plan.units[u]).collect();
+    let units = plan.units_of(w, Pass::Train);
     let source = Arc::new(Source::new(set.clone(), cache));
     RecordStream::train(source, &units, order, shuffle_bytes).collect::<Result<_, _>>().unwrap()
 }
@@ -160,7 +160,13 @@ fn epoch_batches(
     records.chunks(batch_size).map(<[Record]>::to_vec).collect()
 }
 
-/// Records flattened by four workers: four part files of one row group each.
+/// The units of `set` that hold training records, in unit order.
+fn train_units(set: &RecordSet) -> Vec<Unit> {
+    set.units().into_iter().filter(|&u| set.count(u, None).unwrap().train > 0).collect()
+}
+
+/// Records flattened by four workers: four part files, each with one row group of training
+/// records (and one each of valid and test records).
 fn four_unit_records(dir: &Path) -> (std::path::PathBuf, Arc<RecordSet>) {
     let data = dir.join("graph");
     generate(&data, 800, 6, 4, 2);
@@ -176,7 +182,8 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
     let mut all: Vec<i64> =
         set.units().iter().flat_map(|&u| set.read(u, Pass::Train).unwrap()).map(|r| r.root).collect();
     all.sort_unstable();
-    assert!(all.len() > 100 && set.units().len() == 4, "{} records in {} units", all.len(), set.units().len());
+    let train = train_units(&set);
+    assert!(all.len() > 100 && train.len() == 4, "{} records in {} units", all.len(), train.len());
     let roots = |records: Vec<Record>| records.into_iter().map(|r| r.root).collect::<Vec<i64>>();
     for peers in 1..=3 {
         let plan = plan_of(&set, peers);
@@ -197,8 +204,7 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
     assert_ne!(first, roots(stream(&set, &plan, 0, order(2), 1 << 20, 0)));
     // Without a buffer, each unit's records come out together, in row order; with one, the
     // units mix.
-    let unit_of: std::collections::HashMap<i64, (usize, usize)> = set
-        .units()
+    let unit_of: std::collections::HashMap<i64, (usize, usize)> = train
         .iter()
         .enumerate()
         .flat_map(|(u, &unit)| {
@@ -216,25 +222,88 @@ fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
     assert!(runs(&first) > 20, "a 1 MiB buffer left {} runs", runs(&first));
 }
 
+/// Each row group's split values, read with parquet's own reader: per part file, per row group.
+fn splits_by_row_group(flat: &Path) -> Vec<Vec<std::collections::BTreeSet<Option<String>>>> {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let open = |file: &Path| ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap()).unwrap();
+    parquet_files(flat)
+        .iter()
+        .map(|file| {
+            (0..open(file).metadata().num_row_groups())
+                .map(|group| {
+                    let builder = open(file);
+                    let split = ProjectionMask::columns(builder.parquet_schema(), ["split"]);
+                    let reader = builder.with_row_groups(vec![group]).with_projection(split).build().unwrap();
+                    reader
+                        .flat_map(|batch| {
+                            let column = batch.unwrap().column(0).as_string::<i32>().clone();
+                            (0..column.len())
+                                .map(|i| column.is_valid(i).then(|| column.value(i).to_string()))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn each_split_is_written_in_row_groups_of_its_own_and_a_pass_reads_only_its_own() {
+    let dir = scratch("train-split-row-groups");
+    let data = dir.join("graph");
+    // Records of about 20 nodes of 512 features (40 kB): the training records fill more than
+    // one row group (32 MB of records as they are in memory), so row groups close mid-stream.
+    generate(&data, 3000, 8, 512, 4);
+    let flat = flatten(&dir, &data, "flat", &["--workers", "1"], |job| job.key("hops", 2).key("fanouts", vec![10, 10]));
+    let layout = splits_by_row_group(&flat);
+    let mut groups: std::collections::BTreeMap<Option<String>, usize> = Default::default();
+    for (file, part) in layout.iter().enumerate() {
+        for (group, splits) in part.iter().enumerate() {
+            assert_eq!(splits.len(), 1, "part {file}, row group {group} holds the splits {splits:?}");
+            *groups.entry(splits.first().unwrap().clone()).or_default() += 1;
+        }
+    }
+    let names = |s: &str| Some(s.to_string());
+    assert_eq!(groups.keys().cloned().collect::<Vec<_>>(), vec![names("test"), names("train"), names("valid")]);
+    assert!(groups[&names("train")] > 1, "the training records in one row group: {groups:?}");
+    // Every record is still written once.
+    let records = read_records(&flat);
+    assert_eq!(records.len(), 3000);
+    assert!(records.windows(2).all(|w| w[0].root < w[1].root));
+    // The trainer's plan reads a unit for a pass only if it holds that pass's records.
+    let set = Arc::new(RecordSet::open(local_io(), flat.to_str().unwrap()).unwrap());
+    let plan = plan_of(&set, 2);
+    for pass in [Pass::Train, Pass::Evaluate] {
+        let read: Vec<Unit> = (0..2).flat_map(|w| plan.units_of(w, pass)).collect();
+        let holding: Vec<Unit> = set.units().into_iter().filter(|&u| !set.read(u, pass).unwrap().is_empty()).collect();
+        assert_eq!(read.len(), holding.len(), "{pass:?}");
+        assert!(holding.iter().all(|u| read.contains(u)), "{pass:?}");
+    }
+}
+
 #[test]
 fn a_unit_that_fails_to_decode_mid_pass_ends_the_stream_with_its_error() {
     let (flat, set) = four_unit_records(&scratch("train-stream-error"));
-    assert_eq!(set.units().len(), 4);
+    let train = train_units(&set);
+    assert_eq!(train.len(), 4);
     let plan = plan_of(&set, 1);
     let order = Order { seed: 9, epoch: 1, worker: 0 };
     // The third unit the pass visits: the readers decode ahead, so a failure there must still
     // reach the stream after the first two units' records, as an error, not as the pass's end.
-    let third = set.units()[graphtrainer::stream::epoch_order(4, 9, 1, 0)[2]];
+    let third = train[graphtrainer::stream::epoch_order(4, 9, 1, 0)[2]];
     let part = &parquet_files(&flat)[third.file];
     std::fs::write(part, b"not parquet any more").unwrap();
-    let units: Vec<_> = plan.shares[0].iter().map(|&u| plan.units[u]).collect();
+    let units = plan.units_of(0, Pass::Train);
     let source = Arc::new(Source::<Record>::new(set.clone(), 0));
     let got: Vec<_> = RecordStream::train(source, &units, order, 0).collect();
     let (records, errors): (Vec<_>, Vec<_>) = got.iter().partition(|r| r.is_ok());
     assert_eq!(errors.len(), 1, "one error, then the stream ends");
     assert!(got.last().unwrap().is_err(), "the error is the stream's last item");
-    let read =
-        |i: usize| set.read(set.units()[graphtrainer::stream::epoch_order(4, 9, 1, 0)[i]], Pass::Train).unwrap().len();
+    let read = |i: usize| set.read(train[graphtrainer::stream::epoch_order(4, 9, 1, 0)[i]], Pass::Train).unwrap().len();
     assert_eq!(records.len(), read(0) + read(1), "the first two units' records come first");
     let message = got.last().unwrap().as_ref().err().unwrap().to_string();
     let name = part.file_name().unwrap().to_str().unwrap();
@@ -323,7 +392,7 @@ fn async_mode_with_bounded_staleness_trains_as_well_as_sync() {
     let dir = scratch("train-async");
     let data = dir.join("graph");
     generate(&data, 3000, 10, 16, 8);
-    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 2).key("fanouts", vec![10, 10]));
+    let flat = flatten(&dir, &data, "flat", &["--workers", "1"], |job| job.key("hops", 2).key("fanouts", vec![10, 10]));
     let mut accuracy = Vec::new();
     for mode in ["sync", "async"] {
         let model = dir.join(mode);
@@ -340,7 +409,7 @@ fn reads_records_through_a_uri_and_refuses_an_unfinished_set() {
     let dir = scratch("train-uri");
     let data = dir.join("graph");
     generate(&data, 400, 6, 8, 2);
-    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("hops", 2));
+    let flat = flatten(&dir, &data, "flat", &["--workers", "1"], |job| job.key("hops", 2));
     let uri = format!("file://{}", flat.canonicalize().unwrap().display());
     let model = dir.join("model");
     let train = Job::train(&uri, &model).key("epochs", 3);

@@ -2,7 +2,7 @@
 //! from these, so results never depend on worker count, process count or message order.
 
 use schemas::mix::GAMMA;
-pub use schemas::mix::mix64;
+pub use schemas::mix::{IdHasher, IdMap, IdSet, mix64};
 
 /// A hash of three words, order-sensitive.
 pub fn hash3(a: u64, b: u64, c: u64) -> u64 {
@@ -105,61 +105,5 @@ mod tests {
             counts[(owner_key(node) % peers) as usize] += 1;
         }
         assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
-    }
-}
-
-/// A hasher for integer keys (node ids and tuples of them): [`mix64`] folded over the words.
-/// Several times faster than std's SipHash on the node-id maps of every stage; keys come from
-/// the tables, and a bijective mix cannot make two distinct ids collide in full.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = mix64(self.0.rotate_left(5) ^ v);
-    }
-
-    fn write_i64(&mut self, v: i64) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-/// A map keyed by node ids (or tuples of integers), hashed with [`IdHasher`].
-pub type IdMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
-/// A set of node ids, hashed with [`IdHasher`].
-pub type IdSet<K> = std::collections::HashSet<K, std::hash::BuildHasherDefault<IdHasher>>;
-
-#[cfg(test)]
-mod id_hasher_tests {
-    use super::*;
-
-    #[test]
-    fn id_maps_hold_ids_and_tuples() {
-        let mut m: IdMap<(i64, u32), i32> = IdMap::default();
-        for i in -1000..1000i64 {
-            m.insert((i, (i & 3) as u32), i as i32);
-        }
-        assert_eq!(m.len(), 2000);
-        assert_eq!(m[&(-7, ((-7i64) & 3) as u32)], -7);
     }
 }

@@ -19,11 +19,11 @@
 //! [`crate::features::push_edge_row`], which GraphInfer calls too).
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use schemas::edge_stats::EdgeStats;
 use schemas::layers::Layers;
+use schemas::mix::IdMap;
 use schemas::model::ModelSpec;
 use schemas::typed::GraphTypes;
 use schemas::{Label, Record, Split};
@@ -306,7 +306,7 @@ impl Batch {
     /// Batch rows that are copies of an earlier row: the same node (id, and type in a typed
     /// batch) with the same features.
     fn distinct_rows(records: &[&Record], order: &[(u8, u32, u32)]) -> (Vec<u32>, Vec<usize>) {
-        let mut first: HashMap<(u8, i64), u32> = HashMap::with_capacity(order.len());
+        let mut first: IdMap<(u8, i64), u32> = IdMap::with_capacity_and_hasher(order.len(), Default::default());
         let mut input_row = Vec::with_capacity(order.len());
         let mut kept = Vec::new(); // the batch row each distinct row copies
         // Compared bit for bit, as integers: a memcmp, where float equality goes value by value.

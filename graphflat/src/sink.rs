@@ -1,5 +1,13 @@
 //! Writes one worker's records as part files (see [`tables::parts`]), converting them to Arrow
 //! batches of about [`BATCH_BYTES`].
+//!
+//! **Each row group holds the records of one split** (`train`, `valid`, `test`, or none): records
+//! wait in a lane per split until the lane holds a row group's worth ([`ROW_GROUP_DECODED_BYTES`])
+//! or the writer finishes, then go out together as one row group. A trainer reads a row group at
+//! a time and counts each one's splits first, so its training pass decodes only the training row
+//! groups and its evaluation pass only the others, instead of every row of the set twice an epoch
+//! (BENCHMARKS.md, section 1). Within a lane, records keep the order they were pushed in (each
+//! batch sorted by `Row::sort`), so the parts are the same every run.
 
 use std::sync::Arc;
 
@@ -9,17 +17,21 @@ use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 
 use crate::error::Error;
+use schemas::Split;
 use schemas::record::{LinkRecord, Record, links_to_batch, to_batch};
 use tables::Io;
 use tables::commit::PartEntry;
 use tables::parts::{PartWriter as Parts, PartsOf, part_properties};
 
-/// Records buffered before they become one Arrow batch.
+/// Records of a lane buffered before they become one Arrow batch.
 const BATCH_BYTES: usize = 8 << 20;
-/// Decoded bytes of records past which a row group closes. Readers decode a row group at a
+/// Decoded bytes of one split's records that make a row group. Readers decode a row group at a
 /// time, and dictionary-encoded features (Cora's 0/1 words) can be a hundred times smaller in
-/// the file than in memory, which the writer's own row-group limit measures.
-const ROW_GROUP_DECODED_BYTES: usize = 64 << 20;
+/// the file than in memory, which the writer's own row-group limit measures. The lanes hold up
+/// to [`LANES`] times this.
+const ROW_GROUP_DECODED_BYTES: usize = 32 << 20;
+/// Lanes of records waiting for their row group: one per split, and one for records without.
+const LANES: usize = 4;
 
 /// The leaf column of `node_features` (`list<fixed_size_list<float32>>`) in the Parquet schema.
 fn feature_values() -> ColumnPath {
@@ -35,6 +47,8 @@ pub trait Row: Clone + 'static {
     /// Rows of one batch in the order they are written: by content, so parts are the same
     /// every run.
     fn sort(rows: &mut [Self]);
+    /// Its split: a row group holds the rows of one split.
+    fn split(&self) -> Option<Split>;
     fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError>;
 }
 
@@ -49,6 +63,10 @@ impl Row for Record {
 
     fn sort(rows: &mut [Self]) {
         rows.sort_unstable_by_key(|r| r.root);
+    }
+
+    fn split(&self) -> Option<Split> {
+        self.split
     }
 
     fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
@@ -70,17 +88,59 @@ impl Row for LinkRecord {
         rows.sort_unstable_by_key(|r| (r.src, r.dst, r.split));
     }
 
+    fn split(&self) -> Option<Split> {
+        self.split
+    }
+
     fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
         links_to_batch(rows, schema)
     }
 }
 
+/// Rows of one split waiting for their row group: Arrow batches of about [`BATCH_BYTES`], and
+/// the rows of the next one. Rows become a batch as soon as there are enough of them: rows
+/// held until their row group closes (up to 32 MB of small allocations a lane) made the 1M-node
+/// flatten about 8% slower, most of it in the allocator.
+struct Lane<R> {
+    batches: Vec<RecordBatch>,
+    rows: Vec<R>,
+    /// Roughly the bytes of `rows`, and of everything in the lane, in memory.
+    row_bytes: usize,
+    bytes: usize,
+}
+
+impl<R> Default for Lane<R> {
+    fn default() -> Self {
+        Lane { batches: Vec::new(), rows: Vec::new(), row_bytes: 0, bytes: 0 }
+    }
+}
+
+impl<R: Row> Lane<R> {
+    /// Turns the lane's rows into a batch.
+    fn convert(&mut self, parts: &Parts) -> Result<(), Error> {
+        if !self.rows.is_empty() {
+            let batch = R::to_batch(&self.rows, parts.schema())
+                .map_err(|source| Error::Arrow { file: parts.current_name(), source })?;
+            self.batches.push(batch);
+            self.rows.clear();
+            self.row_bytes = 0;
+        }
+        Ok(())
+    }
+}
+
+fn lane_of(split: Option<Split>) -> usize {
+    match split {
+        None => 0,
+        Some(Split::Train) => 1,
+        Some(Split::Valid) => 2,
+        Some(Split::Test) => 3,
+    }
+}
+
 pub struct PartWriter<R: Row = Record> {
     parts: Parts,
-    buffered: Vec<R>,
-    buffered_bytes: usize,
-    /// Decoded bytes written into the open row group.
-    row_group_bytes: usize,
+    lanes: [Lane<R>; LANES],
 }
 
 impl<R: Row> PartWriter<R> {
@@ -94,14 +154,21 @@ impl<R: Row> PartWriter<R> {
             .set_column_dictionary_enabled(feature_values(), true)
             .build();
         let parts = Parts::new(io, to, schema, props, part_limit);
-        PartWriter { parts, buffered: Vec::new(), buffered_bytes: 0, row_group_bytes: 0 }
+        PartWriter { parts, lanes: Default::default() }
     }
 
     pub fn push(&mut self, record: R) -> Result<(), Error> {
-        self.buffered_bytes += record.size_bytes();
-        self.buffered.push(record);
-        if self.buffered_bytes >= BATCH_BYTES {
-            self.write_buffered()?;
+        let lane = lane_of(record.split());
+        let held = &mut self.lanes[lane];
+        let bytes = record.size_bytes();
+        held.rows.push(record);
+        held.row_bytes += bytes;
+        held.bytes += bytes;
+        if held.row_bytes >= BATCH_BYTES {
+            held.convert(&self.parts)?;
+        }
+        if held.bytes >= ROW_GROUP_DECODED_BYTES {
+            self.write_lane(lane)?;
         }
         Ok(())
     }
@@ -124,25 +191,24 @@ impl<R: Row> PartWriter<R> {
         self.parts.parts.clone()
     }
 
-    fn write_buffered(&mut self) -> Result<(), Error> {
-        if self.buffered.is_empty() {
+    /// Writes a lane's rows as one row group.
+    fn write_lane(&mut self, lane: usize) -> Result<(), Error> {
+        let mut held = std::mem::take(&mut self.lanes[lane]);
+        held.convert(&self.parts)?;
+        if held.batches.is_empty() {
             return Ok(());
         }
-        let batch = R::to_batch(&self.buffered, self.parts.schema())
-            .map_err(|source| Error::Arrow { file: self.parts.current_name(), source })?;
-        self.buffered.clear();
-        self.row_group_bytes += std::mem::take(&mut self.buffered_bytes);
-        self.parts.write(&batch)?;
-        if self.row_group_bytes >= ROW_GROUP_DECODED_BYTES {
-            self.row_group_bytes = 0;
-            self.parts.end_row_group()?;
+        for batch in held.batches {
+            self.parts.write(&batch)?;
         }
-        Ok(())
+        self.parts.end_row_group()
     }
 
-    /// Writes what is buffered and closes the open part.
+    /// Writes what the lanes hold, in lane order, and closes the open part.
     pub fn finish(&mut self) -> Result<(), Error> {
-        self.write_buffered()?;
+        for lane in 0..LANES {
+            self.write_lane(lane)?;
+        }
         self.parts.finish()
     }
 }

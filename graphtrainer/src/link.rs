@@ -22,7 +22,7 @@ use crate::eval_pass;
 use crate::metrics::Scores;
 use crate::ps::{Server, Stats};
 use crate::rank::RankScores;
-use crate::reader::{Counts, RecordSet};
+use crate::reader::{Counts, Pass, RecordSet};
 use crate::train::{Head, Learner, Setup, TrainConfig};
 
 impl Learner for LinkRecord {
@@ -130,7 +130,7 @@ fn evaluate(
     index: usize,
 ) -> Result<Vec<Scored>, Error> {
     let model = params::load(setup.template.clone(), params, &setup.base);
-    let groups: Vec<_> = setup.units.iter().map(|&u| vec![u]).collect();
+    let groups: Vec<_> = setup.units(Pass::Evaluate).iter().map(|&u| vec![u]).collect();
     let mut out = Vec::new();
     eval_pass::for_each_batch(setup, config, index, &groups, |batch, tensors| {
         out.extend(score_batch(setup, &model, batch, tensors))

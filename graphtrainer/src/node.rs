@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::eval_pass;
 use crate::metrics::{Metric, Scores};
 use crate::ps::{Score, Server, Stats};
-use crate::reader::{Counts, RecordSet};
+use crate::reader::{Counts, Pass, RecordSet};
 use crate::train::{Head, Learner, Setup, TrainConfig};
 
 impl Learner for Record {
@@ -102,7 +102,7 @@ fn check_learnable(config: &TrainConfig, set: &RecordSet, train: u64, valid: u64
 fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -> Result<Stats, Error> {
     let model = params::load(setup.template.clone(), params, &setup.base);
     let mut total = Stats::default();
-    let all = [setup.units.clone()];
+    let all = [setup.units(Pass::Evaluate).to_vec()];
     eval_pass::for_each_batch(setup, config, index, &all, |batch, tensors| {
         score_batch(setup, &model, batch, tensors, &mut total)
     })?;

@@ -4,8 +4,11 @@
 //! Workers count the units first (root, split and label columns only; worker `i` of `n` counts
 //! units `i`, `i + n`, ...), and every worker gathers all counts, so every worker computes the
 //! same plan from the same numbers. Units go to workers by their training records, largest
-//! first, each to the least loaded worker (ties to the lower index): the shares differ by at
-//! most one unit's records, and every row group is decoded by one worker only.
+//! first, each to the least loaded worker (ties to the lower index); units without training
+//! records follow, by their evaluation records, each to the worker with the fewest of those.
+//! The shares of each pass differ by at most one unit's records, and every row group is
+//! decoded by one worker only. GraphFlat writes each split's records in row groups of their
+//! own, so a pass decodes only the units that hold its records ([`Plan::units_of`]).
 //!
 //! The plan depends on the record set and the number of workers, never on how the workers are
 //! spread over processes: 2 processes of 1 worker train exactly as 1 process of 2.
@@ -48,7 +51,14 @@ impl Plan {
         let mut load = vec![(0u64, 0u64); peers];
         let mut shares = vec![Vec::new(); peers];
         for u in order {
-            let w = (0..peers).min_by_key(|&w| (load[w], w)).unwrap_or(0);
+            // A unit without training records (GraphFlat writes each split in row groups of
+            // its own) balances the evaluation pass instead.
+            let w = if counts[u].train > 0 {
+                (0..peers).min_by_key(|&w| (load[w], w))
+            } else {
+                (0..peers).min_by_key(|&w| (load[w].1, load[w].0, w))
+            };
+            let w = w.unwrap_or(0);
             load[w].0 += counts[u].train;
             load[w].1 += counts[u].of(Pass::Evaluate);
             shares[w].push(u);
@@ -71,6 +81,12 @@ impl Plan {
             t.add(&self.counts[u]);
             t
         })
+    }
+
+    /// Worker `w`'s units that hold records `pass` takes, ascending: a unit without any (a
+    /// row group of another split) is never decoded for that pass.
+    pub fn units_of(&self, w: usize, pass: Pass) -> Vec<Unit> {
+        self.shares[w].iter().filter(|&&u| self.counts[u].of(pass) > 0).map(|&u| self.units[u]).collect()
     }
 
     /// Steps per epoch: every worker takes part in every step, so the longest share decides.
@@ -109,6 +125,32 @@ mod tests {
             assert_eq!(plan.totals().train, train.iter().sum::<u64>());
             let steps = loads.iter().map(|l| l.div_ceil(16) as usize).max().unwrap();
             assert_eq!(plan.steps(16), steps);
+        }
+    }
+
+    #[test]
+    fn units_of_one_split_balance_each_pass_and_are_read_by_that_pass_only() {
+        // GraphFlat's layout: every unit holds one split (train, or valid and test).
+        let (train, evaluate) = ([30, 28, 25, 22, 20, 9, 4], [40, 35, 12, 11, 10, 3]);
+        let mut all: Vec<Counts> = train.iter().map(|&t| Counts { train: t, ..Counts::default() }).collect();
+        all.extend(evaluate.iter().enumerate().map(|(i, &e)| Counts {
+            valid: e - i as u64,
+            test: i as u64,
+            ..Counts::default()
+        }));
+        let n = all.len();
+        for peers in 1..5 {
+            let plan = Plan::new(units(n), all.clone(), peers);
+            for (pass, largest) in [(Pass::Train, 30), (Pass::Evaluate, 40)] {
+                let loads: Vec<u64> = (0..peers).map(|w| plan.share_totals(w).of(pass)).collect();
+                let (min, max) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+                assert!(max - min <= largest, "{peers} workers, {pass:?}: {loads:?}");
+                // Each worker reads, for a pass, exactly its units that hold that pass's records.
+                let read: Vec<Unit> = (0..peers).flat_map(|w| plan.units_of(w, pass)).collect();
+                let holding: Vec<Unit> = (0..n).filter(|&u| all[u].of(pass) > 0).map(|u| plan.units[u]).collect();
+                assert_eq!(read.len(), holding.len(), "{peers} workers, {pass:?}");
+                assert!(holding.iter().all(|u| read.contains(u)), "{peers} workers, {pass:?}");
+            }
         }
     }
 

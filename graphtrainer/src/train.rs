@@ -39,7 +39,7 @@ use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, Sco
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::plan::Plan;
 use crate::ps::{Server, ShardState, Stats, shard_range};
-use crate::reader::{Counts, RecordSet, Unit};
+use crate::reader::{Counts, Pass, RecordSet, Unit};
 use crate::stream::{Order, RecordStream, Source};
 use crate::tracker::Tracker;
 
@@ -204,8 +204,11 @@ pub trait Learner: Example {
 /// What a worker trains and evaluates on, and the model's shape and device.
 pub struct Setup<T: Example = Record> {
     pub plan: Plan,
-    /// This worker's units, ascending, and where their records come from.
-    pub units: Vec<Unit>,
+    /// This worker's units that hold training records, ascending (see [`Setup::units`]).
+    train_units: Vec<Unit>,
+    /// This worker's units that hold validation or test records, ascending.
+    eval_units: Vec<Unit>,
+    /// Where the units' records come from.
     pub source: Arc<Source<T>>,
     pub spec: ModelSpec,
     pub batch_spec: BatchSpec,
@@ -220,6 +223,16 @@ pub struct Setup<T: Example = Record> {
     first_step: std::sync::Once,
     /// Evaluation batches built once and kept between epochs, when they fit `cache_mb`.
     pub(crate) eval_cache: std::cell::RefCell<EvalCache<T::Batch>>,
+}
+
+impl<T: Example> Setup<T> {
+    /// This worker's units that hold records `pass` takes, ascending (see [`Plan::units_of`]).
+    pub fn units(&self, pass: Pass) -> &[Unit] {
+        match pass {
+            Pass::Train => &self.train_units,
+            Pass::Evaluate => &self.eval_units,
+        }
+    }
 }
 
 impl<T: Learner> Setup<T> {
@@ -285,10 +298,12 @@ impl<T: Learner> Setup<T> {
             distinct_inputs: true,
             ..BatchSpec::plain(set.meta.layers()).reading(&spec)
         };
-        let units = plan.shares[worker.index()].iter().map(|&u| plan.units[u]).collect();
+        let (train_units, eval_units) =
+            (plan.units_of(worker.index(), Pass::Train), plan.units_of(worker.index(), Pass::Evaluate));
         Ok(Setup {
             plan,
-            units,
+            train_units,
+            eval_units,
             source: source.clone(),
             aggregation: config.aggregation,
             started,
@@ -606,7 +621,7 @@ fn train_epoch<T: Learner>(
     feed: Feed<T>,
 ) -> Result<EpochDone, Error> {
     let order = Order { seed: config.seed, epoch, worker: worker.index() };
-    let records = RecordStream::train(setup.source.clone(), &setup.units, order, config.shuffle_mb << 20);
+    let records = RecordStream::train(setup.source.clone(), setup.units(Pass::Train), order, config.shuffle_mb << 20);
     let mut batches = matches!(feed, Feed::Share)
         .then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
     let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO };
