@@ -87,7 +87,12 @@ pub fn of_outputs(outputs: &[String], out: &str) -> crate::Result<()> {
     let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
     let mut places = Vec::new();
     for uri in outputs {
-        places.push(io.place(uri).map_err(|e| Exit::new(e.cause(), e))?);
+        let place = io.place(uri).map_err(|e| Exit::new(e.cause(), e))?;
+        // A manifest that cannot be read exits by its cause (bad data, a store error); the page
+        // would only carry it as a note.
+        io.block_on(tables::commit::read_manifest(&place))
+            .map_err(|e| Exit::new(e.cause(), anyhow::anyhow!("cannot report on {}: {e}", place.shown())))?;
+        places.push(place);
     }
     let report = Report::of_outputs(&io, &places);
     if let Some(run) = report.stages.iter().find(|run| run.manifest.is_none()) {

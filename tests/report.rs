@@ -280,4 +280,27 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
     let refused =
         graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
     assert_fails(&refused, 73, &["not a graphflat report"]);
+
+    // Nor does a `_SUCCESS` that is a FIFO or larger than any manifest: it is bad data, named,
+    // for `inspect`, `report` and a stage that reads the output.
+    let manifest = std::fs::read(kept.join("_SUCCESS")).unwrap();
+    std::fs::remove_file(kept.join("_SUCCESS")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(kept.join("_SUCCESS")).status().unwrap().success());
+    let sparse = |path: &Path| std::fs::File::create(path).unwrap().set_len((64 << 20) + 1).unwrap();
+    for (odd, words) in [("fifo", "not a regular file"), ("huge", "more than any manifest")] {
+        if odd == "huge" {
+            std::fs::remove_file(kept.join("_SUCCESS")).unwrap();
+            sparse(&kept.join("_SUCCESS"));
+        }
+        let inspected = graphflat().args(["inspect", kept.to_str().unwrap()]).output().unwrap();
+        assert_fails(&inspected, 65, &["_SUCCESS", words]);
+        let page = dir.join(format!("{odd}.html"));
+        let reported =
+            graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
+        assert_fails(&reported, 65, &["_SUCCESS", words]);
+        let train = Job::train(&kept, dir.join(format!("model-{odd}")));
+        assert_fails(&run(&train.write(&dir, &format!("train-{odd}")), &[]), 65, &["_SUCCESS", words]);
+    }
+    std::fs::write(kept.join("_SUCCESS"), manifest).unwrap();
+    graphflat_ok(&["inspect", kept.to_str().unwrap()]);
 }

@@ -126,6 +126,23 @@ fn globs_and_bad_files_in_input_directories() {
     let output = run(&fanouts(Job::flatten(&data, dir.join("truncated"))).write(&dir, "truncated"), TWO);
     assert_eq!(output.status.code(), Some(65), "{}", text(&output));
     assert!(text(&output).contains("part-1.parquet"), "{}", text(&output));
+
+    // A FIFO is never opened (that would block the reader): in a directory it is no data file,
+    // given as the table or listed by a manifest it is bad data, named.
+    std::fs::remove_file(data.join("edges/part-1.parquet")).unwrap();
+    let mkfifo = |path: &Path| assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
+    mkfifo(&data.join("edges/part-1.parquet"));
+    let listed = flatten(&dir, &data, "fifo-beside", TWO, fanouts);
+    assert!(read_records(&listed) == expected, "a FIFO in a directory is not data");
+    let fifo = data.join("edges/part-1.parquet").display().to_string();
+    let output =
+        run(&fanouts(Job::flatten(&data, dir.join("fifo-table")).key("edges", fifo)).write(&dir, "fifo-table"), TWO);
+    assert_fails(&output, 65, &["part-1.parquet", "not a regular file"]);
+    let part = parquet_files(&listed).remove(0);
+    std::fs::remove_file(&part).unwrap();
+    mkfifo(&part);
+    let output = run(&Job::train(&listed, dir.join("fifo-listed")).write(&dir, "fifo-listed"), TWO);
+    assert_fails(&output, 65, &[part.file_name().unwrap().to_str().unwrap(), "not a regular file"]);
 }
 
 #[test]

@@ -99,15 +99,36 @@ fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<schemas::fac
     Ok(serde_json::from_value(value).ok())
 }
 
+/// The largest `_SUCCESS` read: a manifest lists every part in about 150 bytes, so this holds
+/// hundreds of thousands of parts; a larger file is not one of ours and is never read whole.
+pub const MANIFEST_MAX_BYTES: u64 = 64 << 20;
+
 /// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
 /// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
-/// error.
+/// error, and so is a `_SUCCESS` larger than [`MANIFEST_MAX_BYTES`] or that is not a regular
+/// file (a FIFO would block the reader, a device never end), neither of which is read.
 pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     if dir.local_dir().is_some_and(|d| d.is_file()) {
         // A single file given as a table: it has no manifest (and no child to read).
         return Ok(None);
     }
+    // A FIFO, socket or device given as a table: bad data, never opened.
+    dir.refuse_stream()?;
     let marker = dir.child(schemas::SUCCESS_MARKER);
+    if marker.is_special_local_file() {
+        return Err(Error::BadData(format!("{}: not a regular file, so not a manifest", marker.shown())));
+    }
+    match marker.size().await? {
+        None => return Ok(None),
+        Some(size) if size > MANIFEST_MAX_BYTES => {
+            return Err(Error::BadData(format!(
+                "{}: {size} bytes, more than any manifest ({} MB); not read",
+                marker.shown(),
+                MANIFEST_MAX_BYTES >> 20
+            )));
+        }
+        Some(_) => {}
+    }
     let Some(bytes) = marker.get().await? else { return Ok(None) };
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Ok(None);
@@ -122,6 +143,33 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_success_marker_too_large_or_not_a_file_is_an_error_and_never_read() {
+        let io = crate::Io::new(&schemas::StorageConfig::default()).unwrap();
+        let root = std::env::temp_dir().join(format!("tables-manifest-bounds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let place =
+            |d: &std::path::Path| Place::parse(d.to_str().unwrap(), &schemas::StorageConfig::default()).unwrap();
+        let (huge, fifo, dir, empty) = (root.join("huge"), root.join("fifo"), root.join("dir"), root.join("empty"));
+        for d in [&huge, &fifo, &dir, &empty] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // Sparse: reading it whole would take 65 MB of memory, and 3 GB for a larger one.
+        std::fs::File::create(huge.join("_SUCCESS")).unwrap().set_len(MANIFEST_MAX_BYTES + 1).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(fifo.join("_SUCCESS")).status().unwrap().success());
+        std::fs::create_dir_all(dir.join("_SUCCESS")).unwrap();
+        std::fs::write(empty.join("_SUCCESS"), b"").unwrap();
+        for (d, words) in
+            [(&huge, "more than any manifest"), (&fifo, "not a regular file"), (&dir, "not a regular file")]
+        {
+            let e = io.block_on(read_manifest(&place(d))).unwrap_err();
+            assert!(matches!(e, Error::BadData(_)) && e.to_string().contains(words), "{}: {e}", d.display());
+            assert!(e.to_string().contains("_SUCCESS"), "{e}");
+        }
+        assert_eq!(io.block_on(read_manifest(&place(&empty))).unwrap(), None, "Hadoop's empty marker");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn facts_that_do_not_parse_are_none() {

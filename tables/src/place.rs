@@ -181,17 +181,39 @@ impl Place {
         visible && matches && !report
     }
 
+    /// Whether this local place is a FIFO, a socket or a device: opening one may block until a
+    /// writer comes, and reading one may never end.
+    pub fn is_local_stream(&self) -> bool {
+        self.local_dir().is_some_and(|p| is_stream(&p))
+    }
+
+    /// Bad data, named, if this is a local FIFO, socket or device.
+    pub(crate) fn refuse_stream(&self) -> Result<(), Error> {
+        match self.is_local_stream() {
+            true => Err(not_regular(self.shown())),
+            false => Ok(()),
+        }
+    }
+
+    /// The object's metadata; `None` if there is none. A local FIFO, socket or device is bad
+    /// data, named, and never opened (object_store's local store opens a file to read its
+    /// metadata).
+    pub(crate) async fn head(&self) -> Result<Option<ObjectMeta>, Error> {
+        self.refuse_stream()?;
+        match self.store.head(&self.path).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(source) => Err(self.store_error("cannot read", source)),
+        }
+    }
+
     pub async fn exists(&self) -> bool {
-        self.store.head(&self.path).await.is_ok()
+        matches!(self.head().await, Ok(Some(_)))
     }
 
     /// Whether the object exists; a store that fails to say is an error, not a "no".
     pub async fn found(&self) -> Result<bool, Error> {
-        match self.store.head(&self.path).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(source) => Err(self.store_error("cannot read", source)),
-        }
+        self.head().await.map(|meta| meta.is_some())
     }
 
     pub async fn put(&self, bytes: Vec<u8>) -> Result<(), Error> {
@@ -204,11 +226,7 @@ impl Place {
 
     /// The object's size in bytes; `None` if there is none.
     pub async fn size(&self) -> Result<Option<u64>, Error> {
-        match self.store.head(&self.path).await {
-            Ok(meta) => Ok(Some(meta.size)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(source) => Err(self.store_error("cannot read", source)),
-        }
+        self.head().await.map(|meta| meta.map(|m| m.size))
     }
 
     /// The object's bytes; `None` if there is none.
@@ -225,6 +243,16 @@ impl Place {
     pub(crate) fn store_error(&self, what: &str, source: object_store::Error) -> Error {
         Error::Store { what: format!("{what} {}", self.shown()), source }
     }
+}
+
+/// The error for a FIFO, socket or device where a file was expected.
+pub(crate) fn not_regular(shown: impl std::fmt::Display) -> Error {
+    Error::BadData(format!("{shown}: not a regular file (a FIFO, socket or device)"))
+}
+
+/// Whether the local `path` is a FIFO, a socket or a device (following symlinks).
+pub(crate) fn is_stream(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
 /// `path` with every symlink and `..` of its longest existing ancestor resolved, then the rest

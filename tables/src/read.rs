@@ -146,12 +146,14 @@ pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
     if !table.is_glob()
         && let Some(manifest) = read_manifest(table).await?
     {
-        return Ok(listed(table, &manifest));
+        let parts = listed(table, &manifest);
+        refuse_streams(table, &parts)?;
+        return Ok(parts);
     }
     let mut files: Vec<ObjectMeta> = match table.list_files().await? {
-        files if files.is_empty() && !table.is_glob() => match table.store.head(&table.path).await {
-            Ok(meta) => vec![meta],
-            Err(object_store::Error::NotFound { .. }) => {
+        files if files.is_empty() && !table.is_glob() => match table.head().await? {
+            Some(meta) => vec![meta],
+            None => {
                 let what = if table.local_dir().is_some_and(|d| d.is_dir()) {
                     "no data files in this directory"
                 } else {
@@ -159,7 +161,6 @@ pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
                 };
                 return Err(Error::NoInput(format!("{}: {what}", table.shown())));
             }
-            Err(source) => return Err(table.store_error("cannot read", source)),
         },
         files => files.into_iter().filter(|m| table.is_data_file(&m.location)).collect(),
     };
@@ -169,6 +170,22 @@ pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
         return Err(Error::NoInput(format!("{}: {what}", table.shown())));
     }
     Ok(files)
+}
+
+/// An error naming the first local file of `files` that is a FIFO, a socket or a device (a part
+/// someone replaced): opening it would block the reader. (Directory listings leave them out.)
+fn refuse_streams(table: &Place, files: &[ObjectMeta]) -> Result<(), Error> {
+    if table.local_dir().is_none() {
+        return Ok(());
+    }
+    let stream = files
+        .iter()
+        .map(|m| std::path::PathBuf::from(format!("/{}", m.location)))
+        .find(|path| crate::place::is_stream(path));
+    match stream {
+        Some(path) => Err(crate::place::not_regular(path.display())),
+        None => Ok(()),
+    }
 }
 
 /// The parts a manifest lists, as objects of the table's directory. Listed parts carry no
