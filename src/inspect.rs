@@ -145,7 +145,7 @@ fn inspect_model(io: &Io, dir: &Place) -> Result<()> {
     let json = serde_json::to_string_pretty(meta).cause(Cause::Internal)?;
     println!("{}:\n{json}", gnn::io::META);
     let metrics = dir.child(graphtrainer::metrics::METRICS);
-    if let Ok(Some(bytes)) = io.block_on(metrics.get()) {
+    if let Ok(Some(bytes)) = io.block_on(metrics.get_at_most(tables::names::REPORT_MAX_BYTES)) {
         let text = String::from_utf8_lossy(&bytes);
         println!(
             "{} epochs in {}; the last:\n  {}",

@@ -146,6 +146,32 @@ fn globs_and_bad_files_in_input_directories() {
 }
 
 #[test]
+fn a_model_file_or_marker_that_is_not_a_regular_file_is_never_opened() {
+    let dir = scratch("storage-model-fifo");
+    let data = dir.join("data");
+    generate(&data, 300, 4, 4, 1);
+    let flat = flatten(&dir, &data, "flat", TWO, fanouts);
+    let model = dir.join("model");
+    run_ok(&Job::train(&flat, &model).key("epochs", 2).write(&dir, "train"), TWO);
+    let mkfifo = |path: &Path| {
+        std::fs::remove_file(path).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
+    };
+    let inspect = || bounded(&["inspect", model.to_str().unwrap()]);
+    // The epochs' metrics are left out of `inspect`; the model's weights are bad data.
+    mkfifo(&model.join("metrics.jsonl"));
+    let out = inspect();
+    assert!(out.status.success() && !text(&out).contains("epochs in"), "{}", text(&out));
+    mkfifo(&model.join("model.bpk"));
+    assert_fails(&inspect(), 65, &["model.bpk", "not a regular file"]);
+    // A records' marker that is a directory is bad data too, not a missing marker.
+    std::fs::remove_file(flat.join("_SUCCESS")).unwrap();
+    std::fs::create_dir(flat.join("_SUCCESS")).unwrap();
+    let out = run(&Job::train(&flat, dir.join("again")).write(&dir, "again"), TWO);
+    assert_fails(&out, 65, &["_SUCCESS", "not a regular file"]);
+}
+
+#[test]
 fn outputs_never_touch_inputs_and_finished_outputs_are_kept() {
     let dir = scratch("storage-outputs");
     let data = dir.join("data");

@@ -222,7 +222,14 @@ async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>
     let Some(entry) = manifest.parts.iter().find(|p| p.name == name) else {
         return Err(fail("not listed in the model's _SUCCESS manifest"));
     };
-    let Some(bytes) = place.get().await? else {
+    // Never more than the manifest says (a file that grew is read no further than that).
+    let Some(bytes) = place.get_at_most(entry.bytes).await.map_err(|e| match e {
+        tables::Error::BadData(_) if !place.is_special_local_file() => {
+            fail("does not match the model's _SUCCESS manifest (size or CRC-32): a later training run did not finish")
+        }
+        e => e.into(),
+    })?
+    else {
         return Err(fail("missing: the training job did not finish"));
     };
     if PartEntry::of(name, entry.rows, &bytes) != *entry {

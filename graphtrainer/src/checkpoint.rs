@@ -56,6 +56,8 @@ impl Checkpoint {
 
     fn load(io: &Io, place: &Place) -> Result<Option<Self>, Error> {
         // A store that fails is the store's error (75 when remote: retry), not a missing checkpoint.
+        // A FIFO would block the read: never opened.
+        place.refuse_special()?;
         let Some(bytes) = io.block_on(place.get())? else { return Ok(None) };
         serde_json::from_slice(&bytes)
             .map(Some)

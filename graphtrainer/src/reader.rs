@@ -86,7 +86,9 @@ impl RecordSet {
     /// `_SUCCESS`.
     pub fn open(io: Arc<Io>, uri: &str) -> Result<Self, Error> {
         let place = io.place(uri)?;
-        if !io.block_on(place.child(schemas::SUCCESS_MARKER).found())? {
+        let marker = place.child(schemas::SUCCESS_MARKER);
+        marker.refuse_special()?;
+        if !io.block_on(marker.found())? {
             return Err(tables::Error::NoInput(format!(
                 "{}: no {} marker; the flatten job that writes it did not finish",
                 place.shown(),

@@ -187,6 +187,30 @@ impl Place {
         self.local_dir().is_some_and(|p| is_stream(&p))
     }
 
+    /// Bad data, named, if this is a local directory, FIFO, socket or device where a file is
+    /// expected: for reading one, or telling whether it exists.
+    pub fn refuse_special(&self) -> Result<(), Error> {
+        match self.is_special_local_file() {
+            true => Err(not_regular(self.shown())),
+            false => Ok(()),
+        }
+    }
+
+    /// The object's bytes if it holds at most `limit` of them; `None` if there is none. A larger
+    /// one is bad data, named, and never read; so is a local directory, FIFO, socket or device.
+    pub async fn get_at_most(&self, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+        self.refuse_special()?;
+        match self.head().await? {
+            None => Ok(None),
+            Some(meta) if meta.size > limit => Err(Error::BadData(format!(
+                "{}: {} bytes, more than the {limit} it can hold; not read",
+                self.shown(),
+                meta.size
+            ))),
+            Some(_) => self.get().await,
+        }
+    }
+
     /// Bad data, named, if this is a local FIFO, socket or device.
     pub(crate) fn refuse_stream(&self) -> Result<(), Error> {
         match self.is_local_stream() {
@@ -247,7 +271,7 @@ impl Place {
 
 /// The error for a FIFO, socket or device where a file was expected.
 pub(crate) fn not_regular(shown: impl std::fmt::Display) -> Error {
-    Error::BadData(format!("{shown}: not a regular file (a FIFO, socket or device)"))
+    Error::BadData(format!("{shown}: not a regular file (a directory, FIFO, socket or device)"))
 }
 
 /// Whether the local `path` is a FIFO, a socket or a device (following symlinks).

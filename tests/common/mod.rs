@@ -67,9 +67,13 @@ pub fn run_ok(job: &Path, args: &[&str]) -> String {
 /// Runs `graphflat run job args...` to its end, whatever its exit, bounded by `HANG` (a hang
 /// fails the test), without `RUST_BACKTRACE` (as a user runs it). Returns its output.
 pub fn run(job: &Path, args: &[&str]) -> Output {
+    bounded(&[&["run", job.to_str().unwrap()], args].concat())
+}
+
+/// Runs `graphflat args...` as [`run`] does: to its end, bounded by `HANG`.
+pub fn bounded(args: &[&str]) -> Output {
     let child = graphflat()
         .env_remove("RUST_BACKTRACE")
-        .args(["run", job.to_str().unwrap()])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -81,7 +85,7 @@ pub fn run(job: &Path, args: &[&str]) -> Output {
     finished.recv_timeout(HANG).unwrap_or_else(|_| {
         // Not yet waited for, so the id is still the child's.
         Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
-        panic!("graphflat run {} hung", job.display())
+        panic!("graphflat {} hung", args.join(" "))
     })
 }
 
