@@ -84,6 +84,16 @@ fn bad_records_end_every_training_worker_with_file_row_and_column() {
     let job = training(&dir, "negative", &negative).key("epochs", 1).write(&dir, "train-negative");
     assert_fails(&run(&job, &["--workers", "2"]), 65, &["column \"label\"", "root 17", "negative"]);
 
+    // A class id too large for any model (it would size the output layer) is named too.
+    let huge = dir.join("huge");
+    edit_records(&flat, &huge, |r| {
+        if r.root == 17 {
+            r.label = Some(schemas::Label::Class(1 << 62));
+        }
+    });
+    let job = training(&dir, "huge", &huge).key("epochs", 1).write(&dir, "train-huge");
+    assert_fails(&run(&job, &["--workers", "2"]), 65, &["column \"label\"", "root 17", "the most classes"]);
+
     let cut = dir.join("cut");
     edit_records(&flat, &cut, |r| {
         if r.root == 5 && !r.edge_src.is_empty() {

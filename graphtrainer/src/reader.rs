@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use schemas::job::train::MAX_CLASSES;
 use schemas::record::{self, FlattenMeta, LinkRecord, MetaError, Tag};
 use schemas::{BadInput, Label, LabelKind, Location, Record, Split};
 use tables::{Io, ParquetFile, Place};
@@ -317,6 +318,9 @@ fn check_label(root: i64, label: &Label, kind: LabelKind, classes: Option<usize>
         (Label::Class(c), LabelKind::Class) if *c < 0 => Err(format!("root {root}: class {c} is negative")),
         (Label::Class(c), LabelKind::Class) => match classes {
             Some(n) if *c as u64 >= n as u64 => Err(format!("root {root}: class {c} is not below classes = {n}")),
+            None if *c as u64 >= MAX_CLASSES as u64 => {
+                Err(format!("root {root}: class {c} is not below {MAX_CLASSES}, the most classes a model has"))
+            }
             _ => Ok(()),
         },
         (Label::Targets(t), LabelKind::Targets(n)) if t.len() == n => Ok(()),

@@ -206,6 +206,8 @@ mod tests {
         assert!(err(train("embedding_dim = 100000000")).contains("at most 16384"));
         assert!(err(train("hidden = 100000")).contains("at most 16384"));
         assert!(train("hidden = 16384").is_ok());
+        assert!(err(train("classes = 4611686018427387904")).contains("at most 1048576"));
+        assert!(train("classes = 1048576").is_ok());
         let grid = err(train("in_batch_negatives = true\nbatch_size = 20000\ndecoder = \"mlp\"\nembedding_dim = 64"));
         assert!(grid.contains("lower batch_size") && grid.contains("97656 MB"), "{grid}");
         assert!(train("in_batch_negatives = true\nbatch_size = 2048\ndecoder = \"mlp\"\nembedding_dim = 64").is_ok());

@@ -13,6 +13,9 @@ pub const DEFAULT_MODEL: ModelKind = ModelKind::Gcn;
 /// The widest hidden layer or embedding a job may ask for (a Cora-sized input at this width is
 /// 23M parameters; a typo like 100000000 would be gigabytes before the first step).
 pub const MAX_WIDTH: usize = 16_384;
+/// The most classes a node model's head has: class ids are below it. (A label of 2^62 would
+/// otherwise size the output layer.)
+pub const MAX_CLASSES: usize = 1 << 20;
 /// The largest in-batch negative grid, in floats (1 GiB; see [`TrainConfig::check`]).
 pub const MAX_GRID_FLOATS: u128 = 1 << 28;
 /// The most bases an R-GCN layer may combine its relation weights from.
@@ -323,8 +326,11 @@ impl TrainConfig {
                 "embedding_dim is a key of the link task, and this job sets task = \"node\"",
             ));
         }
-        if self.classes == Some(0) {
-            return Err(JobError::invalid("train", "classes must be at least 1 (or left out to count them)"));
+        if self.classes == Some(0) || self.classes.is_some_and(|c| c > MAX_CLASSES) {
+            return Err(JobError::invalid(
+                "train",
+                format!("classes must be at least 1 and at most {MAX_CLASSES} (or left out to count them)"),
+            ));
         }
         if self.bases > 0 && self.model != ModelKind::Rgcn {
             return Err(JobError::invalid("train", "bases is a key of model = \"rgcn\" (R-GCN's basis decomposition)"));
