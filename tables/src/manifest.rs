@@ -115,9 +115,7 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     // A FIFO, socket or device given as a table: bad data, never opened.
     dir.refuse_stream()?;
     let marker = dir.child(schemas::SUCCESS_MARKER);
-    if marker.is_special_local_file() {
-        return Err(Error::BadData(format!("{}: not a regular file, so not a manifest", marker.shown())));
-    }
+    marker.refuse_special()?;
     match marker.size().await? {
         None => return Ok(None),
         Some(size) if size > MANIFEST_MAX_BYTES => {

@@ -269,7 +269,7 @@ impl Place {
     }
 }
 
-/// The error for a FIFO, socket or device where a file was expected.
+/// The error for a directory, FIFO, socket or device where a file was expected.
 pub(crate) fn not_regular(shown: impl std::fmt::Display) -> Error {
     Error::BadData(format!("{shown}: not a regular file (a directory, FIFO, socket or device)"))
 }
