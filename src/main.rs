@@ -311,11 +311,26 @@ struct Overrides {
     resume: bool,
 }
 
+/// The largest job file read (a job file is a few kB): `/dev/zero` or a huge file named by
+/// mistake is a usage error, never read whole.
+const MAX_JOB_FILE: u64 = 1 << 20;
+
+/// Reads up to `limit` bytes of `path`; `None` when it holds more. A pipe (`run <(...)`) is
+/// read as it comes, so a FIFO no one writes to waits, as `cat` would.
+fn read_at_most(path: &PathBuf, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
 /// Reads the job file and applies the command line's overrides; returns it with its text.
 fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> {
     let &Overrides { process, processes, workers, resume } = overrides;
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading job file {}", path.display())).cause(Cause::NoInput)?;
+    let bytes = read_at_most(path, MAX_JOB_FILE)
+        .with_context(|| format!("reading job file {}", path.display()))
+        .cause(Cause::NoInput)?
+        .ok_or_else(|| Exit::usage(format!("job file {}: larger than {MAX_JOB_FILE} bytes", path.display())))?;
     let text = String::from_utf8(bytes)
         .map_err(|e| Exit::usage(format!("job file {}: not UTF-8 text ({e})", path.display())))?;
     let mut job = JobFile::parse(&text).map_err(|e| Exit::usage(format!("in job file {}: {e}", path.display())))?;

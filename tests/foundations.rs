@@ -180,6 +180,11 @@ fn job_files_and_uris_that_cannot_work_are_usage_errors_and_secrets_are_never_sh
     let bytes = dir.join("latin1.toml");
     std::fs::write(&bytes, b"[flatten]\nnodes = \"caf\xe9\"\n").unwrap();
     assert_fails(&run(&bytes, &["--workers", "1"]), 64, &["not UTF-8"]);
+    // A job file named by mistake is never read whole: an endless one is a usage error.
+    assert_fails(&run(std::path::Path::new("/dev/zero"), &["--workers", "1"]), 64, &["larger than 1048576 bytes"]);
+    let huge = dir.join("huge.toml");
+    std::fs::write(&huge, format!("# {}\n[flatten]\n", "x".repeat(1 << 20))).unwrap();
+    assert_fails(&run(&huge, &["--workers", "1"]), 64, &["larger than"]);
     for (name, output) in [("no-bucket", "s3:///x"), ("dots", "s3://bucket/a/../b"), ("empty", "s3://bucket/a//b")] {
         let job = Job::flatten(dir.join("nowhere"), output).write(&dir, name);
         let out = run(&job, &["--workers", "1"]);
@@ -229,6 +234,16 @@ fn nothing_to_learn_is_an_error_and_so_is_resuming_without_a_checkpoint() {
     let first = run(&job, &["--workers", "2"]);
     assert!(first.status.success(), "{}", text(&first));
     assert_fails(&run(&job, &["--workers", "1", "--resume"]), 66, &["do not fit", "same number of workers"]);
+    // A checkpoint larger than any of this model's could be is bad data, never read whole (a
+    // sparse 8 GB file: reading it would take 8 GB).
+    let checkpoints = dir.join("model-resume-workers/checkpoints");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&checkpoints).unwrap().map(|e| e.unwrap().path()).collect();
+    names.sort();
+    let newest = names.last().expect("the run's checkpoints");
+    let kept = std::fs::read(newest).unwrap();
+    std::fs::OpenOptions::new().write(true).open(newest).unwrap().set_len(8 << 30).unwrap();
+    assert_fails(&run(&job, &["--workers", "2", "--resume"]), 65, &["checkpoint-", "not read"]);
+    std::fs::write(newest, kept).unwrap();
     let resumed = run(&job, &["--workers", "2", "--resume"]);
     assert!(text(&resumed).contains("resuming after epoch 2"), "{}", text(&resumed));
 }

@@ -54,11 +54,18 @@ impl Checkpoint {
         Ok(io.block_on(place(output, run, worker).put(bytes))?)
     }
 
-    fn load(io: &Io, place: &Place) -> Result<Option<Self>, Error> {
+    /// The most bytes a checkpoint of a model of `params` parameters can take: the parameters,
+    /// the server shard's values and two optimizer moments, and the best-so-far parameters (at
+    /// most 5 floats a parameter, each at most 16 bytes of JSON), and the metrics and timings
+    /// lines (64 MB: hundreds of thousands of epochs).
+    fn limit(params: usize) -> u64 {
+        5 * 16 * params as u64 + (64 << 20)
+    }
+
+    fn load(io: &Io, place: &Place, params: usize) -> Result<Option<Self>, Error> {
         // A store that fails is the store's error (75 when remote: retry), not a missing checkpoint.
-        // A FIFO would block the read: never opened.
-        place.refuse_special()?;
-        let Some(bytes) = io.block_on(place.get())? else { return Ok(None) };
+        // A FIFO would block the read, a huge file fill memory: neither is read.
+        let Some(bytes) = io.block_on(place.get_at_most(Self::limit(params)))? else { return Ok(None) };
         serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| Error::Resume(format!("{}: not a checkpoint this version reads: {e}", place.shown())))
@@ -74,13 +81,14 @@ impl Checkpoint {
             .max())
     }
 
-    /// This worker's checkpoint to resume from, once every worker has found one that fits.
-    pub fn resume(worker: &mut Worker, io: &Io, output: &Place) -> Result<Checkpoint, Error> {
+    /// This worker's checkpoint to resume from, once every worker has found one that fits, for
+    /// a model of `params` parameters.
+    pub fn resume(worker: &mut Worker, io: &Io, output: &Place, params: usize) -> Result<Checkpoint, Error> {
         let (index, peers) = (worker.index(), worker.peers());
         let newest = if index == 0 { Self::newest_run(io, output) } else { Ok(None) };
         let run = cluster::broadcast(worker, (index == 0).then(|| newest.as_ref().ok().cloned().flatten()));
         let mine = match &run {
-            Some(Some(run)) => Checkpoint::load(io, &place(output, run, index)),
+            Some(Some(run)) => Checkpoint::load(io, &place(output, run, index), params),
             _ => newest.map(|_| None),
         };
         let found = mine.as_ref().ok().and_then(|c| c.as_ref().map(|c| (c.epoch, c.workers)));

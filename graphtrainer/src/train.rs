@@ -443,8 +443,8 @@ impl Start {
     ) -> Result<Start, Error> {
         let (index, peers) = (worker.index(), worker.peers());
         if config.resume {
-            let c = Checkpoint::resume(worker, &setup.source.set().io, output)?;
             let expected = params::flatten(&setup.template).len();
+            let c = Checkpoint::resume(worker, &setup.source.set().io, output, expected)?;
             if c.params.len() != expected {
                 return Err(Error::Resume(format!(
                     "the checkpoints in {} hold {} parameters, this job's model {expected}: resume with the model, \
