@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU against CPU on a machine with a GPU: the same jobs with device = "cpu" and "gpu", one
 # worker (BENCHMARKS.md, "GPU against CPU on the device machine"). Cora (200-epoch GCN, then
-# GraphInfer) and a generated 1M-node graph (one epoch and GraphInfer, hidden 16 and 256).
+# GraphInfer) and a generated 1M-node graph (RUNS below: one epoch and GraphInfer of each
+# model, width and device).
 #
 # It expects, in the folder it runs from (the repository root):
 #   .gpu/graphflat.xz   a release build with --features gpu, stripped and xz-compressed
@@ -13,6 +14,7 @@
 # and writes each job's log to $OUT (or /tmp/w when OUT is unset).
 #
 #   bash bench/gpu-device.sh          PARTS="cora 1m" (either or both)
+#   PARTS=1m RUNS="gcn:256:1:cpu gcn:256:1:gpu gat:256:8:gpu" EPOCHS=2 LIMIT=300 bash bench/gpu-device.sh
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -61,12 +63,18 @@ t cora-$dev $B run $W/cora-$dev.toml
 done
 fi
 if [[ " ${PARTS:-cora 1m} " == *" 1m "* ]]; then
+# RUNS: model:hidden:heads:device each, one epoch (EPOCHS) of training on the 1M records,
+# then GraphInfer of the trained model on the same device. Each run's line of timings.jsonl
+# (the step phases: graphtrainer/src/phases.rs) follows its wall time.
+RUNS=${RUNS:-gcn:16:1:cpu gcn:16:1:gpu gcn:256:1:cpu gcn:256:1:gpu}
 $B generate --out $W/g --nodes 1000000 --avg-degree 10 --feature-dim 32 --seed 1 > /dev/null
 printf '[cluster]\nworkers = 16\n[flatten]\nnodes = "%s/g/nodes"\nedges = "%s/g/edges"\noutput = "%s/flat"\nhops = 2\nfanouts = [10, 10]\n' $W $W $W > $W/flat.toml
 t flatten16 $B run $W/flat.toml
-for hidden in 16 256; do for dev in cpu gpu; do
-printf '[cluster]\nworkers = 1\n[train]\nrecords = "%s/flat"\noutput = "%s/m%s-%s"\noverwrite = true\nmodel = "gcn"\nhidden = %s\nepochs = 1\nbatch_size = 1024\ncache_mb = 8192\ndevice = "%s"\n[infer]\nnodes = "%s/g/nodes"\nedges = "%s/g/edges"\nmodel = "%s/m%s-%s"\noutput = "%s/s%s-%s"\noverwrite = true\ndevice = "%s"\nbatch_size = 65536\n' \
-  $W $W $hidden $dev $hidden $dev $W $W $W $hidden $dev $W $hidden $dev $dev > $W/g-$hidden-$dev.toml
-t g-$hidden-$dev $B run $W/g-$hidden-$dev.toml
-done; done
+for run in $RUNS; do
+IFS=: read -r model hidden heads dev <<< "$run"; name=$model-$hidden-$heads-$dev
+printf '[cluster]\nworkers = 1\n[train]\nrecords = "%s/flat"\noutput = "%s/m-%s"\noverwrite = true\nmodel = "%s"\nhidden = %s\nheads = %s\nepochs = %s\nbatch_size = 1024\ncache_mb = 8192\ndevice = "%s"\n[infer]\nnodes = "%s/g/nodes"\nedges = "%s/g/edges"\nmodel = "%s/m-%s"\noutput = "%s/s-%s"\noverwrite = true\ndevice = "%s"\nbatch_size = 65536\n' \
+  $W $W $name $model $hidden $heads ${EPOCHS:-1} $dev $W $W $W $name $W $name $dev > $W/$name.toml
+t $name timeout ${LIMIT:-600} $B run $W/$name.toml
+cat $W/m-$name/timings.jsonl 2>/dev/null
+done
 fi

@@ -12,7 +12,14 @@ use burn::tensor::{IndexingUpdateOp, Int, TensorData};
 
 use crate::batch::{LayerEdges, LayerPlans};
 use crate::hetero::GroupTensors;
-use crate::kernel::{Aggregation, edge_sum, uses_kernel};
+use crate::kernel::{Aggregation, edge_sum, edge_sum_transposed, uses_kernel};
+
+/// An end of an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Src,
+    Dst,
+}
 
 /// A layer's edges as tensors on a device.
 #[derive(Debug, Clone)]
@@ -139,10 +146,47 @@ impl EdgeTensors {
 
     /// Each output row's own input row of `x` (`x`'s rows are the layer's input rows).
     pub fn own_rows<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        match &self.own {
-            Some(own) => x.select(0, own.clone()),
-            None => x.slice(0..self.rows_out),
+        let own_plan = self.plans.as_ref().and_then(|p| p.own.as_ref());
+        match (&self.own, own_plan) {
+            (Some(_), Some(plan)) => {
+                let mut dims = x.dims();
+                let (rows, width) = (dims[0], dims[1..].iter().product());
+                let ones = Tensor::<2>::ones([self.rows_out, 1], &x.device());
+                dims[0] = self.rows_out;
+                edge_sum(x.reshape([rows, width]), ones, plan).reshape(dims)
+            }
+            (Some(own), None) => x.select(0, own.clone()),
+            (None, _) => x.slice(0..self.rows_out),
         }
+    }
+
+    /// Each looped edge's row of `x` (the edges, then one self-loop per output row; see
+    /// [`EdgeTensors::with_self_loops`]): `x`'s input rows at the edges' sources (`end` is
+    /// [`End::Src`], `x` is `[rows_in, k]`) or its output rows at their destinations
+    /// ([`End::Dst`], `[rows_out, k]`). `[edges + rows_out, k]`.
+    pub fn looped_rows(&self, x: Tensor<2>, end: End) -> Tensor<2> {
+        if let Some(a) = self.plans.as_ref().and_then(|p| p.attention.as_ref()) {
+            let plan = match end {
+                End::Src => &a.src,
+                End::Dst => &a.dst,
+            };
+            let ones = Tensor::<2>::ones([plan.rows_out, 1], &x.device());
+            return edge_sum(x, ones, plan);
+        }
+        let (src, dst) = self.with_self_loops();
+        x.select(0, if end == End::Src { src } else { dst })
+    }
+
+    /// Per output row, the sum of its looped edges' rows of `m` (`[edges + rows_out, k]`):
+    /// `[rows_out, k]`.
+    pub fn sum_looped_rows(&self, m: Tensor<2>) -> Tensor<2> {
+        if let Some(a) = self.plans.as_ref().and_then(|p| p.attention.as_ref()) {
+            let ones = Tensor::<2>::ones([a.dst.rows_out, 1], &m.device());
+            return edge_sum_transposed(m, ones, &a.dst);
+        }
+        let k = m.dims()[1];
+        let (_, dst) = self.with_self_loops();
+        Tensor::<2>::zeros([self.rows_out, k], &m.device()).select_assign(0, dst, m, IndexingUpdateOp::Add)
     }
 
     /// The edges followed by one self-loop per output row, as (src, dst).

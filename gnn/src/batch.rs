@@ -59,6 +59,8 @@ pub struct LayerEdges {
     pub plans: Option<LayerPlans>,
     /// Threads the kernel runs these edges on (0: one per core).
     pub threads: usize,
+    /// Build [`LayerPlans::attention`] (the batch is for an attention model).
+    pub attention: bool,
     /// The input row of each output row, when that is not the row of the same index: layer 1
     /// of a batch that keeps distinct input rows.
     pub own: Option<Vec<i64>>,
@@ -122,10 +124,25 @@ pub struct LayerPlans {
     pub edges: PlanRef,
     /// The same edges followed by one self-loop per output row (GAT's attention runs over those).
     pub looped: PlanRef,
+    /// Each output row's own input row, when that is not the row of the same index
+    /// ([`LayerEdges::own`]): a plan whose edges are the output rows (`out[r] = x[own[r]]`).
+    pub own: Option<PlanRef>,
+    /// Attention layers: each looped edge's source and destination rows, as plans whose
+    /// edges are the looped edges ([`AttentionPlans`]).
+    pub attention: Option<AttentionPlans>,
     /// Edge rows into node rows, when the layer has edge features: source row `e` is edge `e`
     /// itself, so `out[dst[e]] += coef[e] * m[e]` sums one row per edge (edge features, or
     /// per-edge messages) into its destination, with the kernel's own backward.
     pub edge_rows: Option<PlanRef>,
+}
+
+/// Plans that copy rows to the looped edges (`out[e] = x[src[e]]`, `out[e] = x[dst[e]]`): as
+/// plans, their backward passes (sums over each row's edges) run on the kernel, not on a
+/// scatter. The destination plan transposed sums edge rows into their destinations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionPlans {
+    pub src: PlanRef,
+    pub dst: PlanRef,
 }
 
 impl LayerEdges {
@@ -169,9 +186,21 @@ impl LayerEdges {
             let edges: Vec<u32> = (0..dst.len() as u32).collect();
             plan(dst.len(), &edges, &dst)
         });
+        // A plan whose edges are rows `0..n`, each reading `rows[i]` of `rows_in`.
+        let rows_of = |rows_in: usize, rows: &[u32]| {
+            let edges: Vec<u32> = (0..rows.len() as u32).collect();
+            Arc::new(EdgePlan::new(rows_in, rows.len(), rows, &edges).with_threads(self.threads))
+        };
+        let (looped_src, looped_dst) = (looped(&src, &own), looped(&dst, &out));
+        let attention = self.attention.then(|| AttentionPlans {
+            src: rows_of(self.rows_in, &looped_src),
+            dst: rows_of(self.rows_out, &looped_dst),
+        });
         LayerPlans {
             edges: plan(self.rows_in, &src, &dst),
-            looped: plan(self.rows_in, &looped(&src, &own), &looped(&dst, &out)),
+            looped: plan(self.rows_in, &looped_src, &looped_dst),
+            own: self.own.is_some().then(|| rows_of(self.rows_in, &own)),
+            attention,
             edge_rows,
         }
     }
@@ -242,6 +271,8 @@ pub struct BatchSpec {
     pub kernel_plans: bool,
     /// Threads the kernel runs each layer on (0: one per core).
     pub kernel_threads: usize,
+    /// The kernel's plans include the attention plans (GAT's; see [`AttentionPlans`]).
+    pub attention: bool,
     /// Keep each distinct input row once (see the module doc).
     pub distinct_inputs: bool,
     /// Width of the edge features the layers read: every record with edges must have this many
@@ -267,6 +298,7 @@ impl BatchSpec {
             normalize_features: false,
             kernel_plans: false,
             kernel_threads: 0,
+            attention: false,
             distinct_inputs: false,
             edge_dim: 0,
             edge_stats: None,
@@ -279,6 +311,7 @@ impl BatchSpec {
     /// its edge features (their width and standardization).
     pub fn reading(self, spec: &ModelSpec) -> Self {
         BatchSpec {
+            attention: spec.kind == schemas::model::ModelKind::Gat,
             normalize_features: spec.normalize_features,
             edge_dim: spec.edge_dim,
             edge_stats: crate::features::edge_standardization(spec).cloned(),
@@ -429,7 +462,7 @@ impl Batch {
                     None => Vec::new(),
                 };
                 (e.edge_dim, e.features) = (spec.edge_dim, edge_features);
-                e.threads = spec.kernel_threads;
+                (e.threads, e.attention) = (spec.kernel_threads, spec.attention);
                 if let (1, Some(input_row)) = (l, &input_row) {
                     e.read_distinct(input_row, kept.len());
                 }
@@ -634,6 +667,7 @@ mod tests {
             normalize_features: true,
             kernel_plans: true,
             kernel_threads: 2,
+            attention: false,
             distinct_inputs: false,
             edge_dim: 0,
             edge_stats: None,

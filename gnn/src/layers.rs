@@ -9,10 +9,10 @@
 
 use burn::module::{Param, ParamId};
 use burn::prelude::*;
+use burn::tensor::TensorData;
 use burn::tensor::activation::{leaky_relu, relu};
-use burn::tensor::{IndexingUpdateOp, TensorData};
 
-use crate::aggregate::EdgeTensors;
+use crate::aggregate::{EdgeTensors, End};
 use crate::rng::Stream;
 
 /// A parameter whose id derives from its seed: burn draws ids at random otherwise, and the
@@ -189,8 +189,7 @@ impl GatLayer {
         let score_src = (z.clone() * self.att_src.val().unsqueeze::<3>()).sum_dim(2).reshape([rows_in, heads]);
         let z_out = e.own_rows(z.clone());
         let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
-        let (src, dst) = e.with_self_loops();
-        let logits = score_src.select(0, src.clone()) + score_dst.select(0, dst.clone());
+        let logits = e.looped_rows(score_src, End::Src) + e.looped_rows(score_dst, End::Dst);
         let logits = match self.edge_logits(e) {
             Some(edge) => logits + edge,
             None => logits,
@@ -200,13 +199,8 @@ impl GatLayer {
         // cancels in the ratio.
         let shift = scores.clone().detach().max_dim(0);
         let weights = (scores - shift).exp();
-        let total = Tensor::<2>::zeros([e.rows_out, heads], &weights.device()).select_assign(
-            0,
-            dst.clone(),
-            weights.clone(),
-            IndexingUpdateOp::Add,
-        );
-        let mut alpha = weights / total.select(0, dst.clone());
+        let total = e.sum_looped_rows(weights.clone());
+        let mut alpha = weights / e.looped_rows(total, End::Dst);
         if let Some(keep) = keep {
             alpha = alpha * keep;
         }

@@ -14,6 +14,7 @@
 //! - [`link`], [`decoder`]: link models: a batch of link records (their endpoints' records),
 //!   the pair decoders (`dot`, `mlp`; also on the host for GraphInfer) and the link loss;
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server;
+//! - [`rows`]: dropout masks and inputs filled row by row on every core;
 //! - [`slice`]: the model sliced by layer (transform, aggregate, finish, post), for GraphInfer;
 //! - [`io`], [`device`]: a model's files (`model.bpk`, `model.json`), and the device it runs on.
 
@@ -31,6 +32,7 @@ pub mod link;
 pub mod model;
 pub mod params;
 pub mod rng;
+pub mod rows;
 pub mod slice;
 
 pub use batch::{Batch, LayerEdges};

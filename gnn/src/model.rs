@@ -248,9 +248,15 @@ pub fn predicts_target(logit: f32) -> bool {
 /// for classes, (correct, labeled): their ratio is the accuracy; for multi-hot targets with
 /// predictions [`predicts_target`], (2 TP, 2 TP + FP + FN): their ratio is the micro-F1.
 pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
-    let [rows, width] = logits.dims();
+    let [_, width] = logits.dims();
+    let values: Vec<f32> = logits.into_data().iter::<f32>().collect();
+    score_values(&values, width, labels)
+}
+
+/// [`score`] of logits read back already: row-major, `width` a row.
+pub fn score_values(values: &[f32], width: usize, labels: &[Option<Label>]) -> (u64, u64) {
+    let rows = values.len() / width.max(1);
     if labels.iter().flatten().next().is_some_and(|l| l.targets().is_some()) {
-        let values: Vec<f32> = logits.into_data().iter::<f32>().collect();
         let (mut tp, mut fp, mut fn_) = (0u64, 0u64, 0u64);
         for (row, label) in labels.iter().enumerate().take(rows) {
             let Some(targets) = label.as_ref().and_then(Label::targets) else { continue };
@@ -265,9 +271,13 @@ pub fn score(logits: Tensor<2>, labels: &[Option<Label>]) -> (u64, u64) {
         }
         return (2 * tp, 2 * tp + fp + fn_);
     }
-    let predicted: Vec<i64> = logits.argmax(1).into_data().iter::<i64>().collect();
+    // The first largest logit, as argmax picks it.
+    let predicted = values.chunks(width.max(1)).map(|row| {
+        let best = row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+        best.0 as i64
+    });
     let labeled = labels.iter().filter(|l| l.is_some()).count() as u64;
-    let correct = predicted.iter().zip(labels).filter(|(p, l)| l.as_ref().and_then(Label::class) == Some(**p)).count();
+    let correct = predicted.zip(labels).filter(|(p, l)| l.as_ref().and_then(Label::class) == Some(*p)).count();
     (correct as u64, labeled)
 }
 
@@ -295,11 +305,11 @@ fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<
     }
     let [rows, width] = h.dims();
     let scale = 1.0 / (1.0 - d.rate);
-    let mut mask = Vec::with_capacity(rows * width);
-    for row in 0..rows {
+    let mut mask = vec![0.0; rows * width];
+    crate::rows::for_each_row(&mut mask, width, |row, values| {
         let mut s = row_stream(batch, d, layer, row);
-        mask.extend((0..width).map(|_| if s.unit() < d.rate { 0.0 } else { scale }));
-    }
+        values.iter_mut().for_each(|v| *v = if s.unit() < d.rate { 0.0 } else { scale });
+    });
     let device = h.device();
     h * Tensor::<2>::from_data(TensorData::new(mask, [rows, width]), &device)
 }
@@ -309,9 +319,7 @@ fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<
 pub fn input_dropout(batch: &Batch, d: Dropout) -> Vec<f32> {
     let mut x = batch.features.clone();
     if d.rate > 0.0 && batch.dim > 0 {
-        for (row, values) in x.chunks_mut(batch.dim).enumerate() {
-            drop_row(batch, d, row, values);
-        }
+        crate::rows::for_each_row(&mut x, batch.dim, |row, values| drop_row(batch, d, row, values));
     }
     x
 }

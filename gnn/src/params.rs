@@ -45,6 +45,31 @@ pub fn gradients(model: &Gnn, grads: &burn::tensor::Gradients) -> Vec<f32> {
     g.out
 }
 
+struct GradientTensors<'a> {
+    grads: &'a burn::tensor::Gradients,
+    out: Vec<Tensor<1>>,
+}
+
+impl ModuleVisitor for GradientTensors<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        let n = value.shape().num_elements();
+        let device = value.clone().inner().device();
+        self.out.push(match value.grad(self.grads) {
+            Some(g) => g.reshape([n]),
+            None => Tensor::zeros([n], &device),
+        });
+    }
+}
+
+/// [`gradients`] as tensors on the device, one per parameter in the same order: concatenated
+/// with whatever else a step reads, they come back in one transfer.
+pub fn gradient_tensors(model: &Gnn, grads: &burn::tensor::Gradients) -> Vec<Tensor<1>> {
+    let mut g = GradientTensors { grads, out: Vec::new() };
+    model.visit(&mut g);
+    g.out
+}
+
 struct Load<'a> {
     values: &'a [f32],
     at: usize,

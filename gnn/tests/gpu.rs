@@ -1,6 +1,6 @@
 //! The GPU (burn-wgpu; software Vulkan in CI) against the CPU: one training step of every model,
-//! with and without edge features, and of the typed models, gather/scatter aggregation on the GPU against the
-//! edge-partitioned kernel on the CPU.
+//! with and without edge features, and of the typed models, the edge kernel on either device;
+//! and the GPU's kernel against its own gather/scatter reference.
 #![cfg(feature = "gpu")]
 
 mod common;
@@ -15,7 +15,7 @@ use schemas::model::ModelKind;
 fn a_training_step_on_the_gpu_equals_the_cpu() {
     let gpu = Device::wgpu(DeviceKind::DefaultDevice).autodiff();
     let cpu = Device::flex().autodiff();
-    assert!(!uses_kernel(Aggregation::Auto, &gpu), "the GPU runs the reference aggregation");
+    assert!(uses_kernel(Aggregation::Auto, &gpu), "the GPU runs the edge kernel");
     let (n, dim) = (40, 4);
     let (edges, features) = graph(n, dim);
     let recs = records(n, 2, &edges, &features);
@@ -23,7 +23,9 @@ fn a_training_step_on_the_gpu_equals_the_cpu() {
         for prune in [true, false] {
             let on_gpu = step(kind, &recs, dim, prune, (&gpu, Aggregation::Auto));
             let on_cpu = step(kind, &recs, dim, prune, (&cpu, Aggregation::Auto));
-            assert_same_step(&format!("{kind:?} prune {prune}"), on_gpu, on_cpu);
+            let reference = step(kind, &recs, dim, prune, (&gpu, Aggregation::Reference));
+            assert_same_step(&format!("{kind:?} prune {prune}"), on_gpu.clone(), on_cpu);
+            assert_same_step(&format!("{kind:?} prune {prune}, the GPU's reference"), on_gpu, reference);
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The edge-partitioned kernel against the gather/scatter reference, forward and backward, on
 //! random graphs with hubs, isolated nodes and no edges at all: node rows along the edges, with
-//! one coefficient or one per head, and edge rows into their destinations.
+//! one coefficient or one per head, edge rows into their destinations, and the row copies of
+//! attention and distinct inputs. On the CPU and, in builds with the `gpu` feature, on the GPU
+//! (software Vulkan in CI).
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use gnn::aggregate::{EdgeTensors, scatter_sum};
+use gnn::aggregate::{EdgeTensors, End, scatter_sum};
 use gnn::batch::LayerEdges;
 use gnn::kernel::{Aggregation, EdgePlan, edge_sum, uses_kernel};
 use gnn::rng::Stream;
@@ -34,6 +36,23 @@ fn random(seed: u64, shape: [usize; 2], device: &Device) -> Tensor<2> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
+/// Whether the reference runs on `device` for a layer with `rows_out` output rows: burn's GPU
+/// `select_assign` divides by the output's rows (a layer always has some: a batch holds a
+/// record), so the empty case is compared on the CPU only.
+fn reference_runs(device: &Device, rows_out: usize) -> bool {
+    rows_out > 0 || matches!(device.clone().inner().as_dispatch(), burn::backend::DispatchDevice::Flex(_))
+}
+
+/// The training devices the kernel runs on: the CPU, and the GPU in builds that have it.
+fn devices() -> Vec<Device> {
+    let mut devices = vec![Device::flex().autodiff()];
+    if cfg!(feature = "gpu") {
+        devices.extend(gnn::device(schemas::job::DeviceKind::Gpu).ok().map(|d| d.autodiff()));
+        assert_eq!(devices.len(), 2, "a gpu build without a usable adapter");
+    }
+    devices
+}
+
 fn values(t: Tensor<2>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().unwrap()
 }
@@ -52,13 +71,19 @@ const CASES: [(usize, usize, usize, usize); 5] =
 
 #[test]
 fn forward_and_backward_match_the_reference() {
-    let device = Device::flex().autodiff();
+    for device in devices() {
+        forward_and_backward_on(&device);
+    }
+}
+
+fn forward_and_backward_on(device: &Device) {
+    let device = device.clone();
     for (case, &(rows_in, rows_out, edges, hub)) in CASES.iter().enumerate() {
         let e = random_layer(case as u64, rows_in, rows_out, edges, hub);
         let n = e.src.len();
         let kernel = EdgeTensors::new(&e, &device, Aggregation::Auto);
         let reference = EdgeTensors::new(&e, &device, Aggregation::Reference);
-        assert!(kernel.plans.is_some() && reference.plans.is_none(), "the kernel runs on Flex");
+        assert!(kernel.plans.is_some() && reference.plans.is_none(), "the kernel runs on {device:?}");
         let width = 6;
         let x = random(case as u64, [rows_in, width], &device);
         let coef = random(case as u64 + 100, [n, 1], &device);
@@ -92,8 +117,17 @@ fn forward_and_backward_match_the_reference() {
 
 #[test]
 fn multi_head_attention_sums_match_the_reference() {
-    let device = Device::flex().autodiff();
+    for device in devices() {
+        multi_head_on(&device);
+    }
+}
+
+fn multi_head_on(device: &Device) {
+    let device = device.clone();
     for (case, &(rows_in, rows_out, edges, hub)) in CASES.iter().enumerate() {
+        if !reference_runs(&device, rows_out) {
+            continue;
+        }
         let e = random_layer(case as u64 + 10, rows_in, rows_out, edges, hub);
         let entries = e.src.len() + rows_out;
         let (heads, width) = (3, 4);
@@ -140,7 +174,13 @@ fn runs_without_autodiff_and_only_the_tracked_input_gets_a_gradient() {
 
 #[test]
 fn edge_row_sums_match_the_reference() {
-    let device = Device::flex().autodiff();
+    for device in devices() {
+        edge_rows_on(&device);
+    }
+}
+
+fn edge_rows_on(device: &Device) {
+    let device = device.clone();
     for (case, &(rows_in, rows_out, edges, hub)) in CASES.iter().enumerate() {
         let mut e = random_layer(case as u64 + 20, rows_in, rows_out, edges, hub);
         let n = e.src.len();
@@ -171,6 +211,54 @@ fn edge_row_sums_match_the_reference() {
             assert_close(&format!("{what} forward"), &k.0, &r.0);
             assert_close(&format!("{what} d/dm"), &k.1, &r.1);
             assert_close(&format!("{what} d/dcoef"), &k.2, &r.2);
+        }
+    }
+}
+
+/// GAT's row copies to the looped edges and their sums into destinations, and each output
+/// row's own input row of a layer that reads distinct rows: kernel plans against `select`.
+#[test]
+fn attention_and_own_rows_match_the_reference() {
+    for device in devices() {
+        for (case, &(rows_in, rows_out, edges, hub)) in CASES.iter().enumerate() {
+            if !reference_runs(&device, rows_out) {
+                continue;
+            }
+            let mut e = random_layer(case as u64 + 30, rows_in, rows_out, edges, hub);
+            e.attention = true;
+            // Output row r reads input row (3 r) mod rows_in, as a layer over distinct rows does.
+            e.own = Some((0..rows_out as i64).map(|r| (3 * r) % rows_in as i64).collect());
+            let looped = e.src.len() + rows_out;
+            let (x_in, x_out) =
+                (random(case as u64 + 6, [rows_in, 3], &device), random(case as u64 + 7, [rows_out, 3], &device));
+            let m = random(case as u64 + 8, [looped, 3], &device);
+            let (w_looped, w_out) =
+                (random(case as u64 + 9, [looped, 3], &device), random(case as u64 + 10, [rows_out, 3], &device));
+            let run = |aggregation: Aggregation| {
+                let layer = EdgeTensors::new(&e, &device, aggregation);
+                let (x_in, x_out, m) =
+                    (x_in.clone().require_grad(), x_out.clone().require_grad(), m.clone().require_grad());
+                let src = layer.looped_rows(x_in.clone(), End::Src);
+                let dst = layer.looped_rows(x_out.clone(), End::Dst);
+                let summed = layer.sum_looped_rows(m.clone());
+                let own = layer.own_rows(x_in.clone());
+                let loss = ((src.clone() + dst.clone()) * w_looped.clone()).sum()
+                    + ((summed.clone() + own.clone()) * w_out.clone()).sum()
+                    + x_in.clone().sum()
+                    + x_out.clone().sum()
+                    + m.clone().sum();
+                let grads = loss.backward();
+                let grad = |t: &Tensor<2>| t.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap();
+                let outs = [src, dst, summed, own].map(|t| values(t.inner()));
+                (outs, [grad(&x_in), grad(&x_out), grad(&m)])
+            };
+            let (k, r) = (run(Aggregation::Auto), run(Aggregation::Reference));
+            for (i, what) in ["src rows", "dst rows", "sums", "own rows"].iter().enumerate() {
+                assert_close(&format!("{device:?} case {case} {what}"), &k.0[i], &r.0[i]);
+            }
+            for (i, what) in ["d/dx_in", "d/dx_out", "d/dm"].iter().enumerate() {
+                assert_close(&format!("{device:?} case {case} {what}"), &k.1[i], &r.1[i]);
+            }
         }
     }
 }

@@ -15,7 +15,8 @@
 //!   evaluation batches kept between epochs in [`eval`];
 //! - [`forward`]: a link model's embeddings and pair scores on link records (what GraphInfer's
 //!   link output is checked against);
-//! - [`tracker`], [`checkpoint`], [`metrics`]: early stopping, resume, what is reported.
+//! - [`tracker`], [`checkpoint`], [`metrics`], [`phases`]: early stopping, resume, what is
+//!   reported (scores, and where an epoch's steps spent their time).
 
 pub mod checkpoint;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod metrics;
 pub mod neighborhoods;
 pub mod node;
 pub mod optim;
+pub mod phases;
 pub mod plan;
 pub mod ps;
 pub mod rank;

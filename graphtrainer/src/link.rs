@@ -9,6 +9,7 @@
 //! scores are computed in the same batch whatever the number of workers); worker 0 gathers
 //! every score, computes AUC, MRR and Hits@K (see [`crate::rank`]) and sends them to all.
 
+use burn::prelude::*;
 use gnn::decoder::PairDecoder;
 use gnn::link::{LinkBatch, link_loss, score_pairs};
 use gnn::model::{BatchTensors, Dropout, Gnn};
@@ -20,6 +21,7 @@ use timely::worker::Worker;
 use crate::error::Error;
 use crate::eval_pass;
 use crate::metrics::Scores;
+use crate::phases::{Lap, Phases};
 use crate::ps::{Server, Stats};
 use crate::rank::RankScores;
 use crate::reader::{Counts, Pass, RecordSet};
@@ -46,15 +48,25 @@ impl Learner for LinkRecord {
         params: &[f32],
         batch: &LinkBatch,
         dropout: Dropout,
+        phases: &mut Phases,
     ) -> (Vec<f32>, u64, Stats) {
         let device = &setup.device;
+        let mut lap = Lap::start();
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(&batch.batch, dropout, device, setup.aggregation);
+        phases.tensors_seconds += lap.lap();
         let h = model.forward(&setup.spec, &batch.batch, &tensors, Some(dropout));
         let (sum, count) =
             link_loss(PairDecoder::of(&setup.spec, model.decoder.as_ref()), h, batch, config.in_batch_negatives);
-        let loss_sum = f64::from(sum.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
-        let grad = params::gradients(&model, &sum.backward());
+        phases.forward_seconds += lap.lap();
+        let grads = sum.backward();
+        phases.backward_seconds += lap.lap();
+        // The loss and every gradient, read back in one transfer.
+        let mut parts = vec![sum.inner().reshape([1])];
+        parts.extend(params::gradient_tensors(&model, &grads));
+        let values = Tensor::cat(parts, 0).into_data().try_to_vec::<f32>().expect("f32 values");
+        phases.read_seconds += lap.lap();
+        let (loss_sum, grad) = (f64::from(values[0]), values[1..].to_vec());
         let mut stats = Stats::default();
         (stats.loss_sum, stats.loss_rows) = (loss_sum, count as u64);
         (grad, count as u64, stats)

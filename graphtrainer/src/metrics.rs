@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tables::{Io, Place};
 
 use crate::error::Error;
+use crate::phases::Phases;
 use crate::rank::RankScores;
 
 pub const METRICS: &str = "metrics.jsonl";
@@ -139,6 +140,11 @@ pub struct EpochTiming {
     pub records_per_second: f64,
     /// Time this worker's compute waited for batches this epoch (worker 0 reports).
     pub wait_seconds: f64,
+    /// Where worker 0's training steps spent their time (`build_seconds`, `tensors_seconds`,
+    /// `forward_seconds`, `backward_seconds`, `read_seconds`, `exchange_seconds`); evaluation
+    /// is the rest.
+    #[serde(flatten)]
+    pub phases: Phases,
 }
 
 /// Worker 0's writer of the two files and the epoch log line. Each epoch rewrites both files
@@ -168,14 +174,15 @@ impl MetricsLog {
 
     pub fn write(&mut self, m: &EpochMetrics, t: &EpochTiming) -> Result<(), Error> {
         tracing::info!(
-            "train: epoch {}/{}: loss {:.4}, {}, {:.2}s, {:.0} records/s, waited {:.3}s for data",
+            "train: epoch {}/{}: loss {:.4}, {}, {:.2}s, {:.0} records/s, waited {:.3}s for data; steps: {}",
             m.epoch,
             self.epochs,
             m.train_loss,
             m.log_text(),
             t.seconds,
             t.records_per_second,
-            t.wait_seconds
+            t.wait_seconds,
+            t.phases.log_text()
         );
         append(&mut self.metrics, m)?;
         append(&mut self.timings, t)?;

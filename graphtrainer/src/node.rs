@@ -2,8 +2,9 @@
 //! cross-entropy on the labeled training roots and scored by accuracy (or micro-F1). Score
 //! counts travel through the parameter server, so every worker sees the same global scores.
 
+use burn::prelude::*;
 use gnn::Batch;
-use gnn::model::{BatchTensors, Dropout, Gnn, loss, score};
+use gnn::model::{BatchTensors, Dropout, Gnn, loss, score_values};
 use gnn::params;
 use schemas::{Label, LabelKind, Record, Split, Task};
 use timely::worker::Worker;
@@ -11,6 +12,7 @@ use timely::worker::Worker;
 use crate::error::Error;
 use crate::eval_pass;
 use crate::metrics::{Metric, Scores};
+use crate::phases::{Lap, Phases};
 use crate::ps::{Score, Server, Stats};
 use crate::reader::{Counts, Pass, RecordSet};
 use crate::train::{Head, Learner, Setup, TrainConfig};
@@ -36,15 +38,27 @@ impl Learner for Record {
         params: &[f32],
         batch: &Batch,
         dropout: Dropout,
+        phases: &mut Phases,
     ) -> (Vec<f32>, u64, Stats) {
         let device = &setup.device;
+        let mut lap = Lap::start();
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
+        phases.tensors_seconds += lap.lap();
         let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
-        let (hits, out_of) = score(logits.clone().detach(), &batch.labels);
-        let (loss, n) = loss(logits, &batch.labels);
-        let loss_value = f64::from(loss.clone().into_data().try_to_vec::<f32>().map_or(f32::NAN, |v| v[0]));
-        let mut grad = params::gradients(&model, &loss.backward());
+        let (loss, n) = loss(logits.clone(), &batch.labels);
+        phases.forward_seconds += lap.lap();
+        let grads = loss.backward();
+        phases.backward_seconds += lap.lap();
+        // The loss, the logits (for the scores) and every gradient, read back in one transfer.
+        let [rows, width] = logits.dims();
+        let mut parts = vec![loss.inner().reshape([1]), logits.inner().reshape([rows * width])];
+        parts.extend(params::gradient_tensors(&model, &grads));
+        let values = Tensor::cat(parts, 0).into_data().try_to_vec::<f32>().expect("f32 values");
+        phases.read_seconds += lap.lap();
+        let loss_value = f64::from(values[0]);
+        let (hits, out_of) = score_values(&values[1..1 + rows * width], width, &batch.labels);
+        let mut grad = values[1 + rows * width..].to_vec();
         grad.iter_mut().for_each(|g| *g *= n as f32);
         let mut stats = Stats::default();
         (stats.loss_sum, stats.loss_rows) = (loss_value * n as f64, n as u64);
@@ -110,9 +124,12 @@ fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -
 }
 
 /// Adds one batch's valid and test score counts to `total`, without dropout (see
-/// [`gnn::model::score`]).
+/// [`gnn::model::score`]), reading the logits back once.
 fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors, total: &mut Stats) {
     let logits = model.forward(&setup.spec, batch, tensors, None);
+    let [_, width] = logits.dims();
+    // Read back once for both splits.
+    let values = logits.into_data().try_to_vec::<f32>().expect("f32 logits");
     for split in [Split::Valid, Split::Test] {
         let labels: Vec<Option<Label>> = batch
             .labels
@@ -120,7 +137,7 @@ fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors
             .zip(&batch.splits)
             .map(|(l, s)| if *s == Some(split) { l.clone() } else { None })
             .collect();
-        let (hits, out_of) = score(logits.clone(), &labels);
+        let (hits, out_of) = score_values(&values, width, &labels);
         total[split].add(Score { hits, out_of });
     }
 }

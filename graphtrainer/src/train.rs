@@ -37,6 +37,7 @@ use crate::example::Example;
 use crate::loader::Batches;
 use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, Scores, TIMINGS};
 use crate::optim::{ShardOptimizer, learning_rate};
+use crate::phases::{Lap, Phases};
 use crate::plan::Plan;
 use crate::ps::{Server, ShardState, Stats, shard_range};
 use crate::reader::{Counts, Pass, RecordSet, Unit};
@@ -177,13 +178,15 @@ pub trait Learner: Example {
     fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error>;
 
     /// The gradient sum of a batch's loss, the count it sums over (the parameter server
-    /// divides by the step's total), and the step's training stats.
+    /// divides by the step's total), and the step's training stats; adds the step's tensors,
+    /// forward, backward and read times to `phases`.
     fn gradient(
         setup: &Setup<Self>,
         config: &TrainConfig,
         params: &[f32],
         batch: &Self::Batch,
         dropout: Dropout,
+        phases: &mut Phases,
     ) -> (Vec<f32>, u64, Stats);
 
     /// Evaluates the parameters on this worker's valid and test records, and waits for every
@@ -541,6 +544,7 @@ pub fn train_fed<T: Learner>(
                     seconds,
                     records_per_second: rate,
                     wait_seconds: done.waited.as_secs_f64(),
+                    phases: done.phases,
                 },
             )?;
         }
@@ -607,6 +611,8 @@ struct EpochDone {
     seen: usize,
     /// Time compute waited for batches.
     waited: Duration,
+    /// Where the steps spent their time.
+    phases: Phases,
 }
 
 /// One epoch of steps: every worker takes part in every step (with an empty push when it has
@@ -624,7 +630,7 @@ fn train_epoch<T: Learner>(
     let records = RecordStream::train(setup.source.clone(), setup.units(Pass::Train), order, config.shuffle_mb << 20);
     let mut batches = matches!(feed, Feed::Share)
         .then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
-    let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO };
+    let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO, phases: Phases::default() };
     for step in 0..steps {
         let next = match (&mut batches, feed) {
             (Some(b), _) => b.next_batch()?,
@@ -648,14 +654,17 @@ fn train_epoch<T: Learner>(
                     rate: config.dropout,
                     attention_rate: config.attention_dropout,
                 };
-                T::gradient(setup, config, params, &batch, dropout)
+                T::gradient(setup, config, params, &batch, dropout, &mut done.phases)
             }
         };
+        let mut lap = Lap::start();
         for (_, total) in server.step(worker, &grad, count, lr, stats, params, false) {
             done.stats.add(&total);
         }
+        done.phases.exchange_seconds += lap.lap();
     }
     if let Some(batches) = &mut batches {
+        done.phases.add_build(batches.build_time());
         let planned = setup.plan.share_totals(worker.index()).train as usize;
         if done.seen != planned || batches.next_batch()?.is_some() {
             return Err(Error::Internal(format!(

@@ -12,12 +12,15 @@
 //! self-loop fill, GINE's per-edge messages), partitioned by destination like any other plan;
 //! its backward writes each edge's row once, from its destination's gradient.
 //!
-//! It is a burn backend extension implemented for Flex (and Autodiff over it). Other backends
-//! (the GPU) use the gather/scatter reference in [`crate::aggregate`], which the tests compare
-//! this kernel against; [`Aggregation`] picks one per device.
+//! It is a burn backend extension implemented for Flex (the CPU, [`cpu`]) and, in builds with
+//! the `gpu` feature, for burn's cubecl backend (the GPU, `cube`), with Autodiff over either.
+//! The gather/scatter reference in [`crate::aggregate`] is what the tests compare both against;
+//! [`Aggregation`] picks one per device.
 
 mod autodiff;
 pub mod cpu;
+#[cfg(feature = "gpu")]
+mod cube;
 mod flex;
 pub mod plan;
 
@@ -26,7 +29,7 @@ use burn::prelude::*;
 
 pub use plan::{EdgePlan, PlanRef};
 
-#[backend_extension(Flex, Autodiff)]
+#[backend_extension(Flex, Cube: cfg(feature = "gpu"), Autodiff)]
 pub trait EdgeOps: burn::backend::Backend {
     /// Aggregates `x` (`[rows read, heads * width]`) over the plan's edges with coefficients
     /// `coef` (`[edges, heads]`): into destination rows, or source rows when `transpose`.
@@ -50,14 +53,28 @@ pub trait EdgeOps: burn::backend::Backend {
 
 pub use schemas::job::Aggregation;
 
-/// Whether `device` runs the kernel under `choice`: only Flex (the CPU) has it.
+/// Whether `device` runs the kernel under `choice`: Flex (the CPU) and, with the `gpu`
+/// feature, the cubecl backend (the GPU) have it.
 pub fn uses_kernel(choice: Aggregation, device: &Device) -> bool {
-    let on_flex = matches!(device.clone().inner().as_dispatch(), DispatchDevice::Flex(_));
-    on_flex && choice != Aggregation::Reference
+    let has_kernel = match device.clone().inner().as_dispatch() {
+        DispatchDevice::Flex(_) => true,
+        #[cfg(feature = "gpu")]
+        DispatchDevice::Cube(_) => true,
+        #[allow(unreachable_patterns)]
+        _ => false,
+    };
+    has_kernel && choice != Aggregation::Reference
 }
 
 /// [`EdgeOps::edge_aggregate`] on high-level tensors (forward direction).
 pub fn edge_sum(x: Tensor<2>, coef: Tensor<2>, plan: &PlanRef) -> Tensor<2> {
     let out = <Dispatch as EdgeOps>::edge_aggregate(x.into_dispatch(), coef.into_dispatch(), plan.clone(), false);
+    Tensor::from_dispatch(out)
+}
+
+/// [`EdgeOps::edge_aggregate`] transposed: `out[src] += coef * x[dst]`, `x` holding the
+/// plan's destination rows.
+pub fn edge_sum_transposed(x: Tensor<2>, coef: Tensor<2>, plan: &PlanRef) -> Tensor<2> {
+    let out = <Dispatch as EdgeOps>::edge_aggregate(x.into_dispatch(), coef.into_dispatch(), plan.clone(), true);
     Tensor::from_dispatch(out)
 }

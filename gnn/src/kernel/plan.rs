@@ -6,8 +6,9 @@
 //! is summed block by block in block order: the kernel's output is bit-identical however many
 //! threads run it.
 
-use std::ops::Range;
-use std::sync::Arc;
+use std::any::Any;
+use std::ops::{Deref, Range};
+use std::sync::{Arc, OnceLock};
 
 /// Edges per block, at least; more when a layer has many edges, so a batch has at most
 /// [`MAX_BLOCKS`] blocks to schedule.
@@ -79,6 +80,40 @@ pub struct EdgePlan {
     pub by_src: Csr,
     /// Threads the kernel runs this plan on (the output does not depend on it).
     pub threads: usize,
+    /// The plan's arrays on a device, for a kernel that runs there (the GPU's, made on first
+    /// use and kept as long as the plan).
+    pub device: DeviceCache,
+}
+
+/// A plan's copy on a device: set once, never part of what the plan is (equal plans compare
+/// equal whatever their copies; a clone starts without one).
+#[derive(Default)]
+pub struct DeviceCache(OnceLock<Arc<dyn Any + Send + Sync>>);
+
+impl Deref for DeviceCache {
+    type Target = OnceLock<Arc<dyn Any + Send + Sync>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Clone for DeviceCache {
+    fn clone(&self) -> Self {
+        DeviceCache::default()
+    }
+}
+
+impl PartialEq for DeviceCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for DeviceCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "DeviceCache(set)" } else { "DeviceCache(empty)" })
+    }
 }
 
 /// Plans are shared between the forward pass and the backward nodes autodiff keeps.
@@ -98,6 +133,7 @@ impl EdgePlan {
             by_dst: Csr::build(rows_out, dst, src),
             by_src: Csr::build(rows_in, src, dst),
             threads,
+            device: DeviceCache::default(),
         }
     }
 

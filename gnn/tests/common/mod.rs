@@ -192,7 +192,9 @@ pub fn step_spec(
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
     let model = Gnn::new(spec, device);
-    let batch = Batch::build(recs, batch_spec);
+    // GAT's batches carry its attention plans, as the trainer's (`BatchSpec::reading`).
+    let batch_spec = BatchSpec { attention: spec.kind == ModelKind::Gat, ..batch_spec.clone() };
+    let batch = Batch::build(recs, &batch_spec);
     let logits = model.forward(spec, &batch, &BatchTensors::new(&batch, device, aggregation), Some(dropout));
     let (loss, _) = loss(logits, &batch.labels);
     let value = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
