@@ -113,7 +113,8 @@ pub fn install_panic_hook() {
     }));
 }
 
-fn payload_text(payload: &(dyn Any + Send)) -> String {
+/// A panic payload's message.
+pub fn payload_text(payload: &(dyn Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -27,6 +27,7 @@ pub mod round;
 pub mod sink;
 pub mod split;
 pub mod write;
+pub mod writer_thread;
 
 pub use error::Error;
 pub use flatten::{Summary, run};

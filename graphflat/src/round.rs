@@ -32,7 +32,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::record::{Gathered, GatheredNode, assemble};
+use crate::record::{Gathered, GatheredNode, Scratch, assemble};
 use cluster::owner_key;
 use sampling::NodeStore;
 use schemas::Record;
@@ -107,16 +107,36 @@ impl Replies {
     }
 }
 
+/// Nodes a record in progress has room for before its set of seen nodes grows.
+const SEEN_CAPACITY: usize = 32;
+
 /// A record in progress, held by the owner of its root between rounds.
 #[derive(Debug, Clone, Default)]
 pub struct Partial {
     gathered: Gathered,
     seen: IdSet<i64>,
+    /// Nodes requested this round: the next round's replies.
+    asked: usize,
 }
 
 impl Partial {
     fn new(root: i64) -> Self {
-        Partial { gathered: Gathered { root, ..Gathered::default() }, seen: IdSet::from_iter([root]) }
+        // Room for a typical record's nodes: a set grown from empty rehashes four times.
+        let mut seen = IdSet::with_capacity_and_hasher(SEEN_CAPACITY, Default::default());
+        seen.insert(root);
+        Partial { gathered: Gathered { root, ..Gathered::default() }, seen, asked: 0 }
+    }
+
+    /// Makes room for the next round's replies, once, instead of growing by doubling as they
+    /// arrive: a node's features for each node asked, and in-edges at the rate so far.
+    fn reserve_next(&mut self) {
+        let record = &mut self.gathered;
+        let nodes = record.nodes.len().max(1);
+        record.nodes.reserve(self.asked);
+        record.features.reserve(self.asked * record.features.len().div_ceil(nodes));
+        record.edges.reserve(self.asked * record.edges.len().div_ceil(nodes));
+        record.edge_features.reserve(self.asked * record.edge_features.len().div_ceil(nodes));
+        self.asked = 0;
     }
 
     /// Folds a round-`hop` answer into the record; `request` gets each in-edge source not seen
@@ -132,6 +152,7 @@ impl Partial {
         for &(src, weight, mask, relation) in edges {
             record.edges.push((reply.node, src, weight, mask, relation));
             if hop < hops && self.seen.insert(src) {
+                self.asked += 1;
                 request(Request { root: reply.root, node: src, hop: hop as u8 + 1 });
             }
         }
@@ -146,6 +167,10 @@ impl Partial {
     }
 }
 
+/// Requests ahead of the one being answered whose store rows are asked for (see
+/// [`answer`]): enough that the misses of consecutive requests overlap.
+const PREFETCH_AHEAD: usize = 8;
+
 /// Round `hop`'s expand step, at the owner of each requested node.
 fn expand<'s>(
     requests: StreamVec<'s, u64, Request>,
@@ -159,39 +184,70 @@ fn expand<'s>(
         move |input, output| {
             input.for_each(|cap, data| {
                 progress.count(hop, data.len() as u64);
-                // Room for an even share of the features, which grow by reallocation otherwise.
-                let share = data.len().div_ceil(peers as usize);
-                let mut out: Vec<Replies> = (0..peers)
-                    .map(|to| Replies {
-                        to,
-                        edge_dim: nodes.edge_dim,
-                        replies: Vec::with_capacity(share),
-                        features: Vec::with_capacity(share * nodes.dim),
-                        ..Replies::default()
-                    })
-                    .collect();
-                for r in data.drain(..) {
-                    // Requests name only nodes that exist: targets and checked edge sources.
-                    let Some(slot) = nodes.slot(r.node) else { continue };
-                    let to = &mut out[(owner_key(r.root) % peers) as usize];
-                    to.features.extend_from_slice(nodes.features(slot));
-                    push_needed_edges(&nodes, slot, &layers, hop, &mut to.edges, &mut to.edge_features);
-                    to.replies.push(Reply {
-                        root: r.root,
-                        node: r.node,
-                        hop: r.hop,
-                        in_degree: nodes.in_degree[slot],
-                        label: if r.hop == 0 { nodes.labels[slot].clone() } else { None },
-                        split: nodes.splits[slot],
-                        features_end: to.features.len(),
-                        edges_end: to.edges.len(),
-                    });
-                }
+                let out = answer(&nodes, &layers, hop, peers, data);
                 let mut session = output.session(&cap);
                 out.into_iter().filter(|r| !r.replies.is_empty()).for_each(|r| session.give(r));
             });
         }
     })
+}
+
+/// Answers a container of requests: one [`Replies`] per worker that merges them.
+///
+/// Requests name nodes in no order, so each one's index entry, features and sampled in-edges
+/// are cache misses (the store spans hundreds of megabytes). The slots are looked up first,
+/// each index line asked for [`PREFETCH_AHEAD`] requests before its lookup, and each node's
+/// rows asked for as many requests before they are copied, so the misses overlap.
+fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &mut Vec<Request>) -> Vec<Replies> {
+    // The last hop's nodes contribute no in-edges: no layer aggregates beyond hop k.
+    let edges = hop < layers[0].hops();
+    data.iter().take(PREFETCH_AHEAD).for_each(|r| nodes.prefetch(r.node));
+    let slots: Vec<Option<usize>> = (0..data.len())
+        .map(|i| {
+            if let Some(ahead) = data.get(i + PREFETCH_AHEAD) {
+                nodes.prefetch(ahead.node);
+            }
+            nodes.slot(data[i].node)
+        })
+        .collect();
+    // Room for an even share of the features, which grow by reallocation otherwise.
+    let share = data.len().div_ceil(peers as usize);
+    let mut out: Vec<Replies> = (0..peers)
+        .map(|to| Replies {
+            to,
+            edge_dim: nodes.edge_dim,
+            replies: Vec::with_capacity(share),
+            features: Vec::with_capacity(share * nodes.dim),
+            ..Replies::default()
+        })
+        .collect();
+    slots.iter().take(PREFETCH_AHEAD).flatten().for_each(|&slot| nodes.prefetch_row(slot, edges));
+    for (i, r) in data.drain(..).enumerate() {
+        if let Some(&Some(ahead)) = slots.get(i + PREFETCH_AHEAD) {
+            nodes.prefetch_row(ahead, edges);
+        }
+        if edges && let Some(&Some(ahead)) = slots.get(i + PREFETCH_AHEAD / 2) {
+            nodes.prefetch_edges(ahead);
+        }
+        // Requests name only nodes that exist: targets and checked edge sources.
+        let Some(slot) = slots[i] else { continue };
+        let to = &mut out[(owner_key(r.root) % peers) as usize];
+        to.features.extend_from_slice(nodes.features(slot));
+        if edges {
+            push_needed_edges(nodes, slot, layers, hop, &mut to.edges, &mut to.edge_features);
+        }
+        to.replies.push(Reply {
+            root: r.root,
+            node: r.node,
+            hop: r.hop,
+            in_degree: nodes.in_degree[slot],
+            label: if r.hop == 0 { nodes.labels[slot].clone() } else { None },
+            split: nodes.splits[slot],
+            features_end: to.features.len(),
+            edges_end: to.edges.len(),
+        });
+    }
+    out
 }
 
 /// Pushes the in-edges of `slot` a record needs at `hop`, with their features: of each
@@ -260,7 +316,8 @@ fn merge<'s>(
                             record.add(answer, hop, hops, |r| session.give(Err(r)));
                         });
                     }
-                    for (_, record) in records {
+                    for (_, mut record) in records {
+                        record.reserve_next();
                         session.give(Ok(record));
                     }
                 }
@@ -290,11 +347,12 @@ pub fn rounds<'s>(
         requests = next_requests;
     }
     partials.unary::<CapacityContainerBuilder<Vec<Record>>, _, _, _>(Pipeline, "Assemble", move |_, _| {
+        let mut scratch = Scratch::default();
         move |input, output| {
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for p in data.drain(..) {
-                    session.give(assemble(p.gathered, typed.as_deref()));
+                    session.give(assemble(p.gathered, typed.as_deref(), &mut scratch));
                 }
             });
         }

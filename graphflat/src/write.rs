@@ -22,6 +22,7 @@ use schemas::facts::Log2Counts;
 
 use crate::error::Error;
 use crate::sink::{PartWriter, Row};
+use crate::writer_thread::WriterThread;
 
 /// The records' sizes on one worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -70,7 +71,8 @@ where
     let written: Rc<RefCell<Written<RecordStats>>> = Rc::default();
     let failure: Rc<RefCell<Option<Error>>> = Rc::default();
     let finished = Rc::new(Cell::new(false));
-    let mut writer = PartWriter::<R>::new(worker.io.clone(), output.clone(), schema, config.part_size_mb << 20);
+    let parts = PartWriter::<R>::new(worker.io.clone(), output.clone(), schema, config.part_size_mb << 20);
+    let mut writer = Some(WriterThread::spawn(parts, format!("graphflat:writer-{index}"))?);
 
     let mut input = InputHandleVec::<u64, I>::new();
     let probe = ProbeHandle::new();
@@ -94,30 +96,35 @@ where
                     let mut rows = pending.remove(&time).unwrap_or_default();
                     R::sort(&mut rows);
                     let mut written = written.borrow_mut();
-                    for row in rows {
+                    for row in &rows {
                         written.targets += 1;
                         written.own.add(row.sizes());
-                        if failure.borrow().is_none()
-                            && let Err(e) = writer.push(row)
-                        {
-                            *failure.borrow_mut() = Some(e);
-                        }
-                        progress.advance(0, 1);
+                    }
+                    progress.advance(0, rows.len() as u64);
+                    // A stopped writer says why when it is finished.
+                    if let Some(thread) = writer.as_mut()
+                        && thread.push(rows).is_err()
+                    {
+                        let stopped = writer.take().map(WriterThread::finish);
+                        *failure.borrow_mut() = stopped.and_then(Result::err);
                     }
                 }
                 if frontier.is_empty() && !finished.get() {
-                    if failure.borrow().is_none()
-                        && let Err(e) = writer.finish()
-                    {
-                        *failure.borrow_mut() = Some(e);
+                    match writer.take().map(WriterThread::finish) {
+                        Some(Ok(done)) => {
+                            progress.add_bytes(done.bytes_written.saturating_sub(counted));
+                            counted = done.bytes_written;
+                            let mut written = written.borrow_mut();
+                            written.bytes = done.bytes_written;
+                            written.parts = done.parts_written;
+                            written.entries = done.entries;
+                        }
+                        Some(Err(e)) => *failure.borrow_mut() = Some(e),
+                        None => {}
                     }
-                    let mut written = written.borrow_mut();
-                    written.bytes = writer.bytes_written();
-                    written.parts = writer.parts_written();
-                    written.entries = writer.entries();
                     finished.set(true);
                 }
-                let now = writer.bytes_so_far();
+                let now = writer.as_ref().map_or(counted, WriterThread::bytes_so_far);
                 progress.add_bytes(now.saturating_sub(counted));
                 counted = now;
             });

@@ -139,6 +139,30 @@ impl NodeStore {
         self.index.prefetch(id);
     }
 
+    /// Asks the cache for the rows of `slot` a reply reads: its features, in-degree and split
+    /// and, with `edges`, where its sampled in-edges start (a loop over requests calls it a few
+    /// requests ahead).
+    pub fn prefetch_row(&self, slot: usize, edges: bool) {
+        if let (Some(degree), Some(split)) = (self.in_degree.get(slot), self.splits.get(slot)) {
+            cluster::prefetch::read(degree);
+            cluster::prefetch::read(split);
+        }
+        // The row's first lines (the hardware prefetcher follows a wide row) and its last.
+        let row = self.features(slot);
+        row.iter().step_by(16).take(4).chain(row.last()).for_each(cluster::prefetch::read);
+        if edges && let Some(at) = self.sampled_at.get(slot) {
+            cluster::prefetch::read(at);
+        }
+    }
+
+    /// Asks the cache for the first sampled in-edge of `slot` (after [`NodeStore::prefetch_row`]
+    /// brought in where they start).
+    pub fn prefetch_edges(&self, slot: usize) {
+        if let Some(edge) = self.sampled_at.get(slot).and_then(|&from| self.sampled.get(from)) {
+            cluster::prefetch::read(edge);
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.ids.len()
     }
