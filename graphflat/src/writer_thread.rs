@@ -9,8 +9,8 @@
 //!   [`QUEUED_BYTES`] (or one batch, however large); a worker that gets ahead waits for the
 //!   thread.
 //! - **Nothing is written after a failure.** The thread closes the open part only on
-//!   [`WriterThread::finish`]; a worker that unwinds drops the queue, and the thread stops after
-//!   the batch in hand without closing its part (as an in-place writer dropped mid-part does).
+//!   [`WriterThread::finish`]; a worker that unwinds stops the queue, and the thread stops after
+//!   the batch in hand, writing none of the batches still queued and without closing its part (as an in-place writer dropped mid-part does).
 //!   The thread's first error stops it; the worker's next push sees the queue closed and
 //!   [`WriterThread::finish`] returns that error. A panic on the thread is raised again on the
 //!   worker, with its message.
@@ -63,6 +63,10 @@ impl Queued {
     fn stop(&self) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
         self.changed.notify_all();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1
     }
 }
 
@@ -145,6 +149,8 @@ impl<R: Row> Drop for WriterThread<R> {
     /// Unwinding without [`WriterThread::finish`]: the queue closes, and the thread stops
     /// without closing its part.
     fn drop(&mut self) {
+        // Stopped first: the batches still queued are not written.
+        self.queued.stop();
         self.queue.take();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -161,6 +167,10 @@ fn run<R: Row>(
     for message in batches {
         match message {
             Message::Rows(rows, size) => {
+                // Only a worker that gave up on the writer stops the queue while it runs.
+                if stop.0.is_stopped() {
+                    break;
+                }
                 for row in rows {
                     writer.push(row)?;
                 }
@@ -207,6 +217,18 @@ mod tests {
             edge_weights: vec![1.0],
             edge_layers: vec![1],
             ..Record::default()
+        }
+    }
+
+    /// A record of 5,000 nodes, about 170 kB: 200 of them make several row groups.
+    fn big(root: i64) -> Record {
+        let nodes = 5000;
+        Record {
+            node_ids: (root..root + nodes).collect(),
+            hops: vec![1; nodes as usize],
+            in_degrees: vec![0; nodes as usize],
+            features: vec![0.5; nodes as usize * 4],
+            ..record(root * 4)
         }
     }
 
@@ -268,18 +290,8 @@ mod tests {
         let dir = scratch("blocked");
         std::fs::write(&dir, b"not a directory").unwrap();
         let mut threaded = WriterThread::spawn(writer(&io, &dir), "test-writer".into()).unwrap();
-        // Records of 5,000 nodes, about 170 kB each: a row group (32 MB) is written, and fails,
-        // long before the last push, and the queue closes.
-        let big = |root: i64| {
-            let nodes = 5000;
-            Record {
-                node_ids: (root..root + nodes).collect(),
-                hops: vec![1; nodes as usize],
-                in_degrees: vec![0; nodes as usize],
-                features: vec![0.5; nodes as usize * 4],
-                ..record(root * 4)
-            }
-        };
+        // A row group (32 MB) is written, and fails, long before the last push, and the queue
+        // closes.
         let stopped = (0..100).any(|b| threaded.push((b * 10..(b + 1) * 10).map(big).collect()).is_err());
         let error = threaded.finish().expect_err("writing under a file must fail");
         assert!(stopped, "pushes after the failure should see the thread stopped");
@@ -301,5 +313,22 @@ mod tests {
             "a part was written: {:?}",
             files(&dir).iter().map(|f| &f.0).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn batches_still_queued_when_the_worker_gives_up_are_not_written() {
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let dir = scratch("given-up");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Enough rows for several row groups and parts, queued, then the queue stopped (what
+        // dropping a `WriterThread` does before the thread takes them).
+        let (queue, batches) = channel();
+        (0..60).for_each(|b| queue.send(Message::Rows((b * 10..(b + 1) * 10).map(big).collect(), 0)).unwrap());
+        let queued = Arc::new(Queued::default());
+        queued.stop();
+        drop(queue);
+        let result = run(writer(&io, &dir), batches, &AtomicU64::new(0), StopOnExit(queued));
+        assert!(result.is_err(), "a writer given up on reports no account");
+        assert!(files(&dir).is_empty(), "queued rows were written after the worker gave up");
     }
 }
