@@ -161,7 +161,12 @@ pub fn sample_in_edges(
     let dim = edges.edge_dim;
     let owned = {
         let store = nodes.borrow();
-        let capacity = (0..store.len()).map(|s| if hubs.contains_key(&store.ids[s]) { 0 } else { store.in_degree[s] });
+        // A hub's run is room for its sample, reduced elsewhere, to be kept in place.
+        let sample: u64 =
+            (0..spec.relation_limits.len().max(1)).map(|r| spec.limit_of(r as u8) as u64).fold(0, u64::saturating_add);
+        let capacity = (0..store.len()).map(|s| {
+            if hubs.contains_key(&store.ids[s]) { store.in_degree[s].min(sample) } else { store.in_degree[s] }
+        });
         Rc::new(RefCell::new(OwnedRuns::new(capacity, dim)))
     };
     let runs: Rc<RefCell<HubRuns>> = Rc::default();
@@ -174,7 +179,7 @@ pub fn sample_in_edges(
     let peers = worker.peers() as u64;
     // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
     let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
-    let ReadEdges { edges, features, edge_stats, slots, relation_edges, .. } = edges;
+    let ReadEdges { edges, features, edge_stats, ends, slots, relation_edges, .. } = edges;
     shuffle(
         worker,
         |b: &Bundle| u64::from(b.to),
@@ -211,21 +216,26 @@ pub fn sample_in_edges(
                 let mut bundles: Vec<Bundle> =
                     (0..peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
                 for (i, e) in edges[from..].iter().enumerate() {
+                    // The endpoints' ids, slot and salts are at random places in their arrays.
                     if let Some(ahead) = edges.get(from + i + PREFETCH_EDGES) {
-                        cluster::prefetch::read(&hub_salts[ahead.end as usize]);
-                        cluster::prefetch::read(&slots[ahead.end as usize]);
+                        let (src, dst) = (ahead.src as usize, ahead.dst as usize);
+                        cluster::prefetch::read(&hub_salts[dst]);
+                        cluster::prefetch::read(&slots[dst]);
+                        cluster::prefetch::read(&ends[dst]);
+                        cluster::prefetch::read(&ends[src]);
                     }
-                    let (to, src, weight, relation) = (e.dst, e.src, e.weight, e.relation);
-                    let (routed, key) = match hub_salts[e.end as usize] {
+                    let (dst, src) = (ends[e.dst as usize], ends[e.src as usize]);
+                    let (weight, relation) = (e.weight, e.relation);
+                    let (routed, key) = match hub_salts[e.dst as usize] {
                         0 => {
-                            let to = i64::from(slots[e.end as usize]);
-                            (Routed { to, src, weight, salt: OWNED, relation }, owner_key(e.dst))
+                            let to = i64::from(slots[e.dst as usize]);
+                            (Routed { to, src, weight, salt: OWNED, relation }, owner_key(dst))
                         }
                         s => {
                             // Each relation of a hub is spread over its own salted reducers.
-                            let salt = (hash3(seed, e.src as u64, 1) % u64::from(s)) as u32;
+                            let salt = (hash3(seed, src as u64, 1) % u64::from(s)) as u32;
                             let reducer = u64::from(salt) | (u64::from(relation) << 32);
-                            (Routed { to, src, weight, salt, relation }, reducer_key(e.dst, reducer))
+                            (Routed { to: dst, src, weight, salt, relation }, reducer_key(dst, reducer))
                         }
                     };
                     let bundle = &mut bundles[(key % peers) as usize];
@@ -277,45 +287,65 @@ pub fn sample_in_edges(
         },
     )?;
 
-    // Each node's best `limit` per relation, by relation and best first, into the store's
-    // flat arrays.
-    let (owned, mut merged) = (owned.take(), merged.take());
-    let relations = spec.relation_limits.len().max(1);
+    // Each node's best `limit` per relation, by relation and best first, kept in place in
+    // the owner's runs, which become the store's flat arrays (`runs.rs`).
+    let (owned, merged) = (owned.take(), merged.take());
+    let kept = keep_samples(&mut nodes.borrow_mut(), owned, merged, &hubs, &spec, dim);
+    crate::agree(worker, kept)?;
     let mut store = nodes.borrow_mut();
+    store.edge_stats = edge_stats;
+    store.relation_edges = relation_edges;
+    Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
+}
+
+/// Each node's best `limit` per relation, by relation and best first, kept in place in the
+/// owner's runs, which become the store's flat arrays (`runs.rs`): a hub's from its merged
+/// reservoirs, any other node's from its run.
+fn keep_samples(
+    store: &mut NodeStore,
+    mut owned: OwnedRuns,
+    mut merged: IdMap<(usize, u8), HubRun>,
+    hubs: &IdMap<i64, u32>,
+    spec: &SampleSpec,
+    dim: usize,
+) -> Result<(), Error> {
+    let (sampler, seed, relations) = (spec.sampler, spec.seed, spec.relation_limits.len().max(1));
     let mut at = Vec::with_capacity(store.len() + 1);
-    let (mut sampled, mut sampled_features) = (Vec::new(), Vec::new());
-    let mut best = Vec::new();
+    let (mut kept, mut kept_features, mut best) = (Vec::new(), Vec::new(), Vec::new());
+    let mut place = 0;
     for slot in 0..store.len() {
-        at.push(sampled.len());
+        at.push(place);
+        kept.clear();
+        kept_features.clear();
         if hubs.contains_key(&store.ids[slot]) {
             for relation in 0..relations as u8 {
                 let Some(reservoir) = merged.remove(&(slot, relation)) else { continue };
                 for c in reservoir.into_sorted() {
-                    sampled.push(InEdge { src: c.src, weight: c.weight, relation });
-                    sampled_features.extend_from_slice(&c.payload);
+                    kept.push(InEdge { src: c.src, weight: c.weight, relation });
+                    kept_features.extend_from_slice(&c.payload);
                 }
             }
-            continue;
-        }
-        best.clear();
-        owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
-        if spec.typed() {
-            keep_best_by_relation(&mut best, |c| owned.relation(c.payload), |r| spec.limit_of(r));
         } else {
-            keep_best(&mut best, spec.limit);
+            best.clear();
+            owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
+            if spec.typed() {
+                keep_best_by_relation(&mut best, |c| owned.relation(c.payload), |r| spec.limit_of(r));
+            } else {
+                keep_best(&mut best, spec.limit);
+            }
+            for c in &best {
+                kept.push(InEdge { src: c.src, weight: c.weight, relation: owned.relation(c.payload) });
+                kept_features.extend_from_slice(owned.features(c.payload));
+            }
         }
-        for c in &best {
-            sampled.push(InEdge { src: c.src, weight: c.weight, relation: owned.relation(c.payload) });
-            sampled_features.extend_from_slice(owned.features(c.payload));
-        }
+        place = owned.keep(slot, place, &kept, &kept_features).map_err(|slot| {
+            Error::Internal(format!("node {} (slot {slot}) kept more in-edges than its run holds", store.ids[slot]))
+        })?;
     }
-    at.push(sampled.len());
-    sampled.shrink_to_fit();
-    sampled_features.shrink_to_fit();
+    at.push(place);
+    let (sampled, sampled_features) = owned.into_kept(place);
     store.set_sampled(at, sampled, dim, sampled_features);
-    store.edge_stats = edge_stats;
-    store.relation_edges = relation_edges;
-    Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,9 +13,17 @@
 //! Invariant: a slot receives at most its in-degree of in-edges (every in-edge of a node that
 //! is not a hub goes to its owner, once). A slot that would overflow is a bug upstream, reported
 //! as an error rather than written over its neighbor's run.
+//!
+//! The runs then become the store's sampled in-edges in place ([`OwnedRuns::keep`],
+//! [`OwnedRuns::into_kept`]): slot by slot, each slot's kept in-edges are written at the end of
+//! the previous slot's, which is never past the slot's own run, since a slot keeps at most what
+//! its run holds (a hub, whose in-edges are reduced elsewhere, has a run as long as its sample
+//! can be, left empty until then). Sampling thus never holds the in-edges twice: with every
+//! in-edge kept, a second array would be as large as the runs (640 MB at 40M edges).
 
 use schemas::Sampler;
 
+use crate::graph::InEdge;
 use crate::sample::Candidate;
 pub use crate::sample::keep_best;
 
@@ -24,7 +32,7 @@ pub struct OwnedRuns {
     /// Per slot: where its next in-edge goes, and where its run ends (one cache line for both).
     cursor: Vec<Cursor>,
     /// Slot `s`'s run starts at `cursor[s - 1].end` (0 for slot 0).
-    edges: Vec<Slotted>,
+    edges: Vec<InEdge>,
     /// The features of the in-edge at place `i` of `edges`: `features[i * dim..(i + 1) * dim]`
     /// (empty when `dim` is 0).
     features: Vec<f32>,
@@ -37,17 +45,9 @@ struct Cursor {
     end: usize,
 }
 
-/// One in-edge in its run: source and weight side by side (one cache line for both).
-#[derive(Debug, Clone, Copy, Default)]
-struct Slotted {
-    src: i64,
-    weight: f32,
-    relation: u8,
-}
-
 impl OwnedRuns {
-    /// Room for `capacity[s]` in-edges of each slot `s` (0 for the hubs, reduced elsewhere),
-    /// each with `dim` features.
+    /// Room for `capacity[s]` in-edges of each slot `s` (for a hub, reduced elsewhere, as many
+    /// as its sample keeps), each with `dim` features.
     pub fn new(capacity: impl ExactSizeIterator<Item = u64>, dim: usize) -> Self {
         let mut cursor = Vec::with_capacity(capacity.len());
         let mut total = 0usize;
@@ -55,7 +55,8 @@ impl OwnedRuns {
             cursor.push(Cursor { next: total, end: total + c as usize });
             total += c as usize;
         }
-        OwnedRuns { cursor, edges: vec![Slotted::default(); total], features: vec![0.0; total * dim], dim }
+        let empty = InEdge { src: 0, weight: 0.0, relation: 0 };
+        OwnedRuns { cursor, edges: vec![empty; total], features: vec![0.0; total * dim], dim }
     }
 
     /// Places one in-edge of `slot` with its `dim` features; `Err` when the slot's run is
@@ -64,7 +65,7 @@ impl OwnedRuns {
         let Some(c) = self.cursor.get_mut(slot).filter(|c| c.next < c.end) else {
             return Err(slot);
         };
-        self.edges[c.next] = Slotted { src, weight, relation };
+        self.edges[c.next] = InEdge { src, weight, relation };
         self.features[c.next * self.dim..(c.next + 1) * self.dim].copy_from_slice(features);
         c.next += 1;
         Ok(())
@@ -106,6 +107,31 @@ impl OwnedRuns {
     pub fn features(&self, place: usize) -> &[f32] {
         &self.features[place * self.dim..(place + 1) * self.dim]
     }
+
+    /// Writes `edges` (with their `features`, `dim` each) as `slot`'s kept in-edges at
+    /// `place`, the end of the previous slot's (see the module doc), and returns the end of
+    /// `slot`'s. Slots are kept in order, each once, after its candidates were read: the
+    /// write may cover its own run. `Err` when they would reach past its run, a bug upstream.
+    pub fn keep(&mut self, slot: usize, place: usize, edges: &[InEdge], features: &[f32]) -> Result<usize, usize> {
+        let end = place + edges.len();
+        if self.cursor.get(slot).is_none_or(|c| end > c.end) {
+            return Err(slot);
+        }
+        self.edges[place..end].copy_from_slice(edges);
+        self.features[place * self.dim..end * self.dim].copy_from_slice(features);
+        Ok(end)
+    }
+
+    /// The first `len` places: every slot's kept in-edges and their features, in slot order.
+    pub fn into_kept(self, len: usize) -> (Vec<InEdge>, Vec<f32>) {
+        let OwnedRuns { mut edges, mut features, dim, .. } = self;
+        edges.truncate(len);
+        features.truncate(len * dim);
+        // Shrinking a mapped block remaps it in place: nothing is copied.
+        edges.shrink_to_fit();
+        features.shrink_to_fit();
+        (edges, features)
+    }
 }
 
 #[cfg(test)]
@@ -131,6 +157,46 @@ mod tests {
         assert_eq!(srcs(0), vec![(1, 10.0), (2, 20.0)]);
         assert!(srcs(1).is_empty());
         assert_eq!(srcs(2), vec![(20, 200.0), (21, 210.0), (22, 220.0)]);
+    }
+
+    /// Kept in place slot by slot, the runs become what a separate array of each slot's kept
+    /// in-edges would hold: in slot order, each with its features, a hub's sample in the room
+    /// left for it; a slot cannot keep past its run.
+    #[test]
+    fn runs_become_the_kept_edges_in_place() {
+        // Slot 1 is a hub: room for its sample of 2, nothing pushed; slot 2 has no in-edges.
+        let mut runs = OwnedRuns::new([3u64, 2, 0, 2].into_iter(), 1);
+        for (slot, src) in [(0, 1), (3, 30), (0, 2), (3, 31), (0, 3)] {
+            runs.push(slot, src, 1.0, 0, &[src as f32 * 10.0]).unwrap();
+        }
+        let edge = |src: i64| InEdge { src, weight: 1.0, relation: 0 };
+        // Each slot keeps its largest sources, as many as `keeps` says; the hub gets 100, 101.
+        let keeps = [1, 2, 0, 2];
+        let (mut expected, mut place) = ((Vec::new(), Vec::new()), 0);
+        for (slot, &keep) in keeps.iter().enumerate() {
+            let mut best = Vec::new();
+            runs.candidates(slot, Sampler::All, 0, 9, &mut best);
+            let mut kept: Vec<(InEdge, f32)> =
+                best.iter().map(|c| (edge(c.src), runs.features(c.payload)[0])).collect();
+            if slot == 1 {
+                kept = vec![(edge(100), 1000.0), (edge(101), 1010.0)];
+            }
+            kept.sort_by_key(|(e, _)| std::cmp::Reverse(e.src));
+            kept.truncate(keep);
+            let (edges, features): (Vec<InEdge>, Vec<f32>) = kept.into_iter().unzip();
+            expected.0.extend(edges.iter().map(|e| e.src));
+            expected.1.extend(features.iter().copied());
+            place = runs.keep(slot, place, &edges, &features).unwrap();
+        }
+        let (edges, features) = runs.into_kept(place);
+        assert_eq!(edges.iter().map(|e| e.src).collect::<Vec<_>>(), expected.0);
+        assert_eq!(edges.iter().map(|e| e.src).collect::<Vec<_>>(), vec![3, 101, 100, 31, 30]);
+        assert_eq!(features, expected.1);
+
+        let mut runs = OwnedRuns::new([3u64, 1].into_iter(), 0);
+        assert_eq!(runs.keep(0, 0, &[edge(1); 4], &[]), Err(0), "slot 0's run holds 3");
+        assert_eq!(runs.keep(1, 3, &[edge(1); 2], &[]), Err(1), "slot 1's run ends at 4");
+        assert_eq!(runs.keep(1, 2, &[edge(1); 2], &[]), Ok(4));
     }
 
     /// The owner's selection equals the reservoir's (the library's reference sampler) for
