@@ -399,7 +399,7 @@ fn rounds(
         let input = if l == 1 {
             Input::Features { normalize: cx.spec.normalize_features }
         } else {
-            Input::Rows { values: &current, width }
+            Input::Rows { values: std::mem::take(&mut current), width }
         };
         current = layer(worker, cx, l, input)?;
         width = cx.model.slice(cx.spec, l - 1).output_width();
