@@ -450,8 +450,8 @@ fn label_problem(label: Option<&Label>, kind: LabelKind) -> Option<String> {
 
 /// One message-passing edge as read, kept by the worker that read it until sampling. Its
 /// endpoints are their indices in [`ReadEdges::ends`], not their ids: 16 bytes an edge instead
-/// of 32, and the read edges are the map step's largest array (1.28 GB at 40M edges with ids;
-/// the largest process of a 4M-node inference peaks while it holds them).
+/// of 32, and the read edges are the map step's largest array (640 MB at 40M edges; ids would
+/// take 1.28 GB).
 #[derive(Debug, Clone, Copy)]
 pub struct Edge {
     /// The source's index in [`ReadEdges::ends`].
