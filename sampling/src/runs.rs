@@ -171,7 +171,8 @@ mod tests {
         }
         let edge = |src: i64| InEdge { src, weight: 1.0, relation: 0 };
         // Each slot keeps its largest sources, as many as `keeps` says; the hub gets 100, 101.
-        let keeps = [1, 2, 0, 2];
+        // Slot 3's kept edges go to places 4 and 5, over its own run (places 5 and 6).
+        let keeps = [2, 2, 0, 2];
         let (mut expected, mut place) = ((Vec::new(), Vec::new()), 0);
         for (slot, &keep) in keeps.iter().enumerate() {
             let mut best = Vec::new();
@@ -190,7 +191,7 @@ mod tests {
         }
         let (edges, features) = runs.into_kept(place);
         assert_eq!(edges.iter().map(|e| e.src).collect::<Vec<_>>(), expected.0);
-        assert_eq!(edges.iter().map(|e| e.src).collect::<Vec<_>>(), vec![3, 101, 100, 31, 30]);
+        assert_eq!(edges.iter().map(|e| e.src).collect::<Vec<_>>(), vec![3, 2, 101, 100, 31, 30]);
         assert_eq!(features, expected.1);
 
         let mut runs = OwnedRuns::new([3u64, 1].into_iter(), 0);
