@@ -1,14 +1,12 @@
 //! Every kind of bad input ends the job with a message naming what is wrong (file, row, column)
 //! and leaves no `_SUCCESS`, on two workers (so the error must reach every worker).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
 
-use common::*;
+use crate::common::*;
 use parquet::arrow::ArrowWriter;
 
 fn features(rows: &[Vec<f32>]) -> ArrayRef {

@@ -1,13 +1,11 @@
 //! Exactness on real Cora: with the `all` sampler, every record equals what an independent BFS
 //! over the raw OGB files says it must hold.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use flate2::read::GzDecoder;
 
 fn csv_lines(path: &Path) -> Vec<String> {

@@ -1,9 +1,7 @@
 //! Determinism: the same inputs and seed give the same records whatever the number of workers
 //! or processes, and whether or not hubs are re-indexed, for every sampler.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn check_sampler(sampler: &str) {
     let dir = scratch(&format!("determinism-{sampler}"));

@@ -3,15 +3,13 @@
 //! are the same on 1 and 2 workers and with hubs re-indexed or not; `import ogb` brings OGB's
 //! `edge-feat.csv.gz` along.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::common::*;
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
-use common::*;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use schemas::edge_stats::EdgeStats;

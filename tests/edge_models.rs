@@ -4,11 +4,9 @@
 //! classes only the edges carry is learned with edge features and not without; an `[infer]` job
 //! whose edges lack the model's features is refused.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// A generated graph with `edge_dim` features per edge and the extra `generate` flags.
 fn generate_with_edges(dir: &Path, nodes: u64, avg_degree: u64, edge_dim: usize, extra: &[&str]) {

@@ -1,13 +1,11 @@
 //! The job ends fast and clearly on any failure, with an exit code by cause; the same inputs
 //! give the same outputs; the small things a user sees (no colour codes in files, `inspect`).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 

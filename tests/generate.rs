@@ -3,12 +3,10 @@
 //! averaged over each node's in-neighbors (what one GNN layer does) than on a node's own
 //! features (what an MLP sees).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 fn table_bytes(dir: &Path) -> Vec<Vec<u8>> {
     parquet_files(dir).iter().map(|p| std::fs::read(p).unwrap()).collect()

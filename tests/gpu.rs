@@ -2,11 +2,9 @@
 //! tracks the same job on the CPU, `jobs/gpu.toml` runs, and a build without the feature says
 //! how to get one.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// (first epoch's train loss, last epoch's test accuracy) from `metrics.jsonl`.
 #[cfg(feature = "gpu")]

@@ -3,9 +3,7 @@
 //! server can be installed where this project is built), and an unreachable namenode is a clear
 //! error in bounded time. Without the feature: a usage error that says how to build it.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[cfg(not(feature = "hdfs"))]
 #[test]

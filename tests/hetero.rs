@@ -6,16 +6,14 @@
 //! on any cluster, with a row for every node of every type; and bad inputs are errors naming
 //! the type or relation, the file, row and column.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::common::typed::*;
+use crate::common::*;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
-use common::typed::*;
-use common::*;
 
 #[test]
 fn typed_records_equal_an_independent_typed_bfs_with_and_without_reindexing() {

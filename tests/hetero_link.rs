@@ -6,18 +6,16 @@
 //! and its pair scores equal the trainer's forward pass; and a link relation without a split
 //! or a pair naming a node its type lacks is an error naming it.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common::typed::*;
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use burn::prelude::*;
-use common::typed::*;
-use common::*;
 use gnn::decoder::PairScorer;
 use schemas::Split;
 

@@ -2,15 +2,13 @@
 //! forward pass on its flattened record), the output is the same bits on any cluster, hubs
 //! split or not give the same scores, and bad input is an error with no `_SUCCESS`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
-use common::*;
 
 /// Training on `records` into `model`: 3 epochs, batches of 256, 8 hidden units, unless keys
 /// set after it change them.

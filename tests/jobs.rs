@@ -1,14 +1,12 @@
 //! The job files in jobs/ run as they are, from a working directory of their own, the way the
 //! README runs them.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use common::*;
 
 fn jobs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("jobs")

@@ -4,15 +4,13 @@
 //! embeddings gives the trainer's pair scores, to 1e-4; with every in-edge and with a sampler
 //! (hubs split); the same embeddings on 1 and 2 workers and 2 processes.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use burn::prelude::*;
-use common::*;
 use gnn::decoder::PairScorer;
 
 /// GraphInfer's `embedding` column by node id; checks that a link model writes no node head.

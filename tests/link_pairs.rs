@@ -6,18 +6,17 @@
 //! 2 processes; bad pairs, a node model and outputs that touch others fail with their exit
 //! code and leave no `_SUCCESS`.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use burn::prelude::*;
 use cluster::owner_key;
-use common::*;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 

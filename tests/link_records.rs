@@ -4,18 +4,16 @@
 //! or test edge is ever a message-passing edge; the same records on 1 and 2 workers and 2
 //! processes; `disjoint_train` and `supervision_fraction`.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use cluster::hash::{hash3, mix64, unit_interval};
-use common::*;
 use parquet::arrow::ArrowWriter;
 use schemas::Split;
 use schemas::record::LinkRecord;

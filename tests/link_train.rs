@@ -3,11 +3,9 @@
 //! bytes on 1 worker, 2 workers and 2 processes, scores pairs as its decoder computed by hand,
 //! resumes, uses in-batch negatives, and refuses jobs that do not fit its records.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use schemas::record::LinkRecord;
 use schemas::{Split, Task};
 

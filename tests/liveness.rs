@@ -2,13 +2,11 @@
 //! a reset would) ends the job on every other process within `[cluster] peer_timeout_s`, while
 //! busy peers are never judged gone.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// Two processes of one worker training on `records` into `dir/model-<name>`.
 fn two_process_job(dir: &Path, name: &str, records: &Path, epochs: usize, peer_timeout_s: u64) -> PathBuf {

@@ -1,14 +1,12 @@
 //! Multi-label data (PPI-style `list<float32>` targets) end to end: records carry each root's
 //! targets, and training with binary cross-entropy is scored by micro-F1 and learns.
 
-mod common;
-
 use std::collections::HashMap;
 
+use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{Array, FixedSizeListArray};
-use common::*;
 
 /// Each labeled node's targets from a table's `label` column (list or fixed-size list), by id.
 fn targets(dir: &std::path::Path, id_column: &str) -> HashMap<i64, Vec<f32>> {

@@ -1,13 +1,11 @@
 //! Every stage on several processes over loopback, started by `scripts/launch-local.sh` as a
 //! user would: the outputs equal one process's, and a process that dies ends the others.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// `[cluster]` for `n` processes of one worker on free loopback ports (the process count comes
 /// from the command line).

@@ -3,12 +3,10 @@
 //! of in-edges, of record sizes, of predictions); the SVG draws those values; a failed job
 //! gets a report too, and a report never changes a job's result nor touches foreign files.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// The `data-chart` values of every chart on a page, with each chart's SVG, in page order.

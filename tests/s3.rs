@@ -2,14 +2,12 @@
 //! installs into a venv and names in `GRAPHFLAT_MOTO_SERVER`. Skipped, with a message, when no
 //! moto_server is found.
 
-mod common;
-
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::{ObjectStore, ObjectStoreExt};

@@ -3,11 +3,9 @@
 //! (The statistical tests of the samplers' rates live with the samplers, in
 //! graphflat/src/sample.rs.)
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 
 /// For each record: node at hop d is computed by layers 1..=k-d; for each such layer l it has
 /// exactly min(fanout of l, in-degree) in-edges marked for l, and none for other layers.

@@ -1,9 +1,7 @@
 //! The output reads back through the parquet crate's Arrow reader with the documented schema,
 //! and its metadata records the flatten settings.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use schemas::record::{FlattenMeta, record_schema};
 

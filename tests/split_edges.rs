@@ -5,15 +5,13 @@
 //! not in GraphInfer's graph (its scores equal the forward pass over those records, and differ
 //! from a graph that keeps the held-out edges).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::common::*;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
-use common::*;
 
 /// An edge table's rows in file order: (src, dst, weight bits, split).
 type Row = (i64, i64, u32, Option<String>);

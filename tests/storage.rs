@@ -3,15 +3,13 @@
 //! finished output kept unless `overwrite`, leftovers of killed runs ignored and removed, two
 //! racing runs of which exactly one commits).
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch};
 use arrow_schema::{DataType, Field};
-use common::*;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel};
 use parquet::file::properties::WriterProperties;

@@ -2,12 +2,10 @@
 //! a generated graph, sync data parallelism against one worker on the combined batches, and
 //! resume against an uninterrupted run.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use graphtrainer::plan::Plan;
 use graphtrainer::reader::{Pass, RecordSet, Unit};
 use graphtrainer::stream::{Order, RecordStream, Source};
@@ -177,7 +175,8 @@ fn four_unit_records(dir: &Path) -> (std::path::PathBuf, Arc<RecordSet>) {
 
 #[test]
 fn every_worker_streams_its_share_once_per_epoch_in_a_seeded_order() {
-    let (_, set) = four_unit_records(&scratch("train-stream"));
+    let dir = scratch("train-stream");
+    let (_, set) = four_unit_records(&dir);
     // The independent answer: every labeled training root, read unit by unit.
     let mut all: Vec<i64> =
         set.units().iter().flat_map(|&u| set.read(u, Pass::Train).unwrap()).map(|r| r.root).collect();
@@ -287,7 +286,8 @@ fn each_split_is_written_in_row_groups_of_its_own_and_a_pass_reads_only_its_own(
 
 #[test]
 fn a_unit_that_fails_to_decode_mid_pass_ends_the_stream_with_its_error() {
-    let (flat, set) = four_unit_records(&scratch("train-stream-error"));
+    let dir = scratch("train-stream-error");
+    let (flat, set) = four_unit_records(&dir);
     let train = train_units(&set);
     assert_eq!(train.len(), 4);
     let plan = plan_of(&set, 1);

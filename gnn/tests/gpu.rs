@@ -3,11 +3,12 @@
 //! and the GPU's kernel against its own gather/scatter reference.
 #![cfg(feature = "gpu")]
 
-mod common;
-
+use crate::common;
+use crate::common::{
+    DROPOUT, EDGE_KINDS, assert_same_step, edge_model, graph, records, records_with_edges, step, step_spec,
+};
 use burn::prelude::*;
 use burn::tensor::DeviceKind;
-use common::{DROPOUT, EDGE_KINDS, assert_same_step, edge_model, graph, records, records_with_edges, step, step_spec};
 use gnn::kernel::{Aggregation, uses_kernel};
 use schemas::model::ModelKind;
 

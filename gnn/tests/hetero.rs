@@ -4,14 +4,12 @@
 //! not, with distinct input rows or not (ids repeat across types: the same id in two types is
 //! two nodes). The kernel and the reference give the same loss and gradients with dropout.
 
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::typed::{MODELS, Node, TypedGraph, typed_graph, typed_records, typed_spec, types};
+use crate::common::{DROPOUT, assert_same_step, step_spec};
 use burn::module::Param;
 use burn::prelude::*;
-use common::typed::{MODELS, Node, TypedGraph, typed_graph, typed_records, typed_spec, types};
-use common::{DROPOUT, assert_same_step, step_spec};
 use gnn::batch::{Batch, BatchSpec};
 use gnn::kernel::Aggregation;
 use gnn::model::{BatchTensors, Gnn, Layer};

@@ -2,12 +2,11 @@
 //! endpoint's embedding (its node record encoded alone) and the decoder's formula, with
 //! in-batch negatives and their weights; the kernel and the reference aggregation agree.
 
-mod common;
-
+use crate::common;
 use std::collections::HashSet;
 
+use crate::common::{graph, link_records, link_spec, link_step, records};
 use burn::prelude::*;
-use common::{graph, link_records, link_spec, link_step, records};
 use gnn::batch::{Batch, BatchSpec};
 use gnn::kernel::Aggregation;
 use gnn::model::{BatchTensors, Gnn};

@@ -3,14 +3,13 @@
 //! edge-partitioned kernel against the gather/scatter reference inside every model, with and
 //! without edge features. Each test runs with both aggregations.
 
-mod common;
-
-use burn::module::Param;
-use burn::prelude::*;
-use common::{
+use crate::common;
+use crate::common::{
     DROPOUT, EDGE_DIM, EDGE_KINDS, assert_same_step, edge_model, graph, records, records_with_edges, spec, step,
     step_spec, step_with,
 };
+use burn::module::Param;
+use burn::prelude::*;
 use gnn::batch::{Batch, BatchSpec};
 use gnn::kernel::Aggregation;
 use gnn::model::{BatchTensors, Dropout, Gnn, Layer, loss};

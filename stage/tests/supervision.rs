@@ -202,4 +202,5 @@ fn held_out_edges_pass_no_messages_and_supervision_edges_sit_at_their_source_own
     assert!(kept.iter().all(|e| supervised.binary_search(e).is_ok()));
     let share = kept.len() as f64 / supervised.len() as f64;
     assert!((0.3..0.7).contains(&share), "a sample of 0.5 kept {share} of {}", supervised.len());
+    std::fs::remove_dir_all(&dir).unwrap(); // kept when an assertion above fails
 }

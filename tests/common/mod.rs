@@ -28,8 +28,14 @@ pub fn graphflat() -> Command {
     Command::new(env!("CARGO_BIN_EXE_graphflat"))
 }
 
-/// A fresh directory for one test.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh directory for one test, removed when the test passes and kept when it fails (a
+/// panicking thread), so that a run leaves nothing behind but what a failure needs to be read.
+/// `GRAPHFLAT_KEEP_SCRATCH=1` keeps every one (a benchmark reading a test's outputs).
+pub struct Scratch(PathBuf);
+
+/// A fresh [`Scratch`] directory under cargo's target temporary directory, named after the
+/// test, the process and a counter (tests run in parallel threads of one process).
+pub fn scratch(name: &str) -> Scratch {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "{name}-{}-{}",
@@ -38,7 +44,31 @@ pub fn scratch(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for the failed test: {}", self.0.display());
+        } else if std::env::var_os("GRAPHFLAT_KEEP_SCRATCH").is_none() {
+            // Tests make files read-only or unreadable on purpose; a leftover is only disk.
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A process's stdout then stderr, as text.

@@ -1,6 +1,6 @@
 //! Shared by the model tests: random graphs (with edge features), records built by a plain
 //! BFS, and one training step's loss and gradients.
-#![allow(dead_code)] // each test file uses its own subset
+#![allow(dead_code)] // each test module uses its own subset
 
 pub mod typed;
 

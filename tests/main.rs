@@ -1,0 +1,34 @@
+//! The end-to-end tests, one module a file: each drives the `graphflat` binary as a user would
+//! (job files, exit codes, the tables it writes) and checks the outcome against an independent
+//! implementation or a property. One test binary, so that the whole program is linked once.
+//! Run one file's tests with `cargo test --release --test end_to_end hetero::`.
+
+mod common;
+
+mod bad_input;
+mod cora_exact;
+mod determinism;
+mod edge_features;
+mod edge_models;
+mod foundations;
+mod generate;
+mod gpu;
+mod hdfs;
+mod hetero;
+mod hetero_link;
+mod infer;
+mod jobs;
+mod link_models;
+mod link_pairs;
+mod link_records;
+mod link_train;
+mod liveness;
+mod multilabel;
+mod processes;
+mod report;
+mod s3;
+mod sampling;
+mod schema;
+mod split_edges;
+mod storage;
+mod train;
