@@ -38,13 +38,45 @@ use tables::{Io, ParquetFile, Place, open_table, units};
 /// A row's place: file number (in the table's file order) and 0-based row in that file.
 pub type RowAt = (u32, u64);
 
+/// One row group's nodes bound for one owner: one message a (row group, owner) rather than one
+/// a node, so that no node's features take an allocation of their own and the owner can
+/// prefetch its index a few nodes ahead. Node `i`'s features are
+/// `features[feature_at[i]..feature_at[i + 1]]` (rows of the wrong length travel as read, and
+/// the owner reports them); its row is `(file, rows[i])`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct NodeMsg {
-    id: i64,
-    label: Option<Label>,
-    split: Option<Split>,
+struct OwnerBatch {
+    owner: u64,
+    file: u32,
+    ids: Vec<i64>,
+    labels: Vec<Option<Label>>,
+    splits: Vec<Option<Split>>,
+    feature_at: Vec<usize>,
     features: Vec<f32>,
-    at: RowAt,
+    rows: Vec<u64>,
+}
+
+impl OwnerBatch {
+    fn new(owner: u64, file: u32) -> Self {
+        OwnerBatch {
+            owner,
+            file,
+            ids: Vec::new(),
+            labels: Vec::new(),
+            splits: Vec::new(),
+            feature_at: vec![0],
+            features: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, id: i64, label: Option<Label>, split: Option<Split>, features: &[f32], row: u64) {
+        self.ids.push(id);
+        self.labels.push(label);
+        self.splits.push(split);
+        self.features.extend_from_slice(features);
+        self.feature_at.push(self.features.len());
+        self.rows.push(row);
+    }
 }
 
 fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
@@ -138,71 +170,37 @@ fn read_node_table(
 ) -> Result<u64, Error> {
     let (index, peers) = (worker.index(), worker.peers());
     let before = store.borrow().len();
-    // Each node's row (of this table) by slot past `before`, to name both rows of a duplicate
-    // whatever the arrival order.
-    let rows: Rc<RefCell<Vec<RowAt>>> = Rc::default();
-    let owner_rows = rows.clone();
-    // Duplicates and length mismatches found at the owners, smallest location kept.
-    let problems: Rc<RefCell<Vec<BadInput>>> = Rc::default();
-    let (owner_store, owner_problems) = (store.clone(), problems.clone());
-    let names: Rc<Vec<String>> = Rc::new(files.iter().map(|f| f.name()).collect());
-    let node_type = how.node_type.unwrap_or(0);
+    let owner = Owner {
+        store: store.clone(),
+        rows: Rc::default(),
+        problems: Rc::default(),
+        names: Rc::new(files.iter().map(|f| f.name()).collect()),
+        node_type: how.node_type,
+        before,
+    };
+    let problems = owner.problems.clone();
     let read = shuffle(
         worker,
-        |m: &NodeMsg| owner_key(m.id),
-        move |m: NodeMsg| {
-            let mut store = owner_store.borrow_mut();
-            let at = |at: RowAt, column: &str| Location::file(names[at.0 as usize].clone()).row(at.1).column(column);
-            let width = store.width(node_type);
-            if m.features.len() != width {
-                owner_problems.borrow_mut().push(BadInput::new(
-                    at(m.at, FEATURES),
-                    format!("feature length {} differs from the table's {width} (the first row's)", m.features.len()),
-                ));
-            }
-            if let Some(problem) = label_problem(m.label.as_ref(), store.label_kind) {
-                owner_problems.borrow_mut().push(BadInput::new(at(m.at, LABEL), problem));
-            }
-            let mut rows = owner_rows.borrow_mut();
-            match store.insert(m.id, node_type, m.label, m.split, &m.features) {
-                Ok(_) => rows.push(m.at),
-                Err(slot) => {
-                    let slot = slot as usize - before;
-                    let (first, second) = (rows[slot].min(m.at), rows[slot].max(m.at));
-                    rows[slot] = first;
-                    let seen = if first.0 == second.0 {
-                        format!("row {}", first.1)
-                    } else {
-                        format!("{}, row {}", names[first.0 as usize], first.1)
-                    };
-                    let id = how.node_type.map_or(m.id, |_| typed::unpack(m.id).1);
-                    owner_problems
-                        .borrow_mut()
-                        .push(BadInput::new(at(second, NODE_ID), format!("duplicate node_id {id} (first at {seen})")));
-                }
-            }
-        },
+        |batch: &OwnerBatch| batch.owner,
+        move |batch: OwnerBatch| owner.take(batch),
         |send| {
             for (f, rg) in units(files, index, peers) {
                 let file = &files[f];
                 let name = file.name();
                 file.read_row_group(io, rg, |batch, first_row| {
                     let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
-                    let mut msgs = Vec::with_capacity(nodes.len());
+                    let mut batches: Vec<OwnerBatch> =
+                        (0..peers as u64).map(|w| OwnerBatch::new(w, f as u32)).collect();
                     for i in 0..nodes.len() {
                         let row = first_row + i as u64;
                         let features = check_features(&nodes.features, i, &name, row)?;
                         let id = node_key(how.node_type, nodes.ids.value(i), &name, row)?;
                         let label = nodes.label(i, &name, row)?;
-                        msgs.push(NodeMsg {
-                            id,
-                            label: if how.labels { label } else { None },
-                            split: if how.labels { nodes.split(i) } else { None },
-                            features: features.to_vec(),
-                            at: (f as u32, row),
-                        });
+                        let (label, split) = if how.labels { (label, nodes.split(i)) } else { (None, None) };
+                        let to = owner_key(id) % peers as u64;
+                        batches[to as usize].push(id, label, split, features, row);
                     }
-                    send(msgs);
+                    send(batches.into_iter().filter(|b| !b.ids.is_empty()).collect());
                     Ok(())
                 })?;
             }
@@ -213,6 +211,74 @@ fn read_node_table(
     let first_problem = problems.borrow().iter().min().cloned();
     agree(worker, first_problem.map_or(Ok(()), |p| Err(p.into())))?;
     Ok(cluster::sum(worker, (store.borrow().len() - before) as u64))
+}
+
+/// The owner's side of [`read_node_table`]: inserts the nodes it is sent into its store and
+/// notes each bad row (a duplicate id, a feature length or label that differs from the
+/// table's).
+struct Owner {
+    store: Rc<RefCell<NodeStore>>,
+    /// Each node's row (of this table) by slot past `before`, to name both rows of a duplicate
+    /// whatever the arrival order.
+    rows: Rc<RefCell<Vec<RowAt>>>,
+    /// Problems found here; the smallest location is reported.
+    problems: Rc<RefCell<Vec<BadInput>>>,
+    names: Rc<Vec<String>>,
+    node_type: Option<u8>,
+    before: usize,
+}
+
+impl Owner {
+    fn take(&self, batch: OwnerBatch) {
+        let OwnerBatch { file, ids, labels, splits, feature_at, features, rows, .. } = batch;
+        let mut store = self.store.borrow_mut();
+        for (i, (label, split)) in labels.into_iter().zip(splits).enumerate() {
+            // The index lookups are misses at millions of nodes: ask for them a few nodes ahead.
+            if let Some(&ahead) = ids.get(i + PREFETCH_ROWS) {
+                store.prefetch(ahead);
+            }
+            let node = &features[feature_at[i]..feature_at[i + 1]];
+            self.insert(&mut store, ids[i], label, split, node, (file, rows[i]));
+        }
+    }
+
+    fn insert(
+        &self,
+        store: &mut NodeStore,
+        id: i64,
+        label: Option<Label>,
+        split: Option<Split>,
+        features: &[f32],
+        at: RowAt,
+    ) {
+        let located =
+            |at: RowAt, column: &str| Location::file(self.names[at.0 as usize].clone()).row(at.1).column(column);
+        let mut problems = self.problems.borrow_mut();
+        let width = store.width(self.node_type.unwrap_or(0));
+        if features.len() != width {
+            let problem =
+                format!("feature length {} differs from the table's {width} (the first row's)", features.len());
+            problems.push(BadInput::new(located(at, FEATURES), problem));
+        }
+        if let Some(problem) = label_problem(label.as_ref(), store.label_kind) {
+            problems.push(BadInput::new(located(at, LABEL), problem));
+        }
+        let mut rows = self.rows.borrow_mut();
+        let Err(slot) = store.insert(id, self.node_type.unwrap_or(0), label, split, features) else {
+            rows.push(at);
+            return;
+        };
+        let slot = slot as usize - self.before;
+        let (first, second) = (rows[slot].min(at), rows[slot].max(at));
+        rows[slot] = first;
+        let seen = if first.0 == second.0 {
+            format!("row {}", first.1)
+        } else {
+            format!("{}, row {}", self.names[first.0 as usize], first.1)
+        };
+        let id = self.node_type.map_or(id, |_| typed::unpack(id).1);
+        problems.push(BadInput::new(located(second, NODE_ID), format!("duplicate node_id {id} (first at {seen})")));
+    }
 }
 
 /// A node's key: its id, packed with its type in a typed graph (an id outside the typed range
