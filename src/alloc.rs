@@ -15,8 +15,19 @@
 //! own entries no longer fit in the caches. That is a cost per edge that grows with the graph.
 //! Every block of at least [`HUGE`] bytes is advised `MADV_HUGEPAGE`, so that Linux backs it
 //! with 2 MB pages where it can (transparent huge pages in their default `madvise` mode): 512
-//! times fewer pages to map. The advice covers the block's 2 MB-aligned interior; it is only
-//! advice (an error, a kernel without THP, are ignored) and changes no byte a program sees.
+//! times fewer pages to map. It is only advice (an error, a kernel without THP, are ignored)
+//! and changes no byte a program sees.
+//!
+//! **Mapped blocks.** A block of at least [`MAPPED`] bytes (Linux) is a mapping of its own,
+//! made here rather than by glibc: 2 MB-aligned, a whole number of huge pages, advised as one
+//! piece, and grown with `mremap`, which moves its pages instead of copying them. glibc would
+//! map such a block too, but advice on part of its mapping (the aligned interior) splits the
+//! mapping in two kinds of memory, and `mremap` refuses a range spanning both (`EFAULT`): each
+//! doubling of a growing array would copy it into fresh memory, 1.9 GB copied and paged in
+//! again in a 4M-node GraphInfer job (BENCHMARKS.md, section 17), on a machine where memory the
+//! host has not handed over yet takes about a second a gigabyte to page in. Blocks of [`HUGE`]
+//! to [`MAPPED`] bytes live in glibc's heap, advised on their aligned interior; a heap block is
+//! never remapped.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -24,16 +35,31 @@ use std::alloc::{GlobalAlloc, Layout, System};
 /// page. Smaller blocks gain nothing and would split the heap's mapping into pieces.
 pub const HUGE: usize = 4 << 20;
 
+/// The smallest block mapped on its own (see the module doc): glibc's mmap threshold as
+/// [`keep_batches_in_the_heap`] sets it, so the heap keeps every block it kept before.
+pub const MAPPED: usize = 64 << 20;
+
 /// The size of a huge page on x86-64 and aarch64 (with 4 kB base pages).
 const PAGE: usize = 2 << 20;
 
-/// The system allocator, advising large blocks to use huge pages (see the module doc).
+/// The system allocator, advising large blocks to use huge pages and mapping the largest
+/// itself (see the module doc).
 pub struct HugePages;
 
-// SAFETY: every block comes from and returns to `System` unchanged; `advise` only adds a hint
-// to memory the block owns.
+/// Whether a block of this layout is a mapping of its own.
+fn mapped(layout: Layout) -> bool {
+    cfg!(target_os = "linux") && layout.size() >= MAPPED && layout.align() <= PAGE
+}
+
+// SAFETY: a block is mapped here exactly when `mapped` holds for its layout, which `dealloc`
+// and `realloc` receive unchanged (same size, same alignment), so each block returns to where
+// it came from: `System` or `mapping`. Mappings are 2 MB-aligned, so any alignment up to
+// `PAGE` holds; `advise` only adds a hint to memory the block owns.
 unsafe impl GlobalAlloc for HugePages {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if mapped(layout) {
+            return mapping::map(layout.size());
+        }
         // SAFETY: the caller's contract for `alloc` is `System::alloc`'s.
         let block = unsafe { System.alloc(layout) };
         advise(block, layout.size());
@@ -41,6 +67,10 @@ unsafe impl GlobalAlloc for HugePages {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if mapped(layout) {
+            // A fresh anonymous mapping reads as zeros.
+            return mapping::map(layout.size());
+        }
         // SAFETY: as `alloc`.
         let block = unsafe { System.alloc_zeroed(layout) };
         advise(block, layout.size());
@@ -48,15 +78,40 @@ unsafe impl GlobalAlloc for HugePages {
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+        if mapped(layout) {
+            // SAFETY: `block` is a mapping of `layout.size()` bytes made by `mapping::map` or
+            // `mapping::remap` (see the impl's SAFETY).
+            return unsafe { mapping::unmap(block, layout.size()) };
+        }
         // SAFETY: `block` came from `System` with this layout (every path above).
         unsafe { System.dealloc(block, layout) }
     }
 
     unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as `dealloc`; the caller's contract for `realloc` is `System::realloc`'s.
-        let moved = unsafe { System.realloc(block, layout, new_size) };
-        advise(moved, new_size);
-        moved
+        // SAFETY: the caller guarantees a valid layout of `new_size` with the old alignment.
+        let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        match (mapped(layout), mapped(new)) {
+            // SAFETY: `block` is a mapping of `layout.size()` bytes (as in `dealloc`).
+            (true, true) => unsafe { mapping::remap(block, layout.size(), new_size) },
+            (false, false) => {
+                // SAFETY: as `dealloc`; the caller's contract for `realloc` is `System::realloc`'s.
+                let moved = unsafe { System.realloc(block, layout, new_size) };
+                advise(moved, new_size);
+                moved
+            }
+            // Across `MAPPED`, the block changes owner: a new block, the contents copied.
+            _ => {
+                // SAFETY: `new` is a valid non-zero layout; both blocks are live for the copy.
+                unsafe {
+                    let moved = self.alloc(new);
+                    if !moved.is_null() {
+                        std::ptr::copy_nonoverlapping(block, moved, layout.size().min(new_size));
+                        self.dealloc(block, layout);
+                    }
+                    moved
+                }
+            }
+        }
     }
 }
 
@@ -79,12 +134,112 @@ fn advise(block: *mut u8, size: usize) {
     }
 }
 
+/// Blocks of [`MAPPED`] bytes or more as mappings of their own: `size` bytes take
+/// `span(size)`, a whole number of huge pages, at a 2 MB-aligned address. A failure is a null
+/// block, as `GlobalAlloc` asks.
+#[cfg(target_os = "linux")]
+mod mapping {
+    use super::PAGE;
+    use libc::{MAP_ANONYMOUS, MAP_FAILED, MAP_NORESERVE, MAP_PRIVATE, PROT_NONE, PROT_READ, PROT_WRITE, c_void};
+
+    fn span(size: usize) -> usize {
+        size.next_multiple_of(PAGE)
+    }
+
+    /// Reserves `span` bytes of address space at a 2 MB boundary, with `protection`: maps a
+    /// huge page more than asked and unmaps the ends around the aligned part.
+    fn reserve(span: usize, protection: i32, flags: i32) -> Option<usize> {
+        // SAFETY: a new private anonymous mapping touches no memory of the program; the two
+        // unmapped ends lie inside it, outside the part returned.
+        unsafe {
+            let raw =
+                libc::mmap(std::ptr::null_mut(), span + PAGE, protection, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+            if raw == MAP_FAILED {
+                return None;
+            }
+            let (raw, start) = (raw as usize, (raw as usize).next_multiple_of(PAGE));
+            if start > raw {
+                libc::munmap(raw as *mut c_void, start - raw);
+            }
+            libc::munmap((start + span) as *mut c_void, raw + PAGE - start);
+            Some(start)
+        }
+    }
+
+    fn advise(start: usize, span: usize) {
+        // SAFETY: as `super::advise`, over a whole mapping this module made.
+        unsafe { libc::madvise(start as *mut c_void, span, libc::MADV_HUGEPAGE) };
+    }
+
+    pub fn map(size: usize) -> *mut u8 {
+        let span = span(size);
+        let Some(start) = reserve(span, PROT_READ | PROT_WRITE, 0) else { return std::ptr::null_mut() };
+        advise(start, span);
+        start as *mut u8
+    }
+
+    /// # Safety
+    /// `block` is a mapping of `size` bytes made by [`map`] or [`remap`], not used after.
+    pub unsafe fn unmap(block: *mut u8, size: usize) {
+        // SAFETY: the caller's contract: the whole span is this block's mapping.
+        unsafe { libc::munmap(block as *mut c_void, span(size)) };
+    }
+
+    /// Resizes a mapping: shrinks it in place, or grows it in place or by moving its pages
+    /// (never copying them) to a 2 MB-aligned range reserved for it.
+    ///
+    /// # Safety
+    /// As [`unmap`]; on success `block` is not used after (it may have moved), on failure (a
+    /// null block) it is unchanged.
+    pub unsafe fn remap(block: *mut u8, size: usize, new_size: usize) -> *mut u8 {
+        let (old, new) = (span(size), span(new_size));
+        let at = block as usize;
+        // SAFETY: [at, at + old) is this block's mapping (the caller's contract); the range
+        // past it is given up (shrinking) or taken only where free (growing in place); a
+        // move goes to a range reserved here, which MREMAP_FIXED replaces.
+        unsafe {
+            if new <= old {
+                if new < old {
+                    libc::munmap((at + new) as *mut c_void, old - new);
+                }
+                return block;
+            }
+            if libc::mremap(block as *mut c_void, old, new, 0) != MAP_FAILED {
+                advise(at, new);
+                return block;
+            }
+            let Some(to) = reserve(new, PROT_NONE, MAP_NORESERVE) else { return std::ptr::null_mut() };
+            let moved = libc::mremap(block as *mut c_void, old, new, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, to);
+            if moved == MAP_FAILED {
+                libc::munmap(to as *mut c_void, new);
+                return std::ptr::null_mut();
+            }
+            advise(to, new);
+            to as *mut u8
+        }
+    }
+}
+
+/// Elsewhere no layout is mapped here ([`mapped`] is false), and these are never called.
+#[cfg(not(target_os = "linux"))]
+mod mapping {
+    pub fn map(_: usize) -> *mut u8 {
+        unreachable!("blocks are mapped here on Linux only")
+    }
+    pub unsafe fn unmap(_: *mut u8, _: usize) {
+        unreachable!("blocks are mapped here on Linux only")
+    }
+    pub unsafe fn remap(_: *mut u8, _: usize, _: usize) -> *mut u8 {
+        unreachable!("blocks are mapped here on Linux only")
+    }
+}
+
 /// Sets the thresholds (glibc on Linux; elsewhere the allocator's defaults stay).
 pub fn keep_batches_in_the_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; it is called before any other thread runs.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MAPPED as i32);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
     }
 }
@@ -93,21 +248,27 @@ pub fn keep_batches_in_the_heap() {
 mod tests {
     use super::*;
 
-    /// The `VmFlags` of the mapping holding `address`, from /proc/self/smaps.
-    fn flags_at(address: usize) -> Vec<String> {
+    /// The range and `VmFlags` of the mapping holding `address`, from /proc/self/smaps.
+    fn mapping_at(address: usize) -> (usize, usize, Vec<String>) {
         let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps");
-        let mut inside = false;
+        let mut inside = None;
         for line in smaps.lines() {
             let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
             if let Some((from, to)) = range
                 && let (Ok(from), Ok(to)) = (usize::from_str_radix(from, 16), usize::from_str_radix(to, 16))
             {
-                inside = (from..to).contains(&address);
-            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.split_whitespace().map(String::from).collect();
+                inside = (from..to).contains(&address).then_some((from, to));
+            } else if let Some((from, to)) = inside
+                && let Some(flags) = line.strip_prefix("VmFlags:")
+            {
+                return (from, to, flags.split_whitespace().map(String::from).collect());
             }
         }
         panic!("no mapping holds {address:#x}");
+    }
+
+    fn flags_at(address: usize) -> Vec<String> {
+        mapping_at(address).2
     }
 
     fn thp_available() -> bool {
@@ -144,6 +305,50 @@ mod tests {
             assert_eq!(grown.read(), 7, "realloc keeps the contents");
             assert!(flags_at(interior(grown)).contains(&"hg".into()), "realloc");
             HugePages.dealloc(grown, Layout::from_size_align(80 << 20, 8).unwrap());
+        }
+    }
+
+    /// A block of `MAPPED` bytes or more is one mapping, 2 MB-aligned, advised as a whole
+    /// (the piece `mremap` needs), and stays so as it grows, shrinks and crosses `MAPPED`,
+    /// keeping its contents.
+    #[test]
+    fn mapped_blocks_stay_one_advised_mapping_as_they_grow() {
+        let mb = |n: usize| n << 20;
+        let whole = |block: *mut u8, size: usize| {
+            let (from, to, flags) = mapping_at(block as usize);
+            assert_eq!(block as usize % PAGE, 0, "2 MB-aligned");
+            let end = block as usize + size.next_multiple_of(PAGE);
+            assert!(from <= block as usize && end <= to, "one mapping holds the block: {from:#x}..{to:#x}");
+            if thp_available() {
+                assert!(flags.contains(&"hg".into()), "advised from its first byte: {flags:?}");
+            }
+        };
+        // SAFETY: every block is used within its size and freed with the layout it has.
+        unsafe {
+            let layout = |size| Layout::from_size_align(size, 8).unwrap();
+            let mut size = mb(1);
+            let mut block = HugePages.alloc(layout(size));
+            block.write(7);
+            block.add(size - 1).write(0xa5);
+            for next in [mb(70), mb(150), mb(151), mb(400), mb(90), mb(2)] {
+                block = HugePages.realloc(block, layout(size), next);
+                assert!(!block.is_null(), "realloc to {next}");
+                assert_eq!(block.read(), 7, "the first byte, at {next}");
+                if next > size {
+                    assert_eq!(block.add(size - 1).read(), 0xa5, "the last byte before growing to {next}");
+                }
+                if next >= MAPPED {
+                    whole(block, next);
+                }
+                block.add(next - 1).write(0xa5);
+                size = next;
+            }
+            HugePages.dealloc(block, layout(size));
+
+            let zeroed = HugePages.alloc_zeroed(layout(mb(64)));
+            whole(zeroed, mb(64));
+            assert!(std::slice::from_raw_parts(zeroed, mb(64)).iter().step_by(4096).all(|&b| b == 0));
+            HugePages.dealloc(zeroed, layout(mb(64)));
         }
     }
 }
