@@ -5,7 +5,7 @@
 # workers once. With BEFORE=/path/to/graphflat, that binary (an older commit's build) runs too,
 # alternating with this tree's, for a same-session A/B.
 #
-#   bench/scale.sh [work_dir]          SIZES="1000000 10000000" REPS=3 BEFORE=/tmp/graphflat-old
+#   bench/scale.sh [work_dir]          SIZES="1000000 10000000" REPS=3 BEFORE=/tmp/graphflat-old PAUSE=10
 #
 # Prints, per run, wall seconds and peak MB (from /usr/bin/time), and the job's phases; per
 # size, the median and the seconds per million edges. 10M nodes need about 8 GB of memory and
@@ -13,11 +13,16 @@
 # that binary instead of building this tree. PEER=1 runs DGL's load + forward over every in-edge
 # (bench/peer/dgl_infer.py, one thread) after each of this tree's runs, on the same tables, and
 # prints its median and the ratio (DGL needs about 1.4 KB per edge: 5.7 GB at 4M nodes).
+# PAUSE=seconds sleeps before each of this project's runs: on a virtual machine whose free
+# memory goes back to the host within seconds, a job started at once reuses the memory the
+# last one freed (paged in several times faster), and a small job fits in it where a large one
+# does not; with a pause every job pages in memory alike (BENCHMARKS.md, section 17).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-scale}
 SIZES=${SIZES:-"1000000 10000000"}
 REPS=${REPS:-3}
+PAUSE=${PAUSE:-0}
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
   BIN=$PWD/target/release/graphflat
@@ -57,6 +62,7 @@ for N in $SIZES; do
   : > "$WORK/dgl-$N.runs"
   for r in $(seq "$REPS"); do
     for b in $builds; do
+      sleep "$PAUSE"
       read -r S MB <<< "$(timed "$b-$N-$r" "$(binary "$b")" run "$WORK/infer-$N.toml")"
       echo "$S $MB" >> "$WORK/$b-$N.runs"
       echo "$N nodes, $b, run $r: ${S}s, ${MB} MB peak;$(grep -h "phases:" "$WORK/$b-$N-$r.log" | sed 's/^ *phases: */ /')"
@@ -83,5 +89,6 @@ done
 
 G=$WORK/g$LARGEST
 infer_job 2 "$G" "$WORK/model-all" "$WORK/scores2-$LARGEST" > "$WORK/infer2-$LARGEST.toml"
+sleep "$PAUSE"
 read -r S MB <<< "$(timed "two-$LARGEST" "$BIN" run "$WORK/infer2-$LARGEST.toml")"
 echo "== $LARGEST nodes, 2 workers: ${S}s, ${MB} MB peak;$(grep -h "phases:" "$WORK/two-$LARGEST.log" | sed 's/^ *phases: */ /')"
