@@ -166,9 +166,10 @@ mod mapping {
         }
     }
 
+    /// Advises a whole mapping: aligned and a whole number of huge pages, its interior is all
+    /// of it.
     fn advise(start: usize, span: usize) {
-        // SAFETY: as `super::advise`, over a whole mapping this module made.
-        unsafe { libc::madvise(start as *mut c_void, span, libc::MADV_HUGEPAGE) };
+        super::advise(start as *mut u8, span);
     }
 
     pub fn map(size: usize) -> *mut u8 {
