@@ -146,6 +146,8 @@ impl Body for Records<'_> {
             limit: self.layers.sample_limit(),
             hub_threshold: self.config.hub_threshold,
             relation_limits,
+            // The rounds ask each source's owner for its row by id.
+            source_slots: false,
         }
     }
 

@@ -210,6 +210,8 @@ impl Body for Scores<'_> {
             limit,
             hub_threshold: self.config.hub_threshold,
             relation_limits,
+            // The plan reads each local source's row by its slot (`plan::own_rows`).
+            source_slots: true,
         }
     }
 
@@ -233,7 +235,9 @@ impl Body for Scores<'_> {
     }
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
-        let nodes = Rc::new(edge_features(graph.nodes, &self.meta.spec));
+        let mut nodes = edge_features(graph.nodes, &self.meta.spec);
+        let source_slots = nodes.take_source_slots();
+        let nodes = Rc::new(nodes);
         let k = self.meta.hops;
         let rows = self.output_rows(&nodes, graph.targets);
         let wanted: Vec<(u32, usize)> =
@@ -242,7 +246,7 @@ impl Body for Scores<'_> {
         let every_row =
             self.typed.is_none_or(|(g, _)| (0..g.node_types.len()).all(|t| self.config.has_rows(g, t as u8)));
         let all = (self.config.targets == Targets::All && every_row) || self.pairs.is_some();
-        let plan = plan(worker.timely, &nodes, &self.rule, &wanted, all, self.config.hub_threshold)?;
+        let plan = plan(worker.timely, &nodes, source_slots, &self.rule, &wanted, all, self.config.hub_threshold)?;
         worker.clock.lap("plan");
         let cx = Context {
             nodes: &nodes,

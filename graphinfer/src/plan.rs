@@ -15,7 +15,9 @@
 //!   workers, so the result is the same bits on any cluster.
 //! - **Rows**: each aggregation reads its sources' messages by *row*: a local node's slot, or
 //!   `local + i` for the `i`-th remote node this worker reads. Owners learn once who reads each
-//!   of their nodes at each layer (subscriptions) and push those messages every round.
+//!   of their nodes at each layer (subscriptions) and push those messages every round. A local
+//!   source's slot came with its in-edge from sampling (`NodeStore::take_source_slots`), so
+//!   the plan looks up only the remote ones, by id.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -32,10 +34,13 @@ use crate::Error;
 use crate::rule::{LayerRule, Selected};
 
 /// A source row not yet resolved: the node lives on another worker.
-const REMOTE: u32 = u32::MAX;
+const REMOTE: u32 = sampling::REMOTE_SOURCE;
 
 /// Slots ahead of the one whose sources are resolved that have theirs prefetched.
 const PREFETCH_SLOTS: usize = 2;
+
+/// Sources of a hub's run ahead of the one looked up that are prefetched.
+const PREFETCH_SOURCES: usize = 8;
 
 /// Most reducers a hub's in-edges are cut over at one layer.
 const MAX_SALTS: u64 = 64;
@@ -61,6 +66,9 @@ struct TaskMsg {
     layer: u32,
     salt: u32,
     sources: Vec<i64>,
+    /// Each source's row where it is known: its slot, when the run is aggregated on the hub's
+    /// owner and the owner has the source; [`REMOTE`] until resolved.
+    rows: Vec<u32>,
     features: Vec<f32>,
     relations: Vec<u8>,
     coefs: Vec<f32>,
@@ -113,27 +121,34 @@ impl Plan {
 }
 
 /// Makes the plan for `wanted`: slots of this worker's nodes that get an output row, each with
-/// the last layer its row needs (`all`: every node needs every layer). A hub's runs carry
-/// their in-edges' features (as the model reads them, see `infer::edge_features`) to their
-/// reducers.
+/// the last layer its row needs (`all`: every node needs every layer). `source_slots` are the
+/// sampled in-edges' (see `NodeStore::take_source_slots`). A hub's runs carry their in-edges'
+/// features (as the model reads them, see `infer::edge_features`) to their reducers.
 pub fn plan(
     worker: &mut Worker,
     nodes: &Rc<NodeStore>,
+    source_slots: Vec<u32>,
     rule: &LayerRule,
     wanted: &[(u32, usize)],
     all: bool,
     threshold: u64,
 ) -> Result<Plan, Error> {
     let k = rule.hops();
+    sampling::agree(worker, check_source_slots(nodes, &source_slots))?;
     let needed = needed(worker, nodes, rule, wanted, all);
     let is_hub = |slot: usize, l: usize| {
         threshold > 0 && needed[slot] & (1 << l) != 0 && rule.count(l, nodes.sampled(slot)) as u64 > threshold
     };
 
-    // Hubs: cut each hub's in-edges into runs and send them to their reducers.
+    // Hubs: cut each hub's in-edges into runs and send them to their reducers. A run that
+    // stays here takes its sources' slots along.
+    let (me, peers) = (worker.index() as u64, worker.peers() as u64);
     let mut hubs = vec![BTreeMap::new(); k + 1];
     let mut runs = Vec::new();
+    let mut start = 0;
     for slot in 0..nodes.len() {
+        let slots = &source_slots[start..start + nodes.sampled(slot).len()];
+        start += slots.len();
         for (l, owned) in hubs.iter_mut().enumerate().skip(1) {
             if !is_hub(slot, l) {
                 continue;
@@ -144,7 +159,11 @@ pub fn plan(
             owned.insert(slot as u32, n);
             for s in 0..n as usize {
                 let run = &selected[s * count / n as usize..(s + 1) * count / n as usize];
-                runs.push(hub_run(nodes, slot, l, s as u32, run, rule.is_typed()));
+                let mut task = hub_run(nodes, slot, l, s as u32, run, rule.is_typed());
+                if reducer(task.hub, l, task.salt) % peers == me {
+                    task.rows = run.iter().map(|s| slots[s.index]).collect();
+                }
+                runs.push(task);
             }
         }
     }
@@ -169,19 +188,7 @@ pub fn plan(
             own.map(|l| rule.window(l, nodes.sampled(slot))).max().unwrap_or(0)
         })
         .collect();
-    // Every source of those prefixes looked up once: its local slot, or REMOTE.
-    let mut offsets = Vec::with_capacity(nodes.len() + 1);
-    let mut rows = Vec::new();
-    for (slot, &prefix) in own_prefix.iter().enumerate() {
-        offsets.push(rows.len());
-        // A lookup per in-edge at a random place: the sources of a node a few slots ahead are
-        // asked for now, so that their misses overlap (see `cluster::prefetch`).
-        if let Some(&ahead) = own_prefix.get(slot + PREFETCH_SLOTS) {
-            nodes.sampled(slot + PREFETCH_SLOTS)[..ahead].iter().for_each(|e| nodes.prefetch(e.src));
-        }
-        rows.extend(nodes.sampled(slot)[..prefix].iter().map(|e| nodes.slot(e.src).map_or(REMOTE, |s| s as u32)));
-    }
-    offsets.push(rows.len());
+    let (offsets, mut rows) = own_rows(nodes, source_slots, &own_prefix);
 
     // The remote nodes read here, each with the layers that read it (bit `l`), and the row of
     // every remote node: one table probe per remote in-edge, prefetched a few slots ahead.
@@ -191,16 +198,29 @@ pub fn plan(
             remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| reads.prefetch(u));
         }
         let (sources, local) = (nodes.sampled(slot), &rows[offsets[slot]..offsets[slot + 1]]);
+        if !local.contains(&REMOTE) {
+            continue;
+        }
         for l in (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l)) {
             for s in rule.selected(l, sources).filter(|s| local[s.index] == REMOTE) {
                 *reads.get_or_insert_with(sources[s.index].src, || 0).0 |= 1 << l;
             }
         }
     }
-    let local = |id: i64| nodes.slot(id);
-    for t in &received {
-        for &u in t.sources.iter().filter(|&&u| local(u).is_none()) {
-            *reads.get_or_insert_with(u, || 0).0 |= 1 << t.layer;
+    // A hub run's sources: a slot that came along, else one lookup here, prefetched a few
+    // sources ahead.
+    for t in &mut received {
+        for i in 0..t.sources.len() {
+            if t.rows.get(i + PREFETCH_SOURCES) == Some(&REMOTE) {
+                nodes.prefetch(t.sources[i + PREFETCH_SOURCES]);
+            }
+            if t.rows[i] != REMOTE {
+                continue;
+            }
+            match nodes.slot(t.sources[i]) {
+                Some(s) => t.rows[i] = s as u32,
+                None => *reads.get_or_insert_with(t.sources[i], || 0).0 |= 1 << t.layer,
+            }
         }
     }
     let mut remote_ids: Vec<i64> = reads.iter().map(|(id, _)| id).collect();
@@ -210,16 +230,19 @@ pub fn plan(
         remote.get_or_insert_with(id, || i as u32);
     }
     let n = nodes.len() as u32;
-    let row = |id: i64| match local(id) {
-        Some(s) => s as u32,
-        None => n + remote.get(id).expect("every remote source of a hub's run is in `reads`"),
+    let row = |r: u32, id: i64| match r {
+        REMOTE => n + remote.get(id).expect("every remote source of a hub's run is in `reads`"),
+        slot => slot,
     };
     for slot in 0..nodes.len() {
         if slot + PREFETCH_SLOTS < nodes.len() {
             remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| remote.prefetch(u));
         }
-        let sources = nodes.sampled(slot);
-        for (r, e) in rows[offsets[slot]..offsets[slot + 1]].iter_mut().zip(sources) {
+        let (sources, local) = (nodes.sampled(slot), &mut rows[offsets[slot]..offsets[slot + 1]]);
+        if !local.contains(&REMOTE) {
+            continue;
+        }
+        for (r, e) in local.iter_mut().zip(sources) {
             if *r == REMOTE
                 && let Some(i) = remote.get(e.src)
             {
@@ -229,7 +252,7 @@ pub fn plan(
     }
     let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
     for t in received {
-        let rows = t.sources.iter().map(|&u| row(u)).collect();
+        let rows = t.rows.iter().zip(&t.sources).map(|(&r, &u)| row(r, u)).collect();
         let (relations, coefs) = (t.relations, t.coefs);
         tasks[t.layer as usize].push(HubTask {
             hub: t.hub,
@@ -242,13 +265,43 @@ pub fn plan(
     }
 
     let subscribers = subscribe(worker, nodes, &reads, k)?;
-    let me = worker.index();
-    let local_hubs: Vec<(usize, usize, u64)> = (1..=k).map(|l| (me, l, hubs[l].len() as u64)).collect();
+    let local_hubs: Vec<(u64, usize, u64)> = (1..=k).map(|l| (me, l, hubs[l].len() as u64)).collect();
     let mut hub_count = vec![0u64; k + 1];
     for (_, l, c) in all_gather(worker, local_hubs) {
         hub_count[l] += c;
     }
     Ok(Plan { needed, remote_ids: Rc::new(remote_ids), offsets, rows, tasks, hubs, subscribers, hub_count })
+}
+
+/// Every slot's own prefix of in-edges as rows: the sources' slots that came with the sampled
+/// in-edges (local, or [`REMOTE`]), cut to `prefix[slot]` each and packed in place, front to
+/// back (a slot's rows never move past where its in-edges start). Returns each slot's offset
+/// and the rows.
+fn own_rows(nodes: &NodeStore, mut rows: Vec<u32>, prefix: &[usize]) -> (Vec<usize>, Vec<u32>) {
+    let mut offsets = Vec::with_capacity(prefix.len() + 1);
+    let (mut from, mut to) = (0, 0);
+    for (slot, &p) in prefix.iter().enumerate() {
+        offsets.push(to);
+        if from != to {
+            rows.copy_within(from..from + p, to);
+        }
+        from += nodes.sampled(slot).len();
+        to += p;
+    }
+    offsets.push(to);
+    rows.truncate(to);
+    rows.shrink_to_fit();
+    (offsets, rows)
+}
+
+/// Sampling kept a source slot per sampled in-edge (the stage asked for them).
+fn check_source_slots(nodes: &NodeStore, source_slots: &[u32]) -> Result<(), Error> {
+    let sampled: usize = (0..nodes.len()).map(|slot| nodes.sampled(slot).len()).sum();
+    if source_slots.len() != sampled {
+        let message = format!("{} source slots for {sampled} sampled in-edges", source_slots.len());
+        return Err(Error::Internal(message));
+    }
+    Ok(())
 }
 
 /// The sources of `slot`'s own prefix of in-edges that live on other workers (`rows` still
@@ -259,8 +312,8 @@ fn remote_sources<'a>(
     offsets: &'a [usize],
     slot: usize,
 ) -> impl Iterator<Item = i64> + 'a {
-    let local = &rows[offsets[slot]..offsets[slot + 1]];
-    nodes.sampled(slot).iter().zip(local).filter(|&(_, &r)| r == REMOTE).map(|(e, _)| e.src)
+    let (local, sampled) = (&rows[offsets[slot]..offsets[slot + 1]], nodes.sampled(slot));
+    local.iter().enumerate().filter(|&(_, &r)| r == REMOTE).map(|(i, _)| sampled[i].src)
 }
 
 /// Run `salt` of hub `slot`'s layer-`l` in-edges (`run`, selected by the rule): its sources,
@@ -271,7 +324,8 @@ fn hub_run(nodes: &NodeStore, slot: usize, l: usize, salt: u32, run: &[Selected]
     let features = run.iter().flat_map(|s| &all[s.index * e..(s.index + 1) * e]).copied().collect();
     let sources = run.iter().map(|s| sampled[s.index].src).collect();
     let (relations, coefs) = if typed { run.iter().map(|s| (s.relation, s.coef)).unzip() } else { Default::default() };
-    TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt, sources, features, relations, coefs }
+    let rows = vec![REMOTE; run.len()];
+    TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt, sources, rows, features, relations, coefs }
 }
 
 /// Bit `l` of each slot: its layer-`l` output is needed (see the module doc).

@@ -8,6 +8,11 @@
 //! the routed bundles, in the owner's runs, with a hub's candidates (each holds its own), and
 //! into the store's sampled in-edges. They take no part in the keys; they break the ties of
 //! parallel edges (see [`crate::sample::Candidate`]).
+//!
+//! Asked for ([`SampleSpec::source_slots`]), each in-edge also brings its source's slot at the
+//! destination's owner, which the reader knows from the map step ([`ReadEdges::slots`]) when
+//! the source lives there too: in the routed edge, the owner's runs, a hub's candidates, and
+//! into the store ([`NodeStore::take_source_slots`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -17,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
-use crate::graph::{InEdge, NodeStore};
+use crate::graph::{InEdge, NodeStore, REMOTE_SOURCE};
 use crate::load::ReadEdges;
-use crate::runs::{OwnedRuns, keep_best};
+use crate::runs::{Kept, OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
 use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
 use cluster::{all_gather, shuffle};
@@ -36,6 +41,9 @@ pub struct SampleSpec {
     /// A typed graph: in-edges kept per node and relation, by relation (its largest fanout);
     /// empty for a homogeneous graph, whose one relation keeps `limit`.
     pub relation_limits: Vec<usize>,
+    /// Keep each sampled in-edge's source slot ([`NodeStore::take_source_slots`]): 4 bytes an
+    /// in-edge, for a caller that reads its sources' rows.
+    pub source_slots: bool,
 }
 
 impl SampleSpec {
@@ -51,14 +59,22 @@ impl SampleSpec {
 
 /// An in-edge on its way to its reducer: the owner of its destination (`salt == OWNED`, `to` the
 /// destination's slot there), or one of a hub's salted reducers (`to` the hub's id, `salt` its
-/// run). Its sampling key is computed where it is reduced.
+/// run). Its sampling key is computed where it is reduced. `source` is its source's slot at
+/// the destination's owner ([`REMOTE_SOURCE`] when the source lives elsewhere or nobody asked).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Routed {
     to: i64,
     src: i64,
     weight: f32,
     salt: u32,
+    source: u32,
     relation: u8,
+}
+
+impl Routed {
+    fn in_edge(&self) -> InEdge {
+        InEdge { src: self.src, weight: self.weight, relation: self.relation }
+    }
 }
 
 /// The `salt` of an in-edge that goes to its destination's owner.
@@ -80,8 +96,16 @@ const CHUNK: usize = 1 << 16;
 /// `cluster::prefetch`): the endpoint's slot, the owner's cursor and place.
 const PREFETCH_EDGES: usize = 8;
 
-/// A hub's partial sample at a reducer: its best candidates so far, each with its features.
-type HubRun = Reservoir<Vec<f32>>;
+/// What a hub's in-edge carries through its reducers beside its candidate: its source slot at
+/// the hub's owner and its features.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct HubEdge {
+    source: u32,
+    features: Vec<f32>,
+}
+
+/// A hub's partial sample at a reducer: its best candidates so far.
+type HubRun = Reservoir<HubEdge>;
 
 /// A reducer's partial samples, by (hub, relation, salt).
 type HubRuns = IdMap<(i64, u8, u32), HubRun>;
@@ -92,7 +116,7 @@ type HubRuns = IdMap<(i64, u8, u32), HubRun>;
 struct PartialSample {
     dst: i64,
     relation: u8,
-    kept: Vec<Candidate<Vec<f32>>>,
+    kept: Vec<Candidate<HubEdge>>,
 }
 
 /// How many salted reducers a hub's in-edges are spread over: one per `threshold` in-edges,
@@ -167,7 +191,7 @@ pub fn sample_in_edges(
         let capacity = (0..store.len()).map(|s| {
             if hubs.contains_key(&store.ids[s]) { store.in_degree[s].min(sample) } else { store.in_degree[s] }
         });
-        Rc::new(RefCell::new(OwnedRuns::new(capacity, dim)))
+        Rc::new(RefCell::new(OwnedRuns::new(capacity, dim, spec.source_slots)))
     };
     let runs: Rc<RefCell<HubRuns>> = Rc::default();
     let overflow: Rc<RefCell<Option<usize>>> = Rc::default();
@@ -177,6 +201,7 @@ pub fn sample_in_edges(
     let limits = Rc::new(spec.clone());
     let reducer_limits = limits.clone();
     let peers = worker.peers() as u64;
+    let source_slots = spec.source_slots;
     // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
     let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
     let ReadEdges { edges, features, edge_stats, ends, slots, relation_edges, .. } = edges;
@@ -197,11 +222,11 @@ pub fn sample_in_edges(
                 }
                 let features = &b.features[i * dim..(i + 1) * dim];
                 if r.salt != OWNED {
-                    let candidate =
-                        Candidate::carrying(sampler, seed, r.to, r.src, r.weight, features, features.to_vec());
+                    let beside = HubEdge { source: r.source, features: features.to_vec() };
+                    let candidate = Candidate::carrying(sampler, seed, r.to, r.src, r.weight, features, beside);
                     let limit = reducer_limits.limit_of(r.relation);
                     runs.entry((r.to, r.relation, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
-                } else if let Err(slot) = own.push(r.to as usize, r.src, r.weight, r.relation, features) {
+                } else if let Err(slot) = own.push(r.to as usize, r.in_edge(), r.source, features) {
                     // The loader counted every in-edge at its owner.
                     over.borrow_mut().get_or_insert(slot);
                 }
@@ -223,19 +248,26 @@ pub fn sample_in_edges(
                         cluster::prefetch::read(&slots[dst]);
                         cluster::prefetch::read(&ends[dst]);
                         cluster::prefetch::read(&ends[src]);
+                        if source_slots {
+                            cluster::prefetch::read(&slots[src]);
+                        }
                     }
                     let (dst, src) = (ends[e.dst as usize], ends[e.src as usize]);
                     let (weight, relation) = (e.weight, e.relation);
+                    // The source's slot at its owner is its slot where the edge is aggregated
+                    // if that is the destination's owner too.
+                    let at_home = source_slots && (peers == 1 || owner_key(src) % peers == owner_key(dst) % peers);
+                    let source = if at_home { slots[e.src as usize] } else { REMOTE_SOURCE };
                     let (routed, key) = match hub_salts[e.dst as usize] {
                         0 => {
                             let to = i64::from(slots[e.dst as usize]);
-                            (Routed { to, src, weight, salt: OWNED, relation }, owner_key(dst))
+                            (Routed { to, src, weight, salt: OWNED, source, relation }, owner_key(dst))
                         }
                         s => {
                             // Each relation of a hub is spread over its own salted reducers.
                             let salt = (hash3(seed, src as u64, 1) % u64::from(s)) as u32;
                             let reducer = u64::from(salt) | (u64::from(relation) << 32);
-                            (Routed { to: dst, src, weight, salt, relation }, reducer_key(dst, reducer))
+                            (Routed { to: dst, src, weight, salt, source, relation }, reducer_key(dst, reducer))
                         }
                     };
                     let bundle = &mut bundles[(key % peers) as usize];
@@ -311,18 +343,20 @@ fn keep_samples(
 ) -> Result<(), Error> {
     let (sampler, seed, relations) = (spec.sampler, spec.seed, spec.relation_limits.len().max(1));
     let mut at = Vec::with_capacity(store.len() + 1);
-    let (mut kept, mut kept_features, mut best) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut kept, mut best) = (Kept::default(), Vec::new());
     let mut place = 0;
     for slot in 0..store.len() {
         at.push(place);
         kept.clear();
-        kept_features.clear();
         if hubs.contains_key(&store.ids[slot]) {
             for relation in 0..relations as u8 {
                 let Some(reservoir) = merged.remove(&(slot, relation)) else { continue };
                 for c in reservoir.into_sorted() {
-                    kept.push(InEdge { src: c.src, weight: c.weight, relation });
-                    kept_features.extend_from_slice(&c.payload);
+                    kept.edges.push(InEdge { src: c.src, weight: c.weight, relation });
+                    kept.features.extend_from_slice(&c.payload.features);
+                    if spec.source_slots {
+                        kept.sources.push(c.payload.source);
+                    }
                 }
             }
         } else {
@@ -334,17 +368,20 @@ fn keep_samples(
                 keep_best(&mut best, spec.limit);
             }
             for c in &best {
-                kept.push(InEdge { src: c.src, weight: c.weight, relation: owned.relation(c.payload) });
-                kept_features.extend_from_slice(owned.features(c.payload));
+                kept.edges.push(InEdge { src: c.src, weight: c.weight, relation: owned.relation(c.payload) });
+                kept.features.extend_from_slice(owned.features(c.payload));
+                if spec.source_slots {
+                    kept.sources.push(owned.source(c.payload));
+                }
             }
         }
-        place = owned.keep(slot, place, &kept, &kept_features).map_err(|slot| {
+        place = owned.keep(slot, place, &kept).map_err(|slot| {
             Error::Internal(format!("node {} (slot {slot}) kept more in-edges than its run holds", store.ids[slot]))
         })?;
     }
     at.push(place);
-    let (sampled, sampled_features) = owned.into_kept(place);
-    store.set_sampled(at, sampled, dim, sampled_features);
+    let Kept { edges, features, sources } = owned.into_kept(place);
+    store.set_sampled(at, edges, dim, features, sources);
     Ok(())
 }
 

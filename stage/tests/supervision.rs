@@ -2,14 +2,15 @@
 //! graph a body gets holds the message-passing edges only (in-degrees and in-edges count `train`
 //! and null edges, never `valid` or `test`, hubs included), and the supervision edges it asks for
 //! are every edge with a split, each at the owner of its source, sorted, the same list on one,
-//! two or three workers.
+//! two or three workers. Each sampled in-edge brings its source's slot when asked, equal to a
+//! lookup of the source in the store.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cluster::owner_key;
-use sampling::{SampleSpec, SupervisionEdge, SupervisionSample};
+use sampling::{REMOTE_SOURCE, SampleSpec, SupervisionEdge, SupervisionSample};
 use schemas::nodes::NodeRows;
 use schemas::{ClusterConfig, LabelKind, Sampler, Split, StorageConfig, Targets, edges};
 use serde::{Deserialize, Serialize};
@@ -73,12 +74,15 @@ fn write_graph(io: &Io, dir: &Path) {
     table.commit().unwrap();
 }
 
-/// What one worker's body saw: its supervision edges as given, and per node it owns (id,
-/// in-degree, sampled in-edge sources sorted).
+/// What one worker's body saw: its supervision edges as given, per node it owns (id,
+/// in-degree, sampled in-edge sources sorted), and the sampled in-edges (dst, src) whose
+/// source slot is not the store's slot of the source (or `REMOTE_SOURCE` for one it does not
+/// own).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 struct Seen {
     supervision: Vec<SupervisionEdge>,
     nodes: Vec<(i64, u64, Vec<i64>)>,
+    wrong_source_slots: Vec<(i64, i64)>,
 }
 
 /// Every worker's [`Seen`], by worker index.
@@ -99,15 +103,35 @@ impl Body for Look {
     type Details = AllSeen;
 
     fn sampling(&self) -> SampleSpec {
-        SampleSpec { sampler: Sampler::All, seed: 1, limit: usize::MAX, hub_threshold: 3, relation_limits: Vec::new() }
+        SampleSpec {
+            sampler: Sampler::All,
+            seed: 1,
+            limit: usize::MAX,
+            hub_threshold: 3,
+            relation_limits: Vec::new(),
+            source_slots: true,
+        }
     }
 
     fn supervision(&self) -> Option<SupervisionSample> {
         self.sample
     }
 
-    fn run(&mut self, _: &mut Worker, graph: Graph, _: &PartsOf) -> Result<Written<Seen>, Error> {
-        let store = &graph.nodes;
+    fn run(&mut self, _: &mut Worker, mut graph: Graph, _: &PartsOf) -> Result<Written<Seen>, Error> {
+        let store = &mut graph.nodes;
+        let mut source_slots = store.take_source_slots().into_iter();
+        let mut wrong_source_slots = Vec::new();
+        for s in 0..store.len() {
+            for e in store.sampled(s) {
+                let expected = store.slot(e.src).map_or(REMOTE_SOURCE, |slot| slot as u32);
+                if source_slots.next() != Some(expected) {
+                    wrong_source_slots.push((store.ids[s], e.src));
+                }
+            }
+        }
+        if source_slots.next().is_some() {
+            wrong_source_slots.push((-1, -1));
+        }
         let nodes = (0..store.len())
             .map(|s| {
                 let mut sources: Vec<i64> = store.sampled(s).iter().map(|e| e.src).collect();
@@ -115,7 +139,8 @@ impl Body for Look {
                 (store.ids[s], store.in_degree[s], sources)
             })
             .collect();
-        Ok(Written { own: Seen { supervision: graph.supervision, nodes }, ..Written::default() })
+        let own = Seen { supervision: graph.supervision, nodes, wrong_source_slots };
+        Ok(Written { own, ..Written::default() })
     }
 
     fn details(&self, all: &[WorkerStats<Seen>]) -> AllSeen {
@@ -178,6 +203,9 @@ fn held_out_edges_pass_no_messages_and_supervision_edges_sit_at_their_source_own
         let expected: Vec<(i64, u64, Vec<i64>)> =
             in_edges.iter().map(|(&v, sources)| (v, sources.len() as u64, sources.clone())).collect();
         assert_eq!(nodes, expected, "{workers} workers: in-degrees and in-edges of message-passing edges only");
+        for (worker, s) in &seen.0 {
+            assert_eq!(s.wrong_source_slots, [], "{workers} workers: worker {worker}'s source slots, hub 5's too");
+        }
 
         for (worker, s) in &seen.0 {
             assert!(s.supervision.is_sorted(), "{workers} workers: worker {worker}'s list is not sorted");
