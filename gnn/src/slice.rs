@@ -257,6 +257,9 @@ impl LayerSlice {
 
     /// Width of the rows [`LayerSlice::finish`] writes: the layer's output, or with
     /// [`LayerSlice::has_post`] the input of [`post_rows`].
+    ///
+    /// Never wider than [`LayerSlice::row_width`] (GraphInfer writes a layer's outputs over
+    /// its rows, each node's after its own row is read); every rule's test checks it.
     pub fn finish_width(&self) -> usize {
         match self.rule {
             Rule::Gine => self.out,
@@ -679,6 +682,11 @@ mod tests {
         let mut width = spec.input_dim;
         for l in 0..spec.layers {
             assert_eq!(model.slice(&spec, l).edge_dim(), spec.edge_dim, "{:?} reads the edge features", spec.kind);
+            assert!(
+                model.slice(&spec, l).finish_width() <= model.slice(&spec, l).row_width(),
+                "{:?} finish width",
+                spec.kind
+            );
             for aggregation in [Aggregation::Auto, Aggregation::Reference] {
                 let t = EdgeTensors::new(&e, &device, aggregation);
                 let input = Tensor::<2>::from_data(TensorData::new(h.clone(), [n, width]), &device);
@@ -809,6 +817,7 @@ mod tests {
             let slice = model.slice(&spec, l);
             // Each node's transformed row, per type.
             let (rw, mw, fw) = (slice.row_width(), slice.message_width(), slice.finish_width());
+            assert!(fw <= rw, "{:?} finish width", spec.kind);
             let mut rows = vec![0.0; n * rw];
             for (t, members) in groups.rows.iter().enumerate() {
                 let width = x[members[0] as usize].len();
