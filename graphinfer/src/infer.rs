@@ -259,12 +259,11 @@ impl Body for Scores<'_> {
             progress: worker.progress,
             reporter: worker.reporter,
         };
-        let (last, width, kept) = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, &rows)?;
-        let logits = rows_of(&last, width, &rows);
-        let written = write(worker, self, &cx, output, &rows, &logits, &kept)?;
+        let Outputs { last, width, embedding } = rounds(worker.timely, &cx, &mut worker.clock, self.embedding)?;
+        let written = write(worker, self, &cx, output, &rows, &last, embedding.as_deref().unwrap_or(&last))?;
         worker.clock.lap("head and write");
-        // The head's rows go; the last layer stays for the pairs round.
-        drop((logits, kept));
+        // The embedding layer's rows go; the last layer stays for the pairs round.
+        drop(embedding);
         let own = RoundStats {
             remote_rows: plan.remote_ids.len() as u64,
             hubs_split: plan.hub_count[1..].to_vec(),
@@ -385,42 +384,51 @@ impl Scores<'_> {
     }
 }
 
-/// Rounds 1..=k: every node's output of the last layer (by slot, row-major; rows of nodes the
-/// plan does not compute stay zero) and its width, and the output rows of the embedding layer
-/// (in row order).
+/// What the layers leave for the writer and the pairs round.
+struct Outputs {
+    /// Every node's output of the last layer, by slot, row-major (rows of nodes the plan does
+    /// not compute are zero).
+    last: Vec<f32>,
+    width: usize,
+    /// The embedding layer's outputs, by slot, when that is an earlier layer (`None`: the last
+    /// layer's are the embeddings).
+    embedding: Option<Vec<f32>>,
+}
+
+/// Rounds 1..=k.
 fn rounds(
     worker: &mut timely::worker::Worker,
     cx: &Context,
     clock: &mut Clock,
     embedding: usize,
-    targets: &[OutputRow],
-) -> Result<(Vec<f32>, usize, Vec<f32>), Error> {
+) -> Result<Outputs, Error> {
     let k = cx.rule.hops();
     let mut current: Vec<f32> = Vec::new();
     let mut width = cx.nodes.dim;
-    let mut kept = Vec::new();
+    // Held beside the next layer's input, not copied: that layer lets its own handle go.
+    let mut kept = None;
     for l in 1..=k {
         let input = if l == 1 {
             Input::Features { normalize: cx.spec.normalize_features }
         } else {
-            Input::Rows { values: std::mem::take(&mut current), width }
+            let values = Rc::new(std::mem::take(&mut current));
+            if l - 1 == embedding {
+                kept = Some(values.clone());
+            }
+            Input::Rows { values, width }
         };
         current = layer(worker, cx, l, input)?;
         width = cx.model.slice(cx.spec, l - 1).output_width();
-        if l == embedding {
-            kept = rows_of(&current, width, targets);
-        }
         if cx.reporter {
             cx.progress.report(l - 1, Duration::ZERO, true);
         }
         clock.lap(format!("layer {l}"));
     }
-    Ok((current, width, kept))
+    Ok(Outputs { last: current, width, embedding: kept.map(Rc::unwrap_or_clone) })
 }
 
+/// The rows of `values` (by slot, `width` each) of `rows`, in their order.
 fn rows_of(values: &[f32], width: usize, rows: &[OutputRow]) -> Vec<f32> {
-    // Sized up front: collected from a flat map, the array would grow by doubling, mapping
-    // up to twice its size (1 GB for 640 MB at 10M nodes).
     let mut out = Vec::with_capacity(rows.len() * width);
     for r in rows {
         out.extend_from_slice(&values[r.slot as usize * width..(r.slot as usize + 1) * width]);
@@ -429,14 +437,15 @@ fn rows_of(values: &[f32], width: usize, rows: &[OutputRow]) -> Vec<f32> {
 }
 
 /// Round k + 1 and the sink: this worker's rows, sorted by key (by type, then id, in a typed
-/// graph), in batches.
+/// graph), in batches, each gathering its logits from `last` and its embeddings from
+/// `embedding` (both by slot).
 fn write(
     worker: &mut Worker,
     body: &Scores,
     cx: &Context,
     output: &PartsOf,
     targets: &[OutputRow],
-    logits: &[f32],
+    last: &[f32],
     embedding: &[f32],
 ) -> Result<Written<RoundStats>, Error> {
     let (config, meta, embedding_layer) = (body.config, body.meta, body.embedding);
@@ -478,20 +487,15 @@ fn write(
                 None => chunk.iter().map(|r| (0, r.key)).unzip(),
             };
             let typed = body.typed.map(|(_, target)| TypedRows { types: &types, names: &names, target: *target });
-            for (i, row) in logits[start * classes..end * classes].chunks_exact(classes.max(1)).enumerate() {
+            // The batch's rows, gathered by slot (a node task's last layer is its logits).
+            let (logits, embedding) = (rows_of(last, classes, chunk), rows_of(embedding, width, chunk));
+            for (i, row) in logits.chunks_exact(classes.max(1)).enumerate() {
                 if typed.as_ref().is_none_or(|t| t.types[i] == t.target) {
                     output::count_predictions(head, row, &mut predictions);
                 }
             }
-            let batch = output::batch(
-                &schema,
-                head,
-                &ids,
-                typed,
-                &embedding[start * width..end * width],
-                &logits[start * classes..end * classes],
-            )
-            .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
+            let batch = output::batch(&schema, head, &ids, typed, &embedding, &logits)
+                .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
             writer.write(&batch)?;
             cx.progress.advance(phase, (end - start) as u64);
             if cx.reporter {

@@ -63,10 +63,11 @@ struct Partial {
 }
 
 /// A layer's input rows: the node features (layer 1) or the previous layer's outputs, which
-/// the layer frees once it has transformed them.
+/// the layer lets go once it has transformed them (freed then, unless the caller holds them
+/// too: the embedding layer's, for the writer).
 pub enum Input {
     Features { normalize: bool },
-    Rows { values: Vec<f32>, width: usize },
+    Rows { values: Rc<Vec<f32>>, width: usize },
 }
 
 impl Input {
