@@ -681,12 +681,9 @@ mod tests {
         let mut h = x.clone();
         let mut width = spec.input_dim;
         for l in 0..spec.layers {
-            assert_eq!(model.slice(&spec, l).edge_dim(), spec.edge_dim, "{:?} reads the edge features", spec.kind);
-            assert!(
-                model.slice(&spec, l).finish_width() <= model.slice(&spec, l).row_width(),
-                "{:?} finish width",
-                spec.kind
-            );
+            let slice = model.slice(&spec, l);
+            assert_eq!(slice.edge_dim(), spec.edge_dim, "{:?} reads the edge features", spec.kind);
+            assert!(slice.finish_width() <= slice.row_width(), "{:?} finish width", spec.kind);
             for aggregation in [Aggregation::Auto, Aggregation::Reference] {
                 let t = EdgeTensors::new(&e, &device, aggregation);
                 let input = Tensor::<2>::from_data(TensorData::new(h.clone(), [n, width]), &device);
