@@ -684,7 +684,16 @@ pub fn load_edges(
     // The combiner: each distinct endpoint's index in `ends` and the in-edges read here, in
     // one map entry (the count beside the index: one cache miss per endpoint of an edge). A
     // worker cannot hold 2^32 edges, so a u32 count cannot overflow.
-    let mut end_of: IdTable<(u32, u32)> = IdTable::default();
+    //
+    // Sized up front, so that it never grows: growing rehashes every endpoint at random into a
+    // table twice as large, freshly paged in (at 10M nodes, 16M slots of 16 bytes, past the
+    // cache). Every endpoint is a node, so the nodes read, real and checked, bound the size even
+    // where a file's metadata claims more rows than it holds; a table of unknown endpoints
+    // (an error) grows.
+    let nodes_read = cluster::sum(worker, nodes.borrow().len() as u64);
+    let rows_claimed: u64 = my_units.iter().map(|&(f, rg)| files[f].row_group_rows(rg)).sum();
+    let mut end_of: IdTable<(u32, u32)> =
+        IdTable::with_capacity(nodes_read.min(rows_claimed.saturating_mul(2)) as usize);
     let mut ends: Vec<i64> = Vec::new();
     let mut read_rows = || -> Result<(), Error> {
         for &(f, rg) in &my_units {

@@ -1,7 +1,8 @@
 //! Sampling every node's in-edges, with re-indexing for hubs. A node whose in-degree passes the
-//! threshold has its in-edges spread over several reducers by a salted key (dst, salt); each
-//! keeps its best `limit` candidates, and the owner merges the partial samples. Because keys are
-//! hash-derived, the merge is exact: the result equals sampling the whole list in one place.
+//! threshold, and what its sample keeps (`is_hub`), has its in-edges spread over several
+//! reducers by a salted key (dst, salt); each keeps its best `limit` candidates, and the owner
+//! merges the partial samples. Because keys are hash-derived, the merge is exact: the result
+//! equals sampling the whole list in one place.
 //! Every other node is sampled at its owner, from one counting-sorted array ([`crate::runs`]).
 //!
 //! Edge features travel with their edges, flat beside them (`edge_dim` values per edge): in
@@ -77,6 +78,32 @@ impl Routed {
     }
 }
 
+/// What the router reads of an edge's endpoint: its id, its slot at its owner and its salt
+/// count if it is a hub (0 if not). One 16-byte entry an endpoint, so that routing an edge
+/// reads two random cache lines, not one per array (at 10M nodes a worker's endpoints take
+/// 160 MB, far past the cache).
+#[derive(Debug, Clone, Copy)]
+struct End {
+    id: i64,
+    slot: u32,
+    salts: u32,
+}
+
+/// Every endpoint a worker read, indexed as its [`crate::load::Edge`]s name them.
+struct Ends(Vec<End>);
+
+impl Ends {
+    fn new(ids: Vec<i64>, slots: Vec<u32>, hubs: &IdMap<i64, u32>) -> Self {
+        let salts = |id| hubs.get(&id).copied().unwrap_or(0);
+        Ends(ids.into_iter().zip(slots).map(|(id, slot)| End { id, slot, salts: salts(id) }).collect())
+    }
+
+    fn prefetch(&self, edge: &crate::load::Edge) {
+        cluster::prefetch::read(&self.0[edge.dst as usize]);
+        cluster::prefetch::read(&self.0[edge.src as usize]);
+    }
+}
+
 /// The `salt` of an in-edge that goes to its destination's owner.
 const OWNED: u32 = u32::MAX;
 
@@ -92,8 +119,7 @@ struct Bundle {
 /// In-edges routed per message round: a bundle per reducing worker and chunk.
 const CHUNK: usize = 1 << 16;
 
-/// Edges ahead of the one being routed or placed whose random reads are prefetched (see
-/// `cluster::prefetch`): the endpoint's slot, the owner's cursor and place.
+/// Edges ahead of the one being routed whose endpoints are prefetched (see `cluster::prefetch`).
 const PREFETCH_EDGES: usize = 8;
 
 /// What a hub's in-edge carries through its reducers beside its candidate: its source slot at
@@ -117,6 +143,15 @@ struct PartialSample {
     dst: i64,
     relation: u8,
     kept: Vec<Candidate<HubEdge>>,
+}
+
+/// Whether a node of `in_degree` is re-indexed: its in-degree passes the threshold (not 0, which
+/// turns re-indexing off), and its sample, at most `sample` in-edges over all relations, cannot
+/// keep them all. A node whose sample keeps every in-edge (`sampler = "all"`, or fanouts at
+/// least its in-degree) gains nothing from salted reducers, which could drop none of them: its
+/// owner would receive and merge its whole in-edge list anyway, and sort it a second time.
+fn is_hub(in_degree: u64, threshold: u64, sample: u64) -> bool {
+    threshold > 0 && in_degree > threshold && in_degree > sample
 }
 
 /// How many salted reducers a hub's in-edges are spread over: one per `threshold` in-edges,
@@ -167,12 +202,13 @@ pub fn sample_in_edges(
     spec: SampleSpec,
 ) -> Result<Sampled, Error> {
     let peers = worker.peers();
-    let local_hubs: Vec<(i64, u32)> = if spec.hub_threshold == 0 {
-        Vec::new()
-    } else {
+    // The most in-edges a node keeps, over all relations.
+    let sample: u64 =
+        (0..spec.relation_limits.len().max(1)).map(|r| spec.limit_of(r as u8) as u64).fold(0, u64::saturating_add);
+    let local_hubs: Vec<(i64, u32)> = {
         let store = nodes.borrow();
         (0..store.len())
-            .filter(|&s| store.in_degree[s] > spec.hub_threshold)
+            .filter(|&s| is_hub(store.in_degree[s], spec.hub_threshold, sample))
             .map(|s| (store.ids[s], salts(store.in_degree[s], spec.hub_threshold, peers)))
             .collect()
     };
@@ -186,8 +222,6 @@ pub fn sample_in_edges(
     let owned = {
         let store = nodes.borrow();
         // A hub's run is room for its sample, reduced elsewhere, to be kept in place.
-        let sample: u64 =
-            (0..spec.relation_limits.len().max(1)).map(|r| spec.limit_of(r as u8) as u64).fold(0, u64::saturating_add);
         let capacity = (0..store.len()).map(|s| {
             if hubs.contains_key(&store.ids[s]) { store.in_degree[s].min(sample) } else { store.in_degree[s] }
         });
@@ -202,24 +236,15 @@ pub fn sample_in_edges(
     let reducer_limits = limits.clone();
     let peers = worker.peers() as u64;
     let source_slots = spec.source_slots;
-    // Each endpoint's salt count if it is a hub (0 if not), looked up once per endpoint.
-    let hub_salts: Vec<u32> = edges.ends.iter().map(|id| hubs.get(id).copied().unwrap_or(0)).collect();
     let ReadEdges { edges, features, edge_stats, ends, slots, relation_edges, .. } = edges;
+    let ends = Ends::new(ends, slots, &hubs);
     shuffle(
         worker,
         |b: &Bundle| u64::from(b.to),
         move |b: Bundle| {
             count.set(count.get() + b.edges.len() as u64);
             let (mut own, mut runs) = (own_sink.borrow_mut(), run_sink.borrow_mut());
-            let owned_slot = |i: usize| b.edges.get(i).filter(|r| r.salt == OWNED).map(|r| r.to as usize);
             for (i, &r) in b.edges.iter().enumerate() {
-                // A push is two dependent misses at random slots: the cursor, then the place.
-                if let Some(ahead) = owned_slot(i + 2 * PREFETCH_EDGES) {
-                    own.prefetch_cursor(ahead);
-                }
-                if let Some(ahead) = owned_slot(i + PREFETCH_EDGES) {
-                    own.prefetch_place(ahead);
-                }
                 let features = &b.features[i * dim..(i + 1) * dim];
                 if r.salt != OWNED {
                     let beside = HubEdge { source: r.source, features: features.to_vec() };
@@ -241,31 +266,25 @@ pub fn sample_in_edges(
                 let mut bundles: Vec<Bundle> =
                     (0..peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
                 for (i, e) in edges[from..].iter().enumerate() {
-                    // The endpoints' ids, slot and salts are at random places in their arrays.
+                    // The endpoints are at random places in their array.
                     if let Some(ahead) = edges.get(from + i + PREFETCH_EDGES) {
-                        let (src, dst) = (ahead.src as usize, ahead.dst as usize);
-                        cluster::prefetch::read(&hub_salts[dst]);
-                        cluster::prefetch::read(&slots[dst]);
-                        cluster::prefetch::read(&ends[dst]);
-                        cluster::prefetch::read(&ends[src]);
-                        if source_slots {
-                            cluster::prefetch::read(&slots[src]);
-                        }
+                        ends.prefetch(ahead);
                     }
-                    let (dst, src) = (ends[e.dst as usize], ends[e.src as usize]);
+                    let (d, s) = (ends.0[e.dst as usize], ends.0[e.src as usize]);
+                    let (dst, src) = (d.id, s.id);
                     let (weight, relation) = (e.weight, e.relation);
                     // The source's slot at its owner is its slot where the edge is aggregated
                     // if that is the destination's owner too.
                     let at_home = source_slots && (peers == 1 || owner_key(src) % peers == owner_key(dst) % peers);
-                    let source = if at_home { slots[e.src as usize] } else { REMOTE_SOURCE };
-                    let (routed, key) = match hub_salts[e.dst as usize] {
+                    let source = if at_home { s.slot } else { REMOTE_SOURCE };
+                    let (routed, key) = match d.salts {
                         0 => {
-                            let to = i64::from(slots[e.dst as usize]);
+                            let to = i64::from(d.slot);
                             (Routed { to, src, weight, salt: OWNED, source, relation }, owner_key(dst))
                         }
-                        s => {
+                        salts => {
                             // Each relation of a hub is spread over its own salted reducers.
-                            let salt = (hash3(seed, src as u64, 1) % u64::from(s)) as u32;
+                            let salt = (hash3(seed, src as u64, 1) % u64::from(salts)) as u32;
                             let reducer = u64::from(salt) | (u64::from(relation) << 32);
                             (Routed { to: dst, src, weight, salt, source, relation }, reducer_key(dst, reducer))
                         }
@@ -285,10 +304,7 @@ pub fn sample_in_edges(
             Ok::<(), Error>(())
         },
     )?;
-    let overflow = overflow.take().map_or(Ok(()), |slot| {
-        let node = nodes.borrow().ids.get(slot).copied();
-        Err(Error::Internal(format!("node {node:?} (slot {slot}) received more in-edges than its in-degree")))
-    });
+    let overflow = overflow.take().map_or(Ok(()), |slot| Err(overflowed(&nodes.borrow(), slot)));
     crate::agree(worker, overflow)?;
 
     // Round 2: the hubs' partial samples to their owners, merged there (exactly: keys are
@@ -361,7 +377,9 @@ fn keep_samples(
             }
         } else {
             best.clear();
-            owned.candidates(slot, sampler, seed, store.ids[slot], &mut best);
+            owned
+                .candidates(slot, sampler, seed, store.ids[slot], &mut best)
+                .map_err(|slot| overflowed(store, slot))?;
             if spec.typed() {
                 keep_best_by_relation(&mut best, |c| owned.relation(c.payload), |r| spec.limit_of(r));
             } else {
@@ -375,9 +393,7 @@ fn keep_samples(
                 }
             }
         }
-        place = owned.keep(slot, place, &kept).map_err(|slot| {
-            Error::Internal(format!("node {} (slot {slot}) kept more in-edges than its run holds", store.ids[slot]))
-        })?;
+        place = owned.keep(slot, place, &kept).map_err(|slot| overflowed(store, slot))?;
     }
     at.push(place);
     let Kept { edges, features, sources } = owned.into_kept(place);
@@ -385,9 +401,24 @@ fn keep_samples(
     Ok(())
 }
 
+/// The error of a slot whose in-edges did not fit its run: a bug upstream (see `runs.rs`).
+fn overflowed(store: &NodeStore, slot: usize) -> Error {
+    let node = store.ids.get(slot).copied();
+    Error::Internal(format!("node {node:?} (slot {slot}) received or kept more in-edges than its run holds"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_node_whose_sample_drops_in_edges_is_a_hub() {
+        assert!(is_hub(11, 10, 5), "past the threshold and the sample");
+        assert!(!is_hub(10, 10, 5), "at the threshold");
+        assert!(!is_hub(11, 10, 11), "its sample keeps every in-edge");
+        assert!(!is_hub(11, 10, u64::MAX), "sampler all");
+        assert!(!is_hub(1000, 0, 5), "re-indexing off");
+    }
 
     /// Per relation, the best `limit` by the candidates' order, whatever the arrival order:
     /// the same selection as sampling each relation's in-edges alone.

@@ -59,6 +59,11 @@ impl ParquetFile {
         self.arrow.metadata().row_groups()[..rg].iter().map(|g| g.num_rows() as u64).sum()
     }
 
+    /// The rows row group `rg` holds, as its metadata says (a claim, unchecked until read).
+    pub fn row_group_rows(&self, rg: usize) -> u64 {
+        self.arrow.metadata().row_group(rg).num_rows().max(0) as u64
+    }
+
     /// Row group `rg`'s size uncompressed: about what its rows take in memory decoded.
     pub fn row_group_bytes(&self, rg: usize) -> u64 {
         self.arrow.metadata().row_group(rg).total_byte_size().max(0) as u64
