@@ -191,8 +191,14 @@ pub fn plan(
     let (offsets, mut rows) = own_rows(nodes, source_slots, &own_prefix);
 
     // The remote nodes read here, each with the layers that read it (bit `l`), and the row of
-    // every remote node: one table probe per remote in-edge, prefetched a few slots ahead.
-    let mut reads: IdTable<u32> = IdTable::default();
+    // every remote node: one table probe per remote in-edge, prefetched a few slots ahead. The
+    // table is sized up front so that it never grows (growing rehashes every id into a fresh
+    // table twice as large, past the cache at 10M nodes): it holds at most every node of the
+    // other workers, and at most one id per remote in-edge.
+    let elsewhere = cluster::sum(worker, nodes.len() as u64) - nodes.len() as u64;
+    let remote_in_edges = rows.iter().chain(received.iter().flat_map(|t| &t.rows)).filter(|&&r| r == REMOTE).count();
+    // Each value: (the layers that read the id, its index among the remote rows, set below).
+    let mut reads: IdTable<(u32, u32)> = IdTable::with_capacity(remote_in_edges.min(elsewhere as usize));
     for slot in 0..nodes.len() {
         if slot + PREFETCH_SLOTS < nodes.len() {
             remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| reads.prefetch(u));
@@ -203,7 +209,7 @@ pub fn plan(
         }
         for l in (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l)) {
             for s in rule.selected(l, sources).filter(|s| local[s.index] == REMOTE) {
-                *reads.get_or_insert_with(sources[s.index].src, || 0).0 |= 1 << l;
+                reads.get_or_insert_with(sources[s.index].src, Default::default).0.0 |= 1 << l;
             }
         }
     }
@@ -219,24 +225,26 @@ pub fn plan(
             }
             match nodes.slot(t.sources[i]) {
                 Some(s) => t.rows[i] = s as u32,
-                None => *reads.get_or_insert_with(t.sources[i], || 0).0 |= 1 << t.layer,
+                None => reads.get_or_insert_with(t.sources[i], Default::default).0.0 |= 1 << t.layer,
             }
         }
     }
+    // Remote rows in id order, each id's index kept in its entry: the same table maps a
+    // remote in-edge to its row.
     let mut remote_ids: Vec<i64> = reads.iter().map(|(id, _)| id).collect();
     remote_ids.sort_unstable();
-    let mut remote: IdTable<u32> = IdTable::with_capacity(remote_ids.len());
     for (i, &id) in remote_ids.iter().enumerate() {
-        remote.get_or_insert_with(id, || i as u32);
+        reads.get_or_insert_with(id, Default::default).0.1 = i as u32;
     }
+    let remote = |id: i64| reads.get(id).map(|(_, i)| i);
     let n = nodes.len() as u32;
     let row = |r: u32, id: i64| match r {
-        REMOTE => n + remote.get(id).expect("every remote source of a hub's run is in `reads`"),
+        REMOTE => n + remote(id).expect("every remote source of a hub's run is in `reads`"),
         slot => slot,
     };
     for slot in 0..nodes.len() {
         if slot + PREFETCH_SLOTS < nodes.len() {
-            remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| remote.prefetch(u));
+            remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| reads.prefetch(u));
         }
         let (sources, local) = (nodes.sampled(slot), &mut rows[offsets[slot]..offsets[slot + 1]]);
         if !local.contains(&REMOTE) {
@@ -244,7 +252,7 @@ pub fn plan(
         }
         for (r, e) in local.iter_mut().zip(sources) {
             if *r == REMOTE
-                && let Some(i) = remote.get(e.src)
+                && let Some(i) = remote(e.src)
             {
                 *r = n + i;
             }
@@ -384,17 +392,17 @@ fn needed(
 
 /// Tells each owner who reads its nodes at each layer; returns this worker's subscribers.
 /// `reads` holds each remote node read here with the layers that read it (bit `l`, `l` in
-/// `1..=k`).
+/// `1..=k`) and its remote row.
 fn subscribe(
     worker: &mut Worker,
     nodes: &Rc<NodeStore>,
-    reads: &IdTable<u32>,
+    reads: &IdTable<(u32, u32)>,
     k: usize,
 ) -> Result<Vec<Vec<(u32, u32)>>, Error> {
     let me = worker.index() as u32;
     let wanted: Vec<(i64, u32, u32)> = reads
         .iter()
-        .flat_map(|(id, layers)| (1..=k as u32).filter(move |l| layers & (1 << l) != 0).map(move |l| (id, l, me)))
+        .flat_map(|(id, (layers, _))| (1..=k as u32).filter(move |l| layers & (1 << l) != 0).map(move |l| (id, l, me)))
         .collect();
     let subscribers = Rc::new(RefCell::new(vec![Vec::new(); k + 1]));
     let (sink, store) = (subscribers.clone(), nodes.clone());
