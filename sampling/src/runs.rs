@@ -120,13 +120,13 @@ impl OwnedRuns {
     /// Room for `capacity[s]` in-edges of each slot `s` (for a hub, reduced elsewhere, as many
     /// as its sample keeps), each with `dim` features and, with `sources`, its source slot, in
     /// blocks of slots whose runs take about [`BLOCK_BYTES`].
-    pub fn new(capacity: impl ExactSizeIterator<Item = u64>, dim: usize, sources: bool) -> Self {
-        let capacity: Vec<u64> = capacity.collect();
-        let in_edges = capacity.iter().sum::<u64>().max(1) as f64;
-        let per_edge = std::mem::size_of::<Staged>() + 4 * dim + if sources { 4 } else { 0 };
+    /// Walks `capacity` twice (the total sizes the blocks) rather than holding a copy of it.
+    pub fn new(capacity: impl ExactSizeIterator<Item = u64> + Clone, dim: usize, sources: bool) -> Self {
+        let in_edges = capacity.clone().sum::<u64>().max(1) as f64;
+        let per_edge = size_of::<Staged>() + 4 * dim + if sources { 4 } else { 0 };
         let per_slot = in_edges / capacity.len().max(1) as f64 * per_edge as f64;
         let slots = (BLOCK_BYTES as f64 / per_slot).max(1.0);
-        Self::blocked(capacity.into_iter(), dim, sources, slots.log2().floor() as u32)
+        Self::blocked(capacity, dim, sources, slots.log2().floor() as u32)
     }
 
     /// As [`OwnedRuns::new`], in blocks of `2^shift` slots (at most `2^16`).
