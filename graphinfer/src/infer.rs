@@ -265,7 +265,7 @@ impl Body for Scores<'_> {
         // The embedding layer's rows go; the last layer stays for the pairs round.
         drop(embedding);
         let own = RoundStats {
-            remote_rows: plan.remote_ids.len() as u64,
+            remote_rows: plan.remote_rows as u64,
             hubs_split: plan.hub_count[1..].to_vec(),
             pairs: 0,
             predictions: written.own.predictions.clone(),

@@ -14,10 +14,12 @@
 //!   salt count depends on the in-edge count and the threshold only, never on the number of
 //!   workers, so the result is the same bits on any cluster.
 //! - **Rows**: each aggregation reads its sources' messages by *row*: a local node's slot, or
-//!   `local + i` for the `i`-th remote node this worker reads. Owners learn once who reads each
-//!   of their nodes at each layer (subscriptions) and push those messages every round. A local
-//!   source's slot came with its in-edge from sampling (`NodeStore::take_source_slots`), so
-//!   the plan looks up only the remote ones, by id.
+//!   `local + i` for the `i`-th remote node this worker reads, numbered as the plan first reads
+//!   them. Every sampled in-edge came with its source's slot at its owner
+//!   (`NodeStore::take_source_slots`), so the plan finds a remote source by (owner, slot) with
+//!   one direct access ([`RemoteRows`]), never by id. Owners learn once who reads each of their
+//!   nodes at each layer and into which row (subscriptions), and push those messages every
+//!   round straight to their rows.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,21 +28,24 @@ use std::rc::Rc;
 use cluster::IdTable;
 use cluster::hash::reducer_key;
 use cluster::{all_gather, owner_key, shuffle};
-use sampling::NodeStore;
+use sampling::{ELSEWHERE, NodeStore};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
 use crate::rule::{LayerRule, Selected};
 
-/// A source row not yet resolved: the node lives on another worker.
-const REMOTE: u32 = sampling::REMOTE_SOURCE;
+/// The row of an in-edge no layer reads whose source lives on another worker.
+const UNREAD: u32 = u32::MAX;
 
-/// Slots ahead of the one whose sources are resolved that have theirs prefetched.
+/// Slots ahead of the one whose remote sources are resolved that have theirs prefetched.
 const PREFETCH_SLOTS: usize = 2;
 
-/// Sources of a hub's run ahead of the one looked up that are prefetched.
+/// Sources of a hub's run ahead of the one resolved that are prefetched.
 const PREFETCH_SOURCES: usize = 8;
+
+/// Subscriptions a worker sends at a time.
+const SEND_BATCH: usize = 4096;
 
 /// Most reducers a hub's in-edges are cut over at one layer.
 const MAX_SALTS: u64 = 64;
@@ -66,12 +71,22 @@ struct TaskMsg {
     layer: u32,
     salt: u32,
     sources: Vec<i64>,
-    /// Each source's row where it is known: its slot, when the run is aggregated on the hub's
-    /// owner and the owner has the source; [`REMOTE`] until resolved.
-    rows: Vec<u32>,
+    /// Each source's slot at its owner, as the hub's owner got it from sampling (see
+    /// `NodeStore::take_source_slots`).
+    slots: Vec<u32>,
     features: Vec<f32>,
     relations: Vec<u8>,
     coefs: Vec<f32>,
+}
+
+/// A worker that reads a node's message at one layer: the node's slot at its owner, the
+/// reader, and the reader's row for it (see [`RemoteRows`]). Sorted by slot, so an owner sends
+/// its messages in slot order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Subscriber {
+    pub slot: u32,
+    pub reader: u32,
+    pub row: u32,
 }
 
 /// The worker a hub's run is aggregated on.
@@ -92,18 +107,18 @@ fn salts(count: usize, threshold: u64) -> u32 {
 #[derive(Debug, Default)]
 pub struct Plan {
     pub needed: Vec<u32>,
-    /// Remote nodes this worker reads, by row - local (sorted; shared with each round's consumer).
-    pub remote_ids: Rc<Vec<i64>>,
+    /// How many remote nodes this worker reads: rows `local..local + remote_rows`.
+    pub remote_rows: usize,
     /// Per slot, the rows of the prefix of its sample holding the in-edges it aggregates
-    /// itself (a row stays [`REMOTE`] for a remote source no layer reads).
+    /// itself ([`UNREAD`] for a remote source no layer reads).
     offsets: Vec<usize>,
     rows: Vec<u32>,
     /// Per layer: the runs this worker aggregates, sorted by (hub, salt).
     pub tasks: Vec<Vec<HubTask>>,
     /// Per layer: this worker's hubs (slot → salts).
     pub hubs: Vec<BTreeMap<u32, u32>>,
-    /// Per layer: (slot, worker) that reads the slot's message.
-    pub subscribers: Vec<Vec<(u32, u32)>>,
+    /// Per layer: who reads each slot's message, and into which of its rows.
+    pub subscribers: Vec<Vec<Subscriber>>,
     /// Per layer: hubs on all workers.
     pub hub_count: Vec<u64>,
 }
@@ -140,9 +155,8 @@ pub fn plan(
         threshold > 0 && needed[slot] & (1 << l) != 0 && rule.count(l, nodes.sampled(slot)) as u64 > threshold
     };
 
-    // Hubs: cut each hub's in-edges into runs and send them to their reducers. A run that
-    // stays here takes its sources' slots along.
-    let (me, peers) = (worker.index() as u64, worker.peers() as u64);
+    // Hubs: cut each hub's in-edges into runs and send them to their reducers, each source with
+    // its slot at its owner.
     let mut hubs = vec![BTreeMap::new(); k + 1];
     let mut runs = Vec::new();
     let mut start = 0;
@@ -159,11 +173,7 @@ pub fn plan(
             owned.insert(slot as u32, n);
             for s in 0..n as usize {
                 let run = &selected[s * count / n as usize..(s + 1) * count / n as usize];
-                let mut task = hub_run(nodes, slot, l, s as u32, run, rule.is_typed());
-                if reducer(task.hub, l, task.salt) % peers == me {
-                    task.rows = run.iter().map(|s| slots[s.index]).collect();
-                }
-                runs.push(task);
+                runs.push(hub_run(nodes, (slot, slots), l, s as u32, run, rule.is_typed()));
             }
         }
     }
@@ -182,85 +192,65 @@ pub fn plan(
     received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
 
     // Each node's own prefix of in-edges: the most any layer that it aggregates itself reads.
-    let own_prefix: Vec<usize> = (0..nodes.len())
-        .map(|slot| {
-            let own = (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l));
-            own.map(|l| rule.window(l, nodes.sampled(slot))).max().unwrap_or(0)
-        })
-        .collect();
-    let (offsets, mut rows) = own_rows(nodes, source_slots, &own_prefix);
-
-    // The remote nodes read here, each with the layers that read it (bit `l`), and the row of
-    // every remote node: one table probe per remote in-edge, prefetched a few slots ahead. The
-    // table is sized up front so that it never grows (growing rehashes every id into a fresh
-    // table twice as large, past the cache at 10M nodes): it holds at most every node of the
-    // other workers, and at most one id per remote in-edge.
-    let elsewhere = cluster::sum(worker, nodes.len() as u64) - nodes.len() as u64;
-    let remote_in_edges = rows.iter().chain(received.iter().flat_map(|t| &t.rows)).filter(|&&r| r == REMOTE).count();
-    // Each value: (the layers that read the id, its index among the remote rows, set below).
-    let mut reads: IdTable<(u32, u32)> = IdTable::with_capacity(remote_in_edges.min(elsewhere as usize));
-    for slot in 0..nodes.len() {
-        if slot + PREFETCH_SLOTS < nodes.len() {
-            remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| reads.prefetch(u));
-        }
-        let (sources, local) = (nodes.sampled(slot), &rows[offsets[slot]..offsets[slot + 1]]);
-        if !local.contains(&REMOTE) {
-            continue;
-        }
-        for l in (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l)) {
-            for s in rule.selected(l, sources).filter(|s| local[s.index] == REMOTE) {
-                reads.get_or_insert_with(sources[s.index].src, Default::default).0.0 |= 1 << l;
-            }
-        }
-    }
-    // A hub run's sources: a slot that came along, else one lookup here, prefetched a few
-    // sources ahead.
-    for t in &mut received {
-        for i in 0..t.sources.len() {
-            if t.rows.get(i + PREFETCH_SOURCES) == Some(&REMOTE) {
-                nodes.prefetch(t.sources[i + PREFETCH_SOURCES]);
-            }
-            if t.rows[i] != REMOTE {
-                continue;
-            }
-            match nodes.slot(t.sources[i]) {
-                Some(s) => t.rows[i] = s as u32,
-                None => reads.get_or_insert_with(t.sources[i], Default::default).0.0 |= 1 << t.layer,
-            }
-        }
-    }
-    // Remote rows in id order, each id's index kept in its entry: the same table maps a
-    // remote in-edge to its row.
-    let mut remote_ids: Vec<i64> = reads.iter().map(|(id, _)| id).collect();
-    remote_ids.sort_unstable();
-    for (i, &id) in remote_ids.iter().enumerate() {
-        reads.get_or_insert_with(id, Default::default).0.1 = i as u32;
-    }
-    let remote = |id: i64| reads.get(id).map(|(_, i)| i);
-    let n = nodes.len() as u32;
-    let row = |r: u32, id: i64| match r {
-        REMOTE => n + remote(id).expect("every remote source of a hub's run is in `reads`"),
-        slot => slot,
+    let own_prefix = |slot: usize| {
+        let own = (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l));
+        own.map(|l| rule.window(l, nodes.sampled(slot))).max().unwrap_or(0)
     };
+    let (offsets, mut rows) = own_rows(nodes, source_slots, own_prefix);
+
+    // The remote nodes read here, each given its row at its first in-edge, found by its owner
+    // and its slot there (see `RemoteRows`).
+    let owner = Owner { me: worker.index() as u32, peers: worker.peers() as u64 };
+    let remote_in_edges =
+        rows.iter().chain(received.iter().flat_map(|t| &t.slots)).filter(|&&r| r & ELSEWHERE != 0).count();
+    let counts = all_gather(worker, vec![(owner.me, nodes.len() as u64)]);
+    let mut remote = RemoteRows::new(&owner, nodes.len(), &counts, remote_in_edges)?;
+    let mut layers = Vec::new();
     for slot in 0..nodes.len() {
         if slot + PREFETCH_SLOTS < nodes.len() {
-            remote_sources(nodes, &rows, &offsets, slot + PREFETCH_SLOTS).for_each(|u| reads.prefetch(u));
+            let ahead = slot + PREFETCH_SLOTS;
+            let raw = &rows[offsets[ahead]..offsets[ahead + 1]];
+            for (&r, e) in raw.iter().zip(nodes.sampled(ahead)).filter(|(r, _)| *r & ELSEWHERE != 0) {
+                remote.prefetch(owner.of(e.src), r & !ELSEWHERE);
+            }
         }
         let (sources, local) = (nodes.sampled(slot), &mut rows[offsets[slot]..offsets[slot + 1]]);
-        if !local.contains(&REMOTE) {
+        if local.iter().all(|&r| r & ELSEWHERE == 0) {
             continue;
         }
-        for (r, e) in local.iter_mut().zip(sources) {
-            if *r == REMOTE
-                && let Some(i) = remote(e.src)
-            {
-                *r = n + i;
+        // The layers that read each in-edge, so that a remote source is looked up once.
+        layers.clear();
+        layers.resize(local.len(), 0u32);
+        for l in (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l)) {
+            rule.selected(l, sources).for_each(|s| layers[s.index] |= 1 << l);
+        }
+        for ((row, e), &bits) in local.iter_mut().zip(sources).zip(&layers) {
+            if *row & ELSEWHERE != 0 {
+                *row = if bits == 0 { UNREAD } else { remote.read(owner.of(e.src), *row & !ELSEWHERE, bits)? };
             }
         }
     }
+    // A hub run's sources: the slots of those this worker owns, else remote rows (prefetched a
+    // few sources ahead).
     let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
     for t in received {
-        let rows = t.rows.iter().zip(&t.sources).map(|(&r, &u)| row(r, u)).collect();
+        let hub_owner = owner.of(t.hub);
+        // Where source `i` lives: its owner (the hub's unless marked) and its slot there.
+        let at = |i: usize| {
+            let raw = t.slots[i];
+            (if raw & ELSEWHERE == 0 { hub_owner } else { owner.of(t.sources[i]) }, raw & !ELSEWHERE)
+        };
+        let mut rows = Vec::with_capacity(t.slots.len());
+        for i in 0..t.slots.len() {
+            if i + PREFETCH_SOURCES < t.slots.len() {
+                let (w, slot) = at(i + PREFETCH_SOURCES);
+                if w != owner.me {
+                    remote.prefetch(w, slot);
+                }
+            }
+            let (w, slot) = at(i);
+            rows.push(if w == owner.me { slot } else { remote.read(w, slot, 1 << t.layer)? });
+        }
         let (relations, coefs) = (t.relations, t.coefs);
         tasks[t.layer as usize].push(HubTask {
             hub: t.hub,
@@ -272,23 +262,24 @@ pub fn plan(
         });
     }
 
-    let subscribers = subscribe(worker, nodes, &reads, k)?;
-    let local_hubs: Vec<(u64, usize, u64)> = (1..=k).map(|l| (me, l, hubs[l].len() as u64)).collect();
+    let subscribers = subscribe(worker, &remote, k)?;
+    let local_hubs: Vec<(u32, usize, u64)> = (1..=k).map(|l| (owner.me, l, hubs[l].len() as u64)).collect();
     let mut hub_count = vec![0u64; k + 1];
     for (_, l, c) in all_gather(worker, local_hubs) {
         hub_count[l] += c;
     }
-    Ok(Plan { needed, remote_ids: Rc::new(remote_ids), offsets, rows, tasks, hubs, subscribers, hub_count })
+    Ok(Plan { needed, remote_rows: remote.len(), offsets, rows, tasks, hubs, subscribers, hub_count })
 }
 
-/// Every slot's own prefix of in-edges as rows: the sources' slots that came with the sampled
-/// in-edges (local, or [`REMOTE`]), cut to `prefix[slot]` each and packed in place, front to
-/// back (a slot's rows never move past where its in-edges start). Returns each slot's offset
-/// and the rows.
-fn own_rows(nodes: &NodeStore, mut rows: Vec<u32>, prefix: &[usize]) -> (Vec<usize>, Vec<u32>) {
-    let mut offsets = Vec::with_capacity(prefix.len() + 1);
+/// Every slot's own prefix of in-edges, still as the source slots that came with the sampled
+/// in-edges (see `NodeStore::take_source_slots`), cut to `prefix(slot)` each and packed in
+/// place, front to back (a slot's rows never move past where its in-edges start). Returns
+/// each slot's offset and the slots, which become rows in place.
+fn own_rows(nodes: &NodeStore, mut rows: Vec<u32>, prefix: impl Fn(usize) -> usize) -> (Vec<usize>, Vec<u32>) {
+    let mut offsets = Vec::with_capacity(nodes.len() + 1);
     let (mut from, mut to) = (0, 0);
-    for (slot, &p) in prefix.iter().enumerate() {
+    for slot in 0..nodes.len() {
+        let p = prefix(slot);
         offsets.push(to);
         if from != to {
             rows.copy_within(from..from + p, to);
@@ -312,28 +303,24 @@ fn check_source_slots(nodes: &NodeStore, source_slots: &[u32]) -> Result<(), Err
     Ok(())
 }
 
-/// The sources of `slot`'s own prefix of in-edges that live on other workers (`rows` still
-/// [`REMOTE`]).
-fn remote_sources<'a>(
-    nodes: &'a NodeStore,
-    rows: &'a [u32],
-    offsets: &'a [usize],
-    slot: usize,
-) -> impl Iterator<Item = i64> + 'a {
-    let (local, sampled) = (&rows[offsets[slot]..offsets[slot + 1]], nodes.sampled(slot));
-    local.iter().enumerate().filter(|&(_, &r)| r == REMOTE).map(|(i, _)| sampled[i].src)
-}
-
-/// Run `salt` of hub `slot`'s layer-`l` in-edges (`run`, selected by the rule): its sources,
-/// their features and, for a typed layer, their relations and weights.
-fn hub_run(nodes: &NodeStore, slot: usize, l: usize, salt: u32, run: &[Selected], typed: bool) -> TaskMsg {
+/// Run `salt` of hub `slot`'s layer-`l` in-edges (`run`, selected by the rule; `slots` the
+/// hub's source slots): its sources, their slots, their features and, for a typed layer, their
+/// relations and weights.
+fn hub_run(
+    nodes: &NodeStore,
+    (slot, slots): (usize, &[u32]),
+    l: usize,
+    salt: u32,
+    run: &[Selected],
+    typed: bool,
+) -> TaskMsg {
     let (sampled, e) = (nodes.sampled(slot), nodes.edge_dim);
     let all = nodes.sampled_features(slot);
     let features = run.iter().flat_map(|s| &all[s.index * e..(s.index + 1) * e]).copied().collect();
     let sources = run.iter().map(|s| sampled[s.index].src).collect();
     let (relations, coefs) = if typed { run.iter().map(|s| (s.relation, s.coef)).unzip() } else { Default::default() };
-    let rows = vec![REMOTE; run.len()];
-    TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt, sources, rows, features, relations, coefs }
+    let slots = run.iter().map(|s| slots[s.index]).collect();
+    TaskMsg { hub: nodes.ids[slot], layer: l as u32, salt, sources, slots, features, relations, coefs }
 }
 
 /// Bit `l` of each slot: its layer-`l` output is needed (see the module doc).
@@ -390,32 +377,145 @@ fn needed(
     needed.take()
 }
 
-/// Tells each owner who reads its nodes at each layer; returns this worker's subscribers.
-/// `reads` holds each remote node read here with the layers that read it (bit `l`, `l` in
-/// `1..=k`) and its remote row.
-fn subscribe(
-    worker: &mut Worker,
-    nodes: &Rc<NodeStore>,
-    reads: &IdTable<(u32, u32)>,
-    k: usize,
-) -> Result<Vec<Vec<(u32, u32)>>, Error> {
-    let me = worker.index() as u32;
-    let wanted: Vec<(i64, u32, u32)> = reads
-        .iter()
-        .flat_map(|(id, (layers, _))| (1..=k as u32).filter(move |l| layers & (1 << l) != 0).map(move |l| (id, l, me)))
-        .collect();
+/// The worker that owns a node (`cluster::owner_key`), and this worker.
+struct Owner {
+    me: u32,
+    peers: u64,
+}
+
+impl Owner {
+    fn of(&self, id: i64) -> u32 {
+        (owner_key(id) % self.peers) as u32
+    }
+}
+
+/// The remote nodes one worker reads, found by their owner and slot there, and their rows:
+/// the `i`-th node first read here has row `local + i`, for the life of the plan. Each also
+/// carries the layers that read it (bit `l`), which its owner learns at subscription.
+struct RemoteRows {
+    /// The worker's node count: rows below it are its own slots.
+    local: u32,
+    len: u32,
+    index: RemoteIndex,
+}
+
+/// Where a remote node's row and layers are kept: `(i + 1, layers)` for the `i`-th remote row,
+/// `(0, 0)` for a node not read here.
+enum RemoteIndex {
+    /// One entry per node of every other worker, worker by worker (`starts[w]`: worker `w`'s
+    /// first): one direct access per remote in-edge. At 10M nodes on 2 workers it is 40 MB,
+    /// where the table would be 134 MB.
+    Dense { starts: Vec<usize>, entries: Vec<(u32, u32)> },
+    /// Keyed by `(owner << 32) | slot`, sized up front for every id it can hold: used where
+    /// the other workers' nodes outnumber the remote in-edges (a cluster of many workers), so
+    /// that memory follows the worker's share of the edges.
+    Table(IdTable<(u32, u32)>),
+}
+
+impl RemoteRows {
+    /// Room for every remote source of this worker's `remote_in_edges`, among the nodes of
+    /// the other workers (`counts`: every worker's node count). An error when the rows would
+    /// not fit a `u32` below [`UNREAD`].
+    fn new(owner: &Owner, local: usize, counts: &[(u32, u64)], remote_in_edges: usize) -> Result<Self, Error> {
+        let elsewhere: u64 = counts.iter().filter(|&&(w, _)| w != owner.me).map(|&(_, n)| n).sum();
+        let most = (remote_in_edges as u64).min(elsewhere);
+        if local as u64 + most >= u64::from(UNREAD) {
+            let message = format!("{local} nodes and {most} remote sources exceed one worker's {UNREAD} rows");
+            return Err(Error::Internal(message));
+        }
+        // A dense entry takes 8 bytes per node elsewhere; a table slot 16, for at least 4/3
+        // slots per id it can hold.
+        let index = if elsewhere <= 2 * most {
+            let mut starts = vec![0; counts.len() + 1];
+            for &(w, n) in counts {
+                starts[w as usize + 1] = if w == owner.me { 0 } else { n as usize };
+            }
+            (1..starts.len()).for_each(|w| starts[w] += starts[w - 1]);
+            RemoteIndex::Dense { starts, entries: vec![(0, 0); elsewhere as usize] }
+        } else {
+            RemoteIndex::Table(IdTable::with_capacity(most as usize))
+        };
+        Ok(RemoteRows { local: local as u32, len: 0, index })
+    }
+
+    /// The row of the node at `slot` on worker `owner`, which `layers` read (given here at
+    /// the node's first read).
+    fn read(&mut self, owner: u32, slot: u32, layers: u32) -> Result<u32, Error> {
+        let entry = match &mut self.index {
+            RemoteIndex::Dense { starts, entries } => {
+                let (first, end) = (starts[owner as usize], starts[owner as usize + 1]);
+                let at = first + slot as usize;
+                if at >= end {
+                    return Err(Error::Internal(format!(
+                        "source slot {slot} past worker {owner}'s {} nodes",
+                        end - first
+                    )));
+                }
+                &mut entries[at]
+            }
+            RemoteIndex::Table(table) => {
+                table.get_or_insert_with(i64::from(owner) << 32 | i64::from(slot), || (0, 0)).0
+            }
+        };
+        if entry.0 == 0 {
+            self.len += 1;
+            entry.0 = self.len;
+        }
+        entry.1 |= layers;
+        Ok(self.local + entry.0 - 1)
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Asks the cache for the entry of the node at `slot` on worker `owner`.
+    fn prefetch(&self, owner: u32, slot: u32) {
+        match &self.index {
+            RemoteIndex::Dense { starts, entries } => {
+                if let Some(entry) = entries.get(starts[owner as usize] + slot as usize) {
+                    cluster::prefetch::read(entry);
+                }
+            }
+            RemoteIndex::Table(table) => table.prefetch(i64::from(owner) << 32 | i64::from(slot)),
+        }
+    }
+
+    /// Each node read here: (its owner, its slot there, its index among the remote rows, the
+    /// layers that read it).
+    fn iter(&self) -> Box<dyn Iterator<Item = (u32, u32, u32, u32)> + '_> {
+        match &self.index {
+            RemoteIndex::Dense { starts, entries } => Box::new((0..starts.len() - 1).flat_map(move |w| {
+                let mine = entries[starts[w]..starts[w + 1]].iter().enumerate();
+                mine.filter(|(_, e)| e.0 != 0).map(move |(s, &(i, layers))| (w as u32, s as u32, i - 1, layers))
+            })),
+            RemoteIndex::Table(table) => {
+                Box::new(table.iter().map(|(key, (i, layers))| ((key >> 32) as u32, key as u32, i - 1, layers)))
+            }
+        }
+    }
+}
+
+/// Tells each owner who reads its nodes at each layer, and into which row; returns this
+/// worker's subscribers.
+fn subscribe(worker: &mut Worker, remote: &RemoteRows, k: usize) -> Result<Vec<Vec<Subscriber>>, Error> {
+    let reader = worker.index() as u32;
+    // (owner, layer, subscriber).
+    let wanted = remote.iter().flat_map(|(owner, slot, row, layers)| {
+        let at = Subscriber { slot, reader, row };
+        (1..=k as u32).filter(move |l| layers & (1 << l) != 0).map(move |l| (owner, l, at))
+    });
     let subscribers = Rc::new(RefCell::new(vec![Vec::new(); k + 1]));
-    let (sink, store) = (subscribers.clone(), nodes.clone());
+    let sink = subscribers.clone();
     shuffle(
         worker,
-        |w: &(i64, u32, u32)| owner_key(w.0),
-        move |(id, l, reader): (i64, u32, u32)| {
-            if let Some(s) = store.slot(id) {
-                sink.borrow_mut()[l as usize].push((s as u32, reader));
-            }
-        },
+        |w: &(u32, u32, Subscriber)| u64::from(w.0),
+        move |(_, l, at): (u32, u32, Subscriber)| sink.borrow_mut()[l as usize].push(at),
         |send| {
-            send(wanted);
+            let mut wanted = wanted.peekable();
+            while wanted.peek().is_some() {
+                send(wanted.by_ref().take(SEND_BATCH).collect());
+            }
             Ok::<(), Error>(())
         },
     )?;
@@ -427,6 +527,40 @@ fn subscribe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same reads give the same rows, layers and subscriptions whichever index holds them,
+    /// and in the dense index a slot past its owner's nodes is an error, not another node's row.
+    #[test]
+    fn remote_rows_are_numbered_by_first_read_in_either_index() {
+        let owner = Owner { me: 1, peers: 3 };
+        let counts = [(0, 40), (1, 7), (2, 30)];
+        // (owner, slot, layers): repeats, both other workers, slot 0 and the last slots.
+        let reads = [(2, 5), (0, 39), (0, 0), (2, 5), (2, 29), (0, 39), (2, 0)];
+        let reads: Vec<(u32, u32, u32)> = reads.iter().enumerate().map(|(i, &(w, s))| (w, s, 2 << (i % 2))).collect();
+        let mut seen = Vec::new();
+        for (remote_in_edges, dense) in [(70, true), (20, false)] {
+            let mut remote = RemoteRows::new(&owner, 7, &counts, remote_in_edges).unwrap();
+            assert_eq!(matches!(remote.index, RemoteIndex::Dense { .. }), dense, "{remote_in_edges} remote in-edges");
+            let rows: Vec<u32> = reads.iter().map(|&(w, s, l)| remote.read(w, s, l).unwrap()).collect();
+            assert_eq!(rows, [7, 8, 9, 7, 10, 8, 11], "rows after the 7 local slots, by first read");
+            assert_eq!(remote.len(), 5);
+            let mut entries: Vec<_> = remote.iter().collect();
+            entries.sort_unstable();
+            seen.push(entries);
+            if dense {
+                assert!(remote.read(0, 40, 2).is_err(), "slot 40 of worker 0's 40 nodes");
+            }
+        }
+        let layers = |w, s| reads.iter().filter(|r| (r.0, r.1) == (w, s)).fold(0, |a, r| a | r.2);
+        let expected = vec![
+            (0, 0, 2, layers(0, 0)),
+            (0, 39, 1, layers(0, 39)),
+            (2, 0, 4, layers(2, 0)),
+            (2, 5, 0, layers(2, 5)),
+            (2, 29, 3, layers(2, 29)),
+        ];
+        assert_eq!(seen, [expected.clone(), expected]);
+    }
 
     #[test]
     fn salt_counts_depend_on_the_hub_only() {

@@ -49,7 +49,7 @@ pub struct Context<'a> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum Push {
     /// A node's message, to a worker that aggregates over it.
-    Message { to: u32, id: i64, row: Vec<f32> },
+    Message { to: u32, at: u32, row: Vec<f32> },
     /// A hub's own transformed row, to the reducer of its run `salt` (GAT's attention reads it).
     Hub { hub: i64, layer: u32, salt: u32, row: Vec<f32> },
 }
@@ -294,19 +294,17 @@ fn push(
     local: &[f32],
     mw: usize,
 ) -> Result<(Vec<f32>, HashMap<(i64, u32), Vec<f32>>), Error> {
-    let remote_rows = Rc::new(RefCell::new(vec![0f32; cx.plan.remote_ids.len() * mw]));
+    let remote_rows = Rc::new(RefCell::new(vec![0f32; cx.plan.remote_rows * mw]));
     let hub_rows: Rc<RefCell<HashMap<(i64, u32), Vec<f32>>>> = Rc::default();
     let (sink, hubs_sink) = (remote_rows.clone(), hub_rows.clone());
-    let remote = cx.plan.remote_ids.clone();
     let route = |p: &Push| match p {
         Push::Message { to, .. } => u64::from(*to),
         Push::Hub { hub, layer, salt, .. } => reducer(*hub, *layer as usize, *salt),
     };
     let consume = move |p: Push| match p {
-        Push::Message { id, row, .. } => {
-            if let Ok(i) = remote.binary_search(&id) {
-                sink.borrow_mut()[i * mw..(i + 1) * mw].copy_from_slice(&row);
-            }
+        Push::Message { at, row, .. } => {
+            let i = at as usize;
+            sink.borrow_mut()[i * mw..(i + 1) * mw].copy_from_slice(&row);
         }
         Push::Hub { hub, salt, row, .. } => {
             hubs_sink.borrow_mut().insert((hub, salt), row);
@@ -316,9 +314,9 @@ fn push(
         for chunk in cx.plan.subscribers[l].chunks(4096) {
             let batch = chunk
                 .iter()
-                .map(|&(slot, to)| {
-                    let s = slot as usize;
-                    Push::Message { to, id: cx.nodes.ids[s], row: local[s * mw..(s + 1) * mw].to_vec() }
+                .map(|at| {
+                    let s = at.slot as usize;
+                    Push::Message { to: at.reader, at: at.row, row: local[s * mw..(s + 1) * mw].to_vec() }
                 })
                 .collect();
             send(batch);

@@ -8,9 +8,9 @@ use cluster::IdTable;
 use schemas::edge_stats::EdgeStats;
 use schemas::{Label, LabelKind, Split};
 
-/// The source slot of an in-edge whose source lives on another worker (see
-/// [`NodeStore::take_source_slots`]).
-pub const REMOTE_SOURCE: u32 = u32::MAX;
+/// The bit of a source slot that marks a source another worker owns; the other 31 bits are
+/// its slot there (see [`NodeStore::take_source_slots`]).
+pub const ELSEWHERE: u32 = 1 << 31;
 
 /// One in-edge kept by sampling, best key first.
 #[derive(Debug, Clone, Copy)]
@@ -259,13 +259,13 @@ impl NodeStore {
     }
 
     /// Takes the source slots of every sampled in-edge, aligned with the in-edges (slot 0's,
-    /// then slot 1's, ...): the source's slot in this store, or [`REMOTE_SOURCE`] when another
-    /// worker owns it. Empty unless sampling was asked for them
-    /// ([`crate::SampleSpec::source_slots`]). The map step resolved every endpoint's slot at
-    /// its owner already, so each in-edge brings its source's along, and a caller that reads
-    /// the sources' rows needs no lookup per in-edge (a random probe of the id table, which at
-    /// 10M nodes is 8 times the size of the cache). Taken, not borrowed: the caller turns them
-    /// into its own array in place.
+    /// then slot 1's, ...): the source's slot at its owner, with the [`ELSEWHERE`] bit set when
+    /// that owner is another worker (its owner is then `owner_key(src) % peers`). Empty unless
+    /// sampling was asked for them ([`crate::SampleSpec::source_slots`]), which limits a worker
+    /// to 2^31 nodes. The map step resolved every endpoint's slot at its owner already, so each
+    /// in-edge brings its source's along, and a caller that reads the sources' rows needs no
+    /// lookup by id (a random probe of a table that at 10M nodes is several times the size of
+    /// the cache). Taken, not borrowed: the caller turns them into its own array in place.
     pub fn take_source_slots(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.source_slots)
     }

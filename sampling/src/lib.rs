@@ -23,7 +23,7 @@ pub mod runs;
 pub mod sample;
 pub mod supervision;
 
-pub use graph::{InEdge, NodeStore, REMOTE_SOURCE, RelationEdges};
+pub use graph::{ELSEWHERE, InEdge, NodeStore, RelationEdges};
 pub use load::{Edge, EdgeRead, ReadEdges, load_edges, load_nodes};
 pub use reindex::{SampleSpec, Sampled, sample_in_edges};
 pub use supervision::{SupervisionEdge, SupervisionSample};

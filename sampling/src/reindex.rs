@@ -11,9 +11,9 @@
 //! parallel edges (see [`crate::sample::Candidate`]).
 //!
 //! Asked for ([`SampleSpec::source_slots`]), each in-edge also brings its source's slot at the
-//! destination's owner, which the reader knows from the map step ([`ReadEdges::slots`]) when
-//! the source lives there too: in the routed edge, the owner's runs, a hub's candidates, and
-//! into the store ([`NodeStore::take_source_slots`]).
+//! source's owner, which the reader knows from the map step ([`ReadEdges::slots`]), marked
+//! [`ELSEWHERE`] when that owner is not the destination's: in the routed edge, the owner's
+//! runs, a hub's candidates, and into the store ([`NodeStore::take_source_slots`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
-use crate::graph::{InEdge, NodeStore, REMOTE_SOURCE};
+use crate::graph::{ELSEWHERE, InEdge, NodeStore};
 use crate::load::ReadEdges;
 use crate::runs::{Kept, OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
@@ -60,8 +60,8 @@ impl SampleSpec {
 
 /// An in-edge on its way to its reducer: the owner of its destination (`salt == OWNED`, `to` the
 /// destination's slot there), or one of a hub's salted reducers (`to` the hub's id, `salt` its
-/// run). Its sampling key is computed where it is reduced. `source` is its source's slot at
-/// the destination's owner ([`REMOTE_SOURCE`] when the source lives elsewhere or nobody asked).
+/// run). Its sampling key is computed where it is reduced. `source` is its source slot (see
+/// [`NodeStore::take_source_slots`]; 0 when nobody asked).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Routed {
     to: i64,
@@ -122,8 +122,8 @@ const CHUNK: usize = 1 << 16;
 /// Edges ahead of the one being routed whose endpoints are prefetched (see `cluster::prefetch`).
 const PREFETCH_EDGES: usize = 8;
 
-/// What a hub's in-edge carries through its reducers beside its candidate: its source slot at
-/// the hub's owner and its features.
+/// What a hub's in-edge carries through its reducers beside its candidate: its source slot (see
+/// [`NodeStore::take_source_slots`]) and its features.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct HubEdge {
     source: u32,
@@ -202,6 +202,14 @@ pub fn sample_in_edges(
     spec: SampleSpec,
 ) -> Result<Sampled, Error> {
     let peers = worker.peers();
+    let held = nodes.borrow().len();
+    let room = if spec.source_slots && held >= ELSEWHERE as usize {
+        let message = format!("a worker holds {held} nodes, more than the 2^31 its source slots address: add workers");
+        Err(Error::Internal(message))
+    } else {
+        Ok(())
+    };
+    crate::agree(worker, room)?;
     // The most in-edges a node keeps, over all relations.
     let sample: u64 =
         (0..spec.relation_limits.len().max(1)).map(|r| spec.limit_of(r as u8) as u64).fold(0, u64::saturating_add);
@@ -273,10 +281,11 @@ pub fn sample_in_edges(
                     let (d, s) = (ends.0[e.dst as usize], ends.0[e.src as usize]);
                     let (dst, src) = (d.id, s.id);
                     let (weight, relation) = (e.weight, e.relation);
-                    // The source's slot at its owner is its slot where the edge is aggregated
-                    // if that is the destination's owner too.
-                    let at_home = source_slots && (peers == 1 || owner_key(src) % peers == owner_key(dst) % peers);
-                    let source = if at_home { s.slot } else { REMOTE_SOURCE };
+                    let source = match source_slots {
+                        false => 0,
+                        true if peers == 1 || owner_key(src) % peers == owner_key(dst) % peers => s.slot,
+                        true => s.slot | ELSEWHERE,
+                    };
                     let (routed, key) = match d.salts {
                         0 => {
                             let to = i64::from(d.slot);
@@ -388,9 +397,7 @@ fn keep_samples(
             for c in &best {
                 kept.edges.push(InEdge { src: c.src, weight: c.weight, relation: owned.relation(c.payload) });
                 kept.features.extend_from_slice(owned.features(c.payload));
-                if spec.source_slots {
-                    kept.sources.push(owned.source(c.payload));
-                }
+                kept.sources.extend(owned.source(c.payload));
             }
         }
         place = owned.keep(slot, place, &kept).map_err(|slot| overflowed(store, slot))?;

@@ -43,7 +43,7 @@
 
 use schemas::Sampler;
 
-use crate::graph::{InEdge, REMOTE_SOURCE};
+use crate::graph::InEdge;
 use crate::sample::Candidate;
 pub use crate::sample::keep_best;
 
@@ -286,9 +286,9 @@ impl OwnedRuns {
         &self.features[place * self.dim..(place + 1) * self.dim]
     }
 
-    /// The source slot of the in-edge at `place` ([`REMOTE_SOURCE`] unless asked for).
-    pub fn source(&self, place: usize) -> u32 {
-        self.sources.get(place).copied().unwrap_or(REMOTE_SOURCE)
+    /// The source slot of the in-edge at `place` (`None` unless asked for).
+    pub fn source(&self, place: usize) -> Option<u32> {
+        self.sources.get(place).copied()
     }
 
     /// Writes `kept` (its in-edges with their `features`, `dim` each, and their source slots
@@ -373,7 +373,7 @@ mod tests {
                 let mut out = Vec::new();
                 runs.candidates(slot, Sampler::All, 0, 9, &mut out).unwrap();
                 let mut s: Vec<(i64, f32, u32)> =
-                    out.iter().map(|c| (c.src, runs.features(c.payload)[0], runs.source(c.payload))).collect();
+                    out.iter().map(|c| (c.src, runs.features(c.payload)[0], runs.source(c.payload).unwrap())).collect();
                 s.sort_by_key(|e| e.0);
                 s
             };
@@ -385,7 +385,7 @@ mod tests {
 
         let mut runs = OwnedRuns::new([1u64].into_iter(), 0, false);
         runs.push(0, edge(5, 1.0), 7, &[]).unwrap();
-        assert_eq!(runs.source(0), REMOTE_SOURCE, "source slots nobody asked for");
+        assert_eq!(runs.source(0), None, "source slots nobody asked for");
         assert!(runs.into_kept(1).sources.is_empty());
     }
 
@@ -444,7 +444,7 @@ mod tests {
                 runs.candidates(slot, Sampler::All, 0, 9, &mut out).unwrap();
                 let mut got: Vec<(i64, u32, u32)> = out
                     .iter()
-                    .map(|c| (c.src, runs.features(c.payload)[0].to_bits(), runs.source(c.payload)))
+                    .map(|c| (c.src, runs.features(c.payload)[0].to_bits(), runs.source(c.payload).unwrap()))
                     .collect();
                 got.sort();
                 assert_eq!(&got, expected, "slot {slot}, shift {shift}");
@@ -453,7 +453,7 @@ mod tests {
                 for c in &out {
                     kept.edges.push(edge(c.src, 1.0));
                     kept.features.extend_from_slice(runs.features(c.payload));
-                    kept.sources.push(runs.source(c.payload));
+                    kept.sources.push(runs.source(c.payload).unwrap());
                 }
                 place = runs.keep(slot, place, &kept).unwrap();
             }
@@ -492,8 +492,10 @@ mod tests {
         for (slot, &keep) in keeps.iter().enumerate() {
             let mut best = Vec::new();
             runs.candidates(slot, Sampler::All, 0, 9, &mut best).unwrap();
-            let mut kept: Vec<(InEdge, f32, u32)> =
-                best.iter().map(|c| (edge(c.src, 1.0), runs.features(c.payload)[0], runs.source(c.payload))).collect();
+            let mut kept: Vec<(InEdge, f32, u32)> = best
+                .iter()
+                .map(|c| (edge(c.src, 1.0), runs.features(c.payload)[0], runs.source(c.payload).unwrap()))
+                .collect();
             if slot == 1 {
                 kept = vec![(edge(100, 1.0), 1000.0, 7), (edge(101, 1.0), 1010.0, 8)];
             }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cluster::owner_key;
-use sampling::{REMOTE_SOURCE, SampleSpec, SupervisionEdge, SupervisionSample};
+use sampling::{ELSEWHERE, SampleSpec, SupervisionEdge, SupervisionSample};
 use schemas::nodes::NodeRows;
 use schemas::{ClusterConfig, LabelKind, Sampler, Split, StorageConfig, Targets, edges};
 use serde::{Deserialize, Serialize};
@@ -75,14 +75,16 @@ fn write_graph(io: &Io, dir: &Path) {
 }
 
 /// What one worker's body saw: its supervision edges as given, per node it owns (id,
-/// in-degree, sampled in-edge sources sorted), and the sampled in-edges (dst, src) whose
-/// source slot is not the store's slot of the source (or `REMOTE_SOURCE` for one it does not
-/// own).
+/// in-degree, sampled in-edge sources sorted), the sampled in-edges (dst, src) whose source
+/// slot is not the store's slot of a source it owns (or not marked [`ELSEWHERE`] for one it
+/// does not), each node's slot, and the slot each in-edge of a source it does not own names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 struct Seen {
     supervision: Vec<SupervisionEdge>,
     nodes: Vec<(i64, u64, Vec<i64>)>,
     wrong_source_slots: Vec<(i64, i64)>,
+    slots: Vec<(i64, u32)>,
+    elsewhere: Vec<(i64, u32)>,
 }
 
 /// Every worker's [`Seen`], by worker index.
@@ -120,12 +122,14 @@ impl Body for Look {
     fn run(&mut self, _: &mut Worker, mut graph: Graph, _: &PartsOf) -> Result<Written<Seen>, Error> {
         let store = &mut graph.nodes;
         let mut source_slots = store.take_source_slots().into_iter();
-        let mut wrong_source_slots = Vec::new();
+        let (mut wrong_source_slots, mut elsewhere) = (Vec::new(), Vec::new());
         for s in 0..store.len() {
             for e in store.sampled(s) {
-                let expected = store.slot(e.src).map_or(REMOTE_SOURCE, |slot| slot as u32);
-                if source_slots.next() != Some(expected) {
-                    wrong_source_slots.push((store.ids[s], e.src));
+                let source = source_slots.next();
+                match (store.slot(e.src), source) {
+                    (Some(slot), Some(source)) if source == slot as u32 => {}
+                    (None, Some(source)) if source & ELSEWHERE != 0 => elsewhere.push((e.src, source & !ELSEWHERE)),
+                    _ => wrong_source_slots.push((store.ids[s], e.src)),
                 }
             }
         }
@@ -139,7 +143,8 @@ impl Body for Look {
                 (store.ids[s], store.in_degree[s], sources)
             })
             .collect();
-        let own = Seen { supervision: graph.supervision, nodes, wrong_source_slots };
+        let slots = (0..store.len()).map(|s| (store.ids[s], s as u32)).collect();
+        let own = Seen { supervision: graph.supervision, nodes, wrong_source_slots, slots, elsewhere };
         Ok(Written { own, ..Written::default() })
     }
 
@@ -203,9 +208,15 @@ fn held_out_edges_pass_no_messages_and_supervision_edges_sit_at_their_source_own
         let expected: Vec<(i64, u64, Vec<i64>)> =
             in_edges.iter().map(|(&v, sources)| (v, sources.len() as u64, sources.clone())).collect();
         assert_eq!(nodes, expected, "{workers} workers: in-degrees and in-edges of message-passing edges only");
+        let slots: BTreeMap<i64, u32> = seen.0.iter().flat_map(|(_, s)| s.slots.iter().copied()).collect();
         for (worker, s) in &seen.0 {
             assert_eq!(s.wrong_source_slots, [], "{workers} workers: worker {worker}'s source slots, hub 5's too");
+            for &(src, slot) in &s.elsewhere {
+                assert_eq!(slots[&src], slot, "{workers} workers: worker {worker}'s slot of {src} at its owner");
+            }
         }
+        let elsewhere = seen.0.iter().map(|(_, s)| s.elsewhere.len()).sum::<usize>();
+        assert_eq!(elsewhere > 0, workers > 1, "{workers} workers: in-edges of sources owned elsewhere");
 
         for (worker, s) in &seen.0 {
             assert!(s.supervision.is_sorted(), "{workers} workers: worker {worker}'s list is not sorted");
