@@ -17,7 +17,7 @@
 //!   `local + i` for the `i`-th remote node this worker reads, numbered as the plan first reads
 //!   them. Every sampled in-edge came with its source's slot at its owner
 //!   (`NodeStore::take_source_slots`), so the plan finds a remote source by (owner, slot) with
-//!   one direct access ([`RemoteRows`]), never by id. Owners learn once who reads each of their
+//!   one direct access (`RemoteRows`), never by id. Owners learn once who reads each of their
 //!   nodes at each layer and into which row (subscriptions), and push those messages every
 //!   round straight to their rows.
 
@@ -80,7 +80,7 @@ struct TaskMsg {
 }
 
 /// A worker that reads a node's message at one layer: the node's slot at its owner, the
-/// reader, and the reader's row for it (see [`RemoteRows`]). Sorted by slot, so an owner sends
+/// reader, and the reader's row for it (see `RemoteRows`). Sorted by slot, so an owner sends
 /// its messages in slot order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Subscriber {

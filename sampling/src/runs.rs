@@ -38,7 +38,7 @@
 //! in-edge kept, a second array would be as large as the runs (640 MB at 40M edges).
 //!
 //! When the caller asks for them ([`crate::SampleSpec::source_slots`]), a third flat array holds
-//! each in-edge's source slot (4 bytes, see [`crate::NodeStore::source_slots`]) at the same
+//! each in-edge's source slot (4 bytes, see [`crate::NodeStore::take_source_slots`]) at the same
 //! place, staged, placed and kept alike.
 
 use schemas::Sampler;
