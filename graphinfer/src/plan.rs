@@ -192,8 +192,10 @@ pub fn plan(
     received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
 
     // Each node's own prefix of in-edges: the most any layer that it aggregates itself reads.
+    // Layer `l` of `slot` is aggregated here: needed, and not a hub's.
+    let aggregates = |slot: usize, l: usize| needed[slot] & (1 << l) != 0 && !is_hub(slot, l);
     let own_prefix = |slot: usize| {
-        let own = (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l));
+        let own = (1..=k).filter(|&l| aggregates(slot, l));
         own.map(|l| rule.window(l, nodes.sampled(slot))).max().unwrap_or(0)
     };
     let (offsets, mut rows) = own_rows(nodes, source_slots, own_prefix);
@@ -204,7 +206,36 @@ pub fn plan(
     let remote_in_edges =
         rows.iter().chain(received.iter().flat_map(|t| &t.slots)).filter(|&&r| r & ELSEWHERE != 0).count();
     let counts = all_gather(worker, vec![(owner.me, nodes.len() as u64)]);
-    let mut remote = RemoteRows::new(&owner, nodes.len(), &counts, remote_in_edges)?;
+    // Resolving is local and can fail on one worker only (a slot past its owner's nodes): every
+    // worker agrees on the outcome before the next collective.
+    let resolved = RemoteRows::new(&owner, nodes.len(), &counts, remote_in_edges).and_then(|mut remote| {
+        resolve_own(nodes, rule, aggregates, &offsets, &mut rows, &owner, &mut remote)?;
+        let tasks = resolve_hub_runs(received, k, &owner, &mut remote)?;
+        Ok((remote, tasks))
+    });
+    let (remote, tasks) = sampling::agree(worker, resolved)?;
+
+    let subscribers = subscribe(worker, &remote, k)?;
+    let local_hubs: Vec<(u32, usize, u64)> = (1..=k).map(|l| (owner.me, l, hubs[l].len() as u64)).collect();
+    let mut hub_count = vec![0u64; k + 1];
+    for (_, l, c) in all_gather(worker, local_hubs) {
+        hub_count[l] += c;
+    }
+    Ok(Plan { needed, remote_rows: remote.len(), offsets, rows, tasks, hubs, subscribers, hub_count })
+}
+
+/// Turns the own in-edges' source slots into rows (`rows`, each slot's at `offsets`): a local
+/// source keeps its slot, a remote one that a layer reads (`aggregates(slot, l)`: the slot
+/// aggregates layer `l` itself) gets its remote row, any other remote one [`UNREAD`].
+fn resolve_own(
+    nodes: &NodeStore,
+    rule: &LayerRule,
+    aggregates: impl Fn(usize, usize) -> bool,
+    offsets: &[usize],
+    rows: &mut [u32],
+    owner: &Owner,
+    remote: &mut RemoteRows,
+) -> Result<(), Error> {
     let mut layers = Vec::new();
     for slot in 0..nodes.len() {
         if slot + PREFETCH_SLOTS < nodes.len() {
@@ -221,7 +252,7 @@ pub fn plan(
         // The layers that read each in-edge, so that a remote source is looked up once.
         layers.clear();
         layers.resize(local.len(), 0u32);
-        for l in (1..=k).filter(|&l| needed[slot] & (1 << l) != 0 && !is_hub(slot, l)) {
+        for l in (1..=rule.hops()).filter(|&l| aggregates(slot, l)) {
             rule.selected(l, sources).for_each(|s| layers[s.index] |= 1 << l);
         }
         for ((row, e), &bits) in local.iter_mut().zip(sources).zip(&layers) {
@@ -230,8 +261,17 @@ pub fn plan(
             }
         }
     }
-    // A hub run's sources: the slots of those this worker owns, else remote rows (prefetched a
-    // few sources ahead).
+    Ok(())
+}
+
+/// The hubs' runs this worker aggregates, by layer (`1..=k`), each source's row resolved: the
+/// slot of one this worker owns, else its remote row (prefetched a few sources ahead).
+fn resolve_hub_runs(
+    received: Vec<TaskMsg>,
+    k: usize,
+    owner: &Owner,
+    remote: &mut RemoteRows,
+) -> Result<Vec<Vec<HubTask>>, Error> {
     let mut tasks: Vec<Vec<HubTask>> = vec![Vec::new(); k + 1];
     for t in received {
         let hub_owner = owner.of(t.hub);
@@ -252,23 +292,10 @@ pub fn plan(
             rows.push(if w == owner.me { slot } else { remote.read(w, slot, 1 << t.layer)? });
         }
         let (relations, coefs) = (t.relations, t.coefs);
-        tasks[t.layer as usize].push(HubTask {
-            hub: t.hub,
-            salt: t.salt,
-            rows,
-            features: t.features,
-            relations,
-            coefs,
-        });
+        let task = HubTask { hub: t.hub, salt: t.salt, rows, features: t.features, relations, coefs };
+        tasks[t.layer as usize].push(task);
     }
-
-    let subscribers = subscribe(worker, &remote, k)?;
-    let local_hubs: Vec<(u32, usize, u64)> = (1..=k).map(|l| (owner.me, l, hubs[l].len() as u64)).collect();
-    let mut hub_count = vec![0u64; k + 1];
-    for (_, l, c) in all_gather(worker, local_hubs) {
-        hub_count[l] += c;
-    }
-    Ok(Plan { needed, remote_rows: remote.len(), offsets, rows, tasks, hubs, subscribers, hub_count })
+    Ok(tasks)
 }
 
 /// Every slot's own prefix of in-edges, still as the source slots that came with the sampled
