@@ -423,16 +423,19 @@ struct RemoteRows {
     /// The worker's node count: rows below it are its own slots.
     local: u32,
     len: u32,
+    /// Every worker's first entry among the other workers' nodes, worker by worker (this
+    /// worker's range empty), and one past the last: a slot is checked against its owner's.
+    starts: Vec<usize>,
     index: RemoteIndex,
 }
 
 /// Where a remote node's row and layers are kept: `(i + 1, layers)` for the `i`-th remote row,
 /// `(0, 0)` for a node not read here.
 enum RemoteIndex {
-    /// One entry per node of every other worker, worker by worker (`starts[w]`: worker `w`'s
-    /// first): one direct access per remote in-edge. At 10M nodes on 2 workers it is 40 MB,
-    /// where the table would be 134 MB.
-    Dense { starts: Vec<usize>, entries: Vec<(u32, u32)> },
+    /// One entry per node of every other worker, at `starts[owner] + slot`: one direct access
+    /// per remote in-edge. At 10M nodes on 2 workers it is 40 MB, where the table would be
+    /// 134 MB.
+    Dense(Vec<(u32, u32)>),
     /// Keyed by `(owner << 32) | slot`, sized up front for every id it can hold: used where
     /// the other workers' nodes outnumber the remote in-edges (a cluster of many workers), so
     /// that memory follows the worker's share of the edges.
@@ -444,7 +447,12 @@ impl RemoteRows {
     /// the other workers (`counts`: every worker's node count). An error when the rows would
     /// not fit a `u32` below [`UNREAD`].
     fn new(owner: &Owner, local: usize, counts: &[(u32, u64)], remote_in_edges: usize) -> Result<Self, Error> {
-        let elsewhere: u64 = counts.iter().filter(|&&(w, _)| w != owner.me).map(|&(_, n)| n).sum();
+        let mut starts = vec![0; counts.len() + 1];
+        for &(w, n) in counts {
+            starts[w as usize + 1] = if w == owner.me { 0 } else { n as usize };
+        }
+        (1..starts.len()).for_each(|w| starts[w] += starts[w - 1]);
+        let elsewhere = starts[counts.len()] as u64;
         let most = (remote_in_edges as u64).min(elsewhere);
         if local as u64 + most >= u64::from(UNREAD) {
             let message = format!("{local} nodes and {most} remote sources exceed one worker's {UNREAD} rows");
@@ -453,33 +461,22 @@ impl RemoteRows {
         // A dense entry takes 8 bytes per node elsewhere; a table slot 16, for at least 4/3
         // slots per id it can hold.
         let index = if elsewhere <= 2 * most {
-            let mut starts = vec![0; counts.len() + 1];
-            for &(w, n) in counts {
-                starts[w as usize + 1] = if w == owner.me { 0 } else { n as usize };
-            }
-            (1..starts.len()).for_each(|w| starts[w] += starts[w - 1]);
-            RemoteIndex::Dense { starts, entries: vec![(0, 0); elsewhere as usize] }
+            RemoteIndex::Dense(vec![(0, 0); elsewhere as usize])
         } else {
             RemoteIndex::Table(IdTable::with_capacity(most as usize))
         };
-        Ok(RemoteRows { local: local as u32, len: 0, index })
+        Ok(RemoteRows { local: local as u32, len: 0, starts, index })
     }
 
     /// The row of the node at `slot` on worker `owner`, which `layers` read (given here at
-    /// the node's first read).
+    /// the node's first read). An error for a slot past its owner's nodes.
     fn read(&mut self, owner: u32, slot: u32, layers: u32) -> Result<u32, Error> {
+        let (first, end) = (self.starts[owner as usize], self.starts[owner as usize + 1]);
+        if first + slot as usize >= end {
+            return Err(Error::Internal(format!("source slot {slot} past worker {owner}'s {} nodes", end - first)));
+        }
         let entry = match &mut self.index {
-            RemoteIndex::Dense { starts, entries } => {
-                let (first, end) = (starts[owner as usize], starts[owner as usize + 1]);
-                let at = first + slot as usize;
-                if at >= end {
-                    return Err(Error::Internal(format!(
-                        "source slot {slot} past worker {owner}'s {} nodes",
-                        end - first
-                    )));
-                }
-                &mut entries[at]
-            }
+            RemoteIndex::Dense(entries) => &mut entries[first + slot as usize],
             RemoteIndex::Table(table) => {
                 table.get_or_insert_with(i64::from(owner) << 32 | i64::from(slot), || (0, 0)).0
             }
@@ -499,8 +496,8 @@ impl RemoteRows {
     /// Asks the cache for the entry of the node at `slot` on worker `owner`.
     fn prefetch(&self, owner: u32, slot: u32) {
         match &self.index {
-            RemoteIndex::Dense { starts, entries } => {
-                if let Some(entry) = entries.get(starts[owner as usize] + slot as usize) {
+            RemoteIndex::Dense(entries) => {
+                if let Some(entry) = entries.get(self.starts[owner as usize] + slot as usize) {
                     cluster::prefetch::read(entry);
                 }
             }
@@ -512,8 +509,8 @@ impl RemoteRows {
     /// layers that read it).
     fn iter(&self) -> Box<dyn Iterator<Item = (u32, u32, u32, u32)> + '_> {
         match &self.index {
-            RemoteIndex::Dense { starts, entries } => Box::new((0..starts.len() - 1).flat_map(move |w| {
-                let mine = entries[starts[w]..starts[w + 1]].iter().enumerate();
+            RemoteIndex::Dense(entries) => Box::new((0..self.starts.len() - 1).flat_map(move |w| {
+                let mine = entries[self.starts[w]..self.starts[w + 1]].iter().enumerate();
                 mine.filter(|(_, e)| e.0 != 0).map(move |(s, &(i, layers))| (w as u32, s as u32, i - 1, layers))
             })),
             RemoteIndex::Table(table) => {
@@ -556,7 +553,7 @@ mod tests {
     use super::*;
 
     /// The same reads give the same rows, layers and subscriptions whichever index holds them,
-    /// and in the dense index a slot past its owner's nodes is an error, not another node's row.
+    /// and a slot past its owner's nodes is an error, not another node's row.
     #[test]
     fn remote_rows_are_numbered_by_first_read_in_either_index() {
         let owner = Owner { me: 1, peers: 3 };
@@ -567,16 +564,15 @@ mod tests {
         let mut seen = Vec::new();
         for (remote_in_edges, dense) in [(70, true), (20, false)] {
             let mut remote = RemoteRows::new(&owner, 7, &counts, remote_in_edges).unwrap();
-            assert_eq!(matches!(remote.index, RemoteIndex::Dense { .. }), dense, "{remote_in_edges} remote in-edges");
+            assert_eq!(matches!(remote.index, RemoteIndex::Dense(_)), dense, "{remote_in_edges} remote in-edges");
             let rows: Vec<u32> = reads.iter().map(|&(w, s, l)| remote.read(w, s, l).unwrap()).collect();
             assert_eq!(rows, [7, 8, 9, 7, 10, 8, 11], "rows after the 7 local slots, by first read");
             assert_eq!(remote.len(), 5);
             let mut entries: Vec<_> = remote.iter().collect();
             entries.sort_unstable();
             seen.push(entries);
-            if dense {
-                assert!(remote.read(0, 40, 2).is_err(), "slot 40 of worker 0's 40 nodes");
-            }
+            assert!(remote.read(0, 40, 2).is_err(), "slot 40 of worker 0's 40 nodes");
+            assert_eq!(remote.len(), 5, "an error reads nothing");
         }
         let layers = |w, s| reads.iter().filter(|r| (r.0, r.1) == (w, s)).fold(0, |a, r| a | r.2);
         let expected = vec![
