@@ -651,6 +651,9 @@ struct Resolved {
 /// Unknown node ids each owner shares to locate the first bad edge row.
 const MAX_UNKNOWN_SHARED: usize = 10_000;
 
+/// Endpoints a worker sends its owners at a time (1.5 MB).
+const ENDPOINT_BATCH: usize = 1 << 16;
+
 /// Reads this worker's share of the edge table; checks every row (features too: the first
 /// row's length on every row, finite, no nulls; the split), that both endpoints are known
 /// nodes, and fills each owner's in-degrees with the message-passing edges. Returns the
@@ -760,10 +763,6 @@ pub fn load_edges(
     let edge_stats = edge_stats(worker, dim, unit_sums);
 
     let me = index as u32;
-    let msgs: Vec<Endpoint> = end_of
-        .iter()
-        .map(|(node, (end, in_edges))| Endpoint { node, in_edges: u64::from(in_edges), reader: me, end })
-        .collect();
     let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();
     let answers: Rc<RefCell<Vec<Resolved>>> = Rc::default();
     let (owner_nodes, owner_unknown, owner_answers) = (nodes.clone(), unknown.clone(), answers.clone());
@@ -781,10 +780,20 @@ pub fn load_edges(
             }
         },
         |send| {
-            send(msgs);
+            // In batches straight from the combiner: a whole list would be one more array of
+            // 24 bytes an endpoint, paged in to be read once.
+            let mut batch = Vec::with_capacity(ENDPOINT_BATCH);
+            for (node, (end, in_edges)) in end_of.iter() {
+                batch.push(Endpoint { node, in_edges: u64::from(in_edges), reader: me, end });
+                if batch.len() == ENDPOINT_BATCH {
+                    send(std::mem::replace(&mut batch, Vec::with_capacity(ENDPOINT_BATCH)));
+                }
+            }
+            send(batch);
             Ok::<(), Error>(())
         },
     );
+    drop(end_of);
     agree(worker, checked)?;
     // Every worker looks for the first row naming an unknown node. A table with very many
     // (an edge table of another graph) shares the smallest ids of each owner only: the error

@@ -7,6 +7,7 @@
 //!   which every place it parses is opened with;
 //! - [`read`]: a table's files (the parts a manifest lists, or the data files of a directory),
 //!   row groups as units of work, bounded decoded batches;
+//! - [`chunks`]: local column chunks read into buffers a table's readers keep between row groups;
 //! - [`table`]: writing files and whole tables;
 //! - [`parts`]: one worker's share of a stage's output as part files;
 //! - [`names`]: the names runs give their files, told apart from files this project did not write;
@@ -16,6 +17,7 @@
 //!   cleanup of ended runs.
 
 pub mod backends;
+pub mod chunks;
 pub mod commit;
 pub mod error;
 pub mod io;

@@ -1,6 +1,8 @@
 //! Reading Parquet tables through `object_store`: a table's files with their footers, row
 //! groups as the unit of work, decoded batches of a bounded size.
 
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -8,6 +10,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
+use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
@@ -17,6 +20,7 @@ use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
+use crate::chunks::{self, ChunkBuffers};
 use crate::error::Error;
 use crate::io::Io;
 use crate::manifest::{Manifest, read_manifest};
@@ -31,19 +35,18 @@ pub struct ParquetFile {
     pub place: Place,
     pub meta: ObjectMeta,
     pub arrow: ArrowReaderMetadata,
+    /// The buffers its table's local column chunks are read into (see [`crate::chunks`]).
+    chunks: Arc<ChunkBuffers>,
 }
 
 impl ParquetFile {
-    pub async fn open(table: &Place, meta: ObjectMeta) -> Result<ParquetFile, Error> {
-        let mut reader = Self::reader(table, &meta);
+    /// Opens one file of `table`, whose column chunks are read into `chunks` where it is local.
+    pub async fn open(table: &Place, meta: ObjectMeta, chunks: Arc<ChunkBuffers>) -> Result<ParquetFile, Error> {
+        let mut reader = ObjectReader::new(table, &meta, &chunks);
         let arrow = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|source| Error::Parquet { file: table.show(&meta.location), source })?;
-        Ok(ParquetFile { place: table.clone(), meta, arrow })
-    }
-
-    fn reader(table: &Place, meta: &ObjectMeta) -> ObjectReader {
-        ObjectReader { store: table.store.clone(), path: meta.location.clone(), size: meta.size }
+        Ok(ParquetFile { place: table.clone(), meta, arrow, chunks })
     }
 
     pub fn name(&self) -> String {
@@ -119,7 +122,7 @@ impl ParquetFile {
     ) -> Result<(), Error> {
         let parquet_error = |source| Error::Parquet { file: self.name(), source };
         let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
-            Self::reader(&self.place, &self.meta),
+            ObjectReader::new(&self.place, &self.meta, &self.chunks),
             self.arrow.clone(),
         )
         .with_row_groups(vec![rg])
@@ -214,8 +217,9 @@ fn listed(table: &Place, manifest: &Manifest) -> Vec<ObjectMeta> {
 pub fn open_table(io: &Io, table: &Place) -> Result<Vec<ParquetFile>, Error> {
     io.block_on(async {
         let mut files = Vec::new();
+        let chunks = Arc::new(ChunkBuffers::default());
         for meta in table_files(table).await? {
-            files.push(ParquetFile::open(table, meta).await?);
+            files.push(ParquetFile::open(table, meta, chunks.clone()).await?);
         }
         Ok(files)
     })
@@ -233,14 +237,44 @@ pub fn units(files: &[ParquetFile], index: usize, peers: usize) -> Vec<(usize, u
         .collect()
 }
 
-/// Parquet's async reader over one object: byte ranges and the footer through `object_store`.
+/// Parquet's async reader over one object: byte ranges and the footer through `object_store`,
+/// or, for a local file, read on the calling thread into its table's buffers.
 struct ObjectReader {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
+    local: Option<LocalFile>,
+}
+
+/// A local file's path, opened at its first read, and the buffers its chunks are read into.
+struct LocalFile {
+    path: PathBuf,
+    file: Option<File>,
+    chunks: Arc<ChunkBuffers>,
+}
+
+impl LocalFile {
+    fn read(&mut self, range: std::ops::Range<u64>) -> parquet::errors::Result<Bytes> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(File::open(&self.path).map_err(|e| ParquetError::External(Box::new(e)))?),
+        };
+        chunks::read_range(file, range, &self.chunks).map_err(|e| ParquetError::External(Box::new(e)))
+    }
 }
 
 impl ObjectReader {
+    fn new(table: &Place, meta: &ObjectMeta, chunks: &Arc<ChunkBuffers>) -> ObjectReader {
+        // Local places are `LocalFileSystem::new()`'s, rooted at `/`: its own mapping of keys
+        // to paths (percent-decoding included) names the file.
+        let local = table
+            .is_local()
+            .then(|| LocalFileSystem::new().path_to_filesystem(&meta.location).ok())
+            .flatten()
+            .map(|path| LocalFile { path, file: None, chunks: chunks.clone() });
+        ObjectReader { store: table.store.clone(), path: meta.location.clone(), size: meta.size, local }
+    }
+
     /// A footer that names bytes beyond the end of the file is corrupt: refused before any
     /// buffer of that size is allocated.
     fn within(&self, range: &std::ops::Range<u64>) -> parquet::errors::Result<()> {
@@ -262,7 +296,10 @@ impl AsyncFileReader for ObjectReader {
     fn get_bytes(&mut self, range: std::ops::Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         async move {
             self.within(&range)?;
-            self.store.get_range(&self.path, range).await.map_err(external)
+            match &mut self.local {
+                Some(local) => local.read(range),
+                None => self.store.get_range(&self.path, range).await.map_err(external),
+            }
         }
         .boxed()
     }
@@ -275,7 +312,10 @@ impl AsyncFileReader for ObjectReader {
             for range in &ranges {
                 self.within(range)?;
             }
-            self.store.get_ranges(&self.path, &ranges).await.map_err(external)
+            match &mut self.local {
+                Some(local) => ranges.into_iter().map(|range| local.read(range)).collect(),
+                None => self.store.get_ranges(&self.path, &ranges).await.map_err(external),
+            }
         }
         .boxed()
     }
