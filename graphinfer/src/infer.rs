@@ -237,6 +237,8 @@ impl Body for Scores<'_> {
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
         let mut nodes = edge_features(graph.nodes, &self.meta.spec);
         let source_slots = nodes.take_source_slots();
+        // Layer 1 reads them once and frees them (see `round::Input`).
+        let features = nodes.take_features();
         let nodes = Rc::new(nodes);
         let k = self.meta.hops;
         let rows = self.output_rows(&nodes, graph.targets);
@@ -259,7 +261,8 @@ impl Body for Scores<'_> {
             progress: worker.progress,
             reporter: worker.reporter,
         };
-        let Outputs { last, width, embedding } = rounds(worker.timely, &cx, &mut worker.clock, self.embedding)?;
+        let Outputs { last, width, embedding } =
+            rounds(worker.timely, &cx, &mut worker.clock, self.embedding, features)?;
         let written = write(worker, self, &cx, output, &rows, &last, embedding.as_deref().unwrap_or(&last))?;
         worker.clock.lap("head and write");
         // The embedding layer's rows go; the last layer stays for the pairs round.
@@ -395,12 +398,14 @@ struct Outputs {
     embedding: Option<Vec<f32>>,
 }
 
-/// Rounds 1..=k.
+/// Rounds 1..=k over the node features in slot order (`NodeStore::take_features`), which
+/// layer 1 frees once it has transformed them.
 fn rounds(
     worker: &mut timely::worker::Worker,
     cx: &Context,
     clock: &mut Clock,
     embedding: usize,
+    mut features: Vec<f32>,
 ) -> Result<Outputs, Error> {
     let k = cx.rule.hops();
     let mut current: Vec<f32> = Vec::new();
@@ -409,7 +414,7 @@ fn rounds(
     let mut kept = None;
     for l in 1..=k {
         let input = if l == 1 {
-            Input::Features { normalize: cx.spec.normalize_features }
+            Input::Features { values: std::mem::take(&mut features), normalize: cx.spec.normalize_features }
         } else {
             let values = Rc::new(std::mem::take(&mut current));
             if l - 1 == embedding {

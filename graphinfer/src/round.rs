@@ -62,11 +62,12 @@ struct Partial {
     state: Vec<f32>,
 }
 
-/// A layer's input rows: the node features (layer 1) or the previous layer's outputs, which
-/// the layer lets go once it has transformed them (freed then, unless the caller holds them
-/// too: the embedding layer's, for the writer).
+/// A layer's input rows: the node features (layer 1, taken out of the store: no later step
+/// reads them) or the previous layer's outputs, which the layer lets go once it has
+/// transformed them (freed then, unless the caller holds them too: the embedding layer's, for
+/// the writer).
 pub enum Input {
-    Features { normalize: bool },
+    Features { values: Vec<f32>, normalize: bool },
     Rows { values: Rc<Vec<f32>>, width: usize },
 }
 
@@ -81,7 +82,9 @@ impl Input {
 
     fn append(&self, nodes: &NodeStore, slot: usize, out: &mut Vec<f32>) {
         match self {
-            Input::Features { normalize } => gnn::features::push_row(nodes.features(slot), *normalize, out),
+            Input::Features { values, normalize } => {
+                gnn::features::push_row(nodes.feature_row(values, slot), *normalize, out)
+            }
             Input::Rows { values, width } => out.extend_from_slice(&values[slot * width..(slot + 1) * width]),
         }
     }
@@ -95,7 +98,9 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     cx.progress.add_total(l - 1, (0..n).filter(|&v| cx.plan.needs(v, l)).count() as u64);
     let rows = transform(cx, l, &slice, &input);
     // Freed before the layer's messages and outputs are allocated: one array of node rows
-    // fewer at the layer's peak (256 MB at 4M nodes and 16 hidden units).
+    // fewer at the layer's peak (256 MB at 4M nodes and 16 hidden units; the features at
+    // layer 1, 512 MB there at 32 features), and the messages page in memory just freed,
+    // which the kernel hands on faster than memory the host has taken back.
     drop(input);
     let (rw, mw) = (slice.row_width(), slice.message_width());
 

@@ -179,10 +179,24 @@ impl NodeStore {
     }
 
     pub fn features(&self, slot: usize) -> &[f32] {
+        self.feature_row(&self.features, slot)
+    }
+
+    /// Slot `slot`'s row of `features`, laid out as this store's (the array
+    /// [`NodeStore::take_features`] gave).
+    pub fn feature_row<'a>(&self, features: &'a [f32], slot: usize) -> &'a [f32] {
         if self.is_typed() {
-            return &self.features[self.feature_at[slot]..self.feature_at[slot + 1]];
+            return &features[self.feature_at[slot]..self.feature_at[slot + 1]];
         }
-        &self.features[slot * self.dim..(slot + 1) * self.dim]
+        &features[slot * self.dim..(slot + 1) * self.dim]
+    }
+
+    /// Every node's features, in slot order ([`NodeStore::feature_row`] finds a row), taken
+    /// out of the store: a caller that reads them once frees them when done, and
+    /// [`NodeStore::features`] is empty after. GraphInfer's first layer is such a caller; its
+    /// features are the largest array of the store (128 bytes a node at 32 features).
+    pub fn take_features(&mut self) -> Vec<f32> {
+        std::mem::take(&mut self.features)
     }
 
     /// The sampled in-edges of `slot`, best first.
@@ -268,5 +282,33 @@ impl NodeStore {
     /// the cache). Taken, not borrowed: the caller turns them into its own array in place.
     pub fn take_source_slots(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.source_slots)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The taken array holds each slot's row where `features` found it, in a homogeneous
+    /// store and in a typed one (rows of different widths), and the store keeps none.
+    #[test]
+    fn taken_features_keep_each_slots_row() {
+        let mut plain = NodeStore::new(2, LabelKind::Class);
+        let mut typed = NodeStore::typed(vec![1, 3], LabelKind::Class);
+        for id in 0..5i64 {
+            let t = (id % 2) as u8;
+            let row: Vec<f32> = (0..typed.width(t)).map(|j| (id * 10 + j as i64) as f32).collect();
+            typed.insert(id, t, None, None, &row).expect("new id");
+            plain.insert(id, 0, None, None, &[id as f32, -(id as f32)]).expect("new id");
+        }
+        for store in [&mut plain, &mut typed] {
+            let rows: Vec<Vec<f32>> = (0..store.len()).map(|s| store.features(s).to_vec()).collect();
+            let taken = store.take_features();
+            for (s, row) in rows.iter().enumerate() {
+                assert_eq!(store.feature_row(&taken, s), row.as_slice(), "slot {s}");
+            }
+            assert!(store.features.is_empty());
+        }
+        assert_eq!(typed.feature_row(&[0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10.], 1), &[1., 2., 3.]);
     }
 }
