@@ -179,6 +179,33 @@ fn targets_and_the_embedding_layer_choose_rows_and_columns() {
     }
 }
 
+/// A layer writes its transformed rows over its input's own array when no one else holds it
+/// and the rows fit (`graphinfer::round::transform`); the embedding layer's outputs are kept
+/// for the writer, so with the embedding from layer 1 layer 2 transforms into a fresh array,
+/// and with it from layer 2, over its input. Both give the same bits.
+#[test]
+fn rows_written_over_the_input_equal_rows_in_a_fresh_array() {
+    let dir = scratch("infer-in-place");
+    let (data, flat) = (dir.join("graph"), dir.join("flat"));
+    // 24 features, 16 hidden units, 8 classes: every layer's rows fit in its input's.
+    generate(&data, 1500, 6, 24, 9);
+    flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![5, 5]));
+    let model = dir.join("model");
+    run_ok(&training(&flat, &model).key("hidden", 16).write(&dir, "train"), &[]);
+    let (fresh, over) = (dir.join("fresh"), dir.join("over"));
+    run_ok(&Job::infer(&data, &model, &fresh).key("embedding", 1).write(&dir, "fresh"), &[]);
+    run_ok(&Job::infer(&data, &model, &over).key("embedding", 2).write(&dir, "over"), &[]);
+    let (fresh, over) = (read_scores(&fresh), read_scores(&over));
+    assert_eq!(fresh.len(), 1500);
+    assert_eq!(fresh.keys().collect::<Vec<_>>(), over.keys().collect::<Vec<_>>());
+    for (id, (embedding, prediction, scores)) in &over {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&fresh[id].2), bits(scores), "node {id}");
+        assert_eq!(fresh[id].1, *prediction);
+        assert_eq!((embedding.len(), fresh[id].0.len()), (8, 16));
+    }
+}
+
 #[test]
 fn bad_models_and_tables_are_named_and_leave_no_success() {
     let dir = scratch("infer-bad");

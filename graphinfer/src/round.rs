@@ -96,12 +96,11 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let slice = cx.model.slice(cx.spec, l - 1);
     let n = cx.nodes.len();
     cx.progress.add_total(l - 1, (0..n).filter(|&v| cx.plan.needs(v, l)).count() as u64);
-    let rows = transform(cx, l, &slice, &input);
-    // Freed before the layer's messages and outputs are allocated: one array of node rows
-    // fewer at the layer's peak (256 MB at 4M nodes and 16 hidden units; the features at
-    // layer 1, 512 MB there at 32 features), and the messages page in memory just freed,
-    // which the kernel hands on faster than memory the host has taken back.
-    drop(input);
+    // The input is gone once transformed (its array holds the rows, or it is freed before the
+    // layer's messages and outputs are allocated): one array of node rows fewer at the layer's
+    // peak (256 MB at 4M nodes and 16 hidden units; the features at layer 1, 512 MB there at
+    // 32 features), and no fresh memory paged in for the rows where they take its place.
+    let rows = transform(cx, l, &slice, input);
     let (rw, mw) = (slice.row_width(), slice.message_width());
 
     let mut local = vec![0f32; n * mw];
@@ -254,9 +253,79 @@ pub(crate) fn transform_rows(batch_size: usize, width: usize) -> usize {
     batch_size.min(TRANSFORM_BYTES / (4 * width.max(1))).max(1)
 }
 
-/// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed, by node
-/// type for a typed model.
-fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: &Input) -> Vec<f32> {
+/// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed (the others'
+/// are zero), written over the input's own array where they fit ([`Input::into_owned`]), else
+/// into a fresh one, by node type for a typed model.
+fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: Input) -> Vec<f32> {
+    let owned = if slice.is_typed() { Err(input) } else { input.into_owned(cx.nodes, slice.row_width()) };
+    match owned {
+        Ok(owned) => transform_in_place(cx, l, slice, owned),
+        Err(input) => transform_into_new(cx, l, slice, &input),
+    }
+}
+
+/// A homogeneous layer input held by no one else, as one array of `width`-value rows by slot.
+struct OwnedInput {
+    values: Vec<f32>,
+    width: usize,
+    normalize: bool,
+}
+
+impl Input {
+    /// The input's own array, when the rows of width `rw` can be written over it: its rows are
+    /// no narrower, all of one width (a homogeneous graph), and no one else holds them (the
+    /// embedding layer's outputs are kept for the writer).
+    fn into_owned(self, nodes: &NodeStore, rw: usize) -> Result<OwnedInput, Input> {
+        if nodes.is_typed() {
+            return Err(self);
+        }
+        match self {
+            Input::Features { values, normalize } if rw <= nodes.dim && values.len() == nodes.len() * nodes.dim => {
+                Ok(OwnedInput { values, width: nodes.dim, normalize })
+            }
+            Input::Rows { values, width } if rw <= width && values.len() == nodes.len() * width => {
+                match Rc::try_unwrap(values) {
+                    Ok(values) => Ok(OwnedInput { values, width, normalize: false }),
+                    Err(values) => Err(Input::Rows { values, width }),
+                }
+            }
+            input => Err(input),
+        }
+    }
+}
+
+/// [`transform`] over the input's own array. Row `u`'s output, `rw <= width` values, lies in
+/// `[u rw, (u + 1) rw)`, below input row `u + 1`'s start: slots go in ascending order and a
+/// batch's inputs are copied out before its outputs are written, so a write only ever covers
+/// input rows already read. Rows of nodes the layer does not transform are zeroed at the end.
+fn transform_in_place(cx: &Context, l: usize, slice: &LayerSlice, input: OwnedInput) -> Vec<f32> {
+    let (n, rw) = (cx.nodes.len(), slice.row_width());
+    let OwnedInput { values: mut rows, width, normalize } = input;
+    let slots: Vec<usize> = (0..n).filter(|&u| cx.plan.needs(u, l - 1)).collect();
+    let batch_rows = transform_rows(cx.batch_size, width.max(rw));
+    for batch in slots.chunks(batch_rows) {
+        let mut values = Vec::with_capacity(batch_rows * width);
+        for &u in batch {
+            gnn::features::push_row(&rows[u * width..(u + 1) * width], normalize, &mut values);
+        }
+        values.resize(batch_rows * width, 0.0);
+        let out = gnn::slice::transform_rows(cx.model, l - 1, values, width, cx.device);
+        for (i, &u) in batch.iter().enumerate() {
+            rows[u * rw..(u + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
+        }
+        check_abort();
+    }
+    rows.truncate(n * rw);
+    for u in (0..n).filter(|&u| !cx.plan.needs(u, l - 1)) {
+        rows[u * rw..(u + 1) * rw].fill(0.0);
+    }
+    rows.shrink_to_fit();
+    rows
+}
+
+/// [`transform`] into a fresh array (a typed input, rows wider than the input's, or an input
+/// someone else holds too).
+fn transform_into_new(cx: &Context, l: usize, slice: &LayerSlice, input: &Input) -> Vec<f32> {
     let (n, rw) = (cx.nodes.len(), slice.row_width());
     let mut rows = vec![0f32; n * rw];
     let mut groups = vec![Vec::new(); cx.nodes.widths.len().max(1)];
