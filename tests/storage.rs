@@ -484,3 +484,24 @@ fn an_output_path_keeps_every_character() {
         assert!(dir.join(name).join("_SUCCESS").exists(), "{name}: written somewhere else");
     }
 }
+
+/// A committed part cut short after its manifest was written (the footer kept, bytes gone from
+/// its middle): the read that reaches past its end names the file and both sizes, once.
+#[test]
+fn a_part_shorter_than_its_manifest_is_named_with_its_size() {
+    let dir = scratch("storage-short-part");
+    let data = dir.join("graph");
+    generate(&data, 2000, 4, 8, 5);
+    let part = parquet_files(&data.join("edges")).remove(0);
+    let bytes = std::fs::read(&part).unwrap();
+    let cut = [&bytes[..bytes.len() / 4], &bytes[bytes.len() / 2..]].concat();
+    std::fs::write(&part, &cut).unwrap();
+    let out = dir.join("flat");
+    let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "short"), TWO);
+    let name = part.file_name().unwrap().to_str().unwrap();
+    let size =
+        format!("the file holds {} bytes, but its manifest or footer names bytes up to {}", cut.len(), bytes.len());
+    assert_fails(&output, 65, &[name, &size]);
+    assert_eq!(text(&output).matches(&size).count(), 1, "{}", text(&output));
+    assert!(!out.join("_SUCCESS").exists());
+}

@@ -77,7 +77,8 @@ impl Drop for Chunk {
 }
 
 /// Reads bytes `range` of `file` into a buffer of `pool`. A file that ends before the range
-/// does is an error: its footer named bytes it does not hold.
+/// does is an error: its manifest (the size a footer is read by) or its footer named bytes it
+/// does not hold.
 pub fn read_range(file: &File, range: Range<u64>, pool: &Arc<ChunkBuffers>) -> std::io::Result<Bytes> {
     let len = usize::try_from(range.end.saturating_sub(range.start))
         .map_err(|_| std::io::Error::other("a byte range larger than this machine's address space"))?;
@@ -93,12 +94,15 @@ pub fn read_range(file: &File, range: Range<u64>, pool: &Arc<ChunkBuffers>) -> s
 #[cfg(unix)]
 fn fill(file: &File, mut into: &mut [u8], mut offset: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
+    let end = offset + into.len() as u64;
     while !into.is_empty() {
         match file.read_at(into, offset) {
+            // `read_at` reads nothing only at or past the end of the file.
             Ok(0) => {
+                let holds = file.metadata().map_or_else(|_| format!("at most {offset}"), |m| m.len().to_string());
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
-                    format!("the file ends at byte {offset}, before the range its footer names"),
+                    format!("the file holds {holds} bytes, but its manifest or footer names bytes up to {end}"),
                 ));
             }
             Ok(n) => {
@@ -197,6 +201,12 @@ mod tests {
         let pool = Arc::new(ChunkBuffers::default());
         let error = read_range(&file, 1..10, &pool).expect_err("past the end");
         assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof);
-        assert!(error.to_string().contains("ends at byte 3"), "{error}");
+        assert!(
+            error.to_string().contains("holds 3 bytes, but its manifest or footer names bytes up to 10"),
+            "{error}"
+        );
+        // A range that starts past the end (a file cut short after its manifest was written).
+        let error = read_range(&file, 7..9, &pool).expect_err("past the end");
+        assert!(error.to_string().contains("holds 3 bytes, but its manifest or footer names bytes up to 9"), "{error}");
     }
 }

@@ -257,9 +257,9 @@ impl LocalFile {
     fn read(&mut self, range: std::ops::Range<u64>) -> parquet::errors::Result<Bytes> {
         let file = match &mut self.file {
             Some(file) => file,
-            None => self.file.insert(File::open(&self.path).map_err(|e| ParquetError::External(Box::new(e)))?),
+            None => self.file.insert(File::open(&self.path).map_err(local_error)?),
         };
-        chunks::read_range(file, range, &self.chunks).map_err(|e| ParquetError::External(Box::new(e)))
+        chunks::read_range(file, range, &self.chunks).map_err(local_error)
     }
 }
 
@@ -286,6 +286,12 @@ impl ObjectReader {
         }
         Ok(())
     }
+}
+
+/// A local read's error, as its message alone: `External` would print it twice (as itself and
+/// as its source).
+fn local_error(e: std::io::Error) -> ParquetError {
+    ParquetError::General(e.to_string())
 }
 
 fn external(e: object_store::Error) -> ParquetError {
