@@ -331,12 +331,19 @@ impl LayerSlice {
     /// A state that holds no message.
     pub fn empty_state(&self) -> Vec<f32> {
         let mut state = vec![0.0; self.state_width()];
+        self.clear_state(&mut state);
+        state
+    }
+
+    /// Makes `state` (`state_width` values) hold no message again, as [`Self::empty_state`]
+    /// builds it: one buffer serves every node a worker folds.
+    pub fn clear_state(&self, state: &mut [f32]) {
+        state.fill(0.0);
         if let Rule::Gat { heads, .. } = self.rule {
             for h in 0..heads {
                 state[h * (self.out + 2)] = f32::NEG_INFINITY;
             }
         }
-        state
     }
 
     /// `e`'s projection by the host edge matrix: column `j` of `e W` (`W` is `[edge_dim, cols]`).
@@ -622,8 +629,11 @@ mod tests {
         fold: impl Fn(&mut [f32], usize),
     ) -> Vec<f32> {
         let mut state = slice.empty_state();
+        // One buffer for every part, cleared before each as a worker reuses its own (NaN
+        // first: a value `clear_state` missed would show in every output).
+        let mut partial = vec![f32::NAN; slice.state_width()];
         for part in 0..parts {
-            let mut partial = slice.empty_state();
+            slice.clear_state(&mut partial);
             for &j in incoming.iter().skip(part).step_by(parts) {
                 fold(&mut partial, j);
             }

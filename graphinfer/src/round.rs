@@ -97,18 +97,24 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let n = cx.nodes.len();
     cx.progress.add_total(l - 1, (0..n).filter(|&v| cx.plan.needs(v, l)).count() as u64);
     // The input is gone once transformed (its array holds the rows, or it is freed before the
-    // layer's messages and outputs are allocated): one array of node rows fewer at the layer's
-    // peak (256 MB at 4M nodes and 16 hidden units; the features at layer 1, 512 MB there at
-    // 32 features), and no fresh memory paged in for the rows where they take its place.
-    let rows = transform(cx, l, &slice, input);
+    // layer's array is allocated): one array of node rows fewer at the layer's peak (256 MB at
+    // 4M nodes and 16 hidden units; the features at layer 1, 512 MB there at 32 features).
+    // The messages follow the rows in the same array, so where the input's array has room for
+    // both (layer 1's features, 32 wide, under rows and messages of 16), neither pages in
+    // fresh memory (640 MB each at 10M nodes).
     let (rw, mw) = (slice.row_width(), slice.message_width());
-
-    let mut local = vec![0f32; n * mw];
-    for u in (0..n).filter(|&u| cx.plan.needs(u, l - 1)) {
-        let degree = cx.rule.degree(l, cx.nodes.in_degree[u]) as f32;
-        slice.message(&rows[u * rw..(u + 1) * rw], degree, &mut local[u * mw..(u + 1) * mw]);
+    let mut buf = transform(cx, l, &slice, input, mw);
+    let (rows, local) = buf.split_at_mut(n * rw);
+    for u in 0..n {
+        let message = &mut local[u * mw..(u + 1) * mw];
+        if cx.plan.needs(u, l - 1) {
+            let degree = cx.rule.degree(l, cx.nodes.in_degree[u]) as f32;
+            slice.message(&rows[u * rw..(u + 1) * rw], degree, message);
+        } else {
+            message.fill(0.0);
+        }
     }
-    let (remote, hub_rows) = push(worker, cx, l, &rows, rw, &local, mw)?;
+    let (remote, hub_rows) = push(worker, cx, l, rows, rw, local, mw)?;
     let messages = Messages { local, remote, n, width: mw };
     let merged = if cx.plan.hub_count[l] > 0 {
         reduce_hubs(worker, cx, l, &slice, &messages, &hub_rows)?
@@ -122,8 +128,10 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     // read, lies in [v fw, (v + 1) fw), below (v + 1) rw (`finish_width <= row_width`): it
     // overwrites rows of nodes up to v only, whose rows are read already (slot order).
     assert!(fw <= rw, "layer {l}: finish width {fw} wider than its rows ({rw})");
-    let mut out = rows;
-    let (mut own, mut finished) = (vec![0f32; rw], vec![0f32; fw]);
+    let out = rows;
+    // One state and one output buffer serve every node (a fresh state a node cost an
+    // allocation, 6% of a layer at 10M nodes).
+    let (mut state, mut finished) = (slice.empty_state(), vec![0f32; fw]);
     let mut done = 0u64;
     let e = cx.nodes.edge_dim;
     for v in 0..n {
@@ -136,9 +144,9 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
         if v + PREFETCH_SLOTS < n {
             cx.plan.in_rows(v + PREFETCH_SLOTS).iter().for_each(|&r| messages.prefetch(r as usize));
         }
-        own.copy_from_slice(&out[v * rw..(v + 1) * rw]);
-        let state = match merged.get(&(v as u32)) {
-            Some(state) => state.clone(),
+        let own = &out[v * rw..(v + 1) * rw];
+        match merged.get(&(v as u32)) {
+            Some(merged) => state.copy_from_slice(merged),
             None => {
                 let (in_rows, features) = (cx.plan.in_rows(v), cx.nodes.sampled_features(v));
                 let edges = cx.rule.selected(l, cx.nodes.sampled(v)).map(|s| Edge {
@@ -147,11 +155,11 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
                     relation: s.relation,
                     coef: s.coef,
                 });
-                fold(&slice, &own, edges, &messages)
+                fold(&slice, own, edges, &messages, &mut state)
             }
-        };
+        }
         let degree = cx.rule.degree(l, cx.nodes.in_degree[v]) as f32;
-        slice.finish(&own, degree, &state, &mut finished);
+        slice.finish(own, degree, &state, &mut finished);
         out[v * fw..(v + 1) * fw].copy_from_slice(&finished);
         done += 1;
         if done.is_multiple_of(8192) {
@@ -162,6 +170,8 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
             }
         }
     }
+    // The messages go with the array's tail.
+    let mut out = buf;
     out.truncate(n * fw);
     out.shrink_to_fit();
     cx.progress.advance(l - 1, done % 8192);
@@ -195,14 +205,14 @@ fn post(cx: &Context, l: usize, finished: Vec<f32>, width: usize) -> Vec<f32> {
 }
 
 /// A layer's messages by row (see `plan`): this worker's nodes', then the remote nodes' it reads.
-struct Messages {
-    local: Vec<f32>,
+struct Messages<'a> {
+    local: &'a [f32],
     remote: Vec<f32>,
     n: usize,
     width: usize,
 }
 
-impl Messages {
+impl Messages<'_> {
     fn row(&self, r: usize) -> &[f32] {
         let w = self.width;
         if r < self.n { &self.local[r * w..(r + 1) * w] } else { &self.remote[(r - self.n) * w..(r - self.n + 1) * w] }
@@ -228,18 +238,24 @@ struct Edge<'a> {
     coef: f32,
 }
 
-/// The folded messages of `edges`, in order, for a destination with transformed row `own`.
-fn fold<'e>(slice: &LayerSlice, own: &[f32], edges: impl Iterator<Item = Edge<'e>>, messages: &Messages) -> Vec<f32> {
-    let mut state = slice.empty_state();
+/// Folds the messages of `edges`, in order, into `state` (cleared first), for a destination
+/// with transformed row `own`.
+fn fold<'e>(
+    slice: &LayerSlice,
+    own: &[f32],
+    edges: impl Iterator<Item = Edge<'e>>,
+    messages: &Messages,
+    state: &mut [f32],
+) {
+    slice.clear_state(state);
     for edge in edges {
         let message = messages.row(edge.row as usize);
         if slice.is_typed() {
-            slice.fold_relation(&mut state, message, edge.relation, edge.coef, edge.features);
+            slice.fold_relation(state, message, edge.relation, edge.coef, edge.features);
         } else {
-            slice.fold(&mut state, own, message, edge.features);
+            slice.fold(state, own, message, edge.features);
         }
     }
-    state
 }
 
 /// A transform's input and output stay under this many bytes: `batch_size` rows of very wide
@@ -255,12 +271,14 @@ pub(crate) fn transform_rows(batch_size: usize, width: usize) -> usize {
 
 /// Step 1: the transformed rows of the nodes whose layer-`l - 1` output is needed (the others'
 /// are zero), written over the input's own array where they fit ([`Input::into_owned`]), else
-/// into a fresh one, by node type for a typed model.
-fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: Input) -> Vec<f32> {
+/// into a fresh one, by node type for a typed model. The array holds `nodes x tail` values
+/// more after the rows, for the caller to overwrite: stale input where the input's array had
+/// room for them, else zeros.
+fn transform(cx: &Context, l: usize, slice: &LayerSlice, input: Input, tail: usize) -> Vec<f32> {
     let owned = if slice.is_typed() { Err(input) } else { input.into_owned(cx.nodes, slice.row_width()) };
     match owned {
-        Ok(owned) => transform_in_place(cx, l, slice, owned),
-        Err(input) => transform_into_new(cx, l, slice, &input),
+        Ok(owned) => transform_in_place(cx, l, slice, owned, tail),
+        Err(input) => transform_into_new(cx, l, slice, &input, tail),
     }
 }
 
@@ -297,8 +315,9 @@ impl Input {
 /// [`transform`] over the input's own array. Row `u`'s output, `rw <= width` values, lies in
 /// `[u rw, (u + 1) rw)`, below input row `u + 1`'s start: slots go in ascending order and a
 /// batch's inputs are copied out before its outputs are written, so a write only ever covers
-/// input rows already read. Rows of nodes the layer does not transform are zeroed at the end.
-fn transform_in_place(cx: &Context, l: usize, slice: &LayerSlice, input: OwnedInput) -> Vec<f32> {
+/// input rows already read. Rows of nodes the layer does not transform are zeroed at the end;
+/// the array is then cut (or grown) to the rows and the `tail`.
+fn transform_in_place(cx: &Context, l: usize, slice: &LayerSlice, input: OwnedInput, tail: usize) -> Vec<f32> {
     let (n, rw) = (cx.nodes.len(), slice.row_width());
     let OwnedInput { values: mut rows, width, normalize } = input;
     let slots: Vec<usize> = (0..n).filter(|&u| cx.plan.needs(u, l - 1)).collect();
@@ -315,7 +334,7 @@ fn transform_in_place(cx: &Context, l: usize, slice: &LayerSlice, input: OwnedIn
         }
         check_abort();
     }
-    rows.truncate(n * rw);
+    rows.resize(n * (rw + tail), 0.0);
     for u in (0..n).filter(|&u| !cx.plan.needs(u, l - 1)) {
         rows[u * rw..(u + 1) * rw].fill(0.0);
     }
@@ -325,9 +344,9 @@ fn transform_in_place(cx: &Context, l: usize, slice: &LayerSlice, input: OwnedIn
 
 /// [`transform`] into a fresh array (a typed input, rows wider than the input's, or an input
 /// someone else holds too).
-fn transform_into_new(cx: &Context, l: usize, slice: &LayerSlice, input: &Input) -> Vec<f32> {
+fn transform_into_new(cx: &Context, l: usize, slice: &LayerSlice, input: &Input, tail: usize) -> Vec<f32> {
     let (n, rw) = (cx.nodes.len(), slice.row_width());
-    let mut rows = vec![0f32; n * rw];
+    let mut rows = vec![0f32; n * (rw + tail)];
     let mut groups = vec![Vec::new(); cx.nodes.widths.len().max(1)];
     for u in (0..n).filter(|&u| cx.plan.needs(u, l - 1)) {
         groups[usize::from(cx.nodes.node_type(u))].push(u);
@@ -435,7 +454,8 @@ fn reduce_hubs(
                 coef: task.coefs.get(i).copied().unwrap_or(1.0),
             }
         });
-        let state = fold(slice, own, edges, messages);
+        let mut state = slice.empty_state();
+        fold(slice, own, edges, messages, &mut state);
         partials.push(Partial { hub: task.hub, salt: task.salt, state });
         check_abort();
     }
