@@ -15,7 +15,7 @@ pub struct Exit {
 
 impl fmt::Debug for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#}", self.error)
+        write!(f, "{}", self.message())
     }
 }
 
@@ -41,10 +41,15 @@ impl Exit {
         Exit { cause, error: anyhow::Error::new(failure).context(context) }
     }
 
+    /// The error and its sources, each once (`schemas::message`), secrets in URIs (user
+    /// information) redacted: they never reach the terminal, a log file or a report.
+    pub fn message(&self) -> String {
+        schemas::redact(&schemas::message::chain_message(self.error.chain()))
+    }
+
     /// Prints the message (ignoring a closed stderr) and exits with the cause's code.
     pub fn exit(self) -> ! {
-        // Secrets in URIs (user information) never reach the terminal or a log file.
-        let _ = writeln!(std::io::stderr(), "error: {}", schemas::redact(&format!("{:#}", self.error)));
+        let _ = writeln!(std::io::stderr(), "error: {}", self.message());
         std::process::exit(self.cause.exit_code())
     }
 }

@@ -38,7 +38,7 @@ impl Ledger {
 
     /// A stage that failed; `outputs` are parsed where they could be.
     pub fn failed(&mut self, io: &Io, stage: Stage, output: &str, outputs: Vec<Place>, exit: &Exit) {
-        let message = schemas::redact(&format!("{:#}", exit.error));
+        let message = exit.message();
         let mut run = StageRun::new(stage, &schemas::redact(output), Outcome::Failed(message));
         // An earlier run's commit is still what readers of the output get.
         if let Some(first) = outputs.first()

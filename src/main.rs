@@ -377,7 +377,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         // The page is a file people attach to tickets: user information in URIs is masked.
         text: schemas::redact(&text),
         cluster: cluster_shape(job.cluster.processes, job.cluster.threads()),
-        failure: result.as_ref().err().map(|e| (e.cause.exit_code(), schemas::redact(&format!("{:#}", e.error)))),
+        failure: result.as_ref().err().map(|e| (e.cause.exit_code(), e.message())),
         version: VERSION.to_owned(),
     };
     let written = ledger.write(&io, info);

@@ -342,6 +342,7 @@ fn a_store_failure_reading_a_model_or_records_is_the_retry_exit() {
             .output()
             .unwrap();
         assert_fails(&out, 75, &[uri]);
+        assert_no_repeats(&out);
         assert!(!text(&out).contains(SECRET));
     }
 }

@@ -503,5 +503,6 @@ fn a_part_shorter_than_its_manifest_is_named_with_its_size() {
         format!("the file holds {} bytes, but its manifest or footer names bytes up to {}", cut.len(), bytes.len());
     assert_fails(&output, 65, &[name, &size]);
     assert_eq!(text(&output).matches(&size).count(), 1, "{}", text(&output));
+    assert_no_repeats(&output);
     assert!(!out.join("_SUCCESS").exists());
 }

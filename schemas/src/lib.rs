@@ -11,6 +11,7 @@ pub mod facts;
 pub mod job;
 pub mod label;
 pub mod layers;
+pub mod message;
 pub mod mix;
 pub mod model;
 pub mod nodes;

@@ -83,15 +83,10 @@ impl Error {
         }
     }
 
-    /// The message with its whole chain of sources, for reports that cross process borders.
+    /// The message with its whole chain of sources, each once (`schemas::message`), for
+    /// reports that cross process borders.
     pub fn chain(&self) -> String {
-        let mut message = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            message.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        message
+        schemas::message::chain_message(schemas::message::sources(self))
     }
 }
 

@@ -207,6 +207,18 @@ pub fn assert_fails(out: &Output, code: i32, words: &[&str]) {
     assert!(!all.contains("panicked") && !all.contains("RUST_BACKTRACE"), "a panic report leaked:\n{all}");
 }
 
+/// The `error:` line of a failed run says each thing once: no link of its chain (the text
+/// between `: `) of 20 characters or more appears twice (errors that print their sources
+/// inside their own message, `object_store`'s among them, would repeat them).
+pub fn assert_no_repeats(out: &Output) {
+    let all = text(out);
+    let line = all.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line:\n{all}"));
+    let mut seen = std::collections::HashSet::new();
+    for link in line.split(": ").filter(|l| l.len() >= 20) {
+        assert!(seen.insert(link), "{link:?} repeated in:\n{line}");
+    }
+}
+
 /// The I/O of a job with the default `[storage]`, for tests that call the libraries directly.
 pub fn local_io() -> std::sync::Arc<::tables::Io> {
     ::tables::Io::new(&schemas::StorageConfig::default()).unwrap()

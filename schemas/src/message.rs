@@ -1,0 +1,73 @@
+//! An error's message as a user reads it: the error, then each of its sources, `: `-separated.
+//!
+//! Many errors print their source inside their own message as well as returning it from
+//! `source()` (`object_store`'s and `reqwest`'s do, and `parquet`'s `External` variant), so
+//! walking the chain as anyhow's `{:#}` does repeats each of them: one failed S3 request read
+//! "Error performing HEAD ... - HTTP error: error sending request" twice, then "HTTP error:
+//! error sending request" twice more. A link whose text the message already holds adds nothing
+//! and is left out; every other link is kept, in order.
+
+use std::fmt::Display;
+
+/// The links of an error chain, outermost first, as one message without repeats.
+pub fn chain_message<T: Display>(chain: impl IntoIterator<Item = T>) -> String {
+    let mut message = String::new();
+    for link in chain {
+        let text = link.to_string();
+        if message.is_empty() {
+            message = text;
+        } else if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
+}
+
+/// `error` and its sources (`Error::source`), outermost first.
+pub fn sources<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that prints its source inside its own message, as `object_store`'s do.
+    #[derive(Debug)]
+    struct Wrapping(std::io::Error);
+
+    impl std::fmt::Display for Wrapping {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "request failed - {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapping {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_source_printed_inside_its_error_is_not_repeated() {
+        let error = Wrapping(std::io::Error::other("connection refused"));
+        assert_eq!(chain_message(sources(&error)), "request failed - connection refused");
+    }
+
+    #[test]
+    fn sources_not_in_the_message_follow_it_in_order() {
+        let inner = std::io::Error::other("disk full");
+        let outer = std::io::Error::other(Wrapping(inner));
+        let chain = ["writing part-0.parquet".to_string(), outer.to_string(), "no space left".to_string()];
+        assert_eq!(
+            chain_message(&chain),
+            "writing part-0.parquet: request failed - disk full: no space left",
+            "each link once, in order"
+        );
+        assert_eq!(chain_message(["a", "", "b"]), "a: b", "an empty link adds nothing");
+        assert_eq!(chain_message(Vec::<String>::new()), "");
+    }
+}
