@@ -333,6 +333,12 @@ fn a_store_failure_reading_a_model_or_records_is_the_retry_exit() {
     for (name, stage, uri) in [
         ("model", Job::infer(&dir, "s3://models/gcn", dir.join("scores")), "s3://models/gcn"),
         ("records", Job::train("s3://graphs/flat", dir.join("model")), "s3://graphs/flat"),
+        // A path that holds the cause's words: the cause is still named at the end.
+        (
+            "cause",
+            Job::train("s3://graphs/Connection refused (os error 111)/flat", dir.join("model")),
+            "s3://graphs/Connection refused (os error 111)/flat",
+        ),
     ] {
         let job = storage.clone().and(stage).write(&dir, name);
         let out = graphflat()
@@ -343,6 +349,8 @@ fn a_store_failure_reading_a_model_or_records_is_the_retry_exit() {
             .unwrap();
         assert_fails(&out, 75, &[uri]);
         assert_no_repeats(&out);
+        let line = text(&out).lines().find(|l| l.starts_with("error: ")).map(str::to_owned).unwrap_or_default();
+        assert!(line.ends_with(": Connection refused (os error 111)"), "the cause, last: {line}");
         assert!(!text(&out).contains(SECRET));
     }
 }

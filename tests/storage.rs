@@ -506,3 +506,18 @@ fn a_part_shorter_than_its_manifest_is_named_with_its_size() {
     assert_no_repeats(&output);
     assert!(!out.join("_SUCCESS").exists());
 }
+
+/// A part its manifest lists that is gone is a missing input (66), named, not bad data.
+#[test]
+fn a_listed_part_that_is_gone_is_a_missing_input() {
+    let dir = scratch("storage-gone-part");
+    let data = dir.join("graph");
+    generate(&data, 2000, 4, 8, 5);
+    let part = parquet_files(&data.join("nodes")).remove(0);
+    std::fs::remove_file(&part).unwrap();
+    let out = dir.join("flat");
+    let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "gone"), TWO);
+    assert_fails(&output, 66, &[part.file_name().unwrap().to_str().unwrap(), "No such file"]);
+    assert_no_repeats(&output);
+    assert!(!out.join("_SUCCESS").exists());
+}

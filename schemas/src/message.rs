@@ -4,22 +4,28 @@
 //! `source()` (`object_store`'s and `reqwest`'s do, and `parquet`'s `External` variant), so
 //! walking the chain as anyhow's `{:#}` does repeats each of them: one failed S3 request read
 //! "Error performing HEAD ... - HTTP error: error sending request" twice, then "HTTP error:
-//! error sending request" twice more. A link whose text the message already holds adds nothing
-//! and is left out; every other link is kept, in order.
+//! error sending request" twice more. A link whose text its parent's (the link before it)
+//! already holds adds nothing and is left out; every other link is kept, in order, even where
+//! its text appears elsewhere in the message (a user's path may read "operation timed out").
 
 use std::fmt::Display;
 
-/// The links of an error chain, outermost first, as one message without repeats.
+/// The links of an error chain, outermost first, as one message, each link left out where its
+/// parent's text holds it.
 pub fn chain_message<T: Display>(chain: impl IntoIterator<Item = T>) -> String {
     let mut message = String::new();
+    let mut parent: Option<String> = None;
     for link in chain {
         let text = link.to_string();
-        if message.is_empty() {
-            message = text;
-        } else if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
+        match &parent {
+            None => message.push_str(&text),
+            Some(parent) if parent.contains(&text) => {}
+            Some(_) => {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
         }
+        parent = Some(text);
     }
     message
 }
@@ -69,5 +75,19 @@ mod tests {
         );
         assert_eq!(chain_message(["a", "", "b"]), "a: b", "an empty link adds nothing");
         assert_eq!(chain_message(Vec::<String>::new()), "");
+    }
+
+    /// Only a link's parent can make it a repeat: a cause whose words also appear earlier (in
+    /// a user's path) is still the cause.
+    #[test]
+    fn a_cause_named_elsewhere_in_the_message_is_kept() {
+        let chain = ["cannot read s3://b/operation timed out/_SUCCESS", "error sending request", "operation timed out"];
+        assert_eq!(
+            chain_message(chain),
+            "cannot read s3://b/operation timed out/_SUCCESS: error sending request: operation timed out"
+        );
+        // A chain where each link prints the next inside it, and one that does not.
+        let nested = ["A - B - C", "B - C", "C", "D", "D"];
+        assert_eq!(chain_message(nested), "A - B - C: D", "a repeat of its parent only");
     }
 }

@@ -63,11 +63,8 @@ impl Error {
     /// Why the job failed, as an exit code tells it.
     pub fn cause(&self) -> Cause {
         match self {
-            Error::BadInput(_)
-            | Error::Parquet { .. }
-            | Error::Arrow { .. }
-            | Error::Decode { .. }
-            | Error::BadData(_) => Cause::BadData,
+            Error::Parquet { source, .. } => missing_cause(source).unwrap_or(Cause::BadData),
+            Error::BadInput(_) | Error::Arrow { .. } | Error::Decode { .. } | Error::BadData(_) => Cause::BadData,
             Error::Uri { .. } | Error::Job(_) => Cause::Usage,
             Error::List { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
             Error::Read { .. } => Cause::NoInput,
@@ -121,6 +118,20 @@ fn store_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
         next = e.source();
     }
     from_a_store.then_some(Cause::Retry)
+}
+
+/// A read that failed because the file is not there or not readable: a part its manifest lists
+/// that was removed, on disk or in a store (66). `None` for anything else, which the bytes
+/// themselves explain (65).
+fn missing_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
+    use std::io::ErrorKind;
+    schemas::message::sources(error).find_map(|e| {
+        let io = e.downcast_ref::<std::io::Error>().map(|io| io.kind());
+        let store = e.downcast_ref::<object_store::Error>();
+        let missing = matches!(io, Some(ErrorKind::NotFound | ErrorKind::PermissionDenied))
+            || matches!(store, Some(object_store::Error::NotFound { .. }));
+        missing.then_some(Cause::NoInput)
+    })
 }
 
 /// An error as it crosses between workers (see `cluster::agree`): bad input keeps its location

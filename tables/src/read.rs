@@ -288,10 +288,11 @@ impl ObjectReader {
     }
 }
 
-/// A local read's error, as its message alone: `External` would print it twice (as itself and
-/// as its source).
+/// A local read's error, its kind kept for the exit code (a part its manifest lists but that
+/// is gone is a missing input, 66: `Error::cause`). `External` prints its source inside its
+/// own message; `schemas::message` prints it once.
 fn local_error(e: std::io::Error) -> ParquetError {
-    ParquetError::General(e.to_string())
+    ParquetError::External(Box::new(e))
 }
 
 fn external(e: object_store::Error) -> ParquetError {
