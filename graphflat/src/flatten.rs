@@ -23,6 +23,7 @@ use tables::parts::PartsOf;
 
 use crate::error::Error;
 use crate::links::flatten_links;
+use crate::record::AssembledColumns;
 use crate::round::{Request, rounds};
 use crate::write::{RecordStats, write_batches};
 
@@ -219,8 +220,9 @@ fn flatten_targets(
         .chunks(config.batch_size)
         .map(|batch| batch.iter().map(|&root| Request { root, node: root, hop: 0 }).collect())
         .collect();
+    let columns = AssembledColumns::of(&nodes);
     let (nodes, layers): (_, Rc<[Layers]>) = (Rc::new(nodes), Rc::from(layers));
-    write_batches(worker, config, schema, output, batches, move |scope, requests| {
+    write_batches(worker, config, schema, output, batches, columns, move |scope, requests| {
         rounds(scope, requests, nodes, layers, progress)
     })
 }

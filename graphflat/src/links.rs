@@ -41,7 +41,9 @@ use timely::dataflow::{Scope, StreamVec};
 use arrow_schema::SchemaRef;
 
 use crate::error::Error;
+use crate::record::{self, Gathered, Scratch};
 use crate::round::{Request, rounds};
+use crate::sink::LinkRows;
 use crate::write::{RecordStats, write_batches};
 
 /// A supervision edge with its negatives, at the worker that owns its source.
@@ -111,7 +113,7 @@ pub fn flatten_links(
     let batches: Vec<Vec<Task>> = tasks.chunks(per_batch).map(<[Task]>::to_vec).collect();
     let (nodes, layers, progress) = (Rc::new(nodes), Rc::from(layers), worker.progress.clone());
     let disjoint = link.disjoint_train;
-    write_batches(worker, config, schema, output, batches, move |scope, tasks| {
+    write_batches(worker, config, schema, output, batches, LinkRows::default(), move |scope, tasks| {
         link_dataflow(scope, tasks, nodes, layers, progress, disjoint)
     })
 }
@@ -141,7 +143,8 @@ fn link_dataflow<'s>(
             }
         })
         .exchange(|n: &Need| owner_key(n.root));
-    let records = rounds(scope, dedupe(needs.clone()), nodes, layers, progress);
+    let typed = record::edge_widths(&nodes);
+    let records = assembled(rounds(scope, dedupe(needs.clone()), nodes, layers, progress), typed);
     let delivered = fan_out(records, needs);
     assemble(tasks, delivered, disjoint_train)
 }
@@ -180,6 +183,21 @@ fn dedupe<'s>(needs: StreamVec<'s, u64, Need>) -> StreamVec<'s, u64, Request> {
                 }
             });
             started.retain(|t, _| frontier.less_equal(t));
+        }
+    })
+}
+
+/// Each endpoint's record, assembled from what the rounds gathered.
+fn assembled<'s>(gathered: StreamVec<'s, u64, Gathered>, typed: Option<Vec<usize>>) -> StreamVec<'s, u64, Record> {
+    gathered.unary::<CapacityContainerBuilder<Vec<Record>>, _, _, _>(Pipeline, "AssembleEndpoints", move |_, _| {
+        let mut scratch = Scratch::default();
+        move |input, output| {
+            input.for_each(|cap, data| {
+                let mut session = output.session(&cap);
+                for g in data.drain(..) {
+                    session.give(record::assemble(g, typed.as_deref(), &mut scratch));
+                }
+            });
         }
     })
 }

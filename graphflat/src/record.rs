@@ -1,11 +1,19 @@
-//! A flattened record assembled from the pieces the rounds gather. The record itself, and its
-//! Arrow layout, are the contract in `schemas::record`.
+//! A flattened record assembled from the pieces the rounds gather: straight into a batch's
+//! columns for node records ([`AssembledColumns`], on the writer's thread), or as a [`Record`]
+//! for a link record's endpoints. The record itself, and its Arrow layout, are the contract in
+//! `schemas::record`.
 
 use std::ops::Range;
+use std::sync::Arc;
 
+use arrow_array::RecordBatch;
+use arrow_schema::{ArrowError, SchemaRef};
 use cluster::hash::IdMap;
-
+use sampling::NodeStore;
+use schemas::record::RecordColumns;
 use schemas::{Label, Record, Split, typed};
+
+use crate::sink::{Columns, Row};
 
 /// One node of a record as it arrives: its hop, full in-degree and where its features are in
 /// the record's gathered features.
@@ -36,21 +44,102 @@ pub struct Gathered {
     pub edge_features: Vec<f32>,
 }
 
-/// [`assemble`]'s working memory, kept between records: its maps and lists would otherwise be
-/// allocated and freed once per record (a 1M-node job assembles a million).
-#[derive(Debug, Default)]
+/// [`assemble_into`]'s working memory, kept between records: its maps and lists would otherwise
+/// be allocated and freed once per record (a 1M-node job assembles a million).
+#[derive(Debug, Clone, Default)]
 pub struct Scratch {
     local: IdMap<i64, i32>,
     local_edges: Vec<(i32, i32, f32, u32, usize, u8)>,
 }
 
+/// Where an assembled record goes, node by node and edge by edge: a batch's columns
+/// ([`RecordColumns`]) or a [`Record`] of its own ([`RecordBuilder`]).
+pub trait RecordSink {
+    fn start(&mut self, root: i64, label: Option<Label>, split: Option<Split>);
+    /// A node, root first, then by (hop, id); a typed record's nodes carry their type.
+    fn node(&mut self, id: i64, hop: u8, in_degree: i64, features: &[f32], node_type: Option<u8>);
+    /// An edge by local indices, in the record's edge order; a typed record's carry their
+    /// relation.
+    fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>);
+}
+
+impl RecordSink for RecordColumns {
+    fn start(&mut self, root: i64, label: Option<Label>, split: Option<Split>) {
+        RecordColumns::start(self, root, label, split);
+    }
+
+    fn node(&mut self, id: i64, hop: u8, in_degree: i64, features: &[f32], node_type: Option<u8>) {
+        RecordColumns::node(self, id, hop, in_degree, features, node_type);
+    }
+
+    fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>) {
+        RecordColumns::edge(self, src, dst, weight, layers, features, relation);
+    }
+}
+
+/// One [`Record`] built by [`assemble_into`].
+#[derive(Debug, Default)]
+pub struct RecordBuilder {
+    pub record: Record,
+    /// Whether edges record where their features start (a typed graph with edge features).
+    edge_feature_at: bool,
+}
+
+impl RecordSink for RecordBuilder {
+    fn start(&mut self, root: i64, label: Option<Label>, split: Option<Split>) {
+        self.record = Record { root, label, split, ..Record::default() };
+        if self.edge_feature_at {
+            self.record.edge_feature_at.push(0);
+        }
+    }
+
+    fn node(&mut self, id: i64, hop: u8, in_degree: i64, features: &[f32], node_type: Option<u8>) {
+        let r = &mut self.record;
+        r.node_ids.push(id);
+        r.hops.push(hop);
+        r.in_degrees.push(in_degree);
+        r.features.extend_from_slice(features);
+        if let Some(t) = node_type {
+            r.node_types.push(t);
+            if r.feature_at.is_empty() {
+                r.feature_at.push(0);
+            }
+            r.feature_at.push(r.features.len() as u32);
+        }
+    }
+
+    fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>) {
+        let r = &mut self.record;
+        r.edge_src.push(src);
+        r.edge_dst.push(dst);
+        r.edge_weights.push(weight);
+        r.edge_layers.push(layers);
+        r.edge_features.extend_from_slice(features);
+        if let Some(relation) = relation {
+            r.edge_relations.push(relation);
+        }
+        if self.edge_feature_at {
+            r.edge_feature_at.push(r.edge_features.len() as u32);
+        }
+    }
+}
+
+/// The record of `gathered`, as [`assemble_into`] lays it out.
+pub fn assemble(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scratch) -> Record {
+    let edge_feature_at = typed.is_some_and(|widths| widths.iter().any(|&w| w > 0));
+    let mut builder = RecordBuilder { edge_feature_at, ..RecordBuilder::default() };
+    assemble_into(gathered, typed, scratch, &mut builder);
+    builder.record
+}
+
 /// Orders the gathered nodes root first, then by (hop, id), and maps edges to local indices
 /// sorted by (dst, src, relation, weight, layers, features' bits), each keeping its features:
-/// the layout depends only on the content. In a `typed` graph (`Some` of each relation's edge feature width) the ids
-/// are typed keys (`schemas::typed`): nodes are ordered by (hop, key), and the record holds
-/// each node's plain id and type, each edge's relation, each node's features at its type's
-/// width and each edge's at its relation's (the gathered ones are padded to the widest).
-pub fn assemble(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scratch) -> Record {
+/// the layout depends only on the content. In a `typed` graph (`Some` of each relation's edge
+/// feature width) the ids are typed keys (`schemas::typed`): nodes are ordered by (hop, key),
+/// and the record holds each node's plain id and type, each edge's relation, each node's
+/// features at its type's width and each edge's at its relation's (the gathered ones are
+/// padded to the widest).
+pub fn assemble_into(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scratch, out: &mut impl RecordSink) {
     let Gathered { root, label, split, mut nodes, features: node_features, edges, edge_features } = gathered;
     // Unstable sorts (no buffer to allocate): ids are distinct, and edges that compare equal
     // are the same values.
@@ -72,45 +161,72 @@ pub fn assemble(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scrat
             features_of(a.4).iter().map(|v| v.to_bits()).cmp(features_of(b.4).iter().map(|v| v.to_bits()))
         })
     });
-    let mut sorted_features = Vec::with_capacity(edge_features.len());
-    let mut edge_feature_at = Vec::new();
-    match typed {
-        Some(widths) if widths.iter().any(|&w| w > 0) => {
-            edge_feature_at.push(0);
-            for e in local_edges.iter() {
-                sorted_features.extend_from_slice(&features_of(e.4)[..widths[usize::from(e.5)]]);
-                edge_feature_at.push(sorted_features.len() as u32);
-            }
-        }
-        _ => local_edges.iter().for_each(|e| sorted_features.extend_from_slice(features_of(e.4))),
-    }
-    // Whole-slice copies: a flat_map over the values copies them one at a time.
-    let mut features = Vec::with_capacity(node_features.len());
-    nodes.iter().for_each(|n| features.extend_from_slice(&node_features[n.features.clone()]));
-    let (mut node_types, mut feature_at, mut edge_relations) = (Vec::new(), Vec::new(), Vec::new());
-    if typed.is_some() {
-        node_types = nodes.iter().map(|n| typed::unpack(n.id).0).collect();
-        feature_at.push(0);
-        nodes.iter().for_each(|n| feature_at.push(feature_at[feature_at.len() - 1] + n.features.len() as u32));
-        edge_relations = local_edges.iter().map(|e| e.5).collect();
-    }
     let plain = |id: i64| if typed.is_some() { typed::unpack(id).1 } else { id };
-    Record {
-        root: plain(root),
-        label,
-        split,
-        node_ids: nodes.iter().map(|n| plain(n.id)).collect(),
-        hops: nodes.iter().map(|n| n.hop).collect(),
-        in_degrees: nodes.iter().map(|n| n.in_degree as i64).collect(),
-        features,
-        edge_src: local_edges.iter().map(|e| e.1).collect(),
-        edge_dst: local_edges.iter().map(|e| e.0).collect(),
-        edge_weights: local_edges.iter().map(|e| e.2).collect(),
-        edge_layers: local_edges.iter().map(|e| e.3).collect(),
-        edge_features: sorted_features,
-        node_types,
-        feature_at,
-        edge_relations,
-        edge_feature_at,
+    out.start(plain(root), label, split);
+    for n in &nodes {
+        let node_type = typed.map(|_| typed::unpack(n.id).0);
+        out.node(plain(n.id), n.hop, n.in_degree as i64, &node_features[n.features.clone()], node_type);
+    }
+    // A typed graph with edge features keeps each edge's relation's width of them.
+    let widths = typed.filter(|widths| widths.iter().any(|&w| w > 0));
+    for &(dst, src, weight, layers, i, relation) in local_edges.iter() {
+        let features = features_of(i);
+        let features = widths.map_or(features, |w| &features[..w[usize::from(relation)]]);
+        out.edge(src, dst, weight, layers, features, typed.map(|_| relation));
+    }
+}
+
+/// A lane's columns for records the rounds gathered: each is assembled straight into them, so
+/// no [`Record`] is built between the rounds and the Arrow batch.
+#[derive(Debug, Clone, Default)]
+pub struct AssembledColumns {
+    columns: RecordColumns,
+    scratch: Scratch,
+    /// A typed graph's edge feature width for each relation.
+    typed: Option<Arc<[usize]>>,
+}
+
+impl AssembledColumns {
+    /// Columns for the records of `nodes`' graph.
+    pub fn of(nodes: &NodeStore) -> Self {
+        AssembledColumns { typed: edge_widths(nodes).map(Arc::from), ..AssembledColumns::default() }
+    }
+}
+
+/// A typed graph's edge feature width for each relation, as [`assemble_into`] takes them
+/// (`None` for a homogeneous graph).
+pub fn edge_widths(nodes: &NodeStore) -> Option<Vec<usize>> {
+    nodes.is_typed().then(|| nodes.relation_edges.dims.clone())
+}
+
+impl Columns<Gathered> for AssembledColumns {
+    fn push(&mut self, row: Gathered) -> usize {
+        let before = self.columns.bytes();
+        assemble_into(row, self.typed.as_deref(), &mut self.scratch, &mut self.columns);
+        self.columns.bytes() - before
+    }
+
+    fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+        self.columns.take_batch(schema)
+    }
+}
+
+impl Row for Gathered {
+    type Columns = AssembledColumns;
+
+    fn sizes(&self) -> (u64, u64) {
+        (self.nodes.len() as u64, self.edges.len() as u64)
+    }
+
+    fn sort(rows: &mut [Self]) {
+        rows.sort_by_cached_key(|r| r.root);
+    }
+
+    fn split(&self) -> Option<Split> {
+        self.split
     }
 }

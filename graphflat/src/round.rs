@@ -29,13 +29,13 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::core::OkErr;
 use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::record::{Gathered, GatheredNode, Scratch, assemble};
+use crate::record::{Gathered, GatheredNode};
 use cluster::owner_key;
 use sampling::NodeStore;
-use schemas::Record;
 use schemas::layers::Layers;
 use stage::Progress;
 
@@ -326,18 +326,17 @@ fn merge<'s>(
     )
 }
 
-/// Builds the rounds: batch requests (`root`, `root`, 0) in, finished records out, at the
-/// owner of each root. `layers` holds each relation's rule (one for a homogeneous graph).
+/// Builds the rounds: batch requests (`root`, `root`, 0) in, each record's gathered pieces
+/// out (to be assembled: `crate::record`), at the owner of each root. `layers` holds each
+/// relation's rule (one for a homogeneous graph).
 pub fn rounds<'s>(
     scope: Scope<'s, u64>,
     targets: StreamVec<'s, u64, Request>,
     nodes: Rc<NodeStore>,
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
-) -> StreamVec<'s, u64, Record> {
+) -> StreamVec<'s, u64, Gathered> {
     let hops = layers[0].hops();
-    // A typed graph's relation edge widths: each edge keeps its relation's features only.
-    let typed = nodes.is_typed().then(|| nodes.relation_edges.dims.clone());
     let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
     let mut requests = targets;
     for hop in 0..=hops {
@@ -346,15 +345,6 @@ pub fn rounds<'s>(
         partials = next_partials;
         requests = next_requests;
     }
-    partials.unary::<CapacityContainerBuilder<Vec<Record>>, _, _, _>(Pipeline, "Assemble", move |_, _| {
-        let mut scratch = Scratch::default();
-        move |input, output| {
-            input.for_each(|cap, data| {
-                let mut session = output.session(&cap);
-                for p in data.drain(..) {
-                    session.give(assemble(p.gathered, typed.as_deref(), &mut scratch));
-                }
-            });
-        }
-    })
+    // The set of seen nodes is dropped here, where it was allocated.
+    partials.map(|p| p.gathered)
 }

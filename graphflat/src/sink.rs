@@ -1,5 +1,5 @@
-//! Writes one worker's records as part files (see [`tables::parts`]), converting them to Arrow
-//! batches of about [`BATCH_BYTES`].
+//! Writes one worker's records as part files (see [`tables::parts`]): [`Lanes`] lay the rows out
+//! in Arrow batches of about [`BATCH_BYTES`], an [`Encoder`] writes them.
 //!
 //! **Each row group holds the records of one split** (`train`, `valid`, `test`, or none): records
 //! wait in a lane per split until the lane holds a row group's worth ([`ROW_GROUP_DECODED_BYTES`])
@@ -18,7 +18,7 @@ use parquet::schema::types::ColumnPath;
 
 use crate::error::Error;
 use schemas::Split;
-use schemas::record::{LinkRecord, Record, links_to_batch, to_batch};
+use schemas::record::{LinkRecord, Record, RecordColumns, links_to_batch};
 use tables::Io;
 use tables::commit::PartEntry;
 use tables::parts::{PartWriter as Parts, PartsOf, part_properties};
@@ -30,6 +30,10 @@ const BATCH_BYTES: usize = 8 << 20;
 /// the file than in memory, which the writer's own row-group limit measures. The lanes hold up
 /// to [`LANES`] times this.
 const ROW_GROUP_DECODED_BYTES: usize = 32 << 20;
+/// The dictionary of feature values a column chunk builds before it falls back to plain
+/// pages: 32,768 distinct values. Few-valued features (Cora's 0/1) never reach it; many-valued
+/// ones (random floats) stop hashing every value into it sooner than parquet's 1 MB default.
+const DICTIONARY_BYTES: usize = 128 << 10;
 /// Lanes of records waiting for their row group: one per split, and one for records without.
 const LANES: usize = 4;
 
@@ -38,10 +42,11 @@ fn feature_values() -> ColumnPath {
     ColumnPath::new([schemas::record::NODE_FEATURES, "list", "item", "list", "item"].map(String::from).to_vec())
 }
 
-/// A row of a record table: a node record or a link record.
+/// A row of a record table: a node record (as a [`Record`], or as the pieces the rounds
+/// gathered for it) or a link record.
 pub trait Row: Clone + Send + 'static {
-    /// Roughly the bytes it takes in memory, for batching writes.
-    fn size_bytes(&self) -> usize;
+    /// The columns a lane lays its rows out in until they become a batch.
+    type Columns: Columns<Self>;
     /// Its nodes and edges, for the summary.
     fn sizes(&self) -> (u64, u64);
     /// Rows of one batch in the order they are written: by content, so parts are the same
@@ -49,13 +54,19 @@ pub trait Row: Clone + Send + 'static {
     fn sort(rows: &mut [Self]);
     /// Its split: a row group holds the rows of one split.
     fn split(&self) -> Option<Split>;
-    fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError>;
+}
+
+/// Rows laid out for one Arrow batch. A lane starts from a clone of the writer's empty one.
+pub trait Columns<R>: Clone + Send + 'static {
+    /// Lays out `row`; returns the bytes it adds (as `Record::size_bytes` counts them).
+    fn push(&mut self, row: R) -> usize;
+    fn is_empty(&self) -> bool;
+    /// The rows so far as one batch of `schema`, leaving the columns empty.
+    fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError>;
 }
 
 impl Row for Record {
-    fn size_bytes(&self) -> usize {
-        Record::size_bytes(self)
-    }
+    type Columns = RecordColumns;
 
     fn sizes(&self) -> (u64, u64) {
         (self.num_nodes() as u64, self.num_edges() as u64)
@@ -69,16 +80,26 @@ impl Row for Record {
     fn split(&self) -> Option<Split> {
         self.split
     }
+}
 
-    fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
-        to_batch(rows, schema)
+impl Columns<Record> for RecordColumns {
+    fn push(&mut self, row: Record) -> usize {
+        let before = self.bytes();
+        RecordColumns::push(self, &row);
+        self.bytes() - before
+    }
+
+    fn is_empty(&self) -> bool {
+        RecordColumns::is_empty(self)
+    }
+
+    fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+        RecordColumns::take_batch(self, schema)
     }
 }
 
 impl Row for LinkRecord {
-    fn size_bytes(&self) -> usize {
-        LinkRecord::size_bytes(self)
-    }
+    type Columns = LinkRows;
 
     fn sizes(&self) -> (u64, u64) {
         (self.num_nodes() as u64, self.num_edges() as u64)
@@ -92,39 +113,73 @@ impl Row for LinkRecord {
     fn split(&self) -> Option<Split> {
         self.split
     }
+}
 
-    fn to_batch(rows: &[Self], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
-        links_to_batch(rows, schema)
+/// Link records wait as rows and become a batch together (`links_to_batch`).
+#[derive(Debug, Clone, Default)]
+pub struct LinkRows(Vec<LinkRecord>);
+
+impl Columns<LinkRecord> for LinkRows {
+    fn push(&mut self, row: LinkRecord) -> usize {
+        let bytes = row.size_bytes();
+        self.0.push(row);
+        bytes
     }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+        let batch = links_to_batch(&self.0, schema);
+        self.0.clear();
+        batch
+    }
+}
+
+/// What the lanes hand the encoder, in order: a batch of the open row group, or its end.
+#[derive(Debug)]
+pub enum Piece {
+    /// A batch, and the bytes its rows held as [`Columns::push`] counted them.
+    Batch(RecordBatch, usize),
+    EndRowGroup,
 }
 
 /// Rows of one split waiting for their row group: Arrow batches of about [`BATCH_BYTES`], and
-/// the rows of the next one. Rows become a batch as soon as there are enough of them: rows
-/// held until their row group closes (up to 32 MB of small allocations a lane) made the 1M-node
-/// flatten about 8% slower, most of it in the allocator.
-struct Lane<R> {
-    batches: Vec<RecordBatch>,
-    rows: Vec<R>,
-    /// Roughly the bytes of `rows`, and of everything in the lane, in memory.
-    row_bytes: usize,
+/// the columns of the next one. Rows are laid out as they arrive: rows held until their row
+/// group closes (up to 32 MB of small allocations a lane) made the 1M-node flatten about 8%
+/// slower, most of it in the allocator.
+struct Lane<C> {
+    batches: Vec<(RecordBatch, usize)>,
+    columns: C,
+    /// Roughly the bytes of `columns`, and of everything in the lane, in memory.
+    column_bytes: usize,
     bytes: usize,
 }
 
-impl<R> Default for Lane<R> {
-    fn default() -> Self {
-        Lane { batches: Vec::new(), rows: Vec::new(), row_bytes: 0, bytes: 0 }
+impl<C> Lane<C> {
+    /// Turns the lane's columns into a batch.
+    fn convert<R>(&mut self, schema: &SchemaRef) -> Result<(), ArrowError>
+    where
+        C: Columns<R>,
+    {
+        if !self.columns.is_empty() {
+            self.batches.push((self.columns.take_batch(schema)?, self.column_bytes));
+            self.column_bytes = 0;
+        }
+        Ok(())
     }
-}
 
-impl<R: Row> Lane<R> {
-    /// Turns the lane's rows into a batch.
-    fn convert(&mut self, parts: &Parts) -> Result<(), Error> {
-        if !self.rows.is_empty() {
-            let batch = R::to_batch(&self.rows, parts.schema())
-                .map_err(|source| Error::Arrow { file: parts.current_name(), source })?;
-            self.batches.push(batch);
-            self.rows.clear();
-            self.row_bytes = 0;
+    /// The lane's rows as the pieces of one row group, the lane left empty.
+    fn close<R>(&mut self, schema: &SchemaRef, out: &mut Vec<Piece>) -> Result<(), ArrowError>
+    where
+        C: Columns<R>,
+    {
+        self.convert(schema)?;
+        self.bytes = 0;
+        if !self.batches.is_empty() {
+            out.extend(self.batches.drain(..).map(|(batch, bytes)| Piece::Batch(batch, bytes)));
+            out.push(Piece::EndRowGroup);
         }
         Ok(())
     }
@@ -139,12 +194,49 @@ fn lane_of(split: Option<Split>) -> usize {
     }
 }
 
-pub struct PartWriter<R: Row = Record> {
-    parts: Parts,
-    lanes: [Lane<R>; LANES],
+/// One worker's rows laid out in a lane per split, cut into batches and row groups: the
+/// pieces an [`Encoder`] writes. Laying out (assembling a node record into its columns) runs
+/// where the rows are made; encoding and compressing can run on a thread of their own
+/// (`crate::writer_thread`).
+pub struct Lanes<R: Row = Record> {
+    schema: SchemaRef,
+    lanes: [Lane<R::Columns>; LANES],
 }
 
-impl<R: Row> PartWriter<R> {
+impl<R: Row> Lanes<R> {
+    /// Lanes that lay rows out in clones of `columns` (empty), for batches of `schema`.
+    pub fn new(schema: SchemaRef, columns: R::Columns) -> Self {
+        let lane = || Lane { batches: Vec::new(), columns: columns.clone(), column_bytes: 0, bytes: 0 };
+        Lanes { schema, lanes: std::array::from_fn(|_| lane()) }
+    }
+
+    /// Lays out `row`; any batch or row group it completes goes to `out`.
+    pub fn push(&mut self, row: R, out: &mut Vec<Piece>) -> Result<(), ArrowError> {
+        let held = &mut self.lanes[lane_of(row.split())];
+        let bytes = held.columns.push(row);
+        held.column_bytes += bytes;
+        held.bytes += bytes;
+        if held.column_bytes >= BATCH_BYTES {
+            held.convert(&self.schema)?;
+        }
+        if held.bytes >= ROW_GROUP_DECODED_BYTES {
+            held.close(&self.schema, out)?;
+        }
+        Ok(())
+    }
+
+    /// What the lanes hold, in lane order, a row group each.
+    pub fn finish(&mut self, out: &mut Vec<Piece>) -> Result<(), ArrowError> {
+        self.lanes.iter_mut().try_for_each(|lane| lane.close(&self.schema, out))
+    }
+}
+
+/// Writes the pieces of one worker's records as part files.
+pub struct Encoder {
+    parts: Parts,
+}
+
+impl Encoder {
     pub fn new(io: Arc<Io>, to: PartsOf, schema: SchemaRef, part_limit: u64) -> Self {
         // Chunk statistics on root_id only, where readers can prune by it. Dictionary pages on
         // the feature values: low-cardinality features (Cora's 0/1) become bit-packed indices
@@ -153,25 +245,16 @@ impl<R: Row> PartWriter<R> {
         let props = part_properties()
             .set_column_statistics_enabled(ColumnPath::from(schemas::record::ROOT_ID), EnabledStatistics::Chunk)
             .set_column_dictionary_enabled(feature_values(), true)
+            .set_column_dictionary_page_size_limit(feature_values(), DICTIONARY_BYTES)
             .build();
-        let parts = Parts::new(io, to, schema, props, part_limit);
-        PartWriter { parts, lanes: Default::default() }
+        Encoder { parts: Parts::new(io, to, schema, props, part_limit) }
     }
 
-    pub fn push(&mut self, record: R) -> Result<(), Error> {
-        let lane = lane_of(record.split());
-        let held = &mut self.lanes[lane];
-        let bytes = record.size_bytes();
-        held.rows.push(record);
-        held.row_bytes += bytes;
-        held.bytes += bytes;
-        if held.row_bytes >= BATCH_BYTES {
-            held.convert(&self.parts)?;
+    pub fn write(&mut self, piece: Piece) -> Result<(), Error> {
+        match piece {
+            Piece::Batch(batch, _) => self.parts.write(&batch),
+            Piece::EndRowGroup => self.parts.end_row_group(),
         }
-        if held.bytes >= ROW_GROUP_DECODED_BYTES {
-            self.write_lane(lane)?;
-        }
-        Ok(())
     }
 
     /// Bytes this writer has produced so far, counting the open part.
@@ -192,24 +275,8 @@ impl<R: Row> PartWriter<R> {
         self.parts.parts.clone()
     }
 
-    /// Writes a lane's rows as one row group.
-    fn write_lane(&mut self, lane: usize) -> Result<(), Error> {
-        let mut held = std::mem::take(&mut self.lanes[lane]);
-        held.convert(&self.parts)?;
-        if held.batches.is_empty() {
-            return Ok(());
-        }
-        for batch in held.batches {
-            self.parts.write(&batch)?;
-        }
-        self.parts.end_row_group()
-    }
-
-    /// Writes what the lanes hold, in lane order, and closes the open part.
+    /// Closes the open part.
     pub fn finish(&mut self) -> Result<(), Error> {
-        for lane in 0..LANES {
-            self.write_lane(lane)?;
-        }
         self.parts.finish()
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use arrow_schema::SchemaRef;
+use arrow_schema::{ArrowError, SchemaRef};
 use cluster::{all_gather, wait_while};
 use sampling::agree;
 use schemas::FlattenConfig;
@@ -21,8 +21,8 @@ use timely::dataflow::{InputHandleVec, ProbeHandle, Scope, StreamVec};
 use schemas::facts::Log2Counts;
 
 use crate::error::Error;
-use crate::sink::{PartWriter, Row};
-use crate::writer_thread::WriterThread;
+use crate::sink::{Encoder, Lanes, Piece, Row};
+use crate::writer_thread::{Finished, WriterThread};
 
 /// The records' sizes on one worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -49,14 +49,16 @@ impl RecordStats {
 
 /// Runs `batches` through the dataflow that `build` makes, one timely epoch per batch with at
 /// most `max_in_flight` in flight, and writes the rows it emits to parts, each batch sorted
-/// (`Row::sort`) once it is complete, so parts are the same every run. Every worker calls
-/// this at the same point; a worker with fewer batches sends empty epochs.
+/// (`Row::sort`) once it is complete, so parts are the same every run, and laid out in clones
+/// of `columns`. Every worker calls this at the same point; a worker with fewer batches sends
+/// empty epochs.
 pub(crate) fn write_batches<I, R>(
     worker: &mut Worker,
     config: &FlattenConfig,
     schema: SchemaRef,
     output: &PartsOf,
     batches: Vec<Vec<I>>,
+    columns: R::Columns,
     build: impl for<'s> FnOnce(Scope<'s, u64>, StreamVec<'s, u64, I>) -> StreamVec<'s, u64, R>,
 ) -> Result<Written<RecordStats>, Error>
 where
@@ -71,8 +73,10 @@ where
     let written: Rc<RefCell<Written<RecordStats>>> = Rc::default();
     let failure: Rc<RefCell<Option<Error>>> = Rc::default();
     let finished = Rc::new(Cell::new(false));
-    let parts = PartWriter::<R>::new(worker.io.clone(), output.clone(), schema, config.part_size_mb << 20);
-    let mut writer = Some(WriterThread::spawn(parts, format!("graphflat:writer-{index}"))?);
+    let encoder = Encoder::new(worker.io.clone(), output.clone(), schema.clone(), config.part_size_mb << 20);
+    let thread = WriterThread::spawn(encoder, format!("graphflat:writer-{index}"))?;
+    let lanes = Lanes::<R>::new(schema, columns);
+    let mut writer = Some(Writer { lanes, thread: Some(thread), output: output.dir.shown() });
 
     let mut input = InputHandleVec::<u64, I>::new();
     let probe = ProbeHandle::new();
@@ -101,16 +105,16 @@ where
                         written.own.add(row.sizes());
                     }
                     progress.advance(0, rows.len() as u64);
-                    // A stopped writer says why when it is finished.
-                    if let Some(thread) = writer.as_mut()
-                        && thread.push(rows).is_err()
+                    if let Some(w) = writer.as_mut()
+                        && let Err(e) = w.write(rows)
                     {
-                        let stopped = writer.take().map(WriterThread::finish);
-                        *failure.borrow_mut() = stopped.and_then(Result::err);
+                        // The writer is dropped: its thread stops without closing its part.
+                        writer = None;
+                        *failure.borrow_mut() = Some(e);
                     }
                 }
                 if frontier.is_empty() && !finished.get() {
-                    match writer.take().map(WriterThread::finish) {
+                    match writer.take().map(Writer::finish) {
                         Some(Ok(done)) => {
                             progress.add_bytes(done.bytes_written.saturating_sub(counted));
                             counted = done.bytes_written;
@@ -124,7 +128,7 @@ where
                     }
                     finished.set(true);
                 }
-                let now = writer.as_ref().map_or(counted, WriterThread::bytes_so_far);
+                let now = writer.as_ref().and_then(|w| w.thread.as_ref()).map_or(counted, WriterThread::bytes_so_far);
                 progress.add_bytes(now.saturating_sub(counted));
                 counted = now;
             });
@@ -149,4 +153,53 @@ where
     let failure = failure.take();
     agree(timely, failure.map_or(Ok(()), Err))?;
     Ok(written.take())
+}
+
+/// A worker's records on their way to parts: laid out in lanes here, encoded on the thread.
+struct Writer<R: Row> {
+    lanes: Lanes<R>,
+    /// `None` once it has stopped.
+    thread: Option<WriterThread>,
+    /// The output, for errors about a batch headed there.
+    output: String,
+}
+
+impl<R: Row> Writer<R> {
+    /// Lays out a batch's rows and hands the thread the pieces they complete.
+    fn write(&mut self, rows: Vec<R>) -> Result<(), Error> {
+        let mut pieces = Vec::new();
+        for row in rows {
+            self.lanes.push(row, &mut pieces).map_err(|source| self.arrow(source))?;
+        }
+        self.hand_over(pieces)
+    }
+
+    /// Writes what the lanes hold, closes the open part and returns the account.
+    fn finish(mut self) -> Result<Finished, Error> {
+        let mut pieces = Vec::new();
+        self.lanes.finish(&mut pieces).map_err(|source| self.arrow(source))?;
+        self.hand_over(pieces)?;
+        self.thread.take().map_or_else(|| Err(stopped()), WriterThread::finish)
+    }
+
+    fn hand_over(&mut self, pieces: Vec<Piece>) -> Result<(), Error> {
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let Some(thread) = self.thread.as_mut() else { return Err(stopped()) };
+        if thread.push(pieces).is_err() {
+            // A stopped thread says why when it is finished.
+            let error = self.thread.take().map(WriterThread::finish).and_then(Result::err);
+            return Err(error.unwrap_or_else(stopped));
+        }
+        Ok(())
+    }
+
+    fn arrow(&self, source: ArrowError) -> Error {
+        Error::Arrow { file: self.output.clone(), source }
+    }
+}
+
+fn stopped() -> Error {
+    Error::Internal("the record writer stopped without saying why".into())
 }

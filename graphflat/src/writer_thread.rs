@@ -1,13 +1,14 @@
-//! A worker's [`PartWriter`] on a thread of its own, so that encoding and compressing the
-//! records (about half a flatten's work: Arrow conversion, Parquet levels and pages, zstd)
-//! runs beside the rounds instead of between them.
+//! A worker's [`Encoder`] on a thread of its own, so that encoding and compressing the
+//! records (Parquet levels and pages, zstd: about a third of a flatten's work) runs beside the
+//! rounds instead of between them. The worker lays its records out in Arrow batches
+//! (`crate::sink::Lanes`) and hands the thread the pieces.
 //!
 //! Invariants:
-//! - **The same bytes as writing in place.** The worker hands over each batch of rows in the
-//!   order it would have pushed them, and one thread pushes them in that order.
-//! - **Bounded memory.** The rows waiting between the worker and the thread hold at most
-//!   [`QUEUED_BYTES`] (or one batch, however large); a worker that gets ahead waits for the
-//!   thread.
+//! - **The same bytes as writing in place.** The worker hands over the pieces in the order it
+//!   would have written them, and one thread writes them in that order.
+//! - **Bounded memory.** The pieces waiting between the worker and the thread hold at most
+//!   [`QUEUED_BYTES`] of rows (or one hand-over, however large); a worker that gets ahead waits
+//!   for the thread.
 //! - **Nothing is written after a failure.** The thread closes the open part only on
 //!   [`WriterThread::finish`]; a worker that unwinds stops the queue, and the thread stops after
 //!   the batch in hand, writing none of the batches still queued and without closing its part (as an in-place writer dropped mid-part does).
@@ -24,15 +25,15 @@ use cluster::execute::payload_text;
 use tables::manifest::PartEntry;
 
 use crate::error::Error;
-use crate::sink::{PartWriter, Row};
+use crate::sink::{Encoder, Piece};
 
-/// Bytes of rows (as [`Row::size_bytes`] counts them) that may wait for the thread: about two
-/// row groups, so that the worker goes on while the thread encodes one.
+/// Bytes of rows (as `sink::Columns::push` counts them) that may wait for the thread: about
+/// two row groups, so that the worker goes on while the thread encodes one.
 const QUEUED_BYTES: usize = 64 << 20;
 
-/// What the worker sends: rows to write (with their bytes), or the end of the output.
-enum Message<R> {
-    Rows(Vec<R>, usize),
+/// What the worker sends: pieces to write (with their rows' bytes), or the end of the output.
+enum Message {
+    Pieces(Vec<Piece>, usize),
     Finish,
 }
 
@@ -88,17 +89,17 @@ pub struct Finished {
     pub entries: Vec<PartEntry>,
 }
 
-pub struct WriterThread<R: Row> {
-    queue: Option<Sender<Message<R>>>,
+pub struct WriterThread {
+    queue: Option<Sender<Message>>,
     queued: Arc<Queued>,
     thread: Option<JoinHandle<Result<Finished, Error>>>,
     /// Bytes produced so far, counting the open part (for progress).
     bytes: Arc<AtomicU64>,
 }
 
-impl<R: Row> WriterThread<R> {
+impl WriterThread {
     /// Starts `writer` on a thread named `name`.
-    pub fn spawn(writer: PartWriter<R>, name: String) -> Result<Self, Error> {
+    pub fn spawn(writer: Encoder, name: String) -> Result<Self, Error> {
         let (queue, batches) = channel();
         let (bytes, queued) = (Arc::new(AtomicU64::new(0)), Arc::new(Queued::default()));
         let (counter, stop) = (bytes.clone(), StopOnExit(queued.clone()));
@@ -109,15 +110,15 @@ impl<R: Row> WriterThread<R> {
         Ok(WriterThread { queue: Some(queue), queued, thread: Some(thread), bytes })
     }
 
-    /// Hands `rows` to the thread, waiting while the queue holds [`QUEUED_BYTES`]. An error
+    /// Hands `pieces` to the thread, waiting while the queue holds [`QUEUED_BYTES`]. An error
     /// means the thread has stopped: [`WriterThread::finish`] says why.
-    pub fn push(&mut self, rows: Vec<R>) -> Result<(), Stopped> {
+    pub fn push(&mut self, pieces: Vec<Piece>) -> Result<(), Stopped> {
         let queue = self.queue.as_ref().ok_or(Stopped)?;
-        let bytes = rows.iter().map(Row::size_bytes).sum();
+        let bytes = pieces.iter().map(|p| if let Piece::Batch(_, bytes) = p { *bytes } else { 0 }).sum();
         if !self.queued.admit(bytes) {
             return Err(Stopped);
         }
-        queue.send(Message::Rows(rows, bytes)).map_err(|_| Stopped)
+        queue.send(Message::Pieces(pieces, bytes)).map_err(|_| Stopped)
     }
 
     pub fn bytes_so_far(&self) -> u64 {
@@ -145,7 +146,7 @@ impl<R: Row> WriterThread<R> {
 #[derive(Debug, Clone, Copy)]
 pub struct Stopped;
 
-impl<R: Row> Drop for WriterThread<R> {
+impl Drop for WriterThread {
     /// Unwinding without [`WriterThread::finish`]: the queue closes, and the thread stops
     /// without closing its part.
     fn drop(&mut self) {
@@ -158,21 +159,21 @@ impl<R: Row> Drop for WriterThread<R> {
     }
 }
 
-fn run<R: Row>(
-    mut writer: PartWriter<R>,
-    batches: Receiver<Message<R>>,
+fn run(
+    mut writer: Encoder,
+    batches: Receiver<Message>,
     bytes: &AtomicU64,
     stop: StopOnExit,
 ) -> Result<Finished, Error> {
     for message in batches {
         match message {
-            Message::Rows(rows, size) => {
+            Message::Pieces(pieces, size) => {
                 // Only a worker that gave up on the writer stops the queue while it runs.
                 if stop.0.is_stopped() {
                     break;
                 }
-                for row in rows {
-                    writer.push(row)?;
+                for piece in pieces {
+                    writer.write(piece)?;
                 }
                 stop.0.taken(size);
                 bytes.store(writer.bytes_so_far(), Ordering::Relaxed);
@@ -201,7 +202,7 @@ mod tests {
     use tables::{Io, Place};
 
     use super::*;
-    use crate::sink::PartWriter;
+    use crate::sink::Lanes;
 
     fn record(root: i64) -> Record {
         let split = [None, Some(Split::Train), Some(Split::Valid), Some(Split::Test)][root as usize % 4];
@@ -232,13 +233,30 @@ mod tests {
         }
     }
 
-    fn writer(io: &Arc<Io>, dir: &Path) -> PartWriter {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(record_fields(4, LabelKind::Class, 0)))
+    }
+
+    fn writer(io: &Arc<Io>, dir: &Path) -> Encoder {
         let place =
             Place::parse_output(dir.to_str().expect("a UTF-8 path"), &StorageConfig::default()).expect("a local path");
         let to = tables::parts::PartsOf { dir: place, run: "r".into(), worker: 0 };
-        let schema: SchemaRef = Arc::new(Schema::new(record_fields(4, LabelKind::Class, 0)));
         // Parts of a few kB: the rows span several parts and row groups.
-        PartWriter::new(io.clone(), to, schema, 4 << 10)
+        Encoder::new(io.clone(), to, schema(), 4 << 10)
+    }
+
+    fn lanes() -> Lanes<Record> {
+        Lanes::new(schema(), Default::default())
+    }
+
+    /// The pieces `rows` complete, and with `finish` all the lanes hold.
+    fn pieces(lanes: &mut Lanes<Record>, rows: impl IntoIterator<Item = Record>, finish: bool) -> Vec<Piece> {
+        let mut out = Vec::new();
+        rows.into_iter().for_each(|r| lanes.push(r, &mut out).unwrap());
+        if finish {
+            lanes.finish(&mut out).unwrap();
+        }
+        out
     }
 
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -267,12 +285,15 @@ mod tests {
 
         let in_place_dir = scratch("in-place");
         let mut in_place = writer(&io, &in_place_dir);
-        batches.iter().flatten().for_each(|r| in_place.push(r.clone()).unwrap());
+        let all = pieces(&mut lanes(), batches.iter().flatten().cloned(), true);
+        all.into_iter().for_each(|p| in_place.write(p).unwrap());
         in_place.finish().unwrap();
 
         let threaded_dir = scratch("threaded");
         let mut threaded = WriterThread::spawn(writer(&io, &threaded_dir), "test-writer".into()).unwrap();
-        batches.iter().for_each(|b| threaded.push(b.clone()).unwrap());
+        let mut lanes = lanes();
+        batches.iter().for_each(|b| threaded.push(pieces(&mut lanes, b.clone(), false)).unwrap());
+        threaded.push(pieces(&mut lanes, [], true)).unwrap();
         let finished = threaded.finish().unwrap();
 
         let (expected, got) = (files(&in_place_dir), files(&threaded_dir));
@@ -292,7 +313,9 @@ mod tests {
         let mut threaded = WriterThread::spawn(writer(&io, &dir), "test-writer".into()).unwrap();
         // A row group (32 MB) is written, and fails, long before the last push, and the queue
         // closes.
-        let stopped = (0..100).any(|b| threaded.push((b * 10..(b + 1) * 10).map(big).collect()).is_err());
+        let mut lanes = lanes();
+        let stopped =
+            (0..100).any(|b| threaded.push(pieces(&mut lanes, (b * 10..(b + 1) * 10).map(big), false)).is_err());
         let error = threaded.finish().expect_err("writing under a file must fail");
         assert!(stopped, "pushes after the failure should see the thread stopped");
         assert!(matches!(error, Error::Write { .. } | Error::Store { .. }), "{error:?}");
@@ -305,7 +328,7 @@ mod tests {
         let dir = scratch("dropped");
         std::fs::create_dir_all(&dir).unwrap();
         let mut threaded = WriterThread::spawn(writer(&io, &dir), "test-writer".into()).unwrap();
-        threaded.push((0..10).map(record).collect()).unwrap();
+        threaded.push(pieces(&mut lanes(), (0..10).map(record), true)).unwrap();
         drop(threaded);
         // Ten small rows fit one open part, which only `finish` closes.
         assert!(
@@ -323,7 +346,10 @@ mod tests {
         // Enough rows for several row groups and parts, queued, then the queue stopped (what
         // dropping a `WriterThread` does before the thread takes them).
         let (queue, batches) = channel();
-        (0..60).for_each(|b| queue.send(Message::Rows((b * 10..(b + 1) * 10).map(big).collect(), 0)).unwrap());
+        let mut lanes = lanes();
+        (0..60).for_each(|b| {
+            queue.send(Message::Pieces(pieces(&mut lanes, (b * 10..(b + 1) * 10).map(big), false), 0)).unwrap()
+        });
         let queued = Arc::new(Queued::default());
         queued.stop();
         drop(queue);

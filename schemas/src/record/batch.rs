@@ -3,19 +3,19 @@
 //! value with its column. Reading checks each record's structure, so a bad record is an error
 //! naming its file, row and column rather than a panic later.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
+use std::sync::Arc;
+
 use arrow_array::{
     Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray,
     PrimitiveArray, RecordBatch, StringArray, UInt8Array, UInt32Array,
 };
-use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef};
 
+use super::columns::{self, RecordColumns};
 use super::schema::*;
 use crate::error::{BadInput, Location};
 use crate::label::Label;
@@ -146,147 +146,103 @@ impl Record {
         Ok(())
     }
 
-    /// Roughly the bytes this record takes in memory, for batching writes.
+    /// Roughly the bytes this record takes in memory, for batching writes (what laying it
+    /// out adds to [`RecordColumns::bytes`]).
     pub fn size_bytes(&self) -> usize {
-        self.node_ids.len() * 17
-            + self.features.len() * 4
-            + self.edge_src.len() * 16
-            + self.edge_features.len() * 4
-            + self.node_types.len()
-            + self.feature_at.len() * 4
-            + self.edge_relations.len()
-            + self.edge_feature_at.len() * 4
+        let typed = if self.is_typed() { self.num_nodes() + self.num_edges() } else { 0 };
+        RecordColumns::bytes_of(
+            self.num_nodes(),
+            self.features.len(),
+            self.num_edges(),
+            self.edge_features.len(),
+            typed,
+        )
     }
 }
 
-/// A `list<item>` column from per-record slices.
+impl RecordColumns {
+    /// Lays out a whole record, which keeps the layout (each node's hop, in-degree and
+    /// features; each edge's ends, weight, layers and features); [`to_batch`](super::to_batch)
+    /// writes any record as it is.
+    pub fn push(&mut self, r: &Record) {
+        self.start(r.root, r.label.clone(), r.split);
+        let typed = r.is_typed();
+        for i in 0..r.num_nodes() {
+            let node_type = typed.then(|| r.node_types.get(i).copied().unwrap_or_default());
+            self.node(r.node_ids[i], r.hops[i], r.in_degrees[i], r.node_features(i), node_type);
+        }
+        for j in 0..r.num_edges() {
+            let relation = typed.then(|| r.edge_relations.get(j).copied().unwrap_or_default());
+            let (w, layers) = (r.edge_weights[j], r.edge_layers[j]);
+            self.edge(r.edge_src[j], r.edge_dst[j], w, layers, r.edge_features_of(j), relation);
+        }
+    }
+}
+
+/// Lays out records as one batch of `schema` (a record schema), column by column name.
+///
+/// Each list column takes each record's vector as it is, so a record that breaks the layout
+/// (the reader's tests write such records) is written as it is; a writer that builds records
+/// as it goes lays them out with [`RecordColumns`] instead. Both build their arrays with the
+/// same functions (`columns`).
+pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    let nodes: Vec<usize> = records.iter().map(Record::num_nodes).collect();
+    let edges: Vec<usize> = records.iter().map(Record::num_edges).collect();
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        arrays.push(match field.name().as_str() {
+            ROOT_ID => Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.root))),
+            LABEL => columns::labels(&records.iter().map(|r| r.label.clone()).collect::<Vec<_>>(), field)?,
+            SPLIT => Arc::new(StringArray::from_iter(records.iter().map(|r| r.split.map(Split::name)))),
+            NODE_IDS => list(records, DataType::Int64, |r| &r.node_ids, |v| Arc::new(Int64Array::from(v)))?,
+            NODE_HOPS => list(records, DataType::UInt8, |r| &r.hops, |v| Arc::new(UInt8Array::from(v)))?,
+            NODE_IN_DEGREES => list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?,
+            NODE_FEATURES if columns::nested(field) => nested(records, field, |r| &r.features, |r| &r.feature_at)?,
+            NODE_FEATURES => columns::vectors(field, &nodes, flat(records, |r| &r.features))?,
+            NODE_TYPES => list(records, DataType::UInt8, |r| &r.node_types, |v| Arc::new(UInt8Array::from(v)))?,
+            EDGE_RELATIONS => list(records, DataType::UInt8, |r| &r.edge_relations, |v| Arc::new(UInt8Array::from(v)))?,
+            EDGE_FEATURES if columns::nested(field) => {
+                nested(records, field, |r| &r.edge_features, |r| &r.edge_feature_at)?
+            }
+            EDGE_FEATURES => columns::vectors(field, &edges, flat(records, |r| &r.edge_features))?,
+            EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
+            EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
+            EDGE_WEIGHTS => list(records, DataType::Float32, |r| &r.edge_weights, |v| Arc::new(Float32Array::from(v)))?,
+            EDGE_LAYERS => list(records, DataType::UInt32, |r| &r.edge_layers, |v| Arc::new(UInt32Array::from(v)))?,
+            other => return Err(ArrowError::SchemaError(format!("no record column is named {other:?}"))),
+        });
+    }
+    RecordBatch::try_new(schema.clone(), arrays)
+}
+
+/// Each record's `get` slice, one after another.
+fn flat<T: Copy>(records: &[Record], get: impl Fn(&Record) -> &[T]) -> Vec<T> {
+    let mut flat = Vec::with_capacity(records.iter().map(|r| get(r).len()).sum());
+    records.iter().for_each(|r| flat.extend_from_slice(get(r)));
+    flat
+}
+
+/// A `list<item>` column of each record's `get` slice.
 fn list<T: Copy>(
     records: &[Record],
     item: DataType,
     get: impl Fn(&Record) -> &[T],
     values: impl FnOnce(Vec<T>) -> ArrayRef,
 ) -> Result<ArrayRef, ArrowError> {
-    let offsets: OffsetBuffer<i32> = OffsetBuffer::from_lengths(records.iter().map(|r| get(r).len()));
-    let mut flat: Vec<T> = Vec::with_capacity(offsets.last() as usize);
-    for r in records {
-        flat.extend_from_slice(get(r));
-    }
-    Ok(Arc::new(ListArray::try_new(Arc::new(Field::new("item", item, false)), offsets, values(flat), None)?))
+    let lengths: Vec<usize> = records.iter().map(|r| get(r).len()).collect();
+    columns::list(&lengths, item, values(flat(records, get)))
 }
 
-/// The label column of `field`'s type: `int64` classes or fixed-size lists of targets.
-fn label_column(records: &[Record], field: &Field) -> Result<ArrayRef, ArrowError> {
-    Ok(match field.data_type() {
-        DataType::FixedSizeList(item, n) => {
-            let n = *n as usize;
-            let mut values = Vec::with_capacity(records.len() * n);
-            for r in records {
-                match r.label.as_ref().and_then(Label::targets) {
-                    Some(t) if t.len() == n => values.extend_from_slice(t),
-                    _ => values.resize(values.len() + n, 0.0),
-                }
-            }
-            let valid = NullBuffer::from_iter(records.iter().map(|r| r.label.is_some()));
-            Arc::new(FixedSizeListArray::try_new(
-                item.clone(),
-                n as i32,
-                Arc::new(Float32Array::from(values)),
-                Some(valid),
-            )?)
-        }
-        _ => Arc::new(Int64Array::from_iter(records.iter().map(|r| r.label.as_ref().and_then(Label::class)))),
-    })
-}
-
-/// `node_features` or `edge_features`: a list per record of `fixed_size_list<float32, dim>`,
-/// one per node or edge (`count` of them, values from `get`).
-fn vectors_column(
-    records: &[Record],
-    field: &Field,
-    count: impl Fn(&Record) -> usize,
-    get: impl Fn(&Record) -> &[f32],
-) -> Result<ArrayRef, ArrowError> {
-    let name = field.name();
-    let DataType::List(per_item) = field.data_type() else {
-        return Err(ArrowError::SchemaError(format!("{name} must be a list, found {}", field.data_type())));
-    };
-    let DataType::FixedSizeList(item, dim) = per_item.data_type() else {
-        return Err(ArrowError::SchemaError(format!("{name} items must be fixed-size lists")));
-    };
-    let mut values = Vec::with_capacity(records.iter().map(|r| get(r).len()).sum());
-    records.iter().for_each(|r| values.extend_from_slice(get(r)));
-    let items = FixedSizeListArray::try_new(item.clone(), *dim, Arc::new(Float32Array::from(values)), None)?;
-    let offsets = OffsetBuffer::from_lengths(records.iter().map(count));
-    Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
-}
-
-/// A typed record set's `node_features` or `edge_features`: per record, a `list<float32>` per
-/// node or edge, each of its type's or relation's width (`at`, one offset per item and the
-/// end), so no type or relation is padded to another's.
-fn nested_features_column(
+/// A typed record set's features: per record, one item per offset in `at` after the first.
+fn nested(
     records: &[Record],
     field: &Field,
     values: impl Fn(&Record) -> &[f32],
     at: impl Fn(&Record) -> &[u32],
 ) -> Result<ArrayRef, ArrowError> {
-    let DataType::List(per_item) = field.data_type() else {
-        return Err(ArrowError::SchemaError(format!("{} must be a list", field.name())));
-    };
-    let DataType::List(item) = per_item.data_type() else {
-        return Err(ArrowError::SchemaError(format!("{} items must be lists", field.name())));
-    };
-    let mut flat = Vec::with_capacity(records.iter().map(|r| values(r).len()).sum());
-    records.iter().for_each(|r| flat.extend_from_slice(values(r)));
-    let widths = records.iter().flat_map(|r| at(r).windows(2).map(|w| (w[1] - w[0]) as usize));
-    let items =
-        ListArray::try_new(item.clone(), OffsetBuffer::from_lengths(widths), Arc::new(Float32Array::from(flat)), None)?;
-    let offsets = OffsetBuffer::from_lengths(records.iter().map(|r| at(r).len().saturating_sub(1)));
-    Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
-}
-
-/// Whether a record column holds nested lists (a typed record set's features).
-fn nested(field: &Field) -> bool {
-    matches!(field.data_type(), DataType::List(item) if matches!(item.data_type(), DataType::List(_)))
-}
-
-/// Lays out records as one batch of `schema` (a record schema), column by column name.
-pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|field| -> Result<ArrayRef, ArrowError> {
-            Ok(match field.name().as_str() {
-                ROOT_ID => Arc::new(Int64Array::from_iter_values(records.iter().map(|r| r.root))),
-                LABEL => label_column(records, field)?,
-                SPLIT => Arc::new(StringArray::from_iter(records.iter().map(|r| r.split.map(Split::name)))),
-                NODE_IDS => list(records, DataType::Int64, |r| &r.node_ids, |v| Arc::new(Int64Array::from(v)))?,
-                NODE_HOPS => list(records, DataType::UInt8, |r| &r.hops, |v| Arc::new(UInt8Array::from(v)))?,
-                NODE_IN_DEGREES => {
-                    list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?
-                }
-                NODE_FEATURES if nested(field) => {
-                    nested_features_column(records, field, |r| &r.features, |r| &r.feature_at)?
-                }
-                NODE_FEATURES => vectors_column(records, field, Record::num_nodes, |r| &r.features)?,
-                NODE_TYPES => list(records, DataType::UInt8, |r| &r.node_types, |v| Arc::new(UInt8Array::from(v)))?,
-                EDGE_RELATIONS => {
-                    list(records, DataType::UInt8, |r| &r.edge_relations, |v| Arc::new(UInt8Array::from(v)))?
-                }
-                EDGE_FEATURES if nested(field) => {
-                    nested_features_column(records, field, |r| &r.edge_features, |r| &r.edge_feature_at)?
-                }
-                EDGE_FEATURES => vectors_column(records, field, Record::num_edges, |r| &r.edge_features)?,
-                EDGE_SRC => list(records, DataType::Int32, |r| &r.edge_src, |v| Arc::new(Int32Array::from(v)))?,
-                EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
-                EDGE_WEIGHTS => {
-                    list(records, DataType::Float32, |r| &r.edge_weights, |v| Arc::new(Float32Array::from(v)))?
-                }
-                EDGE_LAYERS => list(records, DataType::UInt32, |r| &r.edge_layers, |v| Arc::new(UInt32Array::from(v)))?,
-                other => return Err(ArrowError::SchemaError(format!("no record column is named {other:?}"))),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(schema.clone(), columns)
+    let counts: Vec<usize> = records.iter().map(|r| at(r).len().saturating_sub(1)).collect();
+    let widths: Vec<u32> = records.iter().flat_map(|r| at(r).windows(2).map(|w| w[1] - w[0])).collect();
+    columns::nested_features(field, &counts, &widths, flat(records, values))
 }
 
 /// Where a problem of a batch's row lies.
@@ -679,6 +635,7 @@ pub(super) fn check_typed(r: &Record) -> Result<(), (&'static str, String)> {
 
 #[cfg(test)]
 mod tests {
+    use arrow_buffer::OffsetBuffer;
     use arrow_schema::Schema;
 
     use super::*;
@@ -741,9 +698,12 @@ mod tests {
         let records = [two(1), two(2)];
         let batch = to_batch(&records, &schema).unwrap();
         let at = schema.index_of(EDGE_FEATURES).unwrap();
-        let skewed =
-            vectors_column(&records, schema.field(at), |r| if r.root == 1 { 1 } else { 3 }, |r| &r.edge_features)
-                .unwrap();
+        let DataType::List(per_item) = schema.field(at).data_type() else { panic!("a list column") };
+        let DataType::FixedSizeList(item, dim) = per_item.data_type() else { panic!("of vectors") };
+        let values = Arc::new(Float32Array::from([1.0, 2.0, 3.0, 4.0].repeat(2)));
+        let vectors = Arc::new(FixedSizeListArray::try_new(item.clone(), *dim, values, None).unwrap());
+        let lengths = OffsetBuffer::from_lengths([1, 3]);
+        let skewed: ArrayRef = Arc::new(ListArray::try_new(per_item.clone(), lengths, vectors, None).unwrap());
         let mut columns = batch.columns().to_vec();
         columns[at] = skewed;
         let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();

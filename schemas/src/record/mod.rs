@@ -10,12 +10,15 @@
 //! and negatives, laid out with the same node and edge columns.
 //!
 //! `schema` names the columns and builds the Arrow schema; `batch` converts records to and from
-//! Arrow batches over that schema.
+//! Arrow batches over that schema; `columns` lays records out column by column, the one place
+//! a batch's columns are built.
 
 mod batch;
+mod columns;
 mod link;
 mod schema;
 
 pub use batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
+pub use columns::RecordColumns;
 pub use link::{LinkRecord, link_splits, links_from_batch, links_to_batch};
 pub use schema::*;
