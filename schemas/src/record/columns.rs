@@ -127,7 +127,7 @@ impl RecordColumns {
     }
 
     /// The records laid out so far as one batch of `schema` (a record schema), column by
-    /// column name; the columns are left empty, with room for as many values again.
+    /// column name; the columns are left empty.
     pub fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
         let RecordColumns {
             mut roots,
@@ -149,7 +149,7 @@ impl RecordColumns {
             mut edge_relations,
             edge_widths,
             bytes: _,
-        } = std::mem::replace(self, self.with_room());
+        } = std::mem::take(self);
         // Each column is named once in a schema: its buffer moves into its array.
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
         for field in schema.fields() {
@@ -176,35 +176,6 @@ impl RecordColumns {
             });
         }
         RecordBatch::try_new(schema.clone(), columns)
-    }
-
-    /// Empty columns with room for as many values as these hold: a writer's next batch is
-    /// about the size of its last, and growing by doubling would copy each buffer again.
-    fn with_room(&self) -> Self {
-        fn room<T>(v: &[T]) -> Vec<T> {
-            Vec::with_capacity(v.len())
-        }
-        RecordColumns {
-            roots: room(&self.roots),
-            labels: room(&self.labels),
-            splits: room(&self.splits),
-            node_counts: room(&self.node_counts),
-            edge_counts: room(&self.edge_counts),
-            node_ids: room(&self.node_ids),
-            hops: room(&self.hops),
-            in_degrees: room(&self.in_degrees),
-            features: room(&self.features),
-            edge_src: room(&self.edge_src),
-            edge_dst: room(&self.edge_dst),
-            edge_weights: room(&self.edge_weights),
-            edge_layers: room(&self.edge_layers),
-            edge_features: room(&self.edge_features),
-            node_types: room(&self.node_types),
-            node_widths: room(&self.node_widths),
-            edge_relations: room(&self.edge_relations),
-            edge_widths: room(&self.edge_widths),
-            bytes: 0,
-        }
     }
 }
 
