@@ -1,6 +1,6 @@
 //! A flattened record assembled from the pieces the rounds gather: straight into a batch's
-//! columns for node records ([`AssembledColumns`], on the writer's thread), or as a [`Record`]
-//! for a link record's endpoints. The record itself, and its Arrow layout, are the contract in
+//! columns for node records ([`AssembledColumns`], on the worker, as each batch completes), or
+//! as a [`Record`] for a link record's endpoints. The record itself, and its Arrow layout, are the contract in
 //! `schemas::record`.
 
 use std::ops::Range;
@@ -53,7 +53,7 @@ pub struct Scratch {
 }
 
 /// Where an assembled record goes, node by node and edge by edge: a batch's columns
-/// ([`RecordColumns`]) or a [`Record`] of its own ([`RecordBuilder`]).
+/// ([`RecordColumns`]) or a [`Record`] of its own (`RecordBuilder`).
 pub trait RecordSink {
     fn start(&mut self, root: i64, label: Option<Label>, split: Option<Split>);
     /// A node, root first, then by (hop, id); a typed record's nodes carry their type.
@@ -79,8 +79,8 @@ impl RecordSink for RecordColumns {
 
 /// One [`Record`] built by [`assemble_into`].
 #[derive(Debug, Default)]
-pub struct RecordBuilder {
-    pub record: Record,
+struct RecordBuilder {
+    record: Record,
     /// Whether edges record where their features start (a typed graph with edge features).
     edge_feature_at: bool,
 }
