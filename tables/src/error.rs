@@ -90,34 +90,42 @@ impl Error {
 /// The cause a store's failure tells, from the first source in `error`'s chain that says: a
 /// missing object or bucket (66), a local disk that is full, read-only or not ours to write
 /// (73), a remote store that failed (75, retry). `None` when nothing in the chain says.
+///
+/// An io error of no such kind that wraps another error (an async writer's `Other` around the
+/// store's own error) is looked through: the full disk it wraps is the cause (73), not a retry.
 fn store_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
     use std::io::ErrorKind;
     let mut next = Some(error);
-    let mut from_a_store = false;
+    let mut retry = false;
     while let Some(e) = next {
+        next = e.source();
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return Some(match io.kind() {
-                ErrorKind::NotFound => Cause::NoInput,
+            match io.kind() {
+                ErrorKind::NotFound => return Some(Cause::NoInput),
                 ErrorKind::PermissionDenied
                 | ErrorKind::ReadOnlyFilesystem
                 | ErrorKind::StorageFull
                 | ErrorKind::QuotaExceeded
                 | ErrorKind::FileTooLarge
                 | ErrorKind::IsADirectory
-                | ErrorKind::NotADirectory => Cause::CantCreate,
-                _ => Cause::Retry,
-            });
+                | ErrorKind::NotADirectory => return Some(Cause::CantCreate),
+                // `source()` of a wrapping io error skips the error it wraps.
+                _ => match io.get_ref() {
+                    Some(inner) => next = Some(inner as &(dyn std::error::Error + 'static)),
+                    None => return Some(Cause::Retry),
+                },
+            }
+            retry = true;
         }
         if let Some(store) = e.downcast_ref::<object_store::Error>() {
             // The S3 client reports a missing bucket in the response body.
             if matches!(store, object_store::Error::NotFound { .. }) || store.to_string().contains("NoSuchBucket") {
                 return Some(Cause::NoInput);
             }
-            from_a_store = true;
+            retry = true;
         }
-        next = e.source();
     }
-    from_a_store.then_some(Cause::Retry)
+    retry.then_some(Cause::Retry)
 }
 
 /// A read that failed because the file is not there or not readable: a part its manifest lists
@@ -162,5 +170,35 @@ impl From<Report> for Error {
             Report::Other(Cause::Retry, m) => Error::Retry(m),
             Report::Other(_, m) => Error::Internal(m),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error as IoError, ErrorKind};
+
+    use parquet::errors::ParquetError;
+
+    use super::*;
+
+    /// A write that failed, as the Parquet writer reports a store's failure: the store's error
+    /// inside an io error of kind `Other` (an async writer's), inside `External`.
+    fn failed_write(cause: IoError) -> Error {
+        let store = object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(cause) };
+        Error::Write { file: "part-0.parquet".into(), source: ParquetError::External(Box::new(IoError::other(store))) }
+    }
+
+    #[test]
+    fn a_full_disk_behind_a_wrapping_io_error_cannot_be_written() {
+        assert_eq!(failed_write(IoError::from(ErrorKind::StorageFull)).cause(), Cause::CantCreate);
+        assert_eq!(failed_write(IoError::from(ErrorKind::ReadOnlyFilesystem)).cause(), Cause::CantCreate);
+    }
+
+    #[test]
+    fn a_store_failure_without_a_local_cause_is_a_retry() {
+        assert_eq!(failed_write(IoError::from(ErrorKind::ConnectionReset)).cause(), Cause::Retry);
+        assert_eq!(failed_write(IoError::other("503 Slow Down")).cause(), Cause::Retry);
+        let bare = Error::Write { file: "p".into(), source: ParquetError::External(Box::new(IoError::other("x"))) };
+        assert_eq!(bare.cause(), Cause::Retry, "an io error of no known kind, wrapping nothing a store said");
     }
 }
