@@ -15,13 +15,14 @@ use schemas::{Label, Record, Split, typed};
 
 use crate::sink::{Columns, Row};
 
-/// One node of a record as it arrives: its hop, full in-degree and where its features are in
-/// the record's gathered features.
+/// One node of a record as it arrives: its hop, full in-degree and where its features are: in
+/// the record's feature block `block`, at `features`.
 #[derive(Debug, Clone)]
 pub struct GatheredNode {
     pub id: i64,
     pub hop: u8,
     pub in_degree: u64,
+    pub block: u32,
     pub features: Range<usize>,
 }
 
@@ -31,15 +32,18 @@ pub struct GatheredNode {
 pub type GatheredEdge = (i64, i64, f32, u32, u8);
 
 /// What the rounds gather for one record: its root's label and split, its nodes (features in
-/// `features`, at each node's range) and its edges (`edge_features`: the same number per edge,
-/// aligned with `edges`).
+/// `blocks`, at each node's block and range) and its edges (`edge_features`: the same number
+/// per edge, aligned with `edges`). A block is the feature buffer of one container of replies,
+/// shared by every record it answered (`crate::round`): a node's features are copied once,
+/// from the reply into the batch's columns, and a record never grows a buffer of its own for
+/// them.
 #[derive(Debug, Clone, Default)]
 pub struct Gathered {
     pub root: i64,
     pub label: Option<Label>,
     pub split: Option<Split>,
     pub nodes: Vec<GatheredNode>,
-    pub features: Vec<f32>,
+    pub blocks: Vec<Arc<Vec<f32>>>,
     pub edges: Vec<GatheredEdge>,
     pub edge_features: Vec<f32>,
 }
@@ -140,7 +144,7 @@ pub fn assemble(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scrat
 /// features at its type's width and each edge's at its relation's (the gathered ones are
 /// padded to the widest).
 pub fn assemble_into(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scratch, out: &mut impl RecordSink) {
-    let Gathered { root, label, split, mut nodes, features: node_features, edges, edge_features } = gathered;
+    let Gathered { root, label, split, mut nodes, blocks, edges, edge_features } = gathered;
     // Unstable sorts (no buffer to allocate): ids are distinct, and edges that compare equal
     // are the same values.
     nodes.sort_unstable_by_key(|n| (n.id != root, n.hop, n.id));
@@ -165,7 +169,8 @@ pub fn assemble_into(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut 
     out.start(plain(root), label, split);
     for n in &nodes {
         let node_type = typed.map(|_| typed::unpack(n.id).0);
-        out.node(plain(n.id), n.hop, n.in_degree as i64, &node_features[n.features.clone()], node_type);
+        let features = &blocks[n.block as usize][n.features.clone()];
+        out.node(plain(n.id), n.hop, n.in_degree as i64, features, node_type);
     }
     // A typed graph with edge features keeps each edge's relation's width of them.
     let widths = typed.filter(|widths| widths.iter().any(|&w| w > 0));
@@ -212,6 +217,10 @@ impl Columns<Gathered> for AssembledColumns {
 
     fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
         self.columns.take_batch(schema)
+    }
+
+    fn recycle(&mut self, written: RecordBatch) {
+        self.columns.recycle(written);
     }
 }
 

@@ -63,6 +63,9 @@ pub trait Columns<R>: Clone + Send + 'static {
     fn is_empty(&self) -> bool;
     /// The rows so far as one batch of `schema`, leaving the columns empty.
     fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError>;
+    /// Takes back the buffers of a written batch of these columns, to fill again (nothing, for
+    /// columns that keep no buffers).
+    fn recycle(&mut self, _written: RecordBatch) {}
 }
 
 impl Row for Record {
@@ -95,6 +98,10 @@ impl Columns<Record> for RecordColumns {
 
     fn take_batch(&mut self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
         RecordColumns::take_batch(self, schema)
+    }
+
+    fn recycle(&mut self, written: RecordBatch) {
+        RecordColumns::recycle(self, written);
     }
 }
 
@@ -197,32 +204,50 @@ fn lane_of(split: Option<Split>) -> usize {
 /// One worker's rows laid out in a lane per split, cut into batches and row groups: the
 /// pieces an [`Encoder`] writes. Laying out (assembling a node record into its columns) runs
 /// where the rows are made; encoding and compressing can run on a thread of their own
-/// (`crate::writer_thread`).
+/// (`crate::writer_thread`), which hands written batches back: a lane whose columns became a
+/// batch refills them from one ([`Lanes::recycle`]), so the worker lays out batch after batch
+/// in the same buffers instead of allocating, growing and paging in new ones.
 pub struct Lanes<R: Row = Record> {
     schema: SchemaRef,
     lanes: [Lane<R::Columns>; LANES],
+    /// Written batches whose buffers the next converted lane takes back (at most [`LANES`]).
+    written: Vec<RecordBatch>,
 }
 
 impl<R: Row> Lanes<R> {
     /// Lanes that lay rows out in clones of `columns` (empty), for batches of `schema`.
     pub fn new(schema: SchemaRef, columns: R::Columns) -> Self {
         let lane = || Lane { batches: Vec::new(), columns: columns.clone(), column_bytes: 0, bytes: 0 };
-        Lanes { schema, lanes: std::array::from_fn(|_| lane()) }
+        Lanes { schema, lanes: std::array::from_fn(|_| lane()), written: Vec::new() }
     }
 
     /// Lays out `row`; any batch or row group it completes goes to `out`.
     pub fn push(&mut self, row: R, out: &mut Vec<Piece>) -> Result<(), ArrowError> {
-        let held = &mut self.lanes[lane_of(row.split())];
+        let Lanes { schema, lanes, written } = self;
+        let held = &mut lanes[lane_of(row.split())];
         let bytes = held.columns.push(row);
         held.column_bytes += bytes;
         held.bytes += bytes;
         if held.column_bytes >= BATCH_BYTES {
-            held.convert(&self.schema)?;
+            held.convert(schema)?;
         }
         if held.bytes >= ROW_GROUP_DECODED_BYTES {
-            held.close(&self.schema, out)?;
+            held.close(schema, out)?;
+        }
+        // Columns just taken as a batch have no room left.
+        if held.columns.is_empty()
+            && let Some(batch) = written.pop()
+        {
+            held.columns.recycle(batch);
         }
         Ok(())
+    }
+
+    /// Keeps a written batch for its buffers (see the type's doc).
+    pub fn recycle(&mut self, batch: RecordBatch) {
+        if self.written.len() < LANES {
+            self.written.push(batch);
+        }
     }
 
     /// What the lanes hold, in lane order, a row group each.
@@ -250,9 +275,9 @@ impl Encoder {
         Encoder { parts: Parts::new(io, to, schema, props, part_limit) }
     }
 
-    pub fn write(&mut self, piece: Piece) -> Result<(), Error> {
+    pub fn write(&mut self, piece: &Piece) -> Result<(), Error> {
         match piece {
-            Piece::Batch(batch, _) => self.parts.write(&batch),
+            Piece::Batch(batch, _) => self.parts.write(batch),
             Piece::EndRowGroup => self.parts.end_row_group(),
         }
     }

@@ -167,6 +167,9 @@ struct Writer<R: Row> {
 impl<R: Row> Writer<R> {
     /// Lays out a batch's rows and hands the thread the pieces they complete.
     fn write(&mut self, rows: Vec<R>) -> Result<(), Error> {
+        if let Some(thread) = &self.thread {
+            thread.written().for_each(|batch| self.lanes.recycle(batch));
+        }
         let mut pieces = Vec::new();
         for row in rows {
             self.lanes.push(row, &mut pieces).map_err(|source| self.arrow(source))?;

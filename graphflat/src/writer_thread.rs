@@ -17,10 +17,11 @@
 //!   worker, with its message.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryIter, channel, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use arrow_array::RecordBatch;
 use cluster::execute::payload_text;
 use tables::manifest::PartEntry;
 
@@ -29,7 +30,11 @@ use crate::sink::{Encoder, Piece};
 
 /// Bytes of rows (as `sink::Columns::push` counts them) that may wait for the thread: about
 /// two row groups, so that the worker goes on while the thread encodes one.
-const QUEUED_BYTES: usize = 64 << 20;
+const QUEUED_BYTES: usize = 192 << 20;
+
+/// Written batches waiting to go back to the worker (`WriterThread::written`); more are dropped
+/// on the thread.
+const WRITTEN: usize = 4;
 
 /// What the worker sends: pieces to write (with their rows' bytes), or the end of the output.
 enum Message {
@@ -91,6 +96,8 @@ pub struct Finished {
 
 pub struct WriterThread {
     queue: Option<Sender<Message>>,
+    /// Batches the thread has written, handed back for their buffers.
+    written: Receiver<RecordBatch>,
     queued: Arc<Queued>,
     thread: Option<JoinHandle<Result<Finished, Error>>>,
     /// Bytes produced so far, counting the open part (for progress).
@@ -101,13 +108,19 @@ impl WriterThread {
     /// Starts `writer` on a thread named `name`.
     pub fn spawn(writer: Encoder, name: String) -> Result<Self, Error> {
         let (queue, batches) = channel();
+        let (give_back, written) = sync_channel(WRITTEN);
         let (bytes, queued) = (Arc::new(AtomicU64::new(0)), Arc::new(Queued::default()));
         let (counter, stop) = (bytes.clone(), StopOnExit(queued.clone()));
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || run(writer, batches, &counter, stop))
+            .spawn(move || run(writer, batches, give_back, &counter, stop))
             .map_err(|e| Error::Internal(format!("cannot start the record writer's thread: {e}")))?;
-        Ok(WriterThread { queue: Some(queue), queued, thread: Some(thread), bytes })
+        Ok(WriterThread { queue: Some(queue), written, queued, thread: Some(thread), bytes })
+    }
+
+    /// The batches written since the last call, for their buffers (`sink::Lanes::recycle`).
+    pub fn written(&self) -> TryIter<'_, RecordBatch> {
+        self.written.try_iter()
     }
 
     /// Hands `pieces` to the thread, waiting while the queue holds [`QUEUED_BYTES`]. An error
@@ -162,6 +175,7 @@ impl Drop for WriterThread {
 fn run(
     mut writer: Encoder,
     batches: Receiver<Message>,
+    give_back: SyncSender<RecordBatch>,
     bytes: &AtomicU64,
     stop: StopOnExit,
 ) -> Result<Finished, Error> {
@@ -173,7 +187,11 @@ fn run(
                     break;
                 }
                 for piece in pieces {
-                    writer.write(piece)?;
+                    writer.write(&piece)?;
+                    if let Piece::Batch(batch, _) = piece {
+                        // A full return queue: this one is freed here.
+                        let _ = give_back.try_send(batch);
+                    }
                 }
                 stop.0.taken(size);
                 bytes.store(writer.bytes_so_far(), Ordering::Relaxed);
@@ -286,7 +304,7 @@ mod tests {
         let in_place_dir = scratch("in-place");
         let mut in_place = writer(&io, &in_place_dir);
         let all = pieces(&mut lanes(), batches.iter().flatten().cloned(), true);
-        all.into_iter().for_each(|p| in_place.write(p).unwrap());
+        all.iter().for_each(|p| in_place.write(p).unwrap());
         in_place.finish().unwrap();
 
         let threaded_dir = scratch("threaded");
@@ -353,7 +371,8 @@ mod tests {
         let queued = Arc::new(Queued::default());
         queued.stop();
         drop(queue);
-        let result = run(writer(&io, &dir), batches, &AtomicU64::new(0), StopOnExit(queued));
+        let (give_back, _written) = sync_channel(WRITTEN);
+        let result = run(writer(&io, &dir), batches, give_back, &AtomicU64::new(0), StopOnExit(queued));
         assert!(result.is_err(), "a writer given up on reports no account");
         assert!(files(&dir).is_empty(), "queued rows were written after the worker gave up");
     }

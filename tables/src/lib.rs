@@ -19,6 +19,7 @@
 pub mod backends;
 pub mod chunks;
 pub mod commit;
+pub mod direct;
 pub mod error;
 pub mod io;
 pub mod lease;

@@ -113,6 +113,7 @@ mod tests {
             format!("part-{run}-00000-00001.parquet"),
             format!("part-{run}-00003.parquet"),
             format!("part-{run}-00000-00001.parquet#2"),
+            format!("part-{run}-00000-00001.parquet#direct"),
             format!("metrics-{run}.jsonl"),
             format!("checkpoint-{run}-00001.json"),
         ];

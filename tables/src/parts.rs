@@ -1,6 +1,7 @@
 //! One worker's output as zstd Parquet part files: Arrow batches in, a new part whenever the
-//! current one passes the size limit. Parts go through `object_store`'s multipart upload, which
-//! makes a part visible only when it is complete. The stage writes `_SUCCESS` after every
+//! current one passes the size limit. A part becomes visible only when it is complete: a local
+//! one is written under a staging name with direct I/O and renamed ([`crate::direct`]), any
+//! other goes through `object_store`'s multipart upload. The stage writes `_SUCCESS` after every
 //! worker's parts are finished.
 
 use std::sync::Arc;
@@ -10,12 +11,15 @@ use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use object_store::buffered::BufWriter;
-use parquet::arrow::AsyncArrowWriter;
+use object_store::local::LocalFileSystem;
 use parquet::arrow::async_writer::AsyncFileWriter;
+use parquet::arrow::{ArrowWriter, AsyncArrowWriter};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 
 use crate::commit::PartEntry;
+use crate::direct::DirectPart;
 use crate::error::Error;
 use crate::io::Io;
 use crate::place::Place;
@@ -44,6 +48,70 @@ impl AsyncFileWriter for Checksummed {
 
     fn complete(&mut self) -> BoxFuture<'_, parquet::errors::Result<()>> {
         self.upload.complete()
+    }
+}
+
+/// A part being written: a local file written directly, or an upload through its store.
+enum Open {
+    Local(ArrowWriter<DirectPart>),
+    Store(AsyncArrowWriter<Checksummed>),
+}
+
+impl Open {
+    fn new(part: &Place, schema: SchemaRef, props: WriterProperties) -> Result<Open, ParquetError> {
+        // Local places are `LocalFileSystem::new()`'s: its mapping of keys to paths names the
+        // file, as for reads and cleanup.
+        let local = part.is_local().then(|| LocalFileSystem::new().path_to_filesystem(&part.path).ok()).flatten();
+        if let Some(path) = local {
+            let file = DirectPart::create(path)?;
+            return Ok(Open::Local(ArrowWriter::try_new(file, schema, Some(props))?));
+        }
+        let upload = Checksummed::new(BufWriter::new(part.store.clone(), part.path.clone()));
+        Ok(Open::Store(AsyncArrowWriter::try_new(upload, schema, Some(props))?))
+    }
+
+    fn write(&mut self, io: &Io, batch: &RecordBatch) -> Result<(), ParquetError> {
+        match self {
+            Open::Local(w) => w.write(batch),
+            Open::Store(w) => io.block_on(w.write(batch)),
+        }
+    }
+
+    fn flush(&mut self, io: &Io) -> Result<(), ParquetError> {
+        match self {
+            Open::Local(w) => w.flush(),
+            Open::Store(w) => io.block_on(w.flush()),
+        }
+    }
+
+    fn bytes_written(&self) -> usize {
+        match self {
+            Open::Local(w) => w.bytes_written(),
+            Open::Store(w) => w.bytes_written(),
+        }
+    }
+
+    fn in_progress_size(&self) -> usize {
+        match self {
+            Open::Local(w) => w.in_progress_size(),
+            Open::Store(w) => w.in_progress_size(),
+        }
+    }
+
+    /// Writes the footer and makes the part visible: its bytes and their CRC-32.
+    fn finish(self, io: &Io) -> Result<(u64, u32), ParquetError> {
+        match self {
+            Open::Local(w) => {
+                let file = w.into_inner()?;
+                let bytes = file.bytes_written();
+                Ok((bytes, file.complete()?))
+            }
+            Open::Store(mut w) => {
+                io.block_on(w.finish())?;
+                let bytes = w.bytes_written() as u64;
+                Ok((bytes, w.into_inner().finish()))
+            }
+        }
     }
 }
 
@@ -78,7 +146,7 @@ pub struct PartWriter {
     props: WriterProperties,
     part_limit: u64,
     next_part: u32,
-    current: Option<AsyncArrowWriter<Checksummed>>,
+    current: Option<Open>,
     current_rows: u64,
     /// Bytes of finished parts.
     pub bytes_written: u64,
@@ -131,14 +199,12 @@ impl PartWriter {
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         let part = self.part();
         let file = part.shown();
+        let error = |source| Error::Write { file: file.clone(), source };
         if self.current.is_none() {
-            let upload = Checksummed::new(BufWriter::new(part.store.clone(), part.path.clone()));
-            let writer = AsyncArrowWriter::try_new(upload, self.schema.clone(), Some(self.props.clone()))
-                .map_err(|source| Error::Write { file: file.clone(), source })?;
-            self.current = Some(writer);
+            self.current = Some(Open::new(&part, self.schema.clone(), self.props.clone()).map_err(error)?);
         }
         let writer = self.current.as_mut().expect("opened above");
-        self.io.block_on(writer.write(batch)).map_err(|source| Error::Write { file, source })?;
+        writer.write(&self.io, batch).map_err(error)?;
         self.current_rows += batch.num_rows() as u64;
         if (writer.bytes_written() + writer.in_progress_size()) as u64 >= self.part_limit {
             self.close_part()?;
@@ -147,11 +213,9 @@ impl PartWriter {
     }
 
     fn close_part(&mut self) -> Result<(), Error> {
-        if let Some(mut writer) = self.current.take() {
+        if let Some(writer) = self.current.take() {
             let file = self.part().shown();
-            self.io.block_on(writer.finish()).map_err(|source| Error::Write { file, source })?;
-            let bytes = writer.bytes_written() as u64;
-            let crc32 = writer.into_inner().finish();
+            let (bytes, crc32) = writer.finish(&self.io).map_err(|source| Error::Write { file, source })?;
             self.parts.push(PartEntry { name: self.part_name(), rows: self.current_rows, bytes, crc32 });
             self.current_rows = 0;
             self.bytes_written += bytes;
@@ -167,7 +231,7 @@ impl PartWriter {
     pub fn end_row_group(&mut self) -> Result<(), Error> {
         let file = self.part().shown();
         match self.current.as_mut() {
-            Some(writer) => self.io.block_on(writer.flush()).map_err(|source| Error::Write { file, source }),
+            Some(writer) => writer.flush(&self.io).map_err(|source| Error::Write { file, source }),
             None => Ok(()),
         }
     }

@@ -20,6 +20,7 @@
 use std::mem::take;
 use std::sync::Arc;
 
+use arrow_array::types::{Float32Type, Int32Type, Int64Type, UInt8Type, UInt32Type};
 use arrow_array::{
     ArrayRef, FixedSizeListArray, Float32Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
     UInt8Array, UInt32Array,
@@ -27,6 +28,7 @@ use arrow_array::{
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef};
 
+use super::reclaim;
 use super::schema::*;
 use crate::label::Label;
 use crate::split::Split;
@@ -177,6 +179,49 @@ impl RecordColumns {
         }
         RecordBatch::try_new(schema.clone(), columns)
     }
+
+    /// Takes back the buffers of a batch laid out here once it has been written, for the
+    /// columns to fill again ([`super::reclaim`]): each empty column gains the capacity of the
+    /// batch's, where nothing else holds that buffer. A typed record set's nested features stay
+    /// where they are.
+    pub fn recycle(&mut self, batch: RecordBatch) {
+        let (schema, columns, _) = batch.into_parts();
+        for (field, column) in schema.fields().iter().zip(columns) {
+            let leaf = |column| reclaim::values(column);
+            match field.name().as_str() {
+                ROOT_ID => refill(&mut self.roots, reclaim::vector::<Int64Type>(column)),
+                NODE_IDS => refill(&mut self.node_ids, leaf(column).and_then(reclaim::vector::<Int64Type>)),
+                NODE_HOPS => refill(&mut self.hops, leaf(column).and_then(reclaim::vector::<UInt8Type>)),
+                NODE_IN_DEGREES => {
+                    refill(&mut self.in_degrees, leaf(column).and_then(reclaim::vector::<Int64Type>));
+                }
+                NODE_FEATURES if !nested(field) => {
+                    let values = leaf(column).and_then(reclaim::values).and_then(reclaim::vector::<Float32Type>);
+                    refill(&mut self.features, values);
+                }
+                EDGE_SRC => refill(&mut self.edge_src, leaf(column).and_then(reclaim::vector::<Int32Type>)),
+                EDGE_DST => refill(&mut self.edge_dst, leaf(column).and_then(reclaim::vector::<Int32Type>)),
+                EDGE_WEIGHTS => refill(&mut self.edge_weights, leaf(column).and_then(reclaim::vector::<Float32Type>)),
+                EDGE_LAYERS => refill(&mut self.edge_layers, leaf(column).and_then(reclaim::vector::<UInt32Type>)),
+                EDGE_FEATURES if !nested(field) => {
+                    let values = leaf(column).and_then(reclaim::values).and_then(reclaim::vector::<Float32Type>);
+                    refill(&mut self.edge_features, values);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Gives the empty `column` the capacity of `taken` (emptied) where it is larger.
+fn refill<T>(column: &mut Vec<T>, taken: Option<Vec<T>>) {
+    if let Some(mut taken) = taken
+        && column.is_empty()
+        && taken.capacity() > column.capacity()
+    {
+        taken.clear();
+        *column = taken;
+    }
 }
 
 /// A `list<item>` column: each record's `counts` of the flat `values`.
@@ -292,6 +337,41 @@ mod tests {
         assert_eq!(from_batch(&batch, "t", 0).unwrap(), first);
         second.iter().for_each(|r| columns.push(r));
         assert_eq!(from_batch(&columns.take_batch(&schema).unwrap(), "t", 0).unwrap(), second);
+    }
+
+    /// A written batch's buffers come back to the columns, which lay out the next batch in
+    /// them: the same batch as `to_batch` makes, with no buffer allocated anew.
+    #[test]
+    fn a_recycled_batch_lends_its_buffers_to_the_next() {
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class, 1)));
+        let (first, second) = ((0..50).map(|r| record(r, 6)).collect::<Vec<_>>(), vec![record(99, 3), record(7, 2)]);
+        let mut columns = RecordColumns::default();
+        first.iter().for_each(|r| columns.push(r));
+        let batch = columns.take_batch(&schema).unwrap();
+        let features_at = batch.column_by_name(NODE_FEATURES).unwrap().to_data().child_data()[0].child_data()[0]
+            .buffers()[0]
+            .as_ptr();
+        columns.recycle(batch);
+        assert!(columns.is_empty());
+        assert_eq!(columns.features.as_ptr().cast::<u8>(), features_at, "the features buffer comes back");
+        for (name, capacity) in [
+            ("roots", columns.roots.capacity()),
+            ("node ids", columns.node_ids.capacity()),
+            ("hops", columns.hops.capacity()),
+            ("in-degrees", columns.in_degrees.capacity()),
+            ("features", columns.features.capacity()),
+            ("edge sources", columns.edge_src.capacity()),
+            ("edge targets", columns.edge_dst.capacity()),
+            ("edge weights", columns.edge_weights.capacity()),
+            ("edge layers", columns.edge_layers.capacity()),
+            ("edge features", columns.edge_features.capacity()),
+        ] {
+            assert!(capacity > 0, "{name}: no buffer came back");
+        }
+        second.iter().for_each(|r| columns.push(r));
+        let again = columns.take_batch(&schema).unwrap();
+        assert_eq!(again, to_batch(&second, &schema).unwrap());
+        assert_eq!(from_batch(&again, "t", 0).unwrap(), second);
     }
 
     /// A typed record laid out node by node and edge by edge: each node and edge at its own

@@ -16,6 +16,7 @@
 mod batch;
 mod columns;
 mod link;
+mod reclaim;
 mod schema;
 
 pub use batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
