@@ -29,7 +29,8 @@ use crate::error::Error;
 use crate::sink::{Encoder, Piece};
 
 /// Bytes of rows (as `sink::Columns::push` counts them) that may wait for the thread: about
-/// two row groups, so that the worker goes on while the thread encodes one.
+/// six row groups. The lanes hand over a row group's batches at once; with room for two, the
+/// worker and the thread waited on each other a fifth of the 1M flatten's rounds (docs/graphflat.md).
 const QUEUED_BYTES: usize = 192 << 20;
 
 /// Written batches waiting to go back to the worker (`WriterThread::written`); more are dropped

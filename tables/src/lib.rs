@@ -10,6 +10,7 @@
 //! - [`chunks`]: local column chunks read into buffers a table's readers keep between row groups;
 //! - [`table`]: writing files and whole tables;
 //! - [`parts`]: one worker's share of a stage's output as part files;
+//! - [`direct`]: a local part written with direct I/O under a staging name, renamed when complete;
 //! - [`names`]: the names runs give their files, told apart from files this project did not write;
 //! - [`lease`]: a run's marker, and whether the run that wrote one is alive;
 //! - [`manifest`]: `_SUCCESS` as the list of what a run committed;
