@@ -153,6 +153,8 @@ pub struct DirectPart {
     flusher: Flusher,
     crc: crc32fast::Hasher,
     completed: bool,
+    /// A chunk failed to go to disk: every later write, and completing, fail too.
+    broken: bool,
 }
 
 impl DirectPart {
@@ -169,6 +171,11 @@ impl DirectPart {
             std::fs::create_dir_all(dir)?;
         }
         let file = OpenOptions::new().write(true).create_new(true).open(&staging)?;
+        DirectPart::start(target, staging, file, try_direct)
+    }
+
+    /// Writes the part `target` through `file`, its staging file `staging`.
+    fn start(target: PathBuf, staging: PathBuf, file: File, try_direct: bool) -> io::Result<DirectPart> {
         let direct = try_direct && set_direct(&file, true).is_ok();
         let file = Arc::new(file);
         let flusher = Flusher::spawn(file.clone(), direct).inspect_err(|_| {
@@ -184,6 +191,7 @@ impl DirectPart {
             flusher,
             crc: crc32fast::Hasher::new(),
             completed: false,
+            broken: false,
         })
     }
 
@@ -194,6 +202,9 @@ impl DirectPart {
 
     /// Writes what is left and renames the part to its name; returns the CRC-32 of its bytes.
     pub fn complete(mut self) -> io::Result<u32> {
+        if self.broken {
+            return Err(broken());
+        }
         self.flusher.finish()?;
         if self.current.len > 0 {
             if self.direct {
@@ -209,11 +220,17 @@ impl DirectPart {
 
 impl Write for DirectPart {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        // After a failed hand-over `current` is an empty placeholder; the part is lost.
+        if self.broken {
+            return Err(broken());
+        }
         let n = self.current.fill(bytes);
         self.crc.update(&bytes[..n]);
         if self.current.is_full() {
             let full = std::mem::replace(&mut self.current, Chunk { memory: Vec::new(), start: 0, len: 0 });
+            self.broken = true;
             self.current = self.flusher.swap(full, self.offset)?;
+            self.broken = false;
             self.offset += CHUNK as u64;
         }
         Ok(n)
@@ -233,6 +250,10 @@ impl Drop for DirectPart {
             let _ = std::fs::remove_file(&self.staging);
         }
     }
+}
+
+fn broken() -> io::Error {
+    io::Error::other("an earlier write of this part failed")
 }
 
 /// Turns `O_DIRECT` on or off for `file`; an error where the file system refuses it.
@@ -303,6 +324,24 @@ mod tests {
         part.write_all(&bytes(CHUNK * 2 + 10)).unwrap();
         drop(part);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the staging file is removed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A chunk the disk refuses (here: a file open only for reading) fails the write that
+    /// handed it over, every later write and the completion, without a panic (a buffered
+    /// writer above flushes once more when it is dropped), and leaves no file.
+    #[test]
+    fn a_failed_chunk_fails_the_part() {
+        let dir = scratch("failed");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (target, staging) = (dir.join("part-z.parquet"), dir.join(staging_name("part-z.parquet")));
+        std::fs::write(&staging, b"").unwrap();
+        let read_only = File::open(&staging).unwrap();
+        let mut part = DirectPart::start(target.clone(), staging, read_only, true).unwrap();
+        assert!(part.write_all(&bytes(4 * CHUNK)).is_err(), "the refused chunks fail a write");
+        assert!(part.write(&[1, 2, 3]).is_err(), "a broken part takes no more bytes");
+        assert!(part.complete().is_err());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "neither the part nor its staging file is left");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
