@@ -310,6 +310,26 @@ fn a_unit_that_fails_to_decode_mid_pass_ends_the_stream_with_its_error() {
     assert!(message.contains(name), "the error names the part file: {message}");
 }
 
+/// A pass dropped before its end (the next epoch's, started early, when training stops early
+/// or fails) stops its loader: dropping it returns while the loader waits on a full queue, and
+/// by then every thread of the pass has ended (none holds the source).
+#[test]
+fn a_pass_dropped_before_its_end_stops_its_loader() {
+    use graphtrainer::loader::Batches;
+    let dir = scratch("train-loader-drop");
+    let (_, set) = four_unit_records(&dir);
+    let units = plan_of(&set, 1).units_of(0, Pass::Train);
+    let source = Arc::new(Source::<Record>::new(set.clone(), 0));
+    let records = RecordStream::train(source.clone(), &units, Order { seed: 9, epoch: 0, worker: 0 }, 0);
+    let mut batches = Batches::new(records, 1, gnn::batch::BatchSpec::plain(set.meta.layers()), 1);
+    assert!(batches.next_batch().unwrap().is_some());
+    // The loader fills its queue of one and blocks; the pass holds hundreds of records more.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(batches);
+    // The drop joined the loader, and the loader's stream its readers.
+    assert_eq!(Arc::strong_count(&source), 1, "a thread of the dropped pass still holds the source");
+}
+
 #[test]
 fn sync_two_workers_equal_one_worker_on_the_combined_batches() {
     let dir = scratch("train-sync");

@@ -3,10 +3,11 @@
 //! one computes, through a bounded queue of `prefetch` batches. Compute reports how long it
 //! waited, and the loader how long it took building batches ([`Batches::build_time`]). A read
 //! error ends the pass with that error; a loader thread that dies is an error,
-//! never a shorter epoch.
+//! never a shorter epoch. Dropping a pass before its end (early stopping, an error elsewhere)
+//! stops its thread and waits for the batch it is building, so no loader outlives its pass.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,6 +34,8 @@ pub enum Batches<T: Example = Record> {
         ended: bool,
         /// Nanoseconds the thread spent building batches (reading records not counted).
         built: Arc<AtomicU64>,
+        /// Set when the pass is dropped: the thread builds no further batch.
+        stop: Arc<AtomicBool>,
     },
 }
 
@@ -43,12 +46,15 @@ impl<T: Example> Batches<T> {
         }
         let (send, receive) = sync_channel(prefetch);
         let built = Arc::new(AtomicU64::new(0));
-        let spent = built.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (spent, stopped) = (built.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("graphtrainer-loader".into())
             .spawn(move || {
                 let mut records = records;
-                while let Some(batch) = next_records(&mut records, batch_size).transpose() {
+                while !stopped.load(Ordering::Relaxed)
+                    && let Some(batch) = next_records(&mut records, batch_size).transpose()
+                {
                     let started = Instant::now();
                     let batch = batch.map(|b| T::build(&b, &spec));
                     spent.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -58,7 +64,7 @@ impl<T: Example> Batches<T> {
                 }
             })
             .ok();
-        Batches::Pipelined { receive, thread, ended: false, built }
+        Batches::Pipelined { receive, thread, ended: false, built, stop }
     }
 
     /// Time spent building the batches handed out so far (and the ones prefetched).
@@ -93,6 +99,22 @@ impl<T: Example> Batches<T> {
             },
         };
         Ok(Some((batch, started.elapsed())))
+    }
+}
+
+impl<T: Example> Drop for Batches<T> {
+    /// Stops the loader and joins it: the batches it queued are received and dropped, so a
+    /// thread blocked on a full queue wakes, sees `stop` and ends after at most the batch it
+    /// is building.
+    fn drop(&mut self) {
+        if let Batches::Pipelined { receive, thread, stop, .. } = self {
+            stop.store(true, Ordering::Relaxed);
+            while receive.recv().is_ok() {}
+            if let Some(thread) = thread.take() {
+                // A panic there was the pass's to report; a pass dropped early reports nothing.
+                let _ = thread.join();
+            }
+        }
     }
 }
 

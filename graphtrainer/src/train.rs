@@ -229,6 +229,11 @@ pub struct Setup<T: Example = Record> {
 }
 
 impl<T: Example> Setup<T> {
+    /// Whether the evaluation passes run from the batches the first one kept.
+    pub(crate) fn evaluates_kept_batches(&self) -> bool {
+        matches!(*self.eval_cache.borrow(), EvalCache::Kept(_))
+    }
+
     /// This worker's units that hold records `pass` takes, ascending (see [`Plan::units_of`]).
     pub fn units(&self, pass: Pass) -> &[Unit] {
         match pass {
@@ -511,11 +516,14 @@ pub fn train_fed<T: Learner>(
     let mut server =
         Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
     let mut waited = Duration::ZERO;
+    let mut next = None;
 
     for epoch in first_epoch..config.epochs {
         let clock = Instant::now();
         let lr = learning_rate(config, epoch);
-        let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), feed)?;
+        let batches = next.take().unwrap_or_else(|| EpochBatches::new(config, &setup, index, epoch, feed));
+        let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), batches)?;
+        next = done.next.take();
         let scores = T::evaluate_epoch(worker, config, &setup, &mut server, &mut params, lr, &mut done.stats)?;
         waited += done.waited;
         let train_loss = done.stats.loss_sum / done.stats.loss_rows.max(1) as f64;
@@ -605,7 +613,10 @@ pub fn train_fed<T: Learner>(
 }
 
 /// What an epoch's training steps add up to.
-struct EpochDone {
+struct EpochDone<'a, T: Example> {
+    /// The next epoch's batches, whose loader started at this epoch's last step (none after
+    /// the run's last epoch).
+    next: Option<EpochBatches<'a, T>>,
     stats: Stats,
     /// Training records (roots, or supervision edges) this worker computed.
     seen: usize,
@@ -615,30 +626,66 @@ struct EpochDone {
     phases: Phases,
 }
 
+/// Where one epoch's training batches come from.
+enum EpochBatches<'a, T: Example> {
+    /// This worker's share in the epoch's seeded order, from a loader thread.
+    Share(Batches<T>),
+    /// The batches [`Feed::Given`] gives.
+    Given(&'a dyn Fn(usize, usize) -> Option<Vec<T>>),
+}
+
+impl<'a, T: Example> EpochBatches<'a, T> {
+    /// Epoch `epoch`'s batches on worker `index`; a share's loader starts building at once.
+    fn new(config: &TrainConfig, setup: &Setup<T>, index: usize, epoch: usize, feed: Feed<'a, T>) -> Self {
+        match feed {
+            Feed::Share => {
+                let order = Order { seed: config.seed, epoch, worker: index };
+                let units = setup.units(Pass::Train);
+                let records = RecordStream::train(setup.source.clone(), units, order, config.shuffle_mb << 20);
+                EpochBatches::Share(Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch))
+            }
+            Feed::Given(given, _) => EpochBatches::Given(given),
+        }
+    }
+
+    /// The same feed's batches for epoch `epoch`.
+    fn following(&self, config: &TrainConfig, setup: &Setup<T>, index: usize, epoch: usize) -> Self {
+        match self {
+            EpochBatches::Share(_) => EpochBatches::new(config, setup, index, epoch, Feed::Share),
+            EpochBatches::Given(given) => EpochBatches::Given(*given),
+        }
+    }
+}
+
 /// One epoch of steps: every worker takes part in every step (with an empty push when it has
 /// no batch left), so the steps line up across workers.
-fn train_epoch<T: Learner>(
+///
+/// When the evaluation runs from kept batches, the next epoch's loader starts once this
+/// epoch's last batch is taken, and builds its first batches while the last step computes and
+/// the epoch is evaluated (on Cora, a whole epoch's wait). Its order depends on (seed, epoch,
+/// worker), not on the parameters, so the batches are the same. Memory stays within a
+/// training pass's: this epoch's loader has nothing left to hold by then, and an evaluation
+/// from kept batches streams nothing. A streamed evaluation keeps the later start, so two
+/// passes' read-ahead never coexist.
+fn train_epoch<'a, T: Learner>(
     worker: &mut Worker,
     config: &TrainConfig,
     setup: &Setup<T>,
     server: &mut Server,
     params: &mut [f32],
     (epoch, steps, lr): (usize, usize, f32),
-    feed: Feed<T>,
-) -> Result<EpochDone, Error> {
-    let order = Order { seed: config.seed, epoch, worker: worker.index() };
-    let records = RecordStream::train(setup.source.clone(), setup.units(Pass::Train), order, config.shuffle_mb << 20);
-    let mut batches = matches!(feed, Feed::Share)
-        .then(|| Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch));
-    let mut done = EpochDone { stats: Stats::default(), seen: 0, waited: Duration::ZERO, phases: Phases::default() };
+    mut batches: EpochBatches<'a, T>,
+) -> Result<EpochDone<'a, T>, Error> {
+    let phases = Phases::default();
+    let mut done = EpochDone { next: None, stats: Stats::default(), seen: 0, waited: Duration::ZERO, phases };
     for step in 0..steps {
-        let next = match (&mut batches, feed) {
-            (Some(b), _) => b.next_batch()?,
-            (None, Feed::Given(given, _)) => {
-                given(epoch, step).map(|r| (T::build(&r, &setup.batch_spec), Duration::ZERO))
-            }
-            (None, Feed::Share) => None,
+        let next = match &mut batches {
+            EpochBatches::Share(b) => b.next_batch()?,
+            EpochBatches::Given(given) => given(epoch, step).map(|r| (T::build(&r, &setup.batch_spec), Duration::ZERO)),
         };
+        if step + 1 == steps && epoch + 1 < config.epochs && setup.evaluates_kept_batches() {
+            done.next = Some(batches.following(config, setup, worker.index(), epoch + 1));
+        }
         let (grad, count, stats) = match next {
             None => (Vec::new(), 0, Stats::default()),
             Some((batch, waited)) => {
@@ -663,7 +710,7 @@ fn train_epoch<T: Learner>(
         }
         done.phases.exchange_seconds += lap.lap();
     }
-    if let Some(batches) = &mut batches {
+    if let EpochBatches::Share(batches) = &mut batches {
         done.phases.add_build(batches.build_time());
         let planned = setup.plan.share_totals(worker.index()).train as usize;
         if done.seen != planned || batches.next_batch()?.is_some() {
