@@ -3,11 +3,13 @@
 //! one computes, through a bounded queue of `prefetch` batches. Compute reports how long it
 //! waited, and the loader how long it took building batches ([`Batches::build_time`]). A read
 //! error ends the pass with that error; a loader thread that dies is an error,
-//! never a shorter epoch. Dropping a pass before its end (early stopping, an error elsewhere)
-//! stops its thread and waits for the batch it is building, so no loader outlives its pass.
+//! never a shorter epoch. A pass dropped before its end (early stopping, an error elsewhere)
+//! is not waited for: its loader and readers end on their own once they find their channel
+//! closed, after at most the batch or unit in hand. Joining them would hold up a failing
+//! worker's report behind a read the store may be retrying.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -34,8 +36,6 @@ pub enum Batches<T: Example = Record> {
         ended: bool,
         /// Nanoseconds the thread spent building batches (reading records not counted).
         built: Arc<AtomicU64>,
-        /// Set when the pass is dropped: the thread builds no further batch.
-        stop: Arc<AtomicBool>,
     },
 }
 
@@ -46,15 +46,12 @@ impl<T: Example> Batches<T> {
         }
         let (send, receive) = sync_channel(prefetch);
         let built = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (spent, stopped) = (built.clone(), stop.clone());
+        let spent = built.clone();
         let thread = std::thread::Builder::new()
             .name("graphtrainer-loader".into())
             .spawn(move || {
                 let mut records = records;
-                while !stopped.load(Ordering::Relaxed)
-                    && let Some(batch) = next_records(&mut records, batch_size).transpose()
-                {
+                while let Some(batch) = next_records(&mut records, batch_size).transpose() {
                     let started = Instant::now();
                     let batch = batch.map(|b| T::build(&b, &spec));
                     spent.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -64,7 +61,7 @@ impl<T: Example> Batches<T> {
                 }
             })
             .ok();
-        Batches::Pipelined { receive, thread, ended: false, built, stop }
+        Batches::Pipelined { receive, thread, ended: false, built }
     }
 
     /// Time spent building the batches handed out so far (and the ones prefetched).
@@ -99,22 +96,6 @@ impl<T: Example> Batches<T> {
             },
         };
         Ok(Some((batch, started.elapsed())))
-    }
-}
-
-impl<T: Example> Drop for Batches<T> {
-    /// Stops the loader and joins it: the batches it queued are received and dropped, so a
-    /// thread blocked on a full queue wakes, sees `stop` and ends after at most the batch it
-    /// is building.
-    fn drop(&mut self) {
-        if let Batches::Pipelined { receive, thread, stop, .. } = self {
-            stop.store(true, Ordering::Relaxed);
-            while receive.recv().is_ok() {}
-            if let Some(thread) = thread.take() {
-                // A panic there was the pass's to report; a pass dropped early reports nothing.
-                let _ = thread.join();
-            }
-        }
     }
 }
 

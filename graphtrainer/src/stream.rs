@@ -259,20 +259,6 @@ impl<T: Example> ReadAhead<T> {
     }
 }
 
-impl<T: Example> Drop for ReadAhead<T> {
-    /// Joins the readers, so none outlives its pass: closing a reader's channel wakes it if it
-    /// waits to hand a unit over, and it ends after at most the unit it is decoding.
-    fn drop(&mut self) {
-        for (receive, thread) in self.readers.drain(..) {
-            drop(receive);
-            if let Some(thread) = thread {
-                // A reader's panic was the pass's to report (as its next item).
-                let _ = thread.join();
-            }
-        }
-    }
-}
-
 impl<T: Example> Iterator for RecordStream<T> {
     type Item = Result<T, Error>;
 
