@@ -41,6 +41,12 @@ fn usage_missing_input_and_unwritable_output_have_their_exit_codes() {
     std::fs::write(&file, "not a directory").unwrap();
     let to_file = Job::train(&flat, &file).key("epochs", 1).write(&dir, "to-file");
     assert_fails(&run(&to_file, &["--workers", "2"]), 73, &["a-file", "not a directory"]);
+    // The same refusal at an input is an input that cannot be read (66), not an output.
+    let through = file.join("records");
+    let from_file = Job::train(&through, dir.join("model-from-file")).key("epochs", 1).write(&dir, "from-file");
+    assert_fails(&run(&from_file, &["--workers", "2"]), 66, &["a-file/records", "Not a directory"]);
+    let nodes_from_file = Job::flatten(&through, dir.join("out-from-file")).write(&dir, "nodes-from-file");
+    assert_fails(&run(&nodes_from_file, &["--workers", "2"]), 66, &["a-file/records", "Not a directory"]);
 }
 
 /// Rewrites a record set with `edit` applied to every record.

@@ -321,6 +321,8 @@ mod tests {
         assert_eq!(finished.parts_written as usize, got.len());
         assert_eq!(finished.bytes_written, got.iter().map(|f| f.1.len() as u64).sum::<u64>());
         assert_eq!(finished.entries, in_place.entries());
+        // A failed test keeps its files to be read.
+        [in_place_dir, threaded_dir].iter().for_each(|d| std::fs::remove_dir_all(d).unwrap());
     }
 
     #[test]
@@ -355,6 +357,7 @@ mod tests {
             "a part was written: {:?}",
             files(&dir).iter().map(|f| &f.0).collect::<Vec<_>>()
         );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -376,5 +379,6 @@ mod tests {
         let result = run(writer(&io, &dir), batches, give_back, &AtomicU64::new(0), StopOnExit(queued));
         assert!(result.is_err(), "a writer given up on reports no account");
         assert!(files(&dir).is_empty(), "queued rows were written after the worker gave up");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

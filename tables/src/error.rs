@@ -47,6 +47,10 @@ pub enum Error {
     /// An input that is missing or is not what it must be.
     #[error("{0}")]
     NoInput(String),
+    /// An input the store refuses to read (a permission, a path through a file): its own
+    /// error, whose cause would be a write's (see `Place::store_error`).
+    #[error(transparent)]
+    Unreadable(Box<Error>),
     /// A problem of a whole table (an empty table, counts that disagree).
     #[error("{0}")]
     BadData(String),
@@ -71,7 +75,7 @@ impl Error {
             Error::Line { .. } => Cause::BadData,
             Error::Encode { .. } | Error::Runtime(_) => Cause::Internal,
             Error::Store { source, .. } => store_cause(source).unwrap_or(Cause::Retry),
-            Error::NoInput(_) => Cause::NoInput,
+            Error::NoInput(_) | Error::Unreadable(_) => Cause::NoInput,
             Error::Retry(_) => Cause::Retry,
             Error::Write { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
             Error::Output(_) => Cause::CantCreate,

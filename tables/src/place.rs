@@ -8,7 +8,7 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
-use schemas::StorageConfig;
+use schemas::{Cause, StorageConfig};
 
 use crate::error::Error;
 
@@ -25,6 +25,10 @@ pub struct Place {
     pattern: Option<String>,
     /// On the local file system (a plain path or a `file://` URI).
     local: bool,
+    /// A job's output (or a place inside one), not an input: a path the store refuses (a
+    /// permission, a file where a directory must be) is an output that cannot be written (73)
+    /// here, an unreadable input (66) anywhere else ([`Place::store_error`]).
+    output: bool,
 }
 
 impl Place {
@@ -45,7 +49,7 @@ impl Place {
     /// An output: a local path or a URI naming one directory, every character of it taken as
     /// it is (no globs).
     pub fn parse_output(uri: &str, storage: &StorageConfig) -> Result<Place, Error> {
-        Self::parse_exact(uri, uri, storage)
+        Ok(Place { output: true, ..Self::parse_exact(uri, uri, storage)? })
     }
 
     /// `location` (the part of `uri` that names a directory or file) without URL decoding: an
@@ -83,6 +87,7 @@ impl Place {
             prefix: format!("{scheme}://{authority}/"),
             pattern: None,
             local: false,
+            output: false,
         })
     }
 
@@ -95,7 +100,8 @@ impl Place {
         }
         let path =
             Path::from_absolute_path(&absolute).map_err(|e| usage(format!("not a path this store can hold: {e}")))?;
-        Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix: "/".to_owned(), pattern: None, local: true })
+        let prefix = "/".to_owned();
+        Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix, pattern: None, local: true, output: false })
     }
 
     /// The place `name` inside this directory.
@@ -106,6 +112,7 @@ impl Place {
             prefix: self.prefix.clone(),
             pattern: None,
             local: self.local,
+            output: self.output,
         }
     }
 
@@ -264,8 +271,15 @@ impl Place {
         }
     }
 
+    /// The store's failure at this place. What the store says about a path reads as a write's
+    /// failure ([`Error::cause`]: a permission, a file where a directory must be: 73); at an
+    /// input it means the input cannot be read (66).
     pub(crate) fn store_error(&self, what: &str, source: object_store::Error) -> Error {
-        Error::Store { what: format!("{what} {}", self.shown()), source }
+        let error = Error::Store { what: format!("{what} {}", self.shown()), source };
+        match error.cause() {
+            Cause::CantCreate if !self.output => Error::Unreadable(Box::new(error)),
+            _ => error,
+        }
     }
 }
 
@@ -337,6 +351,27 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path through a file: the store refuses it alike at an input and at an output, and
+    /// the exit code says which of the two cannot go on.
+    #[test]
+    fn a_path_the_store_refuses_is_an_unreadable_input_or_an_unwritable_output() {
+        let dir = std::env::temp_dir().join(format!("graphflat-place-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("a-file");
+        std::fs::write(&file, "not a directory").unwrap();
+        let through = file.join("table").join(schemas::SUCCESS_MARKER);
+        let through = through.to_str().unwrap();
+        let storage = StorageConfig::default();
+        let input = Place::parse(through, &storage).unwrap();
+        let output = Place::parse_output(through, &storage).unwrap();
+        let input_error = futures::executor::block_on(input.head()).unwrap_err();
+        let output_error = futures::executor::block_on(output.child("part").head()).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(input_error.cause(), Cause::NoInput, "{input_error:?}");
+        assert_eq!(output_error.cause(), Cause::CantCreate, "{output_error:?}");
+        assert!(input_error.to_string().contains("a-file/table"), "{input_error}");
+    }
 
     #[test]
     fn globs_match_whole_names() {
