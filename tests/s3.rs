@@ -195,13 +195,22 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
 fn missing_buckets_and_bad_uris_are_clear_errors() {
     let Some(s3) = moto() else { return };
     let dir = scratch("s3-errors");
-    let missing = Job::flatten("s3://no-such-bucket", "s3://no-such-bucket/flat").write(&dir, "missing");
+    let missing = Job::flatten("s3://no-such-bucket", dir.join("flat")).write(&dir, "missing");
     let out = s3.graphflat(&["run", missing.to_str().unwrap()], &dir);
     let message = text(&out);
     assert!(!out.status.success(), "{message}");
     assert_eq!(out.status.code(), Some(66), "a missing bucket is a missing input: {message}");
     assert!(message.contains("no-such-bucket"), "{message}");
     assert!(!message.contains(SECRET), "{message}");
+
+    // A missing bucket for the output is an output that cannot be written, not a missing input.
+    let data = dir.join("graph");
+    generate(&data, 200, 4, 4, 1);
+    let to_missing = Job::flatten(&data, "s3://no-such-bucket/flat").key("fanouts", vec![3, 3]);
+    let out = s3.graphflat(&["run", to_missing.write(&dir, "to-missing").to_str().unwrap()], &dir);
+    let message = text(&out);
+    assert_eq!(out.status.code(), Some(73), "a missing output bucket is an output that cannot be written: {message}");
+    assert!(message.contains("no-such-bucket"), "{message}");
 
     let body = "[flatten]\nnodes = \"s3://\"\nedges = \"e\"\noutput = \"o\"\n";
     let out = s3.graphflat(&["run", write_job(&dir, "bad", body).to_str().unwrap()], &dir);

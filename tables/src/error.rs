@@ -51,6 +51,10 @@ pub enum Error {
     /// error, whose cause would be a write's (see `Place::store_error`).
     #[error(transparent)]
     Unreadable(Box<Error>),
+    /// An output the store refuses to write (a missing bucket): its own error, whose cause
+    /// would be a missing input's.
+    #[error(transparent)]
+    Unwritable(Box<Error>),
     /// A problem of a whole table (an empty table, counts that disagree).
     #[error("{0}")]
     BadData(String),
@@ -78,7 +82,7 @@ impl Error {
             Error::NoInput(_) | Error::Unreadable(_) => Cause::NoInput,
             Error::Retry(_) => Cause::Retry,
             Error::Write { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
-            Error::Output(_) => Cause::CantCreate,
+            Error::Output(_) | Error::Unwritable(_) => Cause::CantCreate,
             Error::Usage(_) => Cause::Usage,
             Error::Internal(_) => Cause::Internal,
         }

@@ -25,9 +25,9 @@ pub struct Place {
     pattern: Option<String>,
     /// On the local file system (a plain path or a `file://` URI).
     local: bool,
-    /// A job's output (or a place inside one), not an input: a path the store refuses (a
-    /// permission, a file where a directory must be) is an output that cannot be written (73)
-    /// here, an unreadable input (66) anywhere else ([`Place::store_error`]).
+    /// A job's output (or a place inside one), not an input: a path the store refuses or a
+    /// missing bucket is an output that cannot be written (73) here, an input that cannot be
+    /// read (66) anywhere else ([`Place::store_error`]).
     output: bool,
 }
 
@@ -271,13 +271,15 @@ impl Place {
         }
     }
 
-    /// The store's failure at this place. What the store says about a path reads as a write's
-    /// failure ([`Error::cause`]: a permission, a file where a directory must be: 73); at an
-    /// input it means the input cannot be read (66).
+    /// The store's failure at this place, whose cause ([`Error::cause`]) depends on the side:
+    /// a path the store refuses (a permission, a file where a directory must be) is an input
+    /// that cannot be read (66) or an output that cannot be written (73), and so is a missing
+    /// bucket (a missing object is no error: `head` and `get` say `None`).
     pub(crate) fn store_error(&self, what: &str, source: object_store::Error) -> Error {
         let error = Error::Store { what: format!("{what} {}", self.shown()), source };
-        match error.cause() {
-            Cause::CantCreate if !self.output => Error::Unreadable(Box::new(error)),
+        match (error.cause(), self.output) {
+            (Cause::CantCreate, false) => Error::Unreadable(Box::new(error)),
+            (Cause::NoInput, true) => Error::Unwritable(Box::new(error)),
             _ => error,
         }
     }
