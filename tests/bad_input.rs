@@ -279,6 +279,29 @@ fn feature_length_mismatch() {
     assert!(message.contains("feature length 2 differs from the table's 3"), "{message}");
 }
 
+/// A page whose bytes do not decode (its header garbled) is bad input too: the file, the first
+/// row of the rows that failed and the column, found among the columns read.
+#[test]
+fn a_corrupt_page_names_file_row_and_column() {
+    let dir = scratch("bad-page");
+    let data = dir.join("data");
+    let file = nodes(&data, (0..4).collect(), good_features(4));
+    good_edges(&data);
+    let reader = parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let chunk = parquet::file::reader::FileReader::metadata(&reader).row_group(0).column(1).clone();
+    assert_eq!(chunk.column_path().parts()[0], "features");
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[chunk.data_page_offset() as usize..][..8].iter_mut().for_each(|b| *b ^= 0x5a);
+    std::fs::write(&file, &bytes).unwrap();
+    let out = dir.join("flat");
+    let output = run(&Job::flatten(&data, &out).key("fanouts", vec![2, 2]).write(&dir, "job"), &["--workers", "2"]);
+    let message = text(&output);
+    assert_eq!(output.status.code(), Some(65), "{message}");
+    assert!(!out.join("_SUCCESS").exists());
+    assert_names(&message, &file, Some(0), "features");
+    assert!(message.contains("rows 0..4 (row group 0) do not decode"), "{message}");
+}
+
 /// A NaN edge feature (in the first row, which sets the width, and in another), a row of
 /// another length, a null row: each exits 65 naming file, row and column, with no `_SUCCESS`.
 #[test]

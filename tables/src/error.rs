@@ -71,7 +71,7 @@ impl Error {
     /// Why the job failed, as an exit code tells it.
     pub fn cause(&self) -> Cause {
         match self {
-            Error::Parquet { source, .. } => missing_cause(source).unwrap_or(Cause::BadData),
+            Error::Parquet { source, .. } => fetch_cause(source).unwrap_or(Cause::BadData),
             Error::BadInput(_) | Error::Arrow { .. } | Error::Decode { .. } | Error::BadData(_) => Cause::BadData,
             Error::Uri { .. } | Error::Job(_) => Cause::Usage,
             Error::List { source, .. } => store_cause(source).unwrap_or(Cause::CantCreate),
@@ -93,6 +93,24 @@ impl Error {
     pub fn chain(&self) -> String {
         schemas::message::chain_message(schemas::message::sources(self))
     }
+}
+
+/// A failure to fetch a Parquet file's bytes, as opposed to bytes that do not decode: the
+/// reader's (`crate::read`) local and store errors travel inside it, so that a row group that
+/// fails to read can be told apart ([`is_fetch`]): a store that failed is the store's error (75
+/// to retry, 66 for a file that is gone: `Error::cause`), never bad input. Its text is its
+/// source's, which `schemas::message` prints once.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Fetch {
+    #[error("{0}")]
+    Local(#[source] std::io::Error),
+    #[error("{0}")]
+    Store(#[source] object_store::Error),
+}
+
+/// Whether `error` is a failed fetch (a [`Fetch`] in its chain).
+pub(crate) fn is_fetch(error: &parquet::errors::ParquetError) -> bool {
+    schemas::message::sources(error).any(|e| e.is::<Fetch>())
 }
 
 /// The cause a store's failure tells, from the first source in `error`'s chain that says: a
@@ -136,18 +154,23 @@ fn store_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
     retry.then_some(Cause::Retry)
 }
 
-/// A read that failed because the file is not there or not readable: a part its manifest lists
-/// that was removed, on disk or in a store (66). `None` for anything else, which the bytes
-/// themselves explain (65).
-fn missing_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
+/// The cause of a Parquet read whose bytes could not be fetched ([`Fetch`]): a file
+/// that is gone or not readable (a part its manifest lists that was removed, on disk or in a
+/// store: 66), otherwise a store that failed (a dropped connection, an object shorter than
+/// listed, which a retry lists again: 75). `None` for bytes fetched that do not parse, which
+/// the bytes themselves explain (65).
+fn fetch_cause(error: &parquet::errors::ParquetError) -> Option<Cause> {
     use std::io::ErrorKind;
-    schemas::message::sources(error).find_map(|e| {
+    if !is_fetch(error) {
+        return None;
+    }
+    let missing = schemas::message::sources(error).any(|e| {
         let io = e.downcast_ref::<std::io::Error>().map(|io| io.kind());
         let store = e.downcast_ref::<object_store::Error>();
-        let missing = matches!(io, Some(ErrorKind::NotFound | ErrorKind::PermissionDenied))
-            || matches!(store, Some(object_store::Error::NotFound { .. }));
-        missing.then_some(Cause::NoInput)
-    })
+        matches!(io, Some(ErrorKind::NotFound | ErrorKind::PermissionDenied))
+            || matches!(store, Some(object_store::Error::NotFound { .. }))
+    });
+    Some(if missing { Cause::NoInput } else { Cause::Retry })
 }
 
 /// An error as it crosses between workers (see `cluster::agree`): bad input keeps its location

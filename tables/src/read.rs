@@ -15,13 +15,14 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder};
 use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use schemas::{BadInput, Location};
 
 use crate::chunks::{self, ChunkBuffers};
-use crate::error::Error;
+use crate::error::{Error, Fetch, is_fetch};
 use crate::io::Io;
 use crate::manifest::{Manifest, read_manifest};
 use crate::place::Place;
@@ -112,7 +113,8 @@ impl ParquetFile {
     }
 
     /// Reads the named columns of row group `rg` (all with `None`): only their column chunks
-    /// are fetched and decoded.
+    /// are fetched and decoded. Bytes that do not decode are bad input at the row and column
+    /// where they fail ([`ParquetFile::undecodable`]); a failed fetch is the store's error.
     pub fn read_columns(
         &self,
         io: &Io,
@@ -120,26 +122,69 @@ impl ParquetFile {
         columns: Option<&[&str]>,
         mut each: impl FnMut(RecordBatch, u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let parquet_error = |source| Error::Parquet { file: self.name(), source };
-        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
-            ObjectReader::new(&self.place, &self.meta, &self.chunks),
-            self.arrow.clone(),
-        )
-        .with_row_groups(vec![rg])
-        .with_batch_size(self.batch_rows(rg));
-        if let Some(columns) = columns {
-            let mask =
-                ProjectionMask::columns(self.arrow.metadata().file_metadata().schema_descr(), columns.iter().copied());
-            builder = builder.with_projection(mask);
-        }
-        let mut stream = builder.build().map_err(parquet_error)?;
         let mut row = self.first_row(rg);
-        while let Some(batch) = io.block_on(stream.try_next()).map_err(parquet_error)? {
+        let failed = |row, source| self.undecodable(io, rg, columns, row, source);
+        let mut stream = self.stream(rg, self.projection(columns)).map_err(|e| failed(row, e))?;
+        while let Some(batch) = io.block_on(stream.try_next()).map_err(|e| failed(row, e))? {
             let rows = batch.num_rows() as u64;
             each(batch, row)?;
             row += rows;
         }
         Ok(())
+    }
+
+    fn projection(&self, columns: Option<&[&str]>) -> ProjectionMask {
+        match columns {
+            Some(columns) => {
+                ProjectionMask::columns(self.arrow.metadata().file_metadata().schema_descr(), columns.iter().copied())
+            }
+            None => ProjectionMask::all(),
+        }
+    }
+
+    fn stream(&self, rg: usize, mask: ProjectionMask) -> Result<ParquetRecordBatchStream<ObjectReader>, ParquetError> {
+        ParquetRecordBatchStreamBuilder::new_with_metadata(
+            ObjectReader::new(&self.place, &self.meta, &self.chunks),
+            self.arrow.clone(),
+        )
+        .with_row_groups(vec![rg])
+        .with_batch_size(self.batch_rows(rg))
+        .with_projection(mask)
+        .build()
+    }
+
+    /// The error for row group `rg`, which failed in the batch from file row `row` on. A failed
+    /// fetch ([`Fetch`]) is the store's error, as it is. Anything else is in the bytes: bad
+    /// input, located by reading each of the columns alone up to the batch where one fails
+    /// (a cost paid only on this path), at that batch's first row. The arrow reader's error
+    /// names neither the column nor the row, and a page's rows are not known before it decodes,
+    /// so the batch's rows are named.
+    fn undecodable(&self, io: &Io, rg: usize, columns: Option<&[&str]>, row: u64, source: ParquetError) -> Error {
+        if is_fetch(&source) {
+            return Error::Parquet { file: self.name(), source };
+        }
+        let schema = self.arrow.metadata().file_metadata().schema_descr();
+        let roots = schema.root_schema().get_fields().iter().map(|f| f.name()).enumerate();
+        let wanted = |name: &str| columns.is_none_or(|c| c.iter().any(|c| c.split('.').next() == Some(name)));
+        let failing = roots.filter(|(_, name)| wanted(name)).find_map(|(i, name)| {
+            let mut row = self.first_row(rg);
+            let mut stream = self.stream(rg, ProjectionMask::roots(schema, [i])).ok()?;
+            loop {
+                match io.block_on(stream.try_next()) {
+                    Ok(Some(batch)) => row += batch.num_rows() as u64,
+                    Ok(None) => return None,
+                    // A fetch that fails now says nothing of the bytes.
+                    Err(e) => return (!is_fetch(&e)).then_some((row, name)),
+                }
+            }
+        });
+        let (row, at) = match failing {
+            Some((row, name)) => (row, Location::file(self.name()).row(row).column(name)),
+            None => (row, Location::file(self.name()).row(row)),
+        };
+        let end = (row + self.batch_rows(rg) as u64).min(self.first_row(rg) + self.row_group_rows(rg));
+        let cause = schemas::message::chain_message(schemas::message::sources(&source));
+        BadInput::new(at, format!("rows {row}..{end} (row group {rg}) do not decode: {cause}")).into()
     }
 }
 
@@ -288,15 +333,12 @@ impl ObjectReader {
     }
 }
 
-/// A local read's error, its kind kept for the exit code (a part its manifest lists but that
-/// is gone is a missing input, 66: `Error::cause`). `External` prints its source inside its
-/// own message; `schemas::message` prints it once.
 fn local_error(e: std::io::Error) -> ParquetError {
-    ParquetError::External(Box::new(e))
+    ParquetError::External(Box::new(Fetch::Local(e)))
 }
 
 fn external(e: object_store::Error) -> ParquetError {
-    ParquetError::External(Box::new(e))
+    ParquetError::External(Box::new(Fetch::Store(e)))
 }
 
 impl AsyncFileReader for ObjectReader {
@@ -338,5 +380,106 @@ impl AsyncFileReader for ObjectReader {
             Ok(Arc::new(metadata))
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{Float32Builder, ListBuilder};
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+    use schemas::{Cause, StorageConfig};
+
+    use super::*;
+
+    /// A file of 2 row groups of 1,000 rows: `node_id`, then 8 `features` a row.
+    fn write_table(path: &std::path::Path) {
+        let ids = Int64Array::from_iter_values(0..2_000);
+        let mut features = ListBuilder::new(Float32Builder::new());
+        for i in 0..2_000 {
+            features.values().append_slice(&[(i % 97) as f32 * 0.37; 8]);
+            features.append(true);
+        }
+        let columns: Vec<(&str, ArrayRef)> =
+            vec![("node_id", Arc::new(ids)), ("features", Arc::new(features.finish()))];
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
+            .set_max_row_group_row_count(Some(1_000))
+            .build();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+
+    fn read_all(io: &Io, file: &ParquetFile, columns: Option<&[&str]>) -> Result<u64, Error> {
+        let mut rows = 0;
+        for rg in 0..file.row_groups() {
+            file.read_columns(io, rg, columns, |batch, _| {
+                rows += batch.num_rows() as u64;
+                Ok(())
+            })?;
+        }
+        Ok(rows)
+    }
+
+    /// Bytes that do not decode are bad input at the file, the row group's failing rows and the
+    /// column they belong to, whichever columns were asked for; the other column still reads.
+    #[test]
+    fn a_corrupt_page_is_bad_input_naming_its_rows_and_column() {
+        let dir = std::env::temp_dir().join(format!("tables-read-corrupt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nodes.parquet");
+        write_table(&path);
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let place = Place::parse(path.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let files = open_table(&io, &place).unwrap();
+        assert_eq!(read_all(&io, &files[0], None).unwrap(), 2_000);
+
+        // Garble the header of the second row group's first feature page.
+        let chunk = files[0].arrow.metadata().row_group(1).column(1).clone();
+        assert_eq!(chunk.column_path().parts()[0], "features");
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in &mut bytes[chunk.data_page_offset() as usize..][..8] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let files = open_table(&io, &place).unwrap();
+
+        for columns in [None, Some(&["node_id", "features"][..]), Some(&["features"][..])] {
+            let error = read_all(&io, &files[0], columns).unwrap_err();
+            let Error::BadInput(bad) = &error else { panic!("{columns:?}: not bad input: {error}") };
+            assert_eq!(bad.at.file, files[0].name());
+            assert_eq!((bad.at.row, bad.at.column.as_deref()), (Some(1_000), Some("features")), "{error}");
+            assert!(bad.problem.starts_with("rows 1000..2000 (row group 1) do not decode: "), "{error}");
+            assert_eq!(error.cause(), Cause::BadData);
+        }
+        assert_eq!(read_all(&io, &files[0], Some(&["node_id"])).unwrap(), 2_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A failed fetch is the store's failure, never bad input: a file gone is a missing input
+    /// (66), anything else a retry (75, an object shorter than listed included); an error in
+    /// the bytes (a decompressor's io error, as parquet wraps it) is bad data (65).
+    #[test]
+    fn a_failed_fetch_is_told_from_bytes_that_do_not_decode() {
+        let parquet = |source| Error::Parquet { file: "f".into(), source };
+        let store = |e| parquet(external(e));
+        let generic = |s: &str| object_store::Error::Generic { store: "S3", source: s.into() };
+        assert_eq!(store(generic("416 Range Not Satisfiable")).cause(), Cause::Retry);
+        assert_eq!(store(generic("connection reset")).cause(), Cause::Retry);
+        let gone = object_store::Error::NotFound { path: "f".into(), source: "404".into() };
+        assert_eq!(store(gone).cause(), Cause::NoInput);
+        let local = |kind: std::io::ErrorKind| parquet(local_error(kind.into())).cause();
+        assert_eq!(local(std::io::ErrorKind::NotFound), Cause::NoInput);
+        assert_eq!(local(std::io::ErrorKind::UnexpectedEof), Cause::Retry);
+        let zstd = ParquetError::from(std::io::Error::other("Data corruption detected"));
+        assert_eq!(parquet(zstd).cause(), Cause::BadData);
+        assert_eq!(parquet(ParquetError::General("bad footer".into())).cause(), Cause::BadData);
     }
 }

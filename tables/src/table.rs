@@ -80,9 +80,36 @@ pub fn write_file(io: &Io, place: &Place, schema: SchemaRef, batches: &[RecordBa
             crc32: writer.into_inner().finish(),
         })
     })
-    .map_err(|source| Error::Parquet { file, source })
+    .map_err(|source| Error::Write { file, source })
 }
 
 pub fn schema_ref(schema: arrow_schema::Schema) -> SchemaRef {
     Arc::new(schema)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{ArrayRef, Int64Array};
+    use schemas::{Cause, StorageConfig};
+
+    use super::*;
+
+    /// A part that cannot be written is the output's failure (73), not bad data (65, as it was
+    /// when reported as a Parquet read's error): here a path through a file, which the store
+    /// refuses.
+    #[test]
+    fn a_part_that_cannot_be_written_is_an_output_error() {
+        let dir = std::env::temp_dir().join(format!("tables-table-write-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("file"), b"not a directory").unwrap();
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let storage = StorageConfig::default();
+        let place = Place::parse_output(dir.join("file/part-0.parquet").to_str().unwrap(), &storage).unwrap();
+        let ids: ArrayRef = Arc::new(Int64Array::from(vec![1, 2]));
+        let batch = RecordBatch::try_from_iter([("node_id", ids)]).unwrap();
+        let error = write_file(&io, &place, batch.schema(), &[batch]).unwrap_err();
+        assert!(matches!(error, Error::Write { .. }), "{error}");
+        assert_eq!(error.cause(), Cause::CantCreate, "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
