@@ -24,7 +24,7 @@ use timely::worker::Worker;
 
 use crate::Error;
 use crate::graph::{ELSEWHERE, InEdge, NodeStore};
-use crate::load::ReadEdges;
+use crate::load::{ReadEdges, relation_of};
 use crate::runs::{Kept, OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
 use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
@@ -244,7 +244,7 @@ pub fn sample_in_edges(
     let reducer_limits = limits.clone();
     let peers = worker.peers() as u64;
     let source_slots = spec.source_slots;
-    let ReadEdges { edges, features, edge_stats, ends, slots, relation_edges, .. } = edges;
+    let ReadEdges { edges, relations, features, edge_stats, ends, slots, relation_edges, .. } = edges;
     let ends = Ends::new(ends, slots, &hubs);
     shuffle(
         worker,
@@ -268,7 +268,7 @@ pub fn sample_in_edges(
         |send| {
             // Routed from the end, releasing the read edges and their features as they go: the
             // edges and the owners' runs are not held in full at once.
-            let (mut edges, mut features) = (edges, features);
+            let (mut edges, mut relations, mut features) = (edges, relations, features);
             while !edges.is_empty() {
                 let from = edges.len().saturating_sub(CHUNK);
                 let mut bundles: Vec<Bundle> =
@@ -280,7 +280,7 @@ pub fn sample_in_edges(
                     }
                     let (d, s) = (ends.0[e.dst as usize], ends.0[e.src as usize]);
                     let (dst, src) = (d.id, s.id);
-                    let (weight, relation) = (e.weight, e.relation);
+                    let (weight, relation) = (e.weight, relation_of(&relations, from + i));
                     let source = match source_slots {
                         false => 0,
                         true if peers == 1 || owner_key(src) % peers == owner_key(dst) % peers => s.slot,
@@ -303,9 +303,11 @@ pub fn sample_in_edges(
                     bundle.features.extend_from_slice(&features[(from + i) * dim..(from + i + 1) * dim]);
                 }
                 edges.truncate(from);
+                relations.truncate(from);
                 features.truncate(from * dim);
                 if edges.len() < edges.capacity() / 2 {
                     edges.shrink_to_fit();
+                    relations.shrink_to_fit();
                     features.shrink_to_fit();
                 }
                 send(bundles.into_iter().filter(|b| !b.edges.is_empty()).collect());

@@ -154,23 +154,35 @@ fn store_cause(error: &(dyn std::error::Error + 'static)) -> Option<Cause> {
     retry.then_some(Cause::Retry)
 }
 
-/// The cause of a Parquet read whose bytes could not be fetched ([`Fetch`]): a file
-/// that is gone or not readable (a part its manifest lists that was removed, on disk or in a
-/// store: 66), otherwise a store that failed (a dropped connection, an object shorter than
-/// listed, which a retry lists again: 75). `None` for bytes fetched that do not parse, which
-/// the bytes themselves explain (65).
+/// The cause of a Parquet read whose bytes could not be fetched ([`Fetch`]): a file that is
+/// gone or not readable (a part its manifest lists that was removed, on disk or in a store:
+/// 66); a local file shorter than its manifest or footer says, cut short since it was written
+/// (a corrupt file: a retry reads the same bytes, 65); otherwise a store that failed (a dropped
+/// connection, an object shorter than listed, which a retry lists again: 75). `None` for bytes
+/// fetched that do not parse, which the bytes themselves explain (65).
 fn fetch_cause(error: &parquet::errors::ParquetError) -> Option<Cause> {
     use std::io::ErrorKind;
     if !is_fetch(error) {
         return None;
     }
-    let missing = schemas::message::sources(error).any(|e| {
+    let sources = || schemas::message::sources(error);
+    let cut_short = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<Fetch>() {
+        Some(Fetch::Local(io)) => io.kind() == ErrorKind::UnexpectedEof,
+        _ => false,
+    };
+    let missing = |e: &(dyn std::error::Error + 'static)| {
         let io = e.downcast_ref::<std::io::Error>().map(|io| io.kind());
         let store = e.downcast_ref::<object_store::Error>();
         matches!(io, Some(ErrorKind::NotFound | ErrorKind::PermissionDenied))
             || matches!(store, Some(object_store::Error::NotFound { .. }))
-    });
-    Some(if missing { Cause::NoInput } else { Cause::Retry })
+    };
+    Some(if sources().any(cut_short) {
+        Cause::BadData
+    } else if sources().any(missing) {
+        Cause::NoInput
+    } else {
+        Cause::Retry
+    })
 }
 
 /// An error as it crosses between workers (see `cluster::agree`): bad input keeps its location

@@ -463,9 +463,10 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A failed fetch is the store's failure, never bad input: a file gone is a missing input
-    /// (66), anything else a retry (75, an object shorter than listed included); an error in
-    /// the bytes (a decompressor's io error, as parquet wraps it) is bad data (65).
+    /// A failed fetch is the store's failure: a file gone is a missing input (66), a local file
+    /// cut short a corrupt one (65: a retry would read the same bytes), anything else a retry
+    /// (75, a store's object shorter than listed included); an error in the bytes (a
+    /// decompressor's io error, as parquet wraps it) is bad data (65).
     #[test]
     fn a_failed_fetch_is_told_from_bytes_that_do_not_decode() {
         let parquet = |source| Error::Parquet { file: "f".into(), source };
@@ -477,7 +478,8 @@ mod tests {
         assert_eq!(store(gone).cause(), Cause::NoInput);
         let local = |kind: std::io::ErrorKind| parquet(local_error(kind.into())).cause();
         assert_eq!(local(std::io::ErrorKind::NotFound), Cause::NoInput);
-        assert_eq!(local(std::io::ErrorKind::UnexpectedEof), Cause::Retry);
+        assert_eq!(local(std::io::ErrorKind::UnexpectedEof), Cause::BadData);
+        assert_eq!(local(std::io::ErrorKind::Interrupted), Cause::Retry);
         let zstd = ParquetError::from(std::io::Error::other("Data corruption detected"));
         assert_eq!(parquet(zstd).cause(), Cause::BadData);
         assert_eq!(parquet(ParquetError::General("bad footer".into())).cause(), Cause::BadData);
