@@ -141,6 +141,12 @@ fn globs_and_bad_files_in_input_directories() {
     mkfifo(&part);
     let output = run(&Job::train(&listed, dir.join("fifo-listed")).write(&dir, "fifo-listed"), TWO);
     assert_fails(&output, 65, &[part.file_name().unwrap().to_str().unwrap(), "not a regular file"]);
+
+    // A listed part replaced by a directory is bad data too, not a store to retry (75).
+    std::fs::remove_file(&part).unwrap();
+    std::fs::create_dir(&part).unwrap();
+    let output = run(&Job::train(&listed, dir.join("dir-listed")).write(&dir, "dir-listed"), TWO);
+    assert_fails(&output, 65, &[part.file_name().unwrap().to_str().unwrap(), "not a regular file"]);
 }
 
 #[test]

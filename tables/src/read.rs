@@ -47,6 +47,7 @@ impl ParquetFile {
         let arrow = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|source| Error::Parquet { file: table.show(&meta.location), source })?;
+        check_chunks(arrow.metadata(), meta.size, &table.show(&meta.location))?;
         Ok(ParquetFile { place: table.clone(), meta, arrow, chunks })
     }
 
@@ -125,7 +126,7 @@ impl ParquetFile {
         let mut row = self.first_row(rg);
         let failed = |row, source| self.undecodable(io, rg, columns, row, source);
         let mut stream = self.stream(rg, self.projection(columns)).map_err(|e| failed(row, e))?;
-        while let Some(batch) = io.block_on(stream.try_next()).map_err(|e| failed(row, e))? {
+        while let Some(batch) = next_batch(io, &mut stream).map_err(|e| failed(row, e))? {
             let rows = batch.num_rows() as u64;
             each(batch, row)?;
             row += rows;
@@ -170,7 +171,7 @@ impl ParquetFile {
             let mut row = self.first_row(rg);
             let mut stream = self.stream(rg, ProjectionMask::roots(schema, [i])).ok()?;
             loop {
-                match io.block_on(stream.try_next()) {
+                match next_batch(io, &mut stream) {
                     Ok(Some(batch)) => row += batch.num_rows() as u64,
                     Ok(None) => return None,
                     // A fetch that fails now says nothing of the bytes.
@@ -186,6 +187,48 @@ impl ParquetFile {
         let cause = schemas::message::chain_message(schemas::message::sources(&source));
         BadInput::new(at, format!("rows {row}..{end} (row group {rg}) do not decode: {cause}")).into()
     }
+}
+
+/// The next batch of `stream`. The Parquet decoder panics on some bytes that do not decode (a
+/// varint longer than 10 bytes in a page, for one): such a panic is an error in the bytes like
+/// any other, reported by the caller as bad input where it happened, never a crash of the job.
+fn next_batch(
+    io: &Io,
+    stream: &mut ParquetRecordBatchStream<ObjectReader>,
+) -> Result<Option<RecordBatch>, ParquetError> {
+    let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| io.block_on(stream.try_next())));
+    next.unwrap_or_else(|panic| {
+        let text = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(ParquetError::General(format!("the decoder failed: {text}")))
+    })
+}
+
+/// Checks that every column chunk the footer of `file` (of `size` bytes) names lies within the
+/// file, before anything reads one: the decoder panics on a negative offset or size, and an
+/// offset past the end would fetch bytes that are not there. Bad input naming the row group and
+/// the column otherwise.
+fn check_chunks(metadata: &ParquetMetaData, size: u64, file: &str) -> Result<(), Error> {
+    for (rg, group) in metadata.row_groups().iter().enumerate() {
+        for column in group.columns() {
+            let start = column.dictionary_page_offset().unwrap_or(column.data_page_offset());
+            let (start_ok, length) = (start >= 0 && column.data_page_offset() >= 0, column.compressed_size());
+            let end = u64::try_from(start).ok().zip(u64::try_from(length).ok()).and_then(|(s, l)| s.checked_add(l));
+            if start_ok && end.is_some_and(|end| end <= size) {
+                continue;
+            }
+            let name = column.column_path().parts().first().cloned().unwrap_or_default();
+            let problem = format!(
+                "row group {rg}: the footer places this column's chunk at offset {start}, {length} bytes long, in a \
+                 file of {size} bytes: the file is corrupt"
+            );
+            return Err(BadInput::new(Location::file(file).column(name), problem).into());
+        }
+    }
+    Ok(())
 }
 
 /// The files of a table, in name order:
@@ -225,8 +268,9 @@ pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
     Ok(files)
 }
 
-/// An error naming the first local file of `files` that is a FIFO, a socket or a device (a part
-/// someone replaced): opening it would block the reader. (Directory listings leave them out.)
+/// An error naming the first local file a manifest lists that is not a regular file (a part
+/// someone replaced): a FIFO, a socket or a device, which opening would block the reader on,
+/// or a directory, which no retry makes readable. (Directory listings leave them out.)
 fn refuse_streams(table: &Place, files: &[ObjectMeta]) -> Result<(), Error> {
     if table.local_dir().is_none() {
         return Ok(());
@@ -234,7 +278,7 @@ fn refuse_streams(table: &Place, files: &[ObjectMeta]) -> Result<(), Error> {
     let stream = files
         .iter()
         .map(|m| std::path::PathBuf::from(format!("/{}", m.location)))
-        .find(|path| crate::place::is_stream(path));
+        .find(|path| crate::place::is_stream(path) || path.is_dir());
     match stream {
         Some(path) => Err(crate::place::not_regular(path.display())),
         None => Ok(()),
@@ -398,6 +442,10 @@ mod tests {
 
     /// A file of 2 row groups of 1,000 rows: `node_id`, then 8 `features` a row.
     fn write_table(path: &std::path::Path) {
+        write_table_as(path, Compression::ZSTD(ZstdLevel::try_new(1).unwrap()));
+    }
+
+    fn write_table_as(path: &std::path::Path, compression: Compression) {
         let ids = Int64Array::from_iter_values(0..2_000);
         let mut features = ListBuilder::new(Float32Builder::new());
         for i in 0..2_000 {
@@ -407,10 +455,8 @@ mod tests {
         let columns: Vec<(&str, ArrayRef)> =
             vec![("node_id", Arc::new(ids)), ("features", Arc::new(features.finish()))];
         let batch = RecordBatch::try_from_iter(columns).unwrap();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
-            .set_max_row_group_row_count(Some(1_000))
-            .build();
+        let props =
+            WriterProperties::builder().set_compression(compression).set_max_row_group_row_count(Some(1_000)).build();
         let mut writer =
             ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
         writer.write(&batch).unwrap();
@@ -460,6 +506,71 @@ mod tests {
             assert_eq!(error.cause(), Cause::BadData);
         }
         assert_eq!(read_all(&io, &files[0], Some(&["node_id"])).unwrap(), 2_000);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// No bytes in a page make the reader panic: the decoder panics on some (a varint of more
+    /// than 10 bytes), and such a panic is bad input like any other error in the bytes. Every
+    /// 12-byte window of the features' chunk in an uncompressed row group set to 0xff, one at
+    /// a time: each read succeeds or fails as bad data, and some fail in the decoder.
+    #[test]
+    fn no_corrupt_page_panics_the_reader() {
+        let dir = std::env::temp_dir().join(format!("tables-read-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nodes.parquet");
+        write_table_as(&path, Compression::UNCOMPRESSED);
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let place = Place::parse(path.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let clean = std::fs::read(&path).unwrap();
+        let (start, length) = open_table(&io, &place).unwrap()[0].arrow.metadata().row_group(1).column(1).byte_range();
+        let mut in_decoder = 0;
+        for at in (start as usize..(start + length) as usize - 12).step_by(5) {
+            let mut bytes = clean.clone();
+            bytes[at..at + 12].fill(0xff);
+            std::fs::write(&path, &bytes).unwrap();
+            let Ok(files) = open_table(&io, &place) else { continue };
+            if let Err(error) = read_all(&io, &files[0], None) {
+                assert_eq!(error.cause(), Cause::BadData, "byte {at}: {error}");
+                in_decoder += usize::from(error.to_string().contains("the decoder failed"));
+            }
+        }
+        assert!(in_decoder > 0, "no window reached a panic of the decoder");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A footer that places a column chunk at a negative offset or size, or past the file's end,
+    /// is bad input naming the file, the row group and the column, found as the file opens: the
+    /// decoder panics on the first, and the second names bytes that are not there.
+    #[test]
+    fn a_chunk_outside_its_file_is_bad_input() {
+        let dir = std::env::temp_dir().join(format!("tables-read-chunks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nodes.parquet");
+        write_table(&path);
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let place = Place::parse(path.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let file = open_table(&io, &place).unwrap().remove(0);
+        let (metadata, size) = (file.arrow.metadata().as_ref().clone(), file.meta.size);
+        assert!(check_chunks(&metadata, size, "f").is_ok());
+        for (offset, length) in [(-5, 100), (4, -1), (size as i64 - 10, 100)] {
+            let mut groups = metadata.row_groups().to_vec();
+            let mut columns = groups[1].columns().to_vec();
+            columns[1] = columns[1]
+                .clone()
+                .into_builder()
+                .set_dictionary_page_offset(None)
+                .set_data_page_offset(offset)
+                .set_total_compressed_size(length)
+                .build()
+                .unwrap();
+            groups[1] = groups[1].clone().into_builder().set_column_metadata(columns).build().unwrap();
+            let corrupt = ParquetMetaData::new(metadata.file_metadata().clone(), groups);
+            let error = check_chunks(&corrupt, size, "f").unwrap_err();
+            let Error::BadInput(bad) = &error else { panic!("not bad input: {error}") };
+            assert_eq!((bad.at.file.as_str(), bad.at.column.as_deref()), ("f", Some("features")), "{error}");
+            assert!(bad.problem.starts_with("row group 1: the footer places"), "{error}");
+            assert_eq!(error.cause(), Cause::BadData);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
