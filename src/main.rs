@@ -208,15 +208,8 @@ fn main() {
         Ok(Ok(())) => {}
         Ok(Err(exit)) => exit.exit(),
         Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned());
-            Exit::new(
-                Cause::Internal,
-                anyhow::anyhow!("internal error (a bug; please report it): {}", message.unwrap_or_default()),
-            )
-            .exit()
+            let message = schemas::message::panic_text(payload.as_ref());
+            Exit::new(Cause::Internal, anyhow::anyhow!("internal error (a bug; please report it): {message}")).exit()
         }
     }
 }

@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use schemas::ClusterConfig;
+use schemas::message::panic_text;
 use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
 use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
 use timely::communication::{Config as CommunicationConfig, Hooks};
@@ -92,7 +93,7 @@ thread_local! {
 pub fn install_panic_hook() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let message = payload_text(info.payload());
+        let message = panic_text(info.payload());
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         let thread = std::thread::current().name().unwrap_or("").to_owned();
         let lost = message.starts_with("timely communication error")
@@ -111,15 +112,6 @@ pub fn install_panic_hook() {
             default(info);
         }
     }));
-}
-
-/// A panic payload's message.
-pub fn payload_text(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// timely's allocators for this process: one thread, several, or a cluster process whose
@@ -165,7 +157,7 @@ where
             Ok(Err(e)) => Outcome::Failed(e),
             Err(payload) if payload.is::<Aborted>() => Outcome::Aborted,
             Err(payload) => Outcome::Panicked(
-                LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| payload_text(payload.as_ref())),
+                LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| panic_text(payload.as_ref())),
             ),
         };
         if !matches!(outcome, Outcome::Done(_)) {

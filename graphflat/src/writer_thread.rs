@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use arrow_array::RecordBatch;
-use cluster::execute::payload_text;
+use schemas::message::panic_text;
 use tables::manifest::PartEntry;
 
 use crate::error::Error;
@@ -150,7 +150,7 @@ impl WriterThread {
         match thread.join() {
             Ok(result) => result,
             Err(panic) => {
-                std::panic::panic_any(format!("the record writer's thread panicked: {}", payload_text(&*panic)))
+                std::panic::panic_any(format!("the record writer's thread panicked: {}", panic_text(&*panic)))
             }
         }
     }

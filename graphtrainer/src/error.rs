@@ -73,11 +73,7 @@ impl Error {
         let why = match joined {
             None => "it could not be started".to_owned(),
             Some(Ok(())) => "it stopped early".to_owned(),
-            Some(Err(payload)) => payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "it panicked".into()),
+            Some(Err(payload)) => schemas::message::panic_text(payload.as_ref()),
         };
         Error::Internal(format!("the {what} thread failed before the end of the pass: {why}"))
     }

@@ -570,7 +570,7 @@ pub struct ReadEdges {
     /// The message-passing edges (split `train` or null) this worker read.
     pub edges: Vec<Edge>,
     /// A typed graph: each edge's relation, aligned with `edges`. Empty for a homogeneous
-    /// graph, whose every edge is of relation 0 ([`ReadEdges::relation`]).
+    /// graph, whose every edge is of relation 0.
     pub relations: Vec<u8>,
     /// The edge table's feature width (0: it has none).
     pub edge_dim: usize,
@@ -625,11 +625,6 @@ impl ReadEdges {
 
     pub fn len(&self) -> usize {
         self.edges.len()
-    }
-
-    /// Edge `i`'s relation (0 in a homogeneous graph).
-    pub fn relation(&self, i: usize) -> u8 {
-        relation_of(&self.relations, i)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -8,7 +8,17 @@
 //! already holds adds nothing and is left out; every other link is kept, in order, even where
 //! its text appears elsewhere in the message (a user's path may read "operation timed out").
 
+use std::any::Any;
 use std::fmt::Display;
+
+/// A panic payload's message (a panic's `&str` or `String`), as a report quotes it.
+pub fn panic_text(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
 
 /// The links of an error chain, outermost first, as one message, each link left out where its
 /// parent's text holds it.

@@ -198,11 +198,7 @@ fn next_batch(
 ) -> Result<Option<RecordBatch>, ParquetError> {
     let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| io.block_on(stream.try_next())));
     next.unwrap_or_else(|panic| {
-        let text = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let text = schemas::message::panic_text(panic.as_ref());
         Err(ParquetError::General(format!("the decoder failed: {text}")))
     })
 }
@@ -215,9 +211,10 @@ fn check_chunks(metadata: &ParquetMetaData, size: u64, file: &str) -> Result<(),
     for (rg, group) in metadata.row_groups().iter().enumerate() {
         for column in group.columns() {
             let start = column.dictionary_page_offset().unwrap_or(column.data_page_offset());
-            let (start_ok, length) = (start >= 0 && column.data_page_offset() >= 0, column.compressed_size());
+            let length = column.compressed_size();
+            // Negative offsets and sizes fail the conversions.
             let end = u64::try_from(start).ok().zip(u64::try_from(length).ok()).and_then(|(s, l)| s.checked_add(l));
-            if start_ok && end.is_some_and(|end| end <= size) {
+            if column.data_page_offset() >= 0 && end.is_some_and(|end| end <= size) {
                 continue;
             }
             let name = column.column_path().parts().first().cloned().unwrap_or_default();
