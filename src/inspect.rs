@@ -17,10 +17,13 @@ pub fn inspect(target: &str) -> Result<()> {
     let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
     let place = io.place(target).map_err(|e| Exit::new(e.cause(), e))?;
     let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
-    let is_model = manifest.is_some_and(|m| m.stage == tables::commit::Stage::Train);
+    let is_model = manifest.as_ref().is_some_and(|m| m.stage == tables::commit::Stage::Train);
     if is_model || io.block_on(place.child(gnn::io::META).exists()) {
         inspect_model(&io, &place)?;
         return point_at_report(&io, &place);
+    }
+    if let Some(manifest) = &manifest {
+        list_unlisted(&io, &place, manifest)?;
     }
     let files = open_table(&io, &place).map_err(|e| Exit::new(e.cause(), e))?;
     let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
@@ -74,6 +77,40 @@ pub fn inspect(target: &str) -> Result<()> {
         }
     }
     point_at_report(&io, &place)
+}
+
+/// Prints the files in a committed table's directory that its manifest does not list: the
+/// staged files of a run in progress or killed, another tool's files. Readers of this project
+/// never read them; a directory reader reads those with data names (not `_` or `.`).
+fn list_unlisted(io: &Io, dir: &Place, manifest: &tables::commit::Manifest) -> Result<()> {
+    let ours = [schemas::SUCCESS_MARKER, tables::names::MANIFEST];
+    let listed: std::collections::HashSet<&str> = manifest.parts.iter().map(|p| p.name.as_str()).chain(ours).collect();
+    let found = io.block_on(dir.list_files()).map_err(|e| Exit::new(e.cause(), e))?;
+    let prefix = format!("{}/", dir.path);
+    let unlisted: Vec<(String, u64)> = found
+        .into_iter()
+        .filter_map(|m| m.location.as_ref().strip_prefix(&prefix).map(|n| (n.to_owned(), m.size)))
+        .filter(|(name, _)| !listed.contains(name.as_str()))
+        .collect();
+    if unlisted.is_empty() {
+        return Ok(());
+    }
+    let data = |name: &str| !name.split('/').any(|part| part.starts_with(['_', '.']));
+    let visible = unlisted.iter().filter(|(n, _)| data(n)).count();
+    println!(
+        "{}: {} files its manifest (run {}) does not list, {visible} of them with data names that directory readers \
+         read (a run in progress or killed, or another tool's); this project's readers read none:",
+        dir.shown(),
+        unlisted.len(),
+        manifest.run
+    );
+    for (name, size) in unlisted.iter().take(20) {
+        println!("  {name} ({size} bytes){}", if data(name) { "" } else { ", hidden" });
+    }
+    if unlisted.len() > 20 {
+        println!("  ... and {} more", unlisted.len() - 20);
+    }
+    Ok(())
 }
 
 /// The job's report beside an output, when one is there.

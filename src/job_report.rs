@@ -1,10 +1,13 @@
 //! The report of a `graphflat run` (see the `report` crate): what each stage did, kept as the
-//! job goes, then written as `report.html` into every output of the job, succeeded or failed.
+//! job goes, then written, succeeded or failed, as `report.html` into the job's model directory
+//! and to `[report] output`. A table's directory gets none: every reader of a table must find
+//! only Parquet files there (polars refuses a directory that holds a page).
 //!
-//! A report goes only where this project may write: an output some run committed, or one this
-//! process took a run's lease on (its output check passed: it is not an input, nor holds
-//! foreign files unless `overwrite` keeps them). A report never changes the job's result: a
-//! report that cannot be written is a warning. Only process 0 writes it.
+//! A report goes only where this project may write: a model directory some run committed, or
+//! one this process took a run's lease on (its output check passed: it is not an input, nor
+//! holds foreign files unless `overwrite` keeps them), and `[report] output`, which lies outside
+//! every table of the job ([`check_place`]). A report never changes the job's result: a report
+//! that cannot be written is a warning. Only process 0 writes it.
 
 use report::{Job, Outcome, Report, StageRun};
 use schemas::{Cause, StorageConfig};
@@ -56,22 +59,21 @@ impl Ledger {
         }
     }
 
-    /// Writes the report into every output it may go to; returns where it went. Problems are
-    /// logged, never returned.
-    pub fn write(self, io: &Io, job: Job) -> Vec<String> {
+    /// Writes the report into the model directory it may go to and to `page` (`[report]
+    /// output`); returns where it went. Problems are logged, never returned.
+    pub fn write(self, io: &Io, job: Job, page: Option<Place>) -> Vec<String> {
         let (stages, outputs): (Vec<StageRun>, Vec<Vec<Place>>) = self.stages.into_iter().unzip();
-        let allowed: Vec<(Outcome, Place)> = stages
+        let models = stages
             .iter()
             .zip(outputs)
+            .filter(|(run, _)| run.stage == Stage::Train)
             .flat_map(|(run, places)| places.into_iter().map(|p| (run.outcome.clone(), p)))
-            .collect();
+            .filter(|(outcome, output)| *outcome == Outcome::Committed || tables::lease::leased_here(output))
+            .map(|(_, output)| output.child(REPORT));
+        let places: Vec<Place> = models.chain(page).collect();
         let html = report::render(&Report { job: Some(job), stages });
         let mut written = Vec::new();
-        for (outcome, output) in allowed {
-            if outcome != Outcome::Committed && !tables::lease::leased_here(&output) {
-                continue;
-            }
-            let place = output.child(REPORT);
+        for place in places {
             match io.block_on(report::write(&place, &html)) {
                 Ok(()) => written.push(place.shown()),
                 Err(e) => tracing::warn!("the job's report was not written: {e}"),
@@ -109,27 +111,66 @@ pub fn of_outputs(outputs: &[String], out: &str) -> crate::Result<()> {
     Ok(())
 }
 
-/// A page named anything but report.html inside a table's directory (one holding `_SUCCESS` or
-/// Parquet files) would be read as one of its files: refused.
+/// A page inside a table's directory (one holding a manifest or Parquet files), which readers
+/// would take for a data file or refuse (polars): refused, unless the directory is a model's.
 fn refuse_table_dirs(out: &Place) -> crate::Result<()> {
     let Some(path) = out.local_dir() else { return Ok(()) };
-    if path.file_name().is_some_and(|n| n == REPORT) {
-        return Ok(());
-    }
     let Some(dir) = path.parent() else { return Ok(()) };
-    let table = std::fs::read_dir(dir).into_iter().flatten().flatten().any(|entry| {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        name == schemas::SUCCESS_MARKER || name.ends_with(".parquet")
-    });
-    match table {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let model = names.iter().any(|n| n == gnn::io::META);
+    let table = names.iter().any(|n| n == schemas::SUCCESS_MARKER || n.ends_with(".parquet"));
+    match table && !model {
         true => Err(Exit::new(
             Cause::CantCreate,
             anyhow::anyhow!(
-                "{} lies in a table's directory, whose readers would take it for a data file; name it {REPORT} or choose another place",
+                "{} lies in a table's directory, whose readers would take it for a data file or refuse the \
+                 directory; choose a place outside it",
                 out.shown()
             ),
         )),
         false => Ok(()),
+    }
+}
+
+/// Checks `[report] output` against the job's tables: a page inside a table's directory would
+/// break its readers (exit 64). A model's directory may hold it.
+pub fn check_place(page: &Place, job: &schemas::JobFile, io: &Io) -> crate::Result<()> {
+    let mut tables: Vec<&str> = Vec::new();
+    if let Some(c) = &job.generate {
+        tables.push(&c.output);
+    }
+    if let Some(c) = &job.flatten {
+        tables.extend([c.output.as_str(), c.nodes.as_str(), c.edges.as_str()]);
+    }
+    if let Some(c) = &job.train {
+        tables.push(&c.records);
+    }
+    if let Some(c) = &job.infer {
+        tables.extend([c.output.as_str(), c.nodes.as_str(), c.edges.as_str()]);
+        tables.extend(c.pairs.as_deref());
+        tables.extend(c.pairs_output.as_deref());
+    }
+    if let Some(graph) = &job.graph {
+        tables.extend(graph.node_types.values().map(|t| t.table.as_str()));
+        tables.extend(graph.relations.values().map(|r| r.table.as_str()));
+    }
+    let inside =
+        tables.into_iter().filter(|t| !t.is_empty()).filter_map(|t| io.place(t).ok()).find(|t| page.overlaps(t));
+    match inside {
+        Some(table) => Err(Exit::new(
+            Cause::Usage,
+            anyhow::anyhow!(
+                "[report] output {} lies in the table {}, whose readers would take the page for a data file; \
+                 choose a place outside it",
+                page.shown(),
+                table.shown()
+            ),
+        )),
+        None => Ok(()),
     }
 }

@@ -150,8 +150,9 @@ enum Command {
     /// Build the report of committed outputs as one HTML page: each output's run facts
     /// (phases, memory, distributions), and a model's loss and scores per epoch.
     ///
-    /// `graphflat run` writes this page as report.html into every output of a job by itself,
-    /// with the job file and exit status; this command builds one from outputs of several jobs.
+    /// `graphflat run` writes this page (with the job file and exit status) into the model
+    /// directory of a job that trains and to its `[report] output`; this command builds one from
+    /// the committed outputs of any jobs. A page never goes inside a table's directory.
     Report {
         /// Output directories (local paths or URIs) of [flatten], [train] or [infer].
         #[arg(required = true)]
@@ -357,6 +358,14 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     let (job, text) = read_job(path, overrides)?;
     // One I/O runtime for the job, carrying its `[storage]` to every stage.
     let io = Io::new(&job.storage).cause(Cause::Internal)?;
+    let page = match &job.report {
+        Some(report) => {
+            let page = io.output(&report.output).map_err(|e| Exit::new(e.cause(), e))?;
+            job_report::check_place(&page, &job, &io)?;
+            Some(page)
+        }
+        None => None,
+    };
     let mut ledger = Ledger::default();
     let result = run_stages(&job, &io, &mut ledger);
     if job.cluster.process != 0 {
@@ -373,7 +382,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         failure: result.as_ref().err().map(|e| (e.cause.exit_code(), e.message())),
         version: VERSION.to_owned(),
     };
-    let written = ledger.write(&io, info);
+    let written = ledger.write(&io, info, page);
     if !written.is_empty() {
         match &result {
             Ok(()) => println!("report:         {}", written.join(", ")),

@@ -221,19 +221,18 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     let copy_model = |name: &str, recommit: bool, change: &dyn Fn(&Path)| -> PathBuf {
         let to = dir.join(name);
         std::fs::create_dir_all(&to).unwrap();
-        for file in ["model.json", "model.bpk", "_SUCCESS"] {
+        for file in ["model.json", "model.bpk", "_SUCCESS", "_manifest.parquet"] {
             std::fs::copy(model.join(file), to.join(file)).unwrap();
         }
         change(&to);
         if recommit {
-            let mut manifest: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(to.join("_SUCCESS")).unwrap()).unwrap();
-            for part in manifest["parts"].as_array_mut().unwrap() {
-                let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
-                part["bytes"] = bytes.len().into();
-                part["crc32"] = crc32fast::hash(&bytes).into();
-            }
-            std::fs::write(to.join("_SUCCESS"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+            edit_manifest(&to, |manifest| {
+                for part in manifest["parts"].as_array_mut().unwrap() {
+                    let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
+                    part["bytes"] = bytes.len().into();
+                    part["crc32"] = crc32fast::hash(&bytes).into();
+                }
+            });
         }
         to
     };
@@ -273,15 +272,18 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
             "changed",
             data.clone(),
             copy_model("changed", false, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()),
-            66,
-            "does not match the model's _SUCCESS manifest",
+            65,
+            "changed after run",
         ),
         (
             "uncommitted",
             data.clone(),
-            copy_model("uncommitted", false, &|d| std::fs::remove_file(d.join("_SUCCESS")).unwrap()),
+            copy_model("uncommitted", false, &|d| {
+                std::fs::remove_file(d.join("_SUCCESS")).unwrap();
+                std::fs::remove_file(d.join("_manifest.parquet")).unwrap();
+            }),
             66,
-            "no _SUCCESS manifest",
+            "no manifest of a committed model",
         ),
         (
             "hops",

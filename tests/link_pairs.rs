@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::common::*;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
-use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use burn::prelude::*;
 use cluster::owner_key;
 use parquet::arrow::ArrowWriter;
@@ -189,6 +189,7 @@ fn pair_scores_equal_the_decoder_by_hand_on_the_written_embeddings() {
         let table = write_pairs(&dir.join(format!("candidates-{decoder}")), &wanted);
         let out = dir.join(format!("out-{decoder}"));
         let job = infer_pairs(&data, &model, &table, &out).and(Job::cluster().key("workers", 2));
+        let job = job.and(Job::report(out.join("report.html")));
         let summary = run_ok(&job.write(&dir, &format!("infer-{decoder}")), &[]);
         assert!(summary.contains(&format!("pairs:        {} candidate pairs scored", wanted.len())), "{summary}");
         assert!(summary.contains("pairs output:"), "{summary}");
@@ -215,13 +216,12 @@ fn pair_scores_equal_the_decoder_by_hand_on_the_written_embeddings() {
         let facts = &common::manifest(&out.join("embeddings"))["facts"]["histograms"];
         let pairs = facts.as_array().unwrap().iter().find(|h| h["name"] == "pair score (sigmoid)").unwrap();
         assert_eq!(pairs["counts"], serde_json::json!(bins));
-        assert!(std::fs::read_to_string(out.join("pairs/report.html")).unwrap().contains("pair score (sigmoid)"));
+        assert!(std::fs::read_to_string(out.join("report.html")).unwrap().contains("pair score (sigmoid)"));
         for (s, d, x) in got {
             let want = score(&embeddings[&s], &embeddings[&d]);
             assert!((f64::from(x) - want).abs() <= 1e-5 * (1.0 + want.abs()), "{decoder} ({s}, {d}): {x} vs {want}");
         }
-        let manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(out.join("pairs/_SUCCESS")).unwrap()).unwrap();
+        let manifest = common::manifest(&out.join("pairs"));
         assert_eq!(manifest["rows"], wanted.len() as u64);
         assert_eq!(manifest["run"], common::manifest(&out.join("embeddings"))["run"], "one run, two outputs");
 
@@ -290,18 +290,22 @@ fn unknown_nodes_and_bad_columns_in_pairs_are_named_and_leave_no_success() {
         }
     }
 
-    // src as int32: the file and the column, before any row is scored.
+    // src as floats: the file and the column, before any row is scored.
     let table = dir.join("narrow");
     std::fs::create_dir_all(&table).unwrap();
     let columns: Vec<(&str, ArrayRef)> = vec![
-        ("src", Arc::new(Int32Array::from(vec![1, 2]))),
+        ("src", Arc::new(Float64Array::from(vec![1.0, 2.0]))),
         ("dst", Arc::new(Int64Array::from(vec![ids[0], ids[1]]))),
     ];
     write_parquet(&table.join("part-0.parquet"), RecordBatch::try_from_iter(columns).unwrap());
     let out = dir.join("out-narrow");
     let result = run(&infer_pairs(&data, &model, &table, &out).write(&dir, "narrow"), &[]);
     let file = table.join("part-0.parquet");
-    assert_fails(&result, 65, &[&format!("{}, column \"src\"", file.display()), "expected int64, found Int32"]);
+    assert_fails(
+        &result,
+        65,
+        &[&format!("{}, column \"src\"", file.display()), "expected an integer", "found Float64"],
+    );
     no_success(&out);
 
     // No candidates at all: a committed pair table of no rows, which inspect describes.

@@ -63,7 +63,7 @@ fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
             let peaks = peaks.as_array().unwrap();
             assert!(peaks.len() == n && peaks.iter().all(|p| p.as_u64() > Some(0)), "{stage}: {peaks:?}");
         }
-        let page = std::fs::read_to_string(procs.join("scores/report.html")).unwrap();
+        let page = std::fs::read_to_string(procs.join("model/report.html")).unwrap();
         assert!(page.contains(&format!("{n} processes x 1 worker each")), "{n} processes: the report");
     }
     // And one process of one worker: the same records and scores of its own model.
@@ -164,4 +164,54 @@ fn the_launch_script_reports_the_first_failure_and_stops_on_term() {
     let stopped = child.wait_with_output().unwrap();
     assert_eq!(stopped.status.code(), Some(143), "{}", clean(&stopped));
     clean(&stopped);
+}
+
+/// An overwrite on two processes, one of which gets SIGTERM once both have staged parts: the
+/// job ends without a commit, and every reader of the output reads the earlier commit's rows,
+/// exactly (the stopped run's parts never had data names); the next run removes them.
+#[test]
+fn a_terminated_process_of_two_leaves_the_committed_rows_to_every_reader() {
+    let dir = scratch("processes-term");
+    let data = dir.join("graph");
+    generate(&data, 40_000, 8, 16, 2);
+    let out = dir.join("flat");
+    let flatten = Job::flatten(&data, &out).key("fanouts", vec![10, 10]).key("batch_size", 256).key("part_size_mb", 1);
+    let job = cluster(2).and(flatten.key("overwrite", true)).write(&dir, "two");
+    let launched = |job: &Path| {
+        let out = launch(2, job);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    launched(&job);
+    let committed = manifest(&out)["run"].clone();
+    let spawn = |p: usize| {
+        graphflat()
+            .args(["run", job.to_str().unwrap(), "--processes", "2", "--process", &p.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut children = Children(vec![spawn(0), spawn(1)]);
+    let staged = || {
+        let dirs = std::fs::read_dir(out.join("_temporary")).into_iter().flatten().flatten();
+        dirs.flat_map(|run| std::fs::read_dir(run.path()).into_iter().flatten().flatten())
+            .filter(|f| f.file_name().to_string_lossy().contains("-00001-"))
+            .count()
+    };
+    let started = Instant::now();
+    while staged() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "process 1 staged no part");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = children.0[1].id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    for child in children.0.drain(..) {
+        assert!(!child.wait_with_output().unwrap().status.success());
+    }
+    assert_eq!(manifest(&out)["run"], committed, "the stopped run committed");
+    assert_eq!(parquet_files(&out).len(), manifest(&out)["parts"].as_array().unwrap().len());
+    assert_every_reader_reads_the_manifest(&[&out]);
+    launched(&job);
+    assert!(!out.join("_temporary").exists(), "the stopped run's staged parts remain");
+    assert_every_reader_reads_the_manifest(&[&out]);
 }

@@ -1,7 +1,8 @@
 //! The job's report (report.html): its charts carry exactly what the outputs hold, checked
 //! against the files and against distributions recomputed here from the tables (a plain count
 //! of in-edges, of record sizes, of predictions); the SVG draws those values; a failed job
-//! gets a report too, and a report never changes a job's result nor touches foreign files.
+//! gets a report too, and a report never changes a job's result, never touches foreign files
+//! and never goes into a table's directory.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -103,7 +104,8 @@ fn whole_job(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
         .key("workers", 2)
         .and(Job::flatten(&data, &flat).key("fanouts", vec![5, 3]).key("hub_threshold", 40))
         .and(Job::train(&flat, &model).key("epochs", 6).key("batch_size", 256).key("hidden", 8))
-        .and(Job::infer(&data, &model, &scores).key("hub_threshold", 40));
+        .and(Job::infer(&data, &model, &scores).key("hub_threshold", 40))
+        .and(Job::report(dir.join("job-report.html")));
     let summary = run_ok(&job.write(dir, "job"), &[]);
     assert!(summary.contains("report:"), "{summary}");
     (data, flat, model, scores)
@@ -113,9 +115,11 @@ fn whole_job(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
 fn a_job_report_carries_exactly_what_its_outputs_hold() {
     let dir = scratch("report");
     let (data, flat, model, scores) = whole_job(&dir);
-    // One page, the same in every output of the job.
-    let html = page(&flat);
-    assert!(html == page(&model) && html == page(&scores));
+    // One page, in the model's directory and where [report] output says; none in a table's.
+    let html = page(&model);
+    assert!(html == std::fs::read_to_string(dir.join("job-report.html")).unwrap());
+    assert!(!flat.join("report.html").exists() && !scores.join("report.html").exists());
+    assert_every_reader_reads_the_manifest(&[&flat, &scores]);
     assert!(html.contains("succeeded</span> (exit 0)") && html.contains("1 process x 2 workers each"), "{html}");
     // Self-contained: no script, nothing fetched.
     for needle in ["<script", " src=", "href=\"http", "url("] {
@@ -192,16 +196,19 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "my notes");
     let missing = graphflat().args(["report", data.join("nowhere").to_str().unwrap()]).output().unwrap();
     assert_fails(&missing, 66, &["no committed output"]);
-    // A page inside a table's directory would be read as one of its files: refused.
-    let inside = flat.join("charts.html");
-    let refused =
-        graphflat().args(["report", model.to_str().unwrap(), "--out", inside.to_str().unwrap()]).output().unwrap();
-    assert_fails(&refused, 73, &["table's directory"]);
-    assert!(!inside.exists());
+    // A page inside a table's directory would be read as one of its files, or make polars
+    // refuse the directory: refused, whatever its name, from `report` and from a job.
+    for name in ["charts.html", "report.html"] {
+        let inside = flat.join(name);
+        let refused =
+            graphflat().args(["report", model.to_str().unwrap(), "--out", inside.to_str().unwrap()]).output().unwrap();
+        assert_fails(&refused, 73, &["table's directory"]);
+        assert!(!inside.exists());
+    }
+    let job = Job::flatten(&data, &flat).key("overwrite", true).and(Job::report(flat.join("report.html")));
+    assert_fails(&run(&job.write(&dir, "inside"), &[]), 64, &["[report] output", "lies in the table"]);
     // Facts that do not parse are none: the page says so, and the output stays readable.
-    let mut m = manifest(&flat);
-    m["facts"] = Value::from("garbage <script>");
-    std::fs::write(flat.join("_SUCCESS"), m.to_string()).unwrap();
+    edit_manifest(&flat, |m| m["facts"] = Value::from("garbage <script>"));
     let garbage = dir.join("garbage.html");
     graphflat_ok(&["report", flat.to_str().unwrap(), "--out", garbage.to_str().unwrap()]);
     assert!(std::fs::read_to_string(&garbage).unwrap().contains("carries no run facts"));
@@ -223,11 +230,12 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
         std::fs::copy(entry.path(), bad.join("nodes").join(entry.file_name())).unwrap();
     }
     write_edges(&bad.join("edges/part-0.parquet"), &[(0, 1), (1, 999_999)]);
-    let job = Job::flatten(&bad, &flat).and(Job::train(&flat, dir.join("model")));
+    let report = dir.join("report.html");
+    let job = Job::flatten(&bad, &flat).and(Job::train(&flat, dir.join("model"))).and(Job::report(&report));
     let out = run(&job.write(&dir, "bad"), &[]);
     assert_eq!(out.status.code(), Some(65), "{}", text(&out));
-    assert!(!flat.join("_SUCCESS").exists());
-    let html = page(&flat);
+    assert!(!flat.join("_SUCCESS").exists() && !flat.join("report.html").exists());
+    let html = page(&dir);
     assert!(html.contains("failed</span> (exit 65)"), "{html}");
     assert!(html.contains("failed: flatten failed") && html.contains("999999"), "the error is on the page: {html}");
     assert!(html.contains("<a href=\"#train\">train</a> <span class=\"skipped\">not run</span>"), "{html}");
@@ -237,68 +245,62 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
     let again = dir.join("again");
     run_ok(&Job::flatten(&data, &again).write(&dir, "again"), &[]);
     let earlier = manifest(&again)["run"].as_str().unwrap().to_owned();
-    let out = run(&Job::flatten(&bad, &again).key("overwrite", true).write(&dir, "again-bad"), &[]);
+    let job = Job::flatten(&bad, &again).key("overwrite", true).and(Job::report(&report));
+    let out = run(&job.write(&dir, "again-bad"), &[]);
     assert_eq!(out.status.code(), Some(65), "{}", text(&out));
-    let html = page(&again);
+    let html = page(&dir);
     assert!(
         html.contains("failed</span> (exit 65)") && html.contains(&format!("the output run {earlier} committed")),
         "{html}"
     );
 
-    // An output that holds a foreign file fails its check: no report goes there.
-    let foreign = dir.join("foreign");
-    std::fs::create_dir_all(&foreign).unwrap();
-    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
-    let out = run(&Job::flatten(&data, &foreign).write(&dir, "foreign"), &[]);
-    assert_eq!(out.status.code(), Some(73), "{}", text(&out));
-    assert!(!foreign.join("report.html").exists());
-
-    // A report.html that is not ours (with overwrite, foreign files are kept) stays as it is,
-    // and the job succeeds all the same.
+    // A page at [report] output that is not ours stays as it is, and the job succeeds all the
+    // same.
     let kept = dir.join("kept");
-    std::fs::create_dir_all(&kept).unwrap();
-    std::fs::write(kept.join("report.html"), "someone's page").unwrap();
-    let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
+    let theirs = dir.join("theirs.html");
+    std::fs::write(&theirs, "someone's page").unwrap();
+    let job =
+        |name: &str| Job::flatten(&data, &kept).key("overwrite", true).and(Job::report(&theirs)).write(&dir, name);
+    let out = run(&job("kept"), &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("not a graphflat report"), "{}", text(&out));
-    assert_eq!(std::fs::read_to_string(kept.join("report.html")).unwrap(), "someone's page");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "someone's page");
     // A report that cannot be written (a directory in its place) is a warning, not a failure.
-    std::fs::remove_file(kept.join("report.html")).unwrap();
-    std::fs::create_dir_all(kept.join("report.html")).unwrap();
-    let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
+    std::fs::remove_file(&theirs).unwrap();
+    std::fs::create_dir_all(&theirs).unwrap();
+    let out = run(&job("kept"), &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(kept.join("_SUCCESS").exists());
-    // Nor does a FIFO in its place block the job, `inspect` or `report` (they never open it).
-    std::fs::remove_dir(kept.join("report.html")).unwrap();
-    assert!(std::process::Command::new("mkfifo").arg(kept.join("report.html")).status().unwrap().success());
-    let out = run(&Job::flatten(&data, &kept).key("overwrite", true).write(&dir, "kept"), &[]);
+    // Nor does a FIFO in its place block the job or `report` (they never open it).
+    std::fs::remove_dir(&theirs).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&theirs).status().unwrap().success());
+    let out = run(&job("kept"), &[]);
     assert!(out.status.success() && text(&out).contains("not a graphflat report"), "{}", text(&out));
     assert!(!graphflat_ok(&["inspect", kept.to_str().unwrap()]).contains("report:"));
-    let page = kept.join("report.html");
     let refused =
-        graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
+        graphflat().args(["report", kept.to_str().unwrap(), "--out", theirs.to_str().unwrap()]).output().unwrap();
     assert_fails(&refused, 73, &["not a graphflat report"]);
 
-    // Nor does a `_SUCCESS` that is a FIFO or larger than any manifest: it is bad data, named,
+    // Nor does a manifest that is a FIFO or larger than any manifest: it is bad data, named,
     // for `inspect`, `report` and a stage that reads the output.
-    let manifest = std::fs::read(kept.join("_SUCCESS")).unwrap();
-    std::fs::remove_file(kept.join("_SUCCESS")).unwrap();
-    assert!(std::process::Command::new("mkfifo").arg(kept.join("_SUCCESS")).status().unwrap().success());
+    let manifest = std::fs::read(kept.join("_manifest.parquet")).unwrap();
+    std::fs::remove_file(kept.join("_manifest.parquet")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(kept.join("_manifest.parquet")).status().unwrap().success());
     let sparse = |path: &Path| std::fs::File::create(path).unwrap().set_len((64 << 20) + 1).unwrap();
     for (odd, words) in [("fifo", "not a regular file"), ("huge", "more than any manifest")] {
         if odd == "huge" {
-            std::fs::remove_file(kept.join("_SUCCESS")).unwrap();
-            sparse(&kept.join("_SUCCESS"));
+            std::fs::remove_file(kept.join("_manifest.parquet")).unwrap();
+            sparse(&kept.join("_manifest.parquet"));
         }
         let inspected = graphflat().args(["inspect", kept.to_str().unwrap()]).output().unwrap();
-        assert_fails(&inspected, 65, &["_SUCCESS", words]);
+        assert_fails(&inspected, 65, &["_manifest.parquet", words]);
         let page = dir.join(format!("{odd}.html"));
         let reported =
             graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
-        assert_fails(&reported, 65, &["_SUCCESS", words]);
+        assert_fails(&reported, 65, &["_manifest.parquet", words]);
         let train = Job::train(&kept, dir.join(format!("model-{odd}")));
-        assert_fails(&run(&train.write(&dir, &format!("train-{odd}")), &[]), 65, &["_SUCCESS", words]);
+        assert_fails(&run(&train.write(&dir, &format!("train-{odd}")), &[]), 65, &["_manifest.parquet", words]);
     }
-    std::fs::write(kept.join("_SUCCESS"), manifest).unwrap();
+    std::fs::write(kept.join("_manifest.parquet"), manifest).unwrap();
     graphflat_ok(&["inspect", kept.to_str().unwrap()]);
 }

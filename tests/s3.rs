@@ -186,6 +186,17 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 3000);
     assert_eq!(sorted_rows(&a), sorted_rows(&b), "scores differ");
 
+    // Readers that take an s3:// URI read exactly the committed rows, with no option but the
+    // standard AWS environment.
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "testing".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", SECRET.to_owned()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+        ("AWS_ENDPOINT_URL", s3.endpoint()),
+    ];
+    let uris = [Path::new("s3://graphs/flat"), Path::new("s3://graphs/scores")];
+    assert_every_reader_reads_the_manifest_with(&uris, &env);
+
     // A finished output on S3 is kept without `overwrite` (create-if-absent marker).
     let again = s3.graphflat(&["run", on_s3.to_str().unwrap()], &dir);
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
@@ -316,7 +327,7 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
         "the foreign object was removed: {keys:?}"
     );
     // The manifest lists parts that are all there, whole, at the exact key.
-    let manifest: serde_json::Value = serde_json::from_slice(&s3.get("graphs", &format!("{key}/_SUCCESS"))).unwrap();
+    let manifest = manifest_of(s3.get("graphs", &format!("{key}/_manifest.parquet")));
     for part in manifest["parts"].as_array().unwrap() {
         let name = part["name"].as_str().unwrap();
         let size = keys.iter().find(|(k, _)| k == &format!("{key}/{name}")).map(|(_, s)| *s);
@@ -324,6 +335,10 @@ fn on_s3_a_run_keeps_foreign_objects_and_exact_keys_and_racing_runs_leave_one_ou
     }
     assert_eq!(manifest["rows"], 3000);
     assert!(s3.keys("graphs", "odd").iter().all(|(k, _)| k.starts_with(key)), "written under another key");
+    // Nothing but the listed parts under data names, and no run's staged objects left.
+    let parts = keys.iter().filter(|(k, _)| k.ends_with(".parquet") && !k.contains("/_") && !k.contains("theirs"));
+    assert_eq!(parts.count(), manifest["parts"].as_array().unwrap().len(), "{keys:?}");
+    assert!(keys.iter().all(|(k, _)| !k.contains("_temporary")), "{keys:?}");
 }
 
 /// A store that fails while a stage reads its model or its records is a failure to retry (75),

@@ -109,13 +109,16 @@ fn globs_and_bad_files_in_input_directories() {
     run_ok(&fanouts(Job::flatten(&data, glob.join("one-file")).key("edges", file)).write(&dir, "one-file"), &[]);
     assert!(read_records(&glob.join("one-file")) == expected);
 
-    // Without the glob the text file is part of the table, and it is not Parquet.
-    let out = dir.join("with-text");
-    let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "with-text"), TWO);
-    let message = text(&output);
-    assert_eq!(output.status.code(), Some(65), "{message}");
-    assert!(message.contains("notes.txt"), "{message}");
-    assert!(!out.join("_SUCCESS").exists());
+    // Without the glob the text file is part of the table, and it is not Parquet: said as such,
+    // with its path, whatever its size (one shorter than a footer, one longer).
+    for notes in ["short", "these are not edges, and there are more of them than a footer"] {
+        std::fs::write(data.join("edges/notes.txt"), notes).unwrap();
+        let out = dir.join("with-text");
+        let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "with-text"), TWO);
+        let file = data.join("edges/notes.txt").display().to_string();
+        assert_fails(&output, 65, &[&format!("{file}: not a Parquet file ({} bytes", notes.len())]);
+        assert!(!out.join("_SUCCESS").exists());
+    }
 
     // A truncated Parquet file is named too.
     std::fs::remove_file(data.join("edges/notes.txt")).unwrap();
@@ -206,38 +209,70 @@ fn the_manifest_lists_every_part_with_rows_sizes_and_checksums_and_leftovers_go(
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
     let first = read_records(&flatten(&dir, &data, "flat", TWO, fanouts));
     let out = dir.join("flat");
-    // What killed runs leave: a staging file, and a part and the marker of a run whose process
-    // is gone.
-    let (dead, gone) = ("0000000000a00000001", "0000000000b00000002");
-    std::fs::write(out.join(format!("part-{dead}-00000-00000.parquet#1")), "half an upload").unwrap();
-    std::fs::copy(parquet_files(&out)[0].clone(), out.join(format!("part-{gone}-00000-00000.parquet"))).unwrap();
+    // What killed runs leave: the staged part and marker of a run whose process is gone, and,
+    // as an earlier version left them, a staging file, a part and a marker beside the parts.
+    let (dead, gone, old) = ("0000000000a00000001", "0000000000b00000002", "0000000000c00000003");
     let marker = |run: &str| {
         format!(r#"{{"run":"{run}","stage":"flatten","host":"h/b","pid":1,"pid_start":null,"heartbeat_ms":0}}"#)
     };
+    std::fs::create_dir_all(out.join(format!("_temporary/{dead}"))).unwrap();
+    std::fs::write(out.join(format!("_temporary/{dead}/run.json")), marker(dead)).unwrap();
+    let staged = out.join(format!("_temporary/{dead}/part-{dead}-00000-00000.parquet.staged"));
+    std::fs::copy(parquet_files(&out)[0].clone(), staged).unwrap();
+    std::fs::write(out.join(format!("part-{old}-00000-00000.parquet#1")), "half an upload").unwrap();
+    std::fs::copy(parquet_files(&out)[0].clone(), out.join(format!("part-{gone}-00000-00000.parquet"))).unwrap();
     std::fs::write(out.join(format!("_run-{gone}.json")), marker(gone)).unwrap();
-    // Readers take only what the manifest lists: training and re-reading see the same records.
+    // Readers of this project take only what the manifest lists: training and re-reading see
+    // the same records.
     assert!(read_listed_records(&out) == first);
     assert!(read_records(&flatten(&dir, &data, "flat", TWO, overwriting)) == first);
 
     let m = manifest(&out);
     let parts = m["parts"].as_array().unwrap();
-    let mut on_disk: Vec<String> =
-        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    on_disk.sort();
     let mut listed: Vec<String> = parts.iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
-    // The manifest, and the job's report beside it.
-    listed.extend(["_SUCCESS".into(), "report.html".into()]);
+    // The manifest and the empty _SUCCESS: nothing else, no report in a table's directory.
+    listed.extend(["_SUCCESS".into(), "_manifest.parquet".into()]);
     listed.sort();
-    assert_eq!(on_disk, listed, "leftovers were not removed");
+    assert_eq!(names(&out), listed, "leftovers were not removed");
+    assert_eq!(std::fs::metadata(out.join("_SUCCESS")).unwrap().len(), 0, "_SUCCESS is empty, as Spark writes it");
     let rows: u64 = parts.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
     assert_eq!((rows, m["rows"].as_u64().unwrap()), (300, 300));
+    let block = m["block_bytes"].as_u64().unwrap() as usize;
     for p in parts {
         let bytes = std::fs::read(out.join(p["name"].as_str().unwrap())).unwrap();
         assert_eq!(bytes.len() as u64, p["bytes"].as_u64().unwrap());
         assert_eq!(crc32fast::hash(&bytes), p["crc32"].as_u64().unwrap() as u32, "checksum of {}", p["name"]);
+        let blocks: Vec<u32> = bytes.chunks(block).map(crc32fast::hash).collect();
+        let encoded = blocks.iter().flat_map(|c| c.to_le_bytes()).collect::<Vec<u8>>();
+        use base64::Engine;
+        assert_eq!(p["blocks"], base64::engine::general_purpose::STANDARD.encode(encoded), "blocks of {}", p["name"]);
     }
     assert_eq!(m["stage"], "flatten");
     assert_eq!(m["settings"]["fanouts"], serde_json::json!([3, 3]));
+    assert_every_reader_reads_the_manifest(&[&out]);
+}
+
+/// Waits until `done` holds or a minute has passed.
+fn wait_for(done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The files under `out/_temporary`, at any depth.
+fn staged(out: &Path) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            match entry.file_type().unwrap().is_dir() {
+                true => walk(&entry.path(), found),
+                false => found.push(entry.path()),
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&out.join("_temporary"), &mut found);
+    found
 }
 
 #[test]
@@ -254,21 +289,18 @@ fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
         .spawn()
         .unwrap();
     // Kill it once it has finished a part and is writing more.
-    let started = Instant::now();
-    while !(out.exists() && parquet_files(&out).len() >= 2) && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let parts_staged = || staged(&out).iter().filter(|p| p.to_string_lossy().ends_with(".parquet.staged")).count();
+    wait_for(|| parts_staged() >= 2);
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert!(!status.success(), "the run finished before it could be killed");
-    assert!(!out.join("_SUCCESS").exists(), "a killed run left _SUCCESS");
-    let left = parquet_files(&out).len();
-    assert!(left >= 2, "no parts were written before the kill");
+    assert!(!out.join("_SUCCESS").exists() && !out.join("_manifest.parquet").exists(), "a killed run committed");
+    assert!(parts_staged() >= 2, "no parts were written before the kill");
+    assert!(parquet_files(&out).is_empty(), "a killed run's parts are visible under data names");
 
-    // Training refuses the unfinished output.
+    // Training refuses the unfinished output: no manifest, no data.
     let refused = run(&Job::train(&out, dir.join("model")).key("epochs", 1).write(&dir, "train"), &[]);
     assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
-    assert!(text(&refused).contains("_SUCCESS"), "{}", text(&refused));
 
     // The re-run commits only its own parts and removes the killed run's.
     run_ok(&path, &["--workers", "1"]);
@@ -276,7 +308,8 @@ fn a_killed_run_leaves_no_success_and_its_rerun_reads_no_leftover() {
         manifest(&out)["parts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
     let on_disk: Vec<String> =
         parquet_files(&out).iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_owned()).collect();
-    assert_eq!(on_disk.len(), listed.len(), "leftovers of the killed run remain: {on_disk:?}");
+    assert_eq!(on_disk, listed);
+    assert!(!out.join("_temporary").exists(), "leftovers of the killed run remain: {:?}", staged(&out));
     assert_eq!(read_records(&out).len(), 60_000);
 }
 
@@ -307,13 +340,14 @@ fn of_two_runs_racing_for_one_output_exactly_one_commits() {
     assert_eq!(won, 1, "{}\n{}", text(&outputs[0]), text(&outputs[1]));
     let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
     assert_eq!(lost.status.code(), Some(73), "{}", text(lost));
-    // The loser took its run marker away with it.
-    let markers: Vec<String> = names(&out).into_iter().filter(|n| n.starts_with("_run-")).collect();
-    assert!(markers.is_empty(), "markers left behind: {markers:?}");
-    // Readers see one run's complete output.
+    // The loser took its marker and its parts away with it.
+    assert!(!out.join("_temporary").exists(), "left behind: {:?}", staged(&out));
+    // Readers see one run's complete output, this project's and every directory reader.
     let records = read_listed_records(&out);
     assert_eq!(records.len(), 20_000);
     assert!(records.windows(2).all(|w| w[0].root < w[1].root), "a node appears twice");
+    assert_eq!(parquet_files(&out).len(), manifest(&out)["parts"].as_array().unwrap().len());
+    assert_every_reader_reads_the_manifest(&[&out]);
 }
 
 #[test]
@@ -330,23 +364,21 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
     let mut child =
         graphflat().args(["run", train(&model).to_str().unwrap()]).stderr(std::process::Stdio::null()).spawn().unwrap();
     // Kill it after its first epoch, while it writes metrics and checkpoints.
-    let started = Instant::now();
     let training = |dir: &Path| {
         std::fs::read_dir(dir)
             .is_ok_and(|mut d| d.any(|e| e.unwrap().file_name().to_string_lossy().starts_with("metrics-")))
     };
-    while !training(&model) && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(|| training(&model));
     child.kill().unwrap();
     assert!(!child.wait().unwrap().success(), "the run finished before it could be killed");
-    assert!(!model.join("_SUCCESS").exists(), "a killed training run left _SUCCESS");
-    assert!(!model.join("metrics.jsonl").exists(), "a killed training run wrote metrics.jsonl");
+    for file in ["_SUCCESS", "_manifest.parquet", "metrics.jsonl", "model.bpk", "model.json"] {
+        assert!(!model.join(file).exists(), "a killed training run left {file}");
+    }
 
     // GraphInfer refuses the unfinished model.
     let refused = run(&Job::infer(&data, &model, dir.join("scores")).write(&dir, "infer"), &[]);
     assert_eq!(refused.status.code(), Some(66), "{}", text(&refused));
-    assert!(text(&refused).contains("no _SUCCESS manifest"), "{}", text(&refused));
+    assert!(text(&refused).contains("no manifest of a committed model"), "{}", text(&refused));
 
     // The re-run (fresh: no resume) commits the model an uninterrupted run commits.
     run_ok(&train(&model), &[]);
@@ -398,7 +430,7 @@ fn a_run_never_deletes_what_it_did_not_write() {
     assert!(out.join("other/part-0.parquet").exists() && data.join("edges/part-0.parquet").exists());
     assert_eq!(std::fs::read_link(out.join(lookalike)).unwrap(), data.join("edges/part-0.parquet"));
     let listed = manifest(&out)["parts"].as_array().unwrap().len();
-    // The parts, _SUCCESS and report.html.
+    // The parts, _manifest.parquet and _SUCCESS.
     assert_eq!(after.len(), before.len() + listed + 2, "leftovers of the first run remain: {after:?}");
 }
 
@@ -425,11 +457,12 @@ fn overwriting_runs_racing_for_one_output_leave_one_complete_output() {
             assert_eq!(crc32fast::hash(&bytes), p["crc32"].as_u64().unwrap() as u32, "round {round}: {}", p["name"]);
         }
         assert!(read_listed_records(&out) == reference, "round {round}: the committed output differs");
+        // Once they have all ended, no part of a run that lost is left under a data name.
+        let listed = manifest(&out)["parts"].as_array().unwrap().len();
+        assert_eq!(parquet_files(&out).len(), listed, "round {round}: {:?}", names(&out));
+        assert!(!out.join("_temporary").exists(), "round {round}: {:?}", staged(&out));
     }
-    // The next commit removes the parts of the runs that lost.
-    run_ok(&path, &["--workers", "1"]);
-    let listed = manifest(&out)["parts"].as_array().unwrap().len();
-    assert_eq!(parquet_files(&out).len(), listed);
+    assert_every_reader_reads_the_manifest(&[&out]);
 }
 
 #[test]
@@ -492,7 +525,7 @@ fn an_output_path_keeps_every_character() {
 }
 
 /// A committed part cut short after its manifest was written (the footer kept, bytes gone from
-/// its middle): the read that reaches past its end names the file and both sizes, once.
+/// its middle): the reader names the file and both sizes, once, before it reads any of it.
 #[test]
 fn a_part_shorter_than_its_manifest_is_named_with_its_size() {
     let dir = scratch("storage-short-part");
@@ -505,9 +538,8 @@ fn a_part_shorter_than_its_manifest_is_named_with_its_size() {
     let out = dir.join("flat");
     let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "short"), TWO);
     let name = part.file_name().unwrap().to_str().unwrap();
-    let size =
-        format!("the file holds {} bytes, but its manifest or footer names bytes up to {}", cut.len(), bytes.len());
-    assert_fails(&output, 65, &[name, &size]);
+    let size = format!("{} bytes where the manifest of run", cut.len());
+    assert_fails(&output, 65, &[name, &size, &format!("says {}: the part changed after its commit", bytes.len())]);
     assert_eq!(text(&output).matches(&size).count(), 1, "{}", text(&output));
     assert_no_repeats(&output);
     assert!(!out.join("_SUCCESS").exists());
@@ -523,7 +555,7 @@ fn a_listed_part_that_is_gone_is_a_missing_input() {
     std::fs::remove_file(&part).unwrap();
     let out = dir.join("flat");
     let output = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "gone"), TWO);
-    assert_fails(&output, 66, &[part.file_name().unwrap().to_str().unwrap(), "No such file"]);
+    assert_fails(&output, 66, &[part.file_name().unwrap().to_str().unwrap(), "missing; the manifest of run"]);
     assert_no_repeats(&output);
     assert!(!out.join("_SUCCESS").exists());
 }

@@ -1,20 +1,22 @@
 //! A model in storage (a local directory or a URI, through the `tables` layer): `model.bpk`
 //! (burn's burnpack record of the weights), `model.json` ([`ModelMeta`]: the kind, sizes and the
-//! flatten settings of its records), and `_SUCCESS`, the manifest of the two with their sizes and
-//! CRC-32, written last. Inference needs nothing else.
+//! flatten settings of its records), and the manifest of the two with their sizes and CRC-32
+//! (`_manifest.parquet`, then an empty `_SUCCESS`), written last. Inference needs nothing else.
 //!
-//! A reader takes a model only under a manifest whose checksums match the files: a training job
-//! killed before its commit leaves no `_SUCCESS` (or, replacing an older model, files that no
-//! longer match the older manifest), and both are refused.
+//! A run stages the files and its commit publishes them (`tables::staging`), so a training job
+//! killed before its commit leaves the committed model as it was. A reader takes a model only
+//! under a manifest whose checksums match the files: files that do not changed after their
+//! commit, and are refused, saying so.
 
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use schemas::Task;
 use schemas::facts::RunFacts;
 use schemas::model::ModelMeta;
-use tables::commit::{Manifest, PartEntry, Stage};
+use tables::commit::{Manifest, PartEntry, Pending, Stage};
 use tables::lease::Lease;
-use tables::names::Layout;
+use tables::names::{Layout, staged_name};
+use tables::staging::{Staged, StagedFile};
 use tables::{Io, Place};
 
 use crate::Error;
@@ -53,10 +55,15 @@ pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -
     let parts = vec![PartEntry::of(WEIGHTS, 0, &weights), PartEntry::of(META, 0, &json)];
     let manifest = Manifest::new(lease.run(), Stage::Train, parts, settings).with_facts(facts);
     io.block_on(async {
+        // Staged, then published by the commit: a run that dies before it leaves the committed
+        // model's files as they were.
+        let mut staged = Vec::new();
         for (name, bytes) in [(WEIGHTS, weights), (META, json)].into_iter().chain(files) {
-            dir.child(name).put(bytes).await?;
+            dir.child(&staged_name(lease.run(), name)).put(bytes).await?;
+            staged.push(StagedFile { name: name.to_owned(), staged: Staged::File });
         }
-        tables::commit::commit(dir, &manifest, true, &LAYOUT, lease).await
+        let pending = Pending { output: dir, manifest, files: staged, layout: &LAYOUT, lease };
+        tables::commit::commit_all(vec![pending], true).await
     })?;
     Ok(())
 }
@@ -83,7 +90,7 @@ impl ModelFiles {
         let missing = |problem: &str| Error::Model { path: dir.shown(), problem: problem.into() };
         let Some(manifest) = tables::commit::read_manifest(dir).await? else {
             return Err(missing(
-                "no _SUCCESS manifest of a model: not a training output, or the training job did not finish",
+                "no manifest of a committed model: not a training output, or its training job did not commit",
             ));
         };
         let json = checked(dir, &manifest, META).await?;
@@ -215,27 +222,34 @@ fn check_types(meta: &ModelMeta) -> Result<(), String> {
     }
 }
 
-/// The bytes of `name`, which the manifest must list with these bytes' size and checksum.
+/// The bytes of `name`, which the manifest must list with these bytes' size and checksum. The
+/// model's files are published only by their run's commit, so files that do not match changed
+/// after it, and the message says so with both sizes and checksums.
 async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Error> {
     let place = dir.child(name);
-    let fail = |problem: &str| Error::Model { path: place.shown(), problem: problem.into() };
+    let fail = |problem: String| Error::Model { path: place.shown(), problem };
     let Some(entry) = manifest.parts.iter().find(|p| p.name == name) else {
-        return Err(fail("not listed in the model's _SUCCESS manifest"));
+        return Err(fail("not listed in the model's manifest".into()));
+    };
+    let changed = |found: String| Error::Corrupt {
+        path: place.shown(),
+        problem: format!(
+            "changed after run {} committed it: {found}, where its manifest says {} bytes with CRC-32 {:08x}; train \
+             the model again, or put the committed file back",
+            manifest.run, entry.bytes, entry.crc32
+        ),
     };
     // Never more than the manifest says (a file that grew is read no further than that).
     let Some(bytes) = place.get_at_most(entry.bytes).await.map_err(|e| match e {
-        tables::Error::BadData(_) if !place.is_special_local_file() => {
-            fail("does not match the model's _SUCCESS manifest (size or CRC-32): a later training run did not finish")
-        }
+        tables::Error::BadData(_) if !place.is_special_local_file() => changed("more bytes".into()),
         e => e.into(),
     })?
     else {
-        return Err(fail("missing: the training job did not finish"));
+        return Err(fail(format!("missing, though run {} committed it (removed since?)", manifest.run)));
     };
-    if PartEntry::of(name, entry.rows, &bytes) != *entry {
-        return Err(fail(
-            "does not match the model's _SUCCESS manifest (size or CRC-32): a later training run did not finish",
-        ));
+    let crc32 = tables::checksum::Sums::of(&bytes).crc32;
+    if bytes.len() as u64 != entry.bytes || crc32 != entry.crc32 {
+        return Err(changed(format!("{} bytes with CRC-32 {crc32:08x}", bytes.len())));
     }
     Ok(bytes)
 }

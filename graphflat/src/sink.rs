@@ -20,8 +20,8 @@ use crate::error::Error;
 use schemas::Split;
 use schemas::record::{LinkRecord, Record, RecordColumns, links_to_batch};
 use tables::Io;
-use tables::commit::PartEntry;
 use tables::parts::{PartWriter as Parts, PartsOf, part_properties};
+use tables::staging::StagedPart;
 
 /// Records of a lane buffered before they become one Arrow batch.
 const BATCH_BYTES: usize = 8 << 20;
@@ -296,7 +296,7 @@ impl Encoder {
     }
 
     /// The finished parts, for the manifest.
-    pub fn entries(&self) -> Vec<PartEntry> {
+    pub fn entries(&self) -> Vec<StagedPart> {
         self.parts.parts.clone()
     }
 

@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 
 use arrow_array::RecordBatch;
 use schemas::message::panic_text;
-use tables::manifest::PartEntry;
+use tables::staging::StagedPart;
 
 use crate::error::Error;
 use crate::sink::{Encoder, Piece};
@@ -92,7 +92,7 @@ impl Drop for StopOnExit {
 pub struct Finished {
     pub bytes_written: u64,
     pub parts_written: u32,
-    pub entries: Vec<PartEntry>,
+    pub entries: Vec<StagedPart>,
 }
 
 pub struct WriterThread {
@@ -278,8 +278,9 @@ mod tests {
         out
     }
 
+    /// The parts of run "r" staged under `dir`, with their bytes.
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-        let mut files: Vec<_> = std::fs::read_dir(dir)
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("_temporary/r"))
             .map(|entries| {
                 entries
                     .flatten()

@@ -40,8 +40,8 @@ use schemas::pairs::{self, DST, PairBatch, SRC};
 use schemas::{BadInput, Location};
 use serde::{Deserialize, Serialize};
 use stage::Worker;
-use tables::commit::PartEntry;
 use tables::parts::{PartWriter, PartsOf, part_properties};
+use tables::staging::StagedPart;
 use tables::{Io, ParquetFile, Place, open_table, units};
 
 use crate::Error;
@@ -234,7 +234,7 @@ pub struct PairsWritten {
     pub rows: u64,
     pub bytes: u64,
     pub parts: u32,
-    pub entries: Vec<PartEntry>,
+    pub entries: Vec<StagedPart>,
     /// The pairs by the sigmoid of their score (see [`SCORE_BINS`]).
     pub scores: LinearCounts,
 }

@@ -1,4 +1,5 @@
-//! The edge table: `src: int64`, `dst: int64`, optional `weight: float32` (> 0), optional
+//! The edge table: `src: int64`, `dst: int64`, optional `weight: float32` (> 0; `float64`
+//! read as `float32`, and other integer widths as `int64`: [`crate::columns`]), optional
 //! `features`: `list<float32>` or `fixed_size_list<float32>`, one length on every row (the
 //! table's first row's, at least 1), finite, no nulls, optional `split: utf8` (`train`,
 //! `valid`, `test` or null). The checks that need more than one batch (that length, the same
@@ -9,13 +10,12 @@
 //! scored on; `train` and null edges pass messages. Every edge with a split is a supervision
 //! edge of the link task.
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Float32Type;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
+use crate::columns::Floats;
 use crate::error::{BadInput, Location};
 use crate::nodes::{FloatLists, check_features, float_list, float_lists, int64, no_nulls, splits};
 use crate::split::Split;
@@ -123,24 +123,24 @@ impl EdgeBatch {
         first_row: u64,
         require_positive: bool,
     ) -> Result<Self, BadInput> {
-        let src = int64(batch, SRC, file)?;
+        let src = int64(batch, SRC, file, first_row)?;
         no_nulls(&src, SRC, file, first_row)?;
-        let dst = int64(batch, DST, file)?;
+        let dst = int64(batch, DST, file, first_row)?;
         no_nulls(&dst, DST, file, first_row)?;
         let weight = match batch.column_by_name(WEIGHT) {
             None => None,
             Some(array) => {
-                if array.data_type() != &DataType::Float32 {
-                    return Err(BadInput::new(
+                let floats = Floats::read(array).ok_or_else(|| {
+                    BadInput::new(
                         Location::file(file).column(WEIGHT),
-                        format!("expected float32, found {}", array.data_type()),
-                    ));
-                }
-                let weight = array.as_primitive::<Float32Type>().clone();
-                no_nulls(&weight, WEIGHT, file, first_row)?;
+                        format!("expected float32 or float64, found {}", array.data_type()),
+                    )
+                })?;
+                no_nulls(&floats.values, WEIGHT, file, first_row)?;
+                let weight = floats.values.clone();
                 for (i, &w) in weight.values().iter().enumerate() {
                     let bad = if !w.is_finite() {
-                        Some(format!("weight must be finite, found {w}"))
+                        Some(floats.out_of_range(i).unwrap_or_else(|| format!("weight must be finite, found {w}")))
                     } else if require_positive && w <= 0.0 {
                         Some(format!("the weighted sampler needs weight > 0, found {w}"))
                     } else {

@@ -3,6 +3,7 @@
 //!
 //! `README.md` beside this crate documents each table with an example row.
 
+pub mod columns;
 pub mod edge_stats;
 pub mod edges;
 pub mod error;

@@ -1,17 +1,18 @@
 //! The node table: `node_id: int64` (unique), `features: list<float32>` or
 //! `fixed_size_list<float32>` (one length on every row), optional `label` (nullable): `int64`
-//! class ids, or multi-hot targets as `list<float32>` / `fixed_size_list<float32>` (one length
-//! on every labeled row, values in [0, 1]), optional `split: utf8` (`train`, `valid`, `test` or
-//! null).
+//! class ids (-1 or null: unlabeled), or multi-hot targets as `list<float32>` /
+//! `fixed_size_list<float32>` (one length on every labeled row, values in [0, 1]), optional
+//! `split: utf8` (`train`, `valid`, `test` or null). Other integer and float widths and
+//! dictionary-encoded columns are read as these types ([`crate::columns`]).
 
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
+use crate::columns::{self, Floats};
 use crate::error::{BadInput, Location};
 use crate::label::{Label, LabelKind};
 use crate::split::Split;
@@ -20,6 +21,9 @@ pub const NODE_ID: &str = "node_id";
 pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";
+
+/// The class label that marks an unlabeled node, as null does.
+pub const UNLABELED: i64 = -1;
 
 pub(crate) fn float_list() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Float32, false)))
@@ -101,10 +105,10 @@ fn label_column(labels: &[Option<Label>], kind: LabelKind) -> ArrayRef {
     }
 }
 
-/// A column of float vectors, whichever list layout the file used.
+/// A column of float vectors, whichever list layout and float width the file used.
 pub struct FloatLists {
     offsets: Vec<usize>,
-    values: Float32Array,
+    values: Floats,
     nulls: Option<NullBuffer>,
 }
 
@@ -119,7 +123,10 @@ impl FloatLists {
         let mistyped = || {
             BadInput::new(
                 Location::file(file).column(column),
-                format!("expected list<float32> or fixed_size_list<float32>, found {}", array.data_type()),
+                format!(
+                    "expected list<float32> or fixed_size_list<float32> (or of float64), found {}",
+                    array.data_type()
+                ),
             )
         };
         let nulls = array.nulls().cloned();
@@ -139,10 +146,7 @@ impl FloatLists {
             }
             _ => return Err(mistyped()),
         };
-        if values.data_type() != &DataType::Float32 {
-            return Err(mistyped());
-        }
-        let values = values.as_primitive::<Float32Type>().clone();
+        let values = Floats::read(&values).ok_or_else(mistyped)?;
         Ok(FloatLists { offsets, values, nulls })
     }
 
@@ -159,13 +163,19 @@ impl FloatLists {
         if self.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
             return None;
         }
-        Some(&self.values.values()[self.offsets[i]..self.offsets[i + 1]])
+        Some(&self.values.values.values()[self.offsets[i]..self.offsets[i + 1]])
     }
 
     /// The position of the first null value inside row `i`, if any.
     pub fn null_value_in_row(&self, i: usize) -> Option<usize> {
-        let nulls = self.values.nulls()?;
+        let nulls = self.values.values.nulls()?;
         (self.offsets[i]..self.offsets[i + 1]).find(|&j| nulls.is_null(j)).map(|j| j - self.offsets[i])
+    }
+
+    /// Why value `j` of row `i`, infinite as `float32`, is bad input when it was a finite
+    /// `float64` (see [`Floats::out_of_range`]).
+    fn out_of_range(&self, i: usize, j: usize) -> Option<String> {
+        self.values.out_of_range(self.offsets[i] + j)
     }
 }
 
@@ -189,17 +199,19 @@ impl NodeBatch {
     /// [`check_features`].
     /// `first_row` is the file row of this batch's row 0, for error locations.
     pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Self, BadInput> {
-        let ids = int64(batch, NODE_ID, file)?;
+        let ids = int64(batch, NODE_ID, file, first_row)?;
         no_nulls(&ids, NODE_ID, file, first_row)?;
         let features = FloatLists::from_column(batch, FEATURES, file)?;
         let labels = match batch.column_by_name(LABEL) {
             None => None,
-            Some(array) if array.data_type() == &DataType::Int64 => Some(Labels::Classes(int64(batch, LABEL, file)?)),
+            Some(array) if columns::is_integer(array.data_type()) => {
+                Some(Labels::Classes(int64(batch, LABEL, file, first_row)?))
+            }
             Some(array) => Some(Labels::Targets(FloatLists::from_array(array, LABEL, file).map_err(|_| {
                 BadInput::new(
                     Location::file(file).column(LABEL),
                     format!(
-                        "expected int64 (a class) or list<float32> (multi-hot targets), found {}",
+                        "expected an integer (a class id) or list<float32> (multi-hot targets), found {}",
                         array.data_type()
                     ),
                 )
@@ -220,11 +232,18 @@ impl NodeBatch {
         self.ids.is_empty()
     }
 
-    /// Row `i`'s label; targets are checked (no null, each in [0, 1]); `row` is its file row.
+    /// Row `i`'s label: a class id of at least 0 (-1 and null: unlabeled, the conventions of
+    /// pandas and scikit-learn users); targets checked (no null, each in [0, 1]). `row` is its
+    /// file row.
     pub fn label(&self, i: usize, file: &str, row: u64) -> Result<Option<Label>, BadInput> {
         match &self.labels {
             None => Ok(None),
-            Some(Labels::Classes(c)) => Ok(c.is_valid(i).then(|| Label::Class(c.value(i)))),
+            Some(Labels::Classes(c)) if c.is_null(i) || c.value(i) == UNLABELED => Ok(None),
+            Some(Labels::Classes(c)) if c.value(i) < 0 => Err(BadInput::new(
+                Location::file(file).row(row).column(LABEL),
+                format!("class id {}: class ids are 0 or more, and -1 or null marks an unlabeled node", c.value(i)),
+            )),
+            Some(Labels::Classes(c)) => Ok(Some(Label::Class(c.value(i)))),
             Some(Labels::Targets(t)) => {
                 let Some(values) = t.row(i) else { return Ok(None) };
                 let at = || Location::file(file).row(row).column(LABEL);
@@ -252,6 +271,9 @@ pub fn check_features<'a>(features: &'a FloatLists, i: usize, file: &str, row: u
         return Err(BadInput::new(at(), format!("null value at position {j}")));
     }
     if let Some(j) = values.iter().position(|v| !v.is_finite()) {
+        if let Some(why) = features.out_of_range(i, j) {
+            return Err(BadInput::new(at(), format!("value at position {j}: {why}")));
+        }
         let what = if values[j].is_nan() { "NaN" } else { "infinite value" };
         return Err(BadInput::new(at(), format!("{what} at position {j}")));
     }
@@ -268,15 +290,10 @@ pub(crate) fn required<'a>(batch: &'a RecordBatch, column: &str, file: &str) -> 
     })
 }
 
-pub(crate) fn int64(batch: &RecordBatch, column: &str, file: &str) -> Result<Int64Array, BadInput> {
-    let array = required(batch, column, file)?;
-    if array.data_type() != &DataType::Int64 {
-        return Err(BadInput::new(
-            Location::file(file).column(column),
-            format!("expected int64, found {}", array.data_type()),
-        ));
-    }
-    Ok(array.as_primitive::<Int64Type>().clone())
+/// Column `column` of `batch` (from file row `first_row`) as `int64`, from any integer type
+/// ([`columns::int64`]).
+pub(crate) fn int64(batch: &RecordBatch, column: &str, file: &str, first_row: u64) -> Result<Int64Array, BadInput> {
+    columns::int64(required(batch, column, file)?, column, file, first_row)
 }
 
 pub(crate) fn no_nulls(array: &dyn Array, column: &str, file: &str, first_row: u64) -> Result<(), BadInput> {
@@ -291,8 +308,8 @@ pub(crate) fn no_nulls(array: &dyn Array, column: &str, file: &str, first_row: u
     Ok(())
 }
 
-/// A `split` column's values (`utf8`, `large_utf8` or `utf8_view`): `train`, `valid`, `test` or
-/// null; any other value is bad input at its row of `column`.
+/// A `split` column's values (`utf8`, `large_utf8` or `utf8_view`, or a dictionary of them):
+/// `train`, `valid`, `test` or null; any other value is bad input at its row of `column`.
 pub(crate) fn splits(
     array: &ArrayRef,
     column: &str,
@@ -310,6 +327,7 @@ pub(crate) fn splits(
             }),
         }
     };
+    let array = &columns::plain(array);
     match array.data_type() {
         DataType::Utf8 => array.as_string::<i32>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),
         DataType::LargeUtf8 => array.as_string::<i64>().iter().enumerate().map(|(i, v)| parse(i, v)).collect(),

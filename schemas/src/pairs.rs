@@ -18,7 +18,7 @@ pub const SRC: &str = "src";
 pub const DST: &str = "dst";
 pub const SCORE: &str = "score";
 
-/// Checks a pairs file's schema before any row is read: `src` and `dst` present, `int64`.
+/// Checks a pairs file's schema before any row is read: `src` and `dst` present, integers.
 pub fn check_schema(schema: &Schema, file: &str) -> Result<(), BadInput> {
     for column in [SRC, DST] {
         let at = || Location::file(file).column(column);
@@ -26,8 +26,11 @@ pub fn check_schema(schema: &Schema, file: &str) -> Result<(), BadInput> {
             let found: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             BadInput::new(at(), format!("missing required column (found: {})", found.join(", ")))
         })?;
-        if field.data_type() != &DataType::Int64 {
-            return Err(BadInput::new(at(), format!("expected int64, found {}", field.data_type())));
+        if !crate::columns::is_integer(field.data_type()) {
+            return Err(BadInput::new(
+                at(),
+                format!("expected an integer (int64, int32, ...), found {}", field.data_type()),
+            ));
         }
     }
     Ok(())
@@ -41,9 +44,9 @@ pub struct PairBatch {
 
 impl PairBatch {
     pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Self, BadInput> {
-        let src = int64(batch, SRC, file)?;
+        let src = int64(batch, SRC, file, first_row)?;
         no_nulls(&src, SRC, file, first_row)?;
-        let dst = int64(batch, DST, file)?;
+        let dst = int64(batch, DST, file, first_row)?;
         no_nulls(&dst, DST, file, first_row)?;
         Ok(PairBatch { src, dst })
     }
@@ -88,7 +91,7 @@ mod tests {
     }
 
     #[test]
-    fn pair_columns_are_int64_without_nulls_and_others_are_ignored() {
+    fn pair_columns_are_integers_without_nulls_and_others_are_ignored() {
         let ok = batch(vec![
             ("dst", Arc::new(Int64Array::from(vec![2, 3])) as ArrayRef),
             ("src", Arc::new(Int64Array::from(vec![1, 1]))),
@@ -102,9 +105,15 @@ mod tests {
             ("src", Arc::new(arrow_array::Int32Array::from(vec![1])) as ArrayRef),
             ("dst", Arc::new(Int64Array::from(vec![2]))),
         ]);
-        let error = check_schema(&narrow.schema(), "p.parquet").unwrap_err();
+        check_schema(&narrow.schema(), "p.parquet").unwrap();
+        assert_eq!(PairBatch::from_batch(&narrow, "p.parquet", 0).unwrap().src.value(0), 1);
+        let floats = batch(vec![
+            ("src", Arc::new(Float32Array::from(vec![1.0])) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from(vec![2]))),
+        ]);
+        let error = check_schema(&floats.schema(), "p.parquet").unwrap_err();
         assert_eq!(error.at, Location::file("p.parquet").column("src"));
-        assert!(error.to_string().contains("expected int64, found Int32"), "{error}");
+        assert!(error.to_string().contains("expected an integer"), "{error}");
 
         let missing = batch(vec![("src", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]);
         assert_eq!(check_schema(&missing.schema(), "p.parquet").unwrap_err().at.column.as_deref(), Some("dst"));

@@ -19,6 +19,7 @@ const REQUIRED: &[(&str, &str)] = &[
     ("flatten", "nodes = 'n'\nedges = 'e'\noutput = 'o'\n"),
     ("train", "records = 'r'\noutput = 'o'\n"),
     ("infer", "nodes = 'n'\nedges = 'e'\nmodel = 'm'\noutput = 'o'\n"),
+    ("report", "output = 'r'\n"),
 ];
 
 /// One `key = value` line of a TOML example, with the table it sits under.

@@ -28,6 +28,7 @@ use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run
 use tables::lease::Lease;
 use tables::names::Layout;
 use tables::parts::PartsOf;
+use tables::staging::StagedPart;
 use tables::{Error, Io, Place};
 use timely::ExchangeData;
 
@@ -281,14 +282,25 @@ async fn commit_outputs<X>(
     all: &[WorkerStats<X>],
     facts: RunFacts,
 ) -> Result<(), Error> {
-    let manifest =
-        |parts| Manifest::new(&output.run, declared.stage, parts, declared.settings.clone()).with_facts(facts.clone());
-    let parts = all.iter().flat_map(|s| s.entries.iter().cloned()).collect();
-    let mut pending = vec![Pending { output: &output.dir, manifest: manifest(parts), layout: &Layout::TABLE, lease }];
+    let pending = |place, lease, parts: Vec<&StagedPart>| Pending {
+        output: place,
+        manifest: Manifest::new(
+            &output.run,
+            declared.stage,
+            parts.iter().map(|p| p.entry.clone()).collect(),
+            declared.settings.clone(),
+        )
+        .with_facts(facts.clone()),
+        files: parts.iter().map(|p| p.file()).collect(),
+        layout: &Layout::TABLE,
+        lease,
+    };
+    let mut all_pending = vec![pending(&output.dir, lease, all.iter().flat_map(|s| &s.entries).collect())];
     for (i, (extra, lease)) in extras.iter().zip(extra_leases).enumerate() {
-        let parts = all.iter().flat_map(|s| s.extra_entries.get(i).into_iter().flatten().cloned()).collect();
-        pending.push(Pending { output: &extra.place, manifest: manifest(parts), layout: &Layout::TABLE, lease });
+        let parts = all.iter().flat_map(|s| s.extra_entries.get(i).into_iter().flatten()).collect();
+        all_pending.push(pending(&extra.place, lease, parts));
     }
+    let pending = all_pending;
     commit_all(pending, declared.overwrite).await
 }
 

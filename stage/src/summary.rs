@@ -4,7 +4,8 @@
 
 use schemas::facts::{Histogram, Log2Counts, RunFacts};
 use serde::{Deserialize, Serialize};
-use tables::commit::{PartEntry, Stage};
+use tables::commit::Stage;
+use tables::staging::StagedPart;
 
 /// What a body wrote on one worker, with its own facts `X`.
 #[derive(Debug, Clone, Default)]
@@ -13,10 +14,10 @@ pub struct Written<X> {
     pub targets: u64,
     pub bytes: u64,
     pub parts: u32,
-    /// This worker's finished parts, for the manifest.
-    pub entries: Vec<PartEntry>,
+    /// This worker's finished parts, for the commit.
+    pub entries: Vec<StagedPart>,
     /// This worker's finished parts of each extra output, in `Declared::extras` order.
-    pub extra_entries: Vec<Vec<PartEntry>>,
+    pub extra_entries: Vec<Vec<StagedPart>>,
     pub own: X,
 }
 
@@ -32,8 +33,8 @@ pub struct WorkerStats<X> {
     pub targets: u64,
     pub bytes: u64,
     pub parts: u32,
-    pub entries: Vec<PartEntry>,
-    pub extra_entries: Vec<Vec<PartEntry>>,
+    pub entries: Vec<StagedPart>,
+    pub extra_entries: Vec<Vec<StagedPart>>,
     pub peak_rss: u64,
     /// In-degrees of this worker's nodes (message-passing edges).
     pub in_degrees: Log2Counts,

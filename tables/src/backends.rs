@@ -3,29 +3,40 @@
 //! file system. A store is built from the URI's scheme and authority, then the job's
 //! `[storage]` settings (which `crate::Io` carries).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::multipart::MultipartStore;
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 use schemas::StorageConfig;
+use schemas::job::storage::Staging;
 
 use crate::error::Error;
 
+/// A store, and its multipart uploads where a run's parts wait for the commit as uploads
+/// (see `crate::staging`).
+pub(crate) struct Store {
+    pub objects: Arc<dyn ObjectStore>,
+    pub multipart: Option<Arc<dyn MultipartStore>>,
+}
+
 /// The store serving `scheme://authority` (`uri` names it in errors).
-pub(crate) fn open(
-    uri: &str,
-    scheme: &str,
-    authority: &str,
-    storage: &StorageConfig,
-) -> Result<Box<dyn ObjectStore>, Error> {
+pub(crate) fn open(uri: &str, scheme: &str, authority: &str, storage: &StorageConfig) -> Result<Store, Error> {
     let opened = |source| Error::Store { what: format!("cannot open {}", schemas::redact(uri)), source };
     match scheme {
-        "s3" => Ok(Box::new(s3_builder(storage).with_bucket_name(authority).build().map_err(opened)?)),
-        "hdfs" | "viewfs" => hdfs_store(uri, scheme, authority, storage),
+        "s3" => {
+            let s3 = Arc::new(s3_builder(storage).with_bucket_name(authority).build().map_err(opened)?);
+            let multipart = (storage.staging == Staging::Multipart).then(|| s3.clone() as Arc<dyn MultipartStore>);
+            Ok(Store { objects: s3, multipart })
+        }
+        "hdfs" | "viewfs" => {
+            Ok(Store { objects: Arc::from(hdfs_store(uri, scheme, authority, storage)?), multipart: None })
+        }
         _ => {
             let url = url::Url::parse(&format!("{scheme}://{authority}/"))
                 .map_err(|source| Error::Uri { uri: schemas::redact(uri), source })?;
-            Ok(object_store::parse_url(&url).map_err(opened)?.0)
+            Ok(Store { objects: Arc::from(object_store::parse_url(&url).map_err(opened)?.0), multipart: None })
         }
     }
 }

@@ -3,42 +3,55 @@
 //! 1. **Check** ([`check_output`]): the output is neither an input nor inside one, nor holds
 //!    one, after symlinks ([`Place::overlaps`]). It holds nothing this project did not write
 //!    (see [`crate::names`]) unless the job sets `overwrite`, and then such files are kept and
-//!    never read; an output that already has `_SUCCESS` is kept unless the job sets
+//!    never read; an output that already holds a committed output is kept unless the job sets
 //!    `overwrite`. Nothing is deleted here: yesterday's output stays readable until the new
 //!    one commits.
-//! 2. **Write**: the committing worker takes a [`Lease`] (the run's marker), then every worker
-//!    writes parts named by the run (`part-<run>-<worker>-<n>.parquet`, see [`crate::parts`]),
-//!    so two runs never write the same name and a multipart upload never needs to be
-//!    conditional.
-//! 3. **Commit** ([`commit`]): the committing worker checks that its marker is still in
-//!    place, then writes `_SUCCESS` last, as a JSON [`Manifest`] of the parts with their rows,
-//!    sizes and CRC-32 checksums, and the job's settings. Without `overwrite` it is a
-//!    create-if-absent put, so of two runs racing for one output exactly one commits; the
-//!    other fails. Then it removes the files of runs that have ended ([`cleanup`]).
+//! 2. **Write**: the committing worker takes a [`Lease`] (the run's marker in
+//!    `_temporary/<run>/`), then every worker stages parts named by the run
+//!    (`part-<run>-<worker>-<n>.parquet`, see [`crate::parts`] and [`crate::staging`]): no
+//!    directory reader sees them, and two runs never write the same name.
+//! 3. **Commit** ([`commit_all`]): the committing worker checks that its marker is still in
+//!    place, publishes every worker's parts under their names ([`crate::staging::publish`]),
+//!    then writes the [`Manifest`] ([`MANIFEST`]: the parts with their rows, sizes and
+//!    checksums, and the job's settings) and an empty `_SUCCESS`. Without `overwrite` the
+//!    manifest is a create-if-absent put, so of two runs racing for one output exactly one
+//!    commits; the other takes its parts back and fails. Then the parts of the manifest it
+//!    replaced go, at once, and the files of runs that have ended ([`cleanup`]).
 //!
-//! A run that writes several outputs (GraphInfer's scores and pair scores) commits them
-//! together with [`commit_all`]: every marker is checked first, the manifests go in order,
-//! and a manifest that cannot be written takes back those written before it, so a failed run
-//! leaves its `_SUCCESS` nowhere.
+//! **What a directory reader sees.** Committed parts only, but during the switch: from the
+//! first part published to the last part of the replaced manifest removed, a listing may find
+//! both runs' parts (a few milliseconds on a local disk; `BENCHMARKS.md` measures it), and a
+//! run killed inside that window leaves its published parts visible until the next commit.
+//! Readers of this project take only the parts the manifest lists, and so see one run whole.
 //!
-//! Readers ([`crate::read::table_files`]) take only the parts a manifest lists, so a reader never
-//! sees a half-written output or a mix of runs.
+//! A run that writes several outputs (GraphInfer's scores and pair scores) commits them in
+//! order: every marker is checked first, and an output that cannot commit takes back those
+//! committed before it (their replaced manifest restored, their published parts removed), so a
+//! failed run leaves its manifest nowhere.
 //!
 //! Why two runs racing with `overwrite` leave one complete output: a run deletes another run's
-//! files only when that run has ended (its marker is gone, or says it is dead), and, for a run
-//! that ended by committing, only when `_SUCCESS`, read again after that, is still its own. A
-//! run that ended before that read committed before it, so the manifest that is still ours
-//! replaced its manifest: its files are no longer listed by any manifest.
+//! files only when that run has ended (its marker is gone, or says it is dead), or when they
+//! are the parts of the manifest its own replaced; and, for the files of a run that ended by
+//! committing, only when the manifest, read again after that, is still its own. A run that
+//! ended before that read committed before it, so the manifest that is still ours replaced its
+//! manifest: its files are no longer listed by any manifest. A run whose own commit a later
+//! run has replaced, and that later run has ended, deletes its own parts: no manifest lists
+//! them, and none can again (only a run still committing takes a commit back). Every run ends
+//! with its cleanup, after its marker is gone, so of two racing runs the one that cleans up
+//! last finds the other ended, and no losing run's part stays visible once both have ended.
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use parquet::file::metadata::KeyValue;
 
 use crate::error::Error;
 use crate::lease::{self, Lease};
-use crate::names::{Layout, Name, REPORT, marker_name, run_of};
+use crate::names::{Layout, MANIFEST, Name, REPORT, TEMPORARY, is_run_id, run_of};
 use crate::place::Place;
+use crate::staging::{StagedFile, publish, remove_run_dir, withdraw};
 
 pub use crate::manifest::{MANIFEST_FORMAT, Manifest, PartEntry, Stage, read_manifest};
 pub use crate::names::new_run_id;
@@ -59,12 +72,14 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
         return Err(Error::Output(format!("{}: the output is a file, not a directory", output.shown())));
     }
     let entries = entries(output).await?;
-    // A run writes into its layout's directories (a model's `checkpoints/`): one that is a
-    // symlink or a file would lead its writes and its cleanup elsewhere, so not even
-    // `overwrite` takes it.
-    if let Some(e) = entries.iter().find(|e| layout.dirs.contains(&e.name.as_str()) && e.kind != Kind::Dir) {
+    // A run writes into its layout's directories (a model's `checkpoints/`) and `_temporary/`:
+    // one that is a symlink or a file would lead its writes and its cleanup elsewhere, so not
+    // even `overwrite` takes it.
+    let directory = |e: &&Entry| layout.dirs.contains(&e.name.as_str()) || e.name == TEMPORARY;
+    if let Some(e) = entries.iter().filter(directory).find(|e| e.kind != Kind::Dir) {
         return Err(Error::Output(format!(
-            "{}/{} is not a directory (a symlink or a file); this project writes its own directory              there: remove it or choose another output",
+            "{}/{} is not a directory (a symlink or a file); this project writes its own directory there: remove \
+             it or choose another output",
             output.shown(),
             e.name
         )));
@@ -80,7 +95,8 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
             if foreign.len() > shown.len() { ", ..." } else { "" }
         )));
     }
-    if !overwrite && entries.iter().any(|e| e.name == schemas::SUCCESS_MARKER) {
+    let committed = |e: &Entry| e.name == schemas::SUCCESS_MARKER || e.name == MANIFEST;
+    if !overwrite && entries.iter().any(committed) {
         return Err(Error::Output(format!(
             "{} already holds a finished output (_SUCCESS); set overwrite = true to replace it",
             output.shown()
@@ -89,140 +105,246 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
     Ok(())
 }
 
-/// Step 3 (see the module doc): writes the manifest of `lease`'s run, then removes the files
-/// of runs that have ended, and the run's marker.
-pub async fn commit(
-    output: &Place,
-    manifest: &Manifest,
-    overwrite: bool,
-    layout: &Layout,
-    lease: Lease,
-) -> Result<(), Error> {
-    commit_all(vec![Pending { output, manifest: manifest.clone(), layout, lease }], overwrite).await
-}
-
-/// One output of a run, ready to commit: its manifest and the run's lease on it.
+/// One output of a run, ready to commit: its manifest, every file the run staged for it (its
+/// parts; a model's files, some of which the manifest does not list) and the run's lease.
 pub struct Pending<'a> {
     pub output: &'a Place,
     pub manifest: Manifest,
+    pub files: Vec<StagedFile>,
     pub layout: &'a Layout,
     pub lease: Lease,
 }
 
-/// Step 3 for a run that writes several outputs (GraphInfer's scores, then its pair scores),
-/// in the order given:
+/// Step 3 (see the module doc), for the outputs of a run in the order given:
 ///
-/// 1. every output's marker is checked before any manifest is written;
-/// 2. the manifests are written one after another; when one cannot be (a store's failure,
-///    another run that committed there first), those already written are taken back before the
-///    error returns: the `_SUCCESS` each replaced is put back, or the new one removed (while it
-///    is still this run's). After a failure no output holds this run's `_SUCCESS`;
-/// 3. the markers go, whatever happened; the files of ended runs are removed only once every
-///    manifest is in place, so a taken-back output still has the parts its restored manifest
-///    lists.
+/// 1. every output's marker is checked before anything is published;
+/// 2. one output after another, its files are published and its manifest written; when one
+///    cannot be (a store's failure, another run that committed there first), its own published
+///    files are taken back, and so are the outputs committed before it: the manifest each
+///    replaced is put back (while the one there is still this run's), then its files removed.
+///    After a failure no output holds this run's manifest;
+/// 3. the run's temporary directories go, whatever happened; the parts of the replaced
+///    manifests and the files of ended runs are removed only once every manifest is in place,
+///    so a taken-back output still has the parts its restored manifest lists.
 ///
 /// The outputs are not committed atomically: a reader may see the first one committed for the
 /// moment before a later one fails and it is taken back.
 pub async fn commit_all(pending: Vec<Pending<'_>>, overwrite: bool) -> Result<(), Error> {
-    let (leases, outputs): (Vec<Lease>, Vec<(&Place, Manifest, &Layout)>) =
-        pending.into_iter().map(|p| (p.lease, (p.output, p.manifest, p.layout))).unzip();
-    let published = publish(&outputs, &leases, overwrite).await;
-    // The markers go whatever the puts did: a run that lost a race, or failed to write, ends
-    // here (and its process may exit before a marker removal spawned on drop runs).
-    for lease in leases {
-        lease.release().await;
+    let mut leases = Vec::new();
+    let mut outputs = Vec::new();
+    for p in pending {
+        leases.push(p.lease);
+        outputs.push(Output { place: p.output, manifest: p.manifest, files: p.files, layout: p.layout });
     }
-    published?;
-    for (output, manifest, layout) in &outputs {
-        cleanup(output, manifest, layout).await;
+    let committed = publish_all(&outputs, &leases, overwrite).await;
+    // The markers go whatever happened: a run that lost a race, or failed to write, ends here
+    // (and its process may exit before a marker removal spawned on drop runs).
+    for lease in leases {
+        lease.release(committed.is_err()).await;
+    }
+    for (output, replaced) in outputs.iter().zip(committed?) {
+        remove_replaced(output, &replaced).await;
+        cleanup(output.place, &output.manifest, output.layout).await;
     }
     Ok(())
 }
 
-/// Steps 1 and 2 of [`commit_all`].
-async fn publish(outputs: &[(&Place, Manifest, &Layout)], leases: &[Lease], overwrite: bool) -> Result<(), Error> {
-    for ((output, _, _), lease) in outputs.iter().zip(leases) {
+/// One output of [`commit_all`].
+struct Output<'a> {
+    place: &'a Place,
+    manifest: Manifest,
+    files: Vec<StagedFile>,
+    layout: &'a Layout,
+}
+
+/// What an output held before this run committed it.
+struct Replaced {
+    /// Its manifest, whose parts go once every output has committed.
+    manifest: Option<Manifest>,
+    /// The files it held, kept where a later output may fail and this one be taken back.
+    bytes: Option<Held>,
+}
+
+/// The bytes of `_manifest.parquet` and of `_SUCCESS` an output held (`None`: no such file).
+struct Held {
+    manifest: Option<Vec<u8>>,
+    success: Option<Vec<u8>>,
+}
+
+/// Steps 1 and 2 of [`commit_all`]: what each output held before.
+async fn publish_all(outputs: &[Output<'_>], leases: &[Lease], overwrite: bool) -> Result<Vec<Replaced>, Error> {
+    for (output, lease) in outputs.iter().zip(leases) {
         if !lease.held().await? {
             return Err(Error::Retry(format!(
                 "{}: this run's marker ({}) is gone: another run judged it dead and removed its files; run it again",
-                output.shown(),
-                marker_name(lease.run())
+                output.place.shown(),
+                lease.place().shown()
             )));
         }
     }
-    let mut written: Vec<(&Place, &str, Option<Vec<u8>>)> = Vec::new();
-    for (i, (output, manifest, _)) in outputs.iter().enumerate() {
+    let mut done: Vec<(&Output, Replaced)> = Vec::new();
+    for (i, output) in outputs.iter().enumerate() {
         // Only an output that a later one may fail after needs what it replaced.
-        let keep_replaced = overwrite && i + 1 < outputs.len();
-        match put_manifest(output, manifest, overwrite, keep_replaced).await {
-            Ok(replaced) => written.push((output, &manifest.run, replaced)),
+        let keep = overwrite && i + 1 < outputs.len();
+        match commit_one(output, overwrite, keep).await {
+            Ok(replaced) => done.push((output, replaced)),
             Err(e) => {
-                for (output, run, replaced) in written.into_iter().rev() {
-                    take_back(output, run, replaced).await;
+                for (output, replaced) in done.into_iter().rev() {
+                    take_back(output, replaced).await;
                 }
                 return Err(e);
             }
         }
     }
-    Ok(())
+    Ok(done.into_iter().map(|(_, replaced)| replaced).collect())
 }
 
-/// Writes `manifest` as `output`'s `_SUCCESS`: a create-if-absent put without `overwrite`.
-/// Returns the bytes it replaced when `keep_replaced` asks for them.
-async fn put_manifest(
+/// One output: its files published, then its manifest and `_SUCCESS`. On an error, what it
+/// published is taken back.
+async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<Replaced, Error> {
+    let place = output.place;
+    let (manifest_place, success) = (place.child(MANIFEST), place.child(schemas::SUCCESS_MARKER));
+    let previous = read_manifest(place).await?;
+    if !overwrite && previous.is_some() {
+        withdraw(place, &[]).await;
+        return Err(lost_race(place));
+    }
+    let bytes = match keep {
+        true => Some(Held { manifest: manifest_place.get().await?, success: success.get().await? }),
+        false => None,
+    };
+    publish(place, &output.manifest.run, &output.files).await?;
+    let written = async {
+        let schema = table_schema(place, &output.manifest, output.layout).await?;
+        let encoded = output.manifest.to_parquet(schema.as_ref().map(|(d, kv)| (d, kv.clone())))?;
+        let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
+        match place.store.put_opts(&manifest_place.path, PutPayload::from(encoded), PutOptions::from(mode)).await {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => return Err(lost_race(place)),
+            Err(source) => return Err(manifest_place.store_error("cannot write", source)),
+        }
+        success.put(Vec::new()).await
+    };
+    match written.await {
+        Ok(()) => Ok(Replaced { manifest: previous, bytes }),
+        Err(e) => {
+            let replaced = Replaced { manifest: previous, bytes };
+            take_back(output, replaced).await;
+            Err(e)
+        }
+    }
+}
+
+fn lost_race(output: &Place) -> Error {
+    Error::Output(format!(
+        "{}: another run committed this output first; this run's parts are taken back",
+        output.shown()
+    ))
+}
+
+/// The schema of a table's parts, for its manifest file: the first part's Parquet schema and
+/// the footer's key-value metadata (the Arrow schema among it); `None` for a model's files or a
+/// table of no parts.
+async fn table_schema(
     output: &Place,
     manifest: &Manifest,
-    overwrite: bool,
-    keep_replaced: bool,
-) -> Result<Option<Vec<u8>>, Error> {
-    let marker = output.child(schemas::SUCCESS_MARKER);
-    let json = serde_json::to_vec_pretty(manifest).map_err(|source| Error::Encode { what: "manifest", source })?;
-    let replaced = if keep_replaced { marker.get().await? } else { None };
-    let mode = if overwrite { PutMode::Overwrite } else { PutMode::Create };
-    match marker.store.put_opts(&marker.path, PutPayload::from(json), PutOptions::from(mode)).await {
-        Ok(_) => Ok(replaced),
-        Err(object_store::Error::AlreadyExists { .. }) => Err(Error::Output(format!(
-            "{}: another run committed this output first; this run's parts are removed by the next commit",
-            output.shown()
-        ))),
-        Err(source) => Err(marker.store_error("cannot write", source)),
-    }
+    layout: &Layout,
+) -> Result<Option<(parquet::schema::types::SchemaDescriptor, Vec<KeyValue>)>, Error> {
+    let Some(first) = manifest.parts.first().filter(|_| layout.files.is_empty()) else { return Ok(None) };
+    let part = output.child(&first.name);
+    let meta = ObjectMeta {
+        location: part.path.clone(),
+        last_modified: chrono::DateTime::UNIX_EPOCH,
+        size: first.bytes,
+        e_tag: None,
+        version: None,
+    };
+    let footer = crate::fetch::footer(output, &meta, None)
+        .await
+        .map_err(|source| Error::Parquet { file: part.shown(), source })?;
+    let file = footer.file_metadata();
+    let metadata = file.key_value_metadata().cloned().unwrap_or_default();
+    Ok(Some((file.schema_descr().clone(), metadata)))
 }
 
-/// Takes run `run`'s `_SUCCESS` back from `output`: puts back the bytes it replaced, or removes
-/// it. A manifest that is no longer this run's (another run committed since) is left alone.
+/// Takes this run's commit of `output` back: the manifest it replaced put back (or the new one
+/// removed) while the manifest there is still this run's, then its published files removed.
 /// Best effort: a failure is logged.
-async fn take_back(output: &Place, run: &str, replaced: Option<Vec<u8>>) {
-    let marker = output.child(schemas::SUCCESS_MARKER);
-    match read_manifest(output).await {
-        Ok(Some(manifest)) if manifest.run == run => {}
-        _ => return,
+async fn take_back(output: &Output<'_>, replaced: Replaced) {
+    let place = output.place;
+    let ours = matches!(read_manifest(place).await, Ok(Some(m)) if m.run == output.manifest.run);
+    if ours {
+        let held = replaced.bytes.unwrap_or(Held { manifest: None, success: None });
+        for (name, bytes) in [(MANIFEST, held.manifest), (schemas::SUCCESS_MARKER, held.success)] {
+            let target = place.child(name);
+            let undone = match bytes {
+                Some(bytes) => target.put(bytes).await,
+                None => target
+                    .store
+                    .delete(&target.path)
+                    .await
+                    .map_err(|source| target.store_error("cannot remove", source)),
+            };
+            if let Err(e) = undone {
+                tracing::error!("{}: cannot take this run's commit back: {e}", target.shown());
+            }
+        }
+        tracing::warn!("{}: this run's commit was taken back", place.shown());
     }
-    let undone = match replaced {
-        Some(bytes) => marker.put(bytes).await,
-        None => marker.store.delete(&marker.path).await.map_err(|source| marker.store_error("cannot remove", source)),
-    };
-    match undone {
-        Ok(()) => tracing::warn!("{}: this run's _SUCCESS was taken back", output.shown()),
-        Err(e) => tracing::error!("{}: cannot take this run's _SUCCESS back: {e}", output.shown()),
+    withdraw(place, &output.files).await;
+}
+
+/// The switch's second half: the parts of the manifest this run's replaced, removed at once
+/// (while the manifest there is still this run's: otherwise a later commit removes them).
+async fn remove_replaced(output: &Output<'_>, replaced: &Replaced) {
+    let Some(previous) = &replaced.manifest else { return };
+    let place = output.place;
+    if !matches!(read_manifest(place).await, Ok(Some(m)) if m.run == output.manifest.run) {
+        return;
     }
+    let listed: std::collections::HashSet<&str> = output.manifest.parts.iter().map(|p| p.name.as_str()).collect();
+    let gone = previous.parts.iter().filter(|p| !listed.contains(p.name.as_str())).map(|p| async move {
+        let part = place.child(&p.name);
+        match place.store.delete(&part.path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => tracing::warn!("cannot remove {}: {e}", part.shown()),
+        }
+    });
+    futures::stream::iter(gone).buffer_unordered(16).collect::<Vec<()>>().await;
 }
 
 /// Removes the run-named files (and markers) of runs that have ended, directly under `output`
-/// and in `layout`'s directories, after `manifest`'s run committed; see the module doc for why
-/// this never removes a file a manifest lists. Files this project did not write, symlinks and
-/// other directories are never touched. A failure here only leaves files that readers ignore,
-/// so it is logged, not fatal.
+/// and in `layout`'s directories, after `manifest`'s run committed, and the temporary
+/// directories of runs that have ended; see the module doc for why this never removes a file a
+/// manifest lists. Files this project did not write, symlinks and other directories are never
+/// touched. A failure here only leaves files that readers ignore, so it is logged, not fatal.
 pub async fn cleanup(output: &Place, manifest: &Manifest, layout: &Layout) {
     if let Err(e) = try_cleanup(output, manifest, layout).await {
         tracing::warn!("{}: cannot remove the files of earlier runs: {e}", output.shown());
     }
+    if let Err(e) = remove_ended_runs(output, &manifest.run).await {
+        tracing::warn!("{}: cannot remove the temporary files of earlier runs: {e}", output.shown());
+    }
     remove_stale_report(output).await;
 }
 
-/// The job's report of an earlier run describes an output that is no longer there: it goes
-/// (only a regular file that is one of this project's reports); the job writes its own when it
-/// ends.
+/// The temporary directories of other runs that have ended (their marker gone, or saying they
+/// are dead), with the uploads they record aborted.
+async fn remove_ended_runs(output: &Place, run: &str) -> Result<(), Error> {
+    for entry in entries(&output.child(TEMPORARY)).await? {
+        if entry.name == run || !is_run_id(&entry.name) || entry.kind == Kind::Other {
+            continue;
+        }
+        match lease::read(&lease::marker_place(output, &entry.name)).await? {
+            Some(marker) if marker.alive() => {}
+            _ => remove_run_dir(output, &entry.name, true).await,
+        }
+    }
+    Ok(())
+}
+
+/// An earlier run's report describes an output that is no longer there: it goes (only a regular
+/// file that is one of this project's reports); a model's job writes its own when it ends.
 async fn remove_stale_report(output: &Place) {
     let report = output.child(REPORT);
     if crate::report_page::is_report(&report).await.unwrap_or(false)
@@ -234,10 +356,12 @@ async fn remove_stale_report(output: &Place) {
 
 async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Result<(), Error> {
     let listed: std::collections::HashSet<&str> = manifest.parts.iter().map(|p| p.name.as_str()).collect();
-    // Files by run; this run's own files outside the manifest (staging) go at once.
+    // Files by run; this run's own files outside the manifest (a model's metrics while it
+    // trained) go at once.
     let mut by_run: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     let mut markers = Vec::new();
     let mut own = Vec::new();
+    let mut mine = Vec::new();
     let mut scopes = vec![(output.clone(), true)];
     scopes.extend(layout.dirs.iter().map(|d| (output.child(d), false)));
     for (dir, top) in scopes {
@@ -249,7 +373,7 @@ async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Re
                 Name::Run(run) if top => run.to_owned(),
                 Name::Marker(run) if top => {
                     if run != manifest.run {
-                        markers.push(run.to_owned());
+                        markers.push((run.to_owned(), entry));
                     }
                     continue;
                 }
@@ -260,33 +384,41 @@ async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Re
                 _ => continue,
             };
             if run == manifest.run {
-                if top && !listed.contains(entry.name.as_str()) {
-                    own.push(entry);
+                match top && !listed.contains(entry.name.as_str()) {
+                    true => own.push(entry),
+                    false => mine.push(entry),
                 }
             } else {
                 by_run.entry(run).or_default().push(entry);
             }
         }
     }
-    for run in markers {
-        by_run.entry(run).or_default();
+    for (run, _) in &markers {
+        by_run.entry(run.clone()).or_default();
     }
     remove(output, &own).await;
     let mut ended = Vec::new();
     for (run, files) in by_run {
-        let place = output.child(&marker_name(&run));
-        match lease::read(&place).await? {
+        match lease::read_run(output, &run).await? {
             Some(marker) if marker.alive() => {}
             Some(_) => {
                 // A dead run: its marker first, so that the run fails if it ever commits.
-                remove(output, &[Entry::file(&place)]).await;
+                let legacy = markers.iter().filter(|(r, _)| *r == run).map(|(_, e)| e.clone());
+                remove(output, &legacy.collect::<Vec<_>>()).await;
+                remove_run_dir(output, &run, true).await;
                 remove(output, &files).await;
             }
             None => ended.extend(files),
         }
     }
-    if !ended.is_empty() && read_manifest(output).await?.is_some_and(|m| m.run == manifest.run) {
-        remove(output, &ended).await;
+    match read_manifest(output).await? {
+        Some(now) if now.run == manifest.run => remove(output, &ended).await,
+        // A later run replaced this one's commit and has ended, so that no commit can take its
+        // own back: this run's parts are listed by no manifest any more.
+        Some(now) if lease::read_run(output, &now.run).await?.is_none_or(|m| !m.alive()) => {
+            remove(output, &mine).await;
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -311,16 +443,12 @@ struct Entry {
 }
 
 impl Entry {
-    fn file(place: &Place) -> Entry {
-        let name = place.path.filename().unwrap_or_default().to_owned();
-        Entry { name, path: place.path.clone(), local: place.local_dir(), kind: Kind::File }
-    }
-
     /// Whether this project may have written it: a file with one of its names, or a directory
-    /// of the layout.
+    /// of the layout, or `_temporary/`.
     fn ours(&self, layout: &Layout) -> bool {
         match (layout.classify(&self.name), self.kind) {
             (Name::Foreign, _) | (_, Kind::Other) => false,
+            (Name::Temporary, Kind::Dir) => true,
             (Name::Fixed, Kind::Dir) => layout.dirs.contains(&self.name.as_str()),
             (_, Kind::Dir) => false,
             (_, Kind::File) => true,
@@ -351,11 +479,7 @@ async fn entries(dir: &Place) -> Result<Vec<Entry>, Error> {
         }
         return Ok(out);
     }
-    let listed = dir
-        .store
-        .list_with_delimiter(Some(&dir.path))
-        .await
-        .map_err(|source| dir.store_error("cannot list", source))?;
+    let listed = dir.list_here().await?;
     let name = |path: &Path| path.filename().unwrap_or_default().to_owned();
     let files = listed.objects.into_iter().map(|m| Entry {
         name: name(&m.location),
@@ -396,21 +520,25 @@ mod tests {
             let mut pending = Vec::new();
             for &output in outputs {
                 let lease = Lease::take(output, run, "infer").await?;
-                pending.push(Pending { output, manifest: manifest(run), layout: &Layout::TABLE, lease });
+                pending.push(Pending {
+                    output,
+                    manifest: manifest(run),
+                    files: Vec::new(),
+                    layout: &Layout::TABLE,
+                    lease,
+                });
             }
             commit_all(pending, overwrite).await
         })
     }
 
     fn success(dir: &std::path::Path) -> Option<Vec<u8>> {
-        std::fs::read(dir.join(schemas::SUCCESS_MARKER)).ok()
+        std::fs::read(dir.join(MANIFEST)).ok()
     }
 
+    /// Runs with a temporary directory in `dir`.
     fn markers(dir: &std::path::Path) -> usize {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("_run-"))
-            .count()
+        std::fs::read_dir(dir.join(TEMPORARY)).map_or(0, |d| d.count())
     }
 
     /// A second output that cannot commit takes the first one's `_SUCCESS` back: removed when
@@ -424,26 +552,29 @@ mod tests {
         let place = |p: &std::path::Path| Place::parse_output(p.to_str().unwrap(), &StorageConfig::default()).unwrap();
         let (pa, pb) = (place(&a), place(&b));
 
-        // Another run committed `b` first: the create-if-absent put fails there.
+        // Another run committed `b` first: this run takes back what it committed to `a`.
         std::fs::create_dir_all(&b).unwrap();
-        std::fs::write(b.join(schemas::SUCCESS_MARKER), b"other").unwrap();
+        let other = manifest(&new_run_id()).to_parquet(None).unwrap();
+        std::fs::write(b.join(MANIFEST), &other).unwrap();
         let error = commit_both(&io, &[&pa, &pb], &new_run_id(), false).unwrap_err();
         assert!(matches!(error, Error::Output(_)), "{error}");
-        assert_eq!(success(&a), None, "the new _SUCCESS of a is removed");
-        assert_eq!(success(&b).as_deref(), Some(&b"other"[..]));
+        assert_eq!(success(&a), None, "the new manifest of a is removed");
+        assert!(!a.join(schemas::SUCCESS_MARKER).exists());
+        assert_eq!(success(&b), Some(other));
         assert_eq!((markers(&a), markers(&b)), (0, 0));
 
         // Under overwrite, `a` had an earlier manifest, and `b`'s cannot be written at all.
-        let earlier = serde_json::to_vec(&manifest(&new_run_id())).unwrap();
-        std::fs::write(a.join(schemas::SUCCESS_MARKER), &earlier).unwrap();
-        std::fs::remove_file(b.join(schemas::SUCCESS_MARKER)).unwrap();
-        std::fs::create_dir(b.join(schemas::SUCCESS_MARKER)).unwrap();
+        let earlier = manifest(&new_run_id()).to_parquet(None).unwrap();
+        std::fs::write(a.join(MANIFEST), &earlier).unwrap();
+        std::fs::remove_file(b.join(MANIFEST)).unwrap();
+        std::fs::create_dir(b.join(MANIFEST)).unwrap();
         assert!(commit_both(&io, &[&pa, &pb], &new_run_id(), true).is_err());
-        assert_eq!(success(&a), Some(earlier), "the replaced _SUCCESS of a is put back");
+        assert_eq!(success(&a), Some(earlier), "the replaced manifest of a is put back");
+        assert!(!a.join(schemas::SUCCESS_MARKER).exists(), "and the _SUCCESS it replaced: none");
         assert_eq!((markers(&a), markers(&b)), (0, 0));
 
         // Both commit when both can.
-        std::fs::remove_dir(b.join(schemas::SUCCESS_MARKER)).unwrap();
+        std::fs::remove_dir(b.join(MANIFEST)).unwrap();
         let run = new_run_id();
         commit_both(&io, &[&pa, &pb], &run, true).unwrap();
         for output in [&pa, &pb] {

@@ -16,10 +16,10 @@
 //! file system that refuses `O_DIRECT` (some FUSE and network mounts) gets the same bytes through
 //! the page cache. Direct I/O is Linux's; elsewhere every part is written through the page cache.
 //!
-//! **Visibility.** The part is written under [`staging_name`] and renamed when complete, so a
-//! reader never sees part of a part, as with `object_store`'s multipart upload, whose staging
-//! name this one follows (cleanup knows it: [`crate::names`]). A part dropped before
-//! [`DirectPart::complete`] removes its staging file; a killed run's is left to cleanup.
+//! **Visibility.** The part is written under its staged name (`_temporary/<run>/….staged`, see
+//! [`crate::names::staged_name`]), which no directory reader takes for data; the run's commit
+//! renames it into place ([`crate::staging`]). A part dropped before [`DirectPart::complete`]
+//! removes its file; a killed run's is left to the next commit's cleanup.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -29,6 +29,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+use crate::checksum::{Checksums, Sums};
+
 /// The alignment `O_DIRECT` asks of buffers, offsets and lengths: the largest logical block
 /// size of common devices (512 bytes or 4 kB).
 const ALIGN: usize = 4096;
@@ -36,11 +38,6 @@ const ALIGN: usize = 4096;
 /// Bytes per write: large enough that a write costs about its transfer, a multiple of
 /// [`ALIGN`].
 pub const CHUNK: usize = 8 << 20;
-
-/// The staging name of the part `name` (a sibling of it).
-pub fn staging_name(name: &str) -> String {
-    format!("{name}#direct")
-}
 
 /// A buffer of [`CHUNK`] bytes starting at an [`ALIGN`]ed address, and how many it holds.
 struct Chunk {
@@ -140,10 +137,9 @@ impl Flusher {
     }
 }
 
-/// One part being written (see the module doc): an [`io::Write`] that keeps the CRC-32 of every
-/// byte for the manifest.
+/// One part being written (see the module doc): an [`io::Write`] that keeps the checksums of its
+/// bytes for the manifest.
 pub struct DirectPart {
-    target: PathBuf,
     staging: PathBuf,
     file: Arc<File>,
     direct: bool,
@@ -151,45 +147,43 @@ pub struct DirectPart {
     /// Where `current` goes in the file.
     offset: u64,
     flusher: Flusher,
-    crc: crc32fast::Hasher,
+    sums: Checksums,
     completed: bool,
     /// A chunk failed to go to disk: every later write, and completing, fail too.
     broken: bool,
 }
 
 impl DirectPart {
-    /// Starts the part `target` (its directory made if missing) under its staging name.
-    pub fn create(target: PathBuf) -> io::Result<DirectPart> {
-        DirectPart::create_with(target, true)
+    /// Starts a part at its staged path `staging` (its directory made if missing); a file
+    /// already there is never written over.
+    pub fn create(staging: PathBuf) -> io::Result<DirectPart> {
+        DirectPart::create_with(staging, true)
     }
 
     /// [`DirectPart::create`], trying `O_DIRECT` only where `try_direct` says so.
-    fn create_with(target: PathBuf, try_direct: bool) -> io::Result<DirectPart> {
-        let name = target.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::other("no file name"))?;
-        let staging = target.with_file_name(staging_name(name));
-        if let Some(dir) = target.parent() {
+    fn create_with(staging: PathBuf, try_direct: bool) -> io::Result<DirectPart> {
+        if let Some(dir) = staging.parent() {
             std::fs::create_dir_all(dir)?;
         }
         let file = OpenOptions::new().write(true).create_new(true).open(&staging)?;
-        DirectPart::start(target, staging, file, try_direct)
+        DirectPart::start(staging, file, try_direct)
     }
 
-    /// Writes the part `target` through `file`, its staging file `staging`.
-    fn start(target: PathBuf, staging: PathBuf, file: File, try_direct: bool) -> io::Result<DirectPart> {
+    /// Writes the part through `file`, its staged file `staging`.
+    fn start(staging: PathBuf, file: File, try_direct: bool) -> io::Result<DirectPart> {
         let direct = try_direct && set_direct(&file, true).is_ok();
         let file = Arc::new(file);
         let flusher = Flusher::spawn(file.clone(), direct).inspect_err(|_| {
             let _ = std::fs::remove_file(&staging);
         })?;
         Ok(DirectPart {
-            target,
             staging,
             file,
             direct,
             current: Chunk::new(),
             offset: 0,
             flusher,
-            crc: crc32fast::Hasher::new(),
+            sums: Checksums::default(),
             completed: false,
             broken: false,
         })
@@ -200,8 +194,9 @@ impl DirectPart {
         self.offset + self.current.len as u64
     }
 
-    /// Writes what is left and renames the part to its name; returns the CRC-32 of its bytes.
-    pub fn complete(mut self) -> io::Result<u32> {
+    /// Writes what is left; returns the checksums of the part's bytes. The file stays at its
+    /// staged path for the commit.
+    pub fn complete(mut self) -> io::Result<Sums> {
         if self.broken {
             return Err(broken());
         }
@@ -212,9 +207,8 @@ impl DirectPart {
             }
             self.file.write_all_at(self.current.filled(), self.offset)?;
         }
-        std::fs::rename(&self.staging, &self.target)?;
         self.completed = true;
-        Ok(self.crc.clone().finalize())
+        Ok(std::mem::take(&mut self.sums).finish())
     }
 }
 
@@ -225,7 +219,7 @@ impl Write for DirectPart {
             return Err(broken());
         }
         let n = self.current.fill(bytes);
-        self.crc.update(&bytes[..n]);
+        self.sums.update(&bytes[..n]);
         if self.current.is_full() {
             let full = std::mem::replace(&mut self.current, Chunk { memory: Vec::new(), start: 0, len: 0 });
             self.broken = true;
@@ -296,21 +290,20 @@ mod tests {
     }
 
     /// Every length around the chunk and block sizes, written in pieces that straddle chunks,
-    /// reads back whole under its name, with the CRC of its bytes and no staging file left.
+    /// reads back whole at its staged path, with the checksums of its bytes.
     #[test]
-    fn a_completed_part_holds_every_byte_under_its_name() {
+    fn a_completed_part_holds_every_byte() {
         let dir = scratch("lengths");
         for try_direct in [true, false] {
             for n in [0, 1, ALIGN - 1, ALIGN + 1, CHUNK, CHUNK + 1, 2 * CHUNK + ALIGN + 3] {
-                let target = dir.join(format!("part-{n}-{try_direct}.parquet"));
+                let target = dir.join(format!("part-{n}-{try_direct}.parquet.staged"));
                 let data = bytes(n);
                 let mut part = DirectPart::create_with(target.clone(), try_direct).unwrap();
                 data.chunks(1_000_003).for_each(|piece| part.write_all(piece).unwrap());
                 assert_eq!(part.bytes_written(), n as u64);
-                let crc = part.complete().unwrap();
+                let sums = part.complete().unwrap();
                 assert!(std::fs::read(&target).unwrap() == data, "{n} bytes, direct {try_direct}");
-                assert_eq!(crc, crc32fast::hash(&data));
-                assert!(!target.with_file_name(staging_name(&format!("part-{n}-{try_direct}.parquet"))).exists());
+                assert_eq!(sums, Sums::of(&data));
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
@@ -319,7 +312,7 @@ mod tests {
     #[test]
     fn a_part_dropped_before_it_completes_leaves_no_file() {
         let dir = scratch("dropped");
-        let target = dir.join("part-x.parquet");
+        let target = dir.join("part-x.parquet.staged");
         let mut part = DirectPart::create(target.clone()).unwrap();
         part.write_all(&bytes(CHUNK * 2 + 10)).unwrap();
         drop(part);
@@ -334,10 +327,10 @@ mod tests {
     fn a_failed_chunk_fails_the_part() {
         let dir = scratch("failed");
         std::fs::create_dir_all(&dir).unwrap();
-        let (target, staging) = (dir.join("part-z.parquet"), dir.join(staging_name("part-z.parquet")));
+        let staging = dir.join("part-z.parquet.staged");
         std::fs::write(&staging, b"").unwrap();
         let read_only = File::open(&staging).unwrap();
-        let mut part = DirectPart::start(target.clone(), staging, read_only, true).unwrap();
+        let mut part = DirectPart::start(staging, read_only, true).unwrap();
         assert!(part.write_all(&bytes(4 * CHUNK)).is_err(), "the refused chunks fail a write");
         assert!(part.write(&[1, 2, 3]).is_err(), "a broken part takes no more bytes");
         assert!(part.complete().is_err());
@@ -350,9 +343,9 @@ mod tests {
     fn a_staging_file_in_place_is_refused() {
         let dir = scratch("taken");
         std::fs::create_dir_all(&dir).unwrap();
-        let staging = dir.join(staging_name("part-y.parquet"));
+        let staging = dir.join("part-y.parquet.staged");
         std::fs::write(&staging, b"someone else's").unwrap();
-        let error = DirectPart::create(dir.join("part-y.parquet")).err().expect("the name is taken");
+        let error = DirectPart::create(staging.clone()).err().expect("the name is taken");
         assert_eq!(error.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read(&staging).unwrap(), b"someone else's");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -113,6 +113,15 @@ pub(crate) fn is_fetch(error: &parquet::errors::ParquetError) -> bool {
     schemas::message::sources(error).any(|e| e.is::<Fetch>())
 }
 
+/// Whether `error` is a fetch that found its object gone (a part removed while it was read).
+pub(crate) fn is_missing(error: &parquet::errors::ParquetError) -> bool {
+    schemas::message::sources(error).any(|e| match e.downcast_ref::<Fetch>() {
+        Some(Fetch::Local(io)) => io.kind() == std::io::ErrorKind::NotFound,
+        Some(Fetch::Store(store)) => matches!(store, object_store::Error::NotFound { .. }),
+        None => false,
+    })
+}
+
 /// The cause a store's failure tells, from the first source in `error`'s chain that says: a
 /// missing object or bucket (66), a local disk that is full, read-only or not ours to write
 /// (73), a remote store that failed (75, retry). `None` when nothing in the chain says.

@@ -1,5 +1,6 @@
-//! A run's marker, `_run-<run>.json` in its output: who is writing there (host, process), kept
-//! fresh by a heartbeat while the run lasts and removed when it ends. Cleanup (see
+//! A run's marker, `_temporary/<run>/run.json` in its output: who is writing there (host,
+//! process), kept fresh by a heartbeat while the run lasts and removed, with the rest of the
+//! run's temporary directory, when it ends. Cleanup (see
 //! [`crate::commit`]) deletes another run's files only when that run has ended: its marker is
 //! gone, or the marker says the run is dead:
 //!
@@ -17,7 +18,7 @@ use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::names::marker_name;
+use crate::names::{LEGACY_MARKER_PREFIX, MARKER, run_dir};
 use crate::place::Place;
 
 /// How often a running job refreshes its marker.
@@ -61,8 +62,14 @@ impl Marker {
     }
 }
 
+/// Where run `run`'s marker lies in `output`.
+pub fn marker_place(output: &Place, run: &str) -> Place {
+    output.child(&format!("{}/{MARKER}", run_dir(run)))
+}
+
 /// A run's hold on its output: the marker, refreshed every [`HEARTBEAT`] until released.
 pub struct Lease {
+    output: Place,
     place: Place,
     run: String,
     heartbeat: tokio::task::JoinHandle<()>,
@@ -74,7 +81,7 @@ impl Lease {
     /// Writes run `run`'s marker into `output` and starts its heartbeat. Called inside the I/O
     /// runtime.
     pub async fn take(output: &Place, run: &str, stage: &str) -> Result<Lease, Error> {
-        let place = output.child(&marker_name(run));
+        let place = marker_place(output, run);
         let marker = Marker::now(run, stage);
         place.put(to_json(&marker)?).await?;
         remember(output);
@@ -90,20 +97,25 @@ impl Lease {
                 }
             }
         });
-        Ok(Lease { place, run: run.into(), heartbeat, runtime: tokio::runtime::Handle::current(), released: false })
+        let runtime = tokio::runtime::Handle::current();
+        Ok(Lease { output: output.clone(), place, run: run.into(), heartbeat, runtime, released: false })
     }
 
     pub fn run(&self) -> &str {
         &self.run
     }
 
-    /// Stops the heartbeat and removes the marker: the run has ended.
-    pub async fn release(mut self) {
+    /// The marker's place.
+    pub fn place(&self) -> &Place {
+        &self.place
+    }
+
+    /// Stops the heartbeat and removes the run's temporary directory, its marker last: the run
+    /// has ended. `abort` aborts the uploads it records (a run that did not commit them).
+    pub async fn release(mut self, abort: bool) {
         self.heartbeat.abort();
         self.released = true;
-        if let Err(e) = self.place.store.delete(&self.place.path).await {
-            tracing::debug!("{}: cannot remove this run's marker: {e}", self.place.shown());
-        }
+        crate::staging::remove_run_dir(&self.output, &self.run, abort).await;
     }
 
     /// Whether this run's marker is still in place (no other run judged it dead).
@@ -117,10 +129,15 @@ impl Lease {
 
 impl Drop for Lease {
     /// Stops the heartbeat and removes the marker (best effort: a marker left behind is judged
-    /// by [`Marker::alive`]).
+    /// by [`Marker::alive`]); on a local disk, the whole temporary directory of the run, which
+    /// failed before its commit (elsewhere the next commit removes what it staged).
     fn drop(&mut self) {
         self.heartbeat.abort();
         if self.released {
+            return;
+        }
+        if self.output.is_local() && tokio::runtime::Handle::try_current().is_err() {
+            self.runtime.block_on(crate::staging::remove_run_dir(&self.output, &self.run, true));
             return;
         }
         let (store, path) = (self.place.store.clone(), self.place.path.clone());
@@ -159,6 +176,15 @@ pub fn leased_here(output: &Place) -> bool {
 /// The marker at `place`; `None` when it is gone or unreadable (a run that ended).
 pub async fn read(place: &Place) -> Result<Option<Marker>, Error> {
     Ok(place.get().await?.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+}
+
+/// Run `run`'s marker in `output`: in its temporary directory, or beside the parts where an
+/// earlier version wrote it; `None` when the run has ended.
+pub async fn read_run(output: &Place, run: &str) -> Result<Option<Marker>, Error> {
+    if let Some(marker) = read(&marker_place(output, run)).await? {
+        return Ok(Some(marker));
+    }
+    read(&output.child(&format!("{LEGACY_MARKER_PREFIX}{run}.json"))).await
 }
 
 fn to_json(marker: &Marker) -> Result<Vec<u8>, Error> {

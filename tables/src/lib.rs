@@ -5,12 +5,15 @@
 //! - [`backends`]: the stores behind URIs (S3, HDFS, the local file system) and `[storage]`;
 //! - [`io`]: a job's I/O: the async runtime every worker's I/O runs on and the job's `[storage]`,
 //!   which every place it parses is opened with;
-//! - [`read`]: a table's files (the parts a manifest lists, or the data files of a directory),
-//!   row groups as units of work, bounded decoded batches;
+//! - [`files`]: a table's files (the parts a manifest lists, checked against the directory, or
+//!   the data files of a directory);
+//! - [`read`]: row groups as units of work, bounded decoded batches, every listed byte checked
+//!   against its manifest ([`checksum`]) as it is read;
 //! - [`chunks`]: local column chunks read into buffers a table's readers keep between row groups;
 //! - [`table`]: writing files and whole tables;
 //! - [`parts`]: one worker's share of a stage's output as part files;
-//! - [`direct`]: a local part written with direct I/O under a staging name, renamed when complete;
+//! - [`direct`]: a local part written with direct I/O at its staged name;
+//! - [`staging`]: where a run's files wait for its commit, and how the commit publishes them;
 //! - [`names`]: the names runs give their files, told apart from files this project did not write;
 //! - [`lease`]: a run's marker, and whether the run that wrote one is alive;
 //! - [`manifest`]: `_SUCCESS` as the list of what a run committed;
@@ -18,10 +21,13 @@
 //!   cleanup of ended runs.
 
 pub mod backends;
+pub mod checksum;
 pub mod chunks;
 pub mod commit;
 pub mod direct;
 pub mod error;
+mod fetch;
+pub mod files;
 pub mod io;
 pub mod lease;
 pub mod manifest;
@@ -30,9 +36,12 @@ pub mod parts;
 pub mod place;
 pub mod read;
 pub mod report_page;
+pub mod staging;
 pub mod table;
+mod upload;
 
 pub use error::Error;
+pub use files::table_files;
 pub use io::Io;
 pub use place::Place;
-pub use read::{ParquetFile, open_table, table_files, units};
+pub use read::{ParquetFile, open_table, units};

@@ -1,13 +1,31 @@
-//! `_SUCCESS` as a manifest: what a run committed (its parts with rows, sizes and checksums,
-//! the stage and its settings), and reading it back. Written by [`crate::commit`], read by
-//! every reader of an output ([`crate::read::table_files`]).
+//! The manifest: what a run committed (its parts with rows, sizes and checksums, the stage
+//! and its settings), and reading it back. Written by [`crate::commit`], read by every reader of
+//! an output ([`crate::read::table_files`]).
+//!
+//! **Where it lives.** In [`MANIFEST`] (`_manifest.parquet`), a Parquet file of no rows with the
+//! table's schema whose footer holds the manifest as JSON (key [`MANIFEST_KEY`]); `_SUCCESS`
+//! beside it is empty. Both are for the directory's readers: polars reads every non-empty file
+//! of a directory it is given and refuses one that is not Parquet, so the manifest is a
+//! Parquet file that adds no rows and no columns, and `_SUCCESS` (which Hadoop tools and
+//! schedulers wait for) is empty, as Spark writes it. An earlier version's manifest, JSON in
+//! `_SUCCESS`, is still read.
 
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::{SchemaDescriptor, Type};
 use serde::{Deserialize, Serialize};
 
+use crate::checksum::{BLOCK_BYTES, Blocks, Expected, Sums};
 use crate::error::Error;
+use crate::names::MANIFEST;
 use crate::place::Place;
 
-pub const MANIFEST_FORMAT: u32 = 1;
+/// 2: the manifest in `_manifest.parquet`, with block checksums; 1: JSON in `_SUCCESS`.
+pub const MANIFEST_FORMAT: u32 = 2;
+
+/// The key of the manifest's JSON in the footer of [`MANIFEST`].
+pub const MANIFEST_KEY: &str = "graphflat.manifest";
 
 /// The stage that committed an output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,16 +62,30 @@ pub struct PartEntry {
     pub bytes: u64,
     /// CRC-32 (IEEE) of the file's bytes.
     pub crc32: u32,
+    /// CRC-32 of each block of [`Manifest::block_bytes`] bytes (see [`crate::checksum`]); none
+    /// in an earlier version's manifest.
+    #[serde(default)]
+    pub blocks: Blocks,
 }
 
 impl PartEntry {
     /// The entry of a file `name` holding `bytes` (`rows` rows).
     pub fn of(name: &str, rows: u64, bytes: &[u8]) -> Self {
-        PartEntry { name: name.to_owned(), rows, bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
+        PartEntry::summed(name, rows, Sums::of(bytes))
+    }
+
+    /// The entry of a file `name` of `rows` rows whose bytes have `sums`.
+    pub fn summed(name: &str, rows: u64, sums: Sums) -> Self {
+        PartEntry { name: name.to_owned(), rows, bytes: sums.bytes, crc32: sums.crc32, blocks: sums.blocks }
+    }
+
+    /// What a reader checks this part's blocks against.
+    pub fn expected(&self) -> Expected {
+        Expected { size: self.bytes, blocks: self.blocks.clone() }
     }
 }
 
-/// `_SUCCESS`: what a run committed.
+/// What a run committed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: u32,
@@ -62,6 +94,9 @@ pub struct Manifest {
     pub stage: Stage,
     pub rows: u64,
     pub bytes: u64,
+    /// The size of the blocks each part's `blocks` checksums.
+    #[serde(default = "block_bytes")]
+    pub block_bytes: u64,
     /// In name order.
     pub parts: Vec<PartEntry>,
     /// The job's settings for this stage.
@@ -70,6 +105,10 @@ pub struct Manifest {
     /// Only the report reads it: facts that do not parse are taken as none, never an error.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub facts: Option<schemas::facts::RunFacts>,
+}
+
+fn block_bytes() -> u64 {
+    BLOCK_BYTES
 }
 
 impl Manifest {
@@ -81,6 +120,7 @@ impl Manifest {
             stage,
             rows: parts.iter().map(|p| p.rows).sum(),
             bytes: parts.iter().map(|p| p.bytes).sum(),
+            block_bytes: BLOCK_BYTES,
             parts,
             settings,
             facts: None,
@@ -91,6 +131,27 @@ impl Manifest {
         self.facts = Some(facts);
         self
     }
+
+    /// The manifest as the bytes of [`MANIFEST`]: a Parquet file of no rows whose schema is
+    /// `schema` (the table's, with its footer's key-value metadata, which carries the Arrow
+    /// schema) or none.
+    pub fn to_parquet(&self, schema: Option<(&SchemaDescriptor, Vec<KeyValue>)>) -> Result<Vec<u8>, Error> {
+        let json = serde_json::to_string(self).map_err(|source| Error::Encode { what: "manifest", source })?;
+        let (root, mut metadata) = match schema {
+            Some((descr, metadata)) => (descr.root_schema_ptr(), metadata),
+            None => (std::sync::Arc::new(empty_schema()), Vec::new()),
+        };
+        metadata.retain(|kv| kv.key != MANIFEST_KEY);
+        metadata.push(KeyValue::new(MANIFEST_KEY.to_owned(), json));
+        let props = WriterProperties::builder().set_key_value_metadata(Some(metadata)).build();
+        let encode = |source| Error::Internal(format!("cannot encode the manifest: {source}"));
+        let writer = SerializedFileWriter::new(Vec::new(), root, std::sync::Arc::new(props)).map_err(encode)?;
+        writer.into_inner().map_err(encode)
+    }
+}
+
+fn empty_schema() -> Type {
+    Type::group_type_builder("schema").build().expect("a root of no fields is a valid schema")
 }
 
 /// The run's facts if they parse; `None` otherwise.
@@ -99,14 +160,16 @@ fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<schemas::fac
     Ok(serde_json::from_value(value).ok())
 }
 
-/// The largest `_SUCCESS` read: a manifest lists every part in about 150 bytes, so this holds
-/// hundreds of thousands of parts; a larger file is not one of ours and is never read whole.
+/// The largest manifest read: a manifest lists every part in about 150 bytes plus 5.5 kB of
+/// block checksums per 256 MB, so this holds thousands of parts and terabytes of data; a larger
+/// file is not one of ours and is never read whole.
 pub const MANIFEST_MAX_BYTES: u64 = 64 << 20;
 
-/// The manifest of a committed output; `None` without `_SUCCESS`, or when `_SUCCESS` is a plain
-/// marker (Hadoop and Spark write an empty one). A JSON object that is not a manifest is an
-/// error, and so is a `_SUCCESS` larger than [`MANIFEST_MAX_BYTES`] or that is not a regular
-/// file (a FIFO would block the reader, a device never end), neither of which is read.
+/// The manifest of a committed output (see the module doc): [`MANIFEST`]'s, or an earlier
+/// version's JSON in `_SUCCESS`; `None` without either, or when `_SUCCESS` is a plain marker
+/// (Hadoop and Spark write an empty one). A file that is not a manifest of this project is an
+/// error, and so is one larger than [`MANIFEST_MAX_BYTES`] or that is not a regular file (a FIFO
+/// would block the reader, a device never end), neither of which is read.
 pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     if dir.local_dir().is_some_and(|d| d.is_file()) {
         // A single file given as a table: it has no manifest (and no child to read).
@@ -114,18 +177,13 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     }
     // A FIFO, socket or device given as a table: bad data, never opened.
     dir.refuse_stream()?;
+    let parquet = dir.child(MANIFEST);
+    if let Some(size) = bounded_size(&parquet).await? {
+        return read_parquet_manifest(dir, &parquet, size).await.map(Some);
+    }
     let marker = dir.child(schemas::SUCCESS_MARKER);
-    marker.refuse_special()?;
-    match marker.size().await? {
-        None => return Ok(None),
-        Some(size) if size > MANIFEST_MAX_BYTES => {
-            return Err(Error::BadData(format!(
-                "{}: {size} bytes, more than any manifest ({} MB); not read",
-                marker.shown(),
-                MANIFEST_MAX_BYTES >> 20
-            )));
-        }
-        Some(_) => {}
+    if bounded_size(&marker).await?.is_none() {
+        return Ok(None);
     }
     let Some(bytes) = marker.get().await? else { return Ok(None) };
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
@@ -136,6 +194,46 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
         what: "manifest",
         source,
     })
+}
+
+/// The size of the file at `place`, if there is one: never a FIFO, a directory or a device,
+/// nor larger than [`MANIFEST_MAX_BYTES`] (bad data, named).
+async fn bounded_size(place: &Place) -> Result<Option<u64>, Error> {
+    place.refuse_special()?;
+    match place.size().await? {
+        Some(size) if size > MANIFEST_MAX_BYTES => Err(Error::BadData(format!(
+            "{}: {size} bytes, more than any manifest ({} MB); not read",
+            place.shown(),
+            MANIFEST_MAX_BYTES >> 20
+        ))),
+        size => Ok(size),
+    }
+}
+
+/// The manifest in the footer of `place` (`size` bytes), [`MANIFEST`] of `dir`.
+async fn read_parquet_manifest(dir: &Place, place: &Place, size: u64) -> Result<Manifest, Error> {
+    let meta = object_store::ObjectMeta {
+        location: place.path.clone(),
+        last_modified: chrono::DateTime::UNIX_EPOCH,
+        size,
+        e_tag: None,
+        version: None,
+    };
+    let footer = crate::fetch::footer(dir, &meta, None)
+        .await
+        .map_err(|source| Error::Parquet { file: place.shown(), source })?;
+    let json = footer
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|kv| kv.key == MANIFEST_KEY))
+        .and_then(|kv| kv.value.as_deref())
+        .ok_or_else(|| {
+            Error::BadData(format!(
+                "{}: not a manifest of this project (no {MANIFEST_KEY} in its footer)",
+                place.shown()
+            ))
+        })?;
+    serde_json::from_str(json).map_err(|source| Error::Decode { file: place.shown(), what: "manifest", source })
 }
 
 #[cfg(test)]

@@ -1,7 +1,16 @@
-//! The names runs of this project give the files they write into an output directory, and how
-//! a name found there is told apart from files this project did not write. Cleanup removes
-//! only files whose names say which run wrote them (see [`crate::commit`]); anything else under
-//! an output is foreign: never deleted, never read.
+//! The names runs of this project give what they write into an output directory, and how a name
+//! found there is told apart from files this project did not write. Cleanup removes only files
+//! whose names say which run wrote them (see [`crate::commit`]); anything else under an output is
+//! foreign: never deleted, never read.
+//!
+//! **What a reader sees.** A committed table's directory holds its parts
+//! (`part-<run>-….parquet`), [`MANIFEST`] and an empty `_SUCCESS`, and nothing else once no run
+//! is writing there: every file whose name does not start with `_` or `.` is a committed part
+//! (the Hadoop and Spark rule, which pyarrow, pandas and Spark follow), every non-empty file is a
+//! Parquet file of the table's schema (polars reads every non-empty file of a directory and
+//! refuses one of another extension, whatever its name), and [`MANIFEST`] holds no rows. What a
+//! run writes before its commit lies under [`TEMPORARY`]`/<run>/` with names that do not end in
+//! `.parquet`, so that no glob over `*.parquet` or `**/*.parquet` finds it.
 
 /// Hex digits in a run id.
 pub const RUN_ID_LEN: usize = 19;
@@ -9,8 +18,20 @@ pub const RUN_ID_LEN: usize = 19;
 /// Stems of the files a run names after itself: `<stem>-<run>` then `-` or `.`.
 const RUN_STEMS: [&str; 4] = ["part", "metrics", "timings", "checkpoint"];
 
-/// The job's report (see the `report` crate): in every output the job wrote, whatever its
-/// layout, rewritten whole by each job run that writes there.
+/// The manifest of a committed output (see [`crate::manifest`]): a Parquet file of no rows, with
+/// the table's schema, whose footer holds the manifest. Its create-if-absent write is the commit.
+pub const MANIFEST: &str = "_manifest.parquet";
+
+/// The directory of runs that have not committed: `_temporary/<run>/` holds a run's marker
+/// ([`MARKER`]) and what it stages for its commit ([`staged_name`], [`upload_name`]), as in
+/// Hadoop's output committer.
+pub const TEMPORARY: &str = "_temporary";
+
+/// A run's marker inside its [`TEMPORARY`] directory (see [`crate::lease`]).
+pub const MARKER: &str = "run.json";
+
+/// The job's report (see the `report` crate) in a model directory, whose files keep their names;
+/// a table's directory holds none (a page there is a file polars refuses).
 pub const REPORT: &str = "report.html";
 
 /// How a report starts: a file named [`REPORT`] that does not is someone else's.
@@ -19,8 +40,9 @@ pub const REPORT_SIGNATURE: &str = "<!DOCTYPE html>\n<!-- graphflat report -->";
 /// No report is larger: a larger file is someone else's, and is not read.
 pub const REPORT_MAX_BYTES: u64 = 16 << 20;
 
-/// The prefix of a run's marker (see [`crate::lease`]): `_run-<run>.json`.
-pub const MARKER_PREFIX: &str = "_run-";
+/// The prefix of the markers earlier versions wrote beside the parts (`_run-<run>.json`):
+/// cleanup still knows them.
+pub const LEGACY_MARKER_PREFIX: &str = "_run-";
 
 /// A run id, unique in practice and ordered by start time: the start in milliseconds (11 hex
 /// digits) and a random part (8). Worker 0 makes it and every worker of every process uses
@@ -32,21 +54,35 @@ pub fn new_run_id() -> String {
     format!("{:011x}{:08x}", now.as_millis(), random as u32)
 }
 
-/// The marker file of run `run`.
-pub fn marker_name(run: &str) -> String {
-    format!("{MARKER_PREFIX}{run}.json")
+/// The directory of run `run`'s marker and staged files, relative to its output.
+pub fn run_dir(run: &str) -> String {
+    format!("{TEMPORARY}/{run}")
+}
+
+/// Where run `run` stages the file that its commit names `name`, relative to the output: a name
+/// that no `*.parquet` glob matches.
+pub fn staged_name(run: &str, name: &str) -> String {
+    format!("{}/{name}.staged", run_dir(run))
+}
+
+/// Where run `run` records the multipart upload of `name` (an S3 part that appears at the
+/// commit), so that a later run can abort it when this one dies.
+pub fn upload_name(run: &str, name: &str) -> String {
+    format!("{}/{name}.upload", run_dir(run))
 }
 
 /// What a name directly under an output directory is, to this project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Name<'a> {
-    /// `_SUCCESS`.
+    /// [`MANIFEST`], or `_SUCCESS` (empty beside it; a JSON manifest in earlier versions).
     Manifest,
-    /// `_run-<run>.json`: a run that has not finished.
+    /// `_run-<run>.json`, an earlier version's marker of a run that had not finished.
     Marker(&'a str),
     /// A file run `.0` named after itself (`part-<run>-00000-00000.parquet`,
-    /// `metrics-<run>.jsonl`, a staging copy `part-<run>-….parquet#3`).
+    /// `metrics-<run>.jsonl`, an earlier version's staging copy `part-<run>-….parquet#direct`).
     Run(&'a str),
+    /// [`TEMPORARY`]: the markers and staged files of runs that have not committed.
+    Temporary,
     /// One of the fixed names of the stage's output layout.
     Fixed,
     /// A file or directory this project did not write.
@@ -63,15 +99,18 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Part files and `_SUCCESS`: the layout of every table.
+    /// Part files, [`MANIFEST`] and `_SUCCESS`: the layout of every table.
     pub const TABLE: Layout = Layout { files: &[], dirs: &[] };
 
     /// What `name`, directly under an output of this layout, is.
     pub fn classify<'a>(&self, name: &'a str) -> Name<'a> {
-        if name == schemas::SUCCESS_MARKER {
+        if name == schemas::SUCCESS_MARKER || name == MANIFEST {
             return Name::Manifest;
         }
-        if let Some(run) = name.strip_prefix(MARKER_PREFIX).and_then(|rest| rest.strip_suffix(".json"))
+        if name == TEMPORARY {
+            return Name::Temporary;
+        }
+        if let Some(run) = name.strip_prefix(LEGACY_MARKER_PREFIX).and_then(|rest| rest.strip_suffix(".json"))
             && is_run_id(run)
         {
             return Name::Marker(run);
@@ -79,6 +118,7 @@ impl Layout {
         if let Some(run) = run_of(name) {
             return Name::Run(run);
         }
+        // An earlier version's report in a table's directory is ours to remove.
         if name == REPORT || self.files.contains(&name) || self.dirs.contains(&name) {
             return Name::Fixed;
         }
@@ -96,7 +136,8 @@ pub fn run_of(name: &str) -> Option<&str> {
     (is_run_id(run) && after.starts_with(['-', '.'])).then_some(run)
 }
 
-fn is_run_id(s: &str) -> bool {
+/// Whether `s` is a run id (a directory of [`TEMPORARY`] is named by one).
+pub fn is_run_id(s: &str) -> bool {
     s.len() == RUN_ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -120,8 +161,10 @@ mod tests {
         for name in &ours {
             assert_eq!(layout.classify(name), Name::Run(&run), "{name}");
         }
-        assert_eq!(layout.classify(&marker_name(&run)), Name::Marker(&run));
+        assert_eq!(layout.classify(&format!("_run-{run}.json")), Name::Marker(&run));
         assert_eq!(layout.classify("_SUCCESS"), Name::Manifest);
+        assert_eq!(layout.classify("_manifest.parquet"), Name::Manifest);
+        assert_eq!(layout.classify("_temporary"), Name::Temporary);
         assert_eq!(layout.classify("model.json"), Name::Fixed);
         for foreign in [
             "part-0.parquet",
@@ -130,11 +173,24 @@ mod tests {
             "checkpoints",
             "model.json.bak",
             "_run-xyz.json",
+            "_temporary2",
             &format!("part-{}-0.parquet", run.to_uppercase()),
             &format!("part-{run}"),
             &format!("parts-{run}-0.parquet"),
         ] {
             assert_eq!(Layout::TABLE.classify(foreign), Name::Foreign, "{foreign}");
+        }
+    }
+
+    /// What a run writes before its commit is hidden from every directory reader: under a
+    /// `_`-prefixed directory, and named so that no `*.parquet` glob matches it.
+    #[test]
+    fn staged_names_are_hidden_from_globs() {
+        let run = new_run_id();
+        let name = format!("part-{run}-00000-00000.parquet");
+        for staged in [staged_name(&run, &name), upload_name(&run, &name), format!("{}/{MARKER}", run_dir(&run))] {
+            assert!(staged.starts_with("_temporary/"), "{staged}");
+            assert!(!staged.ends_with(".parquet"), "{staged}");
         }
     }
 

@@ -1,8 +1,9 @@
 //! One worker's output as zstd Parquet part files: Arrow batches in, a new part whenever the
-//! current one passes the size limit. A part becomes visible only when it is complete: a local
-//! one is written under a staging name with direct I/O and renamed ([`crate::direct`]), any
-//! other goes through `object_store`'s multipart upload. The stage writes `_SUCCESS` after every
-//! worker's parts are finished.
+//! current one passes the size limit. A part becomes visible only at its run's commit
+//! ([`crate::staging`]): a local one is written at its staged name with direct I/O
+//! ([`crate::direct`]), on S3 it is a multipart upload the commit completes
+//! ([`crate::upload`]), on any other store it is written whole at its staged key. The stage
+//! commits once every worker's parts are finished.
 
 use std::sync::Arc;
 
@@ -18,31 +19,36 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 
-use crate::commit::PartEntry;
+use crate::checksum::{Checksums, Sums};
 use crate::direct::DirectPart;
 use crate::error::Error;
 use crate::io::Io;
+use crate::manifest::PartEntry;
+use crate::names::{staged_name, upload_name};
 use crate::place::Place;
+use crate::staging::{Staged, StagedPart};
+use crate::upload::Upload;
 
-/// The upload of one part, with the CRC-32 of every byte that passes (for the manifest).
+/// A file written whole through its store, with the checksums of every byte that passes (for
+/// the manifest).
 pub(crate) struct Checksummed {
     upload: BufWriter,
-    crc: crc32fast::Hasher,
+    sums: Checksums,
 }
 
 impl Checksummed {
     pub(crate) fn new(upload: BufWriter) -> Self {
-        Checksummed { upload, crc: crc32fast::Hasher::new() }
+        Checksummed { upload, sums: Checksums::default() }
     }
 
-    pub(crate) fn finish(self) -> u32 {
-        self.crc.finalize()
+    pub(crate) fn finish(self) -> Sums {
+        self.sums.finish()
     }
 }
 
 impl AsyncFileWriter for Checksummed {
     fn write(&mut self, bytes: Bytes) -> BoxFuture<'_, parquet::errors::Result<()>> {
-        self.crc.update(&bytes);
+        self.sums.update(&bytes);
         self.upload.write(bytes)
     }
 
@@ -51,28 +57,47 @@ impl AsyncFileWriter for Checksummed {
     }
 }
 
-/// A part being written: a local file written directly, or an upload through its store.
+/// A part being written: a local file written directly, an upload the commit completes, or a
+/// file written whole at its staged key.
 enum Open {
     Local(ArrowWriter<DirectPart>),
+    Upload(AsyncArrowWriter<Upload>),
     Store(AsyncArrowWriter<Checksummed>),
 }
 
 impl Open {
-    fn new(part: &Place, schema: SchemaRef, props: WriterProperties) -> Result<Open, ParquetError> {
+    /// Starts the part `name` of `run` in `dir`, staged (see the module doc).
+    fn new(
+        io: &Io,
+        dir: &Place,
+        run: &str,
+        name: &str,
+        schema: SchemaRef,
+        props: WriterProperties,
+    ) -> Result<Open, ParquetError> {
+        let staged = dir.child(&staged_name(run, name));
         // Local places are `LocalFileSystem::new()`'s: its mapping of keys to paths names the
         // file, as for reads and cleanup.
-        let local = part.is_local().then(|| LocalFileSystem::new().path_to_filesystem(&part.path).ok()).flatten();
+        let local = staged.is_local().then(|| LocalFileSystem::new().path_to_filesystem(&staged.path).ok()).flatten();
         if let Some(path) = local {
             let file = DirectPart::create(path)?;
             return Ok(Open::Local(ArrowWriter::try_new(file, schema, Some(props))?));
         }
-        let upload = Checksummed::new(BufWriter::new(part.store.clone(), part.path.clone()));
+        if let Some(multipart) = &dir.multipart {
+            let (target, record) = (dir.child(name).path, dir.child(&upload_name(run, name)).path);
+            let upload = io
+                .block_on(Upload::start(multipart.clone(), &dir.store, target, &record))
+                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            return Ok(Open::Upload(AsyncArrowWriter::try_new(upload, schema, Some(props))?));
+        }
+        let upload = Checksummed::new(BufWriter::new(staged.store.clone(), staged.path.clone()));
         Ok(Open::Store(AsyncArrowWriter::try_new(upload, schema, Some(props))?))
     }
 
     fn write(&mut self, io: &Io, batch: &RecordBatch) -> Result<(), ParquetError> {
         match self {
             Open::Local(w) => w.write(batch),
+            Open::Upload(w) => io.block_on(w.write(batch)),
             Open::Store(w) => io.block_on(w.write(batch)),
         }
     }
@@ -80,6 +105,7 @@ impl Open {
     fn flush(&mut self, io: &Io) -> Result<(), ParquetError> {
         match self {
             Open::Local(w) => w.flush(),
+            Open::Upload(w) => io.block_on(w.flush()),
             Open::Store(w) => io.block_on(w.flush()),
         }
     }
@@ -87,6 +113,7 @@ impl Open {
     fn bytes_written(&self) -> usize {
         match self {
             Open::Local(w) => w.bytes_written(),
+            Open::Upload(w) => w.bytes_written(),
             Open::Store(w) => w.bytes_written(),
         }
     }
@@ -94,25 +121,48 @@ impl Open {
     fn in_progress_size(&self) -> usize {
         match self {
             Open::Local(w) => w.in_progress_size(),
+            Open::Upload(w) => w.in_progress_size(),
             Open::Store(w) => w.in_progress_size(),
         }
     }
 
-    /// Writes the footer and makes the part visible: its bytes and their CRC-32.
-    fn finish(self, io: &Io) -> Result<(u64, u32), ParquetError> {
+    /// Writes the footer: the checksums of the part's bytes, and how it waits for the commit.
+    fn finish(self, io: &Io) -> Result<(Sums, Staged), ParquetError> {
         match self {
-            Open::Local(w) => {
-                let file = w.into_inner()?;
-                let bytes = file.bytes_written();
-                Ok((bytes, file.complete()?))
+            Open::Local(w) => Ok((w.into_inner()?.complete()?, Staged::File)),
+            Open::Upload(mut w) => {
+                io.block_on(w.finish())?;
+                let (staged, sums) = w.into_inner().into_staged();
+                Ok((sums, staged))
             }
             Open::Store(mut w) => {
                 io.block_on(w.finish())?;
-                let bytes = w.bytes_written() as u64;
-                Ok((bytes, w.into_inner().finish()))
+                Ok((w.into_inner().finish(), Staged::File))
             }
         }
     }
+}
+
+/// Writes `batches` as the part `name` of run `run` in `dir`, staged for the commit, with
+/// `props`.
+pub fn write_part(
+    io: &Io,
+    dir: &Place,
+    run: &str,
+    name: &str,
+    schema: SchemaRef,
+    props: WriterProperties,
+    batches: &[RecordBatch],
+) -> Result<StagedPart, Error> {
+    let file = dir.child(name).shown();
+    let error = |source| Error::Write { file: file.clone(), source };
+    let mut open = Open::new(io, dir, run, name, schema, props).map_err(error)?;
+    for batch in batches {
+        open.write(io, batch).map_err(error)?;
+    }
+    let (sums, staged) = open.finish(io).map_err(error)?;
+    let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+    Ok(StagedPart { entry: PartEntry::summed(name, rows, sums), staged })
 }
 
 /// A row group closes at about this many bytes in memory.
@@ -151,8 +201,8 @@ pub struct PartWriter {
     /// Bytes of finished parts.
     pub bytes_written: u64,
     pub parts_written: u32,
-    /// The finished parts, for the manifest.
-    pub parts: Vec<PartEntry>,
+    /// The finished parts, for the commit.
+    pub parts: Vec<StagedPart>,
 }
 
 impl PartWriter {
@@ -182,6 +232,7 @@ impl PartWriter {
         format!("part-{}-{:05}-{:05}.parquet", self.to.run, self.to.worker, self.next_part)
     }
 
+    /// The part being written, as its commit names it.
     fn part(&self) -> Place {
         self.to.dir.child(&self.part_name())
     }
@@ -197,11 +248,12 @@ impl PartWriter {
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), Error> {
-        let part = self.part();
-        let file = part.shown();
+        let file = self.part().shown();
         let error = |source| Error::Write { file: file.clone(), source };
         if self.current.is_none() {
-            self.current = Some(Open::new(&part, self.schema.clone(), self.props.clone()).map_err(error)?);
+            let (schema, props) = (self.schema.clone(), self.props.clone());
+            let open = Open::new(&self.io, &self.to.dir, &self.to.run, &self.part_name(), schema, props);
+            self.current = Some(open.map_err(error)?);
         }
         let writer = self.current.as_mut().expect("opened above");
         writer.write(&self.io, batch).map_err(error)?;
@@ -215,8 +267,10 @@ impl PartWriter {
     fn close_part(&mut self) -> Result<(), Error> {
         if let Some(writer) = self.current.take() {
             let file = self.part().shown();
-            let (bytes, crc32) = writer.finish(&self.io).map_err(|source| Error::Write { file, source })?;
-            self.parts.push(PartEntry { name: self.part_name(), rows: self.current_rows, bytes, crc32 });
+            let (sums, staged) = writer.finish(&self.io).map_err(|source| Error::Write { file, source })?;
+            let bytes = sums.bytes;
+            let entry = PartEntry::summed(&self.part_name(), self.current_rows, sums);
+            self.parts.push(StagedPart { entry, staged });
             self.current_rows = 0;
             self.bytes_written += bytes;
             self.parts_written += 1;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use object_store::local::LocalFileSystem;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 
@@ -13,9 +14,12 @@ use schemas::{Cause, StorageConfig};
 use crate::error::Error;
 
 /// A file or directory in some store, with the text that names it in messages.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Place {
     pub store: Arc<dyn ObjectStore>,
+    /// The store's multipart uploads, where a run's parts wait for its commit as uploads
+    /// (S3, unless `[storage] staging = "copy"`; see [`crate::staging`]).
+    pub multipart: Option<Arc<dyn MultipartStore>>,
     pub path: Path,
     /// How files under this store are shown: `scheme://authority/` (or `/` on the local file
     /// system) + path.
@@ -29,6 +33,17 @@ pub struct Place {
     /// missing bucket is an output that cannot be written (73) here, an input that cannot be
     /// read (66) anywhere else ([`Place::store_error`]).
     output: bool,
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Place")
+            .field("shown", &self.shown())
+            .field("multipart", &self.multipart.is_some())
+            .field("local", &self.local)
+            .field("output", &self.output)
+            .finish()
+    }
 }
 
 impl Place {
@@ -82,7 +97,8 @@ impl Place {
         let path = Path::parse(key).map_err(|e| usage(&format!("not a valid key: {e}")))?;
         let store = crate::backends::open(uri, scheme, authority, storage)?;
         Ok(Place {
-            store: Arc::from(store),
+            store: store.objects,
+            multipart: store.multipart,
             path,
             prefix: format!("{scheme}://{authority}/"),
             pattern: None,
@@ -101,14 +117,23 @@ impl Place {
         let path =
             Path::from_absolute_path(&absolute).map_err(|e| usage(format!("not a path this store can hold: {e}")))?;
         let prefix = "/".to_owned();
-        Ok(Place { store: Arc::new(LocalFileSystem::new()), path, prefix, pattern: None, local: true, output: false })
+        Ok(Place {
+            store: Arc::new(LocalFileSystem::new()),
+            multipart: None,
+            path,
+            prefix,
+            pattern: None,
+            local: true,
+            output: false,
+        })
     }
 
-    /// The place `name` inside this directory.
+    /// The place `name` inside this directory (`a/b` names `b` inside its child `a`).
     pub fn child(&self, name: &str) -> Place {
         Place {
             store: self.store.clone(),
-            path: self.path.clone().join(name),
+            multipart: self.multipart.clone(),
+            path: name.split('/').fold(self.path.clone(), |path, part| path.join(part)),
             prefix: self.prefix.clone(),
             pattern: None,
             local: self.local,
@@ -169,6 +194,11 @@ impl Place {
     /// Every object below this directory.
     pub async fn list_files(&self) -> Result<Vec<ObjectMeta>, Error> {
         self.store.list(Some(&self.path)).try_collect().await.map_err(|source| self.store_error("cannot list", source))
+    }
+
+    /// The objects and common prefixes directly under this directory (a store's listing).
+    pub(crate) async fn list_here(&self) -> Result<object_store::ListResult, Error> {
+        self.store.list_with_delimiter(Some(&self.path)).await.map_err(|source| self.store_error("cannot list", source))
     }
 
     /// A listed file is data unless a component below this directory is hidden or `_`-prefixed,

@@ -1,30 +1,24 @@
 //! Reading Parquet tables through `object_store`: a table's files with their footers, row
 //! groups as the unit of work, decoded batches of a bounded size.
 
-use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use bytes::Bytes;
-use futures::FutureExt;
 use futures::TryStreamExt;
-use futures::future::BoxFuture;
-use object_store::local::LocalFileSystem;
-use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use object_store::{ObjectMeta, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::async_reader::{ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder};
 use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::ParquetMetaData;
 use schemas::{BadInput, Location};
 
-use crate::chunks::{self, ChunkBuffers};
-use crate::error::{Error, Fetch, is_fetch};
+use crate::chunks::ChunkBuffers;
+use crate::error::{Error, is_fetch, is_missing};
+use crate::fetch::{Changed, ObjectReader};
+use crate::files::{Listed, TableFile, replaced, table_files};
 use crate::io::Io;
-use crate::manifest::{Manifest, read_manifest};
 use crate::place::Place;
 
 /// What one decoded batch of a row group should hold (see [`ParquetFile::batch_rows`]).
@@ -38,17 +32,35 @@ pub struct ParquetFile {
     pub arrow: ArrowReaderMetadata,
     /// The buffers its table's local column chunks are read into (see [`crate::chunks`]).
     chunks: Arc<ChunkBuffers>,
+    /// Its manifest's entry, which every read is checked against; `None` for a file of a
+    /// table without a manifest.
+    listed: Option<Arc<Listed>>,
 }
 
 impl ParquetFile {
-    /// Opens one file of `table`, whose column chunks are read into `chunks` where it is local.
-    pub async fn open(table: &Place, meta: ObjectMeta, chunks: Arc<ChunkBuffers>) -> Result<ParquetFile, Error> {
-        let mut reader = ObjectReader::new(table, &meta, &chunks);
-        let arrow = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
-            .await
-            .map_err(|source| Error::Parquet { file: table.show(&meta.location), source })?;
-        check_chunks(arrow.metadata(), meta.size, &table.show(&meta.location))?;
-        Ok(ParquetFile { place: table.clone(), meta, arrow, chunks })
+    /// Opens one file of `table`, whose column chunks are read into `chunks` where it is local:
+    /// its footer, checked as every read of a listed part is, and a listed part's rows.
+    pub async fn open(table: &Place, file: TableFile, chunks: Arc<ChunkBuffers>) -> Result<ParquetFile, Error> {
+        let TableFile { meta, listed } = file;
+        let expected = listed.as_ref().map(|l| l.expected.clone());
+        let mut reader = ObjectReader::new(table, &meta, &chunks, expected);
+        let arrow = match ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await {
+            Ok(arrow) => arrow,
+            Err(source) => return Err(unopened(table, &meta, listed.as_deref(), source).await),
+        };
+        let name = table.show(&meta.location);
+        check_chunks(arrow.metadata(), meta.size, &name)?;
+        let rows = arrow.metadata().file_metadata().num_rows();
+        if let Some(listed) = &listed
+            && u64::try_from(rows).ok() != Some(listed.entry.rows)
+        {
+            return Err(Error::BadData(format!(
+                "{name}: {rows} rows where the manifest of run {} says {}: the part or its manifest changed after \
+                 its commit",
+                listed.run, listed.entry.rows
+            )));
+        }
+        Ok(ParquetFile { place: table.clone(), meta, arrow, chunks, listed })
     }
 
     pub fn name(&self) -> String {
@@ -144,8 +156,9 @@ impl ParquetFile {
     }
 
     fn stream(&self, rg: usize, mask: ProjectionMask) -> Result<ParquetRecordBatchStream<ObjectReader>, ParquetError> {
+        let expected = self.listed.as_ref().map(|l| l.expected.clone());
         ParquetRecordBatchStreamBuilder::new_with_metadata(
-            ObjectReader::new(&self.place, &self.meta, &self.chunks),
+            ObjectReader::new(&self.place, &self.meta, &self.chunks, expected),
             self.arrow.clone(),
         )
         .with_row_groups(vec![rg])
@@ -161,6 +174,9 @@ impl ParquetFile {
     /// names neither the column nor the row, and a page's rows are not known before it decodes,
     /// so the batch's rows are named.
     fn undecodable(&self, io: &Io, rg: usize, columns: Option<&[&str]>, row: u64, source: ParquetError) -> Error {
+        if let Some(error) = self.changed_or_replaced(io, &source) {
+            return error;
+        }
         if is_fetch(&source) {
             return Error::Parquet { file: self.name(), source };
         }
@@ -186,6 +202,66 @@ impl ParquetFile {
         let end = (row + self.batch_rows(rg) as u64).min(self.first_row(rg) + self.row_group_rows(rg));
         let cause = schemas::message::chain_message(schemas::message::sources(&source));
         BadInput::new(at, format!("rows {row}..{end} (row group {rg}) do not decode: {cause}")).into()
+    }
+}
+
+impl ParquetFile {
+    /// The error of a read that found a listed part changed (a block whose CRC-32 is not the
+    /// manifest's) or gone because another run replaced the table; `None` for any other.
+    fn changed_or_replaced(&self, io: &Io, source: &ParquetError) -> Option<Error> {
+        let listed = self.listed.as_deref()?;
+        if let Some(Changed(mismatch)) = schemas::message::sources(source).find_map(|e| e.downcast_ref::<Changed>()) {
+            return Some(changed(&self.name(), listed, mismatch));
+        }
+        if is_missing(source) {
+            return io.block_on(replaced(&self.place, &listed.run));
+        }
+        None
+    }
+}
+
+/// A listed part whose bytes are not those its manifest lists.
+fn changed(name: &str, listed: &Listed, mismatch: &crate::checksum::Mismatch) -> Error {
+    let crate::checksum::Mismatch { bytes, expected, found, .. } = mismatch;
+    Error::BadData(format!(
+        "{name}: bytes {}..{} have CRC-32 {found:08x} where the manifest of run {} says {expected:08x}: the part \
+         changed after its commit; run the stage that wrote it again",
+        bytes.start, bytes.end, listed.run
+    ))
+}
+
+/// Why `meta` of `table` could not be opened: a listed part changed or replaced with its table,
+/// a file that is not Parquet (said as such), or the Parquet reader's error.
+async fn unopened(table: &Place, meta: &ObjectMeta, listed: Option<&Listed>, source: ParquetError) -> Error {
+    let name = table.show(&meta.location);
+    if let Some(listed) = listed {
+        if let Some(Changed(mismatch)) = schemas::message::sources(&source).find_map(|e| e.downcast_ref::<Changed>()) {
+            return changed(&name, listed, mismatch);
+        }
+        if is_missing(&source)
+            && let Some(error) = replaced(table, &listed.run).await
+        {
+            return error;
+        }
+    }
+    if !is_fetch(&source) && !ends_in_magic(table, meta).await {
+        return Error::BadData(format!(
+            "{name}: not a Parquet file ({} bytes that do not end in a Parquet footer)",
+            meta.size
+        ));
+    }
+    Error::Parquet { file: name, source }
+}
+
+/// Whether the object ends as a Parquet file does (`PAR1`, after a footer); true when that cannot
+/// be read, so that the reader's own error stands.
+async fn ends_in_magic(table: &Place, meta: &ObjectMeta) -> bool {
+    if meta.size < 12 {
+        return false;
+    }
+    match table.store.get_range(&meta.location, meta.size - 4..meta.size).await {
+        Ok(tail) => &tail[..] == b"PAR1",
+        Err(_) => true,
     }
 }
 
@@ -228,84 +304,14 @@ fn check_chunks(metadata: &ParquetMetaData, size: u64, file: &str) -> Result<(),
     Ok(())
 }
 
-/// The files of a table, in name order:
-/// - a single file;
-/// - a finished output (a `_SUCCESS` manifest): the parts it lists, and nothing else;
-/// - a directory: every file below it, skipping hidden and `_`-prefixed names (the Hadoop and
-///   Spark convention for markers and temporary files) and the job's `report.html` directly in
-///   it;
-/// - a glob: the files of its directory whose names match.
-pub async fn table_files(table: &Place) -> Result<Vec<ObjectMeta>, Error> {
-    if !table.is_glob()
-        && let Some(manifest) = read_manifest(table).await?
-    {
-        let parts = listed(table, &manifest);
-        refuse_streams(table, &parts)?;
-        return Ok(parts);
-    }
-    let mut files: Vec<ObjectMeta> = match table.list_files().await? {
-        files if files.is_empty() && !table.is_glob() => match table.head().await? {
-            Some(meta) => vec![meta],
-            None => {
-                let what = if table.local_dir().is_some_and(|d| d.is_dir()) {
-                    "no data files in this directory"
-                } else {
-                    "does not exist"
-                };
-                return Err(Error::NoInput(format!("{}: {what}", table.shown())));
-            }
-        },
-        files => files.into_iter().filter(|m| table.is_data_file(&m.location)).collect(),
-    };
-    files.sort_by(|a, b| a.location.cmp(&b.location));
-    if files.is_empty() {
-        let what = if table.is_glob() { "no file matches" } else { "no data files in this directory" };
-        return Err(Error::NoInput(format!("{}: {what}", table.shown())));
-    }
-    Ok(files)
-}
-
-/// An error naming the first local file a manifest lists that is not a regular file (a part
-/// someone replaced): a FIFO, a socket or a device, which opening would block the reader on,
-/// or a directory, which no retry makes readable. (Directory listings leave them out.)
-fn refuse_streams(table: &Place, files: &[ObjectMeta]) -> Result<(), Error> {
-    if table.local_dir().is_none() {
-        return Ok(());
-    }
-    let stream = files
-        .iter()
-        .map(|m| std::path::PathBuf::from(format!("/{}", m.location)))
-        .find(|path| crate::place::is_stream(path) || path.is_dir());
-    match stream {
-        Some(path) => Err(crate::place::not_regular(path.display())),
-        None => Ok(()),
-    }
-}
-
-/// The parts a manifest lists, as objects of the table's directory. Listed parts carry no
-/// modification time; readers do not use it.
-fn listed(table: &Place, manifest: &Manifest) -> Vec<ObjectMeta> {
-    manifest
-        .parts
-        .iter()
-        .map(|p| ObjectMeta {
-            location: table.path.clone().join(p.name.as_str()),
-            last_modified: chrono::DateTime::UNIX_EPOCH,
-            size: p.bytes,
-            e_tag: None,
-            version: None,
-        })
-        .collect()
-}
-
 /// Every (file, row group) of a table, numbered the same way on every worker; worker `i` of
 /// `n` takes the units whose number is `i` mod `n`.
 pub fn open_table(io: &Io, table: &Place) -> Result<Vec<ParquetFile>, Error> {
     io.block_on(async {
         let mut files = Vec::new();
         let chunks = Arc::new(ChunkBuffers::default());
-        for meta in table_files(table).await? {
-            files.push(ParquetFile::open(table, meta, chunks.clone()).await?);
+        for file in table_files(table).await? {
+            files.push(ParquetFile::open(table, file, chunks.clone()).await?);
         }
         Ok(files)
     })
@@ -323,107 +329,6 @@ pub fn units(files: &[ParquetFile], index: usize, peers: usize) -> Vec<(usize, u
         .collect()
 }
 
-/// Parquet's async reader over one object: byte ranges and the footer through `object_store`,
-/// or, for a local file, read on the calling thread into its table's buffers.
-struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
-    local: Option<LocalFile>,
-}
-
-/// A local file's path, opened at its first read, and the buffers its chunks are read into.
-struct LocalFile {
-    path: PathBuf,
-    file: Option<File>,
-    chunks: Arc<ChunkBuffers>,
-}
-
-impl LocalFile {
-    fn read(&mut self, range: std::ops::Range<u64>) -> parquet::errors::Result<Bytes> {
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self.file.insert(File::open(&self.path).map_err(local_error)?),
-        };
-        chunks::read_range(file, range, &self.chunks).map_err(local_error)
-    }
-}
-
-impl ObjectReader {
-    fn new(table: &Place, meta: &ObjectMeta, chunks: &Arc<ChunkBuffers>) -> ObjectReader {
-        // Local places are `LocalFileSystem::new()`'s, rooted at `/`: its own mapping of keys
-        // to paths (percent-decoding included) names the file.
-        let local = table
-            .is_local()
-            .then(|| LocalFileSystem::new().path_to_filesystem(&meta.location).ok())
-            .flatten()
-            .map(|path| LocalFile { path, file: None, chunks: chunks.clone() });
-        ObjectReader { store: table.store.clone(), path: meta.location.clone(), size: meta.size, local }
-    }
-
-    /// A footer that names bytes beyond the end of the file is corrupt: refused before any
-    /// buffer of that size is allocated.
-    fn within(&self, range: &std::ops::Range<u64>) -> parquet::errors::Result<()> {
-        if range.start > range.end || range.end > self.size {
-            return Err(ParquetError::General(format!(
-                "the footer names bytes {}..{} of a file of {} bytes: the file is corrupt",
-                range.start, range.end, self.size
-            )));
-        }
-        Ok(())
-    }
-}
-
-fn local_error(e: std::io::Error) -> ParquetError {
-    ParquetError::External(Box::new(Fetch::Local(e)))
-}
-
-fn external(e: object_store::Error) -> ParquetError {
-    ParquetError::External(Box::new(Fetch::Store(e)))
-}
-
-impl AsyncFileReader for ObjectReader {
-    fn get_bytes(&mut self, range: std::ops::Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        async move {
-            self.within(&range)?;
-            match &mut self.local {
-                Some(local) => local.read(range),
-                None => self.store.get_range(&self.path, range).await.map_err(external),
-            }
-        }
-        .boxed()
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<std::ops::Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        async move {
-            for range in &ranges {
-                self.within(range)?;
-            }
-            match &mut self.local {
-                Some(local) => ranges.into_iter().map(|range| local.read(range)).collect(),
-                None => self.store.get_ranges(&self.path, &ranges).await.map_err(external),
-            }
-        }
-        .boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        async move {
-            let size = self.size;
-            let metadata =
-                ParquetMetaDataReader::new().with_arrow_reader_options(options).load_and_finish(self, size).await?;
-            Ok(Arc::new(metadata))
-        }
-        .boxed()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -436,6 +341,7 @@ mod tests {
     use schemas::{Cause, StorageConfig};
 
     use super::*;
+    use crate::fetch::{external, local_error};
 
     /// A file of 2 row groups of 1,000 rows: `node_id`, then 8 `features` a row.
     fn write_table(path: &std::path::Path) {

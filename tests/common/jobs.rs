@@ -66,6 +66,11 @@ impl Job {
         Job::cluster().key("workers", 1).key("processes", processes as i64).key("hosts", loopback_hosts(processes))
     }
 
+    /// `[report]`: the job's page written to `page`.
+    pub fn report(page: impl AsRef<Path>) -> Job {
+        Job::table("report").key("output", location(page))
+    }
+
     /// `[storage]`, with the keys set after it.
     pub fn storage() -> Job {
         Job::table("storage")

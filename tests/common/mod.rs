@@ -5,6 +5,7 @@
 
 mod fake_links;
 mod jobs;
+mod readers;
 mod records;
 mod scores;
 mod tables;
@@ -17,7 +18,12 @@ use std::time::Duration;
 
 pub use fake_links::{LinkSettings, link_set, pair_split, write_edges, write_link_set};
 pub use jobs::{Job, loopback_hosts, write_job};
-pub use records::{Record, global_edges, manifest, read_links, read_listed_records, read_records};
+pub use readers::{
+    assert_every_reader_reads_the_manifest, assert_every_reader_reads_the_manifest_with, python, read_with_every_reader,
+};
+pub use records::{
+    Record, edit_manifest, global_edges, manifest, manifest_of, read_links, read_listed_records, read_records,
+};
 pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
 pub use tables::{Graph, batches_in, parquet_files, read_batches, read_graph, sorted_rows};
 

@@ -32,9 +32,32 @@ fn records_in(dir: &Path, parts: Vec<std::path::PathBuf>) -> Vec<Record> {
     records
 }
 
-/// An output's `_SUCCESS` manifest as JSON.
+/// An output's manifest (the footer of `_manifest.parquet`) as JSON.
 pub fn manifest(dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("_SUCCESS")).unwrap()).unwrap()
+    manifest_of(std::fs::read(dir.join("_manifest.parquet")).unwrap())
+}
+
+/// The manifest in the bytes of a `_manifest.parquet`, as JSON.
+pub fn manifest_of(bytes: Vec<u8>) -> serde_json::Value {
+    let reader = parquet::file::reader::SerializedFileReader::new(bytes::Bytes::from(bytes)).unwrap();
+    let metadata = parquet::file::reader::FileReader::metadata(&reader).file_metadata().key_value_metadata().cloned();
+    let json = metadata.unwrap().into_iter().find(|kv| kv.key == "graphflat.manifest").unwrap().value.unwrap();
+    serde_json::from_str(&json).unwrap()
+}
+
+/// Rewrites the manifest of the output `dir` with `edit` applied to its JSON (a test's way to
+/// commit by hand what it changed, or to make a manifest lie); the table's schema is kept.
+pub fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut json = manifest(dir);
+    edit(&mut json);
+    let manifest: tables::commit::Manifest = serde_json::from_value(json).unwrap();
+    let file = std::fs::File::open(dir.join("_manifest.parquet")).unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(&reader).file_metadata().clone();
+    let schema = (meta.schema_descr().num_columns() > 0)
+        .then(|| (meta.schema_descr(), meta.key_value_metadata().cloned().unwrap_or_default()));
+    let bytes = manifest.to_parquet(schema).unwrap();
+    std::fs::write(dir.join("_manifest.parquet"), bytes).unwrap();
 }
 
 /// A record's edges by global ids: (src, dst, weight bits, layers), sorted.

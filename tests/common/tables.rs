@@ -14,6 +14,8 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        // `_manifest.parquet` holds no rows: not a part.
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('_'))
         .collect();
     files.sort();
     files

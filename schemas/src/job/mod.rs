@@ -17,6 +17,7 @@ pub mod flatten;
 pub mod generate;
 pub mod graph;
 pub mod infer;
+pub mod report;
 pub mod storage;
 pub mod targets;
 pub mod train;
@@ -29,6 +30,7 @@ pub use flatten::{FlattenConfig, MAX_HOPS};
 pub use generate::GenerateConfig;
 pub use graph::{GraphConfig, TypedGraph};
 pub use infer::InferConfig;
+pub use report::ReportConfig;
 pub use storage::StorageConfig;
 pub use targets::Targets;
 pub use train::{OptimizerKind, PsMode, TrainConfig};
@@ -50,6 +52,8 @@ pub struct JobFile {
     pub flatten: Option<FlattenConfig>,
     pub train: Option<TrainConfig>,
     pub infer: Option<InferConfig>,
+    /// Where the job's report page goes besides a model's directory.
+    pub report: Option<ReportConfig>,
 }
 
 impl JobFile {
@@ -71,6 +75,9 @@ impl JobFile {
         }
         if let Some(infer) = &job.infer {
             infer.check()?;
+        }
+        if let Some(report) = &job.report {
+            report.check()?;
         }
         // [cluster] is checked by the caller, after the command line's overrides.
         job.storage.check()?;
@@ -158,6 +165,7 @@ mod tests {
             flatten: Some(FlattenConfig { nodes: "n".into(), edges: "e".into(), ..FlattenConfig::default() }),
             train: Some(TrainConfig::default()),
             infer: Some(InferConfig { nodes: "n".into(), edges: "e".into(), ..InferConfig::default() }),
+            report: None,
         };
         assert_eq!(JobFile::parse(text).unwrap(), everything);
         assert_eq!(JobFile::parse("").unwrap(), JobFile::default());

@@ -14,6 +14,22 @@ pub const DEFAULT_RETRY_TIMEOUT_S: f64 = 120.0;
 pub const DEFAULT_CONNECT_TIMEOUT_S: f64 = 5.0;
 /// Seconds one request may take, body included, when a job sets none.
 pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
+/// How a run's parts wait for its commit on S3, when a job sets none.
+pub const DEFAULT_STAGING: Staging = Staging::Multipart;
+
+/// How a run's parts wait for its commit on an object store with multipart uploads (S3 and
+/// S3-compatible stores); a local disk and HDFS rename, whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Staging {
+    /// Each part is a multipart upload to its own key, completed at the commit: the part
+    /// appears whole at once and no byte is copied.
+    Multipart,
+    /// Each part is written whole under a hidden key and copied into place at the commit (a
+    /// server-side copy, then a delete): for stores that keep incomplete uploads from being
+    /// completed by another client.
+    Copy,
+}
 
 /// The `[storage]` table. Every key is optional: a missing one takes the `Default` below.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +49,8 @@ pub struct StorageConfig {
     pub connect_timeout_s: f64,
     /// Seconds one request may take, its body included.
     pub timeout_s: f64,
+    /// How a run's parts wait for its commit (S3).
+    pub staging: Staging,
 }
 
 impl Default for StorageConfig {
@@ -46,6 +64,7 @@ impl Default for StorageConfig {
             retry_timeout_s: DEFAULT_RETRY_TIMEOUT_S,
             connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
             timeout_s: DEFAULT_TIMEOUT_S,
+            staging: DEFAULT_STAGING,
         }
     }
 }

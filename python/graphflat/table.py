@@ -1,0 +1,86 @@
+"""A committed output as one Arrow table, every part checked against the manifest."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from graphflat.manifest import Manifest, Part, read_manifest
+from graphflat.paths import filesystem_and_path, join
+
+
+class NotCommittedError(FileNotFoundError):
+    """The path holds no committed output of graphflat (no manifest)."""
+
+
+class ChangedError(ValueError):
+    """A part is not what its manifest lists (its size, CRC-32 or rows): it changed after the
+    commit, or another run replaced the output while it was read."""
+
+
+def read_table(
+    path: str,
+    columns: Optional[Sequence[str]] = None,
+    filesystem: Optional[pafs.FileSystem] = None,
+) -> pa.Table:
+    """Read the committed output at ``path`` (a local directory or an ``s3://`` URI).
+
+    Only the parts the manifest lists are read, in its order; each part's bytes are checked
+    against the manifest's size and CRC-32 (one read: the CRC runs over the bytes decoded) and
+    its rows against the manifest's count.
+
+    Args:
+        path: the output directory.
+        columns: the columns to decode (all when ``None``).
+        filesystem: a pyarrow file system to read through instead of the one ``path`` names.
+
+    Returns:
+        A table of ``manifest.rows`` rows with the output's schema.
+
+    Raises:
+        NotCommittedError: no manifest at ``path``.
+        ChangedError: a part whose size, CRC-32 or rows differ from the manifest's.
+    """
+    fs, root = filesystem_and_path(path, filesystem)
+    manifest = read_manifest(path, filesystem)
+    if manifest is None:
+        raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
+    tables = [_read_part(fs, root, manifest, part, columns) for part in manifest.parts]
+    if not tables:
+        return _empty(fs, root, columns)
+    return pa.concat_tables(tables)
+
+
+def _read_part(fs: pafs.FileSystem, root: str, manifest: Manifest, part: Part, columns) -> pa.Table:
+    """One part's rows, its bytes and rows checked against ``part``."""
+    where = join(root, part.name)
+    try:
+        with fs.open_input_file(where) as f:
+            data = f.read()
+    except FileNotFoundError as e:
+        now = read_manifest(root, fs)
+        if now is not None and now.run != manifest.run:
+            raise ChangedError(f"{where}: run {now.run} replaced the output while it was read; read it again") from e
+        raise
+    crc = zlib.crc32(data)
+    if len(data) != part.bytes or crc != part.crc32:
+        raise ChangedError(
+            f"{where}: {len(data)} bytes with CRC-32 {crc:08x}, where the manifest of run {manifest.run} says "
+            f"{part.bytes} bytes with CRC-32 {part.crc32:08x}: the part changed after its commit"
+        )
+    table = pq.read_table(pa.BufferReader(data), columns=columns)
+    if table.num_rows != part.rows:
+        raise ChangedError(f"{where}: {table.num_rows} rows, where the manifest of run {manifest.run} says {part.rows}")
+    return table
+
+
+def _empty(fs: pafs.FileSystem, root: str, columns) -> pa.Table:
+    """A table of no rows with the output's schema (the manifest file's)."""
+    with fs.open_input_file(join(root, "_manifest.parquet")) as f:
+        schema = pq.read_schema(f)
+    table = schema.empty_table()
+    return table.select(list(columns)) if columns is not None else table

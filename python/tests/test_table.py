@@ -1,0 +1,75 @@
+"""graphflat.read_table against tables the graphflat binary commits.
+
+The binary is ``GRAPHFLAT_BIN``, else the release build of the repository
+(``target/release/graphflat``, which ``cargo test --release`` builds); without one the tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import zlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from graphflat import ChangedError, NotCommittedError, read_manifest, read_table
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("GRAPHFLAT_BIN", ROOT / "target" / "release" / "graphflat"))
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory) -> Path:
+    """A generated graph: ``nodes/`` and ``edges/``, each a committed table."""
+    if not BINARY.exists():
+        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
+    out = tmp_path_factory.mktemp("graph")
+    subprocess.run([str(BINARY), "generate", "--out", str(out), "--nodes", "500", "--seed", "3"], check=True)
+    return out
+
+
+def copy(table: Path, to: Path) -> Path:
+    shutil.copytree(table, to)
+    return to
+
+
+def test_read_table_reads_the_listed_parts_whole(graph: Path) -> None:
+    manifest = read_manifest(str(graph / "nodes"))
+    assert manifest is not None and manifest.stage == "generate"
+    table = read_table(str(graph / "nodes"))
+    assert table.num_rows == manifest.rows == 500
+    assert table.equals(pq.read_table(graph / "nodes").select(table.column_names))
+    assert read_table(str(graph / "nodes"), columns=["node_id"]).column_names == ["node_id"]
+    # Every part's CRC-32 is the manifest's.
+    for part in manifest.parts:
+        assert zlib.crc32((graph / "nodes" / part.name).read_bytes()) == part.crc32
+
+
+def test_a_changed_byte_is_named_with_both_checksums(graph: Path, tmp_path: Path) -> None:
+    table = copy(graph / "edges", tmp_path / "edges")
+    part = next(table.glob("part-*.parquet"))
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    part.write_bytes(bytes(data))
+    with pytest.raises(ChangedError, match=rf"{part.name}: .* with CRC-32 .* says .* CRC-32"):
+        read_table(str(table))
+
+
+def test_a_directory_without_a_manifest_is_not_committed(graph: Path, tmp_path: Path) -> None:
+    table = copy(graph / "edges", tmp_path / "plain")
+    (table / "_manifest.parquet").unlink()
+    assert read_manifest(str(table)) is None
+    with pytest.raises(NotCommittedError):
+        read_table(str(table))
+
+
+def test_an_earlier_versions_json_manifest_is_read(graph: Path, tmp_path: Path) -> None:
+    table = copy(graph / "nodes", tmp_path / "legacy")
+    raw = read_manifest(str(table)).raw
+    (table / "_manifest.parquet").unlink()
+    (table / "_SUCCESS").write_text(json.dumps(raw))
+    assert read_table(str(table)).num_rows == 500

@@ -1,0 +1,171 @@
+//! Where a run's files wait for its commit, and how the commit makes them visible.
+//!
+//! Every file a run commits is staged first, where no directory reader sees it as data
+//! (see [`crate::names`]), in one of two ways:
+//!
+//! - [`Staged::File`]: written whole at its staged name (`_temporary/<run>/<name>.staged`): a
+//!   local part with direct I/O, or through the store; [`publish`] renames it into place: a
+//!   rename on a local disk and HDFS, a server-side copy and a delete on S3 with
+//!   `[storage] staging = "copy"`;
+//! - [`Staged::Upload`]: a multipart upload to the file's own key ([`crate::upload`]), which
+//!   shows nothing until [`publish`] completes it; the object then appears whole, and no byte
+//!   is copied (S3's default).
+//!
+//! The committer publishes every worker's files before the manifest goes, so that a manifest
+//! never lists a file that is not there; [`withdraw`] takes published files back when the
+//! commit fails after all (a lost race, a later output that cannot commit).
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::multipart::PartId;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::manifest::PartEntry;
+use crate::names::{run_dir, staged_name};
+use crate::place::Place;
+
+/// Files published at once: a commit of thousands of parts on S3 is bounded by round trips.
+const AT_ONCE: usize = 16;
+
+/// How one file waits for its run's commit (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Staged {
+    /// At its staged name, [`staged_name`].
+    File,
+    /// A multipart upload to its key: its id and its parts' ids, in order.
+    Upload { id: String, parts: Vec<String> },
+}
+
+/// A file of a run, to publish under `name` in its output.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StagedFile {
+    pub name: String,
+    pub staged: Staged,
+}
+
+/// A part of a run: its manifest entry and how it waits for the commit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StagedPart {
+    pub entry: PartEntry,
+    pub staged: Staged,
+}
+
+impl StagedPart {
+    pub fn file(&self) -> StagedFile {
+        StagedFile { name: self.entry.name.clone(), staged: self.staged.clone() }
+    }
+}
+
+/// Makes run `run`'s `files` visible in `dir` under their names, [`AT_ONCE`] at a time. On an
+/// error, those published are taken back ([`withdraw`]) before it returns.
+pub async fn publish(dir: &Place, run: &str, files: &[StagedFile]) -> Result<(), Error> {
+    let published = futures::stream::iter(files.iter().map(|file| publish_one(dir, run, file)))
+        .buffer_unordered(AT_ONCE)
+        .try_collect::<Vec<()>>()
+        .await;
+    if let Err(e) = published {
+        withdraw(dir, files).await;
+        return Err(e);
+    }
+    Ok(())
+}
+
+async fn publish_one(dir: &Place, run: &str, file: &StagedFile) -> Result<(), Error> {
+    let target = dir.child(&file.name);
+    match &file.staged {
+        Staged::File => {
+            let staged = dir.child(&staged_name(run, &file.name));
+            dir.store
+                .rename(&staged.path, &target.path)
+                .await
+                .map_err(|source| target.store_error("cannot publish", source))
+        }
+        Staged::Upload { id, parts } => {
+            let Some(multipart) = &dir.multipart else {
+                return Err(Error::Internal(format!(
+                    "{}: an upload staged on a store without uploads",
+                    target.shown()
+                )));
+            };
+            let parts = parts.iter().map(|content_id| PartId { content_id: content_id.clone() }).collect();
+            multipart
+                .complete_multipart(&target.path, &id.clone(), parts)
+                .await
+                .map(|_| ())
+                .map_err(|source| target.store_error("cannot complete the upload of", source))
+        }
+    }
+}
+
+/// Takes back `files` from `dir`: removes those published (their names are the run's own), and
+/// aborts uploads not completed. Best effort: what remains is this run's and goes with the
+/// next commit's cleanup.
+pub async fn withdraw(dir: &Place, files: &[StagedFile]) {
+    let each = files.iter().map(|file| async move {
+        let target = dir.child(&file.name);
+        if let (Staged::Upload { id, .. }, Some(multipart)) = (&file.staged, &dir.multipart) {
+            let _ = multipart.abort_multipart(&target.path, &id.clone()).await;
+        }
+        match dir.store.delete(&target.path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => tracing::warn!("cannot take back {}: {e}", target.shown()),
+        }
+    });
+    futures::stream::iter(each).buffer_unordered(AT_ONCE).collect::<Vec<()>>().await;
+}
+
+/// Removes run `run`'s temporary directory from `dir`: aborts the uploads it records when
+/// `abort` says so (a run that did not complete them), then deletes everything in it (its marker
+/// last, so that a run judged dead fails its commit). Best effort: a failure is logged.
+pub async fn remove_run_dir(dir: &Place, run: &str, abort: bool) {
+    let root = dir.child(&run_dir(run));
+    let listed: Vec<object_store::ObjectMeta> = match dir.store.list(Some(&root.path)).try_collect().await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!("cannot list {}: {e}", root.shown());
+            return;
+        }
+    };
+    let (mut marker, mut files): (Vec<Path>, Vec<Path>) = (Vec::new(), Vec::new());
+    for meta in listed {
+        match meta.location.filename() {
+            Some(crate::names::MARKER) => marker.push(meta.location),
+            Some(name) if abort && name.ends_with(".upload") => {
+                abort_recorded(dir, &meta.location, name).await;
+                files.push(meta.location);
+            }
+            _ => files.push(meta.location),
+        }
+    }
+    files.extend(marker);
+    for path in files {
+        match dir.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => tracing::warn!("cannot remove {}: {e}", dir.show(&path)),
+        }
+    }
+    if let Some(local) = root.local_dir() {
+        // Empty directories stay on a local disk: the run's, then `_temporary` when no other
+        // run uses it.
+        let _ = std::fs::remove_dir(&local);
+        let _ = local.parent().map(std::fs::remove_dir);
+    }
+}
+
+/// Aborts the upload a record (`<name>.upload`, holding its id) names, on the store of `dir`.
+async fn abort_recorded(dir: &Place, record: &Path, name: &str) {
+    let Some(multipart) = &dir.multipart else { return };
+    let Some(part) = name.strip_suffix(".upload") else { return };
+    let id = match dir.store.get(record).await {
+        Ok(got) => match got.bytes().await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => return,
+        },
+        Err(_) => return,
+    };
+    if let Err(e) = multipart.abort_multipart(&dir.child(part).path, &id).await {
+        tracing::debug!("cannot abort the upload of {}: {e}", dir.child(part).shown());
+    }
+}
