@@ -25,13 +25,8 @@ mkdir -p "$WORK"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F)"
 
 PORT=${PORT:-9561}
-"$MOTO" -H 127.0.0.1 -p "$PORT" > "$WORK/moto.log" 2>&1 &
-MOTO_PID=$!
-trap 'kill $MOTO_PID 2>/dev/null' EXIT
-until curl -s -o /dev/null "http://127.0.0.1:$PORT"; do sleep 0.2; done
-curl -s -X PUT "http://127.0.0.1:$PORT/bench" > /dev/null
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-export AWS_ENDPOINT=http://127.0.0.1:$PORT AWS_ALLOW_HTTP=true AWS_EC2_METADATA_DISABLED=true
+source bench/moto.sh
+start_moto "$PORT" "$WORK/moto.log"
 
 G=$WORK/g$NODES
 [ -f "$G/edges/_SUCCESS" ] || $BIN generate --out "$G" --nodes "$NODES" --avg-degree 10 --feature-dim 32 --seed 1 > /dev/null

@@ -12,13 +12,26 @@ use tables::{Io, Place, open_table};
 use crate::Result;
 use crate::exit::{Exit, WithCause};
 
+/// `println!`, except that a reader that stopped reading (`inspect ... | head`) ends the command
+/// quietly, as it ends other tools, instead of a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 pub fn inspect(target: &str) -> Result<()> {
     // No job file: the environment's store settings.
     let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
     let place = io.place(target).map_err(|e| Exit::new(e.cause(), e))?;
     let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
     let is_model = manifest.as_ref().is_some_and(|m| m.stage == tables::commit::Stage::Train);
-    if is_model || io.block_on(place.child(gnn::io::META).exists()) {
+    if is_model || io.block_on(place.child("model.json").exists()) {
         inspect_model(&io, &place)?;
         return point_at_report(&io, &place);
     }
@@ -30,11 +43,11 @@ pub fn inspect(target: &str) -> Result<()> {
     let rows: u64 = files.iter().map(|f| f.rows()).sum();
     let bytes: u64 = files.iter().map(|f| f.meta.size).sum();
     let Some(first) = files.first() else {
-        println!("{}: a committed table of no rows (its _SUCCESS lists no parts)", place.shown());
+        say!("{}: a committed table of no rows (its manifest lists no parts)", place.shown());
         return Ok(());
     };
     let schema = first.arrow.schema();
-    println!(
+    say!(
         "{}: {} rows in {} files, {:.1} MB, _SUCCESS {}",
         place.shown(),
         rows,
@@ -46,14 +59,14 @@ pub fn inspect(target: &str) -> Result<()> {
             "absent (the trainer refuses such a record set; node and edge tables are read whole)"
         }
     );
-    println!("schema:");
+    say!("schema:");
     for field in schema.fields() {
-        println!("  {}: {}{}", field.name(), field.data_type(), if field.is_nullable() { " (nullable)" } else { "" });
+        say!("  {}: {}{}", field.name(), field.data_type(), if field.is_nullable() { " (nullable)" } else { "" });
     }
     let mut metadata: Vec<_> = schema.metadata().iter().collect();
     metadata.sort();
     for (k, v) in metadata {
-        println!("  metadata {k} = {v}");
+        say!("  metadata {k} = {v}");
     }
     let mut counts = Counts::default();
     let mut first: Option<RecordBatch> = None;
@@ -71,9 +84,9 @@ pub fn inspect(target: &str) -> Result<()> {
     }
     counts.print();
     if let Some(batch) = first {
-        println!("first row:");
+        say!("first row:");
         for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-            println!("  {}: {}", field.name(), shorten(&format!("{:?}", column.as_ref()), 160));
+            say!("  {}: {}", field.name(), shorten(&format!("{:?}", column.as_ref()), 160));
         }
     }
     point_at_report(&io, &place)
@@ -97,7 +110,7 @@ fn list_unlisted(io: &Io, dir: &Place, manifest: &tables::commit::Manifest) -> R
     }
     let data = |name: &str| !name.split('/').any(|part| part.starts_with(['_', '.']));
     let visible = unlisted.iter().filter(|(n, _)| data(n)).count();
-    println!(
+    say!(
         "{}: {} files its manifest (run {}) does not list, {visible} of them with data names that directory readers \
          read (a run in progress or killed, or another tool's); this project's readers read none:",
         dir.shown(),
@@ -105,10 +118,10 @@ fn list_unlisted(io: &Io, dir: &Place, manifest: &tables::commit::Manifest) -> R
         manifest.run
     );
     for (name, size) in unlisted.iter().take(20) {
-        println!("  {name} ({size} bytes){}", if data(name) { "" } else { ", hidden" });
+        say!("  {name} ({size} bytes){}", if data(name) { "" } else { ", hidden" });
     }
     if unlisted.len() > 20 {
-        println!("  ... and {} more", unlisted.len() - 20);
+        say!("  ... and {} more", unlisted.len() - 20);
     }
     Ok(())
 }
@@ -119,7 +132,7 @@ fn point_at_report(io: &Io, dir: &Place) -> Result<()> {
     if dir.local_dir().is_none_or(|d| d.is_dir())
         && io.block_on(tables::report_page::is_report(&report)).unwrap_or(false)
     {
-        println!("report: {} (charts of the run that wrote it; open it in a browser)", report.shown());
+        say!("report: {} (charts of the run that wrote it; open it in a browser)", report.shown());
     }
     Ok(())
 }
@@ -159,15 +172,15 @@ impl Counts {
     }
 
     fn print(&self) {
-        println!("counts:");
-        println!("  labeled rows: {} of {}", self.labeled, self.rows);
+        say!("counts:");
+        say!("  labeled rows: {} of {}", self.labeled, self.rows);
         if !self.splits.is_empty() {
             let splits: Vec<String> = self.splits.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            println!("  splits:       {}", splits.join(", "));
+            say!("  splits:       {}", splits.join(", "));
         }
         for (name, total) in [("record nodes", self.nodes), ("record edges", self.edges)] {
             if let Some((sum, max)) = total {
-                println!("  {name}: mean {:.1}, max {max}", sum as f64 / self.rows.max(1) as f64);
+                say!("  {name}: mean {:.1}, max {max}", sum as f64 / self.rows.max(1) as f64);
             }
         }
     }
@@ -177,14 +190,14 @@ fn inspect_model(io: &Io, dir: &Place) -> Result<()> {
     let files = ModelFiles::read(io, dir).map_err(|e| Exit::new(e.cause(), e))?;
     let meta = &files.meta;
     let typed = meta.spec.types.as_ref().map_or(String::new(), |t| format!(" of a typed graph ({t})"));
-    println!("{}: a {} model{typed}, {} parameters", dir.shown(), meta.spec.kind.name(), meta.parameters);
-    println!("  weights: {} ({:.1} kB)", dir.child(gnn::io::WEIGHTS).shown(), files.weight_bytes() as f64 / 1e3);
+    say!("{}: a {} model{typed}, {} parameters", dir.shown(), meta.spec.kind.name(), meta.parameters);
+    say!("  weights: {} ({:.1} kB)", files.weights_place.shown(), files.weight_bytes() as f64 / 1e3);
     let json = serde_json::to_string_pretty(meta).cause(Cause::Internal)?;
-    println!("{}:\n{json}", gnn::io::META);
+    say!("{}:\n{json}", files.meta_place.shown());
     let metrics = dir.child(graphtrainer::metrics::METRICS);
     if let Ok(Some(bytes)) = io.block_on(metrics.get_at_most(tables::names::REPORT_MAX_BYTES)) {
         let text = String::from_utf8_lossy(&bytes);
-        println!(
+        say!(
             "{} epochs in {}; the last:\n  {}",
             text.lines().count(),
             metrics.shown(),

@@ -5,9 +5,9 @@
 //!
 //! A report goes only where this project may write: a model directory some run committed, or
 //! one this process took a run's lease on (its output check passed: it is not an input, nor
-//! holds foreign files unless `overwrite` keeps them), and `[report] output`, which lies outside
-//! every table of the job ([`check_place`]). A report never changes the job's result: a report
-//! that cannot be written is a warning. Only process 0 writes it.
+//! holds foreign files unless `overwrite` keeps them) and no other run committed since, and
+//! `[report] output`, which lies outside every table ([`check_place`]). A report never changes
+//! the job's result: a report that cannot be written is a warning. Only process 0 writes it.
 
 use report::{Job, Outcome, Report, StageRun};
 use schemas::{Cause, StorageConfig};
@@ -68,7 +68,7 @@ impl Ledger {
             .zip(outputs)
             .filter(|(run, _)| run.stage == Stage::Train)
             .flat_map(|(run, places)| places.into_iter().map(|p| (run.outcome.clone(), p)))
-            .filter(|(outcome, output)| *outcome == Outcome::Committed || tables::lease::leased_here(output))
+            .filter(|(outcome, output)| *outcome == Outcome::Committed || unchanged_since_lease(io, output))
             .map(|(_, output)| output.child(REPORT));
         let places: Vec<Place> = models.chain(page).collect();
         let html = report::render(&Report { job: Some(job), stages });
@@ -81,6 +81,14 @@ impl Ledger {
         }
         written
     }
+}
+
+/// Whether this process took a lease on the model directory `output` and no other run committed
+/// there since: a failed run's page must not replace the page of a run that won the output.
+fn unchanged_since_lease(io: &Io, output: &Place) -> bool {
+    let Some(found) = tables::lease::leased_here(output) else { return false };
+    let now = io.block_on(tables::commit::read_manifest(output)).ok().flatten().map(|m| m.run);
+    now == found
 }
 
 /// `graphflat report`: the page of committed `outputs`, written to `out`.
@@ -102,7 +110,7 @@ pub fn of_outputs(outputs: &[String], out: &str) -> crate::Result<()> {
         return Err(Exit::new(Cause::NoInput, anyhow::anyhow!("cannot report on {}: {why}", run.output)));
     }
     let place = io.output(out).map_err(|e| Exit::new(e.cause(), e))?;
-    refuse_table_dirs(&place)?;
+    refuse_table_dirs(&io, &place)?;
     io.block_on(report::write(&place, &report::render(&report))).map_err(|e| match e {
         report::Error::Foreign(_) => Exit::new(Cause::CantCreate, e),
         report::Error::Store(e) => Exit::new(e.cause(), e),
@@ -111,20 +119,30 @@ pub fn of_outputs(outputs: &[String], out: &str) -> crate::Result<()> {
     Ok(())
 }
 
-/// A page inside a table's directory (one holding a manifest or Parquet files), which readers
-/// would take for a data file or refuse (polars): refused, unless the directory is a model's.
-fn refuse_table_dirs(out: &Place) -> crate::Result<()> {
-    let Some(path) = out.local_dir() else { return Ok(()) };
-    let Some(dir) = path.parent() else { return Ok(()) };
+/// Whether the page `out` would lie in a table's directory (one holding a manifest or Parquet
+/// files, a model's aside), whose readers would take it for a data file or refuse (polars).
+fn in_table_dir(io: &Io, out: &Place) -> bool {
+    let Some(path) = out.local_dir() else {
+        // A store: the directory's manifest or _SUCCESS says.
+        let Some(dir) = out.parent() else { return false };
+        let marker = |name: &str| io.block_on(dir.child(name).exists());
+        return marker(tables::names::MANIFEST) || marker(schemas::SUCCESS_MARKER);
+    };
+    let Some(dir) = path.parent() else { return false };
     let names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    let model = names.iter().any(|n| n == gnn::io::META);
+    let model = names.iter().any(|n| n.starts_with("model") && n.ends_with(gnn::io::META));
     let table = names.iter().any(|n| n == schemas::SUCCESS_MARKER || n.ends_with(".parquet"));
-    match table && !model {
+    table && !model
+}
+
+/// A page inside a table's directory (see [`in_table_dir`]): refused.
+fn refuse_table_dirs(io: &Io, out: &Place) -> crate::Result<()> {
+    match in_table_dir(io, out) {
         true => Err(Exit::new(
             Cause::CantCreate,
             anyhow::anyhow!(
@@ -161,6 +179,16 @@ pub fn check_place(page: &Place, job: &schemas::JobFile, io: &Io) -> crate::Resu
     }
     let inside =
         tables.into_iter().filter(|t| !t.is_empty()).filter_map(|t| io.place(t).ok()).find(|t| page.overlaps(t));
+    if inside.is_none() && in_table_dir(io, page) {
+        return Err(Exit::new(
+            Cause::Usage,
+            anyhow::anyhow!(
+                "[report] output {} lies in a table's directory, whose readers would take the page for a data file; \
+                 choose a place outside it",
+                page.shown()
+            ),
+        ));
+    }
     match inside {
         Some(table) => Err(Exit::new(
             Cause::Usage,

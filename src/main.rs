@@ -162,7 +162,7 @@ enum Command {
         out: String,
     },
     /// Show what a table, record set or model holds: schema, metadata, size, label and split
-    /// counts, record sizes and the first row; for a model directory, its model.json.
+    /// counts, record sizes and the first row; for a model directory, its model-<run>.json.
     Inspect {
         /// A Parquet file, a directory of part files (local path or URI), or a model directory.
         table: String,
@@ -543,7 +543,7 @@ fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::Train
     let mb = |bytes: u64| bytes as f64 / 1e6;
     let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
     println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
-    println!("  model:        {}/model.bpk, model.json, metrics.jsonl, timings.jsonl", config.output);
+    println!("  model:        {} (the weights, the description, metrics.jsonl, timings.jsonl)", config.output);
 }
 
 fn generated_lines(g: &graphflat::generate::Generated) -> Vec<(String, String)> {

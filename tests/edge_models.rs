@@ -47,7 +47,7 @@ fn edge_aware_scores_equal_the_trainer_forward_pass_on_any_cluster() {
             assert!(trained.status.success(), "{name}: {}", text(&trained));
             assert!(text(&trained).contains("3 edge features"), "{name}: the log names the edge features");
             let json: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(model.join("model.json")).unwrap()).unwrap();
+                serde_json::from_slice(&std::fs::read(model_file(&model, ".json")).unwrap()).unwrap();
             assert_eq!(json["spec"]["edge_dim"], 3, "{name}: model.json records the edge width");
 
             let expected = record_scores(&model, &flat);
@@ -110,7 +110,7 @@ fn an_infer_job_whose_edges_lack_the_models_features_is_refused() {
     let gcn = dir.join("gcn");
     let trained = run(&Job::train(&flat, &gcn).key("model", "gcn").key("epochs", 1).write(&dir, "train-gcn"), &[]);
     assert!(trained.status.success() && text(&trained).contains("gcn ignores"), "{}", text(&trained));
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(gcn.join("model.json")).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(model_file(&gcn, ".json")).unwrap()).unwrap();
     assert_eq!(json["spec"]["edge_dim"], 0);
     let out = dir.join("scores");
     let failed = run(&Job::infer(&plain, &model, &out).write(&dir, "infer"), &[]);

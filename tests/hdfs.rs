@@ -73,7 +73,8 @@ fn the_pipeline_on_hdfs_equals_the_pipeline_on_disk() {
     }
     assert!(read_records(&dir.join("flat")) == read_records(&dir.join("flat-hdfs")), "records differ");
     assert!(
-        std::fs::read(dir.join("model/model.bpk")).unwrap() == std::fs::read(dir.join("model-hdfs/model.bpk")).unwrap()
+        std::fs::read(model_file(&dir.join("model"), ".bpk")).unwrap()
+            == std::fs::read(model_file(&dir.join("model-hdfs"), ".bpk")).unwrap()
     );
     assert_eq!(sorted_rows(&read_batches(&dir.join("scores"))), sorted_rows(&read_batches(&dir.join("scores-hdfs"))));
 }

@@ -236,7 +236,7 @@ fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
             dir_model.display().to_string()
         );
         run_ok(&write_job(&dir, &format!("train-{model}"), &text), &[]);
-        let json = std::fs::read_to_string(dir_model.join("model.json")).unwrap();
+        let json = std::fs::read_to_string(model_file(&dir_model, ".json")).unwrap();
         let meta: schemas::model::ModelMeta = serde_json::from_str(&json).unwrap();
         let types = meta.spec.types.as_ref().unwrap();
         let widths: Vec<usize> = types.relations.iter().map(|r| r.edge_dim).collect();

@@ -170,7 +170,7 @@ fn typed_link_models_embed_and_score_as_the_trainer_does() {
         );
         run_ok(&write_job(&dir, &format!("train-{kind}"), &text), &["--workers", "2"]);
         let json: schemas::model::ModelMeta =
-            serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(model_file(&model, ".json")).unwrap()).unwrap();
         let relation = &json.spec.types.as_ref().unwrap().relations[usize::from(json.link_relation.unwrap())];
         assert_eq!(relation.name, "buys", "{kind}: model.json names its link relation");
         let metrics = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();

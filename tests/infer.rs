@@ -221,49 +221,53 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     let copy_model = |name: &str, recommit: bool, change: &dyn Fn(&Path)| -> PathBuf {
         let to = dir.join(name);
         std::fs::create_dir_all(&to).unwrap();
-        for file in ["model.json", "model.bpk", "_SUCCESS", "_manifest.parquet"] {
-            std::fs::copy(model.join(file), to.join(file)).unwrap();
+        for entry in std::fs::read_dir(&model).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            }
         }
         change(&to);
         if recommit {
             edit_manifest(&to, |manifest| {
                 for part in manifest["parts"].as_array_mut().unwrap() {
                     let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
-                    part["bytes"] = bytes.len().into();
-                    part["crc32"] = crc32fast::hash(&bytes).into();
+                    let rows = part["rows"].as_u64().unwrap();
+                    let entry = tables::commit::PartEntry::of(part["name"].as_str().unwrap(), rows, &bytes);
+                    *part = serde_json::to_value(entry).unwrap();
                 }
             });
         }
         to
     };
-    let meta = std::fs::read_to_string(model.join("model.json")).unwrap();
+    let meta = std::fs::read_to_string(model_file(&model, ".json")).unwrap();
     let cases: Vec<(&str, PathBuf, PathBuf, i32, &str)> = vec![
         ("width", other.clone(), model.clone(), 65, "takes 8 input features, but the node table"),
         (
             "no-json",
             data.clone(),
-            copy_model("no-json", false, &|d| std::fs::remove_file(d.join("model.json")).unwrap()),
+            copy_model("no-json", false, &|d| std::fs::remove_file(model_file(d, ".json")).unwrap()),
             66,
-            "model.json",
+            ".json: missing, though run",
         ),
         (
             "bad-json",
             data.clone(),
-            copy_model("bad-json", true, &|d| std::fs::write(d.join("model.json"), "{ not json").unwrap()),
+            copy_model("bad-json", true, &|d| std::fs::write(model_file(d, ".json"), "{ not json").unwrap()),
             65,
             "not a model description",
         ),
         (
             "no-weights",
             data.clone(),
-            copy_model("no-weights", false, &|d| std::fs::remove_file(d.join("model.bpk")).unwrap()),
+            copy_model("no-weights", false, &|d| std::fs::remove_file(model_file(d, ".bpk")).unwrap()),
             66,
-            "model.bpk",
+            ".bpk: missing, though run",
         ),
         (
             "bad-weights",
             data.clone(),
-            copy_model("bad-weights", true, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()),
+            copy_model("bad-weights", true, &|d| std::fs::write(model_file(d, ".bpk"), b"garbage").unwrap()),
             65,
             "cannot load the weights",
         ),
@@ -271,7 +275,7 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
         (
             "changed",
             data.clone(),
-            copy_model("changed", false, &|d| std::fs::write(d.join("model.bpk"), b"garbage").unwrap()),
+            copy_model("changed", false, &|d| std::fs::write(model_file(d, ".bpk"), b"garbage").unwrap()),
             65,
             "changed after run",
         ),
@@ -290,7 +294,7 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
             data.clone(),
             copy_model("hops", true, &|d| {
                 std::fs::write(
-                    d.join("model.json"),
+                    model_file(d, ".json"),
                     meta.replace("\"hops\": 2", "\"hops\": 3")
                         .replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]"),
                 )
@@ -306,9 +310,9 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
             data.clone(),
             copy_model("huge", true, &|d| {
                 let mut meta: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(d.join("model.json")).unwrap()).unwrap();
+                    serde_json::from_str(&std::fs::read_to_string(model_file(d, ".json")).unwrap()).unwrap();
                 meta["spec"]["hidden"] = 1_000_000_000u64.into();
-                std::fs::write(d.join("model.json"), serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+                std::fs::write(model_file(d, ".json"), serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
             }),
             65,
             "do not fit",

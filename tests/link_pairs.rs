@@ -308,13 +308,15 @@ fn unknown_nodes_and_bad_columns_in_pairs_are_named_and_leave_no_success() {
     );
     no_success(&out);
 
-    // No candidates at all: a committed pair table of no rows, which inspect describes.
+    // No candidates at all: a committed pair table of no rows (one part of none, which carries
+    // the schema), which inspect describes.
     let table = write_pairs(&dir.join("empty"), &[]);
     let out = dir.join("out-empty");
     let summary = run_ok(&infer_pairs(&data, &model, &table, &out).write(&dir, "empty"), &[]);
     assert!(summary.contains("0 candidate pairs"), "{summary}");
     let shown = graphflat_ok(&["inspect", out.join("pairs").to_str().unwrap()]);
-    assert!(shown.contains("a committed table of no rows"), "{shown}");
+    assert!(shown.contains("0 rows in 1 files") && shown.contains("src: Int64"), "{shown}");
+    assert_every_reader_reads_the_manifest(&[&out.join("pairs")]);
 }
 
 #[test]

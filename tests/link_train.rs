@@ -71,7 +71,7 @@ fn a_link_model_learns_cora_links() {
     assert!(number(last, "loss") < 0.8 * number(first, "loss"), "the loss did not fall: {first} {last}");
     assert!(number(last, "test_auc") > 0.85, "test AUC {}", number(last, "test_auc"));
     let meta: schemas::model::ModelMeta =
-        serde_json::from_slice(&std::fs::read(model.join("model.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(model_file(&model, ".json")).unwrap()).unwrap();
     assert_eq!((meta.spec.task, meta.spec.decoder, meta.spec.classes), (Task::Link, Some(schemas::Decoder::Dot), 64));
 }
 
@@ -89,9 +89,12 @@ fn link_training_is_identical_on_one_and_two_workers_and_two_processes() {
     run_ok(&job("two").write(&dir, "two"), &["--workers", "2"]);
     run_two_processes(&Job::loopback(2).and(job("processes")).write(&dir, "processes"), &dir);
     for file in ["model.bpk", "metrics.jsonl"] {
-        let one = std::fs::read(dir.join("one").join(file)).unwrap();
+        let one = std::fs::read(committed(&dir.join("one"), file)).unwrap();
         for other in ["two", "processes"] {
-            assert!(one == std::fs::read(dir.join(other).join(file)).unwrap(), "{file}: 1 worker and {other} differ");
+            assert!(
+                one == std::fs::read(committed(&dir.join(other), file)).unwrap(),
+                "{file}: 1 worker and {other} differ"
+            );
         }
     }
     let last = metrics(&dir.join("one")).pop().unwrap();
@@ -189,8 +192,8 @@ fn a_resumed_link_run_reaches_the_uninterrupted_model() {
     run_ok(&job(&model, 2).write(&dir, "first"), &["--workers", "2"]);
     run_ok(&job(&model, 4).key("resume", true).write(&dir, "resume"), &["--workers", "2"]);
     for file in ["model.bpk", "metrics.jsonl"] {
-        let whole = std::fs::read(dir.join("whole").join(file)).unwrap();
-        assert!(whole == std::fs::read(model.join(file)).unwrap(), "{file} differs after resuming");
+        let whole = std::fs::read(committed(&dir.join("whole"), file)).unwrap();
+        assert!(whole == std::fs::read(committed(&model, file)).unwrap(), "{file} differs after resuming");
     }
 }
 
@@ -237,7 +240,7 @@ fn a_task_mismatch_and_nothing_to_tell_apart_are_usage_errors() {
     let alone = Job::train(&none, &model).key("in_batch_negatives", true).key("batch_size", 1);
     let out = run(&alone.write(&dir, "alone-in-its-batch"), &[]);
     assert_fails(&out, 64, &["batch_size = 1 leaves every step without a negative"]);
-    assert!(!model.join("model.bpk").exists());
+    assert!(!has_weights(&model));
 }
 
 #[test]
@@ -250,7 +253,7 @@ fn link_records_that_break_their_metadata_are_bad_input() {
         write_link_set(&dir.join(name), &meta, &[set]);
         let out = run(&link_job(&dir.join(name), &model).write(&dir, name), &[]);
         assert_fails(&out, 65, words);
-        assert!(!model.join("model.bpk").exists());
+        assert!(!has_weights(&model));
     };
     // GraphFlat writes a link record only for an edge with a split: a null one is not skipped.
     let mut no_split = links.clone();

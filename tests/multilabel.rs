@@ -85,7 +85,7 @@ fn training_on_targets_reports_and_learns_micro_f1() {
     // Predicting every target on would score about 0.3 here, none 0.
     assert!(f1 > 0.8, "test micro-F1 {f1}");
     let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(model_file(&model, ".json")).unwrap()).unwrap();
     assert_eq!(meta["spec"]["multi_label"], true);
     assert_eq!(meta["spec"]["classes"], 8);
 }

@@ -50,8 +50,8 @@ fn two_and_three_processes_give_one_process_outputs_for_every_stage() {
         );
         for file in ["model.bpk", "metrics.jsonl"] {
             let (a, b) = (
-                std::fs::read(threads.join("model").join(file)).unwrap(),
-                std::fs::read(procs.join("model").join(file)).unwrap(),
+                std::fs::read(committed(&threads.join("model"), file)).unwrap(),
+                std::fs::read(committed(&procs.join("model"), file)).unwrap(),
             );
             assert!(a == b, "{n} processes: {file} differs");
         }
@@ -114,7 +114,7 @@ fn a_killed_process_ends_the_other_two_with_no_output() {
         assert!(killed.elapsed() < Duration::from_secs(20), "took {:?}", killed.elapsed());
         assert_fails(&result, 75, &["lost a peer process"]);
     }
-    assert!(!out.join("model").join("model.bpk").exists());
+    assert!(!has_weights(&out.join("model")));
     assert!(!out.join("scores").join("_SUCCESS").exists());
 }
 

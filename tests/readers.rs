@@ -173,6 +173,16 @@ fn inspect_lists_the_files_a_manifest_does_not() {
         "{shown}"
     );
     assert!(shown.contains("300 rows"), "only the listed rows are read: {shown}");
+    // A reader that stops reading (`inspect ... | head`) ends it quietly, as other tools end.
+    let mut child = graphflat()
+        .args(["inspect", nodes.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", text(&out));
 }
 
 /// A trainer reading records that a flatten replaces (`overwrite`) while it trains: the next

@@ -207,6 +207,11 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
     }
     let job = Job::flatten(&data, &flat).key("overwrite", true).and(Job::report(flat.join("report.html")));
     assert_fails(&run(&job.write(&dir, "inside"), &[]), 64, &["[report] output", "lies in the table"]);
+    // Another job's table (the scores) is refused alike, and left as it was.
+    let theirs = scores.join("page.html");
+    let job = Job::flatten(&data, dir.join("flat-other")).and(Job::report(&theirs));
+    assert_fails(&run(&job.write(&dir, "theirs"), &[]), 64, &["[report] output", "lies in a table's directory"]);
+    assert!(!theirs.exists());
     // Facts that do not parse are none: the page says so, and the output stays readable.
     edit_manifest(&flat, |m| m["facts"] = Value::from("garbage <script>"));
     let garbage = dir.join("garbage.html");

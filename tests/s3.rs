@@ -69,16 +69,33 @@ impl Moto {
 
     /// `graphflat args...` with this server's AWS environment.
     fn graphflat(&self, args: &[&str], cwd: &Path) -> std::process::Output {
-        graphflat()
+        self.command(args, cwd).output().unwrap()
+    }
+
+    /// The command `graphflat args...` with this server's AWS environment.
+    fn command(&self, args: &[&str], cwd: &Path) -> Command {
+        let mut command = graphflat();
+        command
             .args(args)
             .current_dir(cwd)
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", SECRET)
             .env("AWS_REGION", "us-east-1")
             .env("AWS_ENDPOINT", self.endpoint())
-            .env("AWS_ALLOW_HTTP", "true")
-            .output()
-            .unwrap()
+            .env("AWS_ALLOW_HTTP", "true");
+        command
+    }
+
+    /// How many multipart uploads of `bucket` are in progress (moto answers an unsigned
+    /// ListMultipartUploads).
+    fn uploads(&self, bucket: &str) -> usize {
+        use std::io::{Read, Write};
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(stream, "GET /{bucket}?uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        reply.matches("<UploadId>").count()
     }
 
     /// A client of `bucket` on this server.
@@ -178,7 +195,7 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     assert!(read_records(&dir.join("flat")) == read_records(&dir.join("flat-s3")), "records differ");
     s3.download("graphs", "model", &dir.join("model-s3"));
     for file in ["model.bpk", "model.json", "metrics.jsonl"] {
-        let read = |name: &str| std::fs::read(dir.join(name).join(file)).unwrap();
+        let read = |name: &str| std::fs::read(committed(&dir.join(name), file)).unwrap();
         assert!(read("model-local") == read("model-s3"), "{file} differs");
     }
     s3.download("graphs", "scores", &dir.join("scores-s3"));
@@ -377,4 +394,45 @@ fn a_store_failure_reading_a_model_or_records_is_the_retry_exit() {
         assert!(line.ends_with(": Connection refused (os error 111)"), "the cause, last: {line}");
         assert!(!text(&out).contains(SECRET));
     }
+}
+
+/// Both ways of staging on S3 commit the same output. A run killed while it uploads leaves
+/// multipart uploads in progress, which its `.upload` records name: the next commit aborts
+/// them, whichever staging it uses.
+#[test]
+fn both_stagings_commit_the_same_output_and_a_killed_runs_uploads_are_aborted() {
+    let Some(s3) = moto() else { return };
+    s3.bucket("graphs");
+    let dir = scratch("s3-staging");
+    let args = generate_args("s3://graphs/big", 40_000, 8, 16, 2);
+    let out = s3.graphflat(&args.iter().map(String::as_str).collect::<Vec<_>>(), &dir);
+    assert!(out.status.success(), "{}", text(&out));
+    let flatten = |out: &str, staging: &str| {
+        let job = Job::cluster().key("workers", 2).and(Job::storage().key("staging", staging));
+        job.and(Job::flatten("s3://graphs/big", out).key("fanouts", vec![5, 5]).key("overwrite", true))
+            .write(&dir, &format!("{}-{staging}", out.rsplit('/').next().unwrap()))
+    };
+    let killed = flatten("s3://graphs/killed", "multipart");
+    let mut child =
+        s3.command(&["run", killed.to_str().unwrap()], &dir).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let started = Instant::now();
+    while !s3.keys("graphs", "killed/_temporary").iter().any(|(k, _)| k.ends_with(".upload")) {
+        assert!(started.elapsed() < Duration::from_secs(120), "no upload started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(s3.uploads("graphs") > 0, "the killed run left no upload in progress");
+
+    let copied = s3.graphflat(&["run", flatten("s3://graphs/killed", "copy").to_str().unwrap()], &dir);
+    assert!(copied.status.success(), "{}", text(&copied));
+    assert_eq!(s3.uploads("graphs"), 0, "the killed run's uploads were not aborted");
+    assert!(s3.keys("graphs", "killed").iter().all(|(k, _)| !k.contains("_temporary")));
+    let uploaded = s3.graphflat(&["run", flatten("s3://graphs/uploaded", "multipart").to_str().unwrap()], &dir);
+    assert!(uploaded.status.success(), "{}", text(&uploaded));
+    s3.download("graphs", "killed", &dir.join("copied"));
+    s3.download("graphs", "uploaded", &dir.join("uploaded"));
+    let records = read_records(&dir.join("copied"));
+    assert_eq!(records.len(), 40_000);
+    assert!(records == read_records(&dir.join("uploaded")), "the two stagings committed different records");
 }

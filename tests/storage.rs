@@ -3,7 +3,8 @@
 //! finished output kept unless `overwrite`, leftovers of killed runs ignored and removed, two
 //! racing runs of which exactly one commits).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,8 +170,9 @@ fn a_model_file_or_marker_that_is_not_a_regular_file_is_never_opened() {
     mkfifo(&model.join("metrics.jsonl"));
     let out = inspect();
     assert!(out.status.success() && !text(&out).contains("epochs in"), "{}", text(&out));
-    mkfifo(&model.join("model.bpk"));
-    assert_fails(&inspect(), 65, &["model.bpk", "not a regular file"]);
+    let weights = model_file(&model, ".bpk");
+    mkfifo(&weights);
+    assert_fails(&inspect(), 65, &[weights.file_name().unwrap().to_str().unwrap(), "not a regular file"]);
     // A records' marker that is a directory is bad data too, not a missing marker.
     std::fs::remove_file(flat.join("_SUCCESS")).unwrap();
     std::fs::create_dir(flat.join("_SUCCESS")).unwrap();
@@ -371,9 +373,10 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
     wait_for(|| training(&model));
     child.kill().unwrap();
     assert!(!child.wait().unwrap().success(), "the run finished before it could be killed");
-    for file in ["_SUCCESS", "_manifest.parquet", "metrics.jsonl", "model.bpk", "model.json"] {
+    for file in ["_SUCCESS", "_manifest.parquet", "metrics.jsonl"] {
         assert!(!model.join(file).exists(), "a killed training run left {file}");
     }
+    assert!(!has_weights(&model), "a killed training run left its weights");
 
     // GraphInfer refuses the unfinished model.
     let refused = run(&Job::infer(&data, &model, dir.join("scores")).write(&dir, "infer"), &[]);
@@ -384,12 +387,82 @@ fn a_killed_training_run_leaves_no_model_and_its_rerun_equals_an_uninterrupted_o
     run_ok(&train(&model), &[]);
     run_ok(&train(&whole), &[]);
     for file in ["model.bpk", "model.json", "metrics.jsonl"] {
-        assert!(std::fs::read(model.join(file)).unwrap() == std::fs::read(whole.join(file)).unwrap(), "{file} differs");
+        let (a, b) = (std::fs::read(committed(&model, file)).unwrap(), std::fs::read(committed(&whole, file)).unwrap());
+        assert!(a == b, "{file} differs");
     }
     assert_eq!(manifest(&model)["stage"], "train");
     // Without overwrite, a committed model is kept and the job fails.
     let again = run(&train(&model), &[]);
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
+}
+
+/// Whatever moment kills or stops a training run that overwrites a model, the committed model
+/// stays whole and GraphInfer runs it: the run writes its files under new names and switches the
+/// manifest last, so a reader holds either model's files, never a mix.
+#[test]
+fn a_training_run_killed_or_stopped_at_any_moment_keeps_the_committed_model_readable() {
+    let dir = scratch("storage-killed-overwrite");
+    let data = dir.join("graph");
+    generate(&data, 2000, 8, 16, 3);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![5, 5]));
+    let model = dir.join("model");
+    let train = |seed: i64| {
+        let job = Job::train(&flat, &model).key("model", "sage").key("epochs", 3).key("seed", seed);
+        job.key("overwrite", true).write(&dir, &format!("train-{seed}"))
+    };
+    let infer = Job::infer(&data, &model, dir.join("scores")).key("overwrite", true).write(&dir, "infer");
+    let started = std::time::Instant::now();
+    run_ok(&train(1), &[]);
+    let whole = started.elapsed();
+    for step in 1..=8u32 {
+        let mut child = graphflat()
+            .args(["run", train(i64::from(step) + 1).to_str().unwrap()])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(whole * step / 8);
+        if step % 2 == 0 {
+            // Stopped: a reader meanwhile reads the committed model; then it is killed.
+            let pid = child.id().to_string();
+            assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+            run_ok(&infer, &[]);
+        }
+        child.kill().unwrap();
+        let _ = child.wait();
+        run_ok(&infer, &[]);
+    }
+}
+
+/// Two training runs racing for one model directory without `overwrite`: one commits, the other
+/// exits 73 and leaves the winner's model whole.
+#[test]
+fn of_two_training_runs_racing_for_one_model_exactly_one_commits() {
+    let dir = scratch("storage-train-race");
+    let data = dir.join("graph");
+    generate(&data, 2000, 8, 8, 2);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![4, 4]));
+    let model = dir.join("model");
+    let path = Job::train(&flat, &model).key("epochs", 2).write(&dir, "train");
+    let outputs = race(&path, 2);
+    assert_eq!(
+        outputs.iter().filter(|o| o.status.success()).count(),
+        1,
+        "{}\n{}",
+        text(&outputs[0]),
+        text(&outputs[1])
+    );
+    let lost = outputs.iter().find(|o| !o.status.success()).unwrap();
+    assert_eq!(lost.status.code(), Some(73), "{}", text(lost));
+    assert!(!model.join("_temporary").exists(), "left behind: {:?}", names(&model));
+    let listed: Vec<String> =
+        manifest(&model)["parts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+    let files: Vec<String> = names(&model).into_iter().filter(|n| !n.starts_with('_')).collect();
+    // The model's page is the winner's: the loser's failure does not replace it.
+    let page = std::fs::read_to_string(model.join("report.html")).unwrap();
+    assert!(!page.contains("committed this output first"), "the loser's report replaced the winner's");
+    let fixed = ["metrics.jsonl", "timings.jsonl", "report.html"];
+    assert!(files.iter().all(|f| listed.contains(f) || fixed.contains(&f.as_str())), "{files:?} against {listed:?}");
+    run_ok(&Job::infer(&data, &model, dir.join("scores")).write(&dir, "infer"), &[]);
 }
 
 /// The names directly under `dir`, sorted.
@@ -486,7 +559,7 @@ fn an_output_reached_through_a_symlink_or_equal_to_the_model_is_refused() {
     let model = dir.join("model");
     run_ok(&Job::train(&flat, &model).key("epochs", 1).write(&dir, "train"), &[]);
     let model_files = names(&model);
-    let weights = std::fs::read(model.join("model.bpk")).unwrap();
+    let weights = std::fs::read(model_file(&model, ".bpk")).unwrap();
     let model_link = dir.join("model-link");
     std::os::unix::fs::symlink(&model, &model_link).unwrap();
     for output in [&model, &model_link] {
@@ -495,7 +568,7 @@ fn an_output_reached_through_a_symlink_or_equal_to_the_model_is_refused() {
         assert!(text(&out).contains("choose another output"), "{}", text(&out));
     }
     assert_eq!(names(&model), model_files);
-    assert!(std::fs::read(model.join("model.bpk")).unwrap() == weights, "the model was changed");
+    assert!(std::fs::read(model_file(&model, ".bpk")).unwrap() == weights, "the model was changed");
 
     // A model output whose checkpoints/ is a symlink elsewhere: even `overwrite` never writes or
     // cleans up through it.
@@ -517,11 +590,23 @@ fn an_output_path_keeps_every_character() {
     let dir = scratch("storage-odd-names");
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
+    let mut outputs = Vec::new();
     for name in ["what?", "a#b", "c%41d", "sp ace", "[x]*"] {
         let records = read_listed_records(&flatten(&dir, &data, name, TWO, fanouts));
         assert_eq!(records.len(), 300, "{name}");
         assert!(dir.join(name).join("_SUCCESS").exists(), "{name}: written somewhere else");
+        // A glob reader takes `[x]` for a character class, as a shell does: no reader of a
+        // directory by a pattern reads that one.
+        if name != "[x]*" {
+            outputs.push(dir.join(name));
+        }
     }
+    // An input path with glob characters that exists is that directory, not a pattern.
+    let odd = dir.join("in?*");
+    write_graph(&odd, Compression::SNAPPY, "part-0.parquet");
+    assert_eq!(read_listed_records(&flatten(&dir, &odd, "from-odd", TWO, fanouts)).len(), 300);
+    // And every reader of data teams reads the odd outputs.
+    assert_every_reader_reads_the_manifest(&outputs.iter().map(PathBuf::as_path).collect::<Vec<_>>());
 }
 
 /// A committed part cut short after its manifest was written (the footer kept, bytes gone from

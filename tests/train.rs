@@ -38,7 +38,7 @@ fn gcn_on_cora_reaches_the_papers_accuracy() {
     let accuracy = final_test_accuracy(&model);
     eprintln!("Cora GCN test accuracy after 200 epochs: {accuracy:.4}\n{out}");
     assert!(accuracy >= 0.79, "test accuracy {accuracy}");
-    assert!(model.join("model.bpk").exists() && model.join("model.json").exists());
+    assert!(model_file(&model, ".bpk").exists() && model_file(&model, ".json").exists());
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn kept_evaluation_batches_change_only_the_time() {
         assert!(out.status.success(), "{log}");
         let kept = log.matches("keeps its").count();
         assert_eq!(kept, if cache_mb == 0 { 0 } else { 2 }, "cache_mb = {cache_mb}: {log}");
-        let read = |file: &str| std::fs::read(model.join(file)).unwrap();
+        let read = |file: &str| std::fs::read(committed(&model, file)).unwrap();
         runs.push((read("metrics.jsonl"), read("model.bpk")));
     }
     assert!(runs[0].0 == runs[1].0, "metrics differ with kept evaluation batches");

@@ -1,12 +1,18 @@
-//! A model in storage (a local directory or a URI, through the `tables` layer): `model.bpk`
-//! (burn's burnpack record of the weights), `model.json` ([`ModelMeta`]: the kind, sizes and the
-//! flatten settings of its records), and the manifest of the two with their sizes and CRC-32
-//! (`_manifest.parquet`, then an empty `_SUCCESS`), written last. Inference needs nothing else.
+//! A model in storage (a local directory or a URI, through the `tables` layer): the weights
+//! (`model-<run>.bpk`, burn's burnpack record), the description (`model-<run>.json`,
+//! [`ModelMeta`]: the kind, sizes and the flatten settings of its records), and the manifest of
+//! the two with their sizes and CRC-32 (`_manifest.parquet`, then an empty `_SUCCESS`), written
+//! last. Inference needs nothing else.
 //!
-//! A run stages the files and its commit publishes them (`tables::staging`), so a training job
-//! killed before its commit leaves the committed model as it was. A reader takes a model only
-//! under a manifest whose checksums match the files: files that do not changed after their
-//! commit, and are refused, saying so.
+//! **Why the files carry the run's name.** A model's commit is its manifest: the files must be
+//! in place before it, and the files of the model it replaces must stay until it. Under fixed
+//! names a run would write over the committed model before its own manifest, and a run killed,
+//! or stopped while another committed, inside that window would leave a manifest whose files are
+//! another run's. Named by their run, the files of two runs never meet, a run killed at any
+//! point leaves the committed model readable, and the commit that replaces a model removes the
+//! replaced one's files (`tables::commit`). A reader takes a model only under a manifest whose
+//! checksums match the files: files that do not changed after their commit, and are refused,
+//! saying so. An earlier version's model (`model.bpk` and `model.json`) is still read.
 
 use burn::prelude::*;
 use burn::store::{BurnpackStore, ModuleSnapshot};
@@ -23,11 +29,25 @@ use crate::Error;
 use crate::model::Gnn;
 use crate::params;
 
-pub const WEIGHTS: &str = "model.bpk";
-pub const META: &str = "model.json";
+/// How the weights' file ends (`model-<run>.bpk`).
+pub const WEIGHTS: &str = ".bpk";
+/// How the description's file ends (`model-<run>.json`).
+pub const META: &str = ".json";
 
-/// The files of a model output besides run-named ones (see `tables::names`).
-pub const LAYOUT: Layout = Layout { files: &[WEIGHTS, META, "metrics.jsonl", "timings.jsonl"], dirs: &["checkpoints"] };
+/// The weights' file of run `run`.
+pub fn weights_name(run: &str) -> String {
+    format!("model-{run}{WEIGHTS}")
+}
+
+/// The description's file of run `run`.
+pub fn meta_name(run: &str) -> String {
+    format!("model-{run}{META}")
+}
+
+/// The files of a model output besides run-named ones (see `tables::names`): the metrics, and
+/// an earlier version's fixed names for the model's files.
+pub const LAYOUT: Layout =
+    Layout { files: &["model.bpk", "model.json", "metrics.jsonl", "timings.jsonl"], dirs: &["checkpoints"] };
 
 /// A model to write: its description, flat parameters (see [`params`]), the training job's
 /// settings, and other files written beside it before the commit (the metrics; the manifest
@@ -39,31 +59,36 @@ pub struct Saved<'a> {
     pub files: Vec<(&'static str, Vec<u8>)>,
     /// What the run tells about itself, kept in the manifest.
     pub facts: RunFacts,
+    /// Whether the model replaces a committed one (`overwrite`, `resume`); without it the
+    /// commit is create-if-absent, and of two runs racing for one directory one commits.
+    pub replace: bool,
 }
 
 /// Writes the model into `dir`, then commits it under a manifest of `lease`'s run.
 pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -> Result<(), Error> {
-    let Saved { meta, params, settings, files, facts } = saved;
+    let Saved { meta, params, settings, files, facts, replace } = saved;
     let model = params::load(Gnn::new(&meta.spec, device), params, device);
+    let (weights_name, meta_name) = (weights_name(lease.run()), meta_name(lease.run()));
     let mut store = BurnpackStore::from_bytes(None);
-    let weights_place = dir.child(WEIGHTS);
+    let weights_place = dir.child(&weights_name);
     let write_error = |problem: String| Error::Write { path: weights_place.shown(), problem };
     model.save_into(&mut store).map_err(|e| write_error(format!("{e:?}")))?;
     let weights = store.get_bytes().map_err(|e| write_error(format!("{e:?}")))?.to_vec();
     let json = serde_json::to_vec_pretty(meta)
-        .map_err(|e| Error::Write { path: dir.child(META).shown(), problem: e.to_string() })?;
-    let parts = vec![PartEntry::of(WEIGHTS, 0, &weights), PartEntry::of(META, 0, &json)];
+        .map_err(|e| Error::Write { path: dir.child(&meta_name).shown(), problem: e.to_string() })?;
+    let parts = vec![PartEntry::of(&weights_name, 0, &weights), PartEntry::of(&meta_name, 0, &json)];
     let manifest = Manifest::new(lease.run(), Stage::Train, parts, settings).with_facts(facts);
     io.block_on(async {
         // Staged, then published by the commit: a run that dies before it leaves the committed
         // model's files as they were.
         let mut staged = Vec::new();
-        for (name, bytes) in [(WEIGHTS, weights), (META, json)].into_iter().chain(files) {
+        let model = [(weights_name.as_str(), weights), (meta_name.as_str(), json)];
+        for (name, bytes) in model.into_iter().chain(files) {
             dir.child(&staged_name(lease.run(), name)).put(bytes).await?;
             staged.push(StagedFile { name: name.to_owned(), staged: Staged::File });
         }
         let pending = Pending { output: dir, manifest, files: staged, layout: &LAYOUT, lease };
-        tables::commit::commit_all(vec![pending], true).await
+        tables::commit::commit_all(vec![pending], replace).await
     })?;
     Ok(())
 }
@@ -72,7 +97,9 @@ pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -
 pub struct ModelFiles {
     pub meta: ModelMeta,
     weights: Vec<u8>,
-    place: Place,
+    /// The weights' and the description's files.
+    pub weights_place: Place,
+    pub meta_place: Place,
 }
 
 impl ModelFiles {
@@ -93,22 +120,27 @@ impl ModelFiles {
                 "no manifest of a committed model: not a training output, or its training job did not commit",
             ));
         };
-        let json = checked(dir, &manifest, META).await?;
-        let weights = checked(dir, &manifest, WEIGHTS).await?;
+        let (meta_place, json) = checked(dir, &manifest, META).await?;
+        let (weights_place, weights) = checked(dir, &manifest, WEIGHTS).await?;
         let meta: ModelMeta = serde_json::from_slice(&json).map_err(|e| Error::Corrupt {
-            path: dir.child(META).shown(),
-            problem: format!("not a model description (model.json): {e}"),
+            path: meta_place.shown(),
+            problem: format!("not a model description: {e}"),
         })?;
         check_sizes(&meta, weights.len())
             .and_then(|()| check_edge_inputs(&meta))
             .and_then(|()| check_types(&meta))
-            .map_err(|problem| Error::Corrupt { path: dir.child(META).shown(), problem })?;
-        Ok(ModelFiles { meta, weights, place: dir.clone() })
+            .map_err(|problem| Error::Corrupt { path: meta_place.shown(), problem })?;
+        Ok(ModelFiles { meta, weights, weights_place, meta_place })
     }
 
-    /// The size of `model.bpk`.
+    /// The size of the weights.
     pub fn weight_bytes(&self) -> usize {
         self.weights.len()
+    }
+
+    /// The weights' bytes (burn's burnpack record).
+    pub fn weights(&self) -> &[u8] {
+        &self.weights
     }
 
     /// The model on `device`.
@@ -116,7 +148,7 @@ impl ModelFiles {
         let mut model = Gnn::new(&self.meta.spec, device);
         let mut store = BurnpackStore::from_bytes(Some(burn::tensor::Bytes::from_bytes_vec(self.weights.clone())));
         model.load_from(&mut store).map_err(|e| Error::Corrupt {
-            path: self.place.child(WEIGHTS).shown(),
+            path: self.weights_place.shown(),
             problem: format!("cannot load the weights: {e:?}"),
         })?;
         Ok(model)
@@ -222,15 +254,20 @@ fn check_types(meta: &ModelMeta) -> Result<(), String> {
     }
 }
 
-/// The bytes of `name`, which the manifest must list with these bytes' size and checksum. The
-/// model's files are published only by their run's commit, so files that do not match changed
+/// The model's file that ends in `ending` ([`WEIGHTS`] or [`META`]) and its bytes, which the
+/// manifest must list with these bytes' size and checksum. The model's files are published only
+/// by their run's commit under names no other run gives, so files that do not match changed
 /// after it, and the message says so with both sizes and checksums.
-async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>, Error> {
-    let place = dir.child(name);
-    let fail = |problem: String| Error::Model { path: place.shown(), problem };
-    let Some(entry) = manifest.parts.iter().find(|p| p.name == name) else {
-        return Err(fail("not listed in the model's manifest".into()));
+async fn checked(dir: &Place, manifest: &Manifest, ending: &str) -> Result<(Place, Vec<u8>), Error> {
+    let listed = manifest.parts.iter().find(|p| p.name.starts_with("model") && p.name.ends_with(ending));
+    let Some(entry) = listed else {
+        return Err(Error::Model {
+            path: dir.shown(),
+            problem: format!("the model's manifest (run {}) lists no model*{ending} file", manifest.run),
+        });
     };
+    let place = dir.child(&entry.name);
+    let fail = |problem: String| Error::Model { path: place.shown(), problem };
     let changed = |found: String| Error::Corrupt {
         path: place.shown(),
         problem: format!(
@@ -251,7 +288,7 @@ async fn checked(dir: &Place, manifest: &Manifest, name: &str) -> Result<Vec<u8>
     if bytes.len() as u64 != entry.bytes || crc32 != entry.crc32 {
         return Err(changed(format!("{} bytes with CRC-32 {crc32:08x}", bytes.len())));
     }
-    Ok(bytes)
+    Ok((place, bytes))
 }
 
 /// Reads a model written by [`save`] (by a training job).

@@ -5,7 +5,7 @@
 //! messages, GAT's attention logits and GINE's messages; GCN has no place for them. A layer
 //! built with `edge_dim` 0 holds no edge parameters and computes exactly what it computes
 //! without edge features. Every parameter's initial values and id derive from the layer's seed
-//! and a tag of its own (`tagged`), so `model.bpk` is the same bytes for the same seed.
+//! and a tag of its own (`tagged`), so `model-<run>.bpk` is the same bytes for the same seed.
 
 use burn::module::{Param, ParamId};
 use burn::prelude::*;
@@ -16,7 +16,7 @@ use crate::aggregate::{EdgeTensors, End};
 use crate::rng::Stream;
 
 /// A parameter whose id derives from its seed: burn draws ids at random otherwise, and the
-/// ids are written into `model.bpk`, so the same seed would not give the same file.
+/// ids are written into `model-<run>.bpk`, so the same seed would not give the same file.
 pub(crate) fn param<const D: usize>(tensor: Tensor<D>, seed: &[u64], tag: u64) -> Param<Tensor<D>> {
     let mut key = seed.to_vec();
     key.extend([tag, 0x9a2a_3e1d]);

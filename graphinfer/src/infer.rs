@@ -106,8 +106,8 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
     stage::execute(cluster, move |worker| {
         let (dir, files) = &*model;
         let device = agree(worker, gnn::device(config.device).map_err(model_error))?;
-        let (meta, model) = agree(worker, load(files, dir, &device))?;
-        agree(worker, check_graph(&meta, dir, typed.as_ref().as_ref()))?;
+        let (meta, model) = agree(worker, load(files, &device))?;
+        agree(worker, check_graph(&meta, &files.meta_place, typed.as_ref().as_ref()))?;
         let rule = LayerRule::of(&meta);
         let embedding = agree(worker, embedding_layer(&config, meta.hops, meta.spec.task))?;
         agree(worker, check_pairs(&config, &meta, dir))?;
@@ -341,7 +341,7 @@ fn score_pairs(
 
 /// The store with its sampled in-edges' features as the model reads them: none for a model
 /// that reads none, standardized in place for one trained on standardized features (the
-/// statistics of its records, from `model.json`; a typed model's per relation).
+/// statistics of its records, from `model-<run>.json`; a typed model's per relation).
 fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
     if let Some(types) = &spec.types {
         if !types.has_edge_features() {

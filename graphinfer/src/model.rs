@@ -35,10 +35,10 @@ pub fn model_dir(io: &Io, model: &str) -> Result<Place, Error> {
 
 /// The committed model read from `dir` (see `gnn::io`) on `device`, once its parts agree: one
 /// layer per hop of its records, one fanout per hop.
-pub fn load(files: &ModelFiles, dir: &Place, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
+pub fn load(files: &ModelFiles, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
     let model = files.model(device).map_err(model_error)?;
     let meta = files.meta.clone();
-    let json = dir.child(gnn::io::META).shown();
+    let json = files.meta_place.shown();
     if meta.spec.layers != meta.hops {
         return Err(Error::BadData(format!(
             "{json}: the model has {} layers but was trained on {}-hop records; GraphInfer needs one layer per hop",
@@ -58,8 +58,8 @@ pub fn load(files: &ModelFiles, dir: &Place, device: &Device) -> Result<(ModelMe
 /// A typed job runs a model of the same typed graph: the same node types and relations, by
 /// name and in the same order (each relation between the same types), scoring the same
 /// target type; a homogeneous job runs a homogeneous model.
-pub fn check_graph(meta: &ModelMeta, dir: &Place, job: Option<&(TypedGraph, u8)>) -> Result<(), Error> {
-    let json = dir.child(gnn::io::META).shown();
+pub fn check_graph(meta: &ModelMeta, description: &Place, job: Option<&(TypedGraph, u8)>) -> Result<(), Error> {
+    let json = description.shown();
     let usage = |problem: String| Err(Error::Usage(format!("{json}: {problem}")));
     let (types, (graph, target)) = match (&meta.spec.types, job) {
         (None, None) => return Ok(()),

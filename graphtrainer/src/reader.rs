@@ -98,7 +98,13 @@ impl RecordSet {
             .into());
         }
         let files = tables::open_table(&io, &place)?;
-        let first = &files[0];
+        let Some(first) = files.first() else {
+            return Err(tables::Error::BadData(format!(
+                "{}: a committed record set of no parts: nothing to learn",
+                place.shown()
+            ))
+            .into());
+        };
         let meta = FlattenMeta::read(first.arrow.schema().metadata()).map_err(|e| match e {
             MetaError::Missing => {
                 tables::Error::NoInput(format!("{}: not a GraphFlat record table (no flatten metadata)", first.name()))

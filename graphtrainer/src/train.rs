@@ -761,6 +761,7 @@ fn save_model(config: &TrainConfig, output: &Place, lease: Lease, saving: Saving
         serde_json::to_value(config).map_err(|source| tables::Error::Encode { what: "job settings", source })?;
     let (metrics, timings) = log.texts();
     let files = vec![(METRICS, metrics.into_bytes()), (TIMINGS, timings.into_bytes())];
-    let saved = gnn::io::Saved { meta: &meta, params, settings, files, facts };
+    let replace = config.overwrite || config.resume;
+    let saved = gnn::io::Saved { meta: &meta, params, settings, files, facts, replace };
     Ok(gnn::io::save(&set.io, output, lease, saved, device)?)
 }

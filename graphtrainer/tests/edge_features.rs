@@ -129,7 +129,13 @@ fn train(io: &Arc<Io>, config: &TrainConfig, workers: usize) -> Result<graphtrai
 }
 
 fn model_meta(output: &Path) -> ModelMeta {
-    serde_json::from_slice(&std::fs::read(output.join(gnn::io::META)).unwrap()).unwrap()
+    committed_model(output).meta
+}
+
+/// The committed model in `output`, read (and checked) as GraphInfer reads it.
+fn committed_model(output: &Path) -> gnn::io::ModelFiles {
+    let io = Io::new(&Default::default()).unwrap();
+    gnn::io::ModelFiles::open(&io, output.to_str().unwrap()).unwrap()
 }
 
 #[test]
@@ -183,7 +189,7 @@ fn two_workers_train_an_edge_model_to_the_same_bytes_every_run() {
             let config = TrainConfig { epochs: 20, ..job(&set, &output, ModelKind::Gine) };
             let summary = train(&io, &config, 2).unwrap();
             assert!(summary.params.iter().all(|p| p.is_finite()));
-            std::fs::read(output.join(gnn::io::WEIGHTS)).unwrap()
+            committed_model(&output).weights().to_vec()
         })
         .collect();
     assert_eq!(weights[0], weights[1], "model.bpk differs between two runs of one job");

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -20,6 +21,8 @@ from graphflat.paths import filesystem_and_path, join
 MANIFEST = "_manifest.parquet"
 SUCCESS = "_SUCCESS"
 KEY = b"graphflat.manifest"
+#: The newest manifest format this package reads.
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,11 @@ class Manifest:
     raw: dict = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def from_json(value: dict) -> "Manifest":
+    def from_json(value: dict, file: str = "manifest") -> "Manifest":
+        """The manifest of the JSON object ``value`` read from ``file``, checked as the Rust
+        readers check it: a known format, plain part names listed once, totals that add up."""
         parts = tuple(Part(p["name"], int(p["rows"]), int(p["bytes"]), int(p["crc32"])) for p in value["parts"])
-        return Manifest(
+        manifest = Manifest(
             run=value["run"],
             stage=value["stage"],
             rows=int(value["rows"]),
@@ -56,6 +61,23 @@ class Manifest:
             settings=value.get("settings"),
             raw=value,
         )
+        manifest._check(int(value.get("format", 1)), file)
+        return manifest
+
+    def _check(self, format: int, file: str) -> None:
+        if format > FORMAT:
+            raise ValueError(f"{file}: manifest format {format} is newer than this package reads ({FORMAT})")
+        names = [p.name for p in self.parts]
+        bad = [n for n in names if n in ("", ".", "..") or any(c in n for c in "/\\\0")]
+        if bad:
+            raise ValueError(f"{file}: part {bad[0]!r} is not a file name of the table's directory")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{file}: a part is listed twice")
+        rows, size = sum(p.rows for p in self.parts), sum(p.bytes for p in self.parts)
+        if (rows, size) != (self.rows, self.bytes):
+            raise ValueError(
+                f"{file}: its parts hold {rows} rows and {size} bytes where its totals say {self.rows} and {self.bytes}"
+            )
 
 
 def read_manifest(path: str, filesystem: Optional[pafs.FileSystem] = None) -> Optional[Manifest]:
@@ -66,15 +88,17 @@ def read_manifest(path: str, filesystem: Optional[pafs.FileSystem] = None) -> Op
     fs, root = filesystem_and_path(path, filesystem)
     manifest = join(root, MANIFEST)
     if fs.get_file_info(manifest).type == pafs.FileType.File:
-        with fs.open_input_file(manifest) as f:
-            metadata = pq.read_metadata(f).metadata or {}
+        # One read of the whole file: a manifest a commit replaces meanwhile is read whole.
+        with fs.open_input_stream(manifest) as f:
+            data = f.read()
+        metadata = pq.read_metadata(pa.BufferReader(data)).metadata or {}
         if KEY not in metadata:
             raise ValueError(f"{manifest}: not a manifest of graphflat (no {KEY.decode()} in its footer)")
-        return Manifest.from_json(json.loads(metadata[KEY]))
+        return Manifest.from_json(json.loads(metadata[KEY]), manifest)
     success = join(root, SUCCESS)
     if fs.get_file_info(success).type != pafs.FileType.File:
         return None
     with fs.open_input_file(success) as f:
         text = f.read().decode("utf-8", errors="replace").strip()
     # Hadoop and Spark write an empty _SUCCESS: no manifest.
-    return Manifest.from_json(json.loads(text)) if text.startswith("{") else None
+    return Manifest.from_json(json.loads(text), success) if text.startswith("{") else None

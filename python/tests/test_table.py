@@ -73,3 +73,22 @@ def test_an_earlier_versions_json_manifest_is_read(graph: Path, tmp_path: Path) 
     (table / "_manifest.parquet").unlink()
     (table / "_SUCCESS").write_text(json.dumps(raw))
     assert read_table(str(table)).num_rows == 500
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m.update(format=3), "newer than this package reads"),
+        (lambda m: m["parts"][0].update(name="../nodes/x.parquet"), "not a file name"),
+        (lambda m: m["parts"].append(dict(m["parts"][0])), "listed twice"),
+        (lambda m: m.update(rows=m["rows"] + 1), "where its totals say"),
+    ],
+)
+def test_a_manifest_a_reader_cannot_rely_on_is_refused(graph: Path, tmp_path: Path, edit, words: str) -> None:
+    table = copy(graph / "nodes", tmp_path / "edited")
+    raw = read_manifest(str(table)).raw
+    edit(raw)
+    (table / "_manifest.parquet").unlink()
+    (table / "_SUCCESS").write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match=words):
+        read_table(str(table))

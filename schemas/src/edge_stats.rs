@@ -1,6 +1,6 @@
 //! Per-column statistics of the edge table's `features`, for `normalize_edge_features`: the
 //! flatten job computes them over the whole edge table and writes them into the record set's
-//! metadata; the trainer copies them into `model.json`, so GraphInfer standardizes every edge
+//! metadata; the trainer copies them into `model-<run>.json`, so GraphInfer standardizes every edge
 //! with the same numbers without reading records.
 //!
 //! The sums are taken per row group and added in (file, row group) order, which every cluster

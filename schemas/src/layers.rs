@@ -10,7 +10,7 @@
 //! [`Layers`] holds the rule for one run; GraphFlat builds it from the job
 //! (`FlattenConfig::layers`), the trainer and GraphInfer from the recorded metadata
 //! ([`Layers::recorded`]). "Every in-edge" is [`Fanout::Every`] inside the program; only the
-//! recorded form (record metadata, `model.json`) spells it as an empty fanout list.
+//! recorded form (record metadata, `model-<run>.json`) spells it as an empty fanout list.
 
 /// How many of a node's in-edges one hop keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Layers {
         Layers { fanouts: vec![Fanout::Every; hops] }
     }
 
-    /// The rule from its recorded form (record metadata, `model.json`): an empty list for every
+    /// The rule from its recorded form (record metadata, `model-<run>.json`): an empty list for every
     /// in-edge, else one fanout per hop. Readers of that form check the length first.
     pub fn recorded(hops: usize, fanouts: &[u32]) -> Self {
         if fanouts.is_empty() {

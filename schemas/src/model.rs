@@ -1,6 +1,6 @@
 //! The model contract between GraphTrainer and GraphInfer: what a model is (kind, sizes,
 //! activation, the flatten settings its records had), written beside its weights as
-//! `model.json`, so that inference needs nothing else.
+//! `model-<run>.json`, so that inference needs nothing else.
 
 use serde::{Deserialize, Serialize};
 
@@ -177,7 +177,7 @@ impl ModelSpec {
     }
 }
 
-/// `model.json`: the spec plus the flatten settings of the records the model was trained on.
+/// `model-<run>.json`: the spec plus the flatten settings of the records the model was trained on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelMeta {
     pub format: u32,

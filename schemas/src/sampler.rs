@@ -1,5 +1,5 @@
 //! The sampler: how flattening picks a node's in-edges at each hop. A job's `[flatten]` names
-//! it, the records' metadata and a model's `model.json` carry it, and inference samples with it
+//! it, the records' metadata and a model's `model-<run>.json` carry it, and inference samples with it
 //! again, so it lives apart from all three.
 
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! What a job learns: node classes, or links between nodes. A `[flatten]` job names it and
-//! writes it into the records' metadata, `[train]` reads it from there, and `model.json`
+//! writes it into the records' metadata, `[train]` reads it from there, and `model-<run>.json`
 //! carries it so that GraphInfer knows whether the model has a node head or a pair decoder.
 
 use serde::{Deserialize, Serialize};

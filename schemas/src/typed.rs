@@ -97,7 +97,7 @@ impl GraphTypes {
     /// name, source and destination type, and its edge feature width when it has features, in
     /// relation order.
     pub fn relations_text(&self) -> String {
-        // A type out of range (a damaged model.json) shows as `?`: this text names it in errors.
+        // A type out of range (a damaged model description) shows as `?`: this text names it in errors.
         let name = |t: u8| self.node_types.get(usize::from(t)).map_or("?", |n| n.name.as_str());
         let items: Vec<String> = self
             .relations

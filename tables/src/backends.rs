@@ -14,11 +14,13 @@ use schemas::job::storage::Staging;
 
 use crate::error::Error;
 
-/// A store, and its multipart uploads where a run's parts wait for the commit as uploads
-/// (see `crate::staging`).
+/// A store, its multipart uploads where it has them, and whether a run's parts wait for the
+/// commit as uploads (see `crate::staging`; the uploads of a store that stages by copies are
+/// still there to abort those of a dead run that staged otherwise).
 pub(crate) struct Store {
     pub objects: Arc<dyn ObjectStore>,
     pub multipart: Option<Arc<dyn MultipartStore>>,
+    pub stage_uploads: bool,
 }
 
 /// The store serving `scheme://authority` (`uri` names it in errors).
@@ -27,16 +29,18 @@ pub(crate) fn open(uri: &str, scheme: &str, authority: &str, storage: &StorageCo
     match scheme {
         "s3" => {
             let s3 = Arc::new(s3_builder(storage).with_bucket_name(authority).build().map_err(opened)?);
-            let multipart = (storage.staging == Staging::Multipart).then(|| s3.clone() as Arc<dyn MultipartStore>);
-            Ok(Store { objects: s3, multipart })
+            let multipart = Some(s3.clone() as Arc<dyn MultipartStore>);
+            Ok(Store { objects: s3, multipart, stage_uploads: storage.staging == Staging::Multipart })
         }
         "hdfs" | "viewfs" => {
-            Ok(Store { objects: Arc::from(hdfs_store(uri, scheme, authority, storage)?), multipart: None })
+            let objects = Arc::from(hdfs_store(uri, scheme, authority, storage)?);
+            Ok(Store { objects, multipart: None, stage_uploads: false })
         }
         _ => {
             let url = url::Url::parse(&format!("{scheme}://{authority}/"))
                 .map_err(|source| Error::Uri { uri: schemas::redact(uri), source })?;
-            Ok(Store { objects: Arc::from(object_store::parse_url(&url).map_err(opened)?.0), multipart: None })
+            let objects = Arc::from(object_store::parse_url(&url).map_err(opened)?.0);
+            Ok(Store { objects, multipart: None, stage_uploads: false })
         }
     }
 }

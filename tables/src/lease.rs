@@ -84,7 +84,8 @@ impl Lease {
         let place = marker_place(output, run);
         let marker = Marker::now(run, stage);
         place.put(to_json(&marker)?).await?;
-        remember(output);
+        let found = crate::manifest::read_manifest(output).await.ok().flatten().map(|m| m.run);
+        remember(output, found);
         let (beat, mut fresh) = (place.clone(), marker);
         let heartbeat = tokio::spawn(async move {
             loop {
@@ -155,22 +156,25 @@ impl Drop for Lease {
     }
 }
 
-/// Outputs this process took a lease on, by their shown place: each passed its output check.
-static LEASED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// Outputs this process took a lease on, by their shown place, with the run whose manifest each
+/// held then: each passed its output check.
+static LEASED: std::sync::Mutex<Vec<(String, Option<String>)>> = std::sync::Mutex::new(Vec::new());
 
-fn remember(output: &Place) {
+fn remember(output: &Place, found: Option<String>) {
     let mut leased = LEASED.lock().unwrap_or_else(|e| e.into_inner());
     let shown = output.shown();
-    if !leased.contains(&shown) {
-        leased.push(shown);
+    if !leased.iter().any(|(s, _)| *s == shown) {
+        leased.push((shown, found));
     }
 }
 
-/// Whether this process took a run's lease on `output`: its output check passed (nothing
-/// there is foreign but what `overwrite` keeps), so the job's report may go there even when
-/// the run failed before its commit.
-pub fn leased_here(output: &Place) -> bool {
-    LEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&output.shown())
+/// Whether this process took a run's lease on `output` (its output check passed: nothing there
+/// is foreign but what `overwrite` keeps), and the run whose manifest it held then (`None`:
+/// none). The job's report may go there when the run failed before its commit, unless another
+/// run committed there since.
+pub fn leased_here(output: &Place) -> Option<Option<String>> {
+    let leased = LEASED.lock().unwrap_or_else(|e| e.into_inner());
+    leased.iter().find(|(s, _)| *s == output.shown()).map(|(_, found)| found.clone())
 }
 
 /// The marker at `place`; `None` when it is gone or unreadable (a run that ended).

@@ -1,5 +1,5 @@
 //! Parquet tables through `object_store`, for every stage: a table is a directory of part files
-//! with a `_SUCCESS` manifest written last.
+//! with a manifest (`_manifest.parquet`, then an empty `_SUCCESS`) written last.
 //!
 //! - [`place`]: places (local paths and URIs with their exact keys), reading and writing objects;
 //! - [`backends`]: the stores behind URIs (S3, HDFS, the local file system) and `[storage]`;
@@ -16,15 +16,17 @@
 //! - [`staging`]: where a run's files wait for its commit, and how the commit publishes them;
 //! - [`names`]: the names runs give their files, told apart from files this project did not write;
 //! - [`lease`]: a run's marker, and whether the run that wrote one is alive;
-//! - [`manifest`]: `_SUCCESS` as the list of what a run committed;
-//! - [`commit`]: the commit protocol: run-named parts, a `_SUCCESS` manifest written last,
-//!   cleanup of ended runs.
+//! - [`manifest`]: the list of what a run committed, in the footer of `_manifest.parquet`;
+//! - [`commit`]: the commit protocol: run-named parts staged, published, the manifest written
+//!   last; then the cleanup of ended runs (`cleanup`, over the directory's `entries`).
 
 pub mod backends;
 pub mod checksum;
 pub mod chunks;
+mod cleanup;
 pub mod commit;
 pub mod direct;
+mod entries;
 pub mod error;
 mod fetch;
 pub mod files;

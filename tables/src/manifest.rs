@@ -127,6 +127,50 @@ impl Manifest {
         }
     }
 
+    /// Checks what a reader relies on, so that a manifest edited by hand or written by a later
+    /// version is refused by name rather than half read: a format this version knows, part names
+    /// that are plain file names listed once, totals that are the parts' sums and, from format
+    /// 2, a checksum for every block of every part.
+    pub fn check(&self, file: &str) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::BadData(format!("{file}: {what}")));
+        if self.format > MANIFEST_FORMAT {
+            return bad(format!(
+                "manifest format {} is newer than this version reads ({MANIFEST_FORMAT}); read it with a later graphflat",
+                self.format
+            ));
+        }
+        if self.format >= 2 && self.block_bytes != BLOCK_BYTES {
+            return bad(format!("blocks of {} bytes; this version checks blocks of {BLOCK_BYTES}", self.block_bytes));
+        }
+        let mut names = std::collections::HashSet::new();
+        for part in &self.parts {
+            if !crate::names::is_plain_name(&part.name) {
+                return bad(format!("part {:?} is not a file name of the table's directory", part.name));
+            }
+            if !names.insert(part.name.as_str()) {
+                return bad(format!("part {} is listed twice", part.name));
+            }
+            let blocks = part.bytes.div_ceil(BLOCK_BYTES) as usize;
+            if self.format >= 2 && part.blocks.0.len() != blocks {
+                return bad(format!(
+                    "part {} of {} bytes has {} block checksums where it needs {blocks}",
+                    part.name,
+                    part.bytes,
+                    part.blocks.0.len()
+                ));
+            }
+        }
+        let (rows, bytes) =
+            self.parts.iter().fold((0u64, 0u64), |(r, b), p| (r.saturating_add(p.rows), b.saturating_add(p.bytes)));
+        if (rows, bytes) != (self.rows, self.bytes) {
+            return bad(format!(
+                "its parts hold {rows} rows and {bytes} bytes where its totals say {} and {}",
+                self.rows, self.bytes
+            ));
+        }
+        Ok(())
+    }
+
     pub fn with_facts(mut self, facts: schemas::facts::RunFacts) -> Self {
         self.facts = Some(facts);
         self
@@ -178,8 +222,14 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     // A FIFO, socket or device given as a table: bad data, never opened.
     dir.refuse_stream()?;
     let parquet = dir.child(MANIFEST);
-    if let Some(size) = bounded_size(&parquet).await? {
-        return read_parquet_manifest(dir, &parquet, size).await.map(Some);
+    // One read of the whole file: a manifest that a commit replaces meanwhile is read whole, the
+    // old one or the new (a footer read by its size, then its bytes, could mix the two).
+    if bounded_size(&parquet).await?.is_some()
+        && let Some(bytes) = parquet.get().await?
+    {
+        let manifest = parse_parquet_manifest(&parquet, bytes)?;
+        manifest.check(&parquet.shown())?;
+        return Ok(Some(manifest));
     }
     let marker = dir.child(schemas::SUCCESS_MARKER);
     if bounded_size(&marker).await?.is_none() {
@@ -189,11 +239,13 @@ pub async fn read_manifest(dir: &Place) -> Result<Option<Manifest>, Error> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Ok(None);
     }
-    serde_json::from_slice(&bytes).map(Some).map_err(|source| Error::Decode {
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
         file: marker.shown(),
         what: "manifest",
         source,
-    })
+    })?;
+    manifest.check(&marker.shown())?;
+    Ok(Some(manifest))
 }
 
 /// The size of the file at `place`, if there is one: never a FIFO, a directory or a device,
@@ -210,17 +262,10 @@ async fn bounded_size(place: &Place) -> Result<Option<u64>, Error> {
     }
 }
 
-/// The manifest in the footer of `place` (`size` bytes), [`MANIFEST`] of `dir`.
-async fn read_parquet_manifest(dir: &Place, place: &Place, size: u64) -> Result<Manifest, Error> {
-    let meta = object_store::ObjectMeta {
-        location: place.path.clone(),
-        last_modified: chrono::DateTime::UNIX_EPOCH,
-        size,
-        e_tag: None,
-        version: None,
-    };
-    let footer = crate::fetch::footer(dir, &meta, None)
-        .await
+/// The manifest in the footer of `bytes`, the content of [`MANIFEST`] at `place`.
+fn parse_parquet_manifest(place: &Place, bytes: Vec<u8>) -> Result<Manifest, Error> {
+    let footer = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes::Bytes::from(bytes))
         .map_err(|source| Error::Parquet { file: place.shown(), source })?;
     let json = footer
         .file_metadata()
@@ -280,6 +325,42 @@ mod tests {
             json["facts"] = garbage;
             let back: Manifest = serde_json::from_value(json).unwrap();
             assert_eq!(back.facts, None);
+        }
+    }
+
+    /// Each defect of a hand-edited or later version's manifest is refused naming the file and
+    /// what is wrong; an earlier version's manifest (no block checksums) is read.
+    #[test]
+    fn a_manifest_a_reader_cannot_rely_on_is_refused_by_name() {
+        let big = vec![7u8; (BLOCK_BYTES * 2 + 5) as usize];
+        let parts = vec![PartEntry::of("part-a.parquet", 3, &big), PartEntry::of("part-b.parquet", 0, b"")];
+        let good = Manifest::new("r", Stage::Flatten, parts, serde_json::Value::Null);
+        good.check("m").unwrap();
+        let mut legacy = good.clone();
+        legacy.format = 1;
+        legacy.parts[0].blocks = Blocks::default();
+        legacy.check("m").unwrap();
+        type Edit = fn(&mut Manifest);
+        let edits: [(&str, Edit); 7] = [
+            ("newer than this version", |m| m.format = MANIFEST_FORMAT + 1),
+            ("blocks of 4096 bytes", |m| m.block_bytes = 4096),
+            ("not a file name", |m| m.parts[1].name = "../escape.parquet".into()),
+            ("listed twice", |m| m.parts[1].name = m.parts[0].name.clone()),
+            ("has 2 block checksums where it needs 3", |m| {
+                m.parts[0].blocks.0.pop();
+            }),
+            ("where its totals say 4", |m| m.rows += 1),
+            ("where its totals say", |m| m.bytes += 1),
+        ];
+        for (words, edit) in edits {
+            let mut bad = good.clone();
+            edit(&mut bad);
+            let e = bad.check("dir/_manifest.parquet").unwrap_err();
+            assert!(matches!(e, Error::BadData(_)), "{e}");
+            assert!(
+                e.to_string().contains(words) && e.to_string().starts_with("dir/_manifest.parquet"),
+                "{words}: {e}"
+            );
         }
     }
 }

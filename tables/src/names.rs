@@ -16,7 +16,7 @@
 pub const RUN_ID_LEN: usize = 19;
 
 /// Stems of the files a run names after itself: `<stem>-<run>` then `-` or `.`.
-const RUN_STEMS: [&str; 4] = ["part", "metrics", "timings", "checkpoint"];
+const RUN_STEMS: [&str; 5] = ["part", "model", "metrics", "timings", "checkpoint"];
 
 /// The manifest of a committed output (see [`crate::manifest`]): a Parquet file of no rows, with
 /// the table's schema, whose footer holds the manifest. Its create-if-absent write is the commit.
@@ -136,6 +136,12 @@ pub fn run_of(name: &str) -> Option<&str> {
     (is_run_id(run) && after.starts_with(['-', '.'])).then_some(run)
 }
 
+/// Whether `name` names a file of a table's own directory: not empty, not `.` or `..`, no
+/// separator and no NUL (a manifest naming `../x` would send a reader out of the table).
+pub fn is_plain_name(name: &str) -> bool {
+    !matches!(name, "" | "." | "..") && !name.contains(['/', '\\', '\0'])
+}
+
 /// Whether `s` is a run id (a directory of [`TEMPORARY`] is named by one).
 pub fn is_run_id(s: &str) -> bool {
     s.len() == RUN_ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -144,6 +150,14 @@ pub fn is_run_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_names_stay_in_their_directory() {
+        assert!(is_plain_name("part-0.parquet") && is_plain_name("..x") && is_plain_name("a b?*"));
+        for name in ["", ".", "..", "../x", "a/b", "/abs", "a\\b", "a\0b"] {
+            assert!(!is_plain_name(name), "{name:?}");
+        }
+    }
 
     #[test]
     fn run_named_files_are_told_from_foreign_ones() {
@@ -156,6 +170,7 @@ mod tests {
             format!("part-{run}-00000-00001.parquet#2"),
             format!("part-{run}-00000-00001.parquet#direct"),
             format!("metrics-{run}.jsonl"),
+            format!("model-{run}.bpk"),
             format!("checkpoint-{run}-00001.json"),
         ];
         for name in &ours {

@@ -83,7 +83,7 @@ impl Open {
             let file = DirectPart::create(path)?;
             return Ok(Open::Local(ArrowWriter::try_new(file, schema, Some(props))?));
         }
-        if let Some(multipart) = &dir.multipart {
+        if let Some(multipart) = dir.multipart.as_ref().filter(|_| dir.stage_uploads) {
             let (target, record) = (dir.child(name).path, dir.child(&upload_name(run, name)).path);
             let upload = io
                 .block_on(Upload::start(multipart.clone(), &dir.store, target, &record))
@@ -290,8 +290,13 @@ impl PartWriter {
         }
     }
 
-    /// Closes the open part.
+    /// Closes the open part. Worker 0 that wrote none writes one of no rows: an output of no
+    /// rows still has a part of its schema, so that its readers get its columns (and its
+    /// manifest file the schema, see `crate::commit`).
     pub fn finish(&mut self) -> Result<(), Error> {
+        if self.parts.is_empty() && self.current.is_none() && self.to.worker == 0 {
+            self.write(&RecordBatch::new_empty(self.schema.clone()))?;
+        }
         self.close_part()
     }
 }

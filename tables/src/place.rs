@@ -17,9 +17,11 @@ use crate::error::Error;
 #[derive(Clone)]
 pub struct Place {
     pub store: Arc<dyn ObjectStore>,
-    /// The store's multipart uploads, where a run's parts wait for its commit as uploads
-    /// (S3, unless `[storage] staging = "copy"`; see [`crate::staging`]).
+    /// The store's multipart uploads (S3): a dead run's are aborted by a later commit.
     pub multipart: Option<Arc<dyn MultipartStore>>,
+    /// Whether a run's parts wait for its commit as uploads (S3, unless `[storage] staging =
+    /// "copy"`; see [`crate::staging`]).
+    pub stage_uploads: bool,
     pub path: Path,
     /// How files under this store are shown: `scheme://authority/` (or `/` on the local file
     /// system) + path.
@@ -39,7 +41,7 @@ impl std::fmt::Debug for Place {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Place")
             .field("shown", &self.shown())
-            .field("multipart", &self.multipart.is_some())
+            .field("stage_uploads", &self.stage_uploads)
             .field("local", &self.local)
             .field("output", &self.output)
             .finish()
@@ -51,6 +53,11 @@ impl Place {
     /// with `*` or `?` is a glob over the file names of its directory. A remote store is built
     /// with `storage` (the job's `[storage]`).
     pub fn parse(uri: &str, storage: &StorageConfig) -> Result<Place, Error> {
+        // A local path that exists as written is that path, whatever characters it holds (an
+        // output this project wrote to `out?q` reads back).
+        if !uri.contains("://") && std::path::Path::new(uri).exists() {
+            return Self::parse_exact(uri, uri, storage);
+        }
         let (dir, pattern) = match uri.rsplit_once('/') {
             Some((dir, last)) if last.contains(['*', '?']) => (dir, Some(last.to_owned())),
             None if uri.contains(['*', '?']) => (".", Some(uri.to_owned())),
@@ -99,6 +106,7 @@ impl Place {
         Ok(Place {
             store: store.objects,
             multipart: store.multipart,
+            stage_uploads: store.stage_uploads,
             path,
             prefix: format!("{scheme}://{authority}/"),
             pattern: None,
@@ -120,6 +128,7 @@ impl Place {
         Ok(Place {
             store: Arc::new(LocalFileSystem::new()),
             multipart: None,
+            stage_uploads: false,
             path,
             prefix,
             pattern: None,
@@ -133,12 +142,20 @@ impl Place {
         Place {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
+            stage_uploads: self.stage_uploads,
             path: name.split('/').fold(self.path.clone(), |path, part| path.join(part)),
             prefix: self.prefix.clone(),
             pattern: None,
             local: self.local,
             output: self.output,
         }
+    }
+
+    /// The directory this place lies in; `None` at a store's root.
+    pub fn parent(&self) -> Option<Place> {
+        let parts: Vec<_> = self.path.parts().collect();
+        let (_, above) = parts.split_last()?;
+        Some(Place { path: above.iter().cloned().collect(), pattern: None, ..self.clone() })
     }
 
     /// How an object of this store is named in messages.

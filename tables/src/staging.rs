@@ -18,7 +18,7 @@
 use futures::{StreamExt, TryStreamExt};
 use object_store::multipart::PartId;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -97,6 +97,51 @@ async fn publish_one(dir: &Place, run: &str, file: &StagedFile) -> Result<(), Er
                 .map_err(|source| target.store_error("cannot complete the upload of", source))
         }
     }
+}
+
+/// Writes the file `name` of `dir` (the manifest, `_SUCCESS`) for run `run`: create-if-absent
+/// with `create` (false: `AlreadyExists` when there is one), whole in one step either way. On a
+/// local disk the bytes go to the run's temporary directory first and are linked (`create`) or
+/// renamed into place, so a run killed while it writes leaves nothing beside the parts
+/// (`object_store`'s own local put stages `<name>#<n>` beside its target, which a kill leaves
+/// there and polars then refuses).
+pub async fn put_whole(dir: &Place, run: &str, name: &str, bytes: Vec<u8>, create: bool) -> Result<(), Error> {
+    let target = dir.child(name);
+    let (Some(to), Some(via)) = (target.local_dir(), dir.child(&staged_name(run, name)).local_dir()) else {
+        let mode = if create { PutMode::Create } else { PutMode::Overwrite };
+        return match dir.store.put_opts(&target.path, PutPayload::from(bytes), PutOptions::from(mode)).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { path, source }) => Err(Error::Store {
+                what: format!("{} exists", target.shown()),
+                source: object_store::Error::AlreadyExists { path, source },
+            }),
+            Err(source) => Err(target.store_error("cannot write", source)),
+        };
+    };
+    let local = |source: std::io::Error| Error::Write { file: target.shown(), source: source.into() };
+    if let Some(parent) = via.parent() {
+        std::fs::create_dir_all(parent).map_err(local)?;
+    }
+    std::fs::write(&via, bytes).map_err(local)?;
+    let placed = match create {
+        true => std::fs::hard_link(&via, &to).and_then(|()| std::fs::remove_file(&via)),
+        false => std::fs::rename(&via, &to),
+    };
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&via);
+    }
+    match placed {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Store {
+            what: format!("{} exists", target.shown()),
+            source: object_store::Error::AlreadyExists { path: target.shown(), source: e.into() },
+        }),
+        placed => placed.map_err(local),
+    }
+}
+
+/// Whether `error` is [`put_whole`]'s create-if-absent finding the file there.
+pub fn already_exists(error: &Error) -> bool {
+    matches!(error, Error::Store { source: object_store::Error::AlreadyExists { .. }, .. })
 }
 
 /// Takes back `files` from `dir`: removes those published (their names are the run's own), and

@@ -22,7 +22,8 @@ pub use readers::{
     assert_every_reader_reads_the_manifest, assert_every_reader_reads_the_manifest_with, python, read_with_every_reader,
 };
 pub use records::{
-    Record, edit_manifest, global_edges, manifest, manifest_of, read_links, read_listed_records, read_records,
+    Record, committed, edit_manifest, global_edges, has_weights, manifest, manifest_of, model_file, read_links,
+    read_listed_records, read_records,
 };
 pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
 pub use tables::{Graph, batches_in, parquet_files, read_batches, read_graph, sorted_rows};

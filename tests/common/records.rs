@@ -45,11 +45,47 @@ pub fn manifest_of(bytes: Vec<u8>) -> serde_json::Value {
     serde_json::from_str(&json).unwrap()
 }
 
+/// The committed model's file in `dir` whose name ends in `ending` (`.bpk`: the weights,
+/// `.json`: the description), as its manifest lists it.
+pub fn model_file(dir: &Path, ending: &str) -> std::path::PathBuf {
+    let m = manifest(dir);
+    let parts = m["parts"].as_array().unwrap();
+    let name =
+        parts.iter().map(|p| p["name"].as_str().unwrap()).find(|n| n.starts_with("model") && n.ends_with(ending));
+    dir.join(name.unwrap_or_else(|| panic!("{}: no model*{ending} in {m}", dir.display())))
+}
+
+/// The file of a committed model directory `dir` that `name` means: `model.bpk` and
+/// `model.json` the weights and the description its manifest lists, any other name itself.
+pub fn committed(dir: &Path, name: &str) -> std::path::PathBuf {
+    match name {
+        "model.bpk" => model_file(dir, ".bpk"),
+        "model.json" => model_file(dir, ".json"),
+        other => dir.join(other),
+    }
+}
+
+/// Whether `dir` holds a model's weights under any name (committed or not).
+pub fn has_weights(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("model") && name.ends_with(".bpk")
+        })
+    })
+}
+
 /// Rewrites the manifest of the output `dir` with `edit` applied to its JSON (a test's way to
 /// commit by hand what it changed, or to make a manifest lie); the table's schema is kept.
 pub fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     let mut json = manifest(dir);
     edit(&mut json);
+    // The totals follow the parts, as a commit writes them: what a test changes is a part.
+    let parts = json["parts"].as_array().unwrap();
+    let sum = |key: &str| parts.iter().map(|p| p[key].as_u64().unwrap()).sum::<u64>();
+    let (rows, bytes) = (sum("rows"), sum("bytes"));
+    json["rows"] = rows.into();
+    json["bytes"] = bytes.into();
     let manifest: tables::commit::Manifest = serde_json::from_value(json).unwrap();
     let file = std::fs::File::open(dir.join("_manifest.parquet")).unwrap();
     let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();

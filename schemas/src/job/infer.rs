@@ -1,6 +1,6 @@
 //! The `[infer]` stage (GraphInfer): scores and embeds nodes from the node and edge tables and
 //! a trained model, in k + 1 rounds over the graph, without k-hop records. The sampler, fanouts
-//! and seed come from the model's `model.json` (the flatten settings it was trained on), so
+//! and seed come from the model's `model-<run>.json` (the flatten settings it was trained on), so
 //! every node aggregates over the same sampled in-edges as its training record.
 
 use super::JobError;
@@ -39,7 +39,7 @@ pub struct InferConfig {
     /// The job's `[graph]`, set by `JobFile::parse`; kept in the manifest's settings.
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphConfig>,
-    /// A training output directory (`model.json` and `model.bpk`); a local path.
+    /// A training output directory (`model-<run>.json` and `model-<run>.bpk`); a local path.
     pub model: String,
     /// Output directory for the part files and `_SUCCESS`.
     pub output: String,

@@ -81,7 +81,7 @@ pub struct TrainConfig {
     /// A finished flatten output (with `_SUCCESS`): a local path or a URI, read through
     /// object_store as GraphFlat writes it.
     pub records: String,
-    /// Directory (a local path or a URI) that receives `model.bpk`, `model.json`,
+    /// Directory (a local path or a URI) that receives `model-<run>.bpk`, `model-<run>.json`,
     /// `metrics.jsonl`, `timings.jsonl`, checkpoints, and `_SUCCESS` last.
     pub output: String,
     /// Replace a committed model (one with `_SUCCESS`); without it the job refuses to.
@@ -120,7 +120,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub edge_features: Option<bool>,
     /// Standardize each edge feature column with the statistics of the whole edge table (the
-    /// flatten job writes them into the records' metadata; `model.json` keeps them).
+    /// flatten job writes them into the records' metadata; `model-<run>.json` keeps them).
     #[serde(default)]
     pub normalize_edge_features: bool,
     #[serde(default = "default_epochs")]
