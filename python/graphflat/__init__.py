@@ -7,7 +7,22 @@ DuckDB, Spark); :func:`read_table` reads only the parts the manifest lists and c
 size, CRC-32 and rows against it.
 """
 
+from graphflat.checked import ChangedError
 from graphflat.manifest import Manifest, Part, read_manifest
-from graphflat.table import ChangedError, NotCommittedError, read_table
+from graphflat.meta import RecordsMeta, Relation
+from graphflat.records import Records, RecordsBatch, open_records
+from graphflat.table import NotCommittedError, read_table
 
-__all__ = ["ChangedError", "Manifest", "NotCommittedError", "Part", "read_manifest", "read_table"]
+__all__ = [
+    "ChangedError",
+    "Manifest",
+    "NotCommittedError",
+    "Part",
+    "Records",
+    "RecordsBatch",
+    "RecordsMeta",
+    "Relation",
+    "open_records",
+    "read_manifest",
+    "read_table",
+]

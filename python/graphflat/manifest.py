@@ -8,9 +8,10 @@ keep it as JSON in ``_SUCCESS``. ``schemas/README.md`` in the repository states 
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -25,14 +26,26 @@ KEY = b"graphflat.manifest"
 FORMAT = 2
 
 
+#: The block size of a format-2 manifest's per-block checksums.
+BLOCK_BYTES = 256 << 10
+
+
 @dataclass(frozen=True)
 class Part:
-    """One committed part: its file name in the output, rows, bytes and CRC-32 of its bytes."""
+    """One committed part: its file name in the output, rows, bytes, CRC-32 of its bytes and
+    the CRC-32 of each :data:`BLOCK_BYTES` block (empty in an earlier version's manifest)."""
 
     name: str
     rows: int
     bytes: int
     crc32: int
+    blocks: tuple[int, ...] = ()
+
+
+def _blocks(text: str) -> tuple[int, ...]:
+    """The block checksums a manifest keeps as the base64 of their little-endian bytes."""
+    raw = base64.b64decode(text) if text else b""
+    return tuple(int.from_bytes(raw[i : i + 4], "little") for i in range(0, len(raw) - len(raw) % 4, 4))
 
 
 @dataclass(frozen=True)
@@ -48,10 +61,13 @@ class Manifest:
     raw: dict = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def from_json(value: dict, file: str = "manifest") -> "Manifest":
+    def from_json(value: dict, file: str = "manifest") -> Manifest:
         """The manifest of the JSON object ``value`` read from ``file``, checked as the Rust
         readers check it: a known format, plain part names listed once, totals that add up."""
-        parts = tuple(Part(p["name"], int(p["rows"]), int(p["bytes"]), int(p["crc32"])) for p in value["parts"])
+        parts = tuple(
+            Part(p["name"], int(p["rows"]), int(p["bytes"]), int(p["crc32"]), _blocks(p.get("blocks", "")))
+            for p in value["parts"]
+        )
         manifest = Manifest(
             run=value["run"],
             stage=value["stage"],
@@ -73,6 +89,13 @@ class Manifest:
             raise ValueError(f"{file}: part {bad[0]!r} is not a file name of the table's directory")
         if len(set(names)) != len(names):
             raise ValueError(f"{file}: a part is listed twice")
+        for part in self.parts:
+            needed = -(-part.bytes // BLOCK_BYTES)
+            if format >= 2 and len(part.blocks) != needed:
+                raise ValueError(
+                    f"{file}: part {part.name} of {part.bytes} bytes has {len(part.blocks)} block checksums "
+                    f"where it needs {needed}"
+                )
         rows, size = sum(p.rows for p in self.parts), sum(p.bytes for p in self.parts)
         if (rows, size) != (self.rows, self.bytes):
             raise ValueError(
@@ -80,7 +103,7 @@ class Manifest:
             )
 
 
-def read_manifest(path: str, filesystem: Optional[pafs.FileSystem] = None) -> Optional[Manifest]:
+def read_manifest(path: str, filesystem: pafs.FileSystem | None = None) -> Manifest | None:
     """The manifest of the output at ``path`` (a local directory or an ``s3://`` URI).
 
     Returns ``None`` for a directory that holds none (not committed, or another tool's).

@@ -7,13 +7,12 @@ An ``s3://`` URI is reached with the AWS environment graphflat itself reads: cre
 from __future__ import annotations
 
 import os
-from typing import Optional
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
 
-def filesystem_and_path(path: str, filesystem: Optional[pafs.FileSystem] = None) -> tuple[pafs.FileSystem, str]:
+def filesystem_and_path(path: str, filesystem: pafs.FileSystem | None = None) -> tuple[pafs.FileSystem, str]:
     """The file system ``path`` lies on, and the path within it (without a trailing ``/``)."""
     if filesystem is not None:
         return filesystem, path.rstrip("/")

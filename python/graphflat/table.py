@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import zlib
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from graphflat.checked import ChangedError
 from graphflat.manifest import Manifest, Part, read_manifest
 from graphflat.paths import filesystem_and_path, join
 
@@ -17,15 +18,10 @@ class NotCommittedError(FileNotFoundError):
     """The path holds no committed output of graphflat (no manifest)."""
 
 
-class ChangedError(ValueError):
-    """A part is not what its manifest lists (its size, CRC-32 or rows): it changed after the
-    commit, or another run replaced the output while it was read."""
-
-
 def read_table(
     path: str,
-    columns: Optional[Sequence[str]] = None,
-    filesystem: Optional[pafs.FileSystem] = None,
+    columns: Sequence[str] | None = None,
+    filesystem: pafs.FileSystem | None = None,
 ) -> pa.Table:
     """Read the committed output at ``path`` (a local directory or an ``s3://`` URI).
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import duckdb
 import pandas as pd
@@ -25,7 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from graphflat import read_manifest, read_table  # noqa: E402
+from graphflat import read_manifest, read_table
 
 
 def spark_rule(directory: str) -> pa.Table:
@@ -80,7 +80,7 @@ def check(d: str) -> dict:
             table = read()
             equal = expected is not None and canonical(table, expected.schema).equals(expected)
             results[name] = {"rows": table.num_rows, "equal": equal}
-        except Exception as e:  # every failure of a reader is a result to report
+        except Exception as e:  # noqa: BLE001 (every failure of a reader is a result to report)
             results[name] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     out["readers"] = results
     return out

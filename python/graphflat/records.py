@@ -1,0 +1,207 @@
+"""GraphFlat's records from Python: a record set's settings, and batches of its records for a
+training loop, read a row group at a time, every byte checked against the manifest.
+
+A flatten writes each split's records in row groups of their own, so a pass over one split
+reads only that split's row groups. Row groups are the unit that a pass shuffles and divides
+among ``DataLoader`` workers and DDP ranks: each reads a disjoint share, and together they read
+every record of the split once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from graphflat.checked import CheckedFile
+from graphflat.collate import collate
+from graphflat.manifest import Manifest, Part, read_manifest
+from graphflat.meta import RecordsMeta
+from graphflat.paths import filesystem_and_path, join
+from graphflat.table import NotCommittedError
+
+#: A row group holds the records of this split (``None``: records without one), or ``MIXED``.
+MIXED = "\0mixed"
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One row group of a record set: its part, its index in the part, rows and split."""
+
+    part: Part
+    index: int
+    rows: int
+    split: str | None
+
+
+class RecordsBatch:
+    """``len(self)`` records of one record set, as an Arrow table (``table``).
+
+    :meth:`arrays` lays them out as one graph (``graphflat.collate`` states the arrays and their
+    shapes); :meth:`to_pyg` gives the same as a ``torch_geometric`` batch.
+    """
+
+    def __init__(self, table: pa.Table, meta: RecordsMeta) -> None:
+        self.table, self.meta = table, meta
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The records as one graph: numpy arrays named and shaped as ``graphflat.collate``
+        states."""
+        return collate(self.table, self.meta)
+
+    def to_pyg(self):
+        """The records as a ``torch_geometric.data.Batch`` (``HeteroData`` for typed records);
+        needs ``graphflat[pyg]``. ``graphflat.pyg.data`` states the attributes."""
+        from graphflat.pyg.data import to_pyg
+
+        return to_pyg(self.arrays(), self.meta)
+
+
+class Records:
+    """A committed record set (GraphFlat's output) at ``path``, a local directory or an
+    ``s3://`` URI: its settings (:attr:`meta`) and its records in batches (:meth:`batches`).
+
+    Opening reads the manifest and each part's footer (checked); no record is read.
+    """
+
+    def __init__(self, path: str, filesystem: pafs.FileSystem | None = None) -> None:
+        self.path = path
+        self._fs, self._root = filesystem_and_path(path, filesystem)
+        manifest = read_manifest(path, filesystem)
+        if manifest is None:
+            raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
+        if manifest.stage != "flatten":
+            raise ValueError(f"{path}: a {manifest.stage} output, not a record set (a flatten's)")
+        self.manifest: Manifest = manifest
+        self.row_groups: list[RowGroup] = []
+        self.meta: RecordsMeta | None = None
+        for part in manifest.parts:
+            with self._open(part) as file:
+                parquet = pq.ParquetFile(file)
+                if self.meta is None:
+                    schema = parquet.schema_arrow
+                    self.meta = RecordsMeta.from_metadata(schema.metadata, join(self._root, part.name))
+                self.row_groups.extend(_row_groups(part, parquet))
+        if self.meta is None:
+            raise ValueError(f"{path}: a record set of no parts")
+
+    def __len__(self) -> int:
+        return self.manifest.rows
+
+    def splits(self) -> dict[str | None, int]:
+        """Records per split, from each row group's statistics or, where it has none (an
+        earlier version's records), its split column (``MIXED``: a row group of several)."""
+        counts: dict[str | None, int] = {}
+        for group in self.row_groups:
+            counts[group.split] = counts.get(group.split, 0) + group.rows
+        return counts
+
+    def batches(
+        self,
+        split: str | None = "train",
+        batch_size: int = 512,
+        shuffle: bool = True,
+        seed: int = 0,
+        epoch: int = 0,
+        shard: tuple[int, int] | None = None,
+        columns: list[str] | None = None,
+    ) -> Iterator[RecordsBatch]:
+        """The records of ``split`` (every record with ``None``) in batches of ``batch_size``
+        (the last may be smaller).
+
+        With ``shuffle``, the row groups and the records within each are in an order drawn from
+        ``(seed, epoch)``: the same on every worker, another each epoch. Row groups are divided
+        among shards, ``shard = (index, count)``; by default the ``DataLoader`` worker and the
+        DDP rank this runs in (``torch.distributed``, when initialized) make the shard. Memory:
+        one row group and one batch.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size {batch_size}: at least 1")
+        rng = np.random.default_rng([seed, epoch])
+        groups = [g for g in self.row_groups if split is None or g.split in (split, MIXED)]
+        order = rng.permutation(len(groups)) if shuffle else np.arange(len(groups))
+        index, count = shard if shard is not None else _current_shard()
+        pending: pa.Table | None = None
+        for i in order[index::count]:
+            table = self._read(groups[i], split, columns)
+            if shuffle:
+                table = table.take(rng.permutation(table.num_rows))
+            pending = table if pending is None else pa.concat_tables([pending, table])
+            while pending.num_rows >= batch_size:
+                yield RecordsBatch(pending.slice(0, batch_size), self.meta)
+                pending = pending.slice(batch_size)
+        if pending is not None and pending.num_rows:
+            yield RecordsBatch(pending, self.meta)
+
+    def _read(self, group: RowGroup, split: str | None, columns: list[str] | None) -> pa.Table:
+        filtered = split is not None and group.split == MIXED
+        wanted = columns if columns is None or not filtered or "split" in columns else [*columns, "split"]
+        with self._open(group.part) as file:
+            table = pq.ParquetFile(file).read_row_group(group.index, columns=wanted)
+        if table.num_rows != group.rows:
+            where = join(self._root, group.part.name)
+            raise ValueError(f"{where}: row group {group.index} holds {table.num_rows} rows, its footer {group.rows}")
+        if filtered:
+            table = table.filter(pc.equal(table["split"], split))
+        return table if columns is None else table.select(columns)
+
+    def _open(self, part: Part) -> CheckedFile:
+        return CheckedFile(self._fs, join(self._root, part.name), self.manifest, part)
+
+
+def open_records(path: str, filesystem: pafs.FileSystem | None = None) -> Records:
+    """The committed record set at ``path`` (see :class:`Records`)."""
+    return Records(path, filesystem)
+
+
+def _row_groups(part: Part, parquet: pq.ParquetFile) -> list[RowGroup]:
+    """The row groups of a part, each with its split: its chunk statistics tell (this version
+    writes them), else its split column, read."""
+    footer = parquet.metadata
+    names = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    column = names.index("split") if "split" in names else None
+    groups = []
+    for i in range(footer.num_row_groups):
+        rows = footer.row_group(i).num_rows
+        split: str | None = None
+        if column is not None:
+            stats = footer.row_group(i).column(column).statistics
+            split = _split_of(stats, rows) if stats is not None else _split_read(parquet, i)
+        groups.append(RowGroup(part, i, rows, split))
+    return groups
+
+
+def _split_of(stats: pq.Statistics, rows: int) -> str | None:
+    if stats.null_count == rows:
+        return None
+    if stats.has_min_max and stats.null_count == 0 and stats.min == stats.max:
+        return stats.min if isinstance(stats.min, str) else bytes(stats.min).decode()
+    return MIXED
+
+
+def _split_read(parquet: pq.ParquetFile, index: int) -> str | None:
+    values = pc.unique(parquet.read_row_group(index, columns=["split"])["split"]).to_pylist()
+    return values[0] if len(values) == 1 else MIXED
+
+
+def _current_shard() -> tuple[int, int]:
+    """(index, count) of this process's share: its ``DataLoader`` worker within its DDP rank.
+    torch is asked only when the program imported it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 0, 1
+    rank, world = 0, 1
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    info = torch.utils.data.get_worker_info()
+    worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+    return rank * workers + worker, world * workers

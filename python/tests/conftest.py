@@ -1,0 +1,106 @@
+"""Fixtures: record sets the graphflat binary flattens (``GRAPHFLAT_BIN``, else the
+repository's release build; without one the tests that need them skip)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("GRAPHFLAT_BIN", ROOT / "target" / "release" / "graphflat"))
+
+
+def graphflat(*args: str) -> None:
+    subprocess.run([str(BINARY), *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def run_job(tmp: Path, name: str, text: str) -> None:
+    job = tmp / f"{name}.toml"
+    job.write_text(text)
+    graphflat("run", str(job))
+
+
+@pytest.fixture(scope="module")
+def node_records(tmp_path_factory) -> Path:
+    """Node records of a generated graph with edge features, on two workers (two parts)."""
+    if not BINARY.exists():
+        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
+    tmp = tmp_path_factory.mktemp("node")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "600", "--feature-dim", "5", "--edge-feature-dim", "3")
+    run_job(
+        tmp,
+        "flatten",
+        f"""[cluster]
+workers = 2
+[flatten]
+nodes = "{tmp}/g/nodes"
+edges = "{tmp}/g/edges"
+output = "{tmp}/flat"
+hops = 2
+fanouts = [4, 3]
+""",
+    )
+    return tmp / "flat"
+
+
+@pytest.fixture(scope="module")
+def link_records(tmp_path_factory) -> Path:
+    if not BINARY.exists():
+        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
+    tmp = tmp_path_factory.mktemp("link")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "400", "--feature-dim", "4")
+    graphflat(
+        "split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1", "--test", "0.1"
+    )
+    run_job(
+        tmp,
+        "flatten",
+        f"""[flatten]
+nodes = "{tmp}/g/nodes"
+edges = "{tmp}/split"
+output = "{tmp}/flat"
+task = "link"
+negatives = 2
+hops = 2
+fanouts = [3, 2]
+""",
+    )
+    return tmp / "flat"
+
+
+@pytest.fixture(scope="module")
+def typed_records(tmp_path_factory) -> Path:
+    if not BINARY.exists():
+        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
+    tmp = tmp_path_factory.mktemp("typed")
+    graphflat(
+        "generate",
+        "--out",
+        str(tmp / "g"),
+        "--hetero",
+        "--nodes",
+        "600",
+        "--feature-dim",
+        "8",
+        "--edge-feature-dim",
+        "2",
+    )
+    relations = "".join(
+        f'[graph.relations.{name}]\nsrc = "{src}"\ndst = "{dst}"\ntable = "{tmp}/g/edges/{name}"\nreverse = {rev}\n'
+        for name, src, dst, rev in [
+            ("buys", "user", "item", "true"),
+            ("returns", "user", "item", "false"),
+            ("follows", "user", "user", "false"),
+            ("sells", "shop", "item", "false"),
+        ]
+    )
+    types = "".join(f'[graph.node_types.{t}]\ntable = "{tmp}/g/nodes/{t}"\n' for t in ("user", "item", "shop"))
+    run_job(
+        tmp,
+        "flatten",
+        f'{types}{relations}[flatten]\noutput = "{tmp}/flat"\ntarget_type = "user"\nhops = 2\nfanouts = [3, 2]\n',
+    )
+    return tmp / "flat"
