@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from graphflat.checked import CheckedFile
+from graphflat.checked import ChangedError, CheckedFile
 from graphflat.collate import collate
 from graphflat.manifest import Manifest, Part, read_manifest
 from graphflat.meta import RecordsMeta
@@ -155,7 +155,16 @@ class Records:
         return table if columns is None else table.select(columns)
 
     def _open(self, part: Part) -> CheckedFile:
-        return CheckedFile(self._fs, join(self._root, part.name), self.manifest, part)
+        where = join(self._root, part.name)
+        try:
+            return CheckedFile(self._fs, where, self.manifest, part)
+        except FileNotFoundError as e:
+            now = read_manifest(self._root, self._fs)
+            if now is not None and now.run != self.manifest.run:
+                raise ChangedError(
+                    f"{where}: run {now.run} replaced the records while they were read; open them again"
+                ) from e
+            raise
 
 
 def open_records(path: str, filesystem: pafs.FileSystem | None = None) -> Records:

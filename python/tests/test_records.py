@@ -171,3 +171,22 @@ def test_row_groups_without_statistics_are_told_by_their_split_column(tmp_path: 
         pq.write_table(table, path, row_group_size=4, write_statistics=statistics)
         groups = _row_groups(Part(path.name, 16, 0, 0), pq.ParquetFile(path))
         assert [g.split for g in groups] == ["train", "valid", None, MIXED], statistics
+
+
+def test_records_replaced_while_read_are_one_error_naming_the_new_run(node_records: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from graphflat import read_manifest
+
+    copy = tmp_path / "flat"
+    shutil.copytree(node_records, copy)
+    records = open_records(str(copy))
+    # Another run commits: a manifest of its own, the parts this one listed gone.
+    raw = read_manifest(str(copy)).raw
+    for part in records.manifest.parts:
+        (copy / part.name).unlink()
+    (copy / "_manifest.parquet").unlink()
+    (copy / "_SUCCESS").write_text(json.dumps({**raw, "run": "the-replacing-run"}))
+    with pytest.raises(ChangedError, match="run the-replacing-run replaced the records while they were read"):
+        next(records.batches(split=None))
