@@ -90,7 +90,7 @@ def _link(table: pa.Table, graph: dict[str, np.ndarray], meta: RecordsMeta) -> d
     b = len(table)
     _, per_endpoint = _list(table["endpoint_nodes"])
     counts = per_endpoint.to_numpy().astype(np.int64)
-    k = len(counts) // b - 2 if b else meta.negatives
+    k = meta.negatives
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).reshape(b, k + 2)
     src, dst, neg = starts[:, 0], starts[:, 1], starts[:, 2:]
     pairs = np.concatenate([np.stack([src, dst]), np.stack([np.repeat(src, k), neg.reshape(-1)])], axis=1)

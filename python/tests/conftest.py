@@ -23,12 +23,17 @@ def run_job(tmp: Path, name: str, text: str) -> None:
     graphflat("run", str(job))
 
 
+def scratch(factory, name: str) -> Path:
+    """A directory for a fixture's graph; the test skips without a binary to make it."""
+    if not BINARY.exists():
+        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
+    return factory.mktemp(name)
+
+
 @pytest.fixture(scope="module")
 def node_records(tmp_path_factory) -> Path:
     """Node records of a generated graph with edge features, on two workers (two parts)."""
-    if not BINARY.exists():
-        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
-    tmp = tmp_path_factory.mktemp("node")
+    tmp = scratch(tmp_path_factory, "node")
     graphflat("generate", "--out", str(tmp / "g"), "--nodes", "600", "--feature-dim", "5", "--edge-feature-dim", "3")
     run_job(
         tmp,
@@ -48,9 +53,7 @@ fanouts = [4, 3]
 
 @pytest.fixture(scope="module")
 def link_records(tmp_path_factory) -> Path:
-    if not BINARY.exists():
-        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
-    tmp = tmp_path_factory.mktemp("link")
+    tmp = scratch(tmp_path_factory, "link")
     graphflat("generate", "--out", str(tmp / "g"), "--nodes", "400", "--feature-dim", "4")
     graphflat(
         "split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1", "--test", "0.1"
@@ -73,9 +76,7 @@ fanouts = [3, 2]
 
 @pytest.fixture(scope="module")
 def typed_records(tmp_path_factory) -> Path:
-    if not BINARY.exists():
-        pytest.skip(f"no graphflat binary at {BINARY} (build it, or set GRAPHFLAT_BIN)")
-    tmp = tmp_path_factory.mktemp("typed")
+    tmp = scratch(tmp_path_factory, "typed")
     graphflat(
         "generate",
         "--out",
