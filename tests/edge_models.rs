@@ -1,8 +1,9 @@
 //! Edge-aware models end to end: GraphInfer's scores for SAGE, multi-head GAT and GINE with
 //! edge features equal the trainer's forward pass on each node's record (every edge, and a
 //! sampler with hubs split), the same bits on 1 worker, 2 workers and 2 processes; a graph whose
-//! classes only the edges carry is learned with edge features and not without; an `[infer]` job
-//! whose edges lack the model's features is refused.
+//! classes only the edges carry is learned with edge features and not without, by GINE from
+//! 2-hop records at the default dropout too; an `[infer]` job whose edges lack the model's
+//! features is refused.
 
 use std::path::Path;
 
@@ -93,6 +94,33 @@ fn a_label_only_the_edges_carry_is_learned_with_edge_features_only() {
         let without = test_accuracy(&run_ok(&train(false).write(&dir, &format!("{model}-without")), &[]));
         assert!(with >= 0.9, "{model} with edge features: test accuracy {with}");
         assert!(without < 0.4, "{model} without edge features: test accuracy {without} (chance is 0.25)");
+    }
+}
+
+#[test]
+fn gine_learns_a_label_only_the_edges_carry_from_2_hop_records_at_the_default_dropout() {
+    // Issue 51: on 2-hop records the last layer's MLP, `classes` ReLU units wide over sums that
+    // are never negative, lost units within 10 epochs in 9 seeds of 10, all 4 in 4 of them
+    // (loss ln 4, test accuracy 0.25 for 40-110 epochs of 200, or to the end of a shorter run);
+    // it is `hidden` wide now (BENCHMARKS section 11). Before, seed 0 ended here at 0.276.
+    let dir = scratch("edge-signal-2hop");
+    let data = dir.join("graph");
+    let noise = ["--classes", "4", "--skew", "0.2", "--homophily", "0", "--feature-signal", "0"];
+    generate_with_edges(&data, 2000, 8, 8, &noise);
+    let flat = dir.join("flat");
+    run_ok(&Job::flatten(&data, &flat).key("hops", 2).key("fanouts", vec![10, 10]).write(&dir, "flatten"), &[]);
+    // Every other key at its default (dropout 0.5, hidden 16, Adam 0.01, weight decay 5e-4,
+    // batches of 512), one worker so that a step's batch is the same on any machine.
+    for seed in [0, 1, 2] {
+        let model = dir.join(format!("gine-{seed}"));
+        let train = Job::train(&flat, &model).key("model", "gine").key("epochs", 20).key("seed", seed);
+        let out = run_ok(&Job::cluster().key("workers", 1).and(train).write(&dir, &format!("gine-{seed}")), &[]);
+        let accuracy = test_accuracy(&out);
+        let metrics = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();
+        let last: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
+        let loss = last["train_loss"].as_f64().unwrap();
+        assert!(accuracy >= 0.9, "seed {seed}: test accuracy {accuracy} (chance is 0.25)\n{metrics}");
+        assert!(loss < 0.5, "seed {seed}: the last epoch's train loss is {loss} (ln 4 = 1.386)\n{metrics}");
     }
 }
 

@@ -326,6 +326,7 @@ mod tests {
             decoder: None,
             types: None,
             bases: 0,
+            wide_mlp: true,
             seed: 0,
         };
         let meta = |spec: ModelSpec| ModelMeta {

@@ -215,12 +215,20 @@ impl GatLayer {
 }
 
 /// GINE (Hu et al. 2020): `h'_w = MLP((1 + eps) x_w + sum over u in N(w) of ReLU(x_u + e_uw W_e + b_e))`
-/// with eps = 0 (PyG's `GINEConv` default, not trained) and `MLP = Linear -> ReLU -> Linear`;
-/// without edge features the message is `ReLU(x_u)`. The sum over edges runs per edge (the
-/// message depends on the edge), on the kernel's edge-row plan on the CPU.
+/// with eps = 0 (PyG's `GINEConv` default, not trained) and `MLP = Linear(in, m) -> ReLU ->
+/// Linear(m, out)`; without edge features the message is `ReLU(x_u)`. The sum over edges runs
+/// per edge (the message depends on the edge), on the kernel's edge-row plan on the CPU.
+///
+/// The MLP's width `m` is the model's `ModelSpec::mlp_width`, `max(hidden, out)`: `hidden` in
+/// every layer unless the output is wider (Hu et al.'s MLPs are `2 x` their layer's width, and a
+/// linear head, not a ReLU layer, makes the logits). With `m = out` the last layer's MLP was
+/// `classes` ReLU units over a sum that is never negative (post-activation rows plus ReLU
+/// messages, at 2 hops a sum of sums): Adam's first steps move a unit's pre-activation alike for
+/// every node, so units died whole one after another, and with all of them dead the logits were
+/// the constant `b2` (loss ln C, issue 51).
 #[derive(Module, Debug)]
 pub struct GineLayer {
-    /// The MLP: `[in, out]`, `[out]`, `[out, out]`, `[out]`.
+    /// The MLP: `[in, m]`, `[m]`, `[m, out]`, `[out]`.
     pub weight: Param<Tensor<2>>,
     pub bias: Param<Tensor<1>>,
     pub weight2: Param<Tensor<2>>,
@@ -231,15 +239,21 @@ pub struct GineLayer {
 }
 
 impl GineLayer {
-    pub fn new(input: usize, output: usize, edge_dim: usize, seed: &[u64], device: &Device) -> Self {
+    /// A layer from `input` to `output` columns whose MLP is `width` wide (`m` above).
+    pub fn new(input: usize, width: usize, output: usize, edge_dim: usize, seed: &[u64], device: &Device) -> Self {
         GineLayer {
-            weight: glorot(input, output, seed, device),
-            bias: zeros(output, seed, device),
-            weight2: glorot(output, output, &tagged(seed, 1), device),
+            weight: glorot(input, width, seed, device),
+            bias: zeros(width, seed, device),
+            weight2: glorot(width, output, &tagged(seed, 1), device),
             bias2: zeros(output, &tagged(seed, 1), device),
             edge_weight: edge_weight(edge_dim, input, seed, device),
             edge_bias: (edge_dim > 0).then(|| zeros(input, &tagged(seed, EDGE), device)),
         }
+    }
+
+    /// The layer's output width (its MLP's last map).
+    pub fn output(&self) -> usize {
+        self.weight2.val().dims()[1]
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {

@@ -142,7 +142,9 @@ impl Gnn {
                         let heads = if last { spec.output_heads } else { spec.heads };
                         Layer::Gat(GatLayer::new(input, out, heads, !last, edge_dim, &seed, device))
                     }
-                    ModelKind::Gine => Layer::Gine(GineLayer::new(input, out, edge_dim, &seed, device)),
+                    ModelKind::Gine => {
+                        Layer::Gine(GineLayer::new(input, spec.mlp_width(i), out, edge_dim, &seed, device))
+                    }
                     ModelKind::Rgcn => Layer::Rgcn(RgcnLayer::new(input, out, &edge_dims, spec.bases, &seed, device)),
                 }
             })

@@ -123,7 +123,7 @@ impl Gnn {
                 slice.edge_weight = g.edge_projection().map_or_else(Vec::new, host);
             }
             Layer::Gine(g) => {
-                let [input, output] = g.weight.val().dims();
+                let (input, output) = (g.weight.val().dims()[0], g.output());
                 (slice.rule, slice.out, slice.output, slice.activation) = (Rule::Gine, input, output, None);
                 slice.edge_weight = param(&g.edge_weight);
                 slice.edge_bias = g.edge_bias.as_ref().map_or_else(Vec::new, |b| host(b.val()));
@@ -597,6 +597,7 @@ mod tests {
             decoder: None,
             types: None,
             bases: 0,
+            wide_mlp: true,
             seed: 3,
         }
     }

@@ -1,7 +1,7 @@
 //! The models against independent references: GCN against a dense-matrix GCN on a small random
 //! graph, pruned against unpruned batches (same loss, same gradients) for every model, and the
 //! edge-partitioned kernel against the gather/scatter reference inside every model, with and
-//! without edge features. Each test runs with both aggregations.
+//! without edge features; GINE against a dense GINE. Each test runs with both aggregations.
 
 use crate::common;
 use crate::common::{
@@ -70,6 +70,59 @@ fn gcn_matches_a_dense_matrix_gcn() {
             for c in 0..3 {
                 let (x, y) = (got[r * 3 + c], dense[*root as usize][c]);
                 assert!((x - y).abs() < 1e-4, "root {root} class {c}: {x} vs dense {y} ({prune}, {aggregation:?})");
+            }
+        }
+    }
+}
+
+#[test]
+fn gine_matches_a_dense_gine_with_its_mlp_hidden_wide() {
+    // h'_w = MLP(h_w + sum over u -> w of ReLU(h_u + e_uw W_e + b_e)), MLP = Linear(in, m) ->
+    // ReLU -> Linear(m, out), m = max(hidden, out): 5 in both layers here (hidden 5, 3 classes),
+    // and 3 (the output) in the last layer of a model written before (`wide_mlp` false).
+    let (n, dim) = (30, 4);
+    let (edges, features) = graph(n, dim);
+    let edge_features = common::edge_features(&edges, EDGE_DIM);
+    let recs = common::records_with_edge_features(n, 2, &edges, &features, &edge_features);
+    let device = Device::flex();
+    for (wide, widths) in [(true, [5, 5]), (false, [5, 3])] {
+        let spec =
+            schemas::model::ModelSpec { wide_mlp: wide, ..common::spec_with_edges(ModelKind::Gine, dim, EDGE_DIM) };
+        let model = Gnn::new(&spec, &device);
+        let p = params::flatten(&model);
+        let mut at = 0;
+        let mut take = |rows: usize, cols: usize| {
+            at += rows * cols;
+            weights(&p[at - rows * cols..at], rows, cols)
+        };
+        let mut h = features.clone();
+        for (l, (input, out)) in [(dim, 5), (5, 3)].into_iter().enumerate() {
+            let m = widths[l];
+            let (w1, b1, w2, b2) = (take(input, m), take(1, m), take(m, out), take(1, out));
+            let (we, be) = (take(EDGE_DIM, input), take(1, input));
+            let mut z = h.clone();
+            for (&(u, w), e) in edges.iter().zip(&edge_features) {
+                let projected = &matmul(std::slice::from_ref(e), &we)[0];
+                for j in 0..input {
+                    z[w][j] += (h[u][j] + projected[j] + be[0][j]).max(0.0);
+                }
+            }
+            let hidden: Vec<Vec<f32>> =
+                matmul(&z, &w1).iter().map(|r| r.iter().zip(&b1[0]).map(|(x, b)| (x + b).max(0.0)).collect()).collect();
+            h = matmul(&hidden, &w2).iter().map(|r| r.iter().zip(&b2[0]).map(|(x, b)| x + b).collect()).collect();
+            if l == 0 {
+                h.iter_mut().flatten().for_each(|x| *x = x.max(0.0));
+            }
+        }
+        assert_eq!(at, p.len(), "wide {wide}: the parameters are the dense model's");
+
+        let batch = Batch::build(&recs, &BatchSpec::plain(Layers::every(2)).reading(&spec));
+        let logits = model.forward(&spec, &batch, &BatchTensors::new(&batch, &device, Aggregation::Auto), None);
+        let got = logits.into_data().try_to_vec::<f32>().unwrap();
+        for (r, root) in batch.roots.iter().enumerate() {
+            for c in 0..3 {
+                let (x, y) = (got[r * 3 + c], h[*root as usize][c]);
+                assert!((x - y).abs() < 1e-3 * (1.0 + y.abs()), "wide {wide}, root {root} class {c}: {x} vs dense {y}");
             }
         }
     }

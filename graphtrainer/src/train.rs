@@ -292,6 +292,7 @@ impl<T: Learner> Setup<T> {
             decoder: head.decoder,
             types: None,
             bases: config.bases,
+            wide_mlp: true,
             seed: config.seed,
         };
         let spec = edge_inputs.apply(&set.meta, spec);

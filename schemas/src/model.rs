@@ -111,6 +111,11 @@ pub struct ModelSpec {
     /// shared bases (0: a full weight per relation).
     #[serde(default)]
     pub bases: usize,
+    /// GINE: each layer's MLP is [`ModelSpec::mlp_width`] units wide, at least `hidden`; `false`
+    /// only in a model written before (issue 51), whose MLPs are as wide as their layer's output
+    /// (the last layer's only `classes` wide). Trainers write `true` for every kind.
+    #[serde(default)]
+    pub wide_mlp: bool,
     /// Seed of the initial weights.
     pub seed: u64,
 }
@@ -124,6 +129,21 @@ impl ModelSpec {
             (_, _, ModelKind::Gat) => self.hidden * self.heads,
             _ => self.hidden,
         }
+    }
+
+    /// Layer `layer`'s output width: `classes` for the last layer, `hidden` before it (per head
+    /// for GAT).
+    pub fn layer_output(&self, layer: usize) -> usize {
+        if layer + 1 == self.layers { self.classes } else { self.hidden }
+    }
+
+    /// GINE's MLP width in layer `layer` (`Linear(in, m) -> ReLU -> Linear(m, out)`): `m =
+    /// max(hidden, out)`, so the last layer's MLP is `hidden` wide, not `classes`: a ReLU layer
+    /// of `classes` units, fed only non-negative sums, dies whole early in training (issue 51,
+    /// `docs/graphtrainer.md`). A model written before ([`ModelSpec::wide_mlp`] false): `out`.
+    pub fn mlp_width(&self, layer: usize) -> usize {
+        let out = self.layer_output(layer);
+        if self.wide_mlp { out.max(self.hidden) } else { out }
     }
 
     /// An upper bound on the model's parameters from its sizes alone (every kind's layer holds
@@ -158,8 +178,9 @@ impl ModelSpec {
                 ModelKind::Gat => self.heads,
                 _ => 1,
             } as u64;
-            // GINE's MLP: in x out and out x out; its edge projection: edge_dim x in.
-            let width = input.max(output);
+            // GINE's MLP: in x m and m x out (m at most max(hidden, out)); its edge projection:
+            // edge_dim x in.
+            let width = input.max(output).max(self.hidden as u64);
             let per_head = width
                 .checked_mul(width)?
                 .checked_mul(2)?

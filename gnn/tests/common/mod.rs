@@ -151,6 +151,7 @@ pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpe
         decoder: None,
         types: None,
         bases: 0,
+        wide_mlp: true,
         seed: 9,
     }
 }
