@@ -4,7 +4,8 @@ Parquet readers read a file in ranges (the footer, then column chunks), never wh
 widens each read to whole blocks of :data:`~graphflat.manifest.BLOCK_BYTES` and checks each
 block's CRC-32 against the manifest's as it arrives, as graphflat's own readers do: one pass
 over the bytes read, none over the rest. The last span read is kept, so the many small reads of
-a footer cost one read of its blocks.
+a footer cost one read of its blocks. pyarrow reads through :meth:`CheckedFile.read_buffer`,
+which hands it the span's bytes without a copy.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import io
 import zlib
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from graphflat.manifest import BLOCK_BYTES, Manifest, Part
@@ -64,9 +66,20 @@ class CheckedFile(io.RawIOBase):
             return 0
         start, data = self._blocks(self._pos, end)
         n = end - self._pos
-        view[:n] = data[self._pos - start : end - start]
+        view[:n] = memoryview(data)[self._pos - start : end - start]
         self._pos = end
         return n
+
+    def read_buffer(self, size: int | None = -1) -> pa.Buffer:
+        """``read(size)`` as a pyarrow buffer over the checked span's bytes, not a copy of them:
+        pyarrow's readers call this in place of ``read`` when a file has it."""
+        end = self._part.bytes if size is None or size < 0 else min(self._pos + size, self._part.bytes)
+        if end <= self._pos:
+            return pa.py_buffer(b"")
+        start, data = self._blocks(self._pos, end)
+        buffer = pa.py_buffer(memoryview(data)[self._pos - start : end - start])
+        self._pos = end
+        return buffer
 
     def close(self) -> None:
         if not self.closed:
@@ -82,12 +95,13 @@ class CheckedFile(io.RawIOBase):
         last = min(-(-end // BLOCK_BYTES) * BLOCK_BYTES, self._part.bytes)
         data = self._file.read_at(last - first, first)
         if self._part.blocks:
+            view = memoryview(data)
             for offset in range(0, len(data), BLOCK_BYTES):
-                self._check(first + offset, data[offset : offset + BLOCK_BYTES])
+                self._check(first + offset, view[offset : offset + BLOCK_BYTES])
         self._span = (first, data)
         return self._span
 
-    def _check(self, at: int, block: bytes) -> None:
+    def _check(self, at: int, block: memoryview) -> None:
         index = at // BLOCK_BYTES
         crc = zlib.crc32(block)
         expected = self._part.blocks[index] if index < len(self._part.blocks) else None

@@ -30,6 +30,9 @@ among the nodes, ``ptr[:-1]``) and ``y``: ``[B]`` int64 classes (-1 where unlabe
 ``[N+1]`` and ``feature_values`` (each edge's as ``edge_feature_offsets`` and
 ``edge_feature_values``); :func:`by_type` splits them into each type's ``x`` and each
 relation's ``edge_attr``.
+
+:func:`take` gives the same arrays for some rows of a table from the table's collated arrays,
+without Arrow: a row group is collated once and each shuffled batch of it gathered from that.
 """
 
 from __future__ import annotations
@@ -107,6 +110,68 @@ def _link(table: pa.Table, graph: dict[str, np.ndarray], meta: RecordsMeta) -> d
     }
 
 
+def edge_offsets(table: pa.Table) -> np.ndarray:
+    """Where each record's edges start among a table's collated edges (and the end)."""
+    return _list(table["edge_src"])[0]
+
+
+#: The arrays :func:`take` gathers by node, by edge and by record.
+_BY_NODE = ("node_id", "hop", "in_degree", "x")
+_BY_EDGE = ("edge_weight", "edge_layers", "edge_attr")
+_BY_RECORD = ("root_id", "y", "link_src", "link_dst", "negatives")
+#: Indices into the nodes, record by record, that :func:`take` moves with their records' nodes.
+_POSITIONS = ("src_index", "dst_index", "neg_index")
+#: The arrays :func:`take` makes anew.
+_MADE = ("ptr", "batch", "edge_index", "root_index", "edge_label_index", "edge_label")
+
+
+def take(arrays: dict[str, np.ndarray], edge_ptr: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``collate(table.take(rows), meta)`` from ``arrays = collate(table, meta)`` and
+    ``edge_ptr = edge_offsets(table)``: the same arrays, each a numpy gather of the records
+    ``rows``' nodes, edges and rows. Homogeneous records only (``meta.typed`` is false)."""
+    unknown = set(arrays) - set(_BY_NODE + _BY_EDGE + _BY_RECORD + _POSITIONS + _MADE)
+    if unknown:
+        raise ValueError(f"take: arrays {sorted(unknown)} of unknown kind (typed records are collated from tables)")
+    rows = np.asarray(rows, dtype=np.int64)
+    ptr, b = arrays["ptr"], len(rows)
+    starts, counts = ptr[rows], ptr[rows + 1] - ptr[rows]
+    new_ptr = np.zeros(b + 1, np.int64)
+    np.cumsum(counts, out=new_ptr[1:])
+    moved = starts - new_ptr[:-1]  # by record: its nodes' old index less their new one
+    nodes = np.repeat(moved, counts) + np.arange(new_ptr[-1])
+    edge_starts, edge_counts = edge_ptr[rows], edge_ptr[rows + 1] - edge_ptr[rows]
+    new_edge_ptr = np.zeros(b + 1, np.int64)
+    np.cumsum(edge_counts, out=new_edge_ptr[1:])
+    edges = np.repeat(edge_starts - new_edge_ptr[:-1], edge_counts) + np.arange(new_edge_ptr[-1])
+    out: dict[str, np.ndarray] = {}
+    for key, value in arrays.items():
+        if key in _BY_NODE:
+            out[key] = np.take(value, nodes, axis=0)
+        elif key in _BY_EDGE:
+            out[key] = np.take(value, edges, axis=0)
+        elif key in _BY_RECORD:
+            out[key] = np.take(value, rows, axis=0)
+        elif key in _POSITIONS:
+            shift = moved.reshape((b,) + (1,) * (value.ndim - 1))
+            out[key] = np.take(value, rows, axis=0) - shift
+        elif key == "ptr":
+            out[key] = new_ptr
+        elif key == "batch":
+            out[key] = np.repeat(np.arange(b, dtype=np.int64), counts)
+        elif key == "edge_index":
+            out[key] = np.take(value, edges, axis=1) - np.repeat(moved, edge_counts)
+        elif key == "root_index":
+            out[key] = new_ptr[:-1].copy()
+    if "edge_label_index" in arrays:
+        src, dst, neg = out["src_index"], out["dst_index"], out["neg_index"]
+        k = neg.shape[1]
+        out["edge_label_index"] = np.concatenate(
+            [np.stack([src, dst]), np.stack([np.repeat(src, k), neg.reshape(-1)])], axis=1
+        )
+        out["edge_label"] = np.concatenate([np.ones(b, np.float32), np.zeros(b * k, np.float32)])
+    return {key: out[key] for key in arrays}
+
+
 def _labels(column: Column, meta: RecordsMeta) -> np.ndarray:
     """Class labels with -1 where unlabeled, or multi-hot targets with NaN rows."""
     labels = _array(column)
@@ -165,7 +230,10 @@ def _gather(offsets: np.ndarray, values: np.ndarray, rows: np.ndarray, width: in
 
 
 def _array(column: Column) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(column, pa.ChunkedArray):
+        # One chunk (a row group, or a batch within one) is used as it is: combining copies.
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
 
 
 def _list(column: Column) -> tuple[np.ndarray, pa.Array]:

@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from graphflat.checked import ChangedError, CheckedFile
-from graphflat.collate import collate
+from graphflat.collate import collate, edge_offsets, take
 from graphflat.manifest import Manifest, Part, read_manifest
 from graphflat.meta import RecordsMeta
 from graphflat.paths import filesystem_and_path, join
@@ -40,6 +40,20 @@ class RowGroup:
     split: str | None
 
 
+class _Group:
+    """The records of one row group as read (``table``), collated once when a batch of them is
+    first laid out, so that each batch within it is a numpy gather (``collate.take``)."""
+
+    def __init__(self, table: pa.Table, meta: RecordsMeta) -> None:
+        self.table, self.meta = table, meta
+        self._collated: tuple[dict[str, np.ndarray], np.ndarray] | None = None
+
+    def take(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        if self._collated is None:
+            self._collated = (collate(self.table, self.meta), edge_offsets(self.table))
+        return take(*self._collated, rows)
+
+
 class RecordsBatch:
     """``len(self)`` records of one record set, as an Arrow table (``table``).
 
@@ -47,15 +61,29 @@ class RecordsBatch:
     shapes); :meth:`to_pyg` gives the same as a ``torch_geometric`` batch.
     """
 
-    def __init__(self, table: pa.Table, meta: RecordsMeta) -> None:
-        self.table, self.meta = table, meta
+    def __init__(
+        self, table: pa.Table | None, meta: RecordsMeta, *, _rows: tuple[_Group, np.ndarray] | None = None
+    ) -> None:
+        # A batch of :meth:`Records.batches` within one row group of homogeneous records is
+        # ``_rows`` (the group, the rows in batch order): its table is taken only when asked for.
+        self._table, self.meta, self._rows = table, meta, _rows
+
+    @property
+    def table(self) -> pa.Table:
+        if self._table is None:
+            group, rows = self._rows
+            self._table = group.table.take(rows)
+        return self._table
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return len(self._rows[1]) if self._table is None else self._table.num_rows
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The records as one graph: numpy arrays named and shaped as ``graphflat.collate``
         states."""
+        if self._rows is not None:
+            group, rows = self._rows
+            return group.take(rows)
         return collate(self.table, self.meta)
 
     def to_pyg(self):
@@ -84,9 +112,11 @@ class Records:
         self.manifest: Manifest = manifest
         self.row_groups: list[RowGroup] = []
         self.meta: RecordsMeta | None = None
+        self._footers: dict[str, pq.FileMetaData] = {}  # each part's, read (and checked) once
         for part in manifest.parts:
             with self._open(part) as file:
                 parquet = pq.ParquetFile(file)
+                self._footers[part.name] = parquet.metadata
                 if self.meta is None:
                     schema = parquet.schema_arrow
                     self.meta = RecordsMeta.from_metadata(schema.metadata, join(self._root, part.name))
@@ -122,7 +152,8 @@ class Records:
         ``(seed, epoch)``: the same on every worker, another each epoch. Row groups are divided
         among shards, ``shard = (index, count)``; by default the ``DataLoader`` worker and the
         DDP rank this runs in (``torch.distributed``, when initialized) make the shard. Memory:
-        one row group and one batch.
+        one row group, its records collated (each batch within it is gathered from them), and
+        one batch.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size {batch_size}: at least 1")
@@ -130,23 +161,42 @@ class Records:
         groups = [g for g in self.row_groups if split is None or g.split in (split, MIXED)]
         order = rng.permutation(len(groups)) if shuffle else np.arange(len(groups))
         index, count = shard if shard is not None else _current_shard()
-        pending: pa.Table | None = None
+        pending: list[tuple[_Group, np.ndarray]] = []  # rows not yet in a batch, in order
+        waiting = 0
         for i in order[index::count]:
             table = self._read(groups[i], split, columns)
-            if shuffle:
-                table = table.take(rng.permutation(table.num_rows))
-            pending = table if pending is None else pa.concat_tables([pending, table])
-            while pending.num_rows >= batch_size:
-                yield RecordsBatch(pending.slice(0, batch_size), self.meta)
-                pending = pending.slice(batch_size)
-        if pending is not None and pending.num_rows:
-            yield RecordsBatch(pending, self.meta)
+            rows = rng.permutation(table.num_rows) if shuffle else np.arange(table.num_rows)
+            pending.append((_Group(table, self.meta), rows))
+            waiting += table.num_rows
+            while waiting >= batch_size:
+                yield self._batch(pending, batch_size)
+                waiting -= batch_size
+        if waiting:
+            yield self._batch(pending, waiting)
+
+    def _batch(self, pending: list[tuple[_Group, np.ndarray]], size: int) -> RecordsBatch:
+        """The first ``size`` rows of ``pending``, taken off it. Rows of one row group of
+        homogeneous records are gathered from its collated arrays; others are taken from the
+        tables."""
+        pieces = []
+        while size:
+            group, rows = pending[0]
+            pieces.append((group, rows[:size]))
+            if len(rows) > size:
+                pending[0] = (group, rows[size:])
+            else:
+                pending.pop(0)
+            size -= len(pieces[-1][1])
+        if len(pieces) == 1 and not self.meta.typed:
+            return RecordsBatch(None, self.meta, _rows=pieces[0])
+        return RecordsBatch(pa.concat_tables([group.table.take(rows) for group, rows in pieces]), self.meta)
 
     def _read(self, group: RowGroup, split: str | None, columns: list[str] | None) -> pa.Table:
         filtered = split is not None and group.split == MIXED
         wanted = columns if columns is None or not filtered or "split" in columns else [*columns, "split"]
         with self._open(group.part) as file:
-            table = pq.ParquetFile(file).read_row_group(group.index, columns=wanted)
+            footer = self._footers[group.part.name]
+            table = pq.ParquetFile(file, metadata=footer).read_row_group(group.index, columns=wanted)
         if table.num_rows != group.rows:
             where = join(self._root, group.part.name)
             raise ValueError(f"{where}: row group {group.index} holds {table.num_rows} rows, its footer {group.rows}")

@@ -74,9 +74,9 @@ fanouts = [3, 2]
     return tmp / "flat"
 
 
-@pytest.fixture(scope="module")
-def typed_records(tmp_path_factory) -> Path:
-    tmp = scratch(tmp_path_factory, "typed")
+def typed_graph(tmp: Path, buys: Path | None = None) -> str:
+    """A generated typed graph in ``tmp/g`` (users, items, shops; buys edges with features)
+    as ``[graph]`` keys, also kept in ``tmp/graph.toml``; ``buys`` replaces the buys table."""
     graphflat(
         "generate",
         "--out",
@@ -90,18 +90,50 @@ def typed_records(tmp_path_factory) -> Path:
         "2",
     )
     relations = "".join(
-        f'[graph.relations.{name}]\nsrc = "{src}"\ndst = "{dst}"\ntable = "{tmp}/g/edges/{name}"\nreverse = {rev}\n'
-        for name, src, dst, rev in [
-            ("buys", "user", "item", "true"),
-            ("returns", "user", "item", "false"),
-            ("follows", "user", "user", "false"),
-            ("sells", "shop", "item", "false"),
+        f'[graph.relations.{name}]\nsrc = "{src}"\ndst = "{dst}"\ntable = "{table}"\nreverse = {rev}\n'
+        for name, src, dst, rev, table in [
+            ("buys", "user", "item", "true", buys or tmp / "g/edges/buys"),
+            ("returns", "user", "item", "false", tmp / "g/edges/returns"),
+            ("follows", "user", "user", "false", tmp / "g/edges/follows"),
+            ("sells", "shop", "item", "false", tmp / "g/edges/sells"),
         ]
     )
     types = "".join(f'[graph.node_types.{t}]\ntable = "{tmp}/g/nodes/{t}"\n' for t in ("user", "item", "shop"))
+    (tmp / "graph.toml").write_text(types + relations)
+    return types + relations
+
+
+@pytest.fixture(scope="module")
+def typed_records(tmp_path_factory) -> Path:
+    """Node records of a typed graph (``graph.toml`` beside them holds its ``[graph]``)."""
+    tmp = scratch(tmp_path_factory, "typed")
+    graph = typed_graph(tmp)
+    run_job(
+        tmp, "flatten", f'{graph}[flatten]\noutput = "{tmp}/flat"\ntarget_type = "user"\nhops = 2\nfanouts = [3, 2]\n'
+    )
+    return tmp / "flat"
+
+
+@pytest.fixture(scope="module")
+def typed_link_records(tmp_path_factory) -> Path:
+    """Link records of a typed graph's buys edges (split into train, valid and test)."""
+    tmp = scratch(tmp_path_factory, "typed-link")
+    graph = typed_graph(tmp, buys=tmp / "buys")
+    graphflat(
+        "split-edges",
+        "--edges",
+        str(tmp / "g/edges/buys"),
+        "--out",
+        str(tmp / "buys"),
+        "--valid",
+        "0.1",
+        "--test",
+        "0.1",
+    )
     run_job(
         tmp,
         "flatten",
-        f'{types}{relations}[flatten]\noutput = "{tmp}/flat"\ntarget_type = "user"\nhops = 2\nfanouts = [3, 2]\n',
+        f'{graph}[flatten]\noutput = "{tmp}/flat"\ntask = "link"\nlink_relation = "buys"\nnegatives = 2\n'
+        "hops = 2\nfanouts = [3, 2]\n",
     )
     return tmp / "flat"

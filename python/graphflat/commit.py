@@ -1,0 +1,135 @@
+"""Committing an output from Python the way graphflat's stages commit theirs, so that its readers
+(GraphInfer reading a model, :func:`graphflat.read_table`) take it: the files under their final
+names, then ``_manifest.parquet`` (no rows, no columns; the manifest in its footer, format 2 with
+a CRC-32 per 256 kB block of every file), then an empty ``_SUCCESS``. Files of the output the
+commit replaces that the new manifest does not list are removed after it.
+
+The files are written under ``_temporary/<run>/`` first and moved into place, so a process
+killed before the manifest leaves the committed output as it was (and the new run's files, under
+names no reader takes, until the next commit). The manifest is written to a temporary name and
+renamed: on a local file system without ``overwrite`` by a hard link, which fails when another
+run committed meanwhile (create-if-absent, as the Rust commit); on S3 the last manifest written
+wins (pyarrow has no conditional put), so two writers of one S3 output must not race.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import time
+import zlib
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from graphflat.manifest import BLOCK_BYTES, FORMAT, KEY, MANIFEST, SUCCESS, read_manifest
+from graphflat.paths import filesystem_and_path, join
+
+TEMPORARY = "_temporary"
+
+
+class CommittedError(FileExistsError):
+    """The output holds a committed output already and the commit was not asked to replace it."""
+
+
+def new_run_id() -> str:
+    """A run id as graphflat's: 11 hex digits of milliseconds, then 8 random ones."""
+    return f"{int(time.time() * 1000):011x}{secrets.randbits(32):08x}"
+
+
+def part_entry(name: str, data: bytes, rows: int = 0) -> dict[str, Any]:
+    """A manifest's entry for the file ``name`` holding ``data``."""
+    blocks = b"".join(
+        zlib.crc32(data[i : i + BLOCK_BYTES]).to_bytes(4, "little") for i in range(0, len(data), BLOCK_BYTES)
+    )
+    return {
+        "name": name,
+        "rows": rows,
+        "bytes": len(data),
+        "crc32": zlib.crc32(data),
+        "blocks": base64.b64encode(blocks).decode(),
+    }
+
+
+def commit(
+    path: str,
+    run: str,
+    files: dict[str, bytes],
+    stage: str,
+    settings: Any,
+    *,
+    overwrite: bool = False,
+    filesystem: pafs.FileSystem | None = None,
+) -> dict[str, Any]:
+    """Commits ``files`` (name -> bytes) as run ``run``'s output at ``path``; returns the
+    manifest. Raises :class:`CommittedError` when ``path`` holds a committed output and not
+    ``overwrite``."""
+    fs, root = filesystem_and_path(path, filesystem)
+    previous = read_manifest(path, filesystem)
+    if previous is not None and not overwrite:
+        raise CommittedError(f"{path}: holds run {previous.run}'s committed output; pass overwrite=True to replace it")
+    staging = join(root, f"{TEMPORARY}/{run}")
+    fs.create_dir(staging, recursive=True)
+    for name, data in files.items():
+        with fs.open_output_stream(join(staging, f"{name}.staged")) as out:
+            out.write(data)
+    for name in files:
+        fs.move(join(staging, f"{name}.staged"), join(root, name))
+    parts = [part_entry(name, files[name]) for name in sorted(files)]
+    manifest = {
+        "format": FORMAT,
+        "run": run,
+        "stage": stage,
+        "rows": 0,
+        "bytes": sum(p["bytes"] for p in parts),
+        "block_bytes": BLOCK_BYTES,
+        "parts": parts,
+        "settings": settings,
+    }
+    _publish(fs, root, staging, manifest, create=not overwrite)
+    with fs.open_output_stream(join(root, SUCCESS)):
+        pass
+    if previous is not None:
+        for part in previous.parts:
+            if part.name not in files:
+                _remove(fs, join(root, part.name))
+    fs.delete_dir(staging)
+    _remove_empty(fs, join(root, TEMPORARY))
+    return manifest
+
+
+def _publish(fs: pafs.FileSystem, root: str, staging: str, manifest: dict[str, Any], create: bool) -> None:
+    """Writes ``_manifest.parquet``: staged, then renamed into place (linked when ``create``)."""
+    schema = pa.schema([], metadata={KEY: json.dumps(manifest, separators=(",", ":")).encode()})
+    staged = join(staging, MANIFEST)
+    with fs.open_output_stream(staged) as out:
+        pq.write_table(pa.table({}, schema=schema), out)
+    final = join(root, MANIFEST)
+    if create and isinstance(fs, pafs.LocalFileSystem):
+        try:
+            os.link(staged, final)
+        except FileExistsError:
+            raise CommittedError(f"{root}: another run committed an output here meanwhile") from None
+        os.unlink(staged)
+    else:
+        fs.move(staged, final)
+
+
+def _remove(fs: pafs.FileSystem, where: str) -> None:
+    try:
+        fs.delete_file(where)
+    except FileNotFoundError:
+        pass
+
+
+def _remove_empty(fs: pafs.FileSystem, where: str) -> None:
+    """Removes the directory ``where`` if nothing is left in it (another run may stage there)."""
+    try:
+        if not fs.get_file_info(pafs.FileSelector(where)):
+            fs.delete_dir(where)
+    except (FileNotFoundError, OSError):
+        pass

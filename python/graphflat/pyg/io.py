@@ -1,0 +1,166 @@
+"""Models between PyTorch and graphflat: :func:`load_model` reads a committed model directory
+(GraphTrainer's, or :func:`save_model`'s) into a :class:`~graphflat.pyg.models.GraphModel`;
+:func:`save_model` commits a module as a model directory GraphInfer runs.
+
+A model directory holds ``model-<run>.bpk`` (the weights, burn's burnpack format: see
+:mod:`graphflat.burnpack`), ``model-<run>.json`` (the model's description, ``ModelMeta`` in the
+repository's ``schemas/src/model.rs``: the spec and the settings of the records it was trained
+on) and the manifest listing both with their checksums. A parameter named ``layers.<i>.<name>``
+in the module is ``layers.<i>.<Variant>.<name>`` in the burnpack file (``Gcn``, ``Sage``,
+``Gat``, ``Gine``, ``Rgcn``, ``HeteroSage``); every other name is the same in both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow.fs as pafs
+import torch
+
+from graphflat import burnpack
+from graphflat.checked import CheckedFile
+from graphflat.commit import commit, new_run_id
+from graphflat.manifest import Manifest, read_manifest
+from graphflat.meta import RecordsMeta, Relation
+from graphflat.paths import filesystem_and_path, join
+from graphflat.pyg.models import VARIANTS, GraphModel
+from graphflat.records import open_records
+from graphflat.table import NotCommittedError
+
+#: The ``format`` of the ``model-<run>.json`` written here (GraphTrainer's).
+MODEL_FORMAT = 1
+_BURN_NAME = re.compile(r"^layers\.(\d+)\.[A-Za-z]+\.(.+)$")
+
+
+def load_model(path: str, *, filesystem: pafs.FileSystem | None = None) -> GraphModel:
+    """The committed model at ``path`` (a local directory or an ``s3://`` URI), in evaluation
+    mode. Its files are checked against the manifest (size and CRC-32 of every block)."""
+    manifest = read_manifest(path, filesystem)
+    if manifest is None:
+        raise NotCommittedError(f"{path}: no committed model (no manifest): not a training output, or not committed")
+    fs, root = filesystem_and_path(path, filesystem)
+    described = json.loads(_read(fs, root, manifest, ".json"))
+    tensors = burnpack.read(_read(fs, root, manifest, ".bpk"), f"{path} (run {manifest.run})")
+    spec = described["spec"]
+    model = GraphModel(spec, records_meta(described), dropout=0.0)
+    state = {_torch_name(name): torch.from_numpy(value) for name, value in tensors.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ValueError(
+            f"{path}: the weights do not fit the model its description names ({spec['kind']}): "
+            f"missing {sorted(missing)}, unexpected {sorted(unexpected)}"
+        )
+    model.model_meta = described
+    return model.eval()
+
+
+def save_model(
+    module: GraphModel,
+    path: str,
+    records: str,
+    *,
+    overwrite: bool = False,
+    filesystem: pafs.FileSystem | None = None,
+) -> str:
+    """Commits ``module`` as a model directory at ``path`` that GraphInfer runs, described with
+    the settings of the records at ``records`` (which it was trained on); returns the run id.
+
+    Raises ``FileExistsError`` when ``path`` holds a committed output and not ``overwrite``, and
+    ``ValueError`` when the module does not fit the records (hops, feature widths, types)."""
+    meta = open_records(records).meta
+    spec = module.spec
+    _check_fits(spec, meta, records)
+    run = new_run_id()
+    state = {name: value.detach().cpu().numpy().astype(np.float32) for name, value in module.state_dict().items()}
+    variant = "HeteroSage" if spec["kind"] == "sage" and spec.get("types") else VARIANTS[spec["kind"]]
+    weights = burnpack.write({_burn_name(name, variant): value for name, value in state.items()})
+    described = {
+        "format": MODEL_FORMAT,
+        "spec": spec,
+        "hops": meta.hops,
+        "fanouts": list(meta.fanouts),
+        "sampler": meta.sampler,
+        "flatten_seed": meta.seed,
+        "parameters": int(sum(v.size for v in state.values())),
+        "relation_fanouts": [list(f) for f in meta.relation_fanouts],
+    }
+    if meta.task == "link" and meta.typed:
+        described["link_relation"] = [r.name for r in meta.relations].index(meta.link_relation)
+    files = {
+        f"model-{run}.bpk": weights,
+        f"model-{run}.json": json.dumps(described, indent=2).encode(),
+    }
+    settings = {"producer": "graphflat (Python) save_model", "records": records, "model": spec["kind"]}
+    commit(path, run, files, "train", settings, overwrite=overwrite, filesystem=filesystem)
+    return run
+
+
+def records_meta(described: dict[str, Any]) -> RecordsMeta:
+    """The settings of the records a model was trained on, from its ``model-<run>.json``."""
+    spec, types = described["spec"], described["spec"].get("types")
+    names = [t["name"] for t in types["node_types"]] if types else []
+    relations = tuple(
+        Relation(r["name"], names[r["src"]], names[r["dst"]], r.get("edge_dim", 0))
+        for r in (types or {}).get("relations", [])
+    )
+    link = described.get("link_relation")
+    return RecordsMeta(
+        task=spec.get("task", "node"),
+        hops=described["hops"],
+        fanouts=tuple(described["fanouts"]),
+        sampler=described["sampler"],
+        seed=described["flatten_seed"],
+        feature_dim=spec["input_dim"],
+        edge_feature_dim=spec.get("edge_dim", 0),
+        label="targets" if spec.get("multi_label") else "class",
+        classes=spec["classes"] if spec.get("multi_label") else None,
+        node_types=tuple((t["name"], t["width"]) for t in types["node_types"]) if types else (),
+        relations=relations,
+        target_type=names[types["target"]] if types else None,
+        relation_fanouts=tuple(tuple(f) for f in described.get("relation_fanouts", [])),
+        link_relation=relations[link].name if link is not None else None,
+    )
+
+
+def _check_fits(spec: dict[str, Any], meta: RecordsMeta, records: str) -> None:
+    """Whether a model of ``spec`` reads the records at ``records`` as they are."""
+    problems = []
+    if spec["layers"] != meta.hops:
+        problems.append(f"{spec['layers']} layers for records of {meta.hops} hops")
+    if spec.get("task", "node") != meta.task:
+        problems.append(f"a {spec.get('task', 'node')} model for {meta.task} records")
+    if not meta.typed and spec["input_dim"] != meta.feature_dim:
+        problems.append(f"input width {spec['input_dim']} for features {meta.feature_dim} wide")
+    if spec.get("edge_dim", 0) not in (0, meta.edge_feature_dim):
+        problems.append(f"edge width {spec['edge_dim']} for edge features {meta.edge_feature_dim} wide")
+    types = spec.get("types")
+    if bool(types) != meta.typed:
+        problems.append("a typed model for homogeneous records" if types else "a homogeneous model for typed records")
+    elif types and [(t["name"], t["width"]) for t in types["node_types"]] != list(meta.node_types):
+        problems.append("node types other than the records'")
+    if problems:
+        raise ValueError(f"the module does not fit the records at {records}: " + "; ".join(problems))
+
+
+def _read(fs: pafs.FileSystem, root: str, manifest: Manifest, ending: str) -> bytes:
+    """The bytes of the model file ending in ``ending`` that the manifest lists, checked."""
+    part = next((p for p in manifest.parts if p.name.startswith("model") and p.name.endswith(ending)), None)
+    if part is None:
+        raise ValueError(f"{root}: the manifest (run {manifest.run}) lists no model*{ending} file")
+    with CheckedFile(fs, join(root, part.name), manifest, part) as f:
+        return f.read()
+
+
+def _torch_name(burn: str) -> str:
+    match = _BURN_NAME.match(burn)
+    return f"layers.{match[1]}.{match[2]}" if match else burn
+
+
+def _burn_name(name: str, variant: str) -> str:
+    if name.startswith("layers."):
+        _, index, rest = name.split(".", 2)
+        return f"layers.{index}.{variant}.{rest}"
+    return name

@@ -1,0 +1,240 @@
+"""Models across languages: a model GraphTrainer trained, loaded into PyTorch, gives GraphInfer's
+outputs on every record; a model trained in PyTorch and saved gives, through GraphInfer, what
+PyTorch computes for it. Every kind, node and link records, homogeneous and typed, edge
+features on and off; to 1e-4.
+
+GraphInfer computes each node over the whole graph (no records), sampling each node's in-edges
+as the records did: its node outputs (``embedding = k``: the last layer's, the logits) and pair
+scores are the independent side of each comparison.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from conftest import run_job
+
+from graphflat import open_records, read_table
+from graphflat.pyg import load_model, save_model
+from graphflat.pyg import models as kinds
+
+TOLERANCE = 1e-4
+WIDTH = 8
+
+# (kind, [train] keys) of each model compared.
+PLAIN = [
+    ("gcn", {}),
+    ("gcn", {"normalize_features": True}),
+    ("sage", {"edge_features": False}),
+    ("sage", {}),
+    ("gat", {"edge_features": False}),
+    ("gat", {"normalize_edge_features": True}),
+    ("gine", {"edge_features": False}),
+    ("gine", {"normalize_edge_features": True}),
+]
+LINK = [("gcn", {"decoder": "dot"}), ("sage", {"decoder": "mlp"}), ("gat", {}), ("gine", {"decoder": "mlp"})]
+TYPED = [
+    ("rgcn", {}),
+    ("rgcn", {"bases": 2, "normalize_edge_features": True}),
+    ("sage", {"edge_features": False}),
+    ("sage", {"normalize_edge_features": True}),
+]
+TYPED_LINK = [("rgcn", {"decoder": "mlp"}), ("sage", {"edge_features": False})]
+
+
+def _id(case) -> str:
+    kind, keys = case
+    return "-".join([kind, *(f"{k}={v}" for k, v in keys.items())])
+
+
+def _toml(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def rust_model(records: Path, out: Path, kind: str, keys: dict) -> Path:
+    """A ``kind`` model GraphTrainer trains on ``records`` for two epochs."""
+    link = open_records(str(records)).meta.task == "link"
+    width = "embedding_dim" if link else "classes"
+    lines = [f'records = "{records}"', f'output = "{out}"', f'model = "{kind}"', "epochs = 2", f"hidden = {WIDTH}"]
+    lines += [f"{width} = {WIDTH}", "heads = 2", "batch_size = 64"]
+    lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
+    run_job(out.parent, f"train-{out.name}", "[train]\n" + "\n".join(lines) + "\n")
+    return out
+
+
+def python_model(records: Path, out: Path, kind: str, keys: dict) -> Path:
+    """A ``kind`` model trained in PyTorch on ``records`` for a few steps, then saved."""
+    torch.manual_seed(3)
+    source = open_records(str(records))
+    link = source.meta.task == "link"
+    model = getattr(kinds, kind.upper())(source.meta, WIDTH, WIDTH, heads=2, dropout=0.3, **keys)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    for batch in itertools.islice(source.batches("train", batch_size=64, seed=1), 6):
+        data = batch.to_pyg()
+        if link:
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(model.pair_scores(data), data.edge_label)
+        else:
+            labeled = data.y >= 0
+            loss = torch.nn.functional.cross_entropy(model(data)[labeled], data.y[labeled])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    save_model(model.eval(), str(out), records=str(records))
+    return out
+
+
+def infer(records: Path, model: Path, out: Path, *, pairs: Path | None = None) -> None:
+    """GraphInfer over the graph ``records`` were flattened from (the fixtures' layout)."""
+    meta = open_records(str(records)).meta
+    tmp = records.parent
+    if meta.typed:
+        graph, keys = (tmp / "graph.toml").read_text(), f'target_type = "{meta.target_type}"\n'
+    else:
+        edges = tmp / ("split" if meta.task == "link" else "g/edges")
+        graph, keys = "", f'nodes = "{tmp}/g/nodes"\nedges = "{edges}"\n'
+    if meta.task == "node":
+        keys += f"embedding = {meta.hops}\n"
+    if pairs is not None:
+        keys += f'pairs = "{pairs}"\npairs_output = "{out}-pairs"\n'
+    run_job(out.parent, f"infer-{out.name}", f'{graph}[infer]\n{keys}model = "{model}"\noutput = "{out}"\n')
+
+
+def embeddings(out: Path, node_type: str | None) -> dict[int, np.ndarray]:
+    """GraphInfer's ``embedding`` of each node (of ``node_type`` in a typed output)."""
+    table = read_table(str(out))
+    if node_type is not None:
+        table = table.filter(pa.compute.equal(table["node_type"], node_type))
+    rows = np.stack(table["embedding"].to_numpy(zero_copy_only=False))
+    return dict(zip(table["node_id"].to_numpy(), rows))
+
+
+def by_id(rows: dict[int, np.ndarray], ids: torch.Tensor) -> np.ndarray:
+    return np.stack([rows[i] for i in ids.reshape(-1).tolist()]).reshape(*ids.shape, -1)
+
+
+def compare_nodes(records: Path, model_dir: Path, out: Path) -> None:
+    model, source = load_model(str(model_dir)), open_records(str(records))
+    infer(records, model_dir, out)
+    rows = embeddings(out, source.meta.target_type)
+    compared = 0
+    for batch in source.batches(split=None, batch_size=128, shuffle=False):
+        data = batch.to_pyg()
+        with torch.no_grad():
+            ours = model(data).numpy()
+        np.testing.assert_allclose(ours, by_id(rows, data.root_id), atol=TOLERANCE, rtol=0)
+        compared += len(ours)
+    assert compared == len(source) and compared > 100
+
+
+def compare_links(records: Path, model_dir: Path, out: Path) -> None:
+    """Every endpoint's embedding and every record's pair scores against GraphInfer's."""
+    model, source = load_model(str(model_dir)), open_records(str(records))
+    meta = source.meta
+    relation = next((r for r in meta.relations if r.name == meta.link_relation), None)
+    batches = [b.to_pyg() for b in source.batches(split=None, batch_size=128, shuffle=False)]
+    # Candidate pairs: every record's positive and negative pairs.
+    src = torch.cat([torch.cat([d.link_src, d.link_src.repeat_interleave(d.negatives.shape[1])]) for d in batches])
+    dst = torch.cat([torch.cat([d.link_dst, d.negatives.reshape(-1)]) for d in batches])
+    pairs = out.parent / f"{out.name}-candidates"
+    pairs.mkdir()
+    pq.write_table(pa.table({"src": src.numpy(), "dst": dst.numpy()}), pairs / "part-0.parquet")
+    infer(records, model_dir, out, pairs=pairs)
+    sources = embeddings(out, relation.src if relation else None)
+    targets = embeddings(out, relation.dst if relation else None)
+    scored = read_table(f"{out}-pairs").to_pandas().groupby(["src", "dst"])["score"].first()
+    for data in batches:
+        with torch.no_grad():
+            ours = model(data)
+            scores = model.pair_scores(data, ours).numpy()
+        np.testing.assert_allclose(ours[:, 0].numpy(), by_id(sources, data.link_src), atol=TOLERANCE, rtol=0)
+        ends = torch.cat([data.link_dst[:, None], data.negatives], 1)
+        np.testing.assert_allclose(ours[:, 1:].numpy(), by_id(targets, ends), atol=TOLERANCE, rtol=0)
+        k = data.negatives.shape[1]
+        pair_ids = zip(
+            torch.cat([data.link_src, data.link_src.repeat_interleave(k)]).tolist(),
+            torch.cat([data.link_dst, data.negatives.reshape(-1)]).tolist(),
+        )
+        theirs = np.array([scored[p] for p in pair_ids], np.float32)
+        np.testing.assert_allclose(scores, theirs, atol=TOLERANCE, rtol=0)
+
+
+def _model(direction: str, records: Path, tmp: Path, case) -> Path:
+    kind, keys = case
+    make = rust_model if direction == "rust" else python_model
+    return make(records, tmp / "model", kind, keys)
+
+
+DIRECTIONS = ["rust", "python"]
+# (the fixture of the records, a case): every case of every record set.
+CASES = [
+    (fixture, case)
+    for fixture, cases in [
+        ("node_records", PLAIN),
+        ("link_records", LINK),
+        ("typed_records", TYPED),
+        ("typed_link_records", TYPED_LINK),
+    ]
+    for case in cases
+]
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize(("fixture", "case"), CASES, ids=[f"{f}-{_id(c)}" for f, c in CASES])
+def test_a_model_gives_graphinfers_outputs(direction: str, fixture: str, case, request, tmp_path: Path) -> None:
+    records = request.getfixturevalue(fixture)
+    model = _model(direction, records, tmp_path, case)
+    if open_records(str(records)).meta.task == "link":
+        compare_links(records, model, tmp_path / "embeddings")
+    else:
+        compare_nodes(records, model, tmp_path / "scores")
+
+
+def test_a_saved_model_replaces_a_committed_one_only_when_asked(node_records: Path, tmp_path: Path) -> None:
+    from graphflat.commit import CommittedError
+
+    meta = open_records(str(node_records)).meta
+    first = kinds.SAGE(meta, WIDTH, WIDTH)
+    out = tmp_path / "model"
+    run = save_model(first, str(out), records=str(node_records))
+    with pytest.raises(CommittedError, match=run):
+        save_model(kinds.GCN(meta, WIDTH, WIDTH), str(out), records=str(node_records))
+    assert load_model(str(out)).spec["kind"] == "sage"
+    second = save_model(kinds.GCN(meta, WIDTH, WIDTH), str(out), records=str(node_records), overwrite=True)
+    assert load_model(str(out)).spec["kind"] == "gcn"
+    # The replaced run's files are gone, and nothing is left staged.
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["_SUCCESS", "_manifest.parquet", f"model-{second}.bpk", f"model-{second}.json"]
+    )
+
+
+def test_a_changed_weight_file_is_refused(node_records: Path, tmp_path: Path) -> None:
+    from graphflat import ChangedError
+
+    out = tmp_path / "model"
+    run = save_model(kinds.GAT(open_records(str(node_records)).meta, WIDTH, WIDTH), str(out), records=str(node_records))
+    weights = out / f"model-{run}.bpk"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ChangedError, match=run):
+        load_model(str(out))
+
+
+def test_a_module_is_saved_only_with_records_it_reads(node_records: Path, link_records: Path, tmp_path: Path) -> None:
+    from graphflat import NotCommittedError
+
+    model = kinds.GCN(open_records(str(node_records)).meta, WIDTH, WIDTH)
+    with pytest.raises(ValueError, match="node model for link records"):
+        save_model(model, str(tmp_path / "model"), records=str(link_records))
+    assert not (tmp_path / "model").exists()
+    with pytest.raises(NotCommittedError):
+        load_model(str(tmp_path))
