@@ -90,7 +90,15 @@ def commit(
         "parts": parts,
         "settings": settings,
     }
-    _publish(fs, root, staging, manifest, create=not overwrite)
+    try:
+        _publish(fs, root, staging, manifest, create=not overwrite)
+    except CommittedError:
+        # Another run committed first: its output stays, this run's files go.
+        for name in files:
+            _remove(fs, join(root, name))
+        fs.delete_dir(staging)
+        _remove_empty(fs, join(root, TEMPORARY))
+        raise
     with fs.open_output_stream(join(root, SUCCESS)):
         pass
     if previous is not None:

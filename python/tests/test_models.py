@@ -11,6 +11,7 @@ scores are the independent side of each comparison.
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -236,5 +237,35 @@ def test_a_module_is_saved_only_with_records_it_reads(node_records: Path, link_r
     with pytest.raises(ValueError, match="node model for link records"):
         save_model(model, str(tmp_path / "model"), records=str(link_records))
     assert not (tmp_path / "model").exists()
+    # overwrite replaces a model only: never the records (or any table) at the path.
+    before = sorted(p.name for p in node_records.iterdir())
+    with pytest.raises(FileExistsError, match="flatten output"):
+        save_model(model, str(node_records), records=str(node_records), overwrite=True)
+    assert sorted(p.name for p in node_records.iterdir()) == before
+    assert len(open_records(str(node_records))) > 0
     with pytest.raises(NotCommittedError):
         load_model(str(tmp_path))
+
+
+def test_of_two_saves_racing_for_one_directory_one_commits(node_records: Path, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graphflat.commit import CommittedError
+
+    meta = open_records(str(node_records)).meta
+    out = tmp_path / "model"
+
+    def save(kind: str) -> str | None:
+        try:
+            return save_model(getattr(kinds, kind)(meta, WIDTH, WIDTH), str(out), records=str(node_records))
+        except CommittedError:
+            return None
+
+    for _ in range(5):
+        shutil.rmtree(out, ignore_errors=True)
+        with ThreadPoolExecutor(2) as pool:
+            runs = [r for r in pool.map(save, ["GCN", "SAGE"]) if r]
+        assert len(runs) == 1
+        (run,) = [p.name[len("model-") : -len(".bpk")] for p in out.glob("model-*.bpk")]
+        assert run in runs and load_model(str(out)) is not None
+        assert not (out / "_temporary").exists()

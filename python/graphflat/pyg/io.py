@@ -22,7 +22,7 @@ import torch
 
 from graphflat import burnpack
 from graphflat.checked import CheckedFile
-from graphflat.commit import commit, new_run_id
+from graphflat.commit import CommittedError, commit, new_run_id
 from graphflat.manifest import Manifest, read_manifest
 from graphflat.meta import RecordsMeta, Relation
 from graphflat.paths import filesystem_and_path, join
@@ -68,11 +68,16 @@ def save_model(
     """Commits ``module`` as a model directory at ``path`` that GraphInfer runs, described with
     the settings of the records at ``records`` (which it was trained on); returns the run id.
 
-    Raises ``FileExistsError`` when ``path`` holds a committed output and not ``overwrite``, and
+    Raises ``FileExistsError`` (``CommittedError``) when ``path`` holds a committed output and
+    not ``overwrite``, or any committed output but a model, and
     ``ValueError`` when the module does not fit the records (hops, feature widths, types)."""
     meta = open_records(records).meta
     spec = module.spec
     _check_fits(spec, meta, records)
+    committed = read_manifest(path, filesystem)
+    if committed is not None and committed.stage != "train":
+        # overwrite replaces a model, never a table or record set.
+        raise CommittedError(f"{path}: holds a {committed.stage} output of run {committed.run}, not a model")
     run = new_run_id()
     state = {name: value.detach().cpu().numpy().astype(np.float32) for name, value in module.state_dict().items()}
     variant = "HeteroSage" if spec["kind"] == "sage" and spec.get("types") else VARIANTS[spec["kind"]]
