@@ -66,10 +66,13 @@ def commit(
     filesystem: pafs.FileSystem | None = None,
 ) -> dict[str, Any]:
     """Commits ``files`` (name -> bytes) as run ``run``'s output at ``path``; returns the
-    manifest. Raises :class:`CommittedError` when ``path`` holds a committed output and not
-    ``overwrite``."""
+    manifest. Raises :class:`CommittedError` when ``path`` holds a committed output of another
+    stage, or of this stage and not ``overwrite``."""
     fs, root = filesystem_and_path(path, filesystem)
     previous = read_manifest(path, filesystem)
+    if previous is not None and previous.stage != stage:
+        # overwrite replaces an output of the same stage (a model a model), never a table.
+        raise CommittedError(f"{path}: holds a {previous.stage} output of run {previous.run}, not a {stage} output")
     if previous is not None and not overwrite:
         raise CommittedError(f"{path}: holds run {previous.run}'s committed output; pass overwrite=True to replace it")
     staging = join(root, f"{TEMPORARY}/{run}")

@@ -22,7 +22,7 @@ import torch
 
 from graphflat import burnpack
 from graphflat.checked import CheckedFile
-from graphflat.commit import CommittedError, commit, new_run_id
+from graphflat.commit import commit, new_run_id
 from graphflat.manifest import Manifest, read_manifest
 from graphflat.meta import RecordsMeta, Relation
 from graphflat.paths import filesystem_and_path, join
@@ -74,10 +74,6 @@ def save_model(
     meta = open_records(records).meta
     spec = module.spec
     _check_fits(spec, meta, records)
-    committed = read_manifest(path, filesystem)
-    if committed is not None and committed.stage != "train":
-        # overwrite replaces a model, never a table or record set.
-        raise CommittedError(f"{path}: holds a {committed.stage} output of run {committed.run}, not a model")
     run = new_run_id()
     state = {name: value.detach().cpu().numpy().astype(np.float32) for name, value in module.state_dict().items()}
     variant = "HeteroSage" if spec["kind"] == "sage" and spec.get("types") else VARIANTS[spec["kind"]]

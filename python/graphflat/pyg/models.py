@@ -185,16 +185,16 @@ class GraphModel(nn.Module):
         relations = types["relations"]
         ends = [(r["src"], r["dst"]) for r in relations]
         stats = self.spec.get("relation_edge_stats") or [None] * len(relations)
-        attrs = []
-        for r, s in zip(relations, stats):
-            store = data[names[r["src"]], r["name"], names[r["dst"]]]
-            attrs.append(self._edge_attr(getattr(store, "edge_attr", None), s, r["edge_dim"]))
+        stores = [data[names[r["src"]], r["name"], names[r["dst"]]] for r in relations]
+        attrs = [
+            self._edge_attr(getattr(store, "edge_attr", None), s, r["edge_dim"])
+            for store, s, r in zip(stores, stats, relations)
+        ]
         for l, layer in enumerate(self.layers, start=1):
-            edges = []
-            for r, attr in zip(relations, attrs):
-                store = data[names[r["src"]], r["name"], names[r["dst"]]]
-                n = h[r["dst"]].shape[0]
-                edges.append(_layer_edges(store.edge_index, store.edge_layers, l, n, attr))
+            edges = [
+                _layer_edges(store.edge_index, store.edge_layers, l, h[r["dst"]].shape[0], attr)
+                for store, r, attr in zip(stores, relations, attrs)
+            ]
             if l > 1:
                 h = [F.dropout(v, self.dropout, self.training) for v in h]
             h = self._activate(layer(h, edges, ends), l)
