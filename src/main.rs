@@ -540,9 +540,13 @@ fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::Train
         );
     }
     println!("  compute waited {:.2}s for data", summary.wait_seconds);
+    println!("  settings:     {}", summary.keys);
     let mb = |bytes: u64| bytes as f64 / 1e6;
     let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
     println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
+    if let Some(learned) = &summary.learned {
+        println!("  learned:      {learned}; the table in {}/embeddings", config.output);
+    }
     println!("  model:        {} (the weights, the description, metrics.jsonl, timings.jsonl)", config.output);
 }
 

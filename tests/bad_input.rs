@@ -108,10 +108,11 @@ fn missing_column() {
     let dir = scratch("bad-missing");
     let data = dir.join("data");
     let file = data.join("nodes/part-0.parquet");
-    write(&file, vec![("node_id", Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef)]);
+    // `features` may be left out (nodes of no features); `node_id` may not.
+    write(&file, vec![("features", features(&good_features(2)))]);
     good_edges(&data);
     let message = fails(&dir, &data);
-    assert_names(&message, &file, None, "features");
+    assert_names(&message, &file, None, "node_id");
     assert!(message.contains("missing required column"), "{message}");
 }
 

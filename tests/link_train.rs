@@ -198,26 +198,59 @@ fn a_resumed_link_run_reaches_the_uninterrupted_model() {
 }
 
 #[test]
-fn in_batch_negatives_change_the_loss_and_train() {
+fn batch_negatives_change_the_loss_and_train() {
     let dir = scratch("link-in-batch");
     let (records, _) = generated(&dir, "links", 1, false);
-    let run = |name: &str, records: &Path, in_batch: bool| {
+    let run = |name: &str, records: &Path, kind: Option<&str>| {
         let model = dir.join(name);
-        let job = link_job(records, &model).key("in_batch_negatives", in_batch).key("epochs", 15);
-        run_ok(&job.write(&dir, name), &[]);
-        metrics(&model)
+        let job = link_job(records, &model).key("epochs", 15).key("patience", 0);
+        let job = if let Some(kind) = kind { job.key("batch_negatives", kind) } else { job };
+        let out = run_ok(&job.write(&dir, name), &[]);
+        (metrics(&model), out)
     };
-    let (without, with) = (run("without", &records, false), run("with", &records, true));
-    assert_ne!(number(&without[0], "loss"), number(&with[0], "loss"));
-    let last = with.last().unwrap();
-    eprintln!("in-batch negatives: loss {} -> {}, test AUC {}", with[0]["loss"], last["loss"], last["test_auc"]);
-    assert!(number(last, "loss") < number(&with[0], "loss") && number(last, "test_auc") > 0.7, "{last}");
-    // Records without negatives train on in-batch negatives alone; nothing ranks them.
-    let (none, _) = generated(&dir, "no-negatives", 0, false);
-    let alone = run("alone", &none, true);
+    let (none, _) = run("none", &records, Some("none"));
+    let (destinations, _) = run("destinations", &records, Some("destinations"));
+    let (pool, said) = run("pool", &records, None);
+    assert!(said.contains("batch_negatives negatives (default)"), "{said}");
+    for (name, kind) in [("destinations", &destinations), ("negatives", &pool)] {
+        assert_ne!(number(&none[0], "loss"), number(&kind[0], "loss"), "{name}");
+        let last = kind.last().unwrap();
+        eprintln!(
+            "batch negatives {name}: loss {} -> {}, test AUC {}",
+            kind[0]["loss"], last["loss"], last["test_auc"]
+        );
+        assert!(number(last, "loss") < number(&kind[0], "loss") && number(last, "test_auc") > 0.7, "{name}: {last}");
+    }
+    // Records without negatives train on the other destinations by default; nothing ranks them.
+    let (bare, _) = generated(&dir, "no-negatives", 0, false);
+    // Without validation negatives the link default of patience is 0: no early stop to ask for.
+    let said = run_ok(&link_job(&bare, &dir.join("alone")).key("epochs", 15).write(&dir, "alone"), &[]);
+    let alone = metrics(&dir.join("alone"));
+    assert!(said.contains("batch_negatives destinations (default)") && said.contains("patience 0 (default)"), "{said}");
     let last = alone.last().unwrap();
     assert!(number(last, "loss") < number(&alone[0], "loss"), "{last}");
     assert!(last["test_auc"].is_null() && last["valid_mrr"].is_null(), "{last}");
+}
+
+#[test]
+fn a_link_job_without_patience_stops_at_its_best_validation_epoch_with_no_decay() {
+    let dir = scratch("link-defaults");
+    let (records, _) = generated(&dir, "links", 1, false);
+    let model = dir.join("model");
+    let job = Job::train(&records, &model).key("task", "link").key("model", "sage").key("embedding_dim", 8);
+    let out = run_ok(&job.key("epochs", 60).key("lr", 0.05).key("seed", 5).write(&dir, "defaults"), &[]);
+    assert!(out.contains("weight_decay 0 (default), patience 10 (default)"), "{out}");
+    let lines = metrics(&model);
+    // The first epoch of the highest validation AUC, as the tracker keeps it.
+    let best = lines.iter().reduce(|a, b| if number(b, "valid_auc") > number(a, "valid_auc") { b } else { a }).unwrap();
+    let best_epoch = number(best, "epoch") as usize;
+    // Either the run ended 10 epochs after its best epoch, or it ran every epoch.
+    eprintln!("link defaults: {} epochs, best {best_epoch}", lines.len());
+    assert!(lines.len() == 60 || lines.len() == best_epoch + 10, "{} epochs, best {best_epoch}", lines.len());
+    assert!(
+        out.contains(&format!("best validation auc {:.4} at epoch {best_epoch}", number(best, "valid_auc"))),
+        "{out}"
+    );
 }
 
 #[test]
@@ -235,8 +268,10 @@ fn a_task_mismatch_and_nothing_to_tell_apart_are_usage_errors() {
     let out = run(&Job::train(&nodes, &model).key("decoder", "mlp").write(&dir, "decoder-on-nodes"), &[]);
     assert_fails(&out, 64, &["decoder is a key of the link task", "node records"]);
     let (none, _) = generated(&dir, "no-negatives", 0, false);
-    let out = run(&Job::train(&none, &model).write(&dir, "no-negatives"), &[]);
-    assert_fails(&out, 64, &["no negatives", "in_batch_negatives"]);
+    let out = run(&Job::train(&none, &model).key("batch_negatives", "none").write(&dir, "no-negatives"), &[]);
+    assert_fails(&out, 64, &["no negatives", "batch_negatives = \"none\""]);
+    let out = run(&Job::train(&none, &model).key("batch_negatives", "negatives").write(&dir, "no-pool"), &[]);
+    assert_fails(&out, 64, &["no negatives", "the other records' negatives"]);
     let alone = Job::train(&none, &model).key("in_batch_negatives", true).key("batch_size", 1);
     let out = run(&alone.write(&dir, "alone-in-its-batch"), &[]);
     assert_fails(&out, 64, &["batch_size = 1 leaves every step without a negative"]);

@@ -19,6 +19,7 @@ mod hetero_link;
 mod infer;
 mod inputs;
 mod jobs;
+mod learned;
 mod link_models;
 mod link_pairs;
 mod link_records;

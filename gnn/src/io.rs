@@ -22,7 +22,7 @@ use schemas::model::ModelMeta;
 use tables::commit::{Manifest, PartEntry, Pending, Stage};
 use tables::lease::Lease;
 use tables::names::{Layout, staged_name};
-use tables::staging::{Staged, StagedFile};
+use tables::staging::{Staged, StagedFile, StagedPart};
 use tables::{Io, Place};
 
 use crate::Error;
@@ -46,8 +46,14 @@ pub fn meta_name(run: &str) -> String {
 
 /// The files of a model output besides run-named ones (see `tables::names`): the metrics, and
 /// an earlier version's fixed names for the model's files.
-pub const LAYOUT: Layout =
-    Layout { files: &["model.bpk", "model.json", "metrics.jsonl", "timings.jsonl"], dirs: &["checkpoints"] };
+pub const LAYOUT: Layout = Layout {
+    files: &["model.bpk", "model.json", "metrics.jsonl", "timings.jsonl"],
+    dirs: &["checkpoints", LEARNED_FOLDER],
+};
+
+/// The folder of a model directory that holds its learned embedding table's parts
+/// (`schemas::learned`), listed in the model's manifest as `embeddings/part-<run>-...parquet`.
+pub const LEARNED_FOLDER: &str = "embeddings";
 
 /// A model to write: its description, flat parameters (see [`params`]), the training job's
 /// settings, and other files written beside it before the commit (the metrics; the manifest
@@ -62,11 +68,14 @@ pub struct Saved<'a> {
     /// Whether the model replaces a committed one (`overwrite`, `resume`); without it the
     /// commit is create-if-absent, and of two runs racing for one directory one commits.
     pub replace: bool,
+    /// The learned embedding table's parts (`schemas::learned`), staged in the directory by
+    /// the workers that wrote them: listed in the same manifest, committed with the weights.
+    pub table: Vec<StagedPart>,
 }
 
 /// Writes the model into `dir`, then commits it under a manifest of `lease`'s run.
 pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -> Result<(), Error> {
-    let Saved { meta, params, settings, files, facts, replace } = saved;
+    let Saved { meta, params, settings, files, facts, replace, table } = saved;
     let model = params::load(Gnn::new(&meta.spec, device), params, device);
     let (weights_name, meta_name) = (weights_name(lease.run()), meta_name(lease.run()));
     let mut store = BurnpackStore::from_bytes(None);
@@ -76,7 +85,8 @@ pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -
     let weights = store.get_bytes().map_err(|e| write_error(format!("{e:?}")))?.to_vec();
     let json = serde_json::to_vec_pretty(meta)
         .map_err(|e| Error::Write { path: dir.child(&meta_name).shown(), problem: e.to_string() })?;
-    let parts = vec![PartEntry::of(&weights_name, 0, &weights), PartEntry::of(&meta_name, 0, &json)];
+    let mut parts = vec![PartEntry::of(&weights_name, 0, &weights), PartEntry::of(&meta_name, 0, &json)];
+    parts.extend(table.iter().map(|p| p.entry.clone()));
     let manifest = Manifest::new(lease.run(), Stage::Train, parts, settings).with_facts(facts);
     io.block_on(async {
         // Staged, then published by the commit: a run that dies before it leaves the committed
@@ -87,6 +97,7 @@ pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -
             dir.child(&staged_name(lease.run(), name)).put(bytes).await?;
             staged.push(StagedFile { name: name.to_owned(), staged: Staged::File });
         }
+        staged.extend(table.iter().map(StagedPart::file));
         let pending = Pending { output: dir, manifest, files: staged, layout: &LAYOUT, lease };
         tables::commit::commit_all(vec![pending], replace).await
     })?;
@@ -327,6 +338,7 @@ mod tests {
             types: None,
             bases: 0,
             wide_mlp: true,
+            learned_embedding_dim: 0,
             seed: 0,
         };
         let meta = |spec: ModelSpec| ModelMeta {

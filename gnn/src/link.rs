@@ -7,8 +7,10 @@
 //! ([`crate::decoder`]) scores pairs of those rows:
 //!
 //! - each record's positive `(src, dst)` (label 1) and its negatives `(src, negative)` (label 0);
-//! - with in-batch negatives, each positive's source against every other positive's
-//!   destination in the batch (label 0), except pairs that are themselves positives of the batch.
+//! - with batch negatives ([`BatchNegatives`]), each positive's source against every other
+//!   record's destination (`destinations`: in-batch negatives) or every other record's negatives
+//!   (`negatives`: a pool of neighborhoods) in the batch (label 0), except pairs that are
+//!   themselves positives of the batch.
 //!
 //! The loss is binary cross-entropy with logits over those pairs, positives and negatives
 //! weighing the same in total ([`link_loss`]); it returns a sum and the count it is divided by,
@@ -21,7 +23,7 @@ use burn::prelude::*;
 use burn::tensor::{Int, TensorData};
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::record::LinkRecord;
-use schemas::{Record, Split};
+use schemas::{BatchNegatives, Record, Split};
 
 use crate::batch::{Batch, BatchSpec};
 use crate::decoder::PairDecoder;
@@ -40,6 +42,8 @@ pub struct LinkBatch {
     pub splits: Vec<Option<Split>>,
     /// `(src, dst)` of each record.
     pub edges: Vec<(i64, i64)>,
+    /// Every record's negative ids, record by record (`negatives[i]` of them for record `i`).
+    pub negative_ids: Vec<i64>,
 }
 
 /// Pairs of embedding rows to score, with their labels.
@@ -82,6 +86,7 @@ impl LinkBatch {
             negatives: links.iter().map(|l| l.negatives.len()).collect(),
             splits: links.iter().map(|l| l.split).collect(),
             edges: links.iter().map(|l| (l.src, l.dst)).collect(),
+            negative_ids: links.iter().flat_map(|l| l.negatives.iter().copied()).collect(),
         }
     }
 
@@ -109,23 +114,49 @@ impl LinkBatch {
         pairs
     }
 
-    /// The source and destination rows of every record's positive.
-    fn positive_rows(&self) -> (Vec<i64>, Vec<i64>) {
-        self.first.iter().map(|&f| (f as i64, f as i64 + 1)).unzip()
+    /// The source row of every record's positive.
+    fn source_rows(&self) -> Vec<i64> {
+        self.first.iter().map(|&f| f as i64).collect()
     }
 
-    /// Row-major `[n, n]` weights of the in-batch pairs `(src_i, dst_j)`: 1, except 0 where
-    /// `j = i` or the pair is a positive of the batch (a true edge is no negative).
-    pub fn in_batch_weights(&self) -> Vec<f32> {
+    /// The columns of a `kind` grid: for each, its row among the roots, its node id and the
+    /// record it belongs to. `destinations`: each record's destination; `negatives`: each
+    /// record's negatives in draw order.
+    fn grid_columns(&self, kind: BatchNegatives) -> Vec<(i64, i64, usize)> {
+        match kind {
+            BatchNegatives::None => Vec::new(),
+            BatchNegatives::Destinations => {
+                self.edges.iter().enumerate().map(|(i, &(_, dst))| (self.first[i] as i64 + 1, dst, i)).collect()
+            }
+            BatchNegatives::Negatives => {
+                let mut ids = self.negative_ids.iter();
+                let per_record = self.negatives.iter().enumerate();
+                per_record
+                    .flat_map(|(i, &k)| (0..k).map(move |j| (i, self.first[i] as i64 + 2 + j as i64)))
+                    .map(|(i, row)| (row, *ids.next().expect("one id per negative"), i))
+                    .collect()
+            }
+        }
+    }
+
+    /// Row-major `[records, columns]` weights of the `kind` grid's pairs `(src_i, column_j)`:
+    /// 1, except 0 where the column belongs to record `i` itself (its own destination, or its
+    /// own negatives, scored already) or the pair is a positive of the batch (a true edge is no
+    /// negative).
+    fn grid_weights(&self, columns: &[(i64, i64, usize)]) -> Vec<f32> {
         let positives: HashSet<(i64, i64)> = self.edges.iter().copied().collect();
-        let n = self.len();
-        let mut weights = Vec::with_capacity(n * n);
+        let mut weights = Vec::with_capacity(self.len() * columns.len());
         for (i, &(src, _)) in self.edges.iter().enumerate() {
-            for (j, &(_, dst)) in self.edges.iter().enumerate() {
-                weights.push(if i == j || positives.contains(&(src, dst)) { 0.0 } else { 1.0 });
+            for &(_, id, owner) in columns {
+                weights.push(if owner == i || positives.contains(&(src, id)) { 0.0 } else { 1.0 });
             }
         }
         weights
+    }
+
+    /// [`LinkBatch::grid_weights`] of in-batch negatives (`destinations`), `[n, n]`.
+    pub fn in_batch_weights(&self) -> Vec<f32> {
+        self.grid_weights(&self.grid_columns(BatchNegatives::Destinations))
     }
 }
 
@@ -148,30 +179,38 @@ fn bce_sum<const D: usize>(x: Tensor<D>, y: Tensor<D>, weights: Tensor<D>) -> Te
 }
 
 /// A training step's loss on a batch, as a sum, and the count the parameter server divides
-/// it by: binary cross-entropy with logits over every record's positive and negatives and,
-/// with `in_batch`, the in-batch negatives (see the module doc). Positives and negatives weigh
-/// the same in total: with `P` positives and `N` negatives in the batch, each negative weighs
-/// `P / N` and the count is `2 P`, so the loss is the mean of the positives' mean and the
-/// negatives' mean. With one negative per positive that is the plain mean over pairs (PyG's
-/// recipe); with in-batch negatives, which outnumber positives `P - 1` to 1, it keeps a `dot`
-/// decoder (no bias) from collapsing every score to 0.
-pub fn link_loss(decoder: PairDecoder, h: Tensor<2>, batch: &LinkBatch, in_batch: bool) -> (Tensor<1>, usize) {
+/// it by: binary cross-entropy with logits over every record's positive and negatives and the
+/// `batch` negatives' grid (see the module doc). Positives and negatives weigh the same in
+/// total: with `P` positives and `N` negatives in the batch, each negative weighs `P / N` and
+/// the count is `2 P`, so the loss is the mean of the positives' mean and the negatives' mean.
+/// With one negative per positive that is the plain mean over pairs (PyG's recipe); with batch
+/// negatives, which outnumber positives about `P - 1` to 1, it keeps a `dot` decoder (no bias)
+/// from collapsing every score to 0.
+pub fn link_loss(
+    decoder: PairDecoder,
+    h: Tensor<2>,
+    batch: &LinkBatch,
+    batch_negatives: BatchNegatives,
+) -> (Tensor<1>, usize) {
     let device = h.device();
     let n = batch.len();
     let pairs = batch.pairs(|_| true);
-    let grid_weights = (in_batch && n > 1).then(|| batch.in_batch_weights());
-    let in_batch_count = grid_weights.as_ref().map_or(0, |w| w.iter().filter(|&&w| w > 0.0).count());
-    let negatives = pairs.len() - n + in_batch_count;
+    let columns = if n > 1 { batch.grid_columns(batch_negatives) } else { Vec::new() };
+    let grid_weights = (!columns.is_empty()).then(|| batch.grid_weights(&columns));
+    let grid_count = grid_weights.as_ref().map_or(0, |w| w.iter().filter(|&&w| w > 0.0).count());
+    let negatives = pairs.len() - n + grid_count;
     let ratio = if negatives == 0 { 0.0 } else { n as f32 / negatives as f32 };
     let weights: Vec<f32> = pairs.labels.iter().map(|&y| if y > 0.0 { 1.0 } else { ratio }).collect();
     let logits = score_pairs(decoder, h.clone(), &pairs);
     let vector = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [pairs.len()]), &device);
     let mut sum = bce_sum(logits, vector(pairs.labels.clone()), vector(weights));
     if let Some(grid) = grid_weights {
-        let (src, dst) = batch.positive_rows();
-        let scores = decoder.score_all(h.clone().select(0, rows(src, &device)), h.select(0, rows(dst, &device)));
-        let grid = Tensor::<2>::from_data(TensorData::new(grid, [n, n]), &device) * ratio;
-        sum = sum + bce_sum(scores, Tensor::zeros([n, n], &device), grid);
+        let m = columns.len();
+        let targets = columns.iter().map(|&(row, _, _)| row).collect();
+        let scores = decoder
+            .score_all(h.clone().select(0, rows(batch.source_rows(), &device)), h.select(0, rows(targets, &device)));
+        let grid = Tensor::<2>::from_data(TensorData::new(grid, [n, m]), &device) * ratio;
+        sum = sum + bce_sum(scores, Tensor::zeros([n, m], &device), grid);
     }
     (sum, if negatives == 0 { n } else { 2 * n })
 }
@@ -202,8 +241,16 @@ pub struct LinkForward {
 
 /// The embeddings and pair scores of a loaded link model (see `crate::io::load`) on `links`,
 /// in batches of 256 records, as the trainer evaluates them (no dropout; the reference
-/// aggregation on one thread). What GraphInfer's link output is checked against.
-pub fn forward_links(meta: &ModelMeta, model: &Gnn, links: &[LinkRecord], device: &Device) -> Vec<LinkForward> {
+/// aggregation on one thread). `learned`: the model's learned embedding table, by node id (a
+/// node without a row gets zeros, as in GraphInfer). What GraphInfer's link output is checked
+/// against.
+pub fn forward_links(
+    meta: &ModelMeta,
+    model: &Gnn,
+    links: &[LinkRecord],
+    learned: Option<&std::collections::HashMap<i64, Vec<f32>>>,
+    device: &Device,
+) -> Vec<LinkForward> {
     let spec =
         BatchSpec { kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }.reading(&meta.spec);
     let decoder = PairDecoder::of(&meta.spec, model.decoder.as_ref());
@@ -211,7 +258,14 @@ pub fn forward_links(meta: &ModelMeta, model: &Gnn, links: &[LinkRecord], device
     let mut out = Vec::with_capacity(links.len());
     for chunk in links.chunks(256) {
         let batch = LinkBatch::build(chunk, &spec);
-        let tensors = BatchTensors::new(&batch.batch, device, Aggregation::Reference);
+        let mut tensors = BatchTensors::new(&batch.batch, device, Aggregation::Reference);
+        if let Some(table) = learned {
+            let width = meta.spec.learned_embedding_dim;
+            let zeros = vec![0.0; width];
+            let ids = &batch.batch.input_ids;
+            let rows = ids.iter().flat_map(|id| table.get(id).unwrap_or(&zeros).iter().copied()).collect();
+            tensors = tensors.with_learned(rows, width, device);
+        }
         let h = encode(model, &meta.spec, &batch, &tensors, None);
         let pairs = batch.pairs(|_| true);
         let scores: Vec<f32> = score_pairs(decoder, h.clone(), &pairs).into_data().iter::<f32>().collect();

@@ -48,6 +48,12 @@ pub struct BatchTensors {
     pub layers: Vec<EdgeTensors>,
     /// The input holds its rows after dropout already ([`BatchTensors::with_input_dropout`]).
     pub input_dropped: bool,
+    /// A model with learned embeddings (`ModelSpec::learned_embedding_dim`): each input row's
+    /// embedding, `[input rows, learned_embedding_dim]`, in input-row order (the trainer pulls
+    /// them from the parameter server and marks them to take a gradient). Layer 0 reads the
+    /// features, then these columns; input dropout masks only the features (the rows are
+    /// parameters, regularized by their optimizer, as a torch `Embedding` input is not dropped).
+    pub learned: Option<Tensor<2>>,
 }
 
 /// A batch's input rows on a device.
@@ -86,7 +92,17 @@ impl BatchTensors {
             input,
             layers: batch.layers.iter().map(|e| EdgeTensors::new(e, device, aggregation)).collect(),
             input_dropped: dropped,
+            learned: None,
         }
+    }
+
+    /// The batch's learned embedding rows, `rows` row-major, `width` a row (see
+    /// [`BatchTensors::learned`]); on an autodiff device they take a gradient.
+    pub fn with_learned(mut self, rows: Vec<f32>, width: usize, device: &Device) -> Self {
+        let n = rows.len() / width.max(1);
+        let tensor = Tensor::<2>::from_data(TensorData::new(rows, [n, width]), device);
+        self.learned = Some(if device.is_autodiff() { tensor.require_grad() } else { tensor });
+        self
     }
 }
 
@@ -193,16 +209,34 @@ impl Gnn {
         }
     }
 
-    /// Logits of the batch's roots, `[records, classes]`. `dropout` is `None` at evaluation.
-    pub fn forward(&self, spec: &ModelSpec, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
-        let mut h = match &t.input {
+    /// Layer 0's input rows: the features (or a typed batch's projections), then the learned
+    /// embedding's columns where the model has them, the features masked by `dropout` unless
+    /// the host did it (see [`BatchTensors::learned`]).
+    fn input(&self, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
+        let x = match &t.input {
             Input::Rows(x) => x.clone(),
             Input::Typed { features, groups } => self.project(features, groups),
         };
+        let Some(learned) = &t.learned else { return x };
+        if batch.dim == 0 {
+            return learned.clone();
+        }
+        let x = match dropout.filter(|_| !t.input_dropped) {
+            Some(d) => apply_dropout(x, batch, d, 0),
+            None => x,
+        };
+        Tensor::cat(vec![x, learned.clone()], 1)
+    }
+
+    /// Logits of the batch's roots, `[records, classes]`. `dropout` is `None` at evaluation.
+    pub fn forward(&self, spec: &ModelSpec, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
+        let mut h = self.input(batch, t, dropout);
+        // Layer 0's input is masked already: by the host, or with the learned columns above.
+        let input_done = t.input_dropped || t.learned.is_some();
         for (l, layer) in self.layers.iter().enumerate() {
             let e = &t.layers[l];
             h = h.slice(0..e.rows_in);
-            if let Some(d) = dropout.filter(|_| l > 0 || !t.input_dropped) {
+            if let Some(d) = dropout.filter(|_| l > 0 || !input_done) {
                 h = apply_dropout(h, batch, d, l as u64);
             }
             let keep = match layer {

@@ -598,6 +598,7 @@ mod tests {
             types: None,
             bases: 0,
             wide_mlp: true,
+            learned_embedding_dim: 0,
             seed: 3,
         }
     }

@@ -10,6 +10,7 @@ use crate::common::{
 use burn::prelude::*;
 use burn::tensor::DeviceKind;
 use gnn::kernel::{Aggregation, uses_kernel};
+use schemas::BatchNegatives;
 use schemas::model::ModelKind;
 
 #[test]
@@ -66,7 +67,9 @@ fn a_link_training_step_on_the_gpu_equals_the_cpu() {
     let links = common::link_records(&records(n, 2, &edges, &features), &edges, 16);
     for decoder in [schemas::task::Decoder::Dot, schemas::task::Decoder::Mlp] {
         let spec = common::link_spec(ModelKind::Sage, dim, decoder);
-        let run = |device: &Device| common::link_step(&spec, &links, true, (device, Aggregation::Auto));
+        let run = |device: &Device| {
+            common::link_step(&spec, &links, BatchNegatives::Destinations, (device, Aggregation::Auto))
+        };
         assert_same_step(&format!("link step, {decoder:?}"), run(&gpu), run(&cpu));
     }
 }

@@ -1,6 +1,6 @@
 //! Link models on a batch of link records: the loss equals one computed by hand from each
-//! endpoint's embedding (its node record encoded alone) and the decoder's formula, with
-//! in-batch negatives and their weights; the kernel and the reference aggregation agree.
+//! endpoint's embedding (its node record encoded alone) and the decoder's formula, with each
+//! kind of batch negatives and their weights; the kernel and the reference aggregation agree.
 
 use crate::common;
 use std::collections::HashSet;
@@ -13,7 +13,7 @@ use gnn::model::{BatchTensors, Gnn};
 use schemas::layers::Layers;
 use schemas::model::{ModelKind, ModelSpec};
 use schemas::record::LinkRecord;
-use schemas::task::Decoder;
+use schemas::task::{BatchNegatives, Decoder};
 
 /// The embedding of a node record encoded alone, in evaluation mode.
 fn embed(model: &Gnn, spec: &ModelSpec, record: &schemas::Record, device: &Device) -> Vec<f32> {
@@ -42,7 +42,7 @@ fn bce(x: f32, y: f32) -> f64 {
 }
 
 /// The link loss by its definition: positives weigh 1, negatives `P / N`, over `2 P`.
-fn loss_by_hand(model: &Gnn, spec: &ModelSpec, links: &[LinkRecord], in_batch: bool, device: &Device) -> f64 {
+fn loss_by_hand(model: &Gnn, spec: &ModelSpec, links: &[LinkRecord], kind: BatchNegatives, device: &Device) -> f64 {
     let h = |r: &schemas::Record| embed(model, spec, r, device);
     let score = |a: &schemas::Record, b: &schemas::Record| by_hand(model, &h(a), &h(b));
     let (mut positives, mut negatives) = (Vec::new(), Vec::new());
@@ -51,9 +51,19 @@ fn loss_by_hand(model: &Gnn, spec: &ModelSpec, links: &[LinkRecord], in_batch: b
         negatives.extend(l.endpoints[2..].iter().map(|n| bce(score(&l.endpoints[0], n), 0.0)));
     }
     let edges: HashSet<(i64, i64)> = links.iter().map(|l| (l.src, l.dst)).collect();
-    for a in links.iter().filter(|_| in_batch) {
-        for b in links.iter().filter(|b| !edges.contains(&(a.src, b.dst))) {
-            negatives.push(bce(score(&a.endpoints[0], &b.endpoints[1]), 0.0));
+    for (i, a) in links.iter().enumerate() {
+        for (_, b) in links.iter().enumerate().filter(|(j, _)| *j != i) {
+            // The other record's destination, or its negatives (ids and endpoints alike).
+            let columns: Vec<(i64, &schemas::Record)> = match kind {
+                BatchNegatives::None => Vec::new(),
+                BatchNegatives::Destinations => vec![(b.dst, &b.endpoints[1])],
+                BatchNegatives::Negatives => {
+                    b.negatives.iter().copied().zip(b.endpoints[2..].iter().map(|e| &**e)).collect()
+                }
+            };
+            for (_, end) in columns.into_iter().filter(|(id, _)| !edges.contains(&(a.src, *id))) {
+                negatives.push(bce(score(&a.endpoints[0], end), 0.0));
+            }
         }
     }
     let (p, n) = (positives.len() as f64, negatives.len() as f64);
@@ -73,7 +83,7 @@ fn the_link_loss_is_its_definition_from_each_endpoints_embedding() {
         for decoder in [Decoder::Dot, Decoder::Mlp] {
             let spec = link_spec(kind, dim, decoder);
             let model = Gnn::new(&spec, &device);
-            for in_batch in [false, true] {
+            for in_batch in [BatchNegatives::None, BatchNegatives::Destinations, BatchNegatives::Negatives] {
                 let batch = gnn::link::LinkBatch::build(&links, &BatchSpec::plain(Layers::every(2)));
                 let tensors = BatchTensors::new(&batch.batch, &device, Aggregation::Auto);
                 let h = model.forward(&spec, &batch.batch, &tensors, None);
@@ -83,7 +93,7 @@ fn the_link_loss_is_its_definition_from_each_endpoints_embedding() {
                 let expected = loss_by_hand(&model, &spec, &links, in_batch, &device);
                 assert!(
                     (loss - expected).abs() < 1e-5,
-                    "{kind:?} {decoder:?} in-batch {in_batch}: {loss} vs {expected}"
+                    "{kind:?} {decoder:?} batch negatives {in_batch:?}: {loss} vs {expected}"
                 );
             }
         }
@@ -98,8 +108,8 @@ fn a_link_step_on_the_kernel_equals_the_reference() {
     let links = link_records(&records(n, 2, &edges, &features), &edges, 16);
     for kind in [ModelKind::Sage, ModelKind::Gat] {
         let spec = link_spec(kind, dim, Decoder::Mlp);
-        let kernel = link_step(&spec, &links, true, (&device, Aggregation::Auto));
-        let reference = link_step(&spec, &links, true, (&device, Aggregation::Reference));
+        let kernel = link_step(&spec, &links, BatchNegatives::Negatives, (&device, Aggregation::Auto));
+        let reference = link_step(&spec, &links, BatchNegatives::Negatives, (&device, Aggregation::Reference));
         common::assert_same_step(&format!("{kind:?} link step"), kernel, reference);
     }
 }

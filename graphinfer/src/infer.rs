@@ -17,6 +17,7 @@ use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, ReadEdges, SampleSpec, agree};
+use schemas::job::MissingEmbedding;
 use schemas::job::TypedGraph;
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
@@ -52,6 +53,9 @@ pub struct Rounds {
     /// Scored nodes predicting each class (none for a link model).
     pub predictions: Vec<u64>,
     pub pair_scores: LinearCounts,
+    /// A model with learned embeddings: nodes without a row (given zeros), and rows of nodes
+    /// the graph does not hold.
+    pub learned: Option<(u64, u64)>,
 }
 
 impl Details for Rounds {
@@ -63,6 +67,11 @@ impl Details for Rounds {
         ];
         if let Some(pairs) = self.pairs {
             lines.push(("pairs", format!("{pairs} candidate pairs scored")));
+        }
+        if let Some((missing, unknown)) = self.learned {
+            let line =
+                format!("{missing} nodes without a learned row (zeros), {unknown} rows of nodes not in the graph");
+            lines.push(("learned", line));
         }
         lines
     }
@@ -195,6 +204,8 @@ pub struct RoundStats {
     pub predictions: Vec<u64>,
     /// Candidate pairs by the sigmoid of their score, in `pairs::SCORE_BINS` bins over [0, 1].
     pub pair_scores: LinearCounts,
+    /// Learned embeddings: this worker's nodes without a row, and rows of unknown nodes.
+    pub learned: (u64, u64),
 }
 
 impl Body for Scores<'_> {
@@ -261,8 +272,8 @@ impl Body for Scores<'_> {
             progress: worker.progress,
             reporter: worker.reporter,
         };
-        let Outputs { last, width, embedding } =
-            rounds(worker.timely, &cx, &mut worker.clock, self.embedding, features)?;
+        let (first, learned) = self.first_input(worker, &nodes, features)?;
+        let Outputs { last, width, embedding } = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, first)?;
         let written = write(worker, self, &cx, output, &rows, &last, embedding.as_deref().unwrap_or(&last))?;
         worker.clock.lap("head and write");
         // The embedding layer's rows go; the last layer stays for the pairs round.
@@ -273,6 +284,7 @@ impl Body for Scores<'_> {
             pairs: 0,
             predictions: written.own.predictions.clone(),
             pair_scores: LinearCounts::default(),
+            learned,
         };
         let written = Written { own, ..written };
         let Some((candidates, scorer)) = &self.pairs else { return Ok(written) };
@@ -295,6 +307,8 @@ impl Body for Scores<'_> {
                 sum.merge(&s.own.pair_scores);
                 sum
             }),
+            learned: (self.meta.spec.learned_embedding_dim > 0)
+                .then(|| all.iter().fold((0, 0), |(m, u), s| (m + s.own.learned.0, u + s.own.learned.1))),
         }
     }
 }
@@ -398,23 +412,62 @@ struct Outputs {
     embedding: Option<Vec<f32>>,
 }
 
-/// Rounds 1..=k over the node features in slot order (`NodeStore::take_features`), which
-/// layer 1 frees once it has transformed them.
+impl Scores<'_> {
+    /// Layer 1's input: the node features in slot order (`NodeStore::take_features`), or for a
+    /// model with learned embeddings each node's features (normalized as the model asks) and
+    /// then its learned row, read at this owner (see [`crate::learned`]); with the learned
+    /// rows' counts (missing, unknown).
+    fn first_input(
+        &self,
+        worker: &mut Worker,
+        nodes: &Rc<NodeStore>,
+        features: Vec<f32>,
+    ) -> Result<(Input, (u64, u64)), Error> {
+        let (spec, d) = (&self.meta.spec, self.meta.spec.learned_embedding_dim);
+        if d == 0 {
+            return Ok((Input::Features { values: features, normalize: spec.normalize_features }, (0, 0)));
+        }
+        let rows = crate::learned::read(worker.timely, worker.io, self.dir, nodes, d)?;
+        let missing = rows.first_missing.filter(|_| self.config.missing_embedding == MissingEmbedding::Error);
+        let missing = missing.map(|id| {
+            Error::BadData(format!(
+                "node {id} of {} has no row in the learned embedding table of the model in {} ({} nodes here have \
+                 none: new since training, or never in a record it trained or evaluated on); [infer] \
+                 missing_embedding = \"zero\" gives them zeros",
+                self.config.nodes,
+                self.dir.shown(),
+                rows.missing
+            ))
+        });
+        agree(worker.timely, missing.map_or(Ok(()), Err))?;
+        let width = nodes.dim + d;
+        let mut values = Vec::with_capacity(nodes.len() * width);
+        for slot in 0..nodes.len() {
+            gnn::features::push_row(nodes.feature_row(&features, slot), spec.normalize_features, &mut values);
+            values.extend_from_slice(&rows.values[slot * d..(slot + 1) * d]);
+        }
+        worker.clock.lap("learned rows");
+        Ok((Input::Rows { values: Rc::new(values), width }, (rows.missing, rows.unknown)))
+    }
+}
+
+/// Rounds 1..=k from `first`, layer 1's input, which layer 1 frees once it has transformed it.
 fn rounds(
     worker: &mut timely::worker::Worker,
     cx: &Context,
     clock: &mut Clock,
     embedding: usize,
-    mut features: Vec<f32>,
+    first: Input,
 ) -> Result<Outputs, Error> {
     let k = cx.rule.hops();
     let mut current: Vec<f32> = Vec::new();
     let mut width = cx.nodes.dim;
     // Held beside the next layer's input, not copied: that layer lets its own handle go.
     let mut kept = None;
+    let mut first = Some(first);
     for l in 1..=k {
         let input = if l == 1 {
-            Input::Features { values: std::mem::take(&mut features), normalize: cx.spec.normalize_features }
+            first.take().ok_or_else(|| Error::Internal("layer 1's input taken".into()))?
         } else {
             let values = Rc::new(std::mem::take(&mut current));
             if l - 1 == embedding {

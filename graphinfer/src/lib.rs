@@ -20,6 +20,7 @@
 //! scored (its share of the table by `dst`), never another worker's embeddings.
 
 pub mod infer;
+pub mod learned;
 pub mod model;
 pub mod output;
 pub mod pairs;

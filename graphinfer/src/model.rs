@@ -157,11 +157,11 @@ pub fn check_relation_edge_widths(
 
 /// The node table must have the features the model's first layer takes.
 pub fn check_input_width(meta: &ModelMeta, dir: &Place, nodes: &str, dim: usize) -> Result<(), Error> {
-    if meta.spec.input_dim != dim {
+    if meta.spec.feature_dim() != dim {
         return Err(Error::BadData(format!(
             "the model in {} takes {} input features, but the node table {nodes} has {dim} per node",
             dir.shown(),
-            meta.spec.input_dim
+            meta.spec.feature_dim()
         )));
     }
     Ok(())

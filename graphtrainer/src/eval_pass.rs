@@ -1,7 +1,10 @@
 //! The evaluation pass over a worker's evaluation batches: the kept ones ([`EvalCache`]) when
 //! the first pass kept them, else streamed.
 
+use std::borrow::Cow;
+
 use gnn::model::BatchTensors;
+use timely::worker::Worker;
 
 use crate::error::Error;
 use crate::eval::{EVAL_BATCH, EvalCache, batch_bytes};
@@ -9,7 +12,21 @@ use crate::example::Example;
 use crate::loader::Batches;
 use crate::reader::{Pass, Unit};
 use crate::stream::RecordStream;
-use crate::train::{Setup, TrainConfig};
+use crate::train::{Setup, TrainConfig, with_learned};
+
+/// An evaluation batch's tensors with its learned rows as they are now, pulled from their
+/// owners (the kept tensors hold none: the rows change every step); as they are without a
+/// learned table.
+pub fn with_rows<'a, T: Example>(
+    worker: &mut Worker,
+    setup: &Setup<T>,
+    batch: &T::Batch,
+    tensors: &'a BatchTensors,
+) -> Cow<'a, BatchTensors> {
+    let Some(learned) = &setup.learned else { return Cow::Borrowed(tensors) };
+    let rows = learned.borrow_mut().pull(worker, &T::graph(batch).input_ids);
+    Cow::Owned(with_learned(tensors.clone(), Some(rows), &setup.spec, &setup.base))
+}
 
 /// Visits every evaluation batch of the worker: the kept ones when the first pass kept them,
 /// else streamed, one stream per group of units (a batch never spans two groups); the first

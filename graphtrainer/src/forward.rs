@@ -2,10 +2,12 @@
 //! and each pair's score (see `gnn::link::forward_links`). GraphInfer's link output is checked
 //! against it: its embeddings equal these for the same node, its pair scores the decoder's.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use burn::prelude::*;
 use gnn::link::{LinkForward, forward_links};
+use schemas::learned::LearnedBatch;
 use tables::Io;
 
 use crate::error::Error;
@@ -17,6 +19,10 @@ use crate::reader::RecordSet;
 pub fn forward_link_records(io: &Arc<Io>, model: &str, records: &str) -> Result<Vec<LinkForward>, Error> {
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(io, model, &device)?;
+    let table = match meta.spec.learned_embedding_dim {
+        0 => None,
+        d => Some(learned_table(io, model, d)?),
+    };
     let set = RecordSet::open(io.clone(), records)?;
     if set.meta.link.is_none() {
         return Err(Error::Usage(format!("{}: node records, not link records", set.place.shown())));
@@ -24,7 +30,26 @@ pub fn forward_link_records(io: &Arc<Io>, model: &str, records: &str) -> Result<
     let mut out = Vec::new();
     for unit in set.units() {
         let links = set.read_links_where(unit, |_| true)?;
-        out.extend(forward_links(&meta, &gnn, &links, &device));
+        out.extend(forward_links(&meta, &gnn, &links, table.as_ref(), &device));
     }
     Ok(out)
+}
+
+/// The whole learned embedding table of the model in `model`, by node id: a reference for
+/// tests (the stages never hold it whole).
+pub fn learned_table(io: &Arc<Io>, model: &str, dim: usize) -> Result<HashMap<i64, Vec<f32>>, Error> {
+    let dir = io.place(model)?;
+    let files = tables::open_listed(io, &dir, |name| name.starts_with("part-") && name.ends_with(".parquet"))?;
+    let mut table = HashMap::new();
+    for file in &files {
+        let name = file.name();
+        for rg in 0..file.row_groups() {
+            file.read_row_group(io, rg, |batch, first_row| {
+                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
+                table.extend((0..rows.len()).map(|i| (rows.ids.value(i), rows.row(i).to_vec())));
+                Ok(())
+            })?;
+        }
+    }
+    Ok(table)
 }

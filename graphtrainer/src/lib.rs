@@ -9,12 +9,15 @@
 //!   ([`neighborhoods`]);
 //! - [`loader`]: batch preparation on a reader thread, ahead of compute;
 //! - [`ps`]: the parameter server (one shard per worker; sync or async);
+//! - [`learned`]: learned embeddings, a table sharded by node owner beside the server, pulled
+//!   and pushed by the rows a batch holds, with sparse optimizers;
 //! - [`optim`]: Adam and SGD with weight decay and a step schedule, run by the shards;
 //! - [`train`]: the run as named steps (setup, start, epoch, evaluation), with what differs
 //!   between the tasks in [`node`] and [`link`] (ranking metrics in [`rank`]), and the
 //!   evaluation batches kept between epochs in [`eval`];
 //! - [`forward`]: a link model's embeddings and pair scores on link records (what GraphInfer's
 //!   link output is checked against);
+//! - [`task_keys`]: weight decay, early stopping and batch negatives by task;
 //! - [`tracker`], [`checkpoint`], [`metrics`], [`phases`]: early stopping, resume, what is
 //!   reported (scores, and where an epoch's steps spent their time).
 
@@ -24,6 +27,7 @@ pub mod eval;
 pub mod eval_pass;
 pub mod example;
 pub mod forward;
+pub mod learned;
 pub mod link;
 pub mod loader;
 pub mod metrics;
@@ -36,9 +40,10 @@ pub mod ps;
 pub mod rank;
 pub mod reader;
 pub mod stream;
+pub mod task_keys;
 pub mod tracker;
 pub mod train;
 
 pub use error::Error;
-pub use forward::forward_link_records;
+pub use forward::{forward_link_records, learned_table};
 pub use train::{TrainSummary, run};

@@ -15,7 +15,7 @@ use gnn::link::{LinkBatch, link_loss, score_pairs};
 use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
 use schemas::record::LinkRecord;
-use schemas::{Split, Task};
+use schemas::{BatchNegatives, Split, Task};
 use timely::worker::Worker;
 
 use crate::error::Error;
@@ -25,13 +25,14 @@ use crate::phases::{Lap, Phases};
 use crate::ps::{Server, Stats};
 use crate::rank::RankScores;
 use crate::reader::{Counts, Pass, RecordSet};
-use crate::train::{Head, Learner, Setup, TrainConfig};
+use crate::task_keys::TaskKeys;
+use crate::train::{Gradient, Head, Learner, Setup, TrainConfig, learned_gradient, with_learned};
 
 impl Learner for LinkRecord {
     const TASK: Task = Task::Link;
 
-    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error> {
-        check_learnable(config, set, totals)?;
+    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts, keys: &TaskKeys) -> Result<Head, Error> {
+        check_learnable(config, set, totals, keys)?;
         Ok(Head {
             classes: config.embedding_dim.unwrap_or(config.hidden),
             multi_label: false,
@@ -44,32 +45,38 @@ impl Learner for LinkRecord {
     /// `gnn::link::link_loss`).
     fn gradient(
         setup: &Setup<LinkRecord>,
-        config: &TrainConfig,
+        _config: &TrainConfig,
         params: &[f32],
         batch: &LinkBatch,
         dropout: Dropout,
         phases: &mut Phases,
-    ) -> (Vec<f32>, u64, Stats) {
+        learned: Option<Vec<f32>>,
+    ) -> Gradient {
         let device = &setup.device;
         let mut lap = Lap::start();
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(&batch.batch, dropout, device, setup.aggregation);
+        let tensors = with_learned(tensors, learned, &setup.spec, device);
         phases.tensors_seconds += lap.lap();
         let h = model.forward(&setup.spec, &batch.batch, &tensors, Some(dropout));
         let (sum, count) =
-            link_loss(PairDecoder::of(&setup.spec, model.decoder.as_ref()), h, batch, config.in_batch_negatives);
+            link_loss(PairDecoder::of(&setup.spec, model.decoder.as_ref()), h, batch, setup.keys.batch_negatives);
         phases.forward_seconds += lap.lap();
         let grads = sum.backward();
         phases.backward_seconds += lap.lap();
         // The loss and every gradient, read back in one transfer.
         let mut parts = vec![sum.inner().reshape([1])];
+        let learned = learned_gradient(&tensors, &grads);
+        let learned_len = learned.as_ref().map_or(0, |g| g.dims()[0]);
+        parts.extend(learned);
         parts.extend(params::gradient_tensors(&model, &grads));
         let values = Tensor::cat(parts, 0).into_data().try_to_vec::<f32>().expect("f32 values");
         phases.read_seconds += lap.lap();
-        let (loss_sum, grad) = (f64::from(values[0]), values[1..].to_vec());
+        let (loss_sum, mut rows) = (f64::from(values[0]), values[1..].to_vec());
+        let grad = rows.split_off(learned_len);
         let mut stats = Stats::default();
         (stats.loss_sum, stats.loss_rows) = (loss_sum, count as u64);
-        (grad, count as u64, stats)
+        Gradient { grad, count: count as u64, stats, rows }
     }
 
     fn evaluate_epoch(
@@ -81,10 +88,10 @@ impl Learner for LinkRecord {
         lr: f32,
         train: &mut Stats,
     ) -> Result<Scores, Error> {
-        let scored = evaluate(setup, config, params, worker.index())?;
+        let scored = evaluate(worker, setup, config, params)?;
         // Waits for every step before it: late training stats (async mode) join the epoch's.
         let eval_step = server.steps_done();
-        for (step, total) in server.step(worker, &[], 0, lr, Stats::default(), params, true) {
+        for (step, total) in server.step(worker, &[], 0, lr, Stats::default(), params, true, None) {
             if step != eval_step {
                 train.add(&total);
             }
@@ -94,37 +101,46 @@ impl Learner for LinkRecord {
 }
 
 /// Nothing to learn is an error on every worker alike (they share the plan's totals): no
-/// training records, no negatives of any kind, or early stopping without validation records
-/// or negatives to rank them against.
-fn check_learnable(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<(), Error> {
+/// training records, no negatives of any kind, a grid of batch negatives too large, or early
+/// stopping asked for without validation records or negatives to rank them against.
+fn check_learnable(config: &TrainConfig, set: &RecordSet, totals: &Counts, keys: &TaskKeys) -> Result<(), Error> {
     let place = set.place.shown();
     if config.classes.is_some() {
         return Err(Error::Usage(format!("[train] classes is a key of the node task, and {place} holds link records")));
     }
     let negatives = set.meta.link.as_ref().map_or(0, |l| l.negatives);
-    if negatives == 0 && config.in_batch_negatives && config.batch_size < 2 {
+    let pool = keys.batch_negatives;
+    if negatives == 0 && pool == BatchNegatives::Negatives {
         return Err(Error::Usage(format!(
-            "the link records in {place} hold no negatives ([flatten] negatives = 0), and in-batch negatives need \
+            "the link records in {place} hold no negatives ([flatten] negatives = 0), and batch_negatives = \
+             \"negatives\" pairs each source with the other records' negatives: set batch_negatives = \
+             \"destinations\", or flatten with negatives >= 1"
+        )));
+    }
+    if negatives == 0 && pool == BatchNegatives::Destinations && config.batch_size < 2 {
+        return Err(Error::Usage(format!(
+            "the link records in {place} hold no negatives ([flatten] negatives = 0), and batch negatives need \
              another record in the batch: batch_size = 1 leaves every step without a negative; raise batch_size"
         )));
     }
-    if negatives == 0 && !config.in_batch_negatives {
+    if negatives == 0 && pool == BatchNegatives::None {
         return Err(Error::Usage(format!(
-            "the link records in {place} hold no negatives ([flatten] negatives = 0) and [train] in_batch_negatives \
-             = false: there is nothing to tell edges from non-edges; set in_batch_negatives = true, or flatten with \
-             negatives >= 1"
+            "the link records in {place} hold no negatives ([flatten] negatives = 0) and [train] batch_negatives \
+             = \"none\": there is nothing to tell edges from non-edges; set batch_negatives = \"destinations\", \
+             or flatten with negatives >= 1"
         )));
     }
+    config.check_batch_grid(pool, negatives).map_err(|e| Error::Usage(e.to_string()))?;
     if totals.train == 0 {
         return Err(Error::NothingToLearn(format!(
             "{place}: no training link records (split \"train\"); give the edge table's split column train edges"
         )));
     }
-    if config.patience > 0 && (totals.valid == 0 || negatives == 0) {
+    if config.patience.is_some_and(|p| p > 0) && (totals.valid == 0 || negatives == 0) {
         return Err(Error::NothingToLearn(format!(
             "{place}: patience = {} stops early on the validation AUC, but there are {} validation records with {} \
              negatives each; set patience = 0, or flatten valid edges with negatives",
-            config.patience, totals.valid, negatives
+            keys.patience, totals.valid, negatives
         )));
     }
     Ok(())
@@ -136,16 +152,18 @@ type Scored = (u8, u32, Vec<u32>);
 
 /// This worker's valid and test records, scored, one stream per unit (see the module doc).
 fn evaluate(
+    worker: &mut Worker,
     setup: &Setup<LinkRecord>,
     config: &TrainConfig,
     params: &[f32],
-    index: usize,
 ) -> Result<Vec<Scored>, Error> {
     let model = params::load(setup.template.clone(), params, &setup.base);
     let groups: Vec<_> = setup.units(Pass::Evaluate).iter().map(|&u| vec![u]).collect();
     let mut out = Vec::new();
+    let index = worker.index();
     eval_pass::for_each_batch(setup, config, index, &groups, |batch, tensors| {
-        out.extend(score_batch(setup, &model, batch, tensors))
+        let tensors = eval_pass::with_rows(worker, setup, batch, tensors);
+        out.extend(score_batch(setup, &model, batch, &tensors))
     })?;
     Ok(out)
 }

@@ -15,13 +15,14 @@ use crate::metrics::{Metric, Scores};
 use crate::phases::{Lap, Phases};
 use crate::ps::{Score, Server, Stats};
 use crate::reader::{Counts, Pass, RecordSet};
-use crate::train::{Head, Learner, Setup, TrainConfig};
+use crate::task_keys::TaskKeys;
+use crate::train::{Gradient, Head, Learner, Setup, TrainConfig, learned_gradient, with_learned};
 
 impl Learner for Record {
     const TASK: Task = Task::Node;
 
-    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error> {
-        check_learnable(config, set, totals.train, totals.valid)?;
+    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts, keys: &TaskKeys) -> Result<Head, Error> {
+        check_learnable(set, totals.train, totals.valid, keys.patience)?;
         let classes = match set.meta.label {
             LabelKind::Targets(n) => n,
             LabelKind::Class => config.classes.unwrap_or(totals.max_class as usize + 1),
@@ -39,11 +40,13 @@ impl Learner for Record {
         batch: &Batch,
         dropout: Dropout,
         phases: &mut Phases,
-    ) -> (Vec<f32>, u64, Stats) {
+        learned: Option<Vec<f32>>,
+    ) -> Gradient {
         let device = &setup.device;
         let mut lap = Lap::start();
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
+        let tensors = with_learned(tensors, learned, &setup.spec, device);
         phases.tensors_seconds += lap.lap();
         let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
         let (loss, n) = loss(logits.clone(), &batch.labels);
@@ -53,17 +56,22 @@ impl Learner for Record {
         // The loss, the logits (for the scores) and every gradient, read back in one transfer.
         let [rows, width] = logits.dims();
         let mut parts = vec![loss.inner().reshape([1]), logits.inner().reshape([rows * width])];
+        let learned = learned_gradient(&tensors, &grads);
+        let learned_len = learned.as_ref().map_or(0, |g| g.dims()[0]);
+        parts.extend(learned);
         parts.extend(params::gradient_tensors(&model, &grads));
         let values = Tensor::cat(parts, 0).into_data().try_to_vec::<f32>().expect("f32 values");
         phases.read_seconds += lap.lap();
         let loss_value = f64::from(values[0]);
         let (hits, out_of) = score_values(&values[1..1 + rows * width], width, &batch.labels);
-        let mut grad = values[1 + rows * width..].to_vec();
-        grad.iter_mut().for_each(|g| *g *= n as f32);
+        // Gradients of the mean loss, as sums over the batch's labeled roots.
+        let mut grads: Vec<f32> = values[1 + rows * width..].to_vec();
+        grads.iter_mut().for_each(|g| *g *= n as f32);
+        let grad = grads.split_off(learned_len);
         let mut stats = Stats::default();
         (stats.loss_sum, stats.loss_rows) = (loss_value * n as f64, n as u64);
         stats[Split::Train] = Score { hits, out_of };
-        (grad, n as u64, stats)
+        Gradient { grad, count: n as u64, stats, rows: grads }
     }
 
     /// Every worker's valid and test counts, summed by shard 0 in the evaluation step.
@@ -76,10 +84,10 @@ impl Learner for Record {
         lr: f32,
         train: &mut Stats,
     ) -> Result<Scores, Error> {
-        let eval = evaluate(setup, config, params, worker.index())?;
+        let eval = evaluate(worker, setup, config, params)?;
         let eval_step = server.steps_done();
         let mut evaluated = Stats::default();
-        for (step, total) in server.step(worker, &[], 0, lr, eval, params, true) {
+        for (step, total) in server.step(worker, &[], 0, lr, eval, params, true, None) {
             if step == eval_step { evaluated = total } else { train.add(&total) }
         }
         Ok(Scores::Node {
@@ -93,7 +101,7 @@ impl Learner for Record {
 
 /// Nothing to learn is an error on every worker alike (they share the plan's totals): no
 /// labeled training records, or early stopping without validation records.
-fn check_learnable(config: &TrainConfig, set: &RecordSet, train: u64, valid: u64) -> Result<(), Error> {
+fn check_learnable(set: &RecordSet, train: u64, valid: u64, patience: usize) -> Result<(), Error> {
     if train == 0 {
         return Err(Error::NothingToLearn(format!(
             "{}: no training records with a label (split \"train\" and a non-null label); flatten targets that include \
@@ -101,24 +109,26 @@ fn check_learnable(config: &TrainConfig, set: &RecordSet, train: u64, valid: u64
             set.place.shown()
         )));
     }
-    if valid == 0 && config.patience > 0 {
+    if valid == 0 && patience > 0 {
         return Err(Error::NothingToLearn(format!(
             "{}: patience = {} stops early on the validation score, but there are no labeled validation records; \
              set patience = 0 or flatten the valid split",
             set.place.shown(),
-            config.patience
+            patience
         )));
     }
     Ok(())
 }
 
 /// This worker's valid and test score counts, over its units in one stream.
-fn evaluate(setup: &Setup, config: &TrainConfig, params: &[f32], index: usize) -> Result<Stats, Error> {
+fn evaluate(worker: &mut Worker, setup: &Setup, config: &TrainConfig, params: &[f32]) -> Result<Stats, Error> {
     let model = params::load(setup.template.clone(), params, &setup.base);
     let mut total = Stats::default();
     let all = [setup.units(Pass::Evaluate).to_vec()];
+    let index = worker.index();
     eval_pass::for_each_batch(setup, config, index, &all, |batch, tensors| {
-        score_batch(setup, &model, batch, tensors, &mut total)
+        let tensors = eval_pass::with_rows(worker, setup, batch, tensors);
+        score_batch(setup, &model, batch, &tensors, &mut total)
     })?;
     Ok(total)
 }

@@ -18,10 +18,11 @@ pub struct ShardOptimizer {
 }
 
 impl ShardOptimizer {
-    pub fn new(config: &TrainConfig, len: usize) -> Self {
+    /// `weight_decay`: the run's (see `crate::task_keys`).
+    pub fn new(config: &TrainConfig, weight_decay: f32, len: usize) -> Self {
         ShardOptimizer {
             kind: config.optimizer,
-            weight_decay: config.weight_decay,
+            weight_decay,
             momentum: config.momentum,
             m: vec![0.0; len],
             v: if config.optimizer == OptimizerKind::Adam { vec![0.0; len] } else { Vec::new() },
@@ -76,7 +77,7 @@ mod tests {
     fn optimizers_minimize_a_quadratic() {
         for kind in ["adam", "sgd"] {
             let c = config(kind);
-            let mut opt = ShardOptimizer::new(&c, 1);
+            let mut opt = ShardOptimizer::new(&c, 0.0, 1);
             let mut x = [0.0f32];
             for _ in 0..2000 {
                 let g = [2.0 * (x[0] - 3.0)];
@@ -89,7 +90,7 @@ mod tests {
     /// The first Adam step moves each parameter by lr in the direction against the gradient.
     #[test]
     fn first_adam_step_is_lr_sized() {
-        let mut opt = ShardOptimizer::new(&config("adam"), 2);
+        let mut opt = ShardOptimizer::new(&config("adam"), 0.0, 2);
         let mut x = [1.0f32, 1.0];
         opt.step(&mut x, &[0.5, -2.0], 0.01);
         assert!((x[0] - 0.99).abs() < 1e-6 && (x[1] - 1.01).abs() < 1e-6, "{x:?}");

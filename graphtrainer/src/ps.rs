@@ -6,7 +6,9 @@
 //! applies each push as it arrives and broadcasts at once; workers wait only when they are more
 //! than `staleness` steps ahead of the last complete step. What crosses the wire:
 //!
-//! - `Push { shard, grad, count, stats }` to the shard's owner (stats only to shard 0);
+//! - `Push { shard, grad, count, stats, row_ids, row_grads }` to the shard's owner (stats only
+//!   to shard 0; the learned embedding rows' gradients to the rows' owner, see
+//!   [`crate::learned`]);
 //! - `Update { shard, values, stats, step, last }` from each owner to every worker (`last`: the
 //!   step is complete, and `stats` are its sums).
 
@@ -24,6 +26,7 @@ use timely::dataflow::operators::{Capability, Input, Inspect, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 use timely::worker::Worker;
 
+use crate::learned::RowShard;
 use crate::optim::ShardOptimizer;
 use schemas::Split;
 pub use schemas::job::PsMode;
@@ -90,6 +93,56 @@ pub struct Push {
     pub count: u64,
     pub lr: f32,
     pub stats: Stats,
+    /// The learned rows this shard owns that the batch touched, and their gradient sums (`dim`
+    /// a row), applied with `row_lr` as the weights are (summed in worker order, divided by
+    /// the step's count).
+    pub row_ids: Vec<i64>,
+    pub row_grads: Vec<f32>,
+    pub row_lr: f32,
+}
+
+/// A step's learned-row gradients, as [`Server::step`] takes them.
+#[derive(Debug, Clone, Copy)]
+pub struct RowGrads<'a> {
+    /// Each touched row's id once.
+    pub ids: &'a [i64],
+    /// Gradient sums, `dim` a row in `ids` order.
+    pub grads: &'a [f32],
+    pub lr: f32,
+}
+
+/// A shard's learned rows: adds up pushes' row gradients by id, in the order they are given.
+#[derive(Default)]
+struct RowSums {
+    ids: Vec<i64>,
+    at: std::collections::HashMap<i64, usize>,
+    sums: Vec<f32>,
+    lr: f32,
+}
+
+impl RowSums {
+    fn add(&mut self, p: &Push, dim: usize) {
+        for (&id, g) in p.row_ids.iter().zip(p.row_grads.chunks(dim.max(1))) {
+            let slot = *self.at.entry(id).or_insert_with(|| {
+                self.ids.push(id);
+                self.sums.extend(std::iter::repeat_n(0.0, dim));
+                self.ids.len() - 1
+            });
+            self.sums[slot * dim..(slot + 1) * dim].iter_mut().zip(g).for_each(|(s, g)| *s += g);
+        }
+        if !p.row_ids.is_empty() {
+            self.lr = p.row_lr;
+        }
+    }
+
+    /// Divides by `count` and steps the rows' optimizer.
+    fn apply(mut self, rows: &RefCell<RowShard>, count: u64) {
+        if self.ids.is_empty() || count == 0 {
+            return;
+        }
+        self.sums.iter_mut().for_each(|s| *s /= count as f32);
+        rows.borrow_mut().step(&self.ids, &self.sums, self.lr);
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -127,15 +180,19 @@ pub struct Server {
 }
 
 impl Server {
-    /// Builds the dataflow; `state` is this worker's shard (slice `index` of `params`).
+    /// Builds the dataflow; `state` is this worker's shard (slice `index` of `params`), `rows`
+    /// its share of the learned embedding table, if the model has one.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         worker: &mut Worker,
         state: ShardState,
+        rows: Option<Rc<RefCell<RowShard>>>,
         len: usize,
         first_step: u64,
         mode: PsMode,
         staleness: usize,
     ) -> Self {
+        let dim = rows.as_ref().map_or(0, |r| r.borrow().dim);
         let shards = worker.peers();
         let mut input = InputHandleVec::<u64, Push>::new();
         let probe = ProbeHandle::new();
@@ -158,7 +215,16 @@ impl Server {
                                     let mut owned = owned.borrow_mut();
                                     if let Some(shard) = owned.as_mut() {
                                         let mut session = output.session(&cap);
-                                        for p in data.iter_mut().filter(|p| p.count > 0 && !p.grad.is_empty()) {
+                                        for p in data.iter_mut().filter(|p| p.count > 0) {
+                                            if let Some(rows) = &rows {
+                                                let mut sums = RowSums::default();
+                                                sums.add(p, dim);
+                                                sums.apply(rows, p.count);
+                                                (p.row_ids, p.row_grads) = (Vec::new(), Vec::new());
+                                            }
+                                            if p.grad.is_empty() {
+                                                continue;
+                                            }
                                             p.grad.iter_mut().for_each(|g| *g /= p.count as f32);
                                             shard.optimizer.step(&mut shard.values, &p.grad, p.lr);
                                             p.grad = Vec::new();
@@ -185,10 +251,12 @@ impl Server {
                                 let Some(shard) = owned.as_mut() else { continue };
                                 let mut sum = vec![0.0f32; shard.values.len()];
                                 let (mut count, mut stats, mut lr) = (0u64, Stats::default(), 0.0f32);
+                                let mut row_sums = RowSums::default();
                                 for p in &pushes {
                                     if !p.grad.is_empty() {
                                         sum.iter_mut().zip(&p.grad).for_each(|(s, g)| *s += g);
                                     }
+                                    row_sums.add(p, dim);
                                     count += p.count;
                                     stats.add(&p.stats);
                                     lr = p.lr;
@@ -196,6 +264,10 @@ impl Server {
                                 if count > 0 {
                                     sum.iter_mut().for_each(|s| *s /= count as f32);
                                     shard.optimizer.step(&mut shard.values, &sum, lr);
+                                }
+                                // Before the update goes out: a worker's next pull sees these rows.
+                                if let Some(rows) = &rows {
+                                    row_sums.apply(rows, count);
                                 }
                                 output.session(&cap).give(Update {
                                     shard: shard.shard,
@@ -220,7 +292,8 @@ impl Server {
     /// Pushes this worker's contribution to step `self.step` and waits: for the step to complete
     /// everywhere (`sync` mode, or `complete`), or until no more than `staleness` steps are
     /// incomplete (`async`). Writes the newest parameters it received into `params` and returns
-    /// the summed statistics of every step that completed meanwhile, by step.
+    /// the summed statistics of every step that completed meanwhile, by step. `rows`: the
+    /// learned rows' gradients, each sent to its row's owner.
     #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
@@ -231,12 +304,25 @@ impl Server {
         stats: Stats,
         params: &mut [f32],
         complete: bool,
+        rows: Option<RowGrads>,
     ) -> Vec<(u64, Stats)> {
-        for s in 0..self.shards {
+        let mut row_pushes: Vec<(Vec<i64>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); self.shards];
+        let mut row_lr = lr;
+        if let Some(r) = rows.filter(|r| !r.ids.is_empty()) {
+            let dim = r.grads.len() / r.ids.len();
+            for (&id, g) in r.ids.iter().zip(r.grads.chunks(dim.max(1))) {
+                let (ids, grads) = &mut row_pushes[crate::learned::owner(id, self.shards)];
+                ids.push(id);
+                grads.extend_from_slice(g);
+            }
+            row_lr = r.lr;
+        }
+        for (s, (row_ids, row_grads)) in row_pushes.into_iter().enumerate() {
             let range = shard_range(self.len, self.shards, s);
             let grad = if grad.is_empty() { Vec::new() } else { grad[range].to_vec() };
             let stats = if s == 0 { stats } else { Stats::default() };
-            self.input.send(Push { shard: s as u32, from: worker.index() as u32, grad, count, lr, stats });
+            let from = worker.index() as u32;
+            self.input.send(Push { shard: s as u32, from, grad, count, lr, stats, row_ids, row_grads, row_lr });
         }
         self.step += 1;
         self.input.advance_to(self.step);

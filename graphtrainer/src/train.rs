@@ -9,13 +9,14 @@
 //! step's gradient, the evaluation) is the [`Learner`] trait, in [`crate::node`] and
 //! [`crate::link`].
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use burn::prelude::*;
 use cluster::Failure;
 use gnn::batch::BatchSpec;
-use gnn::model::{Dropout, Gnn};
+use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
 use schemas::facts::RunFacts;
 use schemas::job::Aggregation;
@@ -34,14 +35,17 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::error::Error;
 use crate::eval::EvalCache;
 use crate::example::Example;
+use crate::learned::Learned;
 use crate::loader::Batches;
 use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, Scores, TIMINGS};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::phases::{Lap, Phases};
 use crate::plan::Plan;
+use crate::ps::RowGrads;
 use crate::ps::{Server, ShardState, Stats, shard_range};
 use crate::reader::{Counts, Pass, RecordSet, Unit};
 use crate::stream::{Order, RecordStream, Source};
+use crate::task_keys::TaskKeys;
 use crate::tracker::Tracker;
 
 pub use schemas::job::TrainConfig;
@@ -65,6 +69,10 @@ pub struct TrainSummary {
     pub peak_rss: Option<u64>,
     /// Decoded records worker 0 kept between epochs (see `cache_mb`).
     pub cached_bytes: u64,
+    /// The learned embedding table: its rows, width and largest share, in words.
+    pub learned: Option<String>,
+    /// The keys whose defaults depend on the task, as the run took them (`TaskKeys::line`).
+    pub keys: String,
 }
 
 /// Runs a training job on this process's workers, on node or link records as the record set
@@ -118,7 +126,8 @@ pub fn check_task(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     }
     let link_keys = [
         ("embedding_dim", config.embedding_dim.is_some()),
-        ("in_batch_negatives", config.in_batch_negatives),
+        ("batch_negatives", config.batch_negatives.is_some()),
+        ("in_batch_negatives", config.in_batch_negatives.is_some()),
         ("decoder", config.decoder != Decoder::default()),
     ];
     match link_keys.iter().find(|(_, set)| *set) {
@@ -169,17 +178,52 @@ pub struct Head {
     pub decoder: Option<Decoder>,
 }
 
+/// A step's gradient on one worker's batch (see [`Learner::gradient`]).
+#[derive(Debug, Default)]
+pub struct Gradient {
+    /// Sums over the batch's rows, like `rows`.
+    pub grad: Vec<f32>,
+    pub count: u64,
+    pub stats: Stats,
+    /// The learned rows' gradient sums, in input-row order (empty without learned rows).
+    pub rows: Vec<f32>,
+}
+
+/// The batch tensors with the learned rows attached (see `gnn::model::BatchTensors::learned`).
+pub fn with_learned(
+    tensors: BatchTensors,
+    learned: Option<Vec<f32>>,
+    spec: &ModelSpec,
+    device: &Device,
+) -> BatchTensors {
+    match learned {
+        Some(rows) => tensors.with_learned(rows, spec.learned_embedding_dim, device),
+        None => tensors,
+    }
+}
+
+/// The learned rows' gradient sums of a step (`count` scales them as the weights'), as
+/// tensors to read back with the rest; none without learned rows.
+pub fn learned_gradient(tensors: &BatchTensors, grads: &burn::tensor::Gradients) -> Option<Tensor<1>> {
+    let learned = tensors.learned.as_ref()?;
+    let [rows, width] = learned.dims();
+    let device = learned.clone().inner().device();
+    Some(learned.grad(grads).map_or_else(|| Tensor::zeros([rows * width], &device), |g| g.reshape([rows * width])))
+}
+
 /// What differs between node and link records: the model's head (with the checks that the
 /// records hold something to learn), a step's gradient, and an epoch's evaluation.
 pub trait Learner: Example {
     const TASK: Task;
 
-    /// The model's last layer, once the records are known to hold something to learn.
-    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts) -> Result<Head, Error>;
+    /// The model's last layer, once the records are known to hold something to learn with the
+    /// run's `keys`.
+    fn head(config: &TrainConfig, set: &RecordSet, totals: &Counts, keys: &TaskKeys) -> Result<Head, Error>;
 
     /// The gradient sum of a batch's loss, the count it sums over (the parameter server
     /// divides by the step's total), and the step's training stats; adds the step's tensors,
-    /// forward, backward and read times to `phases`.
+    /// forward, backward and read times to `phases`. `learned`: the batch's learned rows in
+    /// input-row order, whose gradient sums come back in [`Gradient::rows`].
     fn gradient(
         setup: &Setup<Self>,
         config: &TrainConfig,
@@ -187,7 +231,8 @@ pub trait Learner: Example {
         batch: &Self::Batch,
         dropout: Dropout,
         phases: &mut Phases,
-    ) -> (Vec<f32>, u64, Stats);
+        learned: Option<Vec<f32>>,
+    ) -> Gradient;
 
     /// Evaluates the parameters on this worker's valid and test records, and waits for every
     /// step before it (late training stats of async mode join `train`): every worker returns
@@ -221,6 +266,10 @@ pub struct Setup<T: Example = Record> {
     pub aggregation: Aggregation,
     /// The model's structure: each step loads the current parameters into a clone.
     pub template: Gnn,
+    /// The keys whose defaults depend on the task and the records.
+    pub keys: TaskKeys,
+    /// This worker's share of the learned embedding table, if the model has one.
+    pub learned: Option<RefCell<Learned>>,
     /// When the worker started, and whether its first step has been reported.
     started: Instant,
     first_step: std::sync::Once,
@@ -266,16 +315,24 @@ impl<T: Learner> Setup<T> {
                 started.elapsed().as_secs_f64()
             );
         }
-        let head = T::head(config, set, &totals)?;
+        let negatives = set.meta.link.as_ref().map_or(0, |l| l.negatives);
+        let can_validate = totals.valid > 0 && (T::TASK == Task::Node || negatives > 0);
+        let keys = TaskKeys::resolve(config, T::TASK, negatives, can_validate);
+        let head = T::head(config, set, &totals, &keys)?;
+        if worker.index() == 0 {
+            tracing::info!("train: {}", keys.line(config, T::TASK));
+        }
         let gat = config.model == ModelKind::Gat;
         let edge_inputs = edge_inputs(config, set)?;
         if worker.index() == 0 {
             tracing::info!("train: {}", edge_inputs.line(config, &set.meta));
         }
+        check_learned_input(config, set)?;
         let spec = ModelSpec {
             kind: config.model,
-            // A typed model's inputs are its types' widths (in `types`).
-            input_dim: set.meta.feature_dim,
+            // A typed model's inputs are its types' widths (in `types`); a homogeneous one's
+            // the features, then the learned embedding.
+            input_dim: set.meta.feature_dim + config.learned_embedding_dim,
             hidden: config.hidden,
             classes: head.classes,
             layers: set.meta.hops,
@@ -293,9 +350,11 @@ impl<T: Learner> Setup<T> {
             types: None,
             bases: config.bases,
             wide_mlp: true,
+            learned_embedding_dim: config.learned_embedding_dim,
             seed: config.seed,
         };
         let spec = edge_inputs.apply(&set.meta, spec);
+        let learned = config.learned().map(|l| RefCell::new(Learned::new(worker, &l, config.seed)));
         let base = gnn::device(config.device)?;
         let device = base.clone().autodiff();
         // The node and edge features as the model reads them (see gnn::batch).
@@ -319,12 +378,40 @@ impl<T: Learner> Setup<T> {
             first_step: std::sync::Once::new(),
             eval_cache: Default::default(),
             template: Gnn::new(&spec, &base),
+            keys,
+            learned,
             spec,
             batch_spec,
             base,
             device,
         })
     }
+}
+
+/// A model reads something of every node: its features, or a learned embedding; the learned
+/// embedding is for homogeneous graphs in this version, and its table is not in checkpoints.
+fn check_learned_input(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
+    let place = set.place.shown();
+    if config.learned_embedding_dim > 0 && set.meta.types.is_some() {
+        return Err(Error::Usage(format!(
+            "[train] learned_embedding_dim: the records in {place} are of a typed graph, and learned embeddings are \
+             given to the nodes of homogeneous graphs only (so far)"
+        )));
+    }
+    if config.learned_embedding_dim > 0 && (config.checkpoint_every > 0 || config.resume) {
+        return Err(Error::Usage(
+            "[train] learned_embedding_dim: checkpoints do not hold the learned table yet; set checkpoint_every = 0 \
+             and resume = false"
+                .into(),
+        ));
+    }
+    if config.learned_embedding_dim == 0 && set.meta.feature_dim == 0 && set.meta.types.is_none() {
+        return Err(Error::Usage(format!(
+            "the records in {place} carry no node features (the node table has no features column): give every \
+             node a learned embedding with [train] learned_embedding_dim (for example 64)"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether the model's kind runs on the records' graph: R-GCN and heterogeneous GraphSAGE on
@@ -473,7 +560,7 @@ impl Start {
         let shard = ShardState {
             shard: index as u32,
             values: params[range.clone()].to_vec(),
-            optimizer: ShardOptimizer::new(config, range.len()),
+            optimizer: ShardOptimizer::new(config, setup.keys.weight_decay, range.len()),
         };
         Ok(Start { params, shard, epoch: 0, tracker: Tracker::default(), earlier: None })
     }
@@ -514,8 +601,16 @@ pub fn train_fed<T: Learner>(
         Feed::Share => setup.plan.steps(config.batch_size),
         Feed::Given(_, steps) => steps,
     };
-    let mut server =
-        Server::new(worker, shard, params.len(), (first_epoch * (steps + 1)) as u64, config.mode, config.staleness);
+    let rows = setup.learned.as_ref().map(|l| l.borrow().shard.clone());
+    let mut server = Server::new(
+        worker,
+        shard,
+        rows,
+        params.len(),
+        (first_epoch * (steps + 1)) as u64,
+        config.mode,
+        config.staleness,
+    );
     let mut waited = Duration::ZERO;
     let mut next = None;
 
@@ -542,7 +637,10 @@ pub fn train_fed<T: Learner>(
             )))
         };
         cluster::agree::<_, Error, tables::error::Report>(worker, diverged)?;
-        tracker.observe(&metrics, &params);
+        let best = tracker.observe(&metrics, &params);
+        if let Some(learned) = setup.learned.as_ref().filter(|_| best && setup.keys.patience > 0) {
+            learned.borrow().shard.borrow_mut().keep_best();
+        }
         if let Some(log) = &mut log {
             let seconds = clock.elapsed().as_secs_f64();
             let rate = (done.seen * worker.peers()) as f64 / seconds.max(1e-9);
@@ -571,32 +669,52 @@ pub fn train_fed<T: Learner>(
             };
             checkpoint.save(&io, &output, &run, index)?;
         }
-        if tracker.should_stop(config.patience) {
+        if tracker.should_stop(setup.keys.patience) {
             if index == 0 {
                 tracing::info!(
                     "train: early stop after epoch {} ({} epochs without a better validation score)",
                     epoch + 1,
-                    config.patience
+                    setup.keys.patience
                 );
             }
             break;
         }
     }
-    let params =
-        if config.patience > 0 && !tracker.best_params.is_empty() { tracker.best_params.clone() } else { params };
+    let best = setup.keys.patience > 0 && !tracker.best_params.is_empty();
+    let params = if best { tracker.best_params.clone() } else { params };
+    // Every worker writes its learned rows; worker 0 commits them with the weights.
+    let (table, table_line) = match &setup.learned {
+        None => (Vec::new(), None),
+        Some(learned) => {
+            let learned = learned.borrow();
+            let written = learned.write_parts(&io, &output, &run, index, best);
+            let parts = cluster::agree::<_, Error, tables::error::Report>(worker, written)?;
+            let shard = learned.shard.borrow();
+            let held = cluster::all_gather(worker, vec![(index, shard.len() as u64)]);
+            let (rows, most) = (held.iter().map(|(_, n)| n).sum::<u64>(), held.iter().map(|(_, n)| *n).max());
+            let mb = most.unwrap_or(0) as f64 * shard.bytes_per_row() as f64 / 1e6;
+            let line =
+                format!("{rows} rows of {} (at most {mb:.1} MB with the optimizer's state on a worker)", shard.dim);
+            (cluster::all_gather(worker, parts), Some(line))
+        }
+    };
     if let (Some(lease), Some(log)) = (lease, &log) {
+        let mut lines = vec![
+            ("epochs".into(), tracker.epochs.to_string()),
+            ("waited".into(), format!("{:.2}s for data (worker 0)", waited.as_secs_f64())),
+            ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.cached_bytes() as f64 / 1e6)),
+        ];
+        if let Some(line) = &table_line {
+            lines.push(("learned".into(), line.clone()));
+        }
         let facts = RunFacts {
             seconds: started.elapsed().as_secs_f64(),
             workers: worker.peers(),
             peak_rss: vec![cluster::memory::peak_rss_bytes().unwrap_or(0)],
-            lines: vec![
-                ("epochs".into(), tracker.epochs.to_string()),
-                ("waited".into(), format!("{:.2}s for data (worker 0)", waited.as_secs_f64())),
-                ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.cached_bytes() as f64 / 1e6)),
-            ],
+            lines,
             ..RunFacts::default()
         };
-        let saved = Saving { log, spec: &setup.spec, set, params: &params, device: &setup.base, facts };
+        let saved = Saving { log, spec: &setup.spec, set, params: &params, device: &setup.base, facts, table };
         save_model(config, &output, lease, saved)?;
     }
     Ok(TrainSummary {
@@ -610,6 +728,8 @@ pub fn train_fed<T: Learner>(
         params,
         peak_rss: cluster::memory::peak_rss_bytes(),
         cached_bytes: setup.source.cached_bytes(),
+        learned: table_line,
+        keys: setup.keys.line(config, T::TASK),
     })
 }
 
@@ -687,8 +807,8 @@ fn train_epoch<'a, T: Learner>(
         if step + 1 == steps && epoch + 1 < config.epochs && setup.evaluates_kept_batches() {
             done.next = Some(batches.following(config, setup, worker.index(), epoch + 1));
         }
-        let (grad, count, stats) = match next {
-            None => (Vec::new(), 0, Stats::default()),
+        let (gradient, ids) = match next {
+            None => (Gradient::default(), Vec::new()),
             Some((batch, waited)) => {
                 if worker.index() == 0 {
                     let since = setup.started.elapsed().as_secs_f64();
@@ -702,11 +822,18 @@ fn train_epoch<'a, T: Learner>(
                     rate: config.dropout,
                     attention_rate: config.attention_dropout,
                 };
-                T::gradient(setup, config, params, &batch, dropout, &mut done.phases)
+                let ids = if setup.learned.is_some() { T::graph(&batch).input_ids.clone() } else { Vec::new() };
+                let mut lap = Lap::start();
+                let learned = setup.learned.as_ref().map(|l| l.borrow_mut().pull(worker, &ids));
+                done.phases.exchange_seconds += lap.lap();
+                (T::gradient(setup, config, params, &batch, dropout, &mut done.phases, learned), ids)
             }
         };
         let mut lap = Lap::start();
-        for (_, total) in server.step(worker, &grad, count, lr, stats, params, false) {
+        let row_lr = setup.learned.as_ref().map_or(lr, |l| l.borrow().lr(lr));
+        let rows = RowGrads { ids: &ids, grads: &gradient.rows, lr: row_lr };
+        let Gradient { grad, count, stats, .. } = &gradient;
+        for (_, total) in server.step(worker, grad, *count, lr, *stats, params, false, Some(rows)) {
             done.stats.add(&total);
         }
         done.phases.exchange_seconds += lap.lap();
@@ -741,12 +868,14 @@ struct Saving<'a> {
     params: &'a [f32],
     device: &'a Device,
     facts: RunFacts,
+    /// The learned embedding table's parts, every worker's.
+    table: Vec<tables::staging::StagedPart>,
 }
 
 /// The model files (see `gnn::io`), with the flatten settings of the records, and the metrics,
 /// committed under a manifest with the job's settings.
 fn save_model(config: &TrainConfig, output: &Place, lease: Lease, saving: Saving) -> Result<(), Error> {
-    let Saving { log, spec, set, params, device, facts } = saving;
+    let Saving { log, spec, set, params, device, facts, table } = saving;
     let meta = ModelMeta {
         format: 1,
         spec: spec.clone(),
@@ -763,6 +892,6 @@ fn save_model(config: &TrainConfig, output: &Place, lease: Lease, saving: Saving
     let (metrics, timings) = log.texts();
     let files = vec![(METRICS, metrics.into_bytes()), (TIMINGS, timings.into_bytes())];
     let replace = config.overwrite || config.resume;
-    let saved = gnn::io::Saved { meta: &meta, params, settings, files, facts, replace };
+    let saved = gnn::io::Saved { meta: &meta, params, settings, files, facts, replace, table };
     Ok(gnn::io::save(&set.io, output, lease, saved, device)?)
 }

@@ -118,7 +118,7 @@ fn job(records: &str, output: &Path, model: ModelKind) -> TrainConfig {
         epochs: 60,
         batch_size: 64,
         lr: 0.02,
-        weight_decay: 0.0,
+        weight_decay: Some(0.0),
         prefetch: 0,
         ..TrainConfig::default()
     }

@@ -63,7 +63,8 @@ class Manifest:
     @staticmethod
     def from_json(value: dict, file: str = "manifest") -> Manifest:
         """The manifest of the JSON object ``value`` read from ``file``, checked as the Rust
-        readers check it: a known format, plain part names listed once, totals that add up."""
+        readers check it: a known format, plain part names (or one folder deep, as a model's
+        ``embeddings/part-....parquet``) listed once, totals that add up."""
         parts = tuple(
             Part(p["name"], int(p["rows"]), int(p["bytes"]), int(p["crc32"]), _blocks(p.get("blocks", "")))
             for p in value["parts"]
@@ -84,7 +85,7 @@ class Manifest:
         if format > FORMAT:
             raise ValueError(f"{file}: manifest format {format} is newer than this package reads ({FORMAT})")
         names = [p.name for p in self.parts]
-        bad = [n for n in names if n in ("", ".", "..") or any(c in n for c in "/\\\0")]
+        bad = [n for n in names if not _listed_name(n)]
         if bad:
             raise ValueError(f"{file}: part {bad[0]!r} is not a file name of the table's directory")
         if len(set(names)) != len(names):
@@ -125,3 +126,13 @@ def read_manifest(path: str, filesystem: pafs.FileSystem | None = None) -> Manif
         text = f.read().decode("utf-8", errors="replace").strip()
     # Hadoop and Spark write an empty _SUCCESS: no manifest.
     return Manifest.from_json(json.loads(text), success) if text.startswith("{") else None
+
+
+def _plain_name(name: str) -> bool:
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
+def _listed_name(name: str) -> bool:
+    """A plain file name of the directory, or one in a folder of it: never out of it."""
+    segments = name.split("/")
+    return len(segments) <= 2 and all(_plain_name(s) for s in segments)

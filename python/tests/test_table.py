@@ -80,6 +80,7 @@ def test_an_earlier_versions_json_manifest_is_read(graph: Path, tmp_path: Path) 
     [
         (lambda m: m.update(format=3), "newer than this package reads"),
         (lambda m: m["parts"][0].update(name="../nodes/x.parquet"), "not a file name"),
+        (lambda m: m["parts"][0].update(name="../x.parquet"), "not a file name"),
         (lambda m: m["parts"].append(dict(m["parts"][0])), "listed twice"),
         (lambda m: m.update(rows=m["rows"] + 1), "where its totals say"),
     ],
@@ -92,3 +93,17 @@ def test_a_manifest_a_reader_cannot_rely_on_is_refused(graph: Path, tmp_path: Pa
     (table / "_SUCCESS").write_text(json.dumps(raw))
     with pytest.raises(ValueError, match=words):
         read_table(str(table))
+
+
+def test_a_part_one_folder_deep_is_read(graph: Path, tmp_path: Path) -> None:
+    """A model's learned table is listed as ``embeddings/part-...``: a manifest may name a file
+    in a folder of its directory."""
+    table = copy(graph / "nodes", tmp_path / "folder")
+    raw = read_manifest(str(table)).raw
+    part = raw["parts"][0]["name"]
+    (table / "inner").mkdir()
+    (table / part).rename(table / "inner" / part)
+    raw["parts"][0]["name"] = f"inner/{part}"
+    (table / "_manifest.parquet").unlink()
+    (table / "_SUCCESS").write_text(json.dumps(raw))
+    assert read_table(str(table)).num_rows == 500

@@ -88,7 +88,7 @@ fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
 /// feature lengths differ, a duplicate id or an empty table.
 pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeStore, Error> {
     let files = agree(worker, open_table(io, table))?;
-    agree(worker, same_optional_columns(&files, &[LABEL, SPLIT]))?;
+    agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT]))?;
     // The table's feature length is its first row's, and the targets' length (multi-label) its
     // first labeled row's: every worker reads those rows itself.
     let (dim, label_kind) = agree(worker, table_shape(io, &files))?;
@@ -117,7 +117,7 @@ pub fn load_typed_nodes(
     for (t, (name, table)) in tables.iter().enumerate() {
         let named = |e| in_type(e, &format!("node type {name}"));
         let files = agree(worker, open_table(io, table)).map_err(named)?;
-        agree(worker, same_optional_columns(&files, &[LABEL, SPLIT])).map_err(named)?;
+        agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT])).map_err(named)?;
         let unlabeled = !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some());
         if labeled && t == usize::from(target) && unlabeled {
             return Err(Error::Usage(format!(
@@ -193,7 +193,7 @@ fn read_node_table(
                         (0..peers as u64).map(|w| OwnerBatch::new(w, f as u32)).collect();
                     for i in 0..nodes.len() {
                         let row = first_row + i as u64;
-                        let features = check_features(&nodes.features, i, &name, row)?;
+                        let features = nodes.features(i, &name, row)?;
                         let id = node_key(how.node_type, nodes.ids.value(i), &name, row)?;
                         let label = nodes.label(i, &name, row)?;
                         let (label, split) = if how.labels { (label, nodes.split(i)) } else { (None, None) };
@@ -391,12 +391,14 @@ fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Err
             file.read_row_group(io, rg, |batch, first_row| {
                 let nodes = NodeBatch::from_batch(&batch, &name, first_row)?;
                 if dim.is_none() && !nodes.is_empty() {
-                    let first = check_features(&nodes.features, 0, &name, first_row)?.len();
-                    if first == 0 {
+                    let first = nodes.features(0, &name, first_row)?.len();
+                    if first == 0 && nodes.features.is_some() {
                         let at = Location::file(name.as_str()).row(first_row).column(FEATURES);
                         return Err(BadInput::new(
                             at,
-                            "an empty feature vector: every node needs at least one feature",
+                            "an empty feature vector: give every node its features, or leave the features column \
+                             out for nodes without features (their model input is then a learned embedding, [train] \
+                             learned_embedding_dim)",
                         )
                         .into());
                     }

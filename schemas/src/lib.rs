@@ -12,6 +12,7 @@ pub mod facts;
 pub mod job;
 pub mod label;
 pub mod layers;
+pub mod learned;
 pub mod message;
 pub mod mix;
 pub mod model;
@@ -32,7 +33,7 @@ pub use record::Record;
 pub use redact::redact;
 pub use sampler::Sampler;
 pub use split::Split;
-pub use task::{Decoder, NegativeSampler, Task};
+pub use task::{BatchNegatives, Decoder, NegativeSampler, Task};
 
 /// The marker file written last into every finished output directory: the manifest of the
 /// parts a reader takes (see `tables::commit`). A stage reads its input tables whole when they

@@ -116,11 +116,27 @@ pub struct ModelSpec {
     /// (the last layer's only `classes` wide). Trainers write `true` for every kind.
     #[serde(default)]
     pub wide_mlp: bool,
+    /// Width of each node's learned embedding (`[train] learned_embedding_dim`; 0: none): the
+    /// last `learned_embedding_dim` columns of layer 0's `input_dim`, after the node's
+    /// features. The rows are a table beside the weights (`gnn::io`, parts of the model
+    /// directory), not parameters of the flat vector.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub learned_embedding_dim: usize,
     /// Seed of the initial weights.
     pub seed: u64,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 impl ModelSpec {
+    /// The width of the node features the model reads: layer 0's input less the learned
+    /// embedding.
+    pub fn feature_dim(&self) -> usize {
+        self.input_dim.saturating_sub(self.learned_embedding_dim)
+    }
+
     /// Layer 0's input width: the features, or for a typed model its projections' `hidden`.
     pub fn layer_input(&self, layer: usize) -> usize {
         match (layer, &self.types, self.kind) {

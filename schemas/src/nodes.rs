@@ -1,5 +1,6 @@
-//! The node table: `node_id: int64` (unique), `features: list<float32>` or
-//! `fixed_size_list<float32>` (one length on every row), optional `label` (nullable): `int64`
+//! The node table: `node_id: int64` (unique), optional `features: list<float32>` or
+//! `fixed_size_list<float32>` (one length on every row; a table without the column has nodes
+//! of no features, whose model input is a learned embedding), optional `label` (nullable): `int64`
 //! class ids (-1 or null: unlabeled), or multi-hot targets as `list<float32>` /
 //! `fixed_size_list<float32>` (one length on every labeled row, values in [0, 1]), optional
 //! `split: utf8` (`train`, `valid`, `test` or null). Other integer and float widths and
@@ -188,7 +189,8 @@ pub enum Labels {
 /// The node table's columns of one record batch, typed and checked.
 pub struct NodeBatch {
     pub ids: Int64Array,
-    pub features: FloatLists,
+    /// `None`: the table has no `features` column (every node has 0 features).
+    pub features: Option<FloatLists>,
     pub labels: Option<Labels>,
     pub splits: Option<Vec<Option<Split>>>,
 }
@@ -201,7 +203,10 @@ impl NodeBatch {
     pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Self, BadInput> {
         let ids = int64(batch, NODE_ID, file, first_row)?;
         no_nulls(&ids, NODE_ID, file, first_row)?;
-        let features = FloatLists::from_column(batch, FEATURES, file)?;
+        let features = match batch.column_by_name(FEATURES) {
+            None => None,
+            Some(_) => Some(FloatLists::from_column(batch, FEATURES, file)?),
+        };
         let labels = match batch.column_by_name(LABEL) {
             None => None,
             Some(array) if columns::is_integer(array.data_type()) => {
@@ -260,6 +265,15 @@ impl NodeBatch {
 
     pub fn split(&self, i: usize) -> Option<Split> {
         self.splits.as_ref().and_then(|s| s[i])
+    }
+
+    /// Row `i`'s features, checked ([`check_features`]); none without a `features` column.
+    /// `row` is its file row.
+    pub fn features(&self, i: usize, file: &str, row: u64) -> Result<&[f32], BadInput> {
+        match &self.features {
+            None => Ok(&[]),
+            Some(features) => check_features(features, i, file, row),
+        }
     }
 }
 
@@ -354,7 +368,8 @@ mod tests {
         };
         let back = NodeBatch::from_batch(&rows.to_batch(), "f", 0).unwrap();
         assert_eq!(back.ids.values().to_vec(), vec![7, 9]);
-        assert_eq!((back.features.row(0), back.features.row(1)), (Some(&[0.5, 1.5][..]), Some(&[2.5, 3.5][..])));
+        let features = back.features.as_ref().unwrap();
+        assert_eq!((features.row(0), features.row(1)), (Some(&[0.5, 1.5][..]), Some(&[2.5, 3.5][..])));
         assert_eq!((back.label(0, "f", 0).unwrap(), back.label(1, "f", 1).unwrap()), (labels[0].clone(), None));
         assert_eq!(back.splits, Some(splits.to_vec()));
     }

@@ -73,6 +73,33 @@ impl Decoder {
     }
 }
 
+/// Which other endpoints of its batch each positive's source is also scored against, as
+/// negatives, in a link training step (`[train] batch_negatives`). The shuffle regroups the
+/// records every epoch, so either kind gives each source new negatives every epoch, where a
+/// record's own negatives, drawn once at flatten time, are the same every epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchNegatives {
+    /// Only each record's own negatives.
+    None,
+    /// Every other positive's destination (in-batch negatives): a destination is drawn as often
+    /// as it has in-edges, so popular nodes are the usual negatives.
+    Destinations,
+    /// Every other record's negatives (a pool of neighborhoods): distributed as the flatten's
+    /// `negative_sampler` draws them, uniform by default, as the evaluation's negatives are.
+    Negatives,
+}
+
+impl BatchNegatives {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchNegatives::None => "none",
+            BatchNegatives::Destinations => "destinations",
+            BatchNegatives::Negatives => "negatives",
+        }
+    }
+}
+
 /// Negative destinations per positive when a link job sets none.
 pub const DEFAULT_NEGATIVES: usize = 1;
 

@@ -80,7 +80,7 @@ fn listed(table: &Place, manifest: &Manifest) -> Vec<TableFile> {
         .iter()
         .map(|p| TableFile {
             meta: ObjectMeta {
-                location: table.path.clone().join(p.name.as_str()),
+                location: table.child(&p.name).path,
                 last_modified: chrono::DateTime::UNIX_EPOCH,
                 size: p.bytes,
                 e_tag: None,
@@ -149,8 +149,18 @@ async fn sizes<'a>(table: &Place, manifest: &'a Manifest) -> Result<HashMap<&'a 
         return Ok(found);
     }
     let listing = table.list_here().await?;
-    let listed: HashMap<String, u64> =
+    let mut listed: HashMap<String, u64> =
         listing.objects.into_iter().filter_map(|m| m.location.filename().map(|n| (n.to_owned(), m.size))).collect();
+    // Parts in a folder (a model's `embeddings/`): one listing of each folder.
+    let folders: std::collections::BTreeSet<&str> =
+        manifest.parts.iter().filter_map(|p| p.name.split_once('/').map(|(folder, _)| folder)).collect();
+    for folder in folders {
+        for m in table.child(folder).list_here().await?.objects {
+            if let Some(name) = m.location.filename() {
+                listed.insert(format!("{folder}/{name}"), m.size);
+            }
+        }
+    }
     for part in &manifest.parts {
         if let Some(&bytes) = listed.get(&part.name) {
             found.insert(part.name.as_str(), Size::Bytes(bytes));

@@ -46,4 +46,4 @@ pub use error::Error;
 pub use files::table_files;
 pub use io::Io;
 pub use place::Place;
-pub use read::{ParquetFile, open_table, units};
+pub use read::{ParquetFile, open_listed, open_table, units};

@@ -144,7 +144,7 @@ impl Manifest {
         }
         let mut names = std::collections::HashSet::new();
         for part in &self.parts {
-            if !crate::names::is_plain_name(&part.name) {
+            if !crate::names::is_listed_name(&part.name) {
                 return bad(format!("part {:?} is not a file name of the table's directory", part.name));
             }
             if !names.insert(part.name.as_str()) {

@@ -126,8 +126,9 @@ impl Layout {
     }
 }
 
-/// The run a run-named file belongs to.
+/// The run a run-named file belongs to (in a folder too: `embeddings/part-<run>-...`).
 pub fn run_of(name: &str) -> Option<&str> {
+    let name = name.rsplit_once('/').map_or(name, |(_, file)| file);
     let (stem, rest) = name.split_once('-')?;
     if !RUN_STEMS.contains(&stem) || rest.len() <= RUN_ID_LEN {
         return None;
@@ -142,6 +143,16 @@ pub fn is_plain_name(name: &str) -> bool {
     !matches!(name, "" | "." | "..") && !name.contains(['/', '\\', '\0'])
 }
 
+/// Whether `name` is what a manifest may list: a plain name ([`is_plain_name`]), or one in a
+/// folder of the directory (`embeddings/part-....parquet`, a model's learned table), each of
+/// the two plain: never out of the directory.
+pub fn is_listed_name(name: &str) -> bool {
+    match name.split_once('/') {
+        None => is_plain_name(name),
+        Some((folder, file)) => is_plain_name(folder) && is_plain_name(file),
+    }
+}
+
 /// Whether `s` is a run id (a directory of [`TEMPORARY`] is named by one).
 pub fn is_run_id(s: &str) -> bool {
     s.len() == RUN_ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -154,6 +165,10 @@ mod tests {
     #[test]
     fn plain_names_stay_in_their_directory() {
         assert!(is_plain_name("part-0.parquet") && is_plain_name("..x") && is_plain_name("a b?*"));
+        assert!(is_listed_name("embeddings/part-0.parquet") && is_listed_name("part-0.parquet"));
+        for name in ["../x", "a/../b", "a/b/c", "/x", "a/", "a\\b/c"] {
+            assert!(!is_listed_name(name), "{name:?}");
+        }
         for name in ["", ".", "..", "../x", "a/b", "/abs", "a\\b", "a\0b"] {
             assert!(!is_plain_name(name), "{name:?}");
         }

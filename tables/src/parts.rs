@@ -203,6 +203,8 @@ pub struct PartWriter {
     pub parts_written: u32,
     /// The finished parts, for the commit.
     pub parts: Vec<StagedPart>,
+    /// A folder of `to.dir` the parts go in (`"embeddings/"`), or empty.
+    prefix: &'static str,
 }
 
 impl PartWriter {
@@ -221,7 +223,16 @@ impl PartWriter {
             bytes_written: 0,
             parts_written: 0,
             parts: Vec::new(),
+            prefix: "",
         }
+    }
+
+    /// The parts in the folder `prefix` (ending in `/`) of `to.dir`, named with it in the
+    /// manifest: a table inside another output (a model's learned embeddings), staged and
+    /// committed with that output's files.
+    pub fn in_folder(mut self, prefix: &'static str) -> Self {
+        self.prefix = prefix;
+        self
     }
 
     pub fn schema(&self) -> &SchemaRef {
@@ -229,7 +240,7 @@ impl PartWriter {
     }
 
     fn part_name(&self) -> String {
-        format!("part-{}-{:05}-{:05}.parquet", self.to.run, self.to.worker, self.next_part)
+        format!("{}part-{}-{:05}-{:05}.parquet", self.prefix, self.to.run, self.to.worker, self.next_part)
     }
 
     /// The part being written, as its commit names it.

@@ -317,6 +317,22 @@ pub fn open_table(io: &Io, table: &Place) -> Result<Vec<ParquetFile>, Error> {
     })
 }
 
+/// The Parquet parts of a committed directory that holds other files too (a model directory:
+/// its weights and description, and its learned embedding table's `part-*.parquet`): the
+/// manifest's entries whose names `keep` accepts.
+pub fn open_listed(io: &Io, dir: &Place, keep: impl Fn(&str) -> bool) -> Result<Vec<ParquetFile>, Error> {
+    io.block_on(async {
+        let mut files = Vec::new();
+        let chunks = Arc::new(ChunkBuffers::default());
+        for file in table_files(dir).await? {
+            if file.meta.location.filename().is_some_and(&keep) {
+                files.push(ParquetFile::open(dir, file, chunks.clone()).await?);
+            }
+        }
+        Ok(files)
+    })
+}
+
 /// This worker's share of a table's row groups.
 pub fn units(files: &[ParquetFile], index: usize, peers: usize) -> Vec<(usize, usize)> {
     files

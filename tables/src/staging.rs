@@ -192,8 +192,11 @@ pub async fn remove_run_dir(dir: &Place, run: &str, abort: bool) {
         }
     }
     if let Some(local) = root.local_dir() {
-        // Empty directories stay on a local disk: the run's, then `_temporary` when no other
-        // run uses it.
+        // Empty directories stay on a local disk: a folder's (a model's `embeddings/`), the
+        // run's, then `_temporary` when no other run uses it.
+        if let Ok(folders) = std::fs::read_dir(&local) {
+            folders.flatten().for_each(|f| drop(std::fs::remove_dir(f.path())));
+        }
         let _ = std::fs::remove_dir(&local);
         let _ = local.parent().map(std::fs::remove_dir);
     }

@@ -13,6 +13,7 @@ use gnn::kernel::Aggregation;
 use gnn::link::{LinkBatch, link_loss};
 use gnn::model::{BatchTensors, Dropout, Gnn, loss};
 use gnn::params;
+use schemas::BatchNegatives;
 use schemas::Label;
 use schemas::Record as RecordGraph;
 use schemas::edge_stats::EdgeStats;
@@ -152,6 +153,7 @@ pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpe
         types: None,
         bases: 0,
         wide_mlp: true,
+        learned_embedding_dim: 0,
         seed: 9,
     }
 }
@@ -239,14 +241,14 @@ pub fn link_spec(kind: ModelKind, dim: usize, decoder: Decoder) -> ModelSpec {
 pub fn link_step(
     spec: &ModelSpec,
     links: &[LinkRecord],
-    in_batch: bool,
+    batch_negatives: BatchNegatives,
     (device, aggregation): (&Device, Aggregation),
 ) -> (f32, Vec<f32>) {
     let model = Gnn::new(spec, device);
     let batch = LinkBatch::build(links, &BatchSpec::plain(Layers::every(2)));
     let tensors = BatchTensors::new(&batch.batch, device, aggregation);
     let h = model.forward(spec, &batch.batch, &tensors, Some(DROPOUT));
-    let (sum, count) = link_loss(PairDecoder::of(spec, model.decoder.as_ref()), h, &batch, in_batch);
+    let (sum, count) = link_loss(PairDecoder::of(spec, model.decoder.as_ref()), h, &batch, batch_negatives);
     let value = sum.clone().into_data().try_to_vec::<f32>().unwrap()[0] / count as f32;
     let grads = params::gradients(&model, &sum.backward()).into_iter().map(|g| g / count as f32).collect();
     (value, grads)

@@ -43,8 +43,13 @@ def load_model(path: str, *, filesystem: pafs.FileSystem | None = None) -> Graph
         raise NotCommittedError(f"{path}: no committed model (no manifest): not a training output, or not committed")
     fs, root = filesystem_and_path(path, filesystem)
     described = json.loads(_read(fs, root, manifest, ".json"))
-    tensors = burnpack.read(_read(fs, root, manifest, ".bpk"), f"{path} (run {manifest.run})")
     spec = described["spec"]
+    if spec.get("learned_embedding_dim", 0):
+        raise NotImplementedError(
+            f"{path}: the model reads a learned embedding per node ({spec['learned_embedding_dim']} wide, in "
+            f"{path}/embeddings); graphflat.pyg runs models without one so far"
+        )
+    tensors = burnpack.read(_read(fs, root, manifest, ".bpk"), f"{path} (run {manifest.run})")
     model = GraphModel(spec, records_meta(described), dropout=0.0)
     state = {_torch_name(name): torch.from_numpy(value) for name, value in tensors.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -12,6 +12,17 @@ use super::flatten::{DEFAULT_HUB_THRESHOLD, DEFAULT_PART_SIZE_MB};
 use super::graph::{GraphConfig, TypedGraph, section_graph};
 use super::targets::Targets;
 
+/// What GraphInfer gives a node that has no row in the model's learned embedding table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MissingEmbedding {
+    /// Zeros, counted in the summary.
+    #[default]
+    Zero,
+    /// The job fails (exit 65), naming the first such node.
+    Error,
+}
+
 /// Rows per transform on the device when a job sets none.
 pub const DEFAULT_BATCH_SIZE: usize = 4096;
 
@@ -62,6 +73,10 @@ pub struct InferConfig {
     /// of the sampling round, as in `[flatten]`.
     #[serde(default = "default_hub_threshold")]
     pub hub_threshold: u64,
+    /// A model with learned embeddings: what a node without a learned row (new since
+    /// training) gets, `zero` (counted in the summary) or `error` (the job fails, exit 65).
+    #[serde(default)]
+    pub missing_embedding: MissingEmbedding,
     /// A worker starts a new part file when its current one passes this size.
     #[serde(default = "default_part_size_mb")]
     pub part_size_mb: u64,
@@ -102,6 +117,7 @@ impl Default for InferConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             device: DEFAULT_DEVICE,
             hub_threshold: DEFAULT_HUB_THRESHOLD,
+            missing_embedding: MissingEmbedding::Zero,
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
             pairs: None,

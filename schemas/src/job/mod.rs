@@ -29,11 +29,11 @@ pub use device::{Aggregation, DeviceKind};
 pub use flatten::{FlattenConfig, MAX_HOPS};
 pub use generate::GenerateConfig;
 pub use graph::{GraphConfig, TypedGraph};
-pub use infer::InferConfig;
+pub use infer::{InferConfig, MissingEmbedding};
 pub use report::ReportConfig;
 pub use storage::StorageConfig;
 pub use targets::Targets;
-pub use train::{OptimizerKind, PsMode, TrainConfig};
+pub use train::{DEFAULT_LINK_PATIENCE, LearnedConfig, OptimizerKind, PsMode, SparseOptimizerKind, TrainConfig};
 
 /// A whole job file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -220,7 +220,14 @@ mod tests {
         assert!(grid.contains("lower batch_size") && grid.contains("97656 MB"), "{grid}");
         assert!(train("in_batch_negatives = true\nbatch_size = 2048\ndecoder = \"mlp\"\nembedding_dim = 64").is_ok());
         assert!(err(train("in_batch_negatives = true\nbatch_size = 20000")).contains("dot decoder"));
-        assert!(train("batch_size = 20000").is_ok(), "no grid without in-batch negatives");
+        assert!(train("batch_size = 20000").is_ok(), "the default grid is checked where the task is known");
+        let pool =
+            err(train("batch_negatives = \"negatives\"\nbatch_size = 20000\ndecoder = \"mlp\"\nembedding_dim = 64"));
+        assert!(pool.contains("batch_negatives = \"negatives\"") && pool.contains("97656 MB"), "{pool}");
+        assert!(train("batch_negatives = \"none\"\nbatch_size = 20000").is_ok());
+        let both = err(train("batch_negatives = \"none\"\nin_batch_negatives = true"));
+        assert!(both.contains("older name"), "{both}");
+        assert!(err(train("batch_negatives = \"all\"")).contains("unknown variant"));
     }
 
     #[test]

@@ -264,7 +264,10 @@ pub(super) fn vectors(field: &Field, counts: &[usize], values: Vec<f32>) -> Resu
     let DataType::FixedSizeList(item, dim) = per_item.data_type() else {
         return Err(ArrowError::SchemaError(format!("{name} items must be fixed-size lists")));
     };
-    let items = FixedSizeListArray::try_new(item.clone(), *dim, Arc::new(Float32Array::from(values)), None)?;
+    // The length given: at width 0 (nodes without features) the values cannot tell it.
+    let len = counts.iter().sum();
+    let items =
+        FixedSizeListArray::try_new_with_length(item.clone(), *dim, Arc::new(Float32Array::from(values)), None, len)?;
     let offsets = OffsetBuffer::from_lengths(counts.iter().copied());
     Ok(Arc::new(ListArray::try_new(per_item.clone(), offsets, Arc::new(items), None)?))
 }

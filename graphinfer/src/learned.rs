@@ -1,0 +1,95 @@
+//! A model's learned embedding table (`schemas::learned`), read at each node's owner: every
+//! worker reads its share of the table's row groups and sends each row to the owner of its node,
+//! which keeps it by slot. No process holds more than its own nodes' rows (and a batch in
+//! flight). A node with no row (new since training, or never in a training or evaluation
+//! record) gets zeros, or ends the job when `[infer] missing_embedding = "error"`; rows of
+//! nodes the graph does not hold are skipped. Both are counted in the summary.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use sampling::{NodeStore, agree};
+use schemas::learned::LearnedBatch;
+use schemas::{BadInput, error::Location};
+use serde::{Deserialize, Serialize};
+use tables::{Io, ParquetFile, Place, open_listed, units};
+use timely::worker::Worker;
+
+use crate::Error;
+
+/// A row on its way to its node's owner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    id: i64,
+    values: Vec<f32>,
+}
+
+/// This worker's nodes' rows, by slot, and what did not match.
+#[derive(Debug, Default)]
+pub struct LearnedRows {
+    /// `dim` values per slot; zeros where a node has no row.
+    pub values: Vec<f32>,
+    pub dim: usize,
+    /// This worker's nodes without a row.
+    pub missing: u64,
+    /// Rows this worker received for nodes the graph does not hold.
+    pub unknown: u64,
+    /// The first node without a row, if any.
+    pub first_missing: Option<i64>,
+}
+
+/// The parts of the table: the model directory's listed `part-*.parquet` files.
+pub fn open(io: &Io, dir: &Place) -> Result<Vec<ParquetFile>, Error> {
+    open_listed(io, dir, |name| name.starts_with("part-") && name.ends_with(".parquet"))
+}
+
+/// Reads the table of width `dim` in the model directory `dir` into this worker's nodes'
+/// slots (see the module doc). A duplicated id is bad input naming its file and row.
+pub fn read(
+    worker: &mut Worker,
+    io: &Io,
+    dir: &Place,
+    nodes: &Rc<NodeStore>,
+    dim: usize,
+) -> Result<LearnedRows, Error> {
+    let files = open(io, dir)?;
+    let peers = worker.peers();
+    let mine = units(&files, worker.index(), peers);
+    let kept = Rc::new(RefCell::new((vec![0.0f32; nodes.len() * dim], vec![false; nodes.len()], 0u64, None)));
+    let (sink, store) = (kept.clone(), nodes.clone());
+    let route = |r: &Row| cluster::owner_key(r.id);
+    let consume = move |r: Row| {
+        let mut kept = sink.borrow_mut();
+        let (values, found, unknown, duplicate) = &mut *kept;
+        match store.slot(r.id) {
+            None => *unknown += 1,
+            Some(slot) if found[slot] => *duplicate = duplicate.or(Some(r.id)),
+            Some(slot) => {
+                values[slot * dim..(slot + 1) * dim].copy_from_slice(&r.values);
+                found[slot] = true;
+            }
+        }
+    };
+    let read = cluster::shuffle(worker, route, consume, |send| {
+        for &(f, rg) in &mine {
+            let name = files[f].name();
+            files[f].read_row_group(io, rg, |batch, first_row| {
+                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
+                send((0..rows.len()).map(|i| Row { id: rows.ids.value(i), values: rows.row(i).to_vec() }).collect());
+                Ok(())
+            })?;
+        }
+        Ok::<_, Error>(())
+    });
+    agree(worker, read)?;
+    let (values, found, unknown, duplicate) =
+        Rc::try_unwrap(kept).map_err(|_| Error::Internal("rows kept".into()))?.into_inner();
+    let duplicate = duplicate.map(|id| {
+        let at = Location::file(dir.shown()).column(schemas::learned::EMBEDDING);
+        Error::from(BadInput::new(at, format!("node {id} has two rows in the model's learned embedding table")))
+    });
+    agree(worker, duplicate.map_or(Ok(()), Err))?;
+    let missing_slots: Vec<usize> = (0..found.len()).filter(|&s| !found[s]).collect();
+    let first_missing = missing_slots.first().map(|&s| nodes.ids[s]);
+    Ok(LearnedRows { values, dim, missing: missing_slots.len() as u64, unknown, first_missing })
+}

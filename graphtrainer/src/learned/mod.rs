@@ -1,0 +1,90 @@
+//! Learned embeddings on the parameter server (`[train] learned_embedding_dim = D`): every node
+//! gets a learned `D`-wide vector as model input, after its features (alone where the node
+//! table has none). The table is sharded over every worker of every process by node owner
+//! ([`shard`]): a step pulls only the rows its batch holds ([`pull`]) and pushes only their
+//! gradients, with the weights' push (`crate::ps`), to the rows' owners, whose sparse optimizer
+//! updates only those rows. In `sync` mode the update is the same as the weights': summed in
+//! worker order, divided by the step's count, so the same batches give the same table on any
+//! cluster shape.
+//!
+//! At the end each worker writes its rows, sorted by id, as Parquet parts in the model
+//! directory's `embeddings/` folder (`schemas::learned`), committed with the weights in one
+//! manifest: `pandas.read_parquet("<model>/embeddings")` reads the committed table. With early
+//! stopping each shard keeps a copy of its rows at the best validation epoch, as the weights.
+
+pub mod pull;
+pub mod shard;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use schemas::job::LearnedConfig;
+use schemas::learned::{learned_batch, learned_schema};
+use tables::parts::{PartWriter, PartsOf, part_properties};
+use tables::staging::StagedPart;
+use tables::{Io, Place};
+use timely::worker::Worker;
+
+pub use pull::{Puller, owner};
+pub use shard::RowShard;
+
+use crate::error::Error;
+
+/// Where the parts go in the model directory (`gnn::io::LEARNED_FOLDER`).
+const FOLDER: &str = "embeddings/";
+
+/// Rows a written batch holds.
+const ROWS_PER_BATCH: usize = 8192;
+
+/// This worker's share of the table and its end of the pull dataflow.
+pub struct Learned {
+    pub shard: Rc<RefCell<RowShard>>,
+    puller: Puller,
+    /// The rows' learning rate; `None`: the weights'.
+    lr: Option<f32>,
+}
+
+impl Learned {
+    pub fn new(worker: &mut Worker, config: &LearnedConfig, seed: u64) -> Self {
+        let shard = Rc::new(RefCell::new(RowShard::new(config, seed)));
+        let puller = Puller::new(worker, shard.clone());
+        Learned { shard, puller, lr: config.lr }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.shard.borrow().dim
+    }
+
+    /// The rows of `ids` (distinct), `dim` values each, from their owners.
+    pub fn pull(&mut self, worker: &mut Worker, ids: &[i64]) -> Vec<f32> {
+        self.puller.pull(worker, ids)
+    }
+
+    /// The rows' learning rate at the weights' `lr`.
+    pub fn lr(&self, lr: f32) -> f32 {
+        self.lr.unwrap_or(lr)
+    }
+
+    /// Writes this worker's rows (the kept best ones with `best`) as parts of run `run` in the
+    /// model directory `dir`, staged for the model's commit.
+    pub fn write_parts(
+        &self,
+        io: &Arc<Io>,
+        dir: &Place,
+        run: &str,
+        worker: usize,
+        best: bool,
+    ) -> Result<Vec<StagedPart>, Error> {
+        let shard = self.shard.borrow();
+        let dim = shard.dim;
+        let to = PartsOf { dir: dir.clone(), run: run.to_owned(), worker };
+        let writer = PartWriter::new(io.clone(), to, learned_schema(dim), part_properties().build(), 1 << 30);
+        let mut writer = writer.in_folder(FOLDER);
+        for rows in shard.rows_to_save(best).chunks(ROWS_PER_BATCH) {
+            writer.write(&learned_batch(rows, dim))?;
+        }
+        writer.finish()?;
+        Ok(writer.parts)
+    }
+}

@@ -1,0 +1,111 @@
+//! Pulling learned rows from their owners: a request-and-reply dataflow on the training
+//! cluster. A worker sends each owner the ids it needs (only the owners it needs something
+//! from), the owner answers with the rows (creating a new one from its seed), and the worker
+//! steps timely until every answer is in. Answers do not wait for a frontier: workers pull
+//! when they need to, as many times as they need (evaluation passes differ in length between
+//! workers), and a worker waiting for its answers serves the others' requests meanwhile.
+//!
+//! Consistency with the parameter server: a step's pushes are applied by the owner before it
+//! sends that step's update (see `crate::ps`), and a worker pulls for its next step only after
+//! it has every update of the step before; so in `sync` mode every pull sees every earlier
+//! step's gradients, and in `async` mode at most `staleness` steps are missing, as for the
+//! weights.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::InputHandleVec;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Exchange as _, Input, Inspect};
+use timely::worker::Worker;
+
+use super::shard::RowShard;
+
+/// The ids one worker asks one owner for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Request {
+    owner: u32,
+    from: u32,
+    ids: Vec<i64>,
+}
+
+/// An owner's answer: the rows of a request's ids, in its order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Answer {
+    owner: u32,
+    to: u32,
+    values: Vec<f32>,
+}
+
+/// A worker's end of the pull dataflow.
+pub struct Puller {
+    input: InputHandleVec<u64, Request>,
+    answers: Rc<RefCell<Vec<Answer>>>,
+    dim: usize,
+    round: u64,
+}
+
+/// The owner of node `id` among `peers` workers: the owner every stage uses.
+pub fn owner(id: i64, peers: usize) -> usize {
+    (cluster::hash::owner_key(id) % peers as u64) as usize
+}
+
+impl Puller {
+    /// Builds the dataflow; `shard` is this worker's rows, which it serves.
+    pub fn new(worker: &mut Worker, shard: Rc<RefCell<RowShard>>) -> Self {
+        let mut input = InputHandleVec::<u64, Request>::new();
+        let answers = Rc::new(RefCell::new(Vec::new()));
+        let (sink, dim) = (answers.clone(), shard.borrow().dim);
+        worker.dataflow::<u64, _, _>(|scope| {
+            scope
+                .input_from(&mut input)
+                .unary::<CapacityContainerBuilder<Vec<Answer>>, _, _, _>(
+                    Exchange::new(|r: &Request| u64::from(r.owner)),
+                    "Rows",
+                    move |_, _| {
+                        move |input, output| {
+                            input.for_each(|cap, requests| {
+                                let mut session = output.session(&cap);
+                                let mut shard = shard.borrow_mut();
+                                for r in requests.drain(..) {
+                                    session.give(Answer { owner: r.owner, to: r.from, values: shard.rows(&r.ids) });
+                                }
+                            });
+                        }
+                    },
+                )
+                .exchange(|a: &Answer| u64::from(a.to))
+                .inspect(move |a| sink.borrow_mut().push(a.clone()));
+        });
+        Puller { input, answers, dim, round: 0 }
+    }
+
+    /// The rows of `ids` (each once, in any order), `dim` values each in `ids` order, from
+    /// their owners.
+    pub fn pull(&mut self, worker: &mut Worker, ids: &[i64]) -> Vec<f32> {
+        let peers = worker.peers();
+        let mut asked: Vec<Vec<usize>> = vec![Vec::new(); peers];
+        for (at, &id) in ids.iter().enumerate() {
+            asked[owner(id, peers)].push(at);
+        }
+        let mut expected = 0;
+        for (o, positions) in asked.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+            let ids = positions.iter().map(|&at| ids[at]).collect();
+            self.input.send(Request { owner: o as u32, from: worker.index() as u32, ids });
+            expected += 1;
+        }
+        self.round += 1;
+        self.input.advance_to(self.round);
+        cluster::wait_while(worker, || self.answers.borrow().len() < expected);
+        let mut rows = vec![0.0f32; ids.len() * self.dim];
+        for answer in self.answers.borrow_mut().drain(..) {
+            for (&at, row) in asked[answer.owner as usize].iter().zip(answer.values.chunks(self.dim)) {
+                rows[at * self.dim..(at + 1) * self.dim].copy_from_slice(row);
+            }
+        }
+        rows
+    }
+}

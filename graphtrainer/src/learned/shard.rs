@@ -1,0 +1,238 @@
+//! One worker's share of the learned embedding table: the rows of the nodes it owns
+//! (`cluster::owner_key(id) % workers`, the owner every stage uses), their optimizer state, and
+//! the sparse optimizers that update only the rows a step touched.
+//!
+//! A row is created when it is first pulled, from `(seed, id)` alone: the same initial row on
+//! any cluster shape, and no pass over the node table before training (the trainer reads
+//! records, not nodes). Memory: per row `D` floats, plus `2 D` for Adam's moments or one for
+//! row-wise Adagrad's sum, plus the index (about 16 bytes).
+
+use cluster::hash::IdMap;
+use gnn::rng::Stream;
+use schemas::job::{LearnedConfig, SparseOptimizerKind};
+
+/// The seed tag of a learned row's initial values (`[seed, INIT, id]`).
+const INIT: u64 = 0x1ea2_6ed0;
+
+/// Rows, by id, with their optimizer state.
+#[derive(Debug, Clone)]
+pub struct RowShard {
+    pub dim: usize,
+    config: LearnedConfig,
+    seed: u64,
+    index: IdMap<i64, u32>,
+    /// Each row's id, in creation order.
+    pub ids: Vec<i64>,
+    /// `dim` values a row, in `ids` order.
+    pub values: Vec<f32>,
+    /// Adam: first and second moments, `dim` a row; Adagrad: the sum of squares in `first`,
+    /// one a row.
+    first: Vec<f32>,
+    second: Vec<f32>,
+    /// Optimizer steps this shard applied, each a step that touched one of its rows (Adam's bias
+    /// correction; torch's `SparseAdam` counts its `step()` calls on the whole table).
+    steps: u64,
+    /// The rows at the best validation epoch, when asked to keep them ([`RowShard::keep_best`]).
+    best: Option<Vec<f32>>,
+}
+
+/// `n` normal deviates with standard deviation `std`, from `stream` (Box-Muller).
+fn normals(stream: &mut Stream, n: usize, std: f32) -> impl Iterator<Item = f32> + '_ {
+    (0..n).map(move |_| {
+        let (u, v) = (stream.unit().max(f32::MIN_POSITIVE), stream.unit());
+        std * (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+    })
+}
+
+impl RowShard {
+    pub fn new(config: &LearnedConfig, seed: u64) -> Self {
+        RowShard {
+            dim: config.dim,
+            config: config.clone(),
+            seed,
+            index: IdMap::default(),
+            ids: Vec::new(),
+            values: Vec::new(),
+            first: Vec::new(),
+            second: Vec::new(),
+            steps: 0,
+            best: None,
+        }
+    }
+
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The initial row of node `id`: `N(0, init_std)`, drawn from `(seed, id)` alone.
+    pub fn initial(&self, id: i64) -> Vec<f32> {
+        let mut stream = Stream::new(&[self.seed, INIT, id as u64]);
+        normals(&mut stream, self.dim, self.config.init_std).collect()
+    }
+
+    /// The slot of `id`'s row, created with its initial values if it is new.
+    fn slot(&mut self, id: i64) -> usize {
+        if let Some(&slot) = self.index.get(&id) {
+            return slot as usize;
+        }
+        let slot = self.ids.len();
+        let initial = self.initial(id);
+        self.values.extend(initial);
+        let state = match self.config.optimizer {
+            SparseOptimizerKind::Adam => self.dim,
+            SparseOptimizerKind::Adagrad => 1,
+        };
+        self.first.extend(std::iter::repeat_n(0.0, state));
+        if self.config.optimizer == SparseOptimizerKind::Adam {
+            self.second.extend(std::iter::repeat_n(0.0, self.dim));
+        }
+        self.ids.push(id);
+        self.index.insert(id, slot as u32);
+        slot
+    }
+
+    /// The rows of `ids`, in order, `dim` values each.
+    pub fn rows(&mut self, ids: &[i64]) -> Vec<f32> {
+        let mut out = Vec::with_capacity(ids.len() * self.dim);
+        for &id in ids {
+            let slot = self.slot(id);
+            out.extend_from_slice(&self.values[slot * self.dim..(slot + 1) * self.dim]);
+        }
+        out
+    }
+
+    /// One optimizer step on the rows of `ids` with their mean gradients `grads` (`dim` a row,
+    /// each id once) at learning rate `lr`; every other row and its state stay as they are.
+    pub fn step(&mut self, ids: &[i64], grads: &[f32], lr: f32) {
+        self.steps += 1;
+        let (d, wd) = (self.dim, self.config.weight_decay);
+        for (&id, g) in ids.iter().zip(grads.chunks(d)) {
+            let slot = self.slot(id);
+            let w = &mut self.values[slot * d..(slot + 1) * d];
+            let g: Vec<f32> = g.iter().zip(w.iter()).map(|(g, w)| g + wd * w).collect();
+            match self.config.optimizer {
+                SparseOptimizerKind::Adam => {
+                    let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+                    let t = self.steps.min(i32::MAX as u64) as i32;
+                    let (c1, c2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+                    let m = &mut self.first[slot * d..(slot + 1) * d];
+                    let v = &mut self.second[slot * d..(slot + 1) * d];
+                    for j in 0..d {
+                        m[j] = b1 * m[j] + (1.0 - b1) * g[j];
+                        v[j] = b2 * v[j] + (1.0 - b2) * g[j] * g[j];
+                        w[j] -= lr * (m[j] / c1) / ((v[j] / c2).sqrt() + eps);
+                    }
+                }
+                SparseOptimizerKind::Adagrad => {
+                    // Row-wise (PyTorch-BigGraph's): one accumulated mean square per row.
+                    let sum = &mut self.first[slot];
+                    *sum += g.iter().map(|g| g * g).sum::<f32>() / d as f32;
+                    let scale = lr / (sum.sqrt() + 1e-10);
+                    w.iter_mut().zip(&g).for_each(|(w, g)| *w -= scale * g);
+                }
+            }
+        }
+    }
+
+    /// Keeps a copy of every row as it is now (the best validation epoch's).
+    pub fn keep_best(&mut self) {
+        self.best = Some(self.values.clone());
+    }
+
+    /// Each row's id and values, ascending by id: the kept best copy where there is one (a row
+    /// created after it had its initial values then), else the rows as they are.
+    pub fn rows_to_save(&self, best: bool) -> Vec<(i64, Vec<f32>)> {
+        let d = self.dim;
+        let mut rows: Vec<(i64, Vec<f32>)> = self
+            .ids
+            .iter()
+            .enumerate()
+            .map(|(slot, &id)| {
+                let values = match self.best.as_ref().filter(|_| best) {
+                    Some(kept) if (slot + 1) * d <= kept.len() => kept[slot * d..(slot + 1) * d].to_vec(),
+                    Some(_) => self.initial(id),
+                    None => self.values[slot * d..(slot + 1) * d].to_vec(),
+                };
+                (id, values)
+            })
+            .collect();
+        rows.sort_unstable_by_key(|(id, _)| *id);
+        rows
+    }
+
+    /// Bytes per row: the values, the optimizer state and the index.
+    pub fn bytes_per_row(&self) -> usize {
+        let state = match self.config.optimizer {
+            SparseOptimizerKind::Adam => 2 * self.dim,
+            SparseOptimizerKind::Adagrad => 1,
+        };
+        4 * (self.dim + state) + 16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(optimizer: SparseOptimizerKind) -> LearnedConfig {
+        LearnedConfig { dim: 3, optimizer, lr: None, init_std: 1.0, weight_decay: 0.0 }
+    }
+
+    #[test]
+    fn a_row_starts_from_its_seed_and_id_alone() {
+        let mut a = RowShard::new(&config(SparseOptimizerKind::Adam), 7);
+        let mut b = RowShard::new(&config(SparseOptimizerKind::Adam), 7);
+        let x = a.rows(&[5, 9]);
+        let y = b.rows(&[9, 1, 5]);
+        assert_eq!((&x[..3], &x[3..]), (&y[6..], &y[..3]));
+        assert_ne!(x[..3], x[3..]);
+        // The deviates have about the asked spread.
+        let mut many = RowShard::new(&LearnedConfig { dim: 1000, ..config(SparseOptimizerKind::Adam) }, 1);
+        let values = many.rows(&[3]);
+        let var = values.iter().map(|v| v * v).sum::<f32>() / 1000.0;
+        assert!((var - 1.0).abs() < 0.15, "variance {var}");
+    }
+
+    #[test]
+    fn a_step_moves_only_the_rows_it_names_as_the_dense_rules_do() {
+        for kind in [SparseOptimizerKind::Adam, SparseOptimizerKind::Adagrad] {
+            let mut shard = RowShard::new(&config(kind), 1);
+            let before = shard.rows(&[1, 2]);
+            let g = [0.5, -1.0, 2.0];
+            shard.step(&[2], &g, 0.1);
+            let after = shard.rows(&[1, 2]);
+            assert_eq!(before[..3], after[..3], "{kind:?}: an untouched row stays");
+            let moved: Vec<f32> = before[3..].iter().zip(&after[3..]).map(|(b, a)| b - a).collect();
+            let expected: Vec<f32> = match kind {
+                // Adam's first step moves each value by lr times the gradient's sign.
+                SparseOptimizerKind::Adam => g.iter().map(|g| 0.1 * g.signum()).collect(),
+                // Row-wise Adagrad: lr g / sqrt(mean g^2).
+                SparseOptimizerKind::Adagrad => {
+                    let rms = (g.iter().map(|g| g * g).sum::<f32>() / 3.0).sqrt();
+                    g.iter().map(|g| 0.1 * g / rms).collect()
+                }
+            };
+            for (m, e) in moved.iter().zip(&expected) {
+                assert!((m - e).abs() < 1e-5, "{kind:?}: {moved:?} vs {expected:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_saved_rows_are_the_kept_best_ones_sorted_by_id() {
+        let mut shard = RowShard::new(&config(SparseOptimizerKind::Adagrad), 1);
+        let first = shard.rows(&[8, 3]);
+        shard.keep_best();
+        shard.step(&[8], &[1.0, 1.0, 1.0], 0.5);
+        let late = shard.rows(&[4]);
+        let saved = shard.rows_to_save(true);
+        assert_eq!(saved.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![3, 4, 8]);
+        assert_eq!((&saved[2].1[..], &saved[0].1[..], &saved[1].1[..]), (&first[..3], &first[3..], &late[..]));
+        assert_ne!(shard.rows_to_save(false)[2].1, first[..3]);
+    }
+}

@@ -1,0 +1,176 @@
+//! Nodes without features and learned embeddings on the parameter server, end to end: a node
+//! table without a `features` column flattens into records of no feature values; a link model
+//! with `learned_embedding_dim` trains one row per node, sharded over the workers, and commits
+//! the table in the model's `embeddings/` folder; GraphInfer reads each row at its node's
+//! owner and its embeddings equal the trainer's forward pass (with the same rows) to 1e-4; the
+//! same job on 2 workers and on 2 processes gives the same bits; every reader opens the table.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::common::*;
+use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type};
+use arrow_schema::Schema;
+
+/// A generated graph whose node table has lost its `features` column (plus `extra` nodes
+/// without edges), its edges split with `split-edges --undirected`.
+fn featureless_graph(dir: &Path, extra: &[i64]) -> PathBuf {
+    let generated = dir.join("generated");
+    generate(&generated, 300, 6, 4, 5);
+    let data = dir.join("data");
+    std::fs::create_dir_all(data.join("nodes")).unwrap();
+    let mut batches: Vec<RecordBatch> = read_batches(&generated.join("nodes"))
+        .into_iter()
+        .map(|b| {
+            let keep: Vec<usize> = (0..b.num_columns()).filter(|&c| b.schema().field(c).name() != "features").collect();
+            b.project(&keep).unwrap()
+        })
+        .collect();
+    if !extra.is_empty() {
+        let schema = Arc::new(Schema::new(vec![batches[0].schema().field_with_name("node_id").unwrap().clone()]));
+        let ids = arrow_array::Int64Array::from(extra.to_vec());
+        let lonely = RecordBatch::try_new(schema, vec![Arc::new(ids)]).unwrap();
+        let all = batches[0].schema();
+        let columns = all.fields().iter().map(|f| match f.name().as_str() {
+            "node_id" => lonely.column(0).clone(),
+            _ => arrow_array::new_null_array(f.data_type(), extra.len()),
+        });
+        batches.push(RecordBatch::try_new(all.clone(), columns.collect()).unwrap());
+    }
+    let file = std::fs::File::create(data.join("nodes/part-0.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), None).unwrap();
+    batches.iter().for_each(|b| writer.write(b).unwrap());
+    writer.close().unwrap();
+    let (edges, out) = (generated.join("edges"), data.join("edges"));
+    let split = ["split-edges", "--edges", edges.to_str().unwrap(), "--out", out.to_str().unwrap(), "--seed", "3"];
+    graphflat_ok(&[&split[..], &["--valid", "0.1", "--test", "0.1", "--undirected"]].concat());
+    data
+}
+
+/// The link flatten and a small learned-embedding training of `data` into `dir/<name>-*`.
+fn learned_job(data: &Path, at: impl Fn(&str) -> PathBuf) -> Job {
+    let flatten = Job::flatten(data, at("flat")).key("task", "link").key("fanouts", vec![5, 5]).key("overwrite", true);
+    let train = Job::train(at("flat"), at("model"))
+        .key("model", "sage")
+        .key("hidden", 16)
+        .key("embedding_dim", 8)
+        .key("learned_embedding_dim", 12)
+        .key("epochs", 6)
+        .key("patience", 0)
+        .key("batch_size", 32)
+        .key("lr", 0.02)
+        .key("seed", 7);
+    flatten.and(train)
+}
+
+/// `dir/<name>-<what>` for each `what`.
+fn prefixed(dir: &Path, name: &str) -> impl Fn(&str) -> PathBuf {
+    let (dir, name) = (dir.to_path_buf(), name.to_owned());
+    move |what| dir.join(format!("{name}-{what}"))
+}
+
+/// GraphInfer's `embedding` column by node id.
+fn embeddings(dir: &Path) -> BTreeMap<i64, Vec<f32>> {
+    let mut out = BTreeMap::new();
+    for batch in read_batches(dir) {
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let rows = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
+        for r in 0..batch.num_rows() {
+            out.insert(ids.value(r), rows.value(r).as_primitive::<Float32Type>().values().to_vec());
+        }
+    }
+    out
+}
+
+/// The model's learned table, by id, as bits (to compare runs exactly).
+fn table_bits(model: &Path) -> BTreeMap<i64, Vec<u32>> {
+    let table = graphtrainer::learned_table(&local_io(), model.to_str().unwrap(), 12).unwrap();
+    table.into_iter().map(|(id, row)| (id, row.iter().map(|v| v.to_bits()).collect())).collect()
+}
+
+#[test]
+fn learned_embeddings_train_on_the_server_and_graphinfer_equals_the_trainer() {
+    let dir = scratch("learned");
+    let data = featureless_graph(&dir, &[]);
+    let one = prefixed(&dir, "one");
+    let out = run_ok(&learned_job(&data, &one).write(&dir, "one"), &["--workers", "2"]);
+    assert!(out.contains("learned:") && out.contains("rows of 12"), "{out}");
+    // The table: a row per node the trainer met, in the model's embeddings/ folder.
+    let table = table_bits(&one("model"));
+    let nodes = batches_in([data.join("nodes/part-0.parquet")]).iter().map(|b| b.num_rows()).sum::<usize>();
+    assert!(table.len() > nodes / 2 && table.len() <= nodes, "{} rows for {nodes} nodes", table.len());
+    // The same job on 2 processes of one worker: the same weights and table, bit for bit.
+    let procs = prefixed(&dir, "procs");
+    run_two_processes(&Job::loopback(2).and(learned_job(&data, &procs)).write(&dir, "procs"), &dir);
+    assert!(table_bits(&procs("model")) == table, "the learned table differs on 2 processes");
+    let weights = |model: &Path| std::fs::read(model_file(model, ".bpk")).unwrap();
+    assert!(weights(&procs("model")) == weights(&one("model")), "the weights differ on 2 processes");
+    // Learning: the rows moved from their seeded start, and the test AUC is above chance.
+    let metrics = std::fs::read_to_string(one("model").join("metrics.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
+    let first: serde_json::Value = serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
+    eprintln!("learned: loss {} -> {}, test auc {}", first["loss"], last["loss"], last["test_auc"]);
+    assert!(last["loss"].as_f64() < first["loss"].as_f64() && last["test_auc"].as_f64().unwrap() > 0.6, "{last}");
+    // GraphInfer: each node's row at its owner; the embeddings equal the trainer's encoder.
+    let emb = one("emb");
+    let infer = run_ok(&Job::infer(&data, one("model"), &emb).write(&dir, "infer"), &["--workers", "3"]);
+    let inferred = embeddings(&emb);
+    let missing = nodes - table.len();
+    assert!(infer.contains(&format!("{missing} nodes without a learned row (zeros)")), "{infer}");
+    let forward =
+        graphtrainer::forward_link_records(&local_io(), one("model").to_str().unwrap(), one("flat").to_str().unwrap())
+            .unwrap();
+    let mut worst = 0f32;
+    for link in &forward {
+        for (id, h) in &link.embeddings {
+            let ours = &inferred[id];
+            worst = h.iter().zip(ours).map(|(a, b)| (a - b).abs()).fold(worst, f32::max);
+        }
+    }
+    assert!(worst < 1e-4, "an embedding differs from the trainer's by {worst}");
+    // Every reader opens the table in the folder, and sees its rows once.
+    let folder = one("model").join("embeddings");
+    if let Some(python) = python() {
+        let script = "import sys, pandas, pyarrow.parquet as pq, polars, duckdb\n\
+            d = sys.argv[1]\n\
+            print(len(pandas.read_parquet(d)), pq.read_table(d).num_rows, polars.read_parquet(d + '/*.parquet').height,\n\
+                  duckdb.sql(f\"select count(distinct node_id) from '{d}/*.parquet'\").fetchall()[0][0])";
+        let got = std::process::Command::new(python).args(["-c", script, folder.to_str().unwrap()]).output().unwrap();
+        let counts = String::from_utf8_lossy(&got.stdout).trim().to_owned();
+        assert_eq!(
+            counts,
+            [table.len(); 4].map(|n| n.to_string()).join(" "),
+            "{}",
+            String::from_utf8_lossy(&got.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_node_without_a_row_gets_zeros_or_fails_the_job_and_no_features_needs_a_learned_table() {
+    let dir = scratch("learned-missing");
+    let data = featureless_graph(&dir, &[]);
+    let at = prefixed(&dir, "m");
+    // Records of no features and no learned embedding: nothing for the model to read.
+    let flatten = Job::flatten(&data, at("flat")).key("task", "link").key("fanouts", vec![5, 5]);
+    run_ok(&flatten.write(&dir, "flatten"), &[]);
+    let out = run(&Job::train(at("flat"), at("bare")).key("epochs", 1).write(&dir, "bare"), &[]);
+    assert_fails(&out, 64, &["carry no node features", "learned_embedding_dim"]);
+    run_ok(&learned_job(&data, &at).write(&dir, "train"), &[]);
+    // Two nodes new since training (in no record, so no row): zeros, counted.
+    let later = featureless_graph(&dir.join("later"), &[1_000_000, 1_000_001]);
+    let zero = Job::infer(&later, at("model"), at("zero"));
+    let out = run_ok(&zero.write(&dir, "zero"), &["--workers", "2"]);
+    assert!(out.contains("2 nodes without a learned row (zeros)"), "{out}");
+    let inferred = embeddings(&at("zero"));
+    assert_eq!(inferred.len(), 302);
+    assert!(inferred[&1_000_000].iter().all(|v| v.is_finite()));
+    // Or the job fails, naming one, and commits nothing.
+    let strict = Job::infer(&later, at("model"), at("strict")).key("missing_embedding", "error");
+    let out = run(&strict.write(&dir, "strict"), &["--workers", "2"]);
+    assert_fails(&out, 65, &["has no row in the learned embedding table", "missing_embedding"]);
+    assert!(!at("strict").join("_SUCCESS").exists());
+}
