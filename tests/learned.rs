@@ -3,7 +3,8 @@
 //! with `learned_embedding_dim` trains one row per node, sharded over the workers, and commits
 //! the table in the model's `embeddings/` folder; GraphInfer reads each row at its node's
 //! owner and its embeddings equal the trainer's forward pass (with the same rows) to 1e-4; the
-//! same job on 2 workers and on 2 processes gives the same bits; every reader opens the table.
+//! same job on 2 workers and on 2 processes gives the same bits; every reader opens the table;
+//! a node model's scores equal the trainer's too (row-wise Adagrad there).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -147,6 +148,28 @@ fn learned_embeddings_train_on_the_server_and_graphinfer_equals_the_trainer() {
             String::from_utf8_lossy(&got.stderr)
         );
     }
+}
+
+#[test]
+fn a_node_model_with_learned_rows_scores_in_graphinfer_as_in_the_trainer() {
+    let dir = scratch("learned-node");
+    let data = featureless_graph(&dir, &[]);
+    let at = prefixed(&dir, "n");
+    let flatten = Job::flatten(&data, at("flat")).key("fanouts", vec![4, 4]);
+    let train = Job::train(at("flat"), at("model"))
+        .key("model", "gcn")
+        .key("learned_embedding_dim", 8)
+        .key("learned_embedding_optimizer", "adagrad")
+        .key("learned_embedding_lr", 0.1)
+        .key("epochs", 5)
+        .key("batch_size", 64);
+    let job = flatten.and(train).and(Job::infer(&data, at("model"), at("scores")));
+    let out = run_ok(&job.write(&dir, "node"), &["--workers", "2"]);
+    assert!(out.contains("learned:") && out.contains("rows of 8"), "{out}");
+    let inferred = scores_only(&read_scores(&at("scores")));
+    let trained = record_scores(&at("model"), &at("flat"));
+    // Every node is a target here: GraphInfer scores each as the trainer's forward pass does.
+    assert!(max_difference(&inferred, &trained) < 1e-4, "GraphInfer differs from the trainer");
 }
 
 #[test]

@@ -39,16 +39,23 @@ pub fn read_scores(dir: &Path) -> BTreeMap<i64, Scored> {
 
 /// The trainer's forward pass (evaluation mode) of the saved model on every record: softmax
 /// scores by root. Batches read what the model reads (its edge features, standardized as it
-/// was trained).
+/// was trained, and its learned rows: zeros for a node without one, as GraphInfer).
 pub fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
+    let width = meta.spec.learned_embedding_dim;
+    let table = (width > 0).then(|| graphtrainer::learned_table(&local_io(), model.to_str().unwrap(), width).unwrap());
     let spec =
         BatchSpec { kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }.reading(&meta.spec);
     let mut out = BTreeMap::new();
     for chunk in read_records(records).chunks(256) {
         let batch = Batch::build(chunk, &spec);
-        let tensors = BatchTensors::new(&batch, &device, Aggregation::Reference);
+        let mut tensors = BatchTensors::new(&batch, &device, Aggregation::Reference);
+        if let Some(table) = &table {
+            let zeros = vec![0.0; width];
+            let rows = batch.input_ids.iter().flat_map(|id| table.get(id).unwrap_or(&zeros).iter().copied()).collect();
+            tensors = tensors.with_learned(rows, width, &device);
+        }
         let logits = gnn.forward(&meta.spec, &batch, &tensors, None);
         let probabilities: Vec<f32> = burn::tensor::activation::softmax(logits, 1).into_data().iter::<f32>().collect();
         let classes = meta.spec.classes;
