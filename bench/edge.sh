@@ -58,7 +58,7 @@ import json, sys
 t = json.loads(open(f"{sys.argv[1]}/timings.jsonl").readline())
 print(f"train gat {sys.argv[2]}: epoch {t['seconds']:.1f}s ({t['records_per_second']:.0f} records/s, waited {t['wait_seconds']:.1f}s for data); whole command {sys.argv[3]}s, peak {sys.argv[4]} MB")
 PY
-  python3 bench/all_edges_model.py "$WORK/model-$V" "$WORK/model-all-$V"
+  "$PY" bench/all_edges_model.py "$WORK/model-$V" "$WORK/model-all-$V"
   printf '[cluster]\nworkers = 1\n[infer]\nnodes = "%s/nodes"\nedges = "%s/edges"\nmodel = "%s"\noutput = "%s"\noverwrite = true\n' \
     "$WORK/$V" "$WORK/$V" "$WORK/model-all-$V" "$WORK/scores-$V" > "$WORK/infer-$V.toml"
 done

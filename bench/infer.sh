@@ -52,7 +52,7 @@ for N in $SIZES; do
     printf '[cluster]\nworkers = 1\n[train]\nrecords = "%s"\noutput = "%s"\nepochs = 1\nhidden = 16\n' "$WORK/flat$N" "$WORK/model" > "$WORK/train.toml"
     $BIN run "$WORK/train.toml" > "$WORK/train.log" 2>&1
     # The same weights with every in-edge: model.json's sampler says how GraphInfer samples.
-    python3 bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
+    "$PY" bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
   fi
   read -r FWD_S FWD_MB <<< "$(timed forward-$N $FORWARD "$WORK/flat$N" "$WORK/model")"
   RECORDS_MB=$(mb "$WORK/flat$N")

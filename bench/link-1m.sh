@@ -30,7 +30,16 @@
 # (one stage each, workers = 1, kernel_threads = 1) so that /usr/bin/time gives each stage's
 # peak. PEER_PYTHON needs torch-sparse (bench/peer/venv-sampled.sh makes such a venv).
 #
-#   bench/link-1m.sh [work_dir]     NODES=1000000 PAIRS=10000000 REPS=3 EPOCHS=3
+# With LEARNED=D (D > 0) the graph is featureless: both sides read a copy of the node table
+# without its `features` column (pyarrow, $WORK/bare/nodes; the edges are the same) and learn a
+# D-wide vector per node as the model input instead: ours `learned_embedding_dim = D` in [train]
+# (lazy Adam on the parameter server, the default, lr 0.01), so GraphSAGE D -> 64 -> 64; PyG
+# `--learned-dim D`, a `torch.nn.Embedding(N, D, sparse=True)` indexed by each batch's sampled
+# node ids and stepped by `SparseAdam` lr 0.01 beside Adam for the SAGE weights. Our training
+# summary's `learned:` line (rows, the largest share with the optimizer's state) is printed.
+# LEARNED=0 (the default) is the run with the 32 generated features.
+#
+#   bench/link-1m.sh [work_dir]     NODES=1000000 PAIRS=10000000 REPS=3 EPOCHS=3 LEARNED=0
 #                                   PEER_PYTHON=/tmp/peer-sampled/bin/python BIN=target/release/graphflat
 # BIN: use that binary and skip the build (default: cargo build --release, with FEATURES).
 set -euo pipefail
@@ -40,13 +49,14 @@ NODES=${NODES:-1000000}
 PAIRS=${PAIRS:-10000000}
 REPS=${REPS:-3}
 EPOCHS=${EPOCHS:-3}
+LEARNED=${LEARNED:-0}
 PY=${PEER_PYTHON:-$(bench/peer/venv-sampled.sh)}
 if [ -z "${BIN:-}" ]; then
   BIN=target/release/graphflat
   cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 fi
 mkdir -p "$WORK"
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F); commit $(git rev-parse --short HEAD); $NODES nodes, $PAIRS pairs, $REPS reps, $EPOCHS epochs"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F); commit $(git rev-parse --short HEAD); $NODES nodes, $PAIRS pairs, $REPS reps, $EPOCHS epochs, learned $LEARNED; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 export OMP_NUM_THREADS=1
 
 timed() { # NAME CMD...: prints "seconds peak_MB cpu%"
@@ -73,14 +83,24 @@ src, dst = ids[rng.integers(0, len(ids), n)], ids[rng.integers(0, len(ids), n)]
 pq.write_table(pa.table({"src": src, "dst": dst}), sys.argv[3], row_group_size=1 << 20)
 PY
 fi
-echo "tables: nodes $(mb "$G/nodes") MB, edges $(mb "$S/edges") MB, pairs $(mb "$WORK/pairs") MB; df: $(df -h "$WORK" | awk 'NR==2{print $4}') free"
+# The graph both sides read: $S, or with LEARNED the same edges and the node table without features.
+GRAPH=$S
+if [ "$LEARNED" -gt 0 ]; then
+  GRAPH=$WORK/bare
+  if [ ! -f "$GRAPH/nodes/part-0.parquet" ]; then
+    rm -rf "$GRAPH"; mkdir -p "$GRAPH/nodes"; ln -s "$S/edges" "$GRAPH/edges"
+    "$PY" -c "import pyarrow.parquet as pq, sys; pq.write_table(pq.read_table(sys.argv[1]).drop_columns(['features']), sys.argv[2], compression='zstd')" \
+      "$G/nodes" "$GRAPH/nodes/part-0.parquet"
+  fi
+fi
+echo "tables: nodes $(mb "$GRAPH/nodes") MB, edges $(mb "$S/edges") MB, pairs $(mb "$WORK/pairs") MB; df: $(df -h "$WORK" | awk 'NR==2{print $4}') free"
 
 cat > "$WORK/flatten.toml" <<TOML
 [cluster]
 workers = 1
 [flatten]
-nodes = "$S/nodes"
-edges = "$S/edges"
+nodes = "$GRAPH/nodes"
+edges = "$GRAPH/edges"
 output = "$WORK/flat"
 overwrite = true
 hops = 2
@@ -90,6 +110,7 @@ task = "link"
 negatives = 1
 supervision_fraction = 0.1
 TOML
+LEARNED_KEY=""; [ "$LEARNED" -eq 0 ] || LEARNED_KEY="learned_embedding_dim = $LEARNED"
 cat > "$WORK/train.toml" <<TOML
 [cluster]
 workers = 1
@@ -110,13 +131,14 @@ epochs = $EPOCHS
 batch_size = 512
 kernel_threads = 1
 seed = 1
+$LEARNED_KEY
 TOML
 cat > "$WORK/infer.toml" <<TOML
 [cluster]
 workers = 1
 [infer]
-nodes = "$S/nodes"
-edges = "$S/edges"
+nodes = "$GRAPH/nodes"
+edges = "$GRAPH/edges"
 model = "$WORK/model"
 output = "$WORK/embeddings"
 overwrite = true
@@ -130,7 +152,7 @@ for f in flatten train infer infer-all pyg-train pyg-infer; do : > "$WORK/$f.run
 : > "$WORK/epochs.runs"; : > "$WORK/pyg-epochs.runs"
 for rep in $(seq "$REPS"); do
   read -r FS FM FP <<< "$(timed flatten $BIN run "$WORK/flatten.toml")"
-  RECORDS=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['rows'])" "$WORK/flat/_SUCCESS")
+  RECORDS=$("$PY" -c "import json, sys, pyarrow.parquet as pq; print(json.loads(pq.read_metadata(sys.argv[1]).metadata[b'graphflat.manifest'])['rows'])" "$WORK/flat/_manifest.parquet")
   echo "$FS $FM $FP $RECORDS $(mb "$WORK/flat")" >> "$WORK/flatten.runs"
   echo "rep $rep flatten: ${FS}s, $RECORDS link records, $(echo "$RECORDS / $FS" | bc) records/s, $(mb "$WORK/flat") MB, peak ${FM} MB, cpu $FP"
   grep -h "phases:" "$WORK/flatten.log" | sed 's/^ */  /' || true
@@ -141,22 +163,24 @@ for rep in $(seq "$REPS"); do
 import json, sys
 m = [json.loads(l) for l in open(f"{sys.argv[1]}/metrics.jsonl")]
 for t, e in zip((json.loads(l) for l in open(f"{sys.argv[1]}/timings.jsonl")), m):
-    print(f"{t['seconds']:.2f} {t['wait_seconds']:.2f} {t['records_per_second']:.0f} {e['valid_auc']:.4f} {e['test_auc']:.4f}")
+    phases = " ".join(f"{t.get(k + '_seconds', 0):.2f}" for k in ["build", "forward", "backward", "exchange"])
+    print(f"{t['seconds']:.2f} {t['wait_seconds']:.2f} {t['records_per_second']:.0f} {e['valid_auc']:.4f} {e['test_auc']:.4f} {phases}")
 PY
-  echo "rep $rep train: whole command ${TS}s, peak ${TM} MB, cpu $TP; epochs (seconds, waited, train records/s, valid auc, test auc):"
+  echo "rep $rep train: whole command ${TS}s, peak ${TM} MB, cpu $TP; epochs (seconds, waited, train records/s, valid auc, test auc; build, forward, backward, exchange seconds):"
   tail -n "$EPOCHS" "$WORK/epochs.runs" | sed 's/^/  /'
+  grep -h "learned" "$WORK/train.log" | sed 's/^ */  /' || true
 
   read -r IS IM IP <<< "$(timed infer $BIN run "$WORK/infer.toml")"
   echo "$IS $IM $IP" >> "$WORK/infer.runs"
   echo "rep $rep infer: ${IS}s, peak ${IM} MB, cpu $IP, $(mb "$WORK/embeddings") MB embeddings, $(mb "$WORK/pair-scores") MB pair scores"
   grep -h "phases:\|pairs" "$WORK/infer.log" | sed 's/^ */  /' || true
-  python3 bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
+  "$PY" bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
   read -r AS AM AP <<< "$(timed infer-all $BIN run "$WORK/infer-all.toml")"
   echo "$AS $AM $AP" >> "$WORK/infer-all.runs"
   echo "rep $rep infer, every in-edge: ${AS}s, peak ${AM} MB, cpu $AP"
   grep -h "phases:" "$WORK/infer-all.log" | sed 's/^ */  /' || true
 
-  read -r PS PM PP <<< "$(timed pyg-train "$PY" bench/peer/pyg_link_sampled.py "$S" --stage train --model "$WORK/pyg-model.pt" --epochs "$EPOCHS" --seed 1)"
+  read -r PS PM PP <<< "$(timed pyg-train "$PY" bench/peer/pyg_link_sampled.py "$GRAPH" --stage train --model "$WORK/pyg-model.pt" --epochs "$EPOCHS" --seed 1 --learned-dim "$LEARNED")"
   echo "$PS $PM $PP" >> "$WORK/pyg-train.runs"
   python3 - "$WORK/pyg-train.log" >> "$WORK/pyg-epochs.runs" <<'PY'
 import json, sys
@@ -168,7 +192,7 @@ PY
   tail -n 1 "$WORK/pyg-train.log" | sed 's/^/  /'
 
   rm -rf "$WORK/pyg-out"
-  read -r QS QM QP <<< "$(timed pyg-infer "$PY" bench/peer/pyg_link_sampled.py "$S" --stage infer --model "$WORK/pyg-model.pt" --pairs "$WORK/pairs" --out "$WORK/pyg-out")"
+  read -r QS QM QP <<< "$(timed pyg-infer "$PY" bench/peer/pyg_link_sampled.py "$GRAPH" --stage infer --model "$WORK/pyg-model.pt" --pairs "$WORK/pairs" --out "$WORK/pyg-out" --learned-dim "$LEARNED")"
   echo "$QS $QM $QP" >> "$WORK/pyg-infer.runs"
   echo "rep $rep pyg infer: whole command ${QS}s, peak ${QM} MB, cpu $QP"
   tail -n 1 "$WORK/pyg-infer.log" | sed 's/^/  /'

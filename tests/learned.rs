@@ -183,6 +183,11 @@ fn a_node_without_a_row_gets_zeros_or_fails_the_job_and_no_features_needs_a_lear
     let out = run(&Job::train(at("flat"), at("bare")).key("epochs", 1).write(&dir, "bare"), &[]);
     assert_fails(&out, 64, &["carry no node features", "learned_embedding_dim"]);
     run_ok(&learned_job(&data, &at).write(&dir, "train"), &[]);
+    // A file of no run in the table's folder would be read with it: refused, overwrite or not.
+    std::fs::copy(data.join("nodes/part-0.parquet"), at("model").join("embeddings/foreign.parquet")).unwrap();
+    let out = run(&learned_job(&data, &at).write(&dir, "foreign"), &[]);
+    assert_fails(&out, 73, &["embeddings/foreign.parquet", "not a part this project wrote"]);
+    std::fs::remove_file(at("model").join("embeddings/foreign.parquet")).unwrap();
     // Two nodes new since training (in no record, so no row): zeros, counted.
     let later = featureless_graph(&dir.join("later"), &[1_000_000, 1_000_001]);
     let zero = Job::infer(&later, at("model"), at("zero"));
@@ -194,6 +199,34 @@ fn a_node_without_a_row_gets_zeros_or_fails_the_job_and_no_features_needs_a_lear
     // Or the job fails, naming one, and commits nothing.
     let strict = Job::infer(&later, at("model"), at("strict")).key("missing_embedding", "error");
     let out = run(&strict.write(&dir, "strict"), &["--workers", "2"]);
-    assert_fails(&out, 65, &["has no row in the learned embedding table", "missing_embedding"]);
+    assert_fails(&out, 65, &["has no row in the learned embedding table", "(2 nodes have none", "missing_embedding"]);
     assert!(!at("strict").join("_SUCCESS").exists());
+}
+
+#[test]
+fn a_typed_graph_needs_features_on_every_node_type() {
+    let dir = scratch("learned-typed");
+    let data = dir.join("typed");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "200", "--seed", "1"]);
+    // The shops lose their features: a typed record set has no learned rows to give them.
+    let shops = data.join("nodes/shop");
+    let batches: Vec<RecordBatch> = read_batches(&shops)
+        .into_iter()
+        .map(|b| b.project(&[b.schema().index_of("node_id").unwrap()]).unwrap())
+        .collect();
+    std::fs::remove_dir_all(&shops).unwrap();
+    std::fs::create_dir_all(&shops).unwrap();
+    let file = std::fs::File::create(shops.join("part-0.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), None).unwrap();
+    batches.iter().for_each(|b| writer.write(b).unwrap());
+    writer.close().unwrap();
+    let out = dir.join("flat");
+    let job = format!(
+        "{}[flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nfanouts = [3, 3]\n",
+        typed::graph_tables(&data),
+        out.display().to_string()
+    );
+    let failed = run(&write_job(&dir, "typed", &job), &[]);
+    assert_fails(&failed, 64, &["node type shop", "no features column"]);
+    assert!(!out.join("_SUCCESS").exists());
 }

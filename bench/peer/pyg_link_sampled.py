@@ -1,6 +1,6 @@
 """The peer of the 1M-node link benchmark (bench/link-1m.sh): PyG's `LinkNeighborLoader` on the
 node table and the split edge table that `graphflat split-edges` writes (node `node_id`,
-`features`; edge `src`, `dst`, `split`), and full-graph inference of every node's embedding
+`features`, the latter not read with `--learned-dim`; edge `src`, `dst`, `split`), and full-graph inference of every node's embedding
 plus the dot scores of a table of candidate pairs. Edges are in-edges of `dst`, as GraphFlat
 reads them (PyG's default flow, source to target). One thread (`torch.set_num_threads(1)`,
 `num_workers = 0`: sampling runs inline).
@@ -18,26 +18,34 @@ reads them (PyG's default flow, source to target). One thread (`torch.set_num_th
 - Encoder: 2-layer `SAGEConv` (mean), 32 -> `--hidden` -> `--embedding` (64, 64), ReLU between, no
   dropout; decoder: the dot product of the two ends; binary cross-entropy, Adam lr 0.01, no
   weight decay.
+- Input: the node `features`, or with `--learned-dim D` (D > 0) a learned vector of D per node
+  instead, `torch.nn.Embedding(nodes, D, sparse=True)` (PyTorch's default init N(0, 1)) indexed
+  by each batch's sampled global node slots (`batch.n_id`) and stepped by `torch.optim.SparseAdam`
+  lr 0.01 (only the batch's rows move), while the SAGE weights keep Adam. The `features` column
+  is then not read at all (the node table may have none): the loader's `Data` holds only
+  `edge_index` and `num_nodes`. So the layer 1 input is D wide instead of 32.
 - Per epoch: the training pass (seconds, of which the seconds spent in the loader: sampling,
-  negatives and feature gathering) and the evaluation pass over the sampled valid and test edges
+  negatives and feature gathering; with `--learned-dim`, the embedding lookup is compute) and the evaluation pass over the sampled valid and test edges
   (sampled 2-hop neighborhoods too, no gradient; AUC of positives against their negatives).
 - Writes the model's `state_dict` to `--model`.
 
 `--stage infer` (reads `--model`):
-- Full-graph inference: the encoder over every node and every train edge at once (no sampling),
+- Full-graph inference: the encoder over every node and every train edge at once (no sampling;
+  with `--learned-dim`, the trained embedding table is the input),
   written as zstd Parquet `node_id`, `embedding` (fixed_size_list<float32, 64>) to `--out`/embeddings;
 - then the `src`, `dst` table `PAIRS` (int64 node ids): each pair's dot score, in chunks of 1M,
   written as zstd Parquet `src`, `dst`, `score` to `--out`/pairs.
 
 Prints, as JSON, the seconds of each phase and the process's peak RSS (`ru_maxrss`).
 
-    python bench/peer/pyg_link_sampled.py GRAPH_DIR --stage train --model M.pt [--epochs 1]
-    python bench/peer/pyg_link_sampled.py GRAPH_DIR --stage infer --model M.pt --pairs PAIRS --out DIR
+    python bench/peer/pyg_link_sampled.py GRAPH_DIR --stage train --model M.pt [--epochs 1] [--learned-dim 0]
+    python bench/peer/pyg_link_sampled.py GRAPH_DIR --stage infer --model M.pt --pairs PAIRS --out DIR [--learned-dim 0]
 
 GRAPH_DIR holds `nodes/` and `edges/` (a directory with the node table and `split-edges`'s
 output). `LinkNeighborLoader` needs `pyg-lib` or `torch-sparse`; `bench/peer/venv-sampled.sh`
 makes a venv with `torch-sparse` over the peers' venv.
 """
+
 import argparse
 import json
 import os
@@ -60,14 +68,16 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def load(root):
-    """Node ids and features by slot, each split's edges as a 2 x E tensor of slots, and the slot
-    of every node id."""
-    nodes = pq.read_table(f"{root}/nodes", columns=["node_id", "features"])
+def load(root, features=True):
+    """Node ids and features by slot (None without `features`: that column is then not read), each
+    split's edges as a 2 x E tensor of slots, and the slot of every node id."""
+    nodes = pq.read_table(f"{root}/nodes", columns=["node_id", "features"] if features else ["node_id"])
     ids = nodes.column("node_id").to_numpy()
-    features = nodes.column("features").combine_chunks()
-    width = len(features[0])
-    x = pc.list_flatten(features).to_numpy().astype(np.float32).reshape(len(ids), width)
+    x = None
+    if features:
+        column = nodes.column("features").combine_chunks()
+        width = len(column[0])
+        x = torch.from_numpy(pc.list_flatten(column).to_numpy().astype(np.float32).reshape(len(ids), width))
     slot = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
     slot[ids] = np.arange(len(ids))
     edges = pq.read_table(f"{root}/edges", columns=["src", "dst", "split"])
@@ -78,14 +88,21 @@ def load(root):
     for s in ["train", "valid", "test"]:
         mask = pc.equal(split, s).to_numpy(zero_copy_only=False)
         by_split[s] = torch.from_numpy(np.stack([src[mask], dst[mask]]))
-    return ids, torch.from_numpy(x), by_split, slot
+    return ids, x, by_split, slot
 
 
 class Net(torch.nn.Module):
-    def __init__(self, dim, hidden, out):
+    """With `nodes` set, the input is a learned `nodes x dim` sparse embedding, not the features."""
+
+    def __init__(self, dim, hidden, out, nodes=None):
         super().__init__()
+        self.embedding = torch.nn.Embedding(nodes, dim, sparse=True) if nodes else None
         self.conv1 = SAGEConv(dim, hidden)
         self.conv2 = SAGEConv(hidden, out)
+
+    def inputs(self, batch):
+        """Layer 1's input rows for a sampled batch: its nodes' embedding rows or features."""
+        return self.embedding(batch.n_id) if self.embedding is not None else batch.x
 
     def forward(self, x, edge_index):
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
@@ -133,19 +150,31 @@ def timed_batches(batches):
     return gen(), waited
 
 
+def model_for(args, x, nodes):
+    if args.learned_dim > 0:
+        return Net(args.learned_dim, args.hidden, args.embedding, nodes=nodes)
+    return Net(x.shape[1], args.hidden, args.embedding)
+
+
 def train(args):
     started = time.perf_counter()
-    _, x, by_split, _ = load(args.graph)
+    ids, x, by_split, _ = load(args.graph, features=args.learned_dim == 0)
     rng = np.random.default_rng(args.seed)
     supervision = {}
     for s, e in by_split.items():
         keep = torch.from_numpy(rng.random(e.shape[1]) < args.fraction)
         supervision[s] = e[:, keep]
-    data = Data(x=x, edge_index=by_split["train"], num_nodes=x.shape[0])
+    if x is None:
+        data = Data(edge_index=by_split["train"], num_nodes=len(ids))
+    else:
+        data = Data(x=x, edge_index=by_split["train"], num_nodes=x.shape[0])
     load_s = time.perf_counter() - started
 
-    model = Net(x.shape[1], args.hidden, args.embedding)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model = model_for(args, x, len(ids))
+    dense = [p for name, p in model.named_parameters() if not name.startswith("embedding.")]
+    optimizers = [torch.optim.Adam(dense, lr=0.01)]
+    if model.embedding is not None:
+        optimizers.append(torch.optim.SparseAdam(model.embedding.parameters(), lr=0.01))
     train_loader = loader(data, supervision["train"], args.batch_size, True)
     evaluate = {s: loader(data, supervision[s], args.batch_size, False) for s in ["valid", "test"]}
     epochs = []
@@ -155,12 +184,14 @@ def train(args):
         batches, waited = timed_batches(train_loader)
         loss_sum, steps = 0.0, 0
         for batch in batches:
-            optimizer.zero_grad()
-            z = model(batch.x, batch.edge_index)
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            z = model(model.inputs(batch), batch.edge_index)
             logits = model.decode(z, batch.edge_label_index)
             loss = F.binary_cross_entropy_with_logits(logits, batch.edge_label)
             loss.backward()
-            optimizer.step()
+            for optimizer in optimizers:
+                optimizer.step()
             loss_sum, steps = loss_sum + float(loss), steps + 1
         train_s = time.perf_counter() - t0
         train_wait = waited[0]
@@ -173,7 +204,7 @@ def train(args):
                 batches, waited = timed_batches(eval_loader)
                 pos, neg = [], []
                 for batch in batches:
-                    score = model.decode(model(batch.x, batch.edge_index), batch.edge_label_index)
+                    score = model.decode(model(model.inputs(batch), batch.edge_index), batch.edge_label_index)
                     label = batch.edge_label.bool()
                     pos.append(score[label].numpy())
                     neg.append(score[~label].numpy())
@@ -198,20 +229,23 @@ def train(args):
         "load_seconds": round(load_s, 2),
         "supervision": {s: int(e.shape[1]) for s, e in supervision.items()},
         "message_passing_edges": int(by_split["train"].shape[1]),
+        "learned_dim": args.learned_dim,
         "epochs": epochs,
     }
 
 
 def infer(args):
     started = time.perf_counter()
-    ids, x, by_split, slot = load(args.graph)
+    ids, x, by_split, slot = load(args.graph, features=args.learned_dim == 0)
     edge_index = by_split["train"]
     del by_split
     load_s = time.perf_counter() - started
 
-    model = Net(x.shape[1], args.hidden, args.embedding)
+    model = model_for(args, x, len(ids))
     model.load_state_dict(torch.load(args.model))
     model.eval()
+    if model.embedding is not None:
+        x = model.embedding.weight.detach()
     t0 = time.perf_counter()
     with torch.no_grad():
         z = model(x, edge_index)
@@ -264,6 +298,9 @@ def main():
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--embedding", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--learned-dim", type=int, default=0, help="D > 0: a learned sparse D-vector per node as input, no features"
+    )
     parser.add_argument("--pairs", help="infer: the src, dst table to score")
     parser.add_argument("--out", help="infer: where embeddings/ and pairs/ go")
     args = parser.parse_args()

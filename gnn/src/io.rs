@@ -49,6 +49,7 @@ pub fn meta_name(run: &str) -> String {
 pub const LAYOUT: Layout = Layout {
     files: &["model.bpk", "model.json", "metrics.jsonl", "timings.jsonl"],
     dirs: &["checkpoints", LEARNED_FOLDER],
+    tables: &[LEARNED_FOLDER],
 };
 
 /// The folder of a model directory that holds its learned embedding table's parts

@@ -428,15 +428,15 @@ impl Scores<'_> {
             return Ok((Input::Features { values: features, normalize: spec.normalize_features }, (0, 0)));
         }
         let rows = crate::learned::read(worker.timely, worker.io, self.dir, nodes, d)?;
+        let total = cluster::sum(worker.timely, rows.missing);
         let missing = rows.first_missing.filter(|_| self.config.missing_embedding == MissingEmbedding::Error);
         let missing = missing.map(|id| {
             Error::BadData(format!(
-                "node {id} of {} has no row in the learned embedding table of the model in {} ({} nodes here have \
+                "node {id} of {} has no row in the learned embedding table of the model in {} ({total} nodes have \
                  none: new since training, or never in a record it trained or evaluated on); [infer] \
                  missing_embedding = \"zero\" gives them zeros",
                 self.config.nodes,
                 self.dir.shown(),
-                rows.missing
             ))
         });
         agree(worker.timely, missing.map_or(Ok(()), Err))?;

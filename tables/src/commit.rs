@@ -84,6 +84,18 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
             e.name
         )));
     }
+    // A folder that holds a table: a file of another run's naming there is read with it.
+    for folder in layout.tables.iter().filter(|f| entries.iter().any(|e| e.name == **f)) {
+        let inside = crate::entries::entries(&output.child(folder)).await?;
+        if let Some(e) = inside.iter().find(|e| e.kind != Kind::File || run_of(&e.name).is_none()) {
+            return Err(Error::Output(format!(
+                "{}/{folder}/{} is not a part this project wrote: readers open {folder}/ as a table, so not even \
+                 overwrite takes it; remove it or choose another output",
+                output.shown(),
+                e.name
+            )));
+        }
+    }
     let foreign: Vec<&str> = entries.iter().filter(|e| !e.ours(layout)).map(|e| e.name.as_str()).collect();
     if !foreign.is_empty() && !overwrite {
         let shown: Vec<&str> = foreign.iter().take(5).copied().collect();

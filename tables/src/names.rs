@@ -96,11 +96,14 @@ pub struct Layout {
     pub files: &'static [&'static str],
     /// Directories of run-named files (a model's `checkpoints/`).
     pub dirs: &'static [&'static str],
+    /// Those of `dirs` that hold a table (a model's `embeddings/`): readers open them as one, so
+    /// nothing but the runs' parts may be there.
+    pub tables: &'static [&'static str],
 }
 
 impl Layout {
     /// Part files, [`MANIFEST`] and `_SUCCESS`: the layout of every table.
-    pub const TABLE: Layout = Layout { files: &[], dirs: &[] };
+    pub const TABLE: Layout = Layout { files: &[], dirs: &[], tables: &[] };
 
     /// What `name`, directly under an output of this layout, is.
     pub fn classify<'a>(&self, name: &'a str) -> Name<'a> {
@@ -178,7 +181,7 @@ mod tests {
     fn run_named_files_are_told_from_foreign_ones() {
         let run = new_run_id();
         assert_eq!(run.len(), RUN_ID_LEN);
-        let layout = Layout { files: &["model.json"], dirs: &["checkpoints"] };
+        let layout = Layout { files: &["model.json"], dirs: &["checkpoints"], tables: &[] };
         let ours = [
             format!("part-{run}-00000-00001.parquet"),
             format!("part-{run}-00003.parquet"),

@@ -111,29 +111,33 @@ impl RowShard {
     pub fn step(&mut self, ids: &[i64], grads: &[f32], lr: f32) {
         self.steps += 1;
         let (d, wd) = (self.dim, self.config.weight_decay);
+        let t = self.steps.min(i32::MAX as u64) as i32;
+        let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+        let (c1, c2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
         for (&id, g) in ids.iter().zip(grads.chunks(d)) {
             let slot = self.slot(id);
             let w = &mut self.values[slot * d..(slot + 1) * d];
-            let g: Vec<f32> = g.iter().zip(w.iter()).map(|(g, w)| g + wd * w).collect();
+            // The decayed gradient of value j, computed where it is used (no row buffer).
+            let decayed = |j: usize, w: &[f32]| g[j] + wd * w[j];
             match self.config.optimizer {
                 SparseOptimizerKind::Adam => {
-                    let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
-                    let t = self.steps.min(i32::MAX as u64) as i32;
-                    let (c1, c2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
                     let m = &mut self.first[slot * d..(slot + 1) * d];
                     let v = &mut self.second[slot * d..(slot + 1) * d];
                     for j in 0..d {
-                        m[j] = b1 * m[j] + (1.0 - b1) * g[j];
-                        v[j] = b2 * v[j] + (1.0 - b2) * g[j] * g[j];
+                        let g = decayed(j, w);
+                        m[j] = b1 * m[j] + (1.0 - b1) * g;
+                        v[j] = b2 * v[j] + (1.0 - b2) * g * g;
                         w[j] -= lr * (m[j] / c1) / ((v[j] / c2).sqrt() + eps);
                     }
                 }
                 SparseOptimizerKind::Adagrad => {
                     // Row-wise (PyTorch-BigGraph's): one accumulated mean square per row.
                     let sum = &mut self.first[slot];
-                    *sum += g.iter().map(|g| g * g).sum::<f32>() / d as f32;
+                    *sum += (0..d).map(|j| decayed(j, w).powi(2)).sum::<f32>() / d as f32;
                     let scale = lr / (sum.sqrt() + 1e-10);
-                    w.iter_mut().zip(&g).for_each(|(w, g)| *w -= scale * g);
+                    for j in 0..d {
+                        w[j] -= scale * decayed(j, w);
+                    }
                 }
             }
         }

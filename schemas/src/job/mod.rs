@@ -228,6 +228,9 @@ mod tests {
         let both = err(train("batch_negatives = \"none\"\nin_batch_negatives = true"));
         assert!(both.contains("older name"), "{both}");
         assert!(err(train("batch_negatives = \"all\"")).contains("unknown variant"));
+        let orphan = err(train("learned_embedding_lr = 0.5"));
+        assert!(orphan.contains("set learned_embedding_dim"), "{orphan}");
+        assert!(train("learned_embedding_dim = 8\nlearned_embedding_optimizer = \"adagrad\"").is_ok());
     }
 
     #[test]

@@ -472,6 +472,17 @@ impl TrainConfig {
                 ),
             ));
         }
+        let learned_keys = self.learned_embedding_optimizer != SparseOptimizerKind::Adam
+            || self.learned_embedding_lr.is_some()
+            || self.learned_embedding_init_std != DEFAULT_LEARNED_INIT_STD
+            || self.learned_embedding_weight_decay != 0.0;
+        if learned_keys && self.learned_embedding_dim == 0 {
+            return Err(JobError::invalid(
+                "train",
+                "learned_embedding_optimizer, _lr, _init_std and _weight_decay are keys of a learned embedding: set \
+                 learned_embedding_dim (the learned row's width), or leave them out",
+            ));
+        }
         if self.bases > MAX_BASES {
             return Err(JobError::invalid("train", format!("bases is at most {MAX_BASES} (found {})", self.bases)));
         }
