@@ -82,8 +82,8 @@ pub fn read(
         Ok::<_, Error>(())
     });
     agree(worker, read)?;
-    let (values, found, unknown, duplicate) =
-        Rc::try_unwrap(kept).map_err(|_| Error::Internal("rows kept".into()))?.into_inner();
+    // Taken out, not unwrapped: the finished dataflow may still hold its handle.
+    let (values, found, unknown, duplicate) = std::mem::take(&mut *kept.borrow_mut());
     let duplicate = duplicate.map(|id| {
         let at = Location::file(dir.shown()).column(schemas::learned::EMBEDDING);
         Error::from(BadInput::new(at, format!("node {id} has two rows in the model's learned embedding table")))
