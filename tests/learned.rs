@@ -182,6 +182,11 @@ fn a_node_without_a_row_gets_zeros_or_fails_the_job_and_no_features_needs_a_lear
     run_ok(&flatten.write(&dir, "flatten"), &[]);
     let out = run(&Job::train(at("flat"), at("bare")).key("epochs", 1).write(&dir, "bare"), &[]);
     assert_fails(&out, 64, &["carry no node features", "learned_embedding_dim"]);
+    // Rows that blow up name their learning rate.
+    let wild = Job::train(at("flat"), at("bare")).key("learned_embedding_dim", 4).key("learned_embedding_lr", 1e30);
+    let out = run(&wild.key("epochs", 2).write(&dir, "wild"), &[]);
+    assert_fails(&out, 65, &["not finite", "learned_embedding_lr"]);
+    assert!(!has_weights(&at("bare")));
     run_ok(&learned_job(&data, &at).write(&dir, "train"), &[]);
     // A file of no run in the table's folder would be read with it: refused, overwrite or not.
     std::fs::copy(data.join("nodes/part-0.parquet"), at("model").join("embeddings/foreign.parquet")).unwrap();

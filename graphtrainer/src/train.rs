@@ -629,9 +629,10 @@ pub fn train_fed<T: Learner>(
         let diverged = if finite {
             Ok(())
         } else {
+            let rates = if setup.learned.is_some() { "lr or learned_embedding_lr" } else { "lr" };
             Err(Error::Diverged(format!(
-                "epoch {}: the training loss is {} or a parameter is not finite; lower lr, or check the features \
-                 (no model is written)",
+                "epoch {}: the training loss is {} or a parameter is not finite; lower {rates}, or check the \
+                 features (no model is written)",
                 epoch + 1,
                 metrics.train_loss
             )))
