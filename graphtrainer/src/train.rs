@@ -690,12 +690,15 @@ pub fn train_fed<T: Learner>(
             let learned = learned.borrow();
             let written = learned.write_parts(&io, &output, &run, index, best);
             let parts = cluster::agree::<_, Error, tables::error::Report>(worker, written)?;
-            let shard = learned.shard.borrow();
-            let held = cluster::all_gather(worker, vec![(index, shard.len() as u64)]);
+            // Read, then let go: no borrow of the rows outlives a step of the worker.
+            let (len, bytes_per_row, dim) = {
+                let shard = learned.shard.borrow();
+                (shard.len() as u64, shard.bytes_per_row(), shard.dim)
+            };
+            let held = cluster::all_gather(worker, vec![(index, len)]);
             let (rows, most) = (held.iter().map(|(_, n)| n).sum::<u64>(), held.iter().map(|(_, n)| *n).max());
-            let mb = most.unwrap_or(0) as f64 * shard.bytes_per_row() as f64 / 1e6;
-            let line =
-                format!("{rows} rows of {} (at most {mb:.1} MB with the optimizer's state on a worker)", shard.dim);
+            let mb = most.unwrap_or(0) as f64 * bytes_per_row as f64 / 1e6;
+            let line = format!("{rows} rows of {dim} (at most {mb:.1} MB with the optimizer's state on a worker)");
             (cluster::all_gather(worker, parts), Some(line))
         }
     };
