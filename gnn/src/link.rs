@@ -153,11 +153,6 @@ impl LinkBatch {
         }
         weights
     }
-
-    /// [`LinkBatch::grid_weights`] of in-batch negatives (`destinations`), `[n, n]`.
-    pub fn in_batch_weights(&self) -> Vec<f32> {
-        self.grid_weights(&self.grid_columns(BatchNegatives::Destinations))
-    }
 }
 
 fn rows(values: Vec<i64>, device: &Device) -> Tensor<1, Int> {

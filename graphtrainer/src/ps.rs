@@ -115,7 +115,7 @@ pub struct RowGrads<'a> {
 #[derive(Default)]
 struct RowSums {
     ids: Vec<i64>,
-    at: std::collections::HashMap<i64, usize>,
+    at: cluster::hash::IdMap<i64, usize>,
     sums: Vec<f32>,
     lr: f32,
 }
