@@ -131,7 +131,7 @@ fn mistyped_column() {
     good_edges(&data);
     let message = fails(&dir, &data);
     assert_names(&message, &file, None, "node_id");
-    assert!(message.contains("expected an integer") && message.contains("found Float64"), "{message}");
+    assert!(message.contains("expected ids: an integer") && message.contains("found Float64"), "{message}");
 }
 
 #[test]

@@ -9,9 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int32Type, Int64Type};
-use arrow_array::{
-    Array, ArrayRef, DictionaryArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray, UInt64Array,
-};
+use arrow_array::{Array, ArrayRef, DictionaryArray, Float64Array, Int32Array, ListArray, RecordBatch, UInt64Array};
 use arrow_schema::{DataType, Field};
 
 use crate::common::*;
@@ -182,15 +180,15 @@ fn what_the_project_types_cannot_hold_is_bad_input_at_its_row() {
             "class id -3",
         ),
         (
-            "string-ids",
+            "binary-ids",
             with(&nodes, "node_id", |a| {
-                Arc::new(StringArray::from_iter_values(
-                    a.as_primitive::<Int64Type>().values().iter().map(|v| v.to_string()),
+                Arc::new(arrow_array::BinaryArray::from_iter_values(
+                    a.as_primitive::<Int64Type>().values().iter().map(|v| v.to_le_bytes()),
                 ))
             }),
             edges.clone(),
             "column \"node_id\"",
-            "expected an integer",
+            "expected ids: an integer",
         ),
     ];
     for (name, n, e, at, problem) in cases {

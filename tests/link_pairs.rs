@@ -304,7 +304,7 @@ fn unknown_nodes_and_bad_columns_in_pairs_are_named_and_leave_no_success() {
     assert_fails(
         &result,
         65,
-        &[&format!("{}, column \"src\"", file.display()), "expected an integer", "found Float64"],
+        &[&format!("{}, column \"src\"", file.display()), "expected ids: an integer", "found Float64"],
     );
     no_success(&out);
 

@@ -34,4 +34,5 @@ mod sampling;
 mod schema;
 mod split_edges;
 mod storage;
+mod string_ids;
 mod train;

@@ -25,6 +25,7 @@ fn output_reads_back_with_the_documented_schema() {
         relation_edge_stats: Vec::new(),
         types: None,
         relation_fanouts: Vec::new(),
+        string_ids: false,
         link: None,
     });
     let files = parquet_files(&out);

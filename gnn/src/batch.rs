@@ -237,6 +237,9 @@ pub struct Batch {
     pub row_keys: Vec<(i64, u32)>,
     /// The node id of each row of `features`, for the input dropout mask (one per node).
     pub input_ids: Vec<i64>,
+    /// Records of a graph keyed by strings: each input row's original string, aligned with
+    /// `input_ids` (a learned row is saved under it); empty for integer ids.
+    pub input_keys: Vec<String>,
     /// Layer 1 first.
     pub layers: Vec<LayerEdges>,
     pub roots: Vec<i64>,
@@ -404,10 +407,14 @@ impl Batch {
         let mut features = Vec::with_capacity(kept.len() * dim);
         let mut typed = spec.types.as_deref().map(TypedInputs::empty);
         let mut input_ids = Vec::with_capacity(kept.len());
+        let mut input_keys = Vec::new();
         for &row in &kept {
             let (_, r, i) = order[row];
             let rec = records[r as usize];
             input_ids.push(rec.node_ids[i as usize]);
+            if let Some(key) = rec.node_keys.get(i as usize) {
+                input_keys.push(key.clone());
+            }
             let x = rec.node_features(i as usize);
             match &mut typed {
                 Some(typed) => typed.push(rec.node_types[i as usize], x, spec.normalize_features),
@@ -485,6 +492,7 @@ impl Batch {
             features,
             row_keys,
             input_ids,
+            input_keys,
             layers,
             roots: records.iter().map(|r| r.root).collect(),
             labels: records.iter().map(|r| r.label.clone()).collect(),

@@ -15,8 +15,9 @@ use schemas::{Label, Record, Split, typed};
 
 use crate::sink::{Columns, Row};
 
-/// One node of a record as it arrives: its hop, full in-degree and where its features are: in
-/// the record's feature block `block`, at `features`.
+/// One node of a record as it arrives: its hop, full in-degree and where its features (and,
+/// in a graph keyed by strings, its original string) are: in the record's block `block`, at
+/// `features` (and `key`).
 #[derive(Debug, Clone)]
 pub struct GatheredNode {
     pub id: i64,
@@ -24,6 +25,15 @@ pub struct GatheredNode {
     pub in_degree: u64,
     pub block: u32,
     pub features: Range<usize>,
+    pub key: Range<usize>,
+}
+
+/// The buffers of one container of replies, shared by every record it answered: the nodes'
+/// features and their original strings (empty for integer ids).
+#[derive(Debug, Clone, Default)]
+pub struct Block {
+    pub features: Arc<Vec<f32>>,
+    pub keys: Arc<String>,
 }
 
 /// One edge of a record by global ids: (dst, src, weight, layer mask, relation). Its features,
@@ -43,7 +53,7 @@ pub struct Gathered {
     pub label: Option<Label>,
     pub split: Option<Split>,
     pub nodes: Vec<GatheredNode>,
-    pub blocks: Vec<Arc<Vec<f32>>>,
+    pub blocks: Vec<Block>,
     pub edges: Vec<GatheredEdge>,
     pub edge_features: Vec<f32>,
 }
@@ -62,6 +72,8 @@ pub trait RecordSink {
     fn start(&mut self, root: i64, label: Option<Label>, split: Option<Split>);
     /// A node, root first, then by (hop, id); a typed record's nodes carry their type.
     fn node(&mut self, id: i64, hop: u8, in_degree: i64, features: &[f32], node_type: Option<u8>);
+    /// The original string of the node just added (a graph keyed by strings).
+    fn key(&mut self, key: &str);
     /// An edge by local indices, in the record's edge order; a typed record's carry their
     /// relation.
     fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>);
@@ -74,6 +86,10 @@ impl RecordSink for RecordColumns {
 
     fn node(&mut self, id: i64, hop: u8, in_degree: i64, features: &[f32], node_type: Option<u8>) {
         RecordColumns::node(self, id, hop, in_degree, features, node_type);
+    }
+
+    fn key(&mut self, key: &str) {
+        RecordColumns::key(self, key);
     }
 
     fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>) {
@@ -110,6 +126,10 @@ impl RecordSink for RecordBuilder {
             }
             r.feature_at.push(r.features.len() as u32);
         }
+    }
+
+    fn key(&mut self, key: &str) {
+        self.record.node_keys.push(key.to_owned());
     }
 
     fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>) {
@@ -169,8 +189,11 @@ pub fn assemble_into(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut 
     out.start(plain(root), label, split);
     for n in &nodes {
         let node_type = typed.map(|_| typed::unpack(n.id).0);
-        let features = &blocks[n.block as usize][n.features.clone()];
-        out.node(plain(n.id), n.hop, n.in_degree as i64, features, node_type);
+        let block = &blocks[n.block as usize];
+        out.node(plain(n.id), n.hop, n.in_degree as i64, &block.features[n.features.clone()], node_type);
+        if !n.key.is_empty() {
+            out.key(&block.keys[n.key.clone()]);
+        }
     }
     // A typed graph with edge features keeps each edge's relation's width of them.
     let widths = typed.filter(|widths| widths.iter().any(|&w| w > 0));

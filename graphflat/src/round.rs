@@ -36,7 +36,7 @@ use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
-use crate::record::{Gathered, GatheredNode};
+use crate::record::{Block, Gathered, GatheredNode};
 use cluster::owner_key;
 use sampling::NodeStore;
 use schemas::layers::Layers;
@@ -68,6 +68,8 @@ struct Reply {
     features_end: usize,
     /// The end of its in-edges in `Replies::edges`.
     edges_end: usize,
+    /// The end of its original string in `Replies::keys` (a graph keyed by strings).
+    key_end: usize,
 }
 
 /// The replies one owner sends one worker for one container of requests: reply `i`'s features
@@ -82,14 +84,17 @@ pub struct Replies {
     features: Vec<f32>,
     edges: Vec<NeededEdge>,
     edge_features: Vec<f32>,
+    /// Each reply's node's original string, one after another (a graph keyed by strings).
+    keys: String,
 }
 
-/// One reply with its slices of its [`Replies`]' buffers; its features stay in the shared
-/// `block`, at `features`.
+/// One reply with its slices of its [`Replies`]' buffers; its features and string stay in the
+/// shared `block`, at `features` and `key`.
 struct Answer<'a> {
     reply: Reply,
-    block: &'a Arc<Vec<f32>>,
+    block: &'a Block,
     features: Range<usize>,
+    key: Range<usize>,
     edges: &'a [NeededEdge],
     edge_features: &'a [f32],
 }
@@ -97,19 +102,20 @@ struct Answer<'a> {
 impl Replies {
     /// Hands each reply, in order, to `f` with its features, in-edges and their features.
     fn each(self, mut f: impl FnMut(Answer)) {
-        let Replies { edge_dim, replies, features, edges, edge_features, .. } = self;
-        let block = Arc::new(features);
-        let (mut features_from, mut edges_from) = (0, 0);
+        let Replies { edge_dim, replies, features, edges, edge_features, keys, .. } = self;
+        let block = Block { features: Arc::new(features), keys: Arc::new(keys) };
+        let (mut features_from, mut edges_from, mut key_from) = (0, 0, 0);
         for reply in replies {
-            let (features_end, edges_end) = (reply.features_end, reply.edges_end);
+            let (features_end, edges_end, key_end) = (reply.features_end, reply.edges_end, reply.key_end);
             f(Answer {
                 reply,
                 block: &block,
                 features: features_from..features_end,
+                key: key_from..key_end,
                 edges: &edges[edges_from..edges_end],
                 edge_features: &edge_features[edges_from * edge_dim..edges_end * edge_dim],
             });
-            (features_from, edges_from) = (features_end, edges_end);
+            (features_from, edges_from, key_from) = (features_end, edges_end, key_end);
         }
     }
 }
@@ -148,7 +154,7 @@ impl Partial {
     /// Folds a round-`hop` answer into the record; `request` gets each in-edge source not seen
     /// yet (hop `hop + 1`, while `hop < hops`).
     fn add(&mut self, answer: Answer, hop: usize, hops: usize, mut request: impl FnMut(Request)) {
-        let Answer { reply, block, features, edges, edge_features } = answer;
+        let Answer { reply, block, features, key, edges, edge_features } = answer;
         let record = &mut self.gathered;
         if hop == 0 {
             record.label = reply.label;
@@ -163,7 +169,7 @@ impl Partial {
             }
         }
         // Replies of one container arrive together: a record refers to its block once.
-        if !record.blocks.last().is_some_and(|last| Arc::ptr_eq(last, block)) {
+        if !record.blocks.last().is_some_and(|last| Arc::ptr_eq(&last.features, &block.features)) {
             record.blocks.push(block.clone());
         }
         record.nodes.push(GatheredNode {
@@ -172,6 +178,7 @@ impl Partial {
             in_degree: reply.in_degree,
             block: (record.blocks.len() - 1) as u32,
             features,
+            key,
         });
     }
 }
@@ -235,13 +242,19 @@ fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &m
         if let Some(&Some(ahead)) = slots.get(i + PREFETCH_AHEAD) {
             nodes.prefetch_row(ahead, edges);
         }
-        if edges && let Some(&Some(ahead)) = slots.get(i + PREFETCH_AHEAD / 2) {
-            nodes.prefetch_edges(ahead);
+        if let Some(&Some(ahead)) = slots.get(i + PREFETCH_AHEAD / 2) {
+            if edges {
+                nodes.prefetch_edges(ahead);
+            }
+            nodes.prefetch_key(ahead);
         }
         // Requests name only nodes that exist: targets and checked edge sources.
         let Some(slot) = slots[i] else { continue };
         let to = &mut out[(owner_key(r.root) % peers) as usize];
         to.features.extend_from_slice(nodes.features(slot));
+        if let Some(key) = nodes.key(slot) {
+            to.keys.push_str(key);
+        }
         if edges {
             push_needed_edges(nodes, slot, layers, hop, &mut to.edges, &mut to.edge_features);
         }
@@ -254,6 +267,7 @@ fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &m
             split: nodes.splits[slot],
             features_end: to.features.len(),
             edges_end: to.edges.len(),
+            key_end: to.keys.len(),
         });
     }
     out

@@ -113,6 +113,8 @@ pub fn split_edges(io: &Io, config: &SplitEdges) -> Result<SplitCounts, Error> {
     let mut counts = SplitCounts::default();
     let mut part = Part::default();
     let files = open_table(io, &input)?;
+    // Every part's ids of one kind; each written as int64 or utf8, so that the parts are of one schema.
+    sampling::load::id_kind(&files, &[edges::SRC, edges::DST])?;
     if let Some(file) = files.iter().find(|f| f.arrow.schema().column_with_name(edges::SPLIT).is_some()) {
         tracing::warn!("split-edges: {} has a split column; every row's split is drawn anew", file.name());
     }
@@ -122,9 +124,9 @@ pub fn split_edges(io: &Io, config: &SplitEdges) -> Result<SplitCounts, Error> {
             file.read_row_group(io, rg, |batch, first_row| {
                 let rows = EdgeBatch::from_batch(&batch, &name, first_row, false)?;
                 let splits: Vec<Option<Split>> =
-                    (0..rows.len()).map(|i| Some(config.split_of(rows.src.value(i), rows.dst.value(i)))).collect();
+                    (0..rows.len()).map(|i| Some(config.split_of(rows.src.hashed(i), rows.dst.hashed(i)))).collect();
                 splits.iter().flatten().for_each(|&s| counts.add(s));
-                part.push(&table, edges::with_splits(&batch, &splits))
+                part.push(&table, edges::with_splits(&edges::with_canonical_ids(&batch, &rows), &splits))
             })?;
         }
     }

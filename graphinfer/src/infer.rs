@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow_array::{ArrayRef, Int64Array, StringArray};
 use arrow_schema::SchemaRef;
 use burn::prelude::Device;
 use cluster::Failure;
@@ -232,6 +233,9 @@ impl Body for Scores<'_> {
     }
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), Error> {
+        if let Some((candidates, _)) = &self.pairs {
+            candidates.check_kind(nodes.id_kind())?;
+        }
         match self.typed {
             Some((graph, _)) => check_type_widths(self.meta, self.dir, graph, nodes),
             None => check_input_width(self.meta, self.dir, &self.config.nodes, nodes.dim),
@@ -341,6 +345,7 @@ fn score_pairs(
         let name = |t: u8| types.node_types[usize::from(t)].name.clone();
         PairTypes { types: [relation.src, relation.dst], names: [name(relation.src), name(relation.dst)] }
     });
+    let embeddings_kind = embeddings.nodes.id_kind();
     let scored = pairs::score(worker.timely, worker.io, candidates, embeddings, scorer, typed.as_ref())?;
     let to = worker.extra_outputs.first().cloned().ok_or_else(|| Error::Internal("no pairs_output".into()))?;
     let metadata = HashMap::from([
@@ -348,7 +353,8 @@ fn score_pairs(
         ("graphinfer.decoder".to_owned(), body.meta.spec.decoder.unwrap_or_default().name().to_owned()),
         ("graphinfer.pairs".to_owned(), candidates.place.shown()),
     ]);
-    let written = pairs::write(worker, &to, &scored, metadata, body.config.part_size_mb << 20)?;
+    let kind = embeddings_kind;
+    let written = pairs::write(worker, &to, &scored, kind, metadata, body.config.part_size_mb << 20)?;
     worker.clock.lap("pairs");
     Ok(written)
 }
@@ -525,7 +531,8 @@ fn write(
     ]);
     let names: Vec<String> =
         body.typed.map_or_else(Vec::new, |(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
-    let schema: SchemaRef = Arc::new(output::schema(head, width, classes, body.typed.is_some(), metadata));
+    let naming = output::Naming { ids: cx.nodes.id_kind(), typed: body.typed.is_some() };
+    let schema: SchemaRef = Arc::new(output::schema(head, width, classes, naming, metadata));
     let props = part_properties()
         .set_column_statistics_enabled(ColumnPath::from(output::NODE_ID), EnabledStatistics::Chunk)
         .build();
@@ -552,7 +559,11 @@ fn write(
                     output::count_predictions(head, row, &mut predictions);
                 }
             }
-            let batch = output::batch(&schema, head, &ids, typed, &embedding, &logits)
+            let ids: ArrayRef = match cx.nodes.strings {
+                Some(_) => Arc::new(chunk.iter().map(|r| cx.nodes.key(r.slot as usize)).collect::<StringArray>()),
+                None => Arc::new(Int64Array::from(ids)),
+            };
+            let batch = output::batch(&schema, head, ids, typed, &embedding, &logits)
                 .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
             writer.write(&batch)?;
             cx.progress.advance(phase, (end - start) as u64);

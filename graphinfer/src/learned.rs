@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use sampling::{NodeStore, agree};
+use schemas::ids::StringHash;
 use schemas::learned::LearnedBatch;
 use schemas::{BadInput, error::Location};
 use serde::{Deserialize, Serialize};
@@ -17,10 +18,12 @@ use timely::worker::Worker;
 
 use crate::Error;
 
-/// A row on its way to its node's owner.
+/// A row on its way to its node's owner; `print` is its string's fingerprint in a graph keyed
+/// by strings (0 for integer ids), checked there as the map step checks an edge's endpoint.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Row {
     id: i64,
+    print: u64,
     values: Vec<f32>,
 }
 
@@ -34,8 +37,8 @@ pub struct LearnedRows {
     pub missing: u64,
     /// Rows this worker received for nodes the graph does not hold.
     pub unknown: u64,
-    /// The first node without a row, if any.
-    pub first_missing: Option<i64>,
+    /// The first node without a row, if any, as its id reads.
+    pub first_missing: Option<String>,
 }
 
 /// The parts of the table: the model directory's listed `part-*.parquet` files.
@@ -53,6 +56,8 @@ pub fn read(
     dim: usize,
 ) -> Result<LearnedRows, Error> {
     let files = open(io, dir)?;
+    agree(worker, sampling::load::same_id_kind(&files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
+    let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
     let peers = worker.peers();
     let mine = units(&files, worker.index(), peers);
     let kept = Rc::new(RefCell::new((vec![0.0f32; nodes.len() * dim], vec![false; nodes.len()], 0u64, None)));
@@ -61,9 +66,10 @@ pub fn read(
     let consume = move |r: Row| {
         let mut kept = sink.borrow_mut();
         let (values, found, unknown, duplicate) = &mut *kept;
-        match store.slot(r.id) {
+        let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print);
+        match store.slot(r.id).filter(known) {
             None => *unknown += 1,
-            Some(slot) if found[slot] => *duplicate = duplicate.or(Some(r.id)),
+            Some(slot) if found[slot] => *duplicate = duplicate.or(Some(slot)),
             Some(slot) => {
                 values[slot * dim..(slot + 1) * dim].copy_from_slice(&r.values);
                 found[slot] = true;
@@ -75,7 +81,12 @@ pub fn read(
             let name = files[f].name();
             files[f].read_row_group(io, rg, |batch, first_row| {
                 let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
-                send((0..rows.len()).map(|i| Row { id: rows.ids.value(i), values: rows.row(i).to_vec() }).collect());
+                let row = |i: usize| Row {
+                    id: rows.ids.id(i, &strings),
+                    print: rows.ids.hash(i).map_or(0, |h| h.g),
+                    values: rows.row(i).to_vec(),
+                };
+                send((0..rows.len()).map(row).collect());
                 Ok(())
             })?;
         }
@@ -84,12 +95,18 @@ pub fn read(
     agree(worker, read)?;
     // Taken out, not unwrapped: the finished dataflow may still hold its handle.
     let (values, found, unknown, duplicate) = std::mem::take(&mut *kept.borrow_mut());
-    let duplicate = duplicate.map(|id| {
+    let duplicate = duplicate.map(|slot: usize| {
         let at = Location::file(dir.shown()).column(schemas::learned::EMBEDDING);
-        Error::from(BadInput::new(at, format!("node {id} has two rows in the model's learned embedding table")))
+        let node = shown(nodes, slot);
+        Error::from(BadInput::new(at, format!("node {node} has two rows in the model's learned embedding table")))
     });
     agree(worker, duplicate.map_or(Ok(()), Err))?;
     let missing_slots: Vec<usize> = (0..found.len()).filter(|&s| !found[s]).collect();
-    let first_missing = missing_slots.first().map(|&s| nodes.ids[s]);
+    let first_missing = missing_slots.first().map(|&s| shown(nodes, s));
     Ok(LearnedRows { values, dim, missing: missing_slots.len() as u64, unknown, first_missing })
+}
+
+/// Slot `slot`'s id as the node table has it: its string, or its integer id.
+fn shown(nodes: &NodeStore, slot: usize) -> String {
+    nodes.key(slot).map_or_else(|| nodes.ids[slot].to_string(), schemas::ids::shown)
 }

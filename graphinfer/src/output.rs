@@ -3,7 +3,7 @@
 //! | column | type |
 //! | --- | --- |
 //! | `node_type` | `utf8`, a typed graph only: the row's node type |
-//! | `node_id` | `int64` (in a typed graph, the id within its type) |
+//! | `node_id` | `int64` (in a typed graph, the id within its type), or `utf8`: the original strings of a graph keyed by strings |
 //! | `embedding` | `fixed_size_list<float32, H>`: the output of layer `[infer] embedding` |
 //! | `prediction` | `int64` class (softmax models); `fixed_size_list<bool, C>` for multi-hot targets (logit > 0) |
 //! | `scores` | `fixed_size_list<float32, C>`: softmax over classes, or one sigmoid per target |
@@ -20,6 +20,7 @@ use arrow_array::builder::BooleanBuilder;
 use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use schemas::ids::IdKind;
 
 pub const NODE_TYPE: &str = "node_type";
 pub const NODE_ID: &str = "node_id";
@@ -122,14 +123,22 @@ pub struct TypedRows<'a> {
     pub target: u8,
 }
 
+/// How the output names its nodes: by id of `ids`' kind (`utf8` holding the original strings
+/// of a graph keyed by strings), and with a `node_type` column when `typed`.
+#[derive(Debug, Clone, Copy)]
+pub struct Naming {
+    pub ids: IdKind,
+    pub typed: bool,
+}
+
 /// The output schema for embeddings of `width` and `classes` scores; `typed` adds the
 /// `node_type` column and lets the scores be null.
-pub fn schema(head: Head, width: usize, classes: usize, typed: bool, metadata: HashMap<String, String>) -> Schema {
-    let mut fields = Vec::new();
+pub fn schema(head: Head, width: usize, classes: usize, naming: Naming, metadata: HashMap<String, String>) -> Schema {
+    let (typed, mut fields) = (naming.typed, Vec::new());
     if typed {
         fields.push(Field::new(NODE_TYPE, DataType::Utf8, false));
     }
-    fields.push(Field::new(NODE_ID, DataType::Int64, false));
+    fields.push(Field::new(NODE_ID, schemas::ids::data_type(naming.ids), false));
     fields.push(Field::new(EMBEDDING, list(DataType::Float32, width), false));
     let prediction = match head {
         Head::Classes => DataType::Int64,
@@ -141,13 +150,13 @@ pub fn schema(head: Head, width: usize, classes: usize, typed: bool, metadata: H
     Schema::new(fields).with_metadata(metadata)
 }
 
-/// Rows for nodes `ids` (of `typed`'s types in a typed graph), with their embeddings and
-/// logits (row-major; a typed graph's rows of other types than the target have logits that
-/// are not written).
+/// Rows for nodes `ids` (the `node_id` column: their ids or original strings; of `typed`'s
+/// types in a typed graph), with their embeddings and logits (row-major; a typed graph's rows
+/// of other types than the target have logits that are not written).
 pub fn batch(
     schema: &SchemaRef,
     head: Head,
-    ids: &[i64],
+    ids: ArrayRef,
     typed: Option<TypedRows>,
     embedding: &[f32],
     logits: &[f32],
@@ -170,7 +179,7 @@ pub fn batch(
         let names = t.types.iter().map(|&x| t.names[usize::from(x)].as_str());
         columns.push(Arc::new(StringArray::from_iter_values(names)));
     }
-    columns.push(Arc::new(Int64Array::from(ids.to_vec())));
+    columns.push(ids);
     columns.push(scored_column(Arc::new(Float32Array::from(embedding.to_vec())), width, None)?);
     let prediction: ArrayRef = match head {
         Head::Embedding => return RecordBatch::try_new(schema.clone(), columns),
@@ -203,20 +212,35 @@ mod tests {
 
     #[test]
     fn sigmoid_scores_and_multi_hot_predictions() {
-        let schema: SchemaRef = Arc::new(schema(Head::MultiHot, 2, 2, false, HashMap::new()));
-        let b = batch(&schema, Head::MultiHot, &[7], None, &[0.5, 0.25], &[2.0, -1.0]).unwrap();
+        let naming = Naming { ids: IdKind::Int, typed: false };
+        let schema: SchemaRef = Arc::new(schema(Head::MultiHot, 2, 2, naming, HashMap::new()));
+        let b = batch(&schema, Head::MultiHot, ids(&[7]), None, &[0.5, 0.25], &[2.0, -1.0]).unwrap();
         assert_eq!(b.num_rows(), 1);
         let mut s = [0.0; 2];
         Head::MultiHot.scores(&[0.0, -1.0], &mut s);
         assert_eq!(s[0], 0.5);
     }
 
+    fn ids(ids: &[i64]) -> ArrayRef {
+        Arc::new(Int64Array::from(ids.to_vec()))
+    }
+
+    #[test]
+    fn string_ids_name_their_rows() {
+        let naming = Naming { ids: IdKind::String, typed: false };
+        let schema: SchemaRef = Arc::new(schema(Head::Embedding, 1, 0, naming, HashMap::new()));
+        let keys: ArrayRef = Arc::new(StringArray::from(vec!["user_8f3a", "sku-1201"]));
+        let b = batch(&schema, Head::Embedding, keys.clone(), None, &[0.5, 0.25], &[]).unwrap();
+        assert_eq!(b.column_by_name(NODE_ID).unwrap(), &keys);
+    }
+
     #[test]
     fn typed_rows_name_their_type_and_only_the_target_type_is_scored() {
-        let schema: SchemaRef = Arc::new(schema(Head::Classes, 1, 2, true, HashMap::new()));
+        let naming = Naming { ids: IdKind::Int, typed: true };
+        let schema: SchemaRef = Arc::new(schema(Head::Classes, 1, 2, naming, HashMap::new()));
         let names = ["item".to_owned(), "user".to_owned()];
         let typed = TypedRows { types: &[0, 1, 1], names: &names, target: 1 };
-        let b = batch(&schema, Head::Classes, &[5, 5, 6], Some(typed), &[0.1, 0.2, 0.3], &[0.0; 6]).unwrap();
+        let b = batch(&schema, Head::Classes, ids(&[5, 5, 6]), Some(typed), &[0.1, 0.2, 0.3], &[0.0; 6]).unwrap();
         let node_type = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!(node_type.iter().collect::<Vec<_>>(), [Some("item"), Some("user"), Some("user")]);
         for column in [PREDICTION, SCORES] {

@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use arrow_array::{ArrayRef, Int64Array, StringArray};
 use arrow_schema::SchemaRef;
 use cluster::{all_gather, owner_key, relay};
 use gnn::decoder::PairScorer;
@@ -36,6 +37,7 @@ use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, agree};
 use schemas::facts::LinearCounts;
+use schemas::ids::{IdColumn, IdKind, StringHash, StringIds};
 use schemas::pairs::{self, DST, PairBatch, SRC};
 use schemas::{BadInput, Location};
 use serde::{Deserialize, Serialize};
@@ -60,36 +62,50 @@ impl Candidates {
     pub fn open(io: &Io, uri: &str) -> Result<Candidates, Error> {
         let place = io.place(uri)?;
         let files = open_table(io, &place)?;
+        // Integers or strings, every file alike; that they are the node table's kind is
+        // checked once the node table is open.
+        let kind = sampling::load::id_kind(&files, &[SRC, DST])?;
         for file in &files {
-            pairs::check_schema(file.arrow.schema(), &file.name())?;
+            pairs::check_schema(file.arrow.schema(), &file.name(), kind)?;
         }
         Ok(Candidates { place, files })
     }
+
+    /// That the pairs' ids are of the node table's kind (`nodes`).
+    pub fn check_kind(&self, nodes: IdKind) -> Result<(), Error> {
+        sampling::load::same_id_kind(&self.files, &[SRC, DST], nodes)
+    }
 }
 
-/// A pair on its way to the owner of `src`.
+/// A pair on its way to the owner of `src`; `prints` are its strings' fingerprints (0 for
+/// integer ids).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pair {
     src: i64,
     dst: i64,
     at: RowAt,
+    prints: [u64; 2],
 }
 
-/// A pair with its source's embedding, on its way to the owner of `dst`.
+/// A pair with its source's embedding (and original string), on its way to the owner of `dst`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Half {
     src: i64,
     dst: i64,
     at: RowAt,
+    dst_print: u64,
+    src_key: Option<String>,
     h_src: Vec<f32>,
 }
 
-/// A scored pair, at the worker that writes it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A scored pair, at the worker that writes it; `keys` are its original strings in a graph keyed
+/// by strings.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Scored {
     pub src: i64,
     pub dst: i64,
     pub score: f32,
+    pub keys: Option<Box<(String, String)>>,
 }
 
 /// An endpoint that is not a node of the node table: where, which column, which id.
@@ -122,10 +138,15 @@ pub struct Embeddings {
 }
 
 impl Embeddings {
-    /// The row of `node`, if this worker owns it.
-    fn row(&self, node: i64) -> Option<&[f32]> {
+    /// The row of `node` and its original string, if this worker owns it (in a graph keyed by
+    /// strings, if its string's fingerprint is `print`).
+    fn row(&self, node: i64, print: u64) -> Option<(&[f32], Option<&str>)> {
         let s = self.nodes.slot(node)?;
-        Some(&self.rows[s * self.width..(s + 1) * self.width])
+        let key = self.nodes.key(s);
+        if key.is_some_and(|key| StringHash::of(key).g != print) {
+            return None;
+        }
+        Some((&self.rows[s * self.width..(s + 1) * self.width], key))
     }
 }
 
@@ -142,6 +163,8 @@ pub fn score(
     let plain = typed.is_some();
     let plain = move |key: i64| if plain { schemas::typed::unpack(key).1 } else { key };
     let types = typed.map(|t| t.types);
+    let strings = embeddings.nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
+    let strings_graph = embeddings.nodes.strings.is_some();
     let at_src = Rc::new(embeddings);
     let unknown: Rc<RefCell<Option<Unknown>>> = Rc::default();
     let scored: Rc<RefCell<Vec<Scored>>> = Rc::default();
@@ -154,22 +177,30 @@ pub fn score(
     let read = relay(
         worker,
         |p: &Pair| owner_key(p.src),
-        move |p: Pair| match at_src.row(p.src) {
-            Some(h) => Some(Half { src: p.src, dst: p.dst, at: p.at, h_src: h.to_vec() }),
+        move |p: Pair| match at_src.row(p.src, p.prints[0]) {
+            Some((h, key)) => Some(Half {
+                src: p.src,
+                dst: p.dst,
+                at: p.at,
+                dst_print: p.prints[1],
+                src_key: key.map(str::to_owned),
+                h_src: h.to_vec(),
+            }),
             None => {
                 note(&src_unknown, (p.at, End::Src, p.src));
                 None
             }
         },
         |h: &Half| owner_key(h.dst),
-        move |h: Half| match at_dst.row(h.dst) {
-            Some(row) => {
+        move |h: Half| match at_dst.row(h.dst, h.dst_print) {
+            Some((row, key)) => {
                 let score = scorer.score(&h.h_src, row);
-                sink.borrow_mut().push(Scored { src: plain(h.src), dst: plain(h.dst), score })
+                let keys = h.src_key.zip(key.map(str::to_owned)).map(Box::new);
+                sink.borrow_mut().push(Scored { src: plain(h.src), dst: plain(h.dst), score, keys })
             }
             None => note(&dst_unknown, (h.at, End::Dst, h.dst)),
         },
-        |send| read_pairs(io, &table.files, &my_units, types, send),
+        |send| read_pairs(io, &table.files, &my_units, types, &strings, send),
     );
     agree(worker, read)?;
     // Sorted, so every worker takes the same first row.
@@ -177,6 +208,10 @@ pub fn score(
         let column = if end == End::Src { SRC } else { DST };
         let file = table.files[at.0 as usize].name();
         let problem = match typed.map(|t| t.name(end)) {
+            None if strings_graph => match id_at(io, &table.files, at, column) {
+                Some(id) => format!("pair names unknown node {id} (not in the node table)"),
+                None => "pair names unknown node (not in the node table)".into(),
+            },
             None => format!("pair names unknown node {node} (not in the node table)"),
             Some(name) => format!("pair names unknown {name} {} (not in the {name} table)", plain(node)),
         };
@@ -187,6 +222,29 @@ pub fn score(
     Ok(scored)
 }
 
+/// The id at `at` of `column`, as the table has it: a pair keyed by strings travels as hashes,
+/// and a failing job reads its first bad row's string back to name it.
+fn id_at(io: &Io, files: &[ParquetFile], at: RowAt, column: &str) -> Option<String> {
+    let file = files.get(at.0 as usize)?;
+    let (name, mut first) = (file.name(), 0u64);
+    for rg in 0..file.row_groups() {
+        let rows = file.row_group_rows(rg);
+        if at.1 < first + rows {
+            let mut found = None;
+            let read = file.read_columns(io, rg, Some(&[column]), |batch, first_row| {
+                let ids = IdColumn::read(&batch, column, &name, first_row)?;
+                if (first_row..first_row + ids.len() as u64).contains(&at.1) {
+                    found = Some(ids.key((at.1 - first_row) as usize).to_string());
+                }
+                Ok(())
+            });
+            return read.ok().and(found);
+        }
+        first += rows;
+    }
+    None
+}
+
 /// Step 1: this worker's row groups of the table, checked, sent on batch by batch.
 /// On a typed model's pairs (`types`: the source's and destination's node type) the ids are
 /// sent as typed keys.
@@ -195,6 +253,7 @@ fn read_pairs(
     files: &[ParquetFile],
     my_units: &[(usize, usize)],
     types: Option<[u8; 2]>,
+    strings: &StringIds,
     send: &mut dyn FnMut(Vec<Pair>),
 ) -> Result<(), Error> {
     for &(f, rg) in my_units {
@@ -211,8 +270,11 @@ fn read_pairs(
             };
             let pairs = (0..pairs.len())
                 .map(|i| {
-                    let (src, dst) = (key(i, End::Src, pairs.src.value(i))?, key(i, End::Dst, pairs.dst.value(i))?);
-                    Ok(Pair { src, dst, at: (f as u32, first_row + i as u64) })
+                    let src = key(i, End::Src, pairs.src.id(i, strings))?;
+                    let dst = key(i, End::Dst, pairs.dst.id(i, strings))?;
+                    let print = |ids: &IdColumn| ids.hash(i).map_or(0, |h| h.g);
+                    let prints = [print(&pairs.src), print(&pairs.dst)];
+                    Ok(Pair { src, dst, at: (f as u32, first_row + i as u64), prints })
                 })
                 .collect::<Result<Vec<Pair>, BadInput>>()?;
             send(pairs);
@@ -245,20 +307,18 @@ pub fn write(
     worker: &mut Worker,
     to: &PartsOf,
     scored: &[Scored],
+    kind: IdKind,
     metadata: HashMap<String, String>,
     part_limit: u64,
 ) -> Result<PairsWritten, Error> {
-    let schema: SchemaRef = Arc::new(pairs::score_schema(metadata));
+    let schema: SchemaRef = Arc::new(pairs::score_schema(kind, metadata));
     let props =
         part_properties().set_column_statistics_enabled(ColumnPath::from(SRC), EnabledStatistics::Chunk).build();
     let mut writer = PartWriter::new(worker.io.clone(), to.clone(), schema.clone(), props, part_limit);
     let result = (|| {
         for chunk in scored.chunks(WRITE_ROWS) {
-            let (src, dst, score) = (
-                chunk.iter().map(|s| s.src).collect(),
-                chunk.iter().map(|s| s.dst).collect(),
-                chunk.iter().map(|s| s.score).collect(),
-            );
+            let (src, dst) = ends(chunk, kind);
+            let score = chunk.iter().map(|s| s.score).collect();
             let batch = pairs::score_batch(schema.clone(), src, dst, score)
                 .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
             writer.write(&batch)?;
@@ -273,6 +333,17 @@ pub fn write(
         entries: writer.parts.clone(),
         scores: score_counts(scored),
     })
+}
+
+/// The `src` and `dst` columns of `chunk`: the ids, or the original strings.
+fn ends(chunk: &[Scored], kind: IdKind) -> (ArrayRef, ArrayRef) {
+    if kind == IdKind::String {
+        let key = |s: &Scored, end: usize| s.keys.as_ref().map(|k| if end == 0 { k.0.clone() } else { k.1.clone() });
+        let column = |end| Arc::new(chunk.iter().map(|s| key(s, end)).collect::<StringArray>()) as ArrayRef;
+        return (column(0), column(1));
+    }
+    let column = |f: fn(&Scored) -> i64| Arc::new(chunk.iter().map(f).collect::<Int64Array>()) as ArrayRef;
+    (column(|s| s.src), column(|s| s.dst))
 }
 
 /// The distribution of `scored`'s sigmoid scores.

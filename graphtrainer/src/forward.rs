@@ -36,7 +36,8 @@ pub fn forward_link_records(io: &Arc<Io>, model: &str, records: &str) -> Result<
 }
 
 /// The whole learned embedding table of the model in `model`, by node id: a reference for
-/// tests (the stages never hold it whole).
+/// tests (the stages never hold it whole). A string id is taken as its hash `h`
+/// (`schemas::ids`): its internal id in any graph without collided strings.
 pub fn learned_table(io: &Arc<Io>, model: &str, dim: usize) -> Result<HashMap<i64, Vec<f32>>, Error> {
     let dir = io.place(model)?;
     let files = tables::open_listed(io, &dir, |name| name.starts_with("part-") && name.ends_with(".parquet"))?;
@@ -46,7 +47,7 @@ pub fn learned_table(io: &Arc<Io>, model: &str, dim: usize) -> Result<HashMap<i6
         for rg in 0..file.row_groups() {
             file.read_row_group(io, rg, |batch, first_row| {
                 let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
-                table.extend((0..rows.len()).map(|i| (rows.ids.value(i), rows.row(i).to_vec())));
+                table.extend((0..rows.len()).map(|i| (rows.ids.hashed(i), rows.row(i).to_vec())));
                 Ok(())
             })?;
         }

@@ -26,6 +26,10 @@ pub struct RecordSet {
     pub place: Place,
     pub files: Vec<ParquetFile>,
     pub meta: FlattenMeta,
+    /// Whether records are read with their nodes' original strings (`node_keys`, in a graph
+    /// keyed by strings): only a model with learned rows saves under them, and decoding a
+    /// string per node costs an epoch a fifth of its time.
+    pub keys: bool,
 }
 
 /// One row group of one part file: the unit of reading, planning and caching.
@@ -114,7 +118,15 @@ impl RecordSet {
                 first.name()
             )),
         })?;
-        Ok(RecordSet { io, place, files, meta })
+        Ok(RecordSet { io, place, files, meta, keys: true })
+    }
+
+    /// The columns a record read decodes: all of them, or all but `node_keys` without
+    /// [`RecordSet::keys`] (`None`: all).
+    fn columns(&self, file: &ParquetFile) -> Option<Vec<String>> {
+        let schema = file.arrow.schema();
+        (!self.keys && schema.column_with_name(record::NODE_KEYS).is_some())
+            .then(|| schema.fields().iter().map(|f| f.name().clone()).filter(|n| n != record::NODE_KEYS).collect())
     }
 
     /// Every (file, row group), in file order then row-group order: numbered alike everywhere.
@@ -204,7 +216,9 @@ impl RecordSet {
         let name = file.name();
         let mut out = Vec::new();
         let mut failure = None;
-        file.read_row_group(&self.io, unit.row_group, |batch, first_row| {
+        let columns = self.columns(file);
+        let columns: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
+        file.read_columns(&self.io, unit.row_group, columns.as_deref(), |batch, first_row| {
             let result =
                 record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
                     for (row, r) in records {
@@ -237,7 +251,9 @@ impl RecordSet {
         let name = file.name();
         let mut out = Vec::new();
         let mut failure = None;
-        file.read_row_group(&self.io, unit.row_group, |batch, first_row| {
+        let columns = self.columns(file);
+        let columns: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
+        file.read_columns(&self.io, unit.row_group, columns.as_deref(), |batch, first_row| {
             let result = record::links_from_batch(&batch, &name, first_row, &keep).and_then(|links| {
                 for (row, link) in links {
                     self.check_negatives(&link, &name, row)?;

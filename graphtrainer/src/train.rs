@@ -78,7 +78,8 @@ pub struct TrainSummary {
 /// Runs a training job on this process's workers, on node or link records as the record set
 /// holds. Any worker's failure ends every worker.
 pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
-    let set = RecordSet::open(io.clone(), &config.records).map_err(Failure::Worker)?;
+    let mut set = RecordSet::open(io.clone(), &config.records).map_err(Failure::Worker)?;
+    set.keys = config.learned_embedding_dim > 0;
     check_task(config, &set).map_err(Failure::Worker)?;
     check_output(config, &set).map_err(Failure::Worker)?;
     match set.meta.task() {
@@ -828,7 +829,8 @@ fn train_epoch<'a, T: Learner>(
                 };
                 let ids = if setup.learned.is_some() { T::graph(&batch).input_ids.clone() } else { Vec::new() };
                 let mut lap = Lap::start();
-                let learned = setup.learned.as_ref().map(|l| l.borrow_mut().pull(worker, &ids));
+                let keys = &T::graph(&batch).input_keys;
+                let learned = setup.learned.as_ref().map(|l| l.borrow_mut().pull(worker, &ids, keys));
                 done.phases.exchange_seconds += lap.lap();
                 (T::gradient(setup, config, params, &batch, dropout, &mut done.phases, learned), ids)
             }

@@ -97,6 +97,7 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
         relation_edge_stats: Vec::new(),
         types: None,
         relation_fanouts: Vec::new(),
+        string_ids: false,
         link: None,
     };
     let schema = Arc::new(record_schema(&meta));

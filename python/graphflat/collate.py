@@ -18,6 +18,8 @@ name               shape        meaning
 ``edge_layers``    ``[E]``      bit ``l-1`` set: layer ``l`` (1 = the input layer) uses the edge
 =================  ===========  ==============================================================
 
+Records of a graph keyed by strings add ``node_key`` ``[N]`` (numpy ``object``: each node's
+original string; ``node_id`` then holds the internal ids the stages computed with).
 Homogeneous records add ``x`` ``[N, D]`` (float32) and, with edge features, ``edge_attr``
 ``[E, F]``. Node records add ``root_id`` ``[B]``, ``root_index`` ``[B]`` (each record's root
 among the nodes, ``ptr[:-1]``) and ``y``: ``[B]`` int64 classes (-1 where unlabeled) or
@@ -75,7 +77,10 @@ def _graph(table: pa.Table) -> dict[str, np.ndarray]:
     _, dst = _list(table["edge_dst"])
     nodes_per_record, edges_per_record = np.diff(node_offsets), np.diff(edge_offsets)
     shift = np.repeat(node_offsets[:-1], edges_per_record)
-    return {
+    keys = {}
+    if "node_keys" in table.column_names:
+        keys["node_key"] = _list(table["node_keys"])[1].to_numpy(zero_copy_only=False).astype(object)
+    return keys | {
         "node_id": node_ids.to_numpy(),
         "hop": _values(table["node_hops"]).astype(np.int64),
         "in_degree": _values(table["node_in_degrees"]).astype(np.int64),
@@ -116,7 +121,7 @@ def edge_offsets(table: pa.Table) -> np.ndarray:
 
 
 #: The arrays :func:`take` gathers by node, by edge and by record.
-_BY_NODE = ("node_id", "hop", "in_degree", "x")
+_BY_NODE = ("node_id", "node_key", "hop", "in_degree", "x")
 _BY_EDGE = ("edge_weight", "edge_layers", "edge_attr")
 _BY_RECORD = ("root_id", "y", "link_src", "link_dst", "negatives")
 #: Indices into the nodes, record by record, that :func:`take` moves with their records' nodes.

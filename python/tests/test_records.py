@@ -9,7 +9,11 @@ import operator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
+from conftest import graphflat, run_job, scratch
 
 from graphflat import ChangedError, open_records, read_table
 from graphflat.collate import by_type
@@ -190,3 +194,47 @@ def test_records_replaced_while_read_are_one_error_naming_the_new_run(node_recor
     (copy / "_SUCCESS").write_text(json.dumps({**raw, "run": "the-replacing-run"}))
     with pytest.raises(ChangedError, match="run the-replacing-run replaced the records while they were read"):
         next(records.batches(split=None))
+
+
+@pytest.fixture(scope="module")
+def string_records(tmp_path_factory) -> Path:
+    """Link records of a generated graph whose ids are strings (``n<id>``)."""
+    tmp = scratch(tmp_path_factory, "strings")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "300", "--feature-dim", "3")
+    graphflat("split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1")
+    for name, table, columns in [("nodes", tmp / "g/nodes", ["node_id"]), ("edges", tmp / "split", ["src", "dst"])]:
+        data = pq.read_table(table)
+        for column in columns:
+            keys = pc.binary_join_element_wise("n", pc.cast(data[column], pa.string()), "")
+            data = data.set_column(data.schema.get_field_index(column), column, keys)
+        (tmp / name).mkdir()
+        pq.write_table(data, tmp / name / "part-0.parquet")
+    run_job(
+        tmp,
+        "flatten",
+        f"""[cluster]
+workers = 2
+[flatten]
+nodes = "{tmp}/nodes"
+edges = "{tmp}/edges"
+output = "{tmp}/flat"
+task = "link"
+hops = 2
+fanouts = [3, 2]
+""",
+    )
+    return tmp / "flat"
+
+
+def test_records_of_string_ids_carry_each_nodes_string(string_records: Path) -> None:
+    records = open_records(str(string_records))
+    for batch in records.batches(split=None, batch_size=50, shuffle=True, seed=1):
+        rows = batch.table.to_pylist()
+        got = batch.arrays()
+        assert got["node_key"].tolist() == [k for r in rows for k in r["node_keys"]]
+        assert all(k.startswith("n") for k in got["node_key"])
+        # The endpoints' strings: each link's source is the first node of its neighborhood.
+        sources = got["node_key"][got["src_index"]]
+        assert [r["node_keys"][0] for r in rows] == sources.tolist()
+        data = batch.to_pyg()
+        assert data.node_key == got["node_key"].tolist() and data.num_nodes == len(data.node_key)

@@ -6,6 +6,7 @@
 use cluster::IdTable;
 
 use schemas::edge_stats::EdgeStats;
+use schemas::ids::{IdKind, StringIds};
 use schemas::{Label, LabelKind, Split};
 
 /// The bit of a source slot that marks a source another worker owns; the other 31 bits are
@@ -57,6 +58,52 @@ pub struct NodeStore {
     pub edge_stats: Option<EdgeStats>,
     /// A typed graph: each relation's edge features (see [`RelationEdges`]).
     pub relation_edges: RelationEdges,
+    /// A graph keyed by strings: their internal ids and each slot's original string.
+    pub strings: Option<NodeStrings>,
+}
+
+/// The original ids of a graph keyed by strings (`schemas::ids`): the collided strings' table,
+/// the same on every worker, and each owned node's string by slot, in one flat buffer (a
+/// worker owns millions of nodes).
+#[derive(Debug, Clone, Default)]
+pub struct NodeStrings {
+    pub ids: StringIds,
+    keys: String,
+    /// Slot `s`'s string is `keys[ends[s - 1]..ends[s]]` (from 0 for slot 0).
+    ends: Vec<usize>,
+}
+
+impl NodeStrings {
+    pub fn new(ids: StringIds) -> Self {
+        NodeStrings { ids, ..NodeStrings::default() }
+    }
+
+    /// Appends the next slot's string.
+    pub fn push(&mut self, key: &str) {
+        self.keys.push_str(key);
+        self.ends.push(self.keys.len());
+    }
+
+    pub fn get(&self, slot: usize) -> &str {
+        let from = if slot == 0 { 0 } else { self.ends[slot - 1] };
+        &self.keys[from..self.ends[slot]]
+    }
+
+    /// Asks the cache for where slot `slot`'s string starts and ends.
+    fn prefetch(&self, slot: usize) {
+        if let Some(end) = self.ends.get(slot.saturating_sub(1)..=slot) {
+            end.iter().for_each(cluster::prefetch::read);
+        }
+    }
+
+    /// Asks the cache for slot `slot`'s string (after [`NodeStrings::prefetch`] brought in
+    /// where it starts).
+    fn prefetch_key(&self, slot: usize) {
+        let from = if slot == 0 { 0 } else { self.ends.get(slot - 1).copied().unwrap_or(0) };
+        if let Some(first) = self.keys.as_bytes().get(from) {
+            cluster::prefetch::read(first);
+        }
+    }
 }
 
 /// A typed graph's edge features by relation: each relation's width (0: none; a reversed
@@ -92,6 +139,16 @@ impl NodeStore {
 
     pub fn is_typed(&self) -> bool {
         !self.feature_at.is_empty()
+    }
+
+    /// Whether the node table's ids are integers or strings.
+    pub fn id_kind(&self) -> IdKind {
+        if self.strings.is_some() { IdKind::String } else { IdKind::Int }
+    }
+
+    /// Slot `slot`'s original string, in a graph keyed by strings.
+    pub fn key(&self, slot: usize) -> Option<&str> {
+        self.strings.as_ref().map(|s| s.get(slot))
     }
 
     /// Adds a node (`node_type` 0 in a homogeneous graph; `id` its key in a typed one);
@@ -159,6 +216,17 @@ impl NodeStore {
         row.iter().step_by(16).take(4).chain(row.last()).for_each(cluster::prefetch::read);
         if edges && let Some(at) = self.sampled_at.get(slot) {
             cluster::prefetch::read(at);
+        }
+        if let Some(strings) = &self.strings {
+            strings.prefetch(slot);
+        }
+    }
+
+    /// Asks the cache for slot `slot`'s original string in a graph keyed by strings (after
+    /// [`NodeStore::prefetch_row`] brought in where it starts).
+    pub fn prefetch_key(&self, slot: usize) {
+        if let Some(strings) = &self.strings {
+            strings.prefetch_key(slot);
         }
     }
 

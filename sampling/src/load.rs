@@ -5,6 +5,11 @@
 //! per row group and added in (file, row group) order, so they are the same bits on any
 //! number of workers.
 //!
+//! A node table keyed by strings (`schemas::ids`) is read once more first, its `node_id` column
+//! only, to find the strings that share a 54-bit hash ([`id_kind`], `string_ids`); each node
+//! then reaches its owner with its string, each edge endpoint is mapped where it is read, and
+//! the owner checks the endpoint's fingerprint against its node's string.
+//!
 //! Only message-passing edges enter the graph: an edge whose `split` is `valid` or `test`
 //! (`schemas::edges::passes_messages`) is checked like any other row, and its endpoints must be
 //! known nodes, but it is not kept, not counted in any in-degree (so neither in GCN's
@@ -18,6 +23,7 @@ use std::rc::Rc;
 
 use schemas::edge_stats::{EdgeStats, EdgeSums};
 use schemas::edges::{self, EdgeBatch, passes_messages};
+use schemas::ids::{IdColumn, IdKind, StringHash, StringIds, collided_at_owner, shown};
 use schemas::nodes::{FEATURES, FloatLists, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
 use schemas::{BadInput, Label, LabelKind, Location, Split, typed};
 use serde::{Deserialize, Serialize};
@@ -25,8 +31,8 @@ use timely::worker::Worker;
 
 use crate::Error;
 use crate::agree;
-use crate::graph::NodeStore;
 use crate::graph::RelationEdges;
+use crate::graph::{NodeStore, NodeStrings};
 use crate::supervision::{self, SupervisionEdge, SupervisionSample};
 use cluster::IdTable;
 use cluster::all_gather;
@@ -53,6 +59,9 @@ struct OwnerBatch {
     feature_at: Vec<usize>,
     features: Vec<f32>,
     rows: Vec<u64>,
+    /// A graph keyed by strings: node `i`'s string is `keys[key_at[i]..key_at[i + 1]]`.
+    key_at: Vec<usize>,
+    keys: String,
 }
 
 impl OwnerBatch {
@@ -66,18 +75,32 @@ impl OwnerBatch {
             feature_at: vec![0],
             features: Vec::new(),
             rows: Vec::new(),
+            key_at: vec![0],
+            keys: String::new(),
         }
     }
 
-    fn push(&mut self, id: i64, label: Option<Label>, split: Option<Split>, features: &[f32], row: u64) {
-        self.ids.push(id);
+    fn push(&mut self, id: Key, label: Option<Label>, split: Option<Split>, features: &[f32], row: u64) {
+        self.ids.push(id.0);
         self.labels.push(label);
         self.splits.push(split);
         self.features.extend_from_slice(features);
         self.feature_at.push(self.features.len());
         self.rows.push(row);
+        if let Some(key) = id.1 {
+            self.keys.push_str(key);
+            self.key_at.push(self.keys.len());
+        }
+    }
+
+    /// Node `i`'s original string, in a graph keyed by strings.
+    fn key(&self, i: usize) -> Option<&str> {
+        self.key_at.get(i + 1).map(|&end| &self.keys[self.key_at[i]..end])
     }
 }
+
+/// A node's internal id and, in a graph keyed by strings, its original string.
+type Key<'a> = (i64, Option<&'a str>);
 
 fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
     Location::file(files[at.0 as usize].name()).row(at.1).column(column)
@@ -92,7 +115,11 @@ pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeSto
     // The table's feature length is its first row's, and the targets' length (multi-label) its
     // first labeled row's: every worker reads those rows itself.
     let (dim, label_kind) = agree(worker, table_shape(io, &files))?;
-    let store = Rc::new(RefCell::new(NodeStore::new(dim, label_kind)));
+    let mut store = NodeStore::new(dim, label_kind);
+    if agree(worker, id_kind(&files, &[NODE_ID]))? == IdKind::String {
+        store.strings = Some(NodeStrings::new(string_ids(worker, io, &files)?));
+    }
+    let store = Rc::new(RefCell::new(store));
     let read = read_node_table(worker, io, &files, &store, NodeTable { node_type: None, labels: true })?;
     if read == 0 {
         return Err(Error::BadData(format!("{}: the node table is empty", table.shown())));
@@ -118,6 +145,13 @@ pub fn load_typed_nodes(
         let named = |e| in_type(e, &format!("node type {name}"));
         let files = agree(worker, open_table(io, table)).map_err(named)?;
         agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT])).map_err(named)?;
+        if agree(worker, id_kind(&files, &[NODE_ID])).map_err(named)? == IdKind::String {
+            return Err(Error::Usage(format!(
+                "node type {name}: its table {} is keyed by strings, and typed graphs take integer ids only, so \
+                 far (string ids are read in homogeneous graphs)",
+                table.shown()
+            )));
+        }
         if files.iter().any(|f| f.arrow.schema().column_with_name(FEATURES).is_none()) {
             return Err(Error::Usage(format!(
                 "node type {name}: its table {} has no features column, and every node type of a typed graph needs \
@@ -186,6 +220,7 @@ fn read_node_table(
         before,
     };
     let problems = owner.problems.clone();
+    let strings = store.borrow().strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
     let read = shuffle(
         worker,
         |batch: &OwnerBatch| batch.owner,
@@ -201,11 +236,11 @@ fn read_node_table(
                     for i in 0..nodes.len() {
                         let row = first_row + i as u64;
                         let features = nodes.features(i, &name, row)?;
-                        let id = node_key(how.node_type, nodes.ids.value(i), &name, row)?;
+                        let id = node_key(how.node_type, nodes.ids.id(i, &strings), &name, row)?;
                         let label = nodes.label(i, &name, row)?;
                         let (label, split) = if how.labels { (label, nodes.split(i)) } else { (None, None) };
                         let to = owner_key(id) % peers as u64;
-                        batches[to as usize].push(id, label, split, features, row);
+                        batches[to as usize].push((id, nodes.ids.key(i).as_str()), label, split, features, row);
                     }
                     send(batches.into_iter().filter(|b| !b.ids.is_empty()).collect());
                     Ok(())
@@ -236,23 +271,24 @@ struct Owner {
 }
 
 impl Owner {
-    fn take(&self, batch: OwnerBatch) {
-        let OwnerBatch { file, ids, labels, splits, feature_at, features, rows, .. } = batch;
+    fn take(&self, mut batch: OwnerBatch) {
+        let (labels, splits) = (std::mem::take(&mut batch.labels), std::mem::take(&mut batch.splits));
         let mut store = self.store.borrow_mut();
         for (i, (label, split)) in labels.into_iter().zip(splits).enumerate() {
             // The index lookups are misses at millions of nodes: ask for them a few nodes ahead.
-            if let Some(&ahead) = ids.get(i + PREFETCH_ROWS) {
+            if let Some(&ahead) = batch.ids.get(i + PREFETCH_ROWS) {
                 store.prefetch(ahead);
             }
-            let node = &features[feature_at[i]..feature_at[i + 1]];
-            self.insert(&mut store, ids[i], label, split, node, (file, rows[i]));
+            let node = &batch.features[batch.feature_at[i]..batch.feature_at[i + 1]];
+            let id = (batch.ids[i], batch.key(i));
+            self.insert(&mut store, id, label, split, node, (batch.file, batch.rows[i]));
         }
     }
 
     fn insert(
         &self,
         store: &mut NodeStore,
-        id: i64,
+        (id, key): Key,
         label: Option<Label>,
         split: Option<Split>,
         features: &[f32],
@@ -273,6 +309,9 @@ impl Owner {
         let mut rows = self.rows.borrow_mut();
         let Err(slot) = store.insert(id, self.node_type.unwrap_or(0), label, split, features) else {
             rows.push(at);
+            if let (Some(strings), Some(key)) = (store.strings.as_mut(), key) {
+                strings.push(key);
+            }
             return;
         };
         let slot = slot as usize - self.before;
@@ -284,7 +323,17 @@ impl Owner {
             format!("{}, row {}", self.names[first.0 as usize], first.1)
         };
         let id = self.node_type.map_or(id, |_| typed::unpack(id).1);
-        problems.push(BadInput::new(located(second, NODE_ID), format!("duplicate node_id {id} (first at {seen})")));
+        let problem = match (key, store.key(slot + self.before)) {
+            (Some(key), Some(first)) if key != first => format!(
+                "node_id {} and {} (at {seen}) agree in both 118 bits of their hashes, so edges could not tell them \
+                 apart: rename one of them",
+                shown(key),
+                shown(first)
+            ),
+            (Some(key), _) => format!("duplicate node_id {} (first at {seen})", shown(key)),
+            (None, _) => format!("duplicate node_id {id} (first at {seen})"),
+        };
+        problems.push(BadInput::new(located(second, NODE_ID), problem));
     }
 }
 
@@ -324,7 +373,8 @@ fn first_unknown(
     units: &[(usize, usize)],
     unknown: &IdSet<i64>,
     relation: Option<RelationRead>,
-) -> Result<Option<(RowAt, i64, &'static str)>, Error> {
+    strings: &StringIds,
+) -> Result<Option<(RowAt, String, &'static str)>, Error> {
     for &(f, rg) in units {
         let name = files[f].name();
         let mut found = None;
@@ -332,15 +382,15 @@ fn first_unknown(
             let batch = EdgeBatch::from_batch(&batch, &name, first_row, false)?;
             if found.is_none() {
                 found = (0..batch.len()).find_map(|i| {
-                    let (src, dst) = (batch.src.value(i), batch.dst.value(i));
+                    let (src, dst) = (batch.src.id(i, strings), batch.dst.id(i, strings));
                     // The ids were checked to be in range when first read.
                     let (src_key, dst_key) = relation.map_or(Ok((src, dst)), |r| r.keys(src, dst)).ok()?;
                     let named = if unknown.contains(&dst_key) {
-                        Some((dst, "dst"))
+                        Some((batch.dst.key(i), "dst"))
                     } else {
-                        unknown.contains(&src_key).then_some((src, "src"))
+                        unknown.contains(&src_key).then_some((batch.src.key(i), "src"))
                     };
-                    named.map(|(node, column)| ((f as u32, first_row + i as u64), node, column))
+                    named.map(|(node, column)| ((f as u32, first_row + i as u64), node.to_string(), column))
                 });
             }
             Ok(())
@@ -350,6 +400,84 @@ fn first_unknown(
         }
     }
     Ok(None)
+}
+
+/// Whether a table's id `columns` hold integers or strings: the first part's kind, which every
+/// part must have.
+pub fn id_kind(files: &[ParquetFile], columns: &[&str]) -> Result<IdKind, Error> {
+    let mut first: Option<IdKind> = None;
+    for file in files {
+        for &column in columns {
+            let Some((_, field)) = file.arrow.schema().column_with_name(column) else { continue };
+            let at = || Location::file(file.name()).column(column);
+            let Some(kind) = IdKind::of(field.data_type()) else {
+                let problem = format!(
+                    "expected ids: an integer (int64, int32, ...) or a string (utf8, large_utf8, utf8_view, or a \
+                     dictionary of them), found {}",
+                    field.data_type()
+                );
+                return Err(BadInput::new(at(), problem).into());
+            };
+            match first {
+                Some(want) if want != kind => {
+                    let problem =
+                        format!("holds {}, where the table's first file's ids are {}", kind.name(), want.name());
+                    return Err(BadInput::new(at(), problem).into());
+                }
+                _ => first = Some(kind),
+            }
+        }
+    }
+    Ok(first.unwrap_or(IdKind::Int))
+}
+
+/// That the edge (or pair) table's id `columns` hold ids of the node table's `kind`.
+pub fn same_id_kind(files: &[ParquetFile], columns: &[&str], kind: IdKind) -> Result<(), Error> {
+    for file in files {
+        for &column in columns {
+            let Some((_, field)) = file.arrow.schema().column_with_name(column) else { continue };
+            if IdKind::of(field.data_type()) != Some(kind) {
+                let at = Location::file(file.name()).column(column);
+                let problem =
+                    format!("expected {} as the node table's node_id holds, found {}", kind.name(), field.data_type());
+                return Err(BadInput::new(at, problem).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The internal ids of a node table keyed by strings (`schemas::ids`): each worker reads the
+/// `node_id` column of its share and sends each string's two hashes (16 bytes, not the string)
+/// to the owner of its `h`, which finds the strings that share an `h`; those few are gathered on
+/// every worker. A string seen twice is passed over here: the load that follows names both rows.
+fn string_ids(worker: &mut Worker, io: &Io, files: &[ParquetFile]) -> Result<StringIds, Error> {
+    let (index, peers) = (worker.index(), worker.peers());
+    let seen: Rc<RefCell<Vec<StringHash>>> = Rc::default();
+    let sink = seen.clone();
+    let read = shuffle(
+        worker,
+        |batch: &(u64, Vec<StringHash>)| batch.0,
+        move |batch: (u64, Vec<StringHash>)| sink.borrow_mut().extend(batch.1),
+        |send| {
+            for (f, rg) in units(files, index, peers) {
+                let name = files[f].name();
+                files[f].read_columns(io, rg, Some(&[NODE_ID]), |batch, first_row| {
+                    let ids = IdColumn::read(&batch, NODE_ID, &name, first_row)?;
+                    let mut to: Vec<Vec<StringHash>> = vec![Vec::new(); peers];
+                    for hash in (0..ids.len()).filter_map(|i| ids.hash(i)) {
+                        to[(owner_key(hash.h) % peers as u64) as usize].push(hash);
+                    }
+                    send(to.into_iter().enumerate().map(|(w, hashes)| (w as u64, hashes)).collect());
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        },
+    );
+    agree(worker, read)?;
+    let lost = collided_at_owner(seen.take());
+    Ok(StringIds::from_collided(all_gather(worker, lost)))
 }
 
 /// Every part of a table has the optional `columns` (`label`, `split`, and an edge table's
@@ -647,7 +775,8 @@ pub(crate) fn relation_of(relations: &[u8], i: usize) -> u8 {
     relations.get(i).copied().unwrap_or(0)
 }
 
-/// What an owner checks about its node: that it exists; and how many in-edges it has (0 for a
+/// What an owner checks about its node: that it exists (in a graph keyed by strings, that its
+/// string's fingerprint, `StringHash::g`, is `print`); and how many in-edges it has (0 for a
 /// node this worker read only as a source or on held-out edges). `end` is its index at the
 /// `reader`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -656,6 +785,34 @@ struct Endpoint {
     in_edges: u64,
     reader: u32,
     end: u32,
+    print: u64,
+}
+
+/// A reader's fingerprints of the strings its endpoints were read as (`StringHash::g`, aligned
+/// with `ends`; empty for integer ids), and the first row whose string differs from the one its
+/// internal id was first read with: two strings with one id cannot both be nodes (node strings
+/// never share one), so such a row names an unknown node unless the first string was the
+/// unknown one, which the owner's check then finds.
+#[derive(Debug, Default)]
+struct Prints {
+    prints: Vec<u64>,
+    conflict: Option<(RowAt, String, &'static str)>,
+}
+
+impl Prints {
+    /// Notes endpoint `end`'s fingerprint `print` (`None`: an integer id), read at `at`.
+    fn see(&mut self, end: u32, print: Option<u64>, at: impl FnOnce() -> (RowAt, String, &'static str)) {
+        let Some(print) = print else { return };
+        match self.prints.get(end as usize) {
+            None => self.prints.push(print),
+            Some(&g) if g != print && self.conflict.is_none() => self.conflict = Some(at()),
+            Some(_) => {}
+        }
+    }
+
+    fn of(&self, end: u32) -> u64 {
+        self.prints.get(end as usize).copied().unwrap_or(0)
+    }
 }
 
 /// The owner's answer to an [`Endpoint`]: the node's slot.
@@ -669,7 +826,7 @@ struct Resolved {
 /// Unknown node ids each owner shares to locate the first bad edge row.
 const MAX_UNKNOWN_SHARED: usize = 10_000;
 
-/// Endpoints a worker sends its owners at a time (1.5 MB).
+/// Endpoints a worker sends its owners at a time (2 MB).
 const ENDPOINT_BATCH: usize = 1 << 16;
 
 /// Reads this worker's share of the edge table; checks every row (features too: the first
@@ -690,6 +847,9 @@ pub fn load_edges(
 ) -> Result<ReadEdges, Error> {
     let files = agree(worker, open_table(io, table))?;
     agree(worker, same_optional_columns(&files, &[LABEL, edges::SPLIT, edges::FEATURES]))?;
+    let kind = nodes.borrow().id_kind();
+    agree(worker, same_id_kind(&files, &[edges::SRC, edges::DST], kind))?;
+    let strings = nodes.borrow().strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
     if read.relation.is_some_and(|r| !r.split) {
         agree(worker, no_split(&files))?;
     }
@@ -717,6 +877,7 @@ pub fn load_edges(
     let mut end_of: IdTable<(u32, u32)> =
         IdTable::with_capacity(nodes_read.min(rows_claimed.saturating_mul(2)) as usize);
     let mut ends: Vec<i64> = Vec::new();
+    let mut prints = Prints::default();
     let mut read_rows = || -> Result<(), Error> {
         for &(f, rg) in &my_units {
             let file = &files[f];
@@ -725,14 +886,18 @@ pub fn load_edges(
             file.read_row_group(io, rg, |batch, first_row| {
                 let batch = EdgeBatch::from_batch(&batch, &name, first_row, read.require_positive_weight)?;
                 rows += batch.len() as u64;
+                let (srcs, dsts) = (batch.src.resolve(&strings), batch.dst.resolve(&strings));
+                let named = |i: usize, ids: &IdColumn, column| {
+                    ((f as u32, first_row + i as u64), ids.key(i).to_string(), column)
+                };
                 for i in 0..batch.len() {
                     if let Some(ahead) = Some(i + PREFETCH_ROWS).filter(|&j| j < batch.len()) {
-                        let (src, dst) = (batch.src.value(ahead), batch.dst.value(ahead));
+                        let (src, dst) = (srcs.ids[ahead], dsts.ids[ahead]);
                         let (src, dst) = read.relation.and_then(|r| r.keys(src, dst).ok()).unwrap_or((src, dst));
                         end_of.prefetch(dst);
                         end_of.prefetch(src);
                     }
-                    let (mut src, mut dst, split) = (batch.src.value(i), batch.dst.value(i), batch.split(i));
+                    let (mut src, mut dst, split) = (srcs.ids[i], dsts.ids[i], batch.split(i));
                     if let Some(relation) = read.relation {
                         (src, dst) = relation.keys(src, dst).map_err(|(column, id)| {
                             let at = Location::file(name.as_str()).row(first_row + i as u64).column(column);
@@ -747,14 +912,18 @@ pub fn load_edges(
                     }
                     if !passes_messages(split) {
                         // Held out: its endpoints are checked, and nothing else is kept.
-                        end_entry(&mut end_of, &mut ends, dst);
-                        end_entry(&mut end_of, &mut ends, src);
+                        let d = end_entry(&mut end_of, &mut ends, dst).0;
+                        prints.see(d, dsts.print(i), || named(i, &batch.dst, edges::DST));
+                        let s = end_entry(&mut end_of, &mut ends, src).0;
+                        prints.see(s, srcs.print(i), || named(i, &batch.src, edges::SRC));
                         continue;
                     }
                     let d = end_entry(&mut end_of, &mut ends, dst);
                     d.1 = d.1.saturating_add(1);
                     let d = d.0;
+                    prints.see(d, dsts.print(i), || named(i, &batch.dst, edges::DST));
                     let s = end_entry(&mut end_of, &mut ends, src);
+                    prints.see(s.0, srcs.print(i), || named(i, &batch.src, edges::SRC));
                     let weight = batch.weight(i);
                     edges.push(Edge { src: s.0, dst: d, weight });
                     if let Some(relation) = read.relation {
@@ -785,6 +954,7 @@ pub fn load_edges(
     let edge_stats = edge_stats(worker, dim, unit_sums);
 
     let me = index as u32;
+    let conflict = prints.conflict.take();
     let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();
     let answers: Rc<RefCell<Vec<Resolved>>> = Rc::default();
     let (owner_nodes, owner_unknown, owner_answers) = (nodes.clone(), unknown.clone(), answers.clone());
@@ -793,7 +963,8 @@ pub fn load_edges(
         |m: &Endpoint| owner_key(m.node),
         move |m: Endpoint| {
             let mut store = owner_nodes.borrow_mut();
-            match store.slot(m.node) {
+            let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == m.print);
+            match store.slot(m.node).filter(known) {
                 Some(slot) => {
                     store.in_degree[slot] += m.in_edges;
                     owner_answers.borrow_mut().push(Resolved { reader: m.reader, end: m.end, slot: slot as u32 });
@@ -806,7 +977,7 @@ pub fn load_edges(
             // 24 bytes an endpoint, paged in to be read once.
             let mut batch = Vec::with_capacity(ENDPOINT_BATCH);
             for (node, (end, in_edges)) in end_of.iter() {
-                batch.push(Endpoint { node, in_edges: u64::from(in_edges), reader: me, end });
+                batch.push(Endpoint { node, in_edges: u64::from(in_edges), reader: me, end, print: prints.of(end) });
                 if batch.len() == ENDPOINT_BATCH {
                     send(std::mem::replace(&mut batch, Vec::with_capacity(ENDPOINT_BATCH)));
                 }
@@ -825,13 +996,17 @@ pub fn load_edges(
     unknown.truncate(MAX_UNKNOWN_SHARED);
     let unknown: IdSet<i64> = all_gather(worker, unknown).into_iter().collect();
     if !unknown.is_empty() {
-        let first = first_unknown(io, &files, &my_units, &unknown, read.relation).and_then(|found| {
+        let first = first_unknown(io, &files, &my_units, &unknown, read.relation, &strings).and_then(|found| {
             found.map_or(Ok(()), |(at, node, column)| {
                 Err(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")).into())
             })
         });
         agree(worker, first)?;
     }
+    let conflict = conflict.map_or(Ok(()), |(at, node, column)| {
+        Err(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")).into())
+    });
+    agree(worker, conflict)?;
     let total = cluster::sum(worker, rows);
     if total == 0 {
         return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));

@@ -15,10 +15,23 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
-use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, Float32Array, Int64Array, PrimitiveArray, UInt32Array};
+use arrow_array::{
+    Array, ArrayRef, ArrowPrimitiveType, Float32Array, Int64Array, PrimitiveArray, RecordBatch, UInt32Array,
+};
 use arrow_schema::DataType;
 
 use crate::error::{BadInput, Location};
+
+/// Column `column` of `batch` (of file `file`), or bad input naming the columns it has.
+pub(crate) fn required<'a>(batch: &'a RecordBatch, column: &str, file: &str) -> Result<&'a ArrayRef, BadInput> {
+    batch.column_by_name(column).ok_or_else(|| {
+        let found: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+        BadInput::new(
+            Location::file(file).column(column),
+            format!("missing required column (found: {})", found.join(", ")),
+        )
+    })
+}
 
 /// `array` with its dictionary, if it has one, expanded to the dictionary's values (nulls kept).
 pub fn plain(array: &ArrayRef) -> ArrayRef {

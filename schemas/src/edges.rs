@@ -17,7 +17,8 @@ use arrow_schema::{DataType, Field, Schema};
 
 use crate::columns::Floats;
 use crate::error::{BadInput, Location};
-use crate::nodes::{FloatLists, check_features, float_list, float_lists, int64, no_nulls, splits};
+use crate::ids::IdColumn;
+use crate::nodes::{FloatLists, check_features, float_list, float_lists, no_nulls, splits};
 use crate::split::Split;
 
 pub const SRC: &str = "src";
@@ -56,6 +57,24 @@ pub fn with_splits(batch: &RecordBatch, splits: &[Option<Split>]) -> RecordBatch
     }
     let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
     RecordBatch::try_new(Arc::new(schema), columns).expect("a split per row, beside columns of the batch's length")
+}
+
+/// `batch` (an edge table's) with its `src` and `dst` columns replaced by the canonical arrays
+/// `edges` read them as (`int64`, or `utf8` for strings of any encoding): the parts of a table
+/// written from input parts of different id types are then one schema, which every reader
+/// needs. Every other column and the schema's metadata are kept.
+pub fn with_canonical_ids(batch: &RecordBatch, edges: &EdgeBatch) -> RecordBatch {
+    let schema = batch.schema();
+    let (mut fields, mut columns): (Vec<_>, Vec<_>) =
+        schema.fields().iter().cloned().zip(batch.columns().iter().cloned()).unzip();
+    for (name, ids) in [(SRC, &edges.src), (DST, &edges.dst)] {
+        if let Some(i) = fields.iter().position(|f| f.name() == name) {
+            columns[i] = ids.to_array();
+            fields[i] = Arc::new(Field::new(name, columns[i].data_type().clone(), false));
+        }
+    }
+    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+    RecordBatch::try_new(Arc::new(schema), columns).expect("the same rows, one column for another")
 }
 
 /// The schema this project writes for edge tables without features (`import`, `generate`).
@@ -105,8 +124,9 @@ pub fn to_batch_with(
 
 /// The edge table's columns of one record batch, typed and checked.
 pub struct EdgeBatch {
-    pub src: Int64Array,
-    pub dst: Int64Array,
+    /// Integers or strings (`crate::ids`), checked: no null, no empty string.
+    pub src: IdColumn,
+    pub dst: IdColumn,
     pub weight: Option<Float32Array>,
     /// The `features` column, when the table has one (rows are checked by [`EdgeBatch::features`]).
     pub features: Option<FloatLists>,
@@ -123,10 +143,8 @@ impl EdgeBatch {
         first_row: u64,
         require_positive: bool,
     ) -> Result<Self, BadInput> {
-        let src = int64(batch, SRC, file, first_row)?;
-        no_nulls(&src, SRC, file, first_row)?;
-        let dst = int64(batch, DST, file, first_row)?;
-        no_nulls(&dst, DST, file, first_row)?;
+        let src = IdColumn::read(batch, SRC, file, first_row)?;
+        let dst = IdColumn::read(batch, DST, file, first_row)?;
         let weight = match batch.column_by_name(WEIGHT) {
             None => None,
             Some(array) => {

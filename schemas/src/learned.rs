@@ -1,5 +1,6 @@
 //! The learned embedding table a model with `[train] learned_embedding_dim = D` carries: one row
-//! per node the trainer computed with, `node_id: int64`, `embedding: fixed_size_list<float32, D>`.
+//! per node the trainer computed with, `node_id` (`int64`, or `utf8` holding the original string
+//! ids of a graph keyed by strings: `crate::ids`), `embedding: fixed_size_list<float32, D>`.
 //! The trainer's workers write it in parallel, each its owned rows sorted by id, as Parquet
 //! parts in the model directory's `embeddings/` folder, listed in the model's manifest
 //! (`embeddings/part-<run>-<worker>-<n>.parquet`, committed with `model-<run>.bpk`): the folder
@@ -14,34 +15,39 @@ use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, Int64Array,
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::{BadInput, Location};
-use crate::nodes::{NODE_ID, int64, no_nulls, required};
+use crate::ids::{self, IdColumn, IdKind};
+use crate::nodes::{NODE_ID, required};
 
 pub const EMBEDDING: &str = "embedding";
 
-/// The table's schema at width `dim`.
-pub fn learned_schema(dim: usize) -> SchemaRef {
+/// The table's schema at width `dim`, ids of `kind`.
+pub fn learned_schema(dim: usize, kind: IdKind) -> SchemaRef {
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     Arc::new(Schema::new(vec![
-        Field::new(NODE_ID, DataType::Int64, false),
+        Field::new(NODE_ID, ids::data_type(kind), false),
         Field::new(EMBEDDING, DataType::FixedSizeList(item, dim as i32), false),
     ]))
 }
 
-/// Rows `(id, values)` as a batch of [`learned_schema`]`(dim)`.
-pub fn learned_batch(rows: &[(i64, Vec<f32>)], dim: usize) -> RecordBatch {
-    let schema = learned_schema(dim);
-    let ids = Int64Array::from_iter_values(rows.iter().map(|(id, _)| *id));
-    let values = Float32Array::from_iter_values(rows.iter().flat_map(|(_, v)| v.iter().copied()));
+/// Rows as a batch of [`learned_schema`]: `ids` an `int64` or `utf8` column, `values` `dim` a row.
+pub fn learned_batch(ids: ArrayRef, values: Vec<f32>, dim: usize) -> RecordBatch {
+    let kind = if ids.data_type() == &DataType::Utf8 { IdKind::String } else { IdKind::Int };
     let item = Arc::new(Field::new("item", DataType::Float32, false));
-    let embeddings =
-        FixedSizeListArray::try_new(item, dim as i32, Arc::new(values), None).expect("each row holds dim values");
-    let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(embeddings)];
-    RecordBatch::try_new(schema, columns).expect("columns match the learned schema")
+    let embeddings = FixedSizeListArray::try_new(item, dim as i32, Arc::new(Float32Array::from(values)), None)
+        .expect("each row holds dim values");
+    let columns: Vec<ArrayRef> = vec![ids, Arc::new(embeddings)];
+    RecordBatch::try_new(learned_schema(dim, kind), columns).expect("columns match the learned schema")
+}
+
+/// Integer rows `(id, values)` as a batch of [`learned_schema`].
+pub fn int_learned_batch(rows: &[(i64, Vec<f32>)], dim: usize) -> RecordBatch {
+    let ids = Int64Array::from_iter_values(rows.iter().map(|(id, _)| *id));
+    learned_batch(Arc::new(ids), rows.iter().flat_map(|(_, v)| v.iter().copied()).collect(), dim)
 }
 
 /// A batch of the table, checked: ids without nulls, embeddings `dim` wide and finite.
 pub struct LearnedBatch {
-    pub ids: Int64Array,
+    pub ids: IdColumn,
     values: Float32Array,
     dim: usize,
 }
@@ -49,8 +55,7 @@ pub struct LearnedBatch {
 impl LearnedBatch {
     /// `first_row`: the file row of the batch's row 0, for error locations.
     pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64, dim: usize) -> Result<Self, BadInput> {
-        let ids = int64(batch, NODE_ID, file, first_row)?;
-        no_nulls(&ids, NODE_ID, file, first_row)?;
+        let ids = IdColumn::read(batch, NODE_ID, file, first_row)?;
         let column = required(batch, EMBEDDING, file)?;
         let at = |row: Option<u64>| {
             let place = Location::file(file).column(EMBEDDING);
@@ -104,12 +109,12 @@ mod tests {
     #[test]
     fn a_written_batch_reads_back_and_a_wrong_width_is_named() {
         let rows = vec![(4, vec![0.5, 1.5]), (9, vec![-1.0, 2.0])];
-        let batch = learned_batch(&rows, 2);
+        let batch = int_learned_batch(&rows, 2);
         let back = LearnedBatch::from_batch(&batch, "t.parquet", 10, 2).unwrap();
-        assert_eq!((back.ids.value(1), back.row(1)), (9, &[-1.0, 2.0][..]));
+        assert_eq!((back.ids.key(1), back.row(1)), (crate::ids::Key::Int(9), &[-1.0, 2.0][..]));
         let wrong = LearnedBatch::from_batch(&batch, "t.parquet", 10, 3).err().unwrap().to_string();
         assert!(wrong.contains("t.parquet") && wrong.contains("embedding") && wrong.contains("3"), "{wrong}");
-        let nan = learned_batch(&[(1, vec![f32::NAN, 0.0])], 2);
+        let nan = int_learned_batch(&[(1, vec![f32::NAN, 0.0])], 2);
         let bad = LearnedBatch::from_batch(&nan, "t.parquet", 7, 2).err().unwrap().to_string();
         assert!(bad.contains("row 7") && bad.contains("not finite"), "{bad}");
     }

@@ -9,6 +9,7 @@ pub mod edges;
 pub mod error;
 pub mod exit;
 pub mod facts;
+pub mod ids;
 pub mod job;
 pub mod label;
 pub mod layers;

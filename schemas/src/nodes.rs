@@ -13,8 +13,10 @@ use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, ListArray, RecordBa
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema};
 
+pub(crate) use crate::columns::required;
 use crate::columns::{self, Floats};
 use crate::error::{BadInput, Location};
+use crate::ids::IdColumn;
 use crate::label::{Label, LabelKind};
 use crate::split::Split;
 
@@ -188,7 +190,8 @@ pub enum Labels {
 
 /// The node table's columns of one record batch, typed and checked.
 pub struct NodeBatch {
-    pub ids: Int64Array,
+    /// Integers or strings (`crate::ids`), checked: no null, no empty string.
+    pub ids: IdColumn,
     /// `None`: the table has no `features` column (every node has 0 features).
     pub features: Option<FloatLists>,
     pub labels: Option<Labels>,
@@ -201,8 +204,7 @@ impl NodeBatch {
     /// [`check_features`].
     /// `first_row` is the file row of this batch's row 0, for error locations.
     pub fn from_batch(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Self, BadInput> {
-        let ids = int64(batch, NODE_ID, file, first_row)?;
-        no_nulls(&ids, NODE_ID, file, first_row)?;
+        let ids = IdColumn::read(batch, NODE_ID, file, first_row)?;
         let features = match batch.column_by_name(FEATURES) {
             None => None,
             Some(_) => Some(FloatLists::from_column(batch, FEATURES, file)?),
@@ -294,16 +296,6 @@ pub fn check_features<'a>(features: &'a FloatLists, i: usize, file: &str, row: u
     Ok(values)
 }
 
-pub(crate) fn required<'a>(batch: &'a RecordBatch, column: &str, file: &str) -> Result<&'a ArrayRef, BadInput> {
-    batch.column_by_name(column).ok_or_else(|| {
-        let found: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
-        BadInput::new(
-            Location::file(file).column(column),
-            format!("missing required column (found: {})", found.join(", ")),
-        )
-    })
-}
-
 /// Column `column` of `batch` (from file row `first_row`) as `int64`, from any integer type
 /// ([`columns::int64`]).
 pub(crate) fn int64(batch: &RecordBatch, column: &str, file: &str, first_row: u64) -> Result<Int64Array, BadInput> {
@@ -367,7 +359,7 @@ mod tests {
             splits: &splits,
         };
         let back = NodeBatch::from_batch(&rows.to_batch(), "f", 0).unwrap();
-        assert_eq!(back.ids.values().to_vec(), vec![7, 9]);
+        assert_eq!(back.ids.ints().unwrap().values().to_vec(), vec![7, 9]);
         let features = back.features.as_ref().unwrap();
         assert_eq!((features.row(0), features.row(1)), (Some(&[0.5, 1.5][..]), Some(&[2.5, 3.5][..])));
         assert_eq!((back.label(0, "f", 0).unwrap(), back.label(1, "f", 1).unwrap()), (labels[0].clone(), None));

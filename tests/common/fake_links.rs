@@ -87,6 +87,7 @@ pub fn link_set(dir: &Path, data: &Path, name: &str, s: LinkSettings) -> (PathBu
     let meta = FlattenMeta {
         types: None,
         relation_fanouts: Vec::new(),
+        string_ids: false,
         link: Some(LinkSpec {
             negatives: s.negatives,
             negative_sampler: NegativeSampler::Uniform,

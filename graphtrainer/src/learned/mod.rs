@@ -7,6 +7,9 @@
 //! worker order, divided by the step's count, so the same batches give the same table on any
 //! cluster shape.
 //!
+//! In a graph keyed by strings a pull carries the ids' original strings, and the owner keeps a
+//! new row's (one copy a row): the table is saved under them.
+//!
 //! At the end each worker writes its rows, sorted by id, as Parquet parts in the model
 //! directory's `embeddings/` folder (`schemas::learned`), committed with the weights in one
 //! manifest: `pandas.read_parquet("<model>/embeddings")` reads the committed table. With early
@@ -19,6 +22,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use arrow_array::{ArrayRef, Int64Array, StringArray};
+use schemas::ids::IdKind;
 use schemas::job::LearnedConfig;
 use schemas::learned::{learned_batch, learned_schema};
 use tables::parts::{PartWriter, PartsOf, part_properties};
@@ -56,9 +61,10 @@ impl Learned {
         self.shard.borrow().dim
     }
 
-    /// The rows of `ids` (distinct), `dim` values each, from their owners.
-    pub fn pull(&mut self, worker: &mut Worker, ids: &[i64]) -> Vec<f32> {
-        self.puller.pull(worker, ids)
+    /// The rows of `ids` (distinct), `dim` values each, from their owners; `keys` are their
+    /// original strings in a graph keyed by strings (else empty).
+    pub fn pull(&mut self, worker: &mut Worker, ids: &[i64], keys: &[String]) -> Vec<f32> {
+        self.puller.pull(worker, ids, keys)
     }
 
     /// The rows' learning rate at the weights' `lr`.
@@ -79,10 +85,16 @@ impl Learned {
         let shard = self.shard.borrow();
         let dim = shard.dim;
         let to = PartsOf { dir: dir.clone(), run: run.to_owned(), worker };
-        let writer = PartWriter::new(io.clone(), to, learned_schema(dim), part_properties().build(), 1 << 30);
+        let kind = if shard.has_keys() { IdKind::String } else { IdKind::Int };
+        let writer = PartWriter::new(io.clone(), to, learned_schema(dim, kind), part_properties().build(), 1 << 30);
         let mut writer = writer.in_folder(FOLDER);
         for rows in shard.rows_to_save(best).chunks(ROWS_PER_BATCH) {
-            writer.write(&learned_batch(rows, dim))?;
+            let ids: ArrayRef = match kind {
+                IdKind::String => Arc::new(rows.iter().map(|r| Some(shard.key(r.slot))).collect::<StringArray>()),
+                IdKind::Int => Arc::new(rows.iter().map(|r| r.id).collect::<Int64Array>()),
+            };
+            let values = rows.iter().flat_map(|r| r.values.iter().copied()).collect();
+            writer.write(&learned_batch(ids, values, dim))?;
         }
         writer.finish()?;
         Ok(writer.parts)

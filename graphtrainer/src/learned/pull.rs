@@ -24,12 +24,14 @@ use timely::worker::Worker;
 
 use super::shard::RowShard;
 
-/// The ids one worker asks one owner for.
+/// The ids one worker asks one owner for, with their original strings in a graph keyed by
+/// strings (the owner keeps a new row's, to save the row under it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Request {
     owner: u32,
     from: u32,
     ids: Vec<i64>,
+    keys: Vec<String>,
 }
 
 /// An owner's answer: the rows of a request's ids, in its order.
@@ -71,7 +73,11 @@ impl Puller {
                                 let mut session = output.session(&cap);
                                 let mut shard = shard.borrow_mut();
                                 for r in requests.drain(..) {
-                                    session.give(Answer { owner: r.owner, to: r.from, values: shard.rows(&r.ids) });
+                                    session.give(Answer {
+                                        owner: r.owner,
+                                        to: r.from,
+                                        values: shard.rows(&r.ids, &r.keys),
+                                    });
                                 }
                             });
                         }
@@ -84,8 +90,8 @@ impl Puller {
     }
 
     /// The rows of `ids` (each once, in any order), `dim` values each in `ids` order, from
-    /// their owners.
-    pub fn pull(&mut self, worker: &mut Worker, ids: &[i64]) -> Vec<f32> {
+    /// their owners; `keys` are the ids' original strings (empty for integer ids).
+    pub fn pull(&mut self, worker: &mut Worker, ids: &[i64], keys: &[String]) -> Vec<f32> {
         let peers = worker.peers();
         let mut asked: Vec<Vec<usize>> = vec![Vec::new(); peers];
         for (at, &id) in ids.iter().enumerate() {
@@ -94,7 +100,9 @@ impl Puller {
         let mut expected = 0;
         for (o, positions) in asked.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
             let ids = positions.iter().map(|&at| ids[at]).collect();
-            self.input.send(Request { owner: o as u32, from: worker.index() as u32, ids });
+            let keys =
+                if keys.is_empty() { Vec::new() } else { positions.iter().map(|&at| keys[at].clone()).collect() };
+            self.input.send(Request { owner: o as u32, from: worker.index() as u32, ids, keys });
             expected += 1;
         }
         self.round += 1;

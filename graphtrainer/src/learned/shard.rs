@@ -34,6 +34,18 @@ pub struct RowShard {
     steps: u64,
     /// The rows at the best validation epoch, when asked to keep them ([`RowShard::keep_best`]).
     best: Option<Vec<f32>>,
+    /// A graph keyed by strings: each row's original string, one after another, ending at its
+    /// `key_ends` entry (slot order); empty for integer ids.
+    keys: String,
+    key_ends: Vec<usize>,
+}
+
+/// A row as saved: its id, its slot here (for its original string) and its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedRow {
+    pub id: i64,
+    pub slot: usize,
+    pub values: Vec<f32>,
 }
 
 /// `n` normal deviates with standard deviation `std`, from `stream` (Box-Muller).
@@ -57,7 +69,21 @@ impl RowShard {
             second: Vec::new(),
             steps: 0,
             best: None,
+            keys: String::new(),
+            key_ends: Vec::new(),
         }
+    }
+
+    /// Whether the rows carry original strings (a graph keyed by strings).
+    pub fn has_keys(&self) -> bool {
+        !self.key_ends.is_empty()
+    }
+
+    /// Slot `slot`'s original string (empty for integer ids).
+    pub fn key(&self, slot: usize) -> &str {
+        let Some(&end) = self.key_ends.get(slot) else { return "" };
+        let from = if slot == 0 { 0 } else { self.key_ends[slot - 1] };
+        &self.keys[from..end]
     }
 
     /// Rows held.
@@ -75,10 +101,15 @@ impl RowShard {
         normals(&mut stream, self.dim, self.config.init_std).collect()
     }
 
-    /// The slot of `id`'s row, created with its initial values if it is new.
-    fn slot(&mut self, id: i64) -> usize {
+    /// The slot of `id`'s row, created with its initial values (and original string `key`,
+    /// `None` for integer ids) if it is new.
+    fn slot(&mut self, id: i64, key: Option<&str>) -> usize {
         if let Some(&slot) = self.index.get(&id) {
             return slot as usize;
+        }
+        if let Some(key) = key {
+            self.keys.push_str(key);
+            self.key_ends.push(self.keys.len());
         }
         let slot = self.ids.len();
         let initial = self.initial(id);
@@ -96,11 +127,12 @@ impl RowShard {
         slot
     }
 
-    /// The rows of `ids`, in order, `dim` values each.
-    pub fn rows(&mut self, ids: &[i64]) -> Vec<f32> {
+    /// The rows of `ids`, in order, `dim` values each; `keys`: their original strings (empty
+    /// for integer ids).
+    pub fn rows(&mut self, ids: &[i64], keys: &[String]) -> Vec<f32> {
         let mut out = Vec::with_capacity(ids.len() * self.dim);
-        for &id in ids {
-            let slot = self.slot(id);
+        for (i, &id) in ids.iter().enumerate() {
+            let slot = self.slot(id, keys.get(i).map(String::as_str));
             out.extend_from_slice(&self.values[slot * self.dim..(slot + 1) * self.dim]);
         }
         out
@@ -115,7 +147,8 @@ impl RowShard {
         let (b1, b2, eps) = (0.9f32, 0.999f32, 1e-8f32);
         let (c1, c2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
         for (&id, g) in ids.iter().zip(grads.chunks(d)) {
-            let slot = self.slot(id);
+            // Every row stepped was pulled first, so it exists (with its string).
+            let slot = self.slot(id, None);
             let w = &mut self.values[slot * d..(slot + 1) * d];
             // The decayed gradient of value j, computed where it is used (no row buffer).
             let decayed = |j: usize, w: &[f32]| g[j] + wd * w[j];
@@ -148,11 +181,11 @@ impl RowShard {
         self.best = Some(self.values.clone());
     }
 
-    /// Each row's id and values, ascending by id: the kept best copy where there is one (a row
-    /// created after it had its initial values then), else the rows as they are.
-    pub fn rows_to_save(&self, best: bool) -> Vec<(i64, Vec<f32>)> {
+    /// Each row, ascending by id: the kept best copy where there is one (a row created after it
+    /// had its initial values then), else the rows as they are.
+    pub fn rows_to_save(&self, best: bool) -> Vec<SavedRow> {
         let d = self.dim;
-        let mut rows: Vec<(i64, Vec<f32>)> = self
+        let mut rows: Vec<SavedRow> = self
             .ids
             .iter()
             .enumerate()
@@ -162,10 +195,10 @@ impl RowShard {
                     Some(_) => self.initial(id),
                     None => self.values[slot * d..(slot + 1) * d].to_vec(),
                 };
-                (id, values)
+                SavedRow { id, slot, values }
             })
             .collect();
-        rows.sort_unstable_by_key(|(id, _)| *id);
+        rows.sort_unstable_by_key(|r| r.id);
         rows
     }
 
@@ -191,13 +224,13 @@ mod tests {
     fn a_row_starts_from_its_seed_and_id_alone() {
         let mut a = RowShard::new(&config(SparseOptimizerKind::Adam), 7);
         let mut b = RowShard::new(&config(SparseOptimizerKind::Adam), 7);
-        let x = a.rows(&[5, 9]);
-        let y = b.rows(&[9, 1, 5]);
+        let x = a.rows(&[5, 9], &[]);
+        let y = b.rows(&[9, 1, 5], &[]);
         assert_eq!((&x[..3], &x[3..]), (&y[6..], &y[..3]));
         assert_ne!(x[..3], x[3..]);
         // The deviates have about the asked spread.
         let mut many = RowShard::new(&LearnedConfig { dim: 1000, ..config(SparseOptimizerKind::Adam) }, 1);
-        let values = many.rows(&[3]);
+        let values = many.rows(&[3], &[]);
         let var = values.iter().map(|v| v * v).sum::<f32>() / 1000.0;
         assert!((var - 1.0).abs() < 0.15, "variance {var}");
     }
@@ -206,10 +239,10 @@ mod tests {
     fn a_step_moves_only_the_rows_it_names_as_the_dense_rules_do() {
         for kind in [SparseOptimizerKind::Adam, SparseOptimizerKind::Adagrad] {
             let mut shard = RowShard::new(&config(kind), 1);
-            let before = shard.rows(&[1, 2]);
+            let before = shard.rows(&[1, 2], &[]);
             let g = [0.5, -1.0, 2.0];
             shard.step(&[2], &g, 0.1);
-            let after = shard.rows(&[1, 2]);
+            let after = shard.rows(&[1, 2], &[]);
             assert_eq!(before[..3], after[..3], "{kind:?}: an untouched row stays");
             let moved: Vec<f32> = before[3..].iter().zip(&after[3..]).map(|(b, a)| b - a).collect();
             let expected: Vec<f32> = match kind {
@@ -230,13 +263,20 @@ mod tests {
     #[test]
     fn the_saved_rows_are_the_kept_best_ones_sorted_by_id() {
         let mut shard = RowShard::new(&config(SparseOptimizerKind::Adagrad), 1);
-        let first = shard.rows(&[8, 3]);
+        let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        let first = shard.rows(&[8, 3], &keys(&["h", "c"]));
         shard.keep_best();
         shard.step(&[8], &[1.0, 1.0, 1.0], 0.5);
-        let late = shard.rows(&[4]);
+        let late = shard.rows(&[4], &keys(&["d"]));
+        // A row pulled again keeps the string it was created with.
+        shard.rows(&[3], &keys(&["other"]));
         let saved = shard.rows_to_save(true);
-        assert_eq!(saved.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![3, 4, 8]);
-        assert_eq!((&saved[2].1[..], &saved[0].1[..], &saved[1].1[..]), (&first[..3], &first[3..], &late[..]));
-        assert_ne!(shard.rows_to_save(false)[2].1, first[..3]);
+        assert_eq!(saved.iter().map(|r| r.id).collect::<Vec<_>>(), vec![3, 4, 8]);
+        assert_eq!(saved.iter().map(|r| shard.key(r.slot)).collect::<Vec<_>>(), vec!["c", "d", "h"]);
+        assert_eq!(
+            (&saved[2].values[..], &saved[0].values[..], &saved[1].values[..]),
+            (&first[..3], &first[3..], &late[..])
+        );
+        assert_ne!(shard.rows_to_save(false)[2].values, first[..3]);
     }
 }

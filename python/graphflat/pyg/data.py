@@ -9,7 +9,8 @@ edge features), ``edge_layers`` ``[E]`` (bit ``l-1``: layer ``l`` uses the edge)
 ``[B]`` (a model's output for record ``i`` is its output at node ``root_index[i]``); link
 records add ``src_index``, ``dst_index`` ``[B]``, ``neg_index`` ``[B, K]``,
 ``edge_label_index`` ``[2, B + B*K]`` and ``edge_label``, with ``link_src``, ``link_dst`` and
-``negatives`` (ids). Typed records give ``HeteroData``: per node type ``x``, ``node_id``,
+``negatives`` (ids). Records of a graph keyed by strings add ``node_key``: a list of ``N``
+original strings. Typed records give ``HeteroData``: per node type ``x``, ``node_id``,
 ``hop``, ``in_degree``, ``batch`` and ``root_index`` (the roots of that type), per relation
 ``(src, name, dst)`` ``edge_index`` (into its types' nodes), ``edge_weight``, ``edge_layers``
 and ``edge_attr``; the record-level arrays (``y``, ``root_id``; a link's ``src_index`` into
@@ -46,7 +47,8 @@ def to_pyg(arrays: dict[str, np.ndarray], meta: RecordsMeta):
     """The collated arrays of a batch (``graphflat.collate.collate``) as PyG data."""
     if meta.typed:
         return _hetero(arrays, meta)
-    tensors = {key: _tensor(value) for key, value in arrays.items()}
+    # Strings stay a Python list: a tensor holds numbers only.
+    tensors = {key: value.tolist() if value.dtype == object else _tensor(value) for key, value in arrays.items()}
     batch = Batch(**tensors)
     batch._num_graphs = len(arrays["ptr"]) - 1
     return batch

@@ -29,6 +29,10 @@ pub struct Record {
     pub split: Option<Split>,
     /// Root first, then by (hop, node id).
     pub node_ids: Vec<i64>,
+    /// A graph keyed by strings: each node's original string, aligned with `node_ids` (which
+    /// are internal ids, `crate::ids`); empty for integer ids.
+    #[serde(default)]
+    pub node_keys: Vec<String>,
     pub hops: Vec<u8>,
     /// Each node's in-degree in the whole graph.
     pub in_degrees: Vec<i64>,
@@ -150,7 +154,8 @@ impl Record {
     /// out adds to [`RecordColumns::bytes`]).
     pub fn size_bytes(&self) -> usize {
         let typed = if self.is_typed() { self.num_nodes() + self.num_edges() } else { 0 };
-        RecordColumns::bytes_of(
+        let keys: usize = self.node_keys.iter().map(|k| k.len() + 4).sum();
+        keys + RecordColumns::bytes_of(
             self.num_nodes(),
             self.features.len(),
             self.num_edges(),
@@ -170,6 +175,9 @@ impl RecordColumns {
         for i in 0..r.num_nodes() {
             let node_type = typed.then(|| r.node_types.get(i).copied().unwrap_or_default());
             self.node(r.node_ids[i], r.hops[i], r.in_degrees[i], r.node_features(i), node_type);
+            if let Some(key) = r.node_keys.get(i) {
+                self.key(key);
+            }
         }
         for j in 0..r.num_edges() {
             let relation = typed.then(|| r.edge_relations.get(j).copied().unwrap_or_default());
@@ -195,6 +203,11 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
             LABEL => columns::labels(&records.iter().map(|r| r.label.clone()).collect::<Vec<_>>(), field)?,
             SPLIT => Arc::new(StringArray::from_iter(records.iter().map(|r| r.split.map(Split::name)))),
             NODE_IDS => list(records, DataType::Int64, |r| &r.node_ids, |v| Arc::new(Int64Array::from(v)))?,
+            NODE_KEYS => {
+                let lengths: Vec<usize> = records.iter().map(|r| r.node_keys.len()).collect();
+                let keys: StringArray = records.iter().flat_map(|r| r.node_keys.iter().map(Some)).collect();
+                columns::list(&lengths, DataType::Utf8, Arc::new(keys))?
+            }
             NODE_HOPS => list(records, DataType::UInt8, |r| &r.hops, |v| Arc::new(UInt8Array::from(v)))?,
             NODE_IN_DEGREES => list(records, DataType::Int64, |r| &r.in_degrees, |v| Arc::new(Int64Array::from(v)))?,
             NODE_FEATURES if columns::nested(field) => nested(records, field, |r| &r.features, |r| &r.feature_at)?,
@@ -415,6 +428,30 @@ impl<'a> FeatureColumn<'a> {
     }
 }
 
+/// The `node_keys` column: a list of strings per record.
+pub(super) struct KeyColumn<'a> {
+    lists: &'a ListArray,
+    keys: &'a StringArray,
+}
+
+impl<'a> KeyColumn<'a> {
+    fn new(batch: &'a RecordBatch, at: &At) -> Result<Self, BadInput> {
+        let lists = column(batch, NODE_KEYS, at)?
+            .as_list_opt::<i32>()
+            .ok_or_else(|| BadInput::new(at.column(NODE_KEYS), "expected list<utf8>"))?;
+        let keys = lists
+            .values()
+            .as_string_opt::<i32>()
+            .ok_or_else(|| BadInput::new(at.column(NODE_KEYS), "expected list<utf8>"))?;
+        Ok(KeyColumn { lists, keys })
+    }
+
+    fn row(&self, row: usize) -> Vec<String> {
+        let offsets = self.lists.value_offsets();
+        (offsets[row] as usize..offsets[row + 1] as usize).map(|i| self.keys.value(i).to_owned()).collect()
+    }
+}
+
 /// The node and edge columns of a batch of records (node or link records), resolved once.
 pub(super) struct GraphColumns<'a> {
     features: FeatureColumn<'a>,
@@ -422,6 +459,7 @@ pub(super) struct GraphColumns<'a> {
     edge_relations: Option<ListColumn<'a, UInt8Type>>,
     edge_features: Option<FeatureColumn<'a>>,
     node_ids: ListColumn<'a, Int64Type>,
+    node_keys: Option<KeyColumn<'a>>,
     hops: ListColumn<'a, UInt8Type>,
     in_degrees: ListColumn<'a, Int64Type>,
     edge_src: ListColumn<'a, Int32Type>,
@@ -452,6 +490,10 @@ impl<'a> GraphColumns<'a> {
             edge_relations,
             edge_features,
             node_ids: ListColumn::new(batch, NODE_IDS, at)?,
+            node_keys: match batch.column_by_name(NODE_KEYS) {
+                Some(_) => Some(KeyColumn::new(batch, at)?),
+                None => None,
+            },
             hops: ListColumn::new(batch, NODE_HOPS, at)?,
             in_degrees: ListColumn::new(batch, NODE_IN_DEGREES, at)?,
             edge_src: ListColumn::new(batch, EDGE_SRC, at)?,
@@ -481,6 +523,7 @@ impl<'a> GraphColumns<'a> {
             |column: &Option<ListColumn<'a, UInt8Type>>| column.as_ref().map_or(Ok(Vec::new()), |c| c.row(row, at));
         Ok(Record {
             node_ids: self.node_ids.row(row, at)?,
+            node_keys: self.node_keys.as_ref().map_or(Vec::new(), |k| k.row(row)),
             hops: self.hops.row(row, at)?,
             in_degrees: self.in_degrees.row(row, at)?,
             features,

@@ -49,6 +49,11 @@ pub struct RecordColumns {
     node_counts: Vec<usize>,
     edge_counts: Vec<usize>,
     node_ids: Vec<i64>,
+    /// A graph keyed by strings: each node's original string, one after another, and how many
+    /// each record has.
+    keys: String,
+    key_ends: Vec<i32>,
+    key_counts: Vec<usize>,
     hops: Vec<u8>,
     in_degrees: Vec<i64>,
     features: Vec<f32>,
@@ -94,6 +99,15 @@ impl RecordColumns {
         self.splits.push(split);
         self.node_counts.push(0);
         self.edge_counts.push(0);
+        self.key_counts.push(0);
+    }
+
+    /// Gives the node just added its original string (a graph keyed by strings).
+    pub fn key(&mut self, key: &str) {
+        *self.key_counts.last_mut().expect("a key belongs to a started record") += 1;
+        self.keys.push_str(key);
+        self.key_ends.push(self.keys.len() as i32);
+        self.bytes += key.len() + 4;
     }
 
     /// Adds a node to the open record; a typed record's nodes carry their type.
@@ -138,6 +152,9 @@ impl RecordColumns {
             node_counts: nodes,
             edge_counts: edges,
             mut node_ids,
+            keys,
+            key_ends,
+            key_counts,
             mut hops,
             mut in_degrees,
             mut features,
@@ -160,6 +177,7 @@ impl RecordColumns {
                 LABEL => labels(&record_labels, field)?,
                 SPLIT => Arc::new(StringArray::from_iter(splits.iter().map(|s| s.map(Split::name)))),
                 NODE_IDS => list(&nodes, DataType::Int64, Arc::new(Int64Array::from(take(&mut node_ids))))?,
+                NODE_KEYS => list(&key_counts, DataType::Utf8, Arc::new(strings(&keys, &key_ends)?))?,
                 NODE_HOPS => list(&nodes, DataType::UInt8, Arc::new(UInt8Array::from(take(&mut hops))))?,
                 NODE_IN_DEGREES => list(&nodes, DataType::Int64, Arc::new(Int64Array::from(take(&mut in_degrees))))?,
                 NODE_FEATURES if nested(field) => nested_features(field, &nodes, &node_widths, take(&mut features))?,
@@ -228,6 +246,12 @@ fn refill<T>(column: &mut Vec<T>, taken: Option<Vec<T>>) {
 pub(super) fn list(counts: &[usize], item: DataType, values: ArrayRef) -> Result<ArrayRef, ArrowError> {
     let offsets = OffsetBuffer::from_lengths(counts.iter().copied());
     Ok(Arc::new(ListArray::try_new(Arc::new(Field::new("item", item, false)), offsets, values, None)?))
+}
+
+/// Strings laid out one after another in `keys`, each ending at its `ends` entry.
+fn strings(keys: &str, ends: &[i32]) -> Result<StringArray, ArrowError> {
+    let offsets = OffsetBuffer::new(std::iter::once(0).chain(ends.iter().copied()).collect());
+    StringArray::try_new(offsets, keys.as_bytes().to_vec().into(), None)
 }
 
 /// The label column of `field`'s type: `int64` classes or fixed-size lists of targets.

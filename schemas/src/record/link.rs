@@ -67,6 +67,7 @@ impl LinkRecord {
         for e in &self.endpoints {
             let shift = row.node_ids.len() as i32;
             row.node_ids.extend_from_slice(&e.node_ids);
+            row.node_keys.extend_from_slice(&e.node_keys);
             row.hops.extend_from_slice(&e.hops);
             row.in_degrees.extend_from_slice(&e.in_degrees);
             append_offsets(&mut row.feature_at, &e.feature_at, row.features.len());
@@ -260,6 +261,7 @@ fn split_endpoints(
             label: None,
             split: None,
             node_ids: whole.node_ids[nodes_at.clone()].to_vec(),
+            node_keys: whole.node_keys.get(nodes_at.clone()).map_or(Vec::new(), <[String]>::to_vec),
             hops: whole.hops[nodes_at.clone()].to_vec(),
             in_degrees: whole.in_degrees[nodes_at.clone()].to_vec(),
             features,
@@ -318,6 +320,7 @@ mod tests {
             relation_edge_stats: Vec::new(),
             types: None,
             relation_fanouts: Vec::new(),
+            string_ids: false,
             link: Some(LinkSpec {
                 negatives: 2,
                 negative_sampler: NegativeSampler::Uniform,

@@ -16,6 +16,9 @@ pub const ROOT_ID: &str = "root_id";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";
 pub const NODE_IDS: &str = "node_ids";
+/// Records of a graph keyed by strings: each node's original string, aligned with `node_ids`
+/// (which hold the internal ids, `crate::ids`); absent for integer ids.
+pub const NODE_KEYS: &str = "node_keys";
 pub const NODE_HOPS: &str = "node_hops";
 pub const NODE_IN_DEGREES: &str = "node_in_degrees";
 pub const NODE_FEATURES: &str = "node_features";
@@ -74,6 +77,9 @@ pub mod meta {
     /// Typed records: each relation's fanouts (comma-separated, nearest hop first; empty for
     /// every edge), one list per relation, `;`-separated in relation order.
     pub const RELATION_FANOUTS: &str = "graphflat.relation_fanouts";
+    /// `strings` for a graph keyed by strings (the records have `node_keys`); absent means
+    /// integer ids.
+    pub const IDS: &str = "graphflat.ids";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -184,6 +190,8 @@ pub struct FlattenMeta {
     /// Typed records: each relation's fanouts in the recorded form (see `fanouts`), in
     /// relation order; empty for a homogeneous graph.
     pub relation_fanouts: Vec<Vec<u32>>,
+    /// A graph keyed by strings: the records carry each node's original string (`node_keys`).
+    pub string_ids: bool,
 }
 
 impl FlattenMeta {
@@ -244,6 +252,9 @@ impl FlattenMeta {
                 .map(|f| f.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
                 .collect();
             metadata.insert(meta::RELATION_FANOUTS.to_owned(), fanouts.join(";"));
+        }
+        if self.string_ids {
+            metadata.insert(meta::IDS.to_owned(), "strings".to_owned());
         }
         if let Some(link) = &self.link {
             metadata.insert(meta::TASK.to_owned(), Task::Link.name().to_owned());
@@ -362,6 +373,11 @@ impl FlattenMeta {
             link,
             types,
             relation_fanouts,
+            string_ids: match metadata.get(meta::IDS).map(String::as_str) {
+                None => false,
+                Some("strings") => true,
+                Some(_) => return Err(MetaError::Bad(meta::IDS)),
+            },
         })
     }
 }
@@ -421,6 +437,11 @@ pub fn record_schema(meta: &FlattenMeta) -> Schema {
         Some(types) => typed_record_fields(meta.label, types.has_edge_features()),
         None => record_fields(meta.feature_dim, meta.label, meta.edge_dim),
     };
+    let mut node_fields = node_fields;
+    if meta.string_ids {
+        let at = node_fields.iter().position(|f| f.name() == NODE_IDS).expect("every record has node_ids") + 1;
+        node_fields.insert(at, Field::new(NODE_KEYS, list_of(DataType::Utf8), false));
+    }
     let fields = if meta.link.is_some() { link_record_fields(node_fields) } else { node_fields };
     Schema::new(fields).with_metadata(meta.to_metadata())
 }
@@ -444,6 +465,7 @@ mod tests {
             link: None,
             types: None,
             relation_fanouts: Vec::new(),
+            string_ids: false,
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
         let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
@@ -505,6 +527,7 @@ mod tests {
             link: None,
             types: Some(types.clone()),
             relation_fanouts: vec![vec![3, 2], vec![10, 5]],
+            string_ids: false,
         };
         assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()));
         assert_eq!(meta.relation_layers()[0], Layers::recorded(2, &[3, 2]));
