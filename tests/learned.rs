@@ -235,3 +235,77 @@ fn a_typed_graph_needs_features_on_every_node_type() {
     assert_fails(&failed, 64, &["node type shop", "no features column"]);
     assert!(!out.join("_SUCCESS").exists());
 }
+
+/// Each process's data segment (`ulimit -d`, RLIMIT_DATA: what `malloc` may take) in this test:
+/// below what one process needs to train with the whole table (measured: 700 MB fails, 800 MB
+/// runs), above what each of two needs with half of it (550 MB runs). A process's need is about
+/// 210 MB of its own, plus its share of the table up to twice over (the rows' arrays grow by
+/// doubling), plus a batch's rows: so the cap is above the table's 246 MB of values and state.
+const CAP_MB: u64 = 640;
+
+/// `graphflat run job` (`--process p` when given) under a data limit of [`CAP_MB`].
+fn capped(job: &Path, process: Option<usize>) -> std::process::Child {
+    let mut args = vec!["-c".to_owned(), format!("ulimit -d {} && exec \"$0\" \"$@\"", CAP_MB << 10)];
+    args.extend([env!("CARGO_BIN_EXE_graphflat"), "run", job.to_str().unwrap()].map(str::to_owned));
+    args.extend(process.map(|p| ["--process".to_owned(), p.to_string()]).into_iter().flatten());
+    std::process::Command::new("bash")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_table_larger_than_a_process_may_hold_trains_across_two_processes() {
+    let dir = scratch("learned-capped");
+    let generated = dir.join("generated");
+    generate(&generated, 20_000, 4, 2, 3);
+    let data = dir.join("data");
+    let nodes: Vec<RecordBatch> = read_batches(&generated.join("nodes"))
+        .into_iter()
+        .map(|b| b.project(&[b.schema().index_of("node_id").unwrap()]).unwrap())
+        .collect();
+    std::fs::create_dir_all(data.join("nodes")).unwrap();
+    let file = std::fs::File::create(data.join("nodes/part-0.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, nodes[0].schema(), None).unwrap();
+    nodes.iter().for_each(|b| writer.write(b).unwrap());
+    writer.close().unwrap();
+    let (edges, split) = (generated.join("edges"), data.join("edges"));
+    let args = ["split-edges", "--edges", edges.to_str().unwrap(), "--out", split.to_str().unwrap(), "--undirected"];
+    graphflat_ok(&[&args[..], &["--valid", "0.05", "--test", "0.05"]].concat());
+    let flat = dir.join("flat");
+    run_ok(
+        &Job::flatten(&data, &flat).key("task", "link").key("hops", 1).key("fanouts", vec![2]).write(&dir, "f"),
+        &[],
+    );
+    // 1024 values a row with Adam's two moments: 12 KB a row, 246 MB for 20k nodes.
+    let train = |out: &str| {
+        Job::train(&flat, dir.join(out))
+            .key("model", "sage")
+            .key("hidden", 16)
+            .key("embedding_dim", 8)
+            .key("learned_embedding_dim", 1024)
+            .key("epochs", 1)
+            .key("patience", 0)
+            .key("batch_size", 256)
+            .key("cache_mb", 8)
+    };
+    let alone = capped(&Job::cluster().key("workers", 1).and(train("alone")).write(&dir, "alone"), None);
+    let alone = alone.wait_with_output().unwrap();
+    assert!(!alone.status.success(), "one process held the whole table under the cap:\n{}", text(&alone));
+    assert!(text(&alone).contains("memory allocation"), "{}", text(&alone));
+    let job = Job::loopback(2).and(train("two")).write(&dir, "two");
+    let children: Vec<_> = (0..2).map(|p| capped(&job, Some(p))).collect();
+    let outs: Vec<_> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for out in &outs {
+        assert!(out.status.success(), "a process failed under the cap:\n{}", text(out));
+    }
+    // Every node's row, half on each process.
+    let rows: usize = batches_in(parquet_files(&dir.join("two/embeddings"))).iter().map(|b| b.num_rows()).sum();
+    assert!(rows > 19_000, "{rows} rows");
+    let share = (rows / 2) as f64 * (12.0 * 1024.0 + 16.0) / 1e6;
+    let line = text(&outs[0]).lines().find(|l| l.contains("learned:")).unwrap_or_default().to_owned();
+    let largest: f64 = line.split("at most ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
+    assert!(largest < share * 1.1, "{line}: a process holds more than its half ({share:.1} MB)");
+}

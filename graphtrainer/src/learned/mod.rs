@@ -39,8 +39,8 @@ use crate::error::Error;
 /// Where the parts go in the model directory (`gnn::io::LEARNED_FOLDER`).
 const FOLDER: &str = "embeddings/";
 
-/// Rows a written batch holds.
-const ROWS_PER_BATCH: usize = 8192;
+/// Bytes of values a written batch holds (its rows: as many as fit, whatever the width).
+const BATCH_BYTES: usize = 4 << 20;
 
 /// This worker's share of the table and its end of the pull dataflow.
 pub struct Learned {
@@ -88,12 +88,13 @@ impl Learned {
         let kind = if shard.has_keys() { IdKind::String } else { IdKind::Int };
         let writer = PartWriter::new(io.clone(), to, learned_schema(dim, kind), part_properties().build(), 1 << 30);
         let mut writer = writer.in_folder(FOLDER);
-        for rows in shard.rows_to_save(best).chunks(ROWS_PER_BATCH) {
+        let rows_per_batch = (BATCH_BYTES / (4 * dim).max(1)).max(1);
+        for rows in shard.rows_to_save().chunks(rows_per_batch) {
             let ids: ArrayRef = match kind {
                 IdKind::String => Arc::new(rows.iter().map(|r| Some(shard.key(r.slot))).collect::<StringArray>()),
                 IdKind::Int => Arc::new(rows.iter().map(|r| r.id).collect::<Int64Array>()),
             };
-            let values = rows.iter().flat_map(|r| r.values.iter().copied()).collect();
+            let values = rows.iter().flat_map(|&r| shard.saved_values(r, best).into_owned()).collect();
             writer.write(&learned_batch(ids, values, dim))?;
         }
         writer.finish()?;

@@ -40,12 +40,11 @@ pub struct RowShard {
     key_ends: Vec<usize>,
 }
 
-/// A row as saved: its id, its slot here (for its original string) and its values.
-#[derive(Debug, Clone, PartialEq)]
+/// A row to save: its id and its slot here (for its values and original string).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SavedRow {
     pub id: i64,
     pub slot: usize,
-    pub values: Vec<f32>,
 }
 
 /// `n` normal deviates with standard deviation `std`, from `stream` (Box-Muller).
@@ -181,25 +180,23 @@ impl RowShard {
         self.best = Some(self.values.clone());
     }
 
-    /// Each row, ascending by id: the kept best copy where there is one (a row created after it
-    /// had its initial values then), else the rows as they are.
-    pub fn rows_to_save(&self, best: bool) -> Vec<SavedRow> {
-        let d = self.dim;
-        let mut rows: Vec<SavedRow> = self
-            .ids
-            .iter()
-            .enumerate()
-            .map(|(slot, &id)| {
-                let values = match self.best.as_ref().filter(|_| best) {
-                    Some(kept) if (slot + 1) * d <= kept.len() => kept[slot * d..(slot + 1) * d].to_vec(),
-                    Some(_) => self.initial(id),
-                    None => self.values[slot * d..(slot + 1) * d].to_vec(),
-                };
-                SavedRow { id, slot, values }
-            })
-            .collect();
+    /// Each row, ascending by id (its values: [`RowShard::saved_values`]); a list of 16 bytes a
+    /// row, so that saving copies no row but the batch being written.
+    pub fn rows_to_save(&self) -> Vec<SavedRow> {
+        let mut rows: Vec<SavedRow> = self.ids.iter().enumerate().map(|(slot, &id)| SavedRow { id, slot }).collect();
         rows.sort_unstable_by_key(|r| r.id);
         rows
+    }
+
+    /// The values `row` is saved with: the kept best copy with `best` where there is one (a row
+    /// created after it had its initial values then), else the row as it is.
+    pub fn saved_values(&self, row: SavedRow, best: bool) -> std::borrow::Cow<'_, [f32]> {
+        let (d, slot) = (self.dim, row.slot);
+        match self.best.as_ref().filter(|_| best) {
+            Some(kept) if (slot + 1) * d <= kept.len() => std::borrow::Cow::Borrowed(&kept[slot * d..(slot + 1) * d]),
+            Some(_) => std::borrow::Cow::Owned(self.initial(row.id)),
+            None => std::borrow::Cow::Borrowed(&self.values[slot * d..(slot + 1) * d]),
+        }
     }
 
     /// Bytes per row: the values, the optimizer state and the index.
@@ -270,13 +267,11 @@ mod tests {
         let late = shard.rows(&[4], &keys(&["d"]));
         // A row pulled again keeps the string it was created with.
         shard.rows(&[3], &keys(&["other"]));
-        let saved = shard.rows_to_save(true);
+        let saved = shard.rows_to_save();
         assert_eq!(saved.iter().map(|r| r.id).collect::<Vec<_>>(), vec![3, 4, 8]);
         assert_eq!(saved.iter().map(|r| shard.key(r.slot)).collect::<Vec<_>>(), vec!["c", "d", "h"]);
-        assert_eq!(
-            (&saved[2].values[..], &saved[0].values[..], &saved[1].values[..]),
-            (&first[..3], &first[3..], &late[..])
-        );
-        assert_ne!(shard.rows_to_save(false)[2].values, first[..3]);
+        let best: Vec<Vec<f32>> = saved.iter().map(|&r| shard.saved_values(r, true).to_vec()).collect();
+        assert_eq!((&best[2][..], &best[0][..], &best[1][..]), (&first[..3], &first[3..], &late[..]));
+        assert_ne!(&shard.saved_values(saved[2], false)[..], &first[..3]);
     }
 }
