@@ -21,8 +21,9 @@
 //! and plain ids again as they are scored.
 //!
 //! Memory per worker, besides the embeddings it owns: the pairs it scored until they are
-//! written (24 bytes each: its share of the table by `dst`), and the batches in flight (a pair
-//! carries one embedding row between the two owners).
+//! written (32 bytes each, and the two strings in a graph keyed by strings: its share of the
+//! table by `dst`), and the batches in flight (a pair carries one embedding row between the two
+//! owners).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
