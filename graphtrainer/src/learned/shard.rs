@@ -47,6 +47,17 @@ pub struct SavedRow {
     pub slot: usize,
 }
 
+/// Makes room in `array` for `more` values, growing it by an eighth (at least 4096 rows of
+/// `more`) instead of doubling: the table's arrays are most of a shard's memory, and a doubled
+/// array holds up to twice its values (what a process may take, and what a memory limit counts,
+/// is its capacity), where an eighth holds 1.125 times them. Large arrays are reallocated by
+/// moving their pages (`mremap`), not copying, so growing more often costs little.
+fn grow(array: &mut Vec<f32>, more: usize) {
+    if array.len() + more > array.capacity() {
+        array.reserve_exact((array.len() / 8).max(more * 4096));
+    }
+}
+
 /// `n` normal deviates with standard deviation `std`, from `stream` (Box-Muller).
 fn normals(stream: &mut Stream, n: usize, std: f32) -> impl Iterator<Item = f32> + '_ {
     (0..n).map(move |_| {
@@ -112,13 +123,16 @@ impl RowShard {
         }
         let slot = self.ids.len();
         let initial = self.initial(id);
+        grow(&mut self.values, self.dim);
         self.values.extend(initial);
         let state = match self.config.optimizer {
             SparseOptimizerKind::Adam => self.dim,
             SparseOptimizerKind::Adagrad => 1,
         };
+        grow(&mut self.first, state);
         self.first.extend(std::iter::repeat_n(0.0, state));
         if self.config.optimizer == SparseOptimizerKind::Adam {
+            grow(&mut self.second, self.dim);
             self.second.extend(std::iter::repeat_n(0.0, self.dim));
         }
         self.ids.push(id);
