@@ -10,15 +10,17 @@
 //! keeps `h` for the one with the smallest `g`, and numbers the others from 2^54 up, in `(h, g)`
 //! order over the whole table ([`StringIds`]). So two node strings never share an internal id,
 //! no process holds every string (only the few collided pairs travel to every worker, about 28
-//! at a billion ids), and the numbering is the same on any cluster shape: records, samples
-//! and scores do not depend on it. Ids stay below 2^55, inside a typed graph's range
-//! (`crate::typed`).
+//! at a billion ids), and the numbering is the same on any cluster shape, so records, samples
+//! and scores are too. It depends on the table, though: a new string that shares an existing
+//! string's `h` with a smaller `g` takes `h` from it, and the older string's samples change
+//! (learned rows are found by their strings, not by these ids). Ids stay below 2^55, inside a
+//! typed graph's range (`crate::typed`).
 //!
 //! Two node strings whose `h` and `g` both agree (118 bits: about 10^-18 at a billion ids, or
 //! strings crafted to) cannot be told apart by an edge's reader, which sees only the hashes:
 //! the map step then stops with exit 65 naming both rows, and never merges them.
 //!
-//! The internal id is a dense hash, not a rank: a rank (0..N) would need a global sort of the
+//! The internal id is a hash, not a dense rank: a rank (0..N) would need a global sort of the
 //! strings and a join of every edge endpoint against it (a shuffle of 2E strings); a hash is
 //! computed where each edge is read.
 
