@@ -250,12 +250,17 @@ fn a_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids_and_every_outp
         .key("pairs_output", s("pairs2").to_str().unwrap());
     assert_fails(&crate::common::run(&infer.write(&dir, "bad-pairs"), &[]), 65, &["row 1", "dst", "\"sku-none\""]);
     assert!(!s("pairs2").join("_SUCCESS").exists() && !s("emb2").join("_SUCCESS").exists());
+    // Every reader reads each table the string run committed (records with node_keys included),
+    // and pandas the learned table's folder.
+    assert_every_reader_reads_the_manifest(&[&s("flat"), &s("emb"), &s("pairs")]);
     // Readers see the strings: pandas as Python strings, DuckDB by glob.
     if let Some(python) = python() {
         let script = "import sys, pandas, duckdb\n\
             emb, pairs = sys.argv[1], sys.argv[2]\n\
             df = pandas.read_parquet(emb)\n\
+            learned = pandas.read_parquet(emb.replace('-emb', '-model') + '/embeddings')\n\
             print(all(isinstance(k, str) for k in df.node_id), df.node_id.is_unique, len(df))\n\
+            print(learned.node_id.map(type).eq(str).all(), learned.node_id.is_unique)\n\
             print(duckdb.sql(f\"select count(*) from '{pairs}/*.parquet' where src like 'user_%'\").fetchall()[0][0])";
         let args = [s("emb"), s("pairs")].map(|p| p.to_str().unwrap().to_owned());
         let got = std::process::Command::new(python).args(["-c", script, &args[0], &args[1]]).output().unwrap();
@@ -275,7 +280,8 @@ fn a_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids_and_every_outp
             })
             .sum();
         assert!(users > 0);
-        assert_eq!(lines.get(1).map(|l| l.to_string()), Some(users.to_string()));
+        assert_eq!(lines.get(1), Some(&"True True"), "{text}");
+        assert_eq!(lines.get(2).map(|l| l.to_string()), Some(users.to_string()));
     }
 }
 

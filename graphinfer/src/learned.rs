@@ -81,11 +81,9 @@ pub fn read(
             let name = files[f].name();
             files[f].read_row_group(io, rg, |batch, first_row| {
                 let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
-                let row = |i: usize| Row {
-                    id: rows.ids.id(i, &strings),
-                    print: rows.ids.hash(i).map_or(0, |h| h.g),
-                    values: rows.row(i).to_vec(),
-                };
+                let ids = rows.ids.resolve(&strings);
+                let row =
+                    |i: usize| Row { id: ids.ids[i], print: ids.print(i).unwrap_or(0), values: rows.row(i).to_vec() };
                 send((0..rows.len()).map(row).collect());
                 Ok(())
             })?;

@@ -269,12 +269,13 @@ fn read_pairs(
                     BadInput::new(at, format!("node id {id} is outside a typed graph's range [-2^55, 2^55)"))
                 }),
             };
+            // Each string hashed once, for its internal id and its fingerprint.
+            let (srcs, dsts) = (pairs.src.resolve(strings), pairs.dst.resolve(strings));
             let pairs = (0..pairs.len())
                 .map(|i| {
-                    let src = key(i, End::Src, pairs.src.id(i, strings))?;
-                    let dst = key(i, End::Dst, pairs.dst.id(i, strings))?;
-                    let print = |ids: &IdColumn| ids.hash(i).map_or(0, |h| h.g);
-                    let prints = [print(&pairs.src), print(&pairs.dst)];
+                    let src = key(i, End::Src, srcs.ids[i])?;
+                    let dst = key(i, End::Dst, dsts.ids[i])?;
+                    let prints = [srcs.print(i).unwrap_or(0), dsts.print(i).unwrap_or(0)];
                     Ok(Pair { src, dst, at: (f as u32, first_row + i as u64), prints })
                 })
                 .collect::<Result<Vec<Pair>, BadInput>>()?;
