@@ -112,6 +112,11 @@ enum Command {
         /// relations erased (ids offset by type, features zero-padded, every edge both ways).
         #[arg(long, requires = "hetero")]
         erased: bool,
+        /// With --hetero: a node type (user, item or shop) whose table is written without its
+        /// features column; repeat for more. Its nodes need learned embeddings to train on
+        /// ([train] learned_embedding_dim): jobs/user-item.toml.
+        #[arg(long, requires = "hetero", value_name = "TYPE")]
+        featureless: Vec<String>,
         #[arg(long, default_value_t = generate::DEFAULT_SEED)]
         seed: u64,
     },
@@ -235,6 +240,7 @@ fn run(cli: Cli) -> Result<()> {
             multi_label,
             hetero,
             erased,
+            featureless,
             seed,
         } => {
             let config = GenerateConfig {
@@ -250,6 +256,7 @@ fn run(cli: Cli) -> Result<()> {
                 multi_label,
                 hetero,
                 erased,
+                featureless,
                 seed,
                 ..GenerateConfig::with_output(out)
             };

@@ -11,9 +11,6 @@ use std::path::{Path, PathBuf};
 
 use crate::common::typed::*;
 use crate::common::*;
-use arrow_array::Array;
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int64Type};
 
 #[test]
 fn typed_records_equal_an_independent_typed_bfs_with_and_without_reindexing() {
@@ -169,33 +166,6 @@ fn bad_typed_inputs_name_the_type_or_relation_file_row_and_column() {
     let graph =
         graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
     assert_fails(&run_text("no-labels", job(graph, "")), 64, &["node type user is the target type", "no label column"]);
-}
-
-/// One typed output row: (embedding, prediction, scores), the last two null off the target type.
-type TypedScored = (Vec<f32>, Option<i64>, Option<Vec<f32>>);
-
-/// GraphInfer's output of a typed graph by (type, id), read with parquet's Arrow reader.
-fn read_typed_scores(dir: &Path) -> BTreeMap<Node, TypedScored> {
-    let mut out = BTreeMap::new();
-    for batch in read_batches(dir) {
-        let types = batch.column_by_name("node_type").unwrap().as_string::<i32>();
-        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
-        let embedding = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
-        let prediction = batch.column_by_name("prediction").unwrap().as_primitive::<Int64Type>();
-        // Null off the target type: a plain list (see graphinfer::output).
-        let scores = batch.column_by_name("scores").unwrap().as_list::<i32>();
-        let floats = |values: arrow_array::ArrayRef| values.as_primitive::<Float32Type>().values().to_vec();
-        for r in 0..batch.num_rows() {
-            let row = (
-                floats(embedding.value(r)),
-                prediction.is_valid(r).then(|| prediction.value(r)),
-                scores.is_valid(r).then(|| floats(scores.value(r))),
-            );
-            let node = (types.value(r).to_owned(), ids.value(r));
-            assert!(out.insert(node.clone(), row).is_none(), "{node:?} written twice");
-        }
-    }
-    out
 }
 
 /// An `[infer]` job over the typed graph in `data` with `model`, into `out`, keys added.

@@ -101,6 +101,26 @@ fn hetero_job_runs_all_three_stages_on_a_typed_graph() {
 }
 
 #[test]
+fn user_item_job_learns_rows_for_featureless_users() {
+    let cwd = scratch("user-item-job");
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("user-item.toml").to_str().unwrap()]);
+    let inspected = graphflat_ok_in(&cwd, &["inspect", "data/user-item/flat"]);
+    assert!(inspected.contains("graphflat.node_types = item:16,shop:8,user:0"), "{inspected}");
+    assert!(summary.contains("7200 targets") && summary.contains("learned:      7200 rows of 32"), "{summary}");
+    assert!(summary.contains("learned:      0 nodes without a learned row"), "{summary}");
+    let test = test_accuracy(&summary);
+    assert!(test > 0.9, "R-GCN over featureless users: test accuracy {test}\n{summary}");
+    // The table: the users' rows alone, under their type's name.
+    let mut users = 0;
+    for batch in batches_in(parquet_files(&cwd.join("data/user-item/model/embeddings"))) {
+        let types = batch.column_by_name("node_type").unwrap().as_string::<i32>();
+        assert!(types.iter().all(|t| t == Some("user")));
+        users += batch.num_rows();
+    }
+    assert_eq!(users, 7200);
+}
+
+#[test]
 fn multilabel_job_trains_on_targets() {
     let cwd = scratch("multilabel-job");
     let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("multilabel.toml").to_str().unwrap()]);

@@ -88,7 +88,7 @@ fn embeddings(dir: &Path) -> BTreeMap<i64, Vec<f32>> {
 
 /// The model's learned table, by id, as bits (to compare runs exactly).
 fn table_bits(model: &Path) -> BTreeMap<i64, Vec<u32>> {
-    let table = graphtrainer::learned_table(&local_io(), model.to_str().unwrap(), 12).unwrap();
+    let table = graphtrainer::learned_table(&local_io(), model.to_str().unwrap()).unwrap();
     table.into_iter().map(|(id, row)| (id, row.iter().map(|v| v.to_bits()).collect())).collect()
 }
 
@@ -208,32 +208,80 @@ fn a_node_without_a_row_gets_zeros_or_fails_the_job_and_no_features_needs_a_lear
     assert!(!at("strict").join("_SUCCESS").exists());
 }
 
+/// A typed user-item graph whose users have no features (`generate --featureless user`): the
+/// users get learned rows, the items and shops read their features; the table holds the users'
+/// rows under their type's name, the same bits on 1 and 2 workers; GraphInfer scores every user
+/// as the trainer's forward pass does (to 1e-4); a featureless type without learned rows is a
+/// usage error naming it.
 #[test]
-fn a_typed_graph_needs_features_on_every_node_type() {
+fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_the_trainer() {
     let dir = scratch("learned-typed");
     let data = dir.join("typed");
-    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "200", "--seed", "1"]);
-    // The shops lose their features: a typed record set has no learned rows to give them.
-    let shops = data.join("nodes/shop");
-    let batches: Vec<RecordBatch> = read_batches(&shops)
-        .into_iter()
-        .map(|b| b.project(&[b.schema().index_of("node_id").unwrap()]).unwrap())
-        .collect();
-    std::fs::remove_dir_all(&shops).unwrap();
-    std::fs::create_dir_all(&shops).unwrap();
-    let file = std::fs::File::create(shops.join("part-0.parquet")).unwrap();
-    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), None).unwrap();
-    batches.iter().for_each(|b| writer.write(b).unwrap());
-    writer.close().unwrap();
-    let out = dir.join("flat");
-    let job = format!(
-        "{}[flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nfanouts = [3, 3]\n",
+    let generate = ["generate", "--hetero", "--featureless", "user", "--out", data.to_str().unwrap()];
+    graphflat_ok(&[&generate[..], &["--nodes", "600", "--seed", "1"]].concat());
+    let flat = typed::flatten_typed(&dir, &data, "flat", "", &[]);
+    let job = |name: &str, keys: &str| {
+        let model = dir.join(name);
+        let text = format!(
+            "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"rgcn\"\nhidden = 8\nepochs = 3\nbatch_size = 32\nseed = 5\n{keys}",
+            flat.display().to_string(),
+            model.display().to_string()
+        );
+        (write_job(&dir, name, &text), model)
+    };
+    let train = |name: &str, keys: &str, workers: &str| {
+        let (job, model) = job(name, keys);
+        (run(&job, &["--workers", workers]), model)
+    };
+    // Without learned rows, or with them for the items only, the users have nothing to read.
+    let (out, _) = train("bare", "", "1");
+    assert_fails(&out, 64, &["node type user has no features", "learned_embedding_dim"]);
+    let (out, _) = train("items", "learned_embedding_dim = 4\nlearned_embedding_types = [\"item\"]\n", "1");
+    assert_fails(&out, 64, &["node type user has no features", "learned_embedding_types"]);
+    let (out, _) = train("nobody", "learned_embedding_dim = 4\nlearned_embedding_types = [\"buyer\"]\n", "1");
+    assert_fails(&out, 64, &["\"buyer\"", "no node type", "item, shop, user"]);
+
+    let keys = "learned_embedding_dim = 6\nlearned_embedding_types = [\"user\"]\nlearned_embedding_lr = 0.05\n";
+    let (out, model) = train("model", keys, "2");
+    assert!(out.status.success(), "{}", text(&out));
+    let table = table_bits(&model);
+    let users: usize = read_batches(&data.join("nodes/user")).iter().map(RecordBatch::num_rows).sum();
+    assert!(table.len() > users / 2 && table.len() <= users, "{} rows for {users} users", table.len());
+    // Types are numbered by name: item 0, shop 1, user 2.
+    assert!(table.keys().all(|&k| schemas::typed::unpack(k).0 == 2), "a row of another type than user");
+    // The same job on 2 processes of one worker: the same batches, the same table, bit for bit.
+    let (procs, model_of_procs) = job("procs", keys);
+    let cluster = Job::loopback(2).write(&dir, "cluster");
+    let text = std::fs::read_to_string(&cluster).unwrap() + &std::fs::read_to_string(&procs).unwrap();
+    run_two_processes(&write_job(&dir, "procs", &text), &dir);
+    assert!(table_bits(&model_of_procs) == table, "the learned table differs on 2 workers and 2 processes");
+
+    // GraphInfer reads each user's row at its owner and scores as the trainer's forward pass.
+    let scores = dir.join("scores");
+    let infer = format!(
+        "{}[infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\n",
         typed::graph_tables(&data),
-        out.display().to_string()
+        model.display().to_string(),
+        scores.display().to_string()
     );
-    let failed = run(&write_job(&dir, "typed", &job), &[]);
-    assert_fails(&failed, 64, &["node type shop", "no features column"]);
-    assert!(!out.join("_SUCCESS").exists());
+    let summary = run_ok(&write_job(&dir, "infer", &infer), &["--workers", "3"]);
+    let missing = users - table.len();
+    assert!(summary.contains(&format!("{missing} nodes without a learned row (zeros)")), "{summary}");
+    let inferred: BTreeMap<i64, Vec<f32>> = typed::read_typed_scores(&scores)
+        .into_iter()
+        .filter_map(|((t, id), (_, _, scores))| (t == "user").then(|| (id, scores.unwrap())))
+        .collect();
+    let trained = record_scores(&model, &flat);
+    assert!(max_difference(&inferred, &trained) < 1e-4, "GraphInfer differs from the trainer");
+    // The table as pandas reads it: the type's name beside each id.
+    if let Some(python) = python() {
+        let script = "import sys, pandas\nt = pandas.read_parquet(sys.argv[1])\n\
+            print(list(t.columns), sorted(set(t.node_type)), len(t), len(t.embedding[0]))";
+        let folder = model.join("embeddings");
+        let got = std::process::Command::new(python).args(["-c", script, folder.to_str().unwrap()]).output().unwrap();
+        let expected = format!("['node_type', 'node_id', 'embedding'] ['user'] {} 6", table.len());
+        assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), expected, "{}", String::from_utf8_lossy(&got.stderr));
+    }
 }
 
 /// Each process's data segment (`ulimit -d`, RLIMIT_DATA: what `malloc` may take) in this test:

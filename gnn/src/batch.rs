@@ -259,6 +259,8 @@ pub struct TypedInputs {
     pub widths: Vec<usize>,
     /// The node type of each input row (its input dropout mask keys on it with the id).
     pub types: Vec<u8>,
+    /// Per node type, whether its nodes read a learned row (the model's `NodeType::learned`).
+    pub learned: Vec<bool>,
 }
 
 /// How batches are built.
@@ -331,6 +333,37 @@ impl BatchSpec {
 impl Batch {
     pub fn rows(&self) -> usize {
         self.row_keys.len()
+    }
+
+    /// The input rows that read a learned row, in the order the model takes their rows
+    /// (`BatchTensors::learned`): every input row of a homogeneous batch; a typed batch's rows
+    /// of the types with learned rows, type by type, each type's in row order.
+    pub fn learned_rows(&self) -> Vec<usize> {
+        match &self.typed {
+            None => (0..self.input_ids.len()).collect(),
+            Some(typed) => {
+                let learned = typed.groups.rows.iter().zip(&typed.learned).filter(|(_, l)| **l);
+                learned.flat_map(|(rows, _)| rows.iter().map(|&r| r as usize)).collect()
+            }
+        }
+    }
+
+    /// The keys of the [`Batch::learned_rows`]' nodes, as the learned table keys them: the
+    /// node id, or in a typed batch its typed key (`schemas::typed::pack`), with their
+    /// original strings where the graph is keyed by strings (else empty).
+    pub fn learned_keys(&self) -> (Vec<i64>, Vec<String>) {
+        let rows = self.learned_rows();
+        let key = |r: usize| match &self.typed {
+            // Records hold ids in the typed range (`GraphTypes::check_record`).
+            Some(typed) => schemas::typed::pack(typed.types[r], self.input_ids[r]).unwrap_or(i64::MIN),
+            None => self.input_ids[r],
+        };
+        let ids = rows.iter().map(|&r| key(r)).collect();
+        let keys = match self.input_keys.is_empty() {
+            true => Vec::new(),
+            false => rows.iter().map(|&r| self.input_keys[r].clone()).collect(),
+        };
+        (ids, keys)
     }
 
     /// The rows of [`Batch::features`]: the batch's rows, or its distinct input rows.
@@ -525,6 +558,7 @@ impl TypedInputs {
             features: vec![Vec::new(); count],
             widths: types.node_types.iter().map(|t| t.width).collect(),
             types: Vec::new(),
+            learned: types.node_types.iter().map(|t| t.learned > 0).collect(),
         }
     }
 

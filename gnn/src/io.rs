@@ -236,7 +236,7 @@ fn check_types(meta: &ModelMeta) -> Result<(), String> {
     let count = types.node_types.len();
     let known = |t: u8| usize::from(t) < count;
     let fits = (1..=MAX_NODE_TYPES).contains(&count)
-        && types.node_types.iter().all(|t| t.width > 0)
+        && types.node_types.iter().all(|t| t.input_width() > 0 && [0, spec.learned_embedding_dim].contains(&t.learned))
         && types.relations.len() <= MAX_RELATIONS
         && types.relations.iter().all(|r| known(r.src) && known(r.dst))
         && known(types.target)
@@ -362,7 +362,7 @@ mod tests {
         // Types: relations between known types, a fanout rule per relation, bases in range.
         use schemas::typed::{GraphTypes, NodeType, Relation};
         let types = GraphTypes {
-            node_types: vec![NodeType { name: "a".into(), width: 3 }, NodeType { name: "b".into(), width: 2 }],
+            node_types: vec![NodeType::new("a", 3), NodeType::new("b", 2)],
             relations: vec![Relation::new("ab", 0, 1)],
             target: 1,
         };

@@ -257,7 +257,7 @@ pub fn forward_links(
         if let Some(table) = learned {
             let width = meta.spec.learned_embedding_dim;
             let zeros = vec![0.0; width];
-            let ids = &batch.batch.input_ids;
+            let (ids, _) = batch.batch.learned_keys();
             let rows = ids.iter().flat_map(|id| table.get(id).unwrap_or(&zeros).iter().copied()).collect();
             tensors = tensors.with_learned(rows, width, device);
         }

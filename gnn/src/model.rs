@@ -110,13 +110,15 @@ fn rows_input(batch: &Batch, x: Vec<f32>, device: &Device) -> Input {
     Input::Rows(Tensor::from_data(TensorData::new(x, [batch.input_rows(), batch.dim]), device))
 }
 
+/// Per type, its rows' features on the device: `None` for a type without rows or features.
 fn typed_input(typed: &TypedInputs, features: Vec<Vec<f32>>, device: &Device) -> Input {
     let features = features
         .into_iter()
         .zip(&typed.widths)
-        .map(|(x, &width)| {
-            let rows = x.len() / width;
-            (rows > 0).then(|| Tensor::from_data(TensorData::new(x, [rows, width]), device))
+        .zip(&typed.groups.rows)
+        .map(|((x, &width), rows)| {
+            let rows = rows.len();
+            (rows > 0 && width > 0).then(|| Tensor::from_data(TensorData::new(x, [rows, width]), device))
         })
         .collect();
     Input::Typed { features, groups: GroupTensors::new(&typed.groups, device) }
@@ -166,16 +168,37 @@ impl Gnn {
             })
             .collect();
         let projections = spec.types.iter().flat_map(|t| &t.node_types).enumerate();
-        let projections =
-            projections.map(|(t, n)| Projection::new(n.width, spec.hidden, &[spec.seed, PROJECTION, t as u64], device));
+        let projections = projections
+            .map(|(t, n)| Projection::new(n.input_width(), spec.hidden, &[spec.seed, PROJECTION, t as u64], device));
         let decoder = (spec.decoder == Some(Decoder::Mlp)).then(|| MlpDecoder::new(spec.classes, spec.seed, device));
         Gnn { projections: projections.collect(), layers, decoder }
     }
 
-    /// A typed batch's input rows projected to `hidden`, in row order.
-    pub fn project(&self, features: &[Option<Tensor<2>>], groups: &GroupTensors) -> Tensor<2> {
-        let parts = features.iter().zip(&self.projections).filter_map(|(x, p)| Some(p.forward(x.clone()?)));
-        groups.gather(parts.collect())
+    /// A typed batch's input rows projected to `hidden`, in row order: each type's projection
+    /// reads its rows' features, then their learned rows where the type has them (`learned`,
+    /// in [`Batch::learned_rows`] order).
+    pub fn project(&self, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
+        let (Input::Typed { features, groups }, Some(typed)) = (&t.input, &batch.typed) else {
+            panic!("a typed batch projected: its input is not typed")
+        };
+        let mut learned_at = 0;
+        let mut parts = Vec::new();
+        for (ty, (x, p)) in features.iter().zip(&self.projections).enumerate() {
+            let rows = &typed.groups.rows[ty];
+            if rows.is_empty() {
+                continue;
+            }
+            let mut inputs: Vec<Tensor<2>> = x.iter().cloned().collect();
+            if let Some(d) = dropout {
+                inputs = inputs.into_iter().map(|x| apply_dropout_at(x, batch, d, 0, |i| rows[i] as usize)).collect();
+            }
+            if let Some(learned) = t.learned.as_ref().filter(|_| typed.learned[ty]) {
+                inputs.push(learned.clone().slice(learned_at..learned_at + rows.len()));
+                learned_at += rows.len();
+            }
+            parts.push(p.forward(Tensor::cat(inputs, 1)));
+        }
+        groups.gather(parts)
     }
 
     /// Layer `l` (0-based) on its own, in evaluation mode: `h` holds the layer's input rows
@@ -215,7 +238,10 @@ impl Gnn {
     fn input(&self, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
         let x = match &t.input {
             Input::Rows(x) => x.clone(),
-            Input::Typed { features, groups } => self.project(features, groups),
+            // The features masked before their projection when the learned rows join them.
+            Input::Typed { .. } => {
+                return self.project(batch, t, dropout.filter(|_| !t.input_dropped && t.learned.is_some()));
+            }
         };
         let Some(learned) = &t.learned else { return x };
         if batch.dim == 0 {
@@ -336,14 +362,25 @@ fn row_stream(batch: &Batch, d: Dropout, layer: u64, row: usize) -> Stream {
 
 /// Inverted dropout on `h`: each kept value scaled by 1 / (1 - rate).
 fn apply_dropout(h: Tensor<2>, batch: &Batch, d: Dropout, layer: u64) -> Tensor<2> {
+    apply_dropout_at(h, batch, d, layer, |row| row)
+}
+
+/// [`apply_dropout`] on rows of `h` that are the batch's rows `row(0), row(1), ...`.
+fn apply_dropout_at(
+    h: Tensor<2>,
+    batch: &Batch,
+    d: Dropout,
+    layer: u64,
+    row: impl Fn(usize) -> usize + Sync,
+) -> Tensor<2> {
     if d.rate <= 0.0 {
         return h;
     }
     let [rows, width] = h.dims();
     let scale = 1.0 / (1.0 - d.rate);
     let mut mask = vec![0.0; rows * width];
-    crate::rows::for_each_row(&mut mask, width, |row, values| {
-        let mut s = row_stream(batch, d, layer, row);
+    crate::rows::for_each_row(&mut mask, width, |i, values| {
+        let mut s = row_stream(batch, d, layer, row(i));
         values.iter_mut().for_each(|v| *v = if s.unit() < d.rate { 0.0 } else { scale });
     });
     let device = h.device();
@@ -366,7 +403,8 @@ pub fn typed_input_dropout(batch: &Batch, typed: &TypedInputs, d: Dropout) -> Ve
     if d.rate <= 0.0 {
         return features;
     }
-    for ((x, rows), &width) in features.iter_mut().zip(&typed.groups.rows).zip(&typed.widths) {
+    let featured = features.iter_mut().zip(&typed.groups.rows).zip(&typed.widths).filter(|(_, w)| **w > 0);
+    for ((x, rows), &width) in featured {
         for (values, &row) in x.chunks_mut(width).zip(rows) {
             drop_row(batch, d, row as usize, values);
         }

@@ -771,7 +771,7 @@ mod tests {
     /// with `edge_features`, ba's edges carry 3 features and cb's 2.
     fn typed_spec(kind: ModelKind, bases: usize, edge_features: bool) -> ModelSpec {
         use schemas::typed::{GraphTypes, NodeType, Relation};
-        let node_type = |name: &str, width| NodeType { name: name.into(), width };
+        let node_type = NodeType::new;
         let relation = |name: &str, src, dst| Relation::new(name, src, dst);
         let mut types = GraphTypes {
             node_types: vec![node_type("a", 4), node_type("b", 3), node_type("c", 2)],
@@ -843,9 +843,10 @@ mod tests {
                 let features = groups.rows.iter().map(|members| {
                     let width = x[members[0] as usize].len();
                     let values = members.iter().flat_map(|&v| x[v as usize].clone()).collect::<Vec<f32>>();
-                    Some(Tensor::<2>::from_data(TensorData::new(values, [members.len(), width]), &device))
+                    Tensor::<2>::from_data(TensorData::new(values, [members.len(), width]), &device)
                 });
-                model.project(&features.collect::<Vec<_>>(), &crate::hetero::GroupTensors::new(&groups, &device))
+                let projected = features.zip(&model.projections).map(|(x, p)| p.forward(x)).collect();
+                crate::hetero::GroupTensors::new(&groups, &device).gather(projected)
             } else {
                 let flat: Vec<f32> = x.concat();
                 Tensor::<2>::from_data(TensorData::new(flat, [n, x[0].len()]), &device)

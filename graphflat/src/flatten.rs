@@ -116,7 +116,7 @@ impl<'a> Records<'a> {
             .node_types
             .iter()
             .zip(&nodes.widths)
-            .map(|((name, _), &width)| NodeType { name: name.clone(), width })
+            .map(|((name, _), &width)| NodeType::new(name, width))
             .collect();
         let relations = t
             .graph

@@ -170,6 +170,15 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
             "generate --hetero needs --nodes >= 10, no --multi-label, and no --erased view with edge features".into(),
         ));
     }
+    if config.erased && !config.featureless.is_empty() {
+        return Err(Error::Usage("generate --hetero: no --erased view of a graph with --featureless types".into()));
+    }
+    if let Some(unknown) = config.featureless.iter().find(|t| !NODE_TYPES.contains(&t.as_str())) {
+        return Err(Error::Usage(format!(
+            "generate --featureless {unknown}: the typed graph's node types are {}",
+            NODE_TYPES.join(", ")
+        )));
+    }
     let shape = Shape::new(config);
     let out = io.output(&config.output)?;
     let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[]);
@@ -192,7 +201,10 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
                 let batch = rows.erased(&shape, t).into_batch(true);
                 nodes.write((first + part) as usize, batch.schema(), &[batch])?;
             }
-            let batch = rows.into_batch(t == 0);
+            let mut batch = rows.into_batch(t == 0);
+            if config.featureless.iter().any(|f| f == NODE_TYPES[t]) {
+                batch.remove_column(batch.schema().index_of(schemas::nodes::FEATURES).expect("a features column"));
+            }
             writer.write(part as usize, batch.schema(), &[batch])?;
             Ok(())
         })?;

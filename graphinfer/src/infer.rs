@@ -35,7 +35,7 @@ use crate::model::{
 use crate::output::{self, Head, TypedRows};
 use crate::pairs::{self, Candidates, Embeddings, PairTypes};
 use crate::plan::plan;
-use crate::round::{Context, Input, layer};
+use crate::round::{Context, Input, LearnedInput, layer};
 use crate::rule::LayerRule;
 use schemas::facts::{Bins, Histogram, LinearCounts};
 
@@ -430,10 +430,14 @@ impl Scores<'_> {
         features: Vec<f32>,
     ) -> Result<(Input, (u64, u64)), Error> {
         let (spec, d) = (&self.meta.spec, self.meta.spec.learned_embedding_dim);
+        let normalize = spec.normalize_features;
         if d == 0 {
-            return Ok((Input::Features { values: features, normalize: spec.normalize_features }, (0, 0)));
+            return Ok((Input::Features { values: features, normalize, learned: None }, (0, 0)));
         }
-        let rows = crate::learned::read(worker.timely, worker.io, self.dir, nodes, d)?;
+        let names: Vec<String> = spec.types.iter().flat_map(|t| &t.node_types).map(|n| n.name.clone()).collect();
+        let reads: Vec<bool> = spec.types.iter().flat_map(|t| &t.node_types).map(|n| n.learned > 0).collect();
+        let table = crate::learned::Table { dim: d, types: spec.types.as_ref().map(|_| (&names[..], &reads[..])) };
+        let rows = crate::learned::read(worker.timely, worker.io, self.dir, nodes, table)?;
         let total = cluster::sum(worker.timely, rows.missing);
         let missing = rows.first_missing.filter(|_| self.config.missing_embedding == MissingEmbedding::Error);
         let missing = missing.map(|id| {
@@ -446,14 +450,21 @@ impl Scores<'_> {
             ))
         });
         agree(worker.timely, missing.map_or(Ok(()), Err))?;
+        let counts = (rows.missing, rows.unknown);
+        if spec.types.is_some() {
+            // Each type's rows have their own width: appended as a layer-1 batch is built.
+            let learned = Some(LearnedInput { values: rows.values, dim: d, types: reads });
+            worker.clock.lap("learned rows");
+            return Ok((Input::Features { values: features, normalize, learned }, counts));
+        }
         let width = nodes.dim + d;
         let mut values = Vec::with_capacity(nodes.len() * width);
         for slot in 0..nodes.len() {
-            gnn::features::push_row(nodes.feature_row(&features, slot), spec.normalize_features, &mut values);
+            gnn::features::push_row(nodes.feature_row(&features, slot), normalize, &mut values);
             values.extend_from_slice(&rows.values[slot * d..(slot + 1) * d]);
         }
         worker.clock.lap("learned rows");
-        Ok((Input::Rows { values: Rc::new(values), width }, (rows.missing, rows.unknown)))
+        Ok((Input::Rows { values: Rc::new(values), width }, counts))
     }
 }
 

@@ -3,7 +3,8 @@
 //! which keeps it by slot. No process holds more than its own nodes' rows (and a batch in
 //! flight). A node with no row (new since training, or never in a training or evaluation
 //! record) gets zeros, or ends the job when `[infer] missing_embedding = "error"`; rows of
-//! nodes the graph does not hold are skipped. Both are counted in the summary.
+//! nodes the graph does not hold are skipped. Both are counted in the summary. A typed model's
+//! table keys each row by its node type and id, and holds rows of the types that read them.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -46,15 +47,36 @@ pub fn open(io: &Io, dir: &Place) -> Result<Vec<ParquetFile>, Error> {
     open_listed(io, dir, |name| name.starts_with("part-") && name.ends_with(".parquet"))
 }
 
-/// Reads the table of width `dim` in the model directory `dir` into this worker's nodes'
-/// slots (see the module doc). A duplicated id is bad input naming its file and row.
+/// The table a model reads: its width, and a typed model's node types (names in type order,
+/// and whether each type's nodes read a learned row).
+#[derive(Debug, Clone, Copy)]
+pub struct Table<'a> {
+    pub dim: usize,
+    pub types: Option<(&'a [String], &'a [bool])>,
+}
+
+impl Table<'_> {
+    /// Whether node type `t`'s nodes read a row (every node's in a homogeneous graph).
+    fn reads(&self, t: u8) -> bool {
+        self.types.is_none_or(|(_, learned)| learned[usize::from(t)])
+    }
+}
+
+/// Reads `table` in the model directory `dir` into this worker's nodes' slots (see the module
+/// doc); in a typed graph, only the nodes of the types that read rows count as missing one. A
+/// duplicated id is bad input naming its file and row.
 pub fn read(
     worker: &mut Worker,
     io: &Io,
     dir: &Place,
     nodes: &Rc<NodeStore>,
-    dim: usize,
+    table: Table,
 ) -> Result<LearnedRows, Error> {
+    let dim = table.dim;
+    let names = table.types.map(|(names, _)| names.to_vec());
+    // Owned, for the dataflow's closures.
+    let types = table.types.map(|(_, learned)| learned.to_vec());
+    let reads = move |t: u8| types.as_ref().is_none_or(|learned| learned[usize::from(t)]);
     let files = open(io, dir)?;
     agree(worker, sampling::load::same_id_kind(&files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
     let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
@@ -66,7 +88,9 @@ pub fn read(
     let consume = move |r: Row| {
         let mut kept = sink.borrow_mut();
         let (values, found, unknown, duplicate) = &mut *kept;
-        let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print);
+        let known = |slot: &usize| {
+            reads(store.node_type(*slot)) && store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print)
+        };
         match store.slot(r.id).filter(known) {
             None => *unknown += 1,
             Some(slot) if found[slot] => *duplicate = duplicate.or(Some(slot)),
@@ -80,10 +104,11 @@ pub fn read(
         for &(f, rg) in &mine {
             let name = files[f].name();
             files[f].read_row_group(io, rg, |batch, first_row| {
-                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
+                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim, names.as_deref())?;
                 let ids = rows.ids.resolve(&strings);
-                let row =
-                    |i: usize| Row { id: ids.ids[i], print: ids.print(i).unwrap_or(0), values: rows.row(i).to_vec() };
+                // A typed row's key is its type and id; a string's id its resolved one.
+                let id = |i: usize| if names.is_some() { rows.key(i) } else { ids.ids[i] };
+                let row = |i: usize| Row { id: id(i), print: ids.print(i).unwrap_or(0), values: rows.row(i).to_vec() };
                 send((0..rows.len()).map(row).collect());
                 Ok(())
             })?;
@@ -99,7 +124,8 @@ pub fn read(
         Error::from(BadInput::new(at, format!("node {node} has two rows in the model's learned embedding table")))
     });
     agree(worker, duplicate.map_or(Ok(()), Err))?;
-    let missing_slots: Vec<usize> = (0..found.len()).filter(|&s| !found[s]).collect();
+    let missing_slots: Vec<usize> =
+        (0..found.len()).filter(|&s| !found[s] && table.reads(nodes.node_type(s))).collect();
     let first_missing = missing_slots.first().map(|&s| shown(nodes, s));
     Ok(LearnedRows { values, dim, missing: missing_slots.len() as u64, unknown, first_missing })
 }

@@ -22,7 +22,7 @@ use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use schemas::ids::IdKind;
 
-pub const NODE_TYPE: &str = "node_type";
+pub use schemas::typed::NODE_TYPE;
 pub const NODE_ID: &str = "node_id";
 pub const EMBEDDING: &str = "embedding";
 pub const PREDICTION: &str = "prediction";

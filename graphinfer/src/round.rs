@@ -67,23 +67,49 @@ struct Partial {
 /// transformed them (freed then, unless the caller holds them too: the embedding layer's, for
 /// the writer).
 pub enum Input {
-    Features { values: Vec<f32>, normalize: bool },
-    Rows { values: Rc<Vec<f32>>, width: usize },
+    /// The features; in a typed graph with learned rows, each node's learned row after them
+    /// where its type reads one.
+    Features {
+        values: Vec<f32>,
+        normalize: bool,
+        learned: Option<LearnedInput>,
+    },
+    Rows {
+        values: Rc<Vec<f32>>,
+        width: usize,
+    },
+}
+
+/// A typed model's learned rows, by slot (`dim` values each; zeros for the types that read
+/// none), and whether each node type reads them.
+pub struct LearnedInput {
+    pub values: Vec<f32>,
+    pub dim: usize,
+    pub types: Vec<bool>,
+}
+
+impl LearnedInput {
+    fn width(&self, t: u8) -> usize {
+        if self.types[usize::from(t)] { self.dim } else { 0 }
+    }
 }
 
 impl Input {
     /// The width of the rows of nodes of type `t` (type 0 in a homogeneous graph).
     fn width(&self, nodes: &NodeStore, t: u8) -> usize {
         match self {
-            Input::Features { .. } => nodes.width(t),
+            Input::Features { learned, .. } => nodes.width(t) + learned.as_ref().map_or(0, |l| l.width(t)),
             Input::Rows { width, .. } => *width,
         }
     }
 
     fn append(&self, nodes: &NodeStore, slot: usize, out: &mut Vec<f32>) {
         match self {
-            Input::Features { values, normalize } => {
-                gnn::features::push_row(nodes.feature_row(values, slot), *normalize, out)
+            Input::Features { values, normalize, learned } => {
+                gnn::features::push_row(nodes.feature_row(values, slot), *normalize, out);
+                if let Some(l) = learned.as_ref().filter(|l| l.width(nodes.node_type(slot)) > 0) {
+                    out.extend_from_slice(&l.values[slot * l.dim..(slot + 1) * l.dim]);
+                }
             }
             Input::Rows { values, width } => out.extend_from_slice(&values[slot * width..(slot + 1) * width]),
         }
@@ -298,7 +324,9 @@ impl Input {
             return Err(self);
         }
         match self {
-            Input::Features { values, normalize } if rw <= nodes.dim && values.len() == nodes.len() * nodes.dim => {
+            Input::Features { values, normalize, learned: None }
+                if rw <= nodes.dim && values.len() == nodes.len() * nodes.dim =>
+            {
                 Ok(OwnedInput { values, width: nodes.dim, normalize })
             }
             Input::Rows { values, width } if rw <= width && values.len() == nodes.len() * width => {

@@ -24,8 +24,8 @@ pub fn with_rows<'a, T: Example>(
     tensors: &'a BatchTensors,
 ) -> Cow<'a, BatchTensors> {
     let Some(learned) = &setup.learned else { return Cow::Borrowed(tensors) };
-    let graph = T::graph(batch);
-    let rows = learned.borrow_mut().pull(worker, &graph.input_ids, &graph.input_keys);
+    let (ids, keys) = T::graph(batch).learned_keys();
+    let rows = learned.borrow_mut().pull(worker, &ids, &keys);
     Cow::Owned(with_learned(tensors.clone(), Some(rows), &setup.spec, &setup.base))
 }
 

@@ -21,7 +21,7 @@ pub fn forward_link_records(io: &Arc<Io>, model: &str, records: &str) -> Result<
     let (meta, gnn) = gnn::io::load(io, model, &device)?;
     let table = match meta.spec.learned_embedding_dim {
         0 => None,
-        d => Some(learned_table(io, model, d)?),
+        _ => Some(learned_table(io, model)?),
     };
     let set = RecordSet::open(io.clone(), records)?;
     if set.meta.link.is_none() {
@@ -35,10 +35,14 @@ pub fn forward_link_records(io: &Arc<Io>, model: &str, records: &str) -> Result<
     Ok(out)
 }
 
-/// The whole learned embedding table of the model in `model`, by node id: a reference for
-/// tests (the stages never hold it whole). A string id is taken as its hash `h`
-/// (`schemas::ids`): its internal id in any graph without collided strings.
-pub fn learned_table(io: &Arc<Io>, model: &str, dim: usize) -> Result<HashMap<i64, Vec<f32>>, Error> {
+/// The whole learned embedding table of the model in `model`, by node key (a typed model's
+/// typed key: `schemas::typed::pack`): a reference for tests (the stages never hold it whole).
+/// A string id is taken as its hash `h` (`schemas::ids`): its internal id in any graph without
+/// collided strings.
+pub fn learned_table(io: &Arc<Io>, model: &str) -> Result<HashMap<i64, Vec<f32>>, Error> {
+    let (meta, _) = gnn::io::load(io, model, &Device::flex())?;
+    let dim = meta.spec.learned_embedding_dim;
+    let names: Option<Vec<String>> = meta.spec.types.map(|t| t.node_types.into_iter().map(|n| n.name).collect());
     let dir = io.place(model)?;
     let files = tables::open_listed(io, &dir, |name| name.starts_with("part-") && name.ends_with(".parquet"))?;
     let mut table = HashMap::new();
@@ -46,8 +50,8 @@ pub fn learned_table(io: &Arc<Io>, model: &str, dim: usize) -> Result<HashMap<i6
         let name = file.name();
         for rg in 0..file.row_groups() {
             file.read_row_group(io, rg, |batch, first_row| {
-                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim)?;
-                table.extend((0..rows.len()).map(|i| (rows.ids.hashed(i), rows.row(i).to_vec())));
+                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim, names.as_deref())?;
+                table.extend((0..rows.len()).map(|i| (rows.key(i), rows.row(i).to_vec())));
                 Ok(())
             })?;
         }

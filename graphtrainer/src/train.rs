@@ -354,8 +354,9 @@ impl<T: Learner> Setup<T> {
             learned_embedding_dim: config.learned_embedding_dim,
             seed: config.seed,
         };
-        let spec = edge_inputs.apply(&set.meta, spec);
-        let learned = config.learned().map(|l| RefCell::new(Learned::new(worker, &l, config.seed)));
+        let spec = learned_types(config, edge_inputs.apply(&set.meta, spec))?;
+        let names = spec.types.as_ref().map(|t| t.node_types.iter().map(|n| n.name.clone()).collect());
+        let learned = config.learned().map(|l| RefCell::new(Learned::new(worker, &l, config.seed, names)));
         let base = gnn::device(config.device)?;
         let device = base.clone().autodiff();
         // The node and edge features as the model reads them (see gnn::batch).
@@ -390,21 +391,21 @@ impl<T: Learner> Setup<T> {
 }
 
 /// A model reads something of every node: its features, or a learned embedding; the learned
-/// embedding is for homogeneous graphs in this version, and its table is not in checkpoints.
+/// table is not in checkpoints.
 fn check_learned_input(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let place = set.place.shown();
-    if config.learned_embedding_dim > 0 && set.meta.types.is_some() {
-        return Err(Error::Usage(format!(
-            "[train] learned_embedding_dim: the records in {place} are of a typed graph, and learned embeddings are \
-             given to the nodes of homogeneous graphs only (so far)"
-        )));
-    }
     if config.learned_embedding_dim > 0 && (config.checkpoint_every > 0 || config.resume) {
         return Err(Error::Usage(
             "[train] learned_embedding_dim: checkpoints do not hold the learned table yet; set checkpoint_every = 0 \
              and resume = false"
                 .into(),
         ));
+    }
+    if !config.learned_embedding_types.is_empty() && set.meta.types.is_none() {
+        return Err(Error::Usage(format!(
+            "[train] learned_embedding_types names node types, and the records in {place} are of a homogeneous \
+             graph (every node gets a learned row): leave it out"
+        )));
     }
     if config.learned_embedding_dim == 0 && set.meta.feature_dim == 0 && set.meta.types.is_none() {
         return Err(Error::Usage(format!(
@@ -413,6 +414,39 @@ fn check_learned_input(config: &TrainConfig, set: &RecordSet) -> Result<(), Erro
         )));
     }
     Ok(())
+}
+
+/// A typed model's learned widths: `learned_embedding_dim` for each type
+/// `learned_embedding_types` names (every type when it names none). Every type must then have
+/// something to read: its features, or a learned row.
+fn learned_types(config: &TrainConfig, mut spec: ModelSpec) -> Result<ModelSpec, Error> {
+    let Some(types) = &mut spec.types else { return Ok(spec) };
+    let named = &config.learned_embedding_types;
+    if let Some(unknown) = named.iter().find(|n| !types.node_types.iter().any(|t| &t.name == *n)) {
+        let known: Vec<&str> = types.node_types.iter().map(|t| t.name.as_str()).collect();
+        return Err(Error::Usage(format!(
+            "[train] learned_embedding_types names {unknown:?}, which is no node type of the records ({})",
+            known.join(", ")
+        )));
+    }
+    for t in &mut types.node_types {
+        if named.is_empty() || named.contains(&t.name) {
+            t.learned = config.learned_embedding_dim;
+        }
+        if t.input_width() == 0 {
+            let how = if config.learned_embedding_dim == 0 {
+                "learned_embedding_dim (for example 64)"
+            } else {
+                "learned_embedding_types (or leave it out: every type)"
+            };
+            return Err(Error::Usage(format!(
+                "node type {} has no features (its table has no features column): give its nodes learned \
+                 embeddings with [train] {how}",
+                t.name
+            )));
+        }
+    }
+    Ok(spec)
 }
 
 /// Whether the model's kind runs on the records' graph: R-GCN and heterogeneous GraphSAGE on
@@ -827,10 +861,10 @@ fn train_epoch<'a, T: Learner>(
                     rate: config.dropout,
                     attention_rate: config.attention_dropout,
                 };
-                let ids = if setup.learned.is_some() { T::graph(&batch).input_ids.clone() } else { Vec::new() };
+                let (ids, keys) =
+                    if setup.learned.is_some() { T::graph(&batch).learned_keys() } else { Default::default() };
                 let mut lap = Lap::start();
-                let keys = &T::graph(&batch).input_keys;
-                let learned = setup.learned.as_ref().map(|l| l.borrow_mut().pull(worker, &ids, keys));
+                let learned = setup.learned.as_ref().map(|l| l.borrow_mut().pull(worker, &ids, &keys));
                 done.phases.exchange_seconds += lap.lap();
                 (T::gradient(setup, config, params, &batch, dropout, &mut done.phases, learned), ids)
             }

@@ -152,13 +152,6 @@ pub fn load_typed_nodes(
                 table.shown()
             )));
         }
-        if files.iter().any(|f| f.arrow.schema().column_with_name(FEATURES).is_none()) {
-            return Err(Error::Usage(format!(
-                "node type {name}: its table {} has no features column, and every node type of a typed graph needs \
-                 features (learned embeddings are given to the nodes of homogeneous graphs only, so far)",
-                table.shown()
-            )));
-        }
         let unlabeled = !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some());
         if labeled && t == usize::from(target) && unlabeled {
             return Err(Error::Usage(format!(

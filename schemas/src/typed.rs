@@ -18,6 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::Record;
 
+/// The column naming a row's node type in a typed table the stages write (GraphInfer's output,
+/// a model's learned table).
+pub const NODE_TYPE: &str = "node_type";
+
 /// The most node types a typed graph can have (the key's type bits, kept non-negative).
 pub const MAX_NODE_TYPES: usize = 127;
 /// The most relations (reversed ones included): `edge_relations` is a `uint8` per edge.
@@ -50,8 +54,30 @@ pub fn valid_name(name: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeType {
     pub name: String,
-    /// Its feature width (every node of the type has this many).
+    /// Its feature width (every node of the type has this many; 0: its table has none).
     pub width: usize,
+    /// In a model: the width of the learned embedding each node of the type reads after its
+    /// features (`[train] learned_embedding_dim`, for the types `learned_embedding_types`
+    /// names); 0: none. Records do not carry it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub learned: usize,
+}
+
+impl NodeType {
+    /// A type of `width` features, without a learned embedding.
+    pub fn new(name: &str, width: usize) -> Self {
+        NodeType { name: name.to_owned(), width, learned: 0 }
+    }
+
+    /// The width of its rows as a model's input projection reads them: the features, then the
+    /// learned embedding.
+    pub fn input_width(&self) -> usize {
+        self.width + self.learned
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A relation as records and models know it: messages flow from `src`-type nodes into
@@ -121,8 +147,8 @@ impl GraphTypes {
             .split(',')
             .map(|item| {
                 let (name, width) = item.split_once(':')?;
-                let width = width.parse().ok().filter(|&w| w > 0)?;
-                valid_name(name).then(|| NodeType { name: name.to_owned(), width })
+                let width = width.parse().ok()?;
+                valid_name(name).then(|| NodeType::new(name, width))
             })
             .collect::<Option<_>>()?;
         if node_types.len() > MAX_NODE_TYPES {
@@ -163,12 +189,12 @@ impl GraphTypes {
     /// What is wrong with a typed record against these types, if anything, and the column it
     /// is in: a root of another type than `root_type` (the target type for a node record, the
     /// link relation's source or destination type for a link record's endpoint), a node type
-    /// or relation out of range, a node whose features are not its type's width, an edge whose
+    /// or relation out of range, an id outside the typed range, a node whose features are not its type's width, an edge whose
     /// endpoints are not of its relation's source and destination types or whose features are
     /// not its relation's width. The record's own shape (a type per node, a relation per edge)
     /// is checked where it is decoded.
     pub fn check_record(&self, r: &Record, root_type: u8) -> Result<(), (&'static str, String)> {
-        use crate::record::{EDGE_FEATURES, EDGE_RELATIONS, NODE_FEATURES, NODE_TYPES};
+        use crate::record::{EDGE_FEATURES, EDGE_RELATIONS, NODE_FEATURES, NODE_IDS, NODE_TYPES};
         let root = r.root;
         for (i, &t) in r.node_types.iter().enumerate() {
             let Some(node_type) = self.node_types.get(usize::from(t)) else {
@@ -176,6 +202,10 @@ impl GraphTypes {
                     format!("root {root}: node {i} has type {t}; the set has {} types", self.node_types.len());
                 return Err((NODE_TYPES, problem));
             };
+            if pack(t, r.node_ids[i]).is_none() {
+                let problem = format!("root {root}: node {i} has id {}, outside [-2^55, 2^55)", r.node_ids[i]);
+                return Err((NODE_IDS, problem));
+            }
             if i == 0 && t != root_type {
                 let expected = self.node_types.get(usize::from(root_type)).map_or("?", |t| t.name.as_str());
                 return Err((NODE_TYPES, format!("root {root} is a {}, not a {expected}", node_type.name)));
@@ -247,10 +277,7 @@ mod tests {
 
     fn merchants_and_users() -> GraphTypes {
         GraphTypes {
-            node_types: vec![
-                NodeType { name: "merchant".into(), width: 8 },
-                NodeType { name: "user".into(), width: 16 },
-            ],
+            node_types: vec![NodeType::new("merchant", 8), NodeType::new("user", 16)],
             relations: vec![Relation { edge_dim: 4, ..Relation::new("pays", 1, 0) }, Relation::new("rev_pays", 0, 1)],
             target: 1,
         }
@@ -263,7 +290,9 @@ mod tests {
         assert_eq!(types.relations_text(), "pays:user:merchant:4,rev_pays:merchant:user");
         let back = GraphTypes::parse(&types.node_types_text(), &types.relations_text(), "user");
         assert_eq!(back, Some(types));
-        assert_eq!(GraphTypes::parse("a:0", "", "a"), None, "a width of 0");
+        // A type of no features (its table has no `features` column) has width 0.
+        assert_eq!(GraphTypes::parse("a:0", "", "a").map(|t| t.width(0)), Some(0));
+        assert_eq!(GraphTypes::parse("a:x", "", "a"), None, "a width that is no number");
         assert_eq!(GraphTypes::parse("a:3", "r:a:b", "a"), None, "an unknown type");
         assert_eq!(GraphTypes::parse("a:3", "", "b"), None, "an unknown target");
         assert_eq!(GraphTypes::parse("a b:3", "", "a b"), None, "a name with a space");

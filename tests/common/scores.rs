@@ -44,7 +44,7 @@ pub fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
     let device = Device::flex();
     let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
     let width = meta.spec.learned_embedding_dim;
-    let table = (width > 0).then(|| graphtrainer::learned_table(&local_io(), model.to_str().unwrap(), width).unwrap());
+    let table = (width > 0).then(|| graphtrainer::learned_table(&local_io(), model.to_str().unwrap()).unwrap());
     let spec =
         BatchSpec { kernel_threads: 1, distinct_inputs: true, ..BatchSpec::plain(meta.layers()) }.reading(&meta.spec);
     let mut out = BTreeMap::new();
@@ -53,7 +53,8 @@ pub fn record_scores(model: &Path, records: &Path) -> BTreeMap<i64, Vec<f32>> {
         let mut tensors = BatchTensors::new(&batch, &device, Aggregation::Reference);
         if let Some(table) = &table {
             let zeros = vec![0.0; width];
-            let rows = batch.input_ids.iter().flat_map(|id| table.get(id).unwrap_or(&zeros).iter().copied()).collect();
+            let (ids, _) = batch.learned_keys();
+            let rows = ids.iter().flat_map(|id| table.get(id).unwrap_or(&zeros).iter().copied()).collect();
             tensors = tensors.with_learned(rows, width, &device);
         }
         let logits = gnn.forward(&meta.spec, &batch, &tensors, None);

@@ -197,3 +197,30 @@ pub fn meta_of(out: &Path) -> FlattenMeta {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
     FlattenMeta::read(reader.schema().metadata()).unwrap()
 }
+
+/// One typed output row: (embedding, prediction, scores), the last two null off the target type.
+pub type TypedScored = (Vec<f32>, Option<i64>, Option<Vec<f32>>);
+
+/// GraphInfer's output of a typed graph by (type, id), read with parquet's Arrow reader.
+pub fn read_typed_scores(dir: &Path) -> BTreeMap<Node, TypedScored> {
+    let mut out = BTreeMap::new();
+    for batch in read_batches(dir) {
+        let types = batch.column_by_name("node_type").unwrap().as_string::<i32>();
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let embedding = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
+        let prediction = batch.column_by_name("prediction").unwrap().as_primitive::<Int64Type>();
+        // Null off the target type: a plain list (see graphinfer::output).
+        let scores = batch.column_by_name("scores").unwrap().as_list::<i32>();
+        let floats = |values: arrow_array::ArrayRef| values.as_primitive::<Float32Type>().values().to_vec();
+        for r in 0..batch.num_rows() {
+            let row = (
+                floats(embedding.value(r)),
+                prediction.is_valid(r).then(|| prediction.value(r)),
+                scores.is_valid(r).then(|| floats(scores.value(r))),
+            );
+            let node = (types.value(r).to_owned(), ids.value(r));
+            assert!(out.insert(node.clone(), row).is_none(), "{node:?} written twice");
+        }
+    }
+    out
+}

@@ -15,7 +15,7 @@ pub type Node = (u8, i64);
 /// Types a (target, 12 nodes, 4 wide), b (8, 3 wide), c (5, 2 wide); relations 0: b -> a
 /// (3 edge features), 1: a -> a, 2: c -> b (2 edge features), 3: a -> b.
 pub fn types() -> GraphTypes {
-    let node_type = |name: &str, width| NodeType { name: name.into(), width };
+    let node_type = NodeType::new;
     let relation = |name: &str, src, dst, edge_dim| Relation { edge_dim, ..Relation::new(name, src, dst) };
     GraphTypes {
         node_types: vec![node_type("a", 4), node_type("b", 3), node_type("c", 2)],

@@ -10,7 +10,10 @@
 //! In a graph keyed by strings a pull carries the ids' original strings, and the owner keeps a
 //! new row's (one copy a row): the table is saved under them.
 //!
-//! At the end each worker writes its rows, sorted by id, as Parquet parts in the model
+//! A typed model's rows are keyed by typed keys (a node's type and id, `schemas::typed::pack`):
+//! a batch pulls the rows of its nodes of the types with learned rows.
+//!
+//! At the end each worker writes its rows, sorted by key, as Parquet parts in the model
 //! directory's `embeddings/` folder (`schemas::learned`), committed with the weights in one
 //! manifest: `pandas.read_parquet("<model>/embeddings")` reads the committed table. With early
 //! stopping each shard keeps a copy of its rows at the best validation epoch, as the weights.
@@ -26,6 +29,7 @@ use arrow_array::{ArrayRef, Int64Array, StringArray};
 use schemas::ids::IdKind;
 use schemas::job::LearnedConfig;
 use schemas::learned::{learned_batch, learned_schema};
+use schemas::typed::unpack;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::staging::StagedPart;
 use tables::{Io, Place};
@@ -48,13 +52,16 @@ pub struct Learned {
     puller: Puller,
     /// The rows' learning rate; `None`: the weights'.
     lr: Option<f32>,
+    /// A typed model's node type names, in type order: its rows are keyed by typed keys
+    /// (`schemas::typed::pack`) and saved with their type's name.
+    types: Option<Vec<String>>,
 }
 
 impl Learned {
-    pub fn new(worker: &mut Worker, config: &LearnedConfig, seed: u64) -> Self {
+    pub fn new(worker: &mut Worker, config: &LearnedConfig, seed: u64, types: Option<Vec<String>>) -> Self {
         let shard = Rc::new(RefCell::new(RowShard::new(config, seed)));
         let puller = Puller::new(worker, shard.clone());
-        Learned { shard, puller, lr: config.lr }
+        Learned { shard, puller, lr: config.lr, types }
     }
 
     pub fn dim(&self) -> usize {
@@ -86,16 +93,24 @@ impl Learned {
         let dim = shard.dim;
         let to = PartsOf { dir: dir.clone(), run: run.to_owned(), worker };
         let kind = if shard.has_keys() { IdKind::String } else { IdKind::Int };
-        let writer = PartWriter::new(io.clone(), to, learned_schema(dim, kind), part_properties().build(), 1 << 30);
+        let schema = learned_schema(dim, kind, self.types.is_some());
+        let writer = PartWriter::new(io.clone(), to, schema, part_properties().build(), 1 << 30);
         let mut writer = writer.in_folder(FOLDER);
         let rows_per_batch = (BATCH_BYTES / (4 * dim).max(1)).max(1);
         for rows in shard.rows_to_save().chunks(rows_per_batch) {
-            let ids: ArrayRef = match kind {
-                IdKind::String => Arc::new(rows.iter().map(|r| Some(shard.key(r.slot))).collect::<StringArray>()),
-                IdKind::Int => Arc::new(rows.iter().map(|r| r.id).collect::<Int64Array>()),
+            let (types, ids): (Option<ArrayRef>, ArrayRef) = match (&self.types, kind) {
+                (Some(names), _) => {
+                    let (types, ids): (Vec<_>, Vec<_>) = rows.iter().map(|r| unpack(r.id)).unzip();
+                    let names = types.iter().map(|&t| Some(names[usize::from(t)].as_str()));
+                    (Some(Arc::new(names.collect::<StringArray>())), Arc::new(Int64Array::from(ids)))
+                }
+                (None, IdKind::String) => {
+                    (None, Arc::new(rows.iter().map(|r| Some(shard.key(r.slot))).collect::<StringArray>()))
+                }
+                (None, IdKind::Int) => (None, Arc::new(rows.iter().map(|r| r.id).collect::<Int64Array>())),
             };
             let values = rows.iter().flat_map(|&r| shard.saved_values(r, best).into_owned()).collect();
-            writer.write(&learned_batch(ids, values, dim))?;
+            writer.write(&learned_batch(types, ids, values, dim))?;
         }
         writer.finish()?;
         Ok(writer.parts)

@@ -80,6 +80,10 @@ pub struct GenerateConfig {
     /// type, every edge in both directions): the baseline a typed model must beat.
     #[serde(default)]
     pub erased: bool,
+    /// With `hetero`: the node types whose tables are written without a `features` column
+    /// (`["user"]`: featureless users, who need learned embeddings to train on).
+    #[serde(default)]
+    pub featureless: Vec<String>,
     #[serde(default = "default_seed")]
     pub seed: u64,
 }
@@ -118,6 +122,7 @@ impl Default for GenerateConfig {
             multi_label: false,
             erased: false,
             hetero: false,
+            featureless: Vec::new(),
             seed: DEFAULT_SEED,
         }
     }
@@ -151,6 +156,12 @@ impl GenerateConfig {
         }
         if !self.edge_feature_signal.is_finite() {
             return Err(JobError::invalid("generate", "edge_feature_signal must be finite"));
+        }
+        if !self.featureless.is_empty() && !self.hetero {
+            return Err(JobError::invalid(
+                "generate",
+                "featureless is a key of hetero = true (node types whose tables have no features)",
+            ));
         }
         if self.erased && !self.hetero {
             return Err(JobError::invalid(

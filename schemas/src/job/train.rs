@@ -244,9 +244,14 @@ pub struct TrainConfig {
     pub in_batch_negatives: Option<bool>,
     /// Gives every node a learned vector this wide as model input, after its features (alone
     /// where the node table has none): a table sharded over the workers by node owner, on the
-    /// parameter server (0: none).
+    /// parameter server (0: none). In a typed graph, each node type's projection reads its
+    /// features and then the learned vector.
     #[serde(default)]
     pub learned_embedding_dim: usize,
+    /// A typed graph: the node types whose nodes get learned vectors (empty: every type). A
+    /// type left out must have features.
+    #[serde(default)]
+    pub learned_embedding_types: Vec<String>,
     /// The learned rows' optimizer: `adam` (lazy) or `adagrad` (row-wise).
     #[serde(default)]
     pub learned_embedding_optimizer: SparseOptimizerKind,
@@ -330,6 +335,7 @@ impl Default for TrainConfig {
             batch_negatives: None,
             in_batch_negatives: None,
             learned_embedding_dim: 0,
+            learned_embedding_types: Vec::new(),
             learned_embedding_optimizer: SparseOptimizerKind::Adam,
             learned_embedding_lr: None,
             learned_embedding_init_std: DEFAULT_LEARNED_INIT_STD,
@@ -475,11 +481,12 @@ impl TrainConfig {
         let learned_keys = self.learned_embedding_optimizer != SparseOptimizerKind::Adam
             || self.learned_embedding_lr.is_some()
             || self.learned_embedding_init_std != DEFAULT_LEARNED_INIT_STD
-            || self.learned_embedding_weight_decay != 0.0;
+            || self.learned_embedding_weight_decay != 0.0
+            || !self.learned_embedding_types.is_empty();
         if learned_keys && self.learned_embedding_dim == 0 {
             return Err(JobError::invalid(
                 "train",
-                "learned_embedding_optimizer, _lr, _init_std and _weight_decay are keys of a learned embedding: set \
+                "learned_embedding_optimizer, _lr, _init_std, _weight_decay and _types are keys of a learned embedding: set \
                  learned_embedding_dim (the learned row's width), or leave them out",
             ));
         }

@@ -387,7 +387,7 @@ mod tests {
     fn typed_link_records_round_trip_with_their_own_widths() {
         use crate::typed::{GraphTypes, NodeType, Relation};
         let types = GraphTypes {
-            node_types: vec![NodeType { name: "a".into(), width: 2 }, NodeType { name: "b".into(), width: 3 }],
+            node_types: vec![NodeType::new("a", 2), NodeType::new("b", 3)],
             relations: vec![Relation { edge_dim: 1, ..Relation::new("r", 1, 0) }],
             target: 0,
         };

@@ -510,7 +510,7 @@ mod tests {
     fn typed_metadata_round_trips() {
         use crate::typed::{NodeType, Relation};
         let types = GraphTypes {
-            node_types: vec![NodeType { name: "item".into(), width: 3 }, NodeType { name: "user".into(), width: 5 }],
+            node_types: vec![NodeType::new("item", 3), NodeType::new("user", 5)],
             relations: vec![Relation::new("buys", 1, 0), Relation::new("rev_buys", 0, 1)],
             target: 1,
         };
