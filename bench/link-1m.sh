@@ -39,6 +39,11 @@
 # summary's `learned:` line (rows, the largest share with the optimizer's state) is printed.
 # LEARNED=0 (the default) is the run with the 32 generated features.
 #
+# NEGATIVES: our trainer's `batch_negatives` (default `destinations`, the batch's destinations
+# as each source's extra negatives, the key the feature runs set); NEGATIVES=default leaves the
+# key out, so the link default applies (the other records' drawn negatives: a uniform pool,
+# drawn anew by each batch's make-up every epoch).
+#
 #   bench/link-1m.sh [work_dir]     NODES=1000000 PAIRS=10000000 REPS=3 EPOCHS=3 LEARNED=0
 #                                   PEER_PYTHON=/tmp/peer-sampled/bin/python BIN=target/release/graphflat
 # BIN: use that binary and skip the build (default: cargo build --release, with FEATURES).
@@ -50,13 +55,15 @@ PAIRS=${PAIRS:-10000000}
 REPS=${REPS:-3}
 EPOCHS=${EPOCHS:-3}
 LEARNED=${LEARNED:-0}
+NEGATIVES=${NEGATIVES:-destinations}
+NEGATIVES_KEY="batch_negatives = \"$NEGATIVES\""; [ "$NEGATIVES" != default ] || NEGATIVES_KEY=""
 PY=${PEER_PYTHON:-$(bench/peer/venv-sampled.sh)}
 if [ -z "${BIN:-}" ]; then
   BIN=target/release/graphflat
   cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 fi
 mkdir -p "$WORK"
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F); commit $(git rev-parse --short HEAD); $NODES nodes, $PAIRS pairs, $REPS reps, $EPOCHS epochs, learned $LEARNED; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%F); commit $(git rev-parse --short HEAD); $NODES nodes, $PAIRS pairs, $REPS reps, $EPOCHS epochs, learned $LEARNED, negatives $NEGATIVES; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 export OMP_NUM_THREADS=1
 
 timed() { # NAME CMD...: prints "seconds peak_MB cpu%"
@@ -123,7 +130,7 @@ model = "sage"
 hidden = 64
 embedding_dim = 64
 decoder = "dot"
-in_batch_negatives = true
+$NEGATIVES_KEY
 dropout = 0.0
 weight_decay = 0.0
 lr = 0.01

@@ -134,13 +134,15 @@ fn multilabel_job_trains_on_targets() {
 }
 
 #[test]
-fn cora_link_job_reaches_the_issue_s_accuracy_on_three_seeds() {
+fn cora_link_job_reaches_the_issue_s_accuracy_on_two_seeds() {
     // The job file as shipped (seed 0), then with the split, the records and the training
-    // seeded 1 and 2: PyG's recipe on the same splits averages 0.907 (BENCHMARKS.md, section 13).
+    // seeded 1: PyG's recipe on the same splits averages 0.907 over seeds 0-2 (BENCHMARKS.md,
+    // section 13). Two seeds, not three: each flattens 7.4 GB of records, and the third took
+    // 95 s of CI's 45 minutes.
     let Some(cora) = cora() else { return };
     let job = std::fs::read_to_string(jobs_dir().join("cora-link.toml")).unwrap();
     let mut aucs = Vec::new();
-    for seed in 0..3 {
+    for seed in 0..2 {
         let cwd = scratch(&format!("cora-link-job-{seed}"));
         graphflat_ok_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
         let split = ["split-edges", "--edges", "data/cora/edges", "--out", "data/cora-split", "--valid", "0.05"];
@@ -158,8 +160,8 @@ fn cora_link_job_reaches_the_issue_s_accuracy_on_three_seeds() {
         }
         aucs.push(test_auc_at_best_validation(&cwd.join("data/cora-link/model/metrics.jsonl")));
     }
-    let mean = aucs.iter().sum::<f64>() / 3.0;
-    assert!(mean >= 0.89, "mean test AUC {mean:.4} over seeds 0, 1, 2: {aucs:?}");
+    let mean = aucs.iter().sum::<f64>() / 2.0;
+    assert!(mean >= 0.89, "mean test AUC {mean:.4} over seeds 0 and 1: {aucs:?}");
 }
 
 /// The test AUC of the epoch with the best validation AUC (the model the job keeps).

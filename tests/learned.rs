@@ -252,8 +252,8 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
     // The same job on 2 processes of one worker: the same batches, the same table, bit for bit.
     let (procs, model_of_procs) = job("procs", keys);
     let cluster = Job::loopback(2).write(&dir, "cluster");
-    let text = std::fs::read_to_string(&cluster).unwrap() + &std::fs::read_to_string(&procs).unwrap();
-    run_two_processes(&write_job(&dir, "procs", &text), &dir);
+    let joined = std::fs::read_to_string(&cluster).unwrap() + &std::fs::read_to_string(&procs).unwrap();
+    run_two_processes(&write_job(&dir, "procs", &joined), &dir);
     assert!(table_bits(&model_of_procs) == table, "the learned table differs on 2 workers and 2 processes");
 
     // GraphInfer reads each user's row at its owner and scores as the trainer's forward pass.
@@ -273,6 +273,40 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
         .collect();
     let trained = record_scores(&model, &flat);
     assert!(max_difference(&inferred, &trained) < 1e-4, "GraphInfer differs from the trainer");
+    // Two users new since training (no edges, so no row): named by type and id, and counted
+    // only where the run computes with them (not when it outputs the items alone).
+    let users2 = dir.join("users2");
+    std::fs::create_dir_all(&users2).unwrap();
+    let mut batches = read_batches(&data.join("nodes/user"));
+    let new_ids = arrow_array::Int64Array::from(vec![100_000, 100_001]);
+    let schema = batches[0].schema();
+    let columns = schema.fields().iter().map(|f| match f.name().as_str() {
+        "node_id" => Arc::new(new_ids.clone()) as arrow_array::ArrayRef,
+        _ => arrow_array::new_null_array(f.data_type(), 2),
+    });
+    batches.push(RecordBatch::try_new(schema.clone(), columns.collect()).unwrap());
+    let file = std::fs::File::create(users2.join("part-0.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), None).unwrap();
+    batches.iter().for_each(|b| writer.write(b).unwrap());
+    writer.close().unwrap();
+    let graph =
+        typed::graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), users2.to_str().unwrap());
+    let strict = |name: &str, keys: &str| {
+        let out = dir.join(name);
+        let text = format!(
+            "{graph}[infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\nmissing_embedding = \"error\"\n{keys}",
+            model.display().to_string(),
+            out.display().to_string()
+        );
+        (run(&write_job(&dir, name, &text), &["--workers", "2"]), out)
+    };
+    let (out, at) = strict("strict", "");
+    let words = ["node user 100000 of the [graph]'s node tables", &format!("({} nodes have none", missing + 2)];
+    assert_fails(&out, 65, &words);
+    assert!(!at.join("_SUCCESS").exists());
+    let (out, _) = strict("items-only", "node_types = [\"item\"]\n");
+    assert!(out.status.success() && text(&out).contains("0 nodes without a learned row"), "{}", text(&out));
+
     // The table as pandas reads it: the type's name beside each id.
     if let Some(python) = python() {
         let script = "import sys, pandas\nt = pandas.read_parquet(sys.argv[1])\n\

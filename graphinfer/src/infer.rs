@@ -34,7 +34,7 @@ use crate::model::{
 };
 use crate::output::{self, Head, TypedRows};
 use crate::pairs::{self, Candidates, Embeddings, PairTypes};
-use crate::plan::plan;
+use crate::plan::{Plan, plan};
 use crate::round::{Context, Input, LearnedInput, layer};
 use crate::rule::LayerRule;
 use schemas::facts::{Bins, Histogram, LinearCounts};
@@ -276,7 +276,7 @@ impl Body for Scores<'_> {
             progress: worker.progress,
             reporter: worker.reporter,
         };
-        let (first, learned) = self.first_input(worker, &nodes, features)?;
+        let (first, learned) = self.first_input(worker, &nodes, features, &plan)?;
         let Outputs { last, width, embedding } = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, first)?;
         let written = write(worker, self, &cx, output, &rows, &last, embedding.as_deref().unwrap_or(&last))?;
         worker.clock.lap("head and write");
@@ -422,12 +422,13 @@ impl Scores<'_> {
     /// Layer 1's input: the node features in slot order (`NodeStore::take_features`), or for a
     /// model with learned embeddings each node's features (normalized as the model asks) and
     /// then its learned row, read at this owner (see [`crate::learned`]); with the learned
-    /// rows' counts (missing, unknown).
+    /// rows' counts (missing among the nodes whose layer-1 input the `plan` needs, unknown).
     fn first_input(
         &self,
         worker: &mut Worker,
         nodes: &Rc<NodeStore>,
         features: Vec<f32>,
+        plan: &Plan,
     ) -> Result<(Input, (u64, u64)), Error> {
         let (spec, d) = (&self.meta.spec, self.meta.spec.learned_embedding_dim);
         let normalize = spec.normalize_features;
@@ -437,7 +438,7 @@ impl Scores<'_> {
         let names: Vec<String> = spec.types.iter().flat_map(|t| &t.node_types).map(|n| n.name.clone()).collect();
         let reads: Vec<bool> = spec.types.iter().flat_map(|t| &t.node_types).map(|n| n.learned > 0).collect();
         let table = crate::learned::Table { dim: d, types: spec.types.as_ref().map(|_| (&names[..], &reads[..])) };
-        let rows = crate::learned::read(worker.timely, worker.io, self.dir, nodes, table)?;
+        let rows = crate::learned::read(worker.timely, worker.io, self.dir, nodes, table, |s| plan.needs(s, 0))?;
         let total = cluster::sum(worker.timely, rows.missing);
         let missing = rows.first_missing.filter(|_| self.config.missing_embedding == MissingEmbedding::Error);
         let missing = missing.map(|id| {
@@ -445,7 +446,7 @@ impl Scores<'_> {
                 "node {id} of {} has no row in the learned embedding table of the model in {} ({total} nodes have \
                  none: new since training, or never in a record it trained or evaluated on); [infer] \
                  missing_embedding = \"zero\" gives them zeros",
-                self.config.nodes,
+                if self.typed.is_some() { "the [graph]'s node tables" } else { self.config.nodes.as_str() },
                 self.dir.shown(),
             ))
         });

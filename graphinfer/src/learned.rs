@@ -12,6 +12,7 @@ use std::rc::Rc;
 use sampling::{NodeStore, agree};
 use schemas::ids::StringHash;
 use schemas::learned::LearnedBatch;
+use schemas::typed::{NODE_TYPE, unpack};
 use schemas::{BadInput, error::Location};
 use serde::{Deserialize, Serialize};
 use tables::{Io, ParquetFile, Place, open_listed, units};
@@ -26,6 +27,9 @@ struct Row {
     id: i64,
     print: u64,
     values: Vec<f32>,
+    /// Its file (by index) and row there, to name a duplicate.
+    file: u32,
+    at: u64,
 }
 
 /// This worker's nodes' rows, by slot, and what did not match.
@@ -63,20 +67,23 @@ impl Table<'_> {
 }
 
 /// Reads `table` in the model directory `dir` into this worker's nodes' slots (see the module
-/// doc); in a typed graph, only the nodes of the types that read rows count as missing one. A
-/// duplicated id is bad input naming its file and row.
+/// doc). Only the nodes the run computes with (`needed`) and, in a typed graph, of the types
+/// that read rows count as missing one. A duplicated id, or a row of a type that reads none,
+/// is bad input naming its file and row.
 pub fn read(
     worker: &mut Worker,
     io: &Io,
     dir: &Place,
     nodes: &Rc<NodeStore>,
     table: Table,
+    needed: impl Fn(usize) -> bool,
 ) -> Result<LearnedRows, Error> {
     let dim = table.dim;
     let names = table.types.map(|(names, _)| names.to_vec());
     // Owned, for the dataflow's closures.
     let types = table.types.map(|(_, learned)| learned.to_vec());
     let reads = move |t: u8| types.as_ref().is_none_or(|learned| learned[usize::from(t)]);
+    let reads_here = reads.clone();
     let files = open(io, dir)?;
     agree(worker, sampling::load::same_id_kind(&files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
     let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
@@ -88,12 +95,10 @@ pub fn read(
     let consume = move |r: Row| {
         let mut kept = sink.borrow_mut();
         let (values, found, unknown, duplicate) = &mut *kept;
-        let known = |slot: &usize| {
-            reads(store.node_type(*slot)) && store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print)
-        };
+        let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print);
         match store.slot(r.id).filter(known) {
             None => *unknown += 1,
-            Some(slot) if found[slot] => *duplicate = duplicate.or(Some(slot)),
+            Some(slot) if found[slot] => *duplicate = duplicate.or(Some((slot, r.file, r.at))),
             Some(slot) => {
                 values[slot * dim..(slot + 1) * dim].copy_from_slice(&r.values);
                 found[slot] = true;
@@ -108,7 +113,21 @@ pub fn read(
                 let ids = rows.ids.resolve(&strings);
                 // A typed row's key is its type and id; a string's id its resolved one.
                 let id = |i: usize| if names.is_some() { rows.key(i) } else { ids.ids[i] };
-                let row = |i: usize| Row { id: id(i), print: ids.print(i).unwrap_or(0), values: rows.row(i).to_vec() };
+                if let Some(i) = (0..rows.len()).find(|&i| names.is_some() && !reads_here(unpack(id(i)).0)) {
+                    let (t, _) = unpack(id(i));
+                    let at = Location::file(name.as_str()).row(first_row + i as u64).column(NODE_TYPE);
+                    let type_name = names.as_ref().map_or("", |n| n[usize::from(t)].as_str());
+                    let problem =
+                        format!("a row of node type {type_name}, whose nodes the model gives no learned rows");
+                    return Err(BadInput::new(at, problem).into());
+                }
+                let row = |i: usize| Row {
+                    id: id(i),
+                    print: ids.print(i).unwrap_or(0),
+                    values: rows.row(i).to_vec(),
+                    file: f as u32,
+                    at: first_row + i as u64,
+                };
                 send((0..rows.len()).map(row).collect());
                 Ok(())
             })?;
@@ -118,19 +137,26 @@ pub fn read(
     agree(worker, read)?;
     // Taken out, not unwrapped: the finished dataflow may still hold its handle.
     let (values, found, unknown, duplicate) = std::mem::take(&mut *kept.borrow_mut());
-    let duplicate = duplicate.map(|slot: usize| {
-        let at = Location::file(dir.shown()).column(schemas::learned::EMBEDDING);
-        let node = shown(nodes, slot);
-        Error::from(BadInput::new(at, format!("node {node} has two rows in the model's learned embedding table")))
+    let duplicate = duplicate.map(|(slot, file, row): (usize, u32, u64)| {
+        let at = Location::file(files[file as usize].name()).row(row).column(schemas::nodes::NODE_ID);
+        let node = shown(nodes, slot, table);
+        Error::from(BadInput::new(at, format!("node {node} has a second row in the model's learned embedding table")))
     });
     agree(worker, duplicate.map_or(Ok(()), Err))?;
     let missing_slots: Vec<usize> =
-        (0..found.len()).filter(|&s| !found[s] && table.reads(nodes.node_type(s))).collect();
-    let first_missing = missing_slots.first().map(|&s| shown(nodes, s));
+        (0..found.len()).filter(|&s| !found[s] && table.reads(nodes.node_type(s)) && needed(s)).collect();
+    let first_missing = missing_slots.first().map(|&s| shown(nodes, s, table));
     Ok(LearnedRows { values, dim, missing: missing_slots.len() as u64, unknown, first_missing })
 }
 
-/// Slot `slot`'s id as the node table has it: its string, or its integer id.
-fn shown(nodes: &NodeStore, slot: usize) -> String {
-    nodes.key(slot).map_or_else(|| nodes.ids[slot].to_string(), schemas::ids::shown)
+/// Slot `slot`'s node as the node tables have it: its string, its integer id, or in a typed
+/// graph its type's name and id.
+fn shown(nodes: &NodeStore, slot: usize, table: Table) -> String {
+    match table.types {
+        Some((names, _)) => {
+            let (t, id) = unpack(nodes.ids[slot]);
+            format!("{} {id}", names[usize::from(t)])
+        }
+        None => nodes.key(slot).map_or_else(|| nodes.ids[slot].to_string(), schemas::ids::shown),
+    }
 }

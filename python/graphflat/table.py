@@ -27,7 +27,9 @@ def read_table(
 
     Only the parts the manifest lists are read, in its order; each part's bytes are checked
     against the manifest's size and CRC-32 (one read: the CRC runs over the bytes decoded) and
-    its rows against the manifest's count.
+    its rows against the manifest's count. A folder of a committed output that has no manifest
+    of its own, such as a model's learned embedding table (``<model>/embeddings``), is read
+    from its parent's manifest: the parts it lists in that folder.
 
     Args:
         path: the output directory.
@@ -38,17 +40,34 @@ def read_table(
         A table of ``manifest.rows`` rows with the output's schema.
 
     Raises:
-        NotCommittedError: no manifest at ``path``.
+        NotCommittedError: no manifest at ``path`` (nor a part in its parent's in this folder).
+        ValueError: ``path`` holds a model, whose weights are no table.
         ChangedError: a part whose size, CRC-32 or rows differ from the manifest's.
     """
     fs, root = filesystem_and_path(path, filesystem)
     manifest = read_manifest(path, filesystem)
     if manifest is None:
-        raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
+        return _read_folder(path, columns, filesystem)
+    if not all(part.name.endswith(".parquet") for part in manifest.parts):
+        raise ValueError(
+            f"{path} holds a model (its weights are no table): read its learned embedding table with "
+            f"read_table({path.rstrip('/') + '/embeddings'!r}), its weights with graphflat.pyg.load_model"
+        )
     tables = [_read_part(fs, root, manifest, part, columns) for part in manifest.parts]
     if not tables:
         return _empty(fs, root, columns)
     return pa.concat_tables(tables)
+
+
+def _read_folder(path: str, columns, filesystem: pafs.FileSystem | None) -> pa.Table:
+    """The parts the parent directory's manifest lists in the folder ``path``."""
+    parent, _, folder = path.rstrip("/").rpartition("/")
+    manifest = read_manifest(parent, filesystem) if parent and folder else None
+    parts = [p for p in manifest.parts if p.name.startswith(folder + "/")] if manifest else []
+    if manifest is None or not parts:
+        raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
+    fs, root = filesystem_and_path(parent, filesystem)
+    return pa.concat_tables([_read_part(fs, root, manifest, part, columns) for part in parts])
 
 
 def _read_part(fs: pafs.FileSystem, root: str, manifest: Manifest, part: Part, columns) -> pa.Table:

@@ -107,3 +107,24 @@ def test_a_part_one_folder_deep_is_read(graph: Path, tmp_path: Path) -> None:
     (table / "_manifest.parquet").unlink()
     (table / "_SUCCESS").write_text(json.dumps(raw))
     assert read_table(str(table)).num_rows == 500
+
+
+def test_a_models_learned_table_is_read_from_its_folder_and_the_model_itself_is_refused(
+    graph: Path, tmp_path: Path
+) -> None:
+    """``<model>/embeddings`` has no manifest of its own: the model's lists its parts."""
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'[flatten]\nnodes = "{graph}/nodes"\nedges = "{graph}/edges"\noutput = "{tmp_path}/flat"\nfanouts = [3, 3]\n'
+        f'[train]\nrecords = "{tmp_path}/flat"\noutput = "{tmp_path}/model"\nlearned_embedding_dim = 4\nepochs = 1\n'
+    )
+    subprocess.run([str(BINARY), "run", str(job)], check=True, stdout=subprocess.DEVNULL)
+    folder = tmp_path / "model" / "embeddings"
+    table = read_table(str(folder))
+    assert table.column_names == ["node_id", "embedding"]
+    # Every row once, as pandas reads the folder.
+    assert table.num_rows == len(pq.read_table(folder)) == len(set(table["node_id"].to_pylist())) > 0
+    with pytest.raises(ValueError, match="holds a model"):
+        read_table(str(tmp_path / "model"))
+    with pytest.raises(NotCommittedError):
+        read_table(str(tmp_path / "model" / "checkpoints"))

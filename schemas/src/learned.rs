@@ -135,16 +135,22 @@ fn typed_keys(
     first_row: u64,
 ) -> Result<Vec<i64>, BadInput> {
     let at = |r: usize| Location::file(file).row(first_row + r as u64);
-    let column = required(batch, NODE_TYPE, file)?;
-    let Some(types) = column.as_string_opt::<i32>() else {
-        let problem = format!("expected utf8 node type names, found {}", column.data_type());
-        return Err(BadInput::new(Location::file(file).column(NODE_TYPE), problem));
+    // Any string encoding pandas or polars may write: dictionary (a category), large, view.
+    let column = crate::columns::plain(required(batch, NODE_TYPE, file)?);
+    let types: Vec<Option<&str>> = match column.data_type() {
+        DataType::Utf8 => column.as_string::<i32>().iter().collect(),
+        DataType::LargeUtf8 => column.as_string::<i64>().iter().collect(),
+        DataType::Utf8View => column.as_string_view().iter().collect(),
+        other => {
+            let problem = format!("expected utf8 node type names, found {other}");
+            return Err(BadInput::new(Location::file(file).column(NODE_TYPE), problem));
+        }
     };
     (0..batch.num_rows())
         .map(|r| {
-            let name = types.is_valid(r).then(|| types.value(r));
-            let Some(t) = name.and_then(|n| names.iter().position(|known| known == n)) else {
-                let problem = format!("{name:?} is no node type of the model ({})", names.join(", "));
+            let Some(t) = types[r].and_then(|n| names.iter().position(|known| known == n)) else {
+                let found = types[r].map_or_else(|| "a null".to_owned(), |n| format!("{n:?} is no"));
+                let problem = format!("{found} node type of the model ({})", names.join(", "));
                 return Err(BadInput::new(at(r).column(NODE_TYPE), problem));
             };
             // Typed graphs are keyed by integers: an integer id reads as itself.

@@ -17,9 +17,9 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::InputHandleVec;
-use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{Exchange as _, Input, Inspect};
+use timely::dataflow::operators::{Exchange as _, Input};
 use timely::worker::Worker;
 
 use super::shard::RowShard;
@@ -84,7 +84,10 @@ impl Puller {
                     },
                 )
                 .exchange(|a: &Answer| u64::from(a.to))
-                .inspect(move |a| sink.borrow_mut().push(a.clone()));
+                // Taken, not cloned: an answer holds a batch's rows.
+                .sink(Pipeline, "Answers", move |(input, _)| {
+                    input.for_each(|_, answers| sink.borrow_mut().append(answers));
+                });
         });
         Puller { input, answers, dim, round: 0 }
     }

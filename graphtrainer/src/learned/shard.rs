@@ -169,11 +169,12 @@ impl RowShard {
                 SparseOptimizerKind::Adam => {
                     let m = &mut self.first[slot * d..(slot + 1) * d];
                     let v = &mut self.second[slot * d..(slot + 1) * d];
-                    for j in 0..d {
-                        let g = decayed(j, w);
-                        m[j] = b1 * m[j] + (1.0 - b1) * g;
-                        v[j] = b2 * v[j] + (1.0 - b2) * g * g;
-                        w[j] -= lr * (m[j] / c1) / ((v[j] / c2).sqrt() + eps);
+                    // Zipped, not indexed: no bounds checks, so the loop vectorizes.
+                    for (((w, m), v), &g) in w.iter_mut().zip(m).zip(v).zip(g) {
+                        let g = g + wd * *w;
+                        *m = b1 * *m + (1.0 - b1) * g;
+                        *v = b2 * *v + (1.0 - b2) * g * g;
+                        *w -= lr * (*m / c1) / ((*v / c2).sqrt() + eps);
                     }
                 }
                 SparseOptimizerKind::Adagrad => {
