@@ -391,14 +391,13 @@ impl<T: Learner> Setup<T> {
 }
 
 /// A model reads something of every node: its features, or a learned embedding; the learned
-/// table is not in checkpoints.
+/// table is not in checkpoints (a job checks that before any stage runs, `TrainConfig::check`;
+/// this is for a caller that builds its config by hand).
 fn check_learned_input(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let place = set.place.shown();
     if config.learned_embedding_dim > 0 && (config.checkpoint_every > 0 || config.resume) {
         return Err(Error::Usage(
-            "[train] learned_embedding_dim: checkpoints do not hold the learned table yet; set checkpoint_every = 0 \
-             and resume = false"
-                .into(),
+            "[train] learned_embedding_dim: checkpoints do not hold the learned table yet".into(),
         ));
     }
     if !config.learned_embedding_types.is_empty() && set.meta.types.is_none() {
