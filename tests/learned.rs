@@ -307,6 +307,27 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
     let (out, _) = strict("items-only", "node_types = [\"item\"]\n");
     assert!(out.status.success() && text(&out).contains("0 nodes without a learned row"), "{}", text(&out));
 
+    // A table edited after its commit, its manifest made to match (as a hand-made table would
+    // be): a row given twice, or a row of a type the model gives no rows, is bad input.
+    if let Some(python) = python() {
+        for (name, edit, words) in [
+            ("twice", "t = pa.concat_tables([t, t.slice(0, 1)])", ["part-", "row", "has a second row", "node user"]),
+            (
+                "item-row",
+                "t = t.set_column(0, 'node_type', pa.array(['item'] + t['node_type'].to_pylist()[1:]))",
+                ["part-", "row 0", "node_type", "node type item, whose nodes the model gives no learned rows"],
+            ),
+        ] {
+            let edited = dir.join(name);
+            let script = format!("{TAMPER}\n{edit}\nrecommit(t)");
+            let args = ["-c", &script, model.to_str().unwrap(), edited.to_str().unwrap()];
+            let got = std::process::Command::new(python).args(args).output().unwrap();
+            assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
+            let job =
+                infer.replace(model.to_str().unwrap(), edited.to_str().unwrap()).replace("scores\"", "tampered\"");
+            assert_fails(&run(&write_job(&dir, name, &job), &["--workers", "2"]), 65, &words);
+        }
+    }
     // The table as pandas reads it: the type's name beside each id.
     if let Some(python) = python() {
         let script = "import sys, pandas\nt = pandas.read_parquet(sys.argv[1])\n\
@@ -317,6 +338,27 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
         assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), expected, "{}", String::from_utf8_lossy(&got.stderr));
     }
 }
+
+/// Python: copies the model in argv[1] to argv[2] and loads its first learned part as `t`;
+/// `recommit(t)` writes it back and makes the manifest's entry (size, CRC-32, blocks, rows)
+/// match it.
+const TAMPER: &str = r#"import sys, os, shutil, json, zlib, base64, struct, pyarrow as pa, pyarrow.parquet as pq
+src, dst = sys.argv[1], sys.argv[2]
+shutil.rmtree(dst, ignore_errors=True); shutil.copytree(src, dst)
+part = 'embeddings/' + sorted(os.listdir(dst + '/embeddings'))[0]
+t = pq.read_table(f'{dst}/{part}')
+def recommit(t):
+    pq.write_table(t, f'{dst}/{part}')
+    data = open(f'{dst}/{part}', 'rb').read()
+    f = pq.ParquetFile(f'{dst}/_manifest.parquet')
+    m = json.loads(f.metadata.metadata[b'graphflat.manifest'])
+    b = m['block_bytes']
+    for p in (p for p in m['parts'] if p['name'] == part):
+        p.update(rows=t.num_rows, bytes=len(data), crc32=zlib.crc32(data))
+        p['blocks'] = base64.b64encode(b''.join(struct.pack('<I', zlib.crc32(data[i:i + b])) for i in range(0, len(data), b))).decode()
+    m['rows'], m['bytes'] = sum(p['rows'] for p in m['parts']), sum(p['bytes'] for p in m['parts'])
+    meta = dict(f.metadata.metadata); meta[b'graphflat.manifest'] = json.dumps(m).encode()
+    pq.write_table(pa.Table.from_pylist([], schema=f.schema_arrow).replace_schema_metadata(meta), f'{dst}/_manifest.parquet')"#;
 
 /// Each process's data segment (`ulimit -d`, RLIMIT_DATA: what `malloc` may take) in this test:
 /// below what one process needs to train with the whole table (measured: 610 MB fails, 625 MB

@@ -191,6 +191,18 @@ mod tests {
         let bad = learned_batch(types(&["user", "shop"]), ids(), vec![1.0, 2.0], 1);
         let error = LearnedBatch::from_batch(&bad, "t.parquet", 5, 1, Some(&names)).err().unwrap().to_string();
         assert!(error.contains("row 6") && error.contains("node_type") && error.contains("\"shop\""), "{error}");
+        // pandas writes a category column as a dictionary: read as its values.
+        let dictionary: arrow_array::DictionaryArray<arrow_array::types::Int32Type> =
+            vec!["user", "item"].into_iter().collect();
+        let columns: Vec<ArrayRef> = vec![Arc::new(dictionary), ids(), batch.column(2).clone()];
+        let categories = RecordBatch::try_from_iter(["node_type", "node_id", "embedding"].into_iter().zip(columns));
+        let back = LearnedBatch::from_batch(&categories.unwrap(), "t.parquet", 0, 1, Some(&names)).unwrap();
+        assert_eq!(back.key(0), typed::pack(1, 3).unwrap());
+        let nulls: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![None, Some("item")]));
+        let columns = vec![nulls, ids(), batch.column(2).clone()];
+        let null = RecordBatch::try_from_iter(["node_type", "node_id", "embedding"].into_iter().zip(columns)).unwrap();
+        let error = LearnedBatch::from_batch(&null, "t.parquet", 0, 1, Some(&names)).err().unwrap().to_string();
+        assert!(error.contains("a null node type") && !error.contains("None"), "{error}");
         let untyped =
             LearnedBatch::from_batch(&int_learned_batch(&[(3, vec![1.0])], 1), "t.parquet", 0, 1, Some(&names));
         assert!(untyped.err().unwrap().to_string().contains("node_type"));
