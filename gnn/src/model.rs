@@ -177,7 +177,7 @@ impl Gnn {
     /// A typed batch's input rows projected to `hidden`, in row order: each type's projection
     /// reads its rows' features, then their learned rows where the type has them (`learned`,
     /// in [`Batch::learned_rows`] order).
-    pub fn project(&self, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
+    fn project(&self, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
         let (Input::Typed { features, groups }, Some(typed)) = (&t.input, &batch.typed) else {
             panic!("a typed batch projected: its input is not typed")
         };

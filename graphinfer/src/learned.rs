@@ -79,11 +79,7 @@ pub fn read(
     needed: impl Fn(usize) -> bool,
 ) -> Result<LearnedRows, Error> {
     let dim = table.dim;
-    let names = table.types.map(|(names, _)| names.to_vec());
-    // Owned, for the dataflow's closures.
-    let types = table.types.map(|(_, learned)| learned.to_vec());
-    let reads = move |t: u8| types.as_ref().is_none_or(|learned| learned[usize::from(t)]);
-    let reads_here = reads.clone();
+    let names = table.types.map(|(names, _)| names);
     let files = open(io, dir)?;
     agree(worker, sampling::load::same_id_kind(&files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
     let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
@@ -109,16 +105,17 @@ pub fn read(
         for &(f, rg) in &mine {
             let name = files[f].name();
             files[f].read_row_group(io, rg, |batch, first_row| {
-                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim, names.as_deref())?;
+                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim, names)?;
                 let ids = rows.ids.resolve(&strings);
                 // A typed row's key is its type and id; a string's id its resolved one.
                 let id = |i: usize| if names.is_some() { rows.key(i) } else { ids.ids[i] };
-                if let Some(i) = (0..rows.len()).find(|&i| names.is_some() && !reads_here(unpack(id(i)).0)) {
-                    let (t, _) = unpack(id(i));
+                if let Some(names) = names
+                    && let Some(i) = (0..rows.len()).find(|&i| !table.reads(unpack(id(i)).0))
+                {
+                    let t = usize::from(unpack(id(i)).0);
                     let at = Location::file(name.as_str()).row(first_row + i as u64).column(NODE_TYPE);
-                    let type_name = names.as_ref().map_or("", |n| n[usize::from(t)].as_str());
                     let problem =
-                        format!("a row of node type {type_name}, whose nodes the model gives no learned rows");
+                        format!("a row of node type {}, whose nodes the model gives no learned rows", names[t]);
                     return Err(BadInput::new(at, problem).into());
                 }
                 let row = |i: usize| Row {
