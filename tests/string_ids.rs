@@ -510,3 +510,224 @@ fn feature_rows(n: usize) -> ArrayRef {
     let item = Arc::new(Field::new("item", arrow_schema::DataType::Float32, false));
     Arc::new(arrow_array::FixedSizeListArray::try_new(item, 2, Arc::new(values), None).unwrap())
 }
+
+/// A typed graph keyed by strings: the generated user-item graph (`generate --hetero
+/// --featureless user`) with every type's ids as the strings of [`key`] (so a user and an item
+/// share each string), against the same graph keyed by the strings' internal ids. The records,
+/// the R-GCN's weights, the users' learned rows and GraphInfer's scores are the int graph's,
+/// bit for bit, under the strings and their types' names. Node tables of both kinds in one
+/// graph are a usage error naming a type of each.
+#[test]
+fn a_typed_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids() {
+    let dir = scratch("string-ids-typed");
+    typed_graphs(&dir, false);
+    let keys = keys_by_internal(600);
+    let run = |name: &str| {
+        let (data, at) = (dir.join(name), prefixed(&dir, name));
+        let flat = typed::flatten_typed(&dir, &data, &format!("{name}-flat"), "", &["--workers", "2"]);
+        let text = format!(
+            "{}[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"rgcn\"\nhidden = 8\nepochs = 3\nbatch_size = 32\n\
+             seed = 5\nlearned_embedding_dim = 6\nlearned_embedding_types = [\"user\"]\n\
+             [infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\n",
+            typed::graph_tables(&data),
+            flat.display().to_string(),
+            at("model").display().to_string(),
+            at("model").display().to_string(),
+            at("scores").display().to_string(),
+        );
+        run_ok(&write_job(&dir, &format!("{name}-job"), &text), &["--workers", "2"]);
+        at
+    };
+    let (s, i) = (run("strings"), run("ints"));
+    same_records_and_weights(&s, &i, &keys);
+    for (what, batches) in [
+        ("the learned table", [&s, &i].map(|at| batches_in(parquet_files_in(&at("model").join("embeddings"))))),
+        ("the scores", [&s, &i].map(|at| read_batches(&at("scores")))),
+    ] {
+        let [by_string, by_int] = batches.map(|b| rows_by_id(b, &["node_id"]));
+        assert!(!by_string.0.is_empty(), "{what}: no rows");
+        assert_eq!(by_string.0, by_int.0, "{what}");
+        assert!(by_string.1.iter().all(|k| keys[&internal(k)] == *k), "{what}: a string that is no node's");
+        assert_eq!(by_int.1.len(), 0, "{what}: strings in the int run");
+    }
+    // Users whose strings share a 54-bit hash (of each pair, one keeps it and the other is
+    // numbered above every hash), joined by a relation of their own: each keeps its own learned
+    // row, which GraphInfer finds by its string (a missing row would fail this job).
+    let collided = dir.join("collided");
+    copy_graph(&dir.join("strings"), &collided, &[]);
+    let users = batches_in([collided.join("nodes/user/part-0.parquet")]);
+    let extra: Vec<&str> = COLLIDED.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(&extra)),
+        Arc::new(Int64Array::from_iter_values((0..extra.len() as i64).map(|i| i % 2))),
+        Arc::new(StringArray::from_iter_values(extra.iter().map(|_| "train"))),
+    ];
+    write_parquet(
+        &collided.join("nodes/user/part-1.parquet"),
+        &RecordBatch::try_new(users[0].schema(), columns).unwrap(),
+    );
+    let ring = |shift: usize| -> ArrayRef {
+        let ends = (0..extra.len()).map(|i| extra[(i + shift) % extra.len()]).chain([key(0).leak() as &str; 2]);
+        Arc::new(StringArray::from_iter_values(ends))
+    };
+    std::fs::create_dir_all(collided.join("edges/knows")).unwrap();
+    let knows = RecordBatch::try_from_iter([("src", ring(0)), ("dst", ring(1))]).unwrap();
+    write_parquet(&collided.join("edges/knows/part-0.parquet"), &knows);
+    let at = prefixed(&dir, "collided");
+    let text = format!(
+        "{}[graph.relations.knows]\nsrc = \"user\"\ndst = \"user\"\ntable = {:?}\nreverse = true\n\
+         [flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nfanouts = [8, 8]\n\
+         [train]\nrecords = {:?}\noutput = {:?}\nmodel = \"rgcn\"\nhidden = 8\nepochs = 1\n\
+         learned_embedding_dim = 6\nlearned_embedding_types = [\"user\"]\n\
+         [infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\nmissing_embedding = \"error\"\n",
+        typed::graph_tables(&collided),
+        collided.join("edges/knows").display().to_string(),
+        at("flat").display().to_string(),
+        at("flat").display().to_string(),
+        at("model").display().to_string(),
+        at("model").display().to_string(),
+        at("scores").display().to_string(),
+    );
+    let out = run_ok(&write_job(&dir, "collided-job", &text), &["--workers", "3"]);
+    assert!(out.contains("0 nodes without a learned row"), "{out}");
+    let learned = batches_in(parquet_files_in(&at("model").join("embeddings")));
+    let (rows, read) = rows_by_id(learned, &["node_id"]);
+    let rows: Vec<&String> =
+        read.iter().zip(&rows).filter(|(k, _)| extra.contains(&k.as_str())).map(|(_, r)| &r.1).collect();
+    assert_eq!(rows.len(), extra.len(), "a row for each collided string");
+    // Items keyed by integers beside users keyed by strings: one kind or the other.
+    let mixed = dir.join("mixed");
+    copy_graph(&dir.join("strings"), &mixed, &["nodes/item"]);
+    copy_graph(&dir.join("ints"), &mixed, &["nodes/user", "nodes/shop", "edges"]);
+    let text = format!(
+        "{}[flatten]\noutput = {:?}\ntarget_type = \"user\"\n",
+        typed::graph_tables(&mixed),
+        dir.join("mixed-flat").display().to_string()
+    );
+    let out = crate::common::run(&write_job(&dir, "mixed", &text), &[]);
+    assert_fails(&out, 64, &["node type item is keyed by integers and node type shop by strings", "all string ids"]);
+}
+
+/// Copies the typed graph's tables in `from` to `to`, but those under `except`.
+fn copy_graph(from: &Path, to: &Path, except: &[&str]) {
+    let tables = ["user", "item", "shop"].map(|t| format!("nodes/{t}")).into_iter();
+    let tables = tables.chain(["buys", "returns", "follows", "sells"].map(|r| format!("edges/{r}")));
+    for table in tables.filter(|t| !except.iter().any(|e| t.starts_with(e))) {
+        std::fs::create_dir_all(to.join(&table)).unwrap();
+        std::fs::copy(from.join(&table).join("part-0.parquet"), to.join(&table).join("part-0.parquet")).unwrap();
+    }
+}
+
+/// The generated user-item graph (`generate --hetero --featureless user`, 600 nodes) keyed by
+/// the strings of [`key`] in `dir/strings` (every type's ids alike, so a user and an item share
+/// each string), and by their internal ids in `dir/ints`; buys split for the link task (the
+/// same split in both) when `split_buys`.
+fn typed_graphs(dir: &Path, split_buys: bool) {
+    let generated = dir.join("generated");
+    let generate = ["generate", "--hetero", "--featureless", "user", "--out", generated.to_str().unwrap()];
+    graphflat_ok(&[&generate[..], &["--nodes", "600", "--seed", "1"]].concat());
+    if split_buys {
+        let (buys, split) = (generated.join("edges/buys"), generated.join("buys-split"));
+        let args = ["split-edges", "--edges", buys.to_str().unwrap(), "--out", split.to_str().unwrap()];
+        graphflat_ok(&[&args[..], &["--valid", "0.1", "--test", "0.1", "--seed", "2"]].concat());
+        std::fs::remove_dir_all(&buys).unwrap();
+        std::fs::rename(&split, &buys).unwrap();
+    }
+    for (name, strings) in [("strings", true), ("ints", false)] {
+        for t in ["user", "item", "shop"] {
+            let (from, to) = (generated.join("nodes").join(t), dir.join(name).join("nodes").join(t));
+            rekeyed(&read_batches(&from), &to, &[("node_id", "utf8")], strings, &[]);
+        }
+        for r in ["buys", "returns", "follows", "sells"] {
+            let (from, to) = (generated.join("edges").join(r), dir.join(name).join("edges").join(r));
+            rekeyed(&read_batches(&from), &to, &[("src", "large_utf8"), ("dst", "dictionary")], strings, &[]);
+        }
+    }
+}
+
+/// A typed link model over strings: buys' records (two drawn negatives), an R-GCN with learned
+/// rows for the users, GraphInfer's embeddings and candidate (user, item) pairs' scores are
+/// those of the same graph keyed by internal ids, bit for bit, under the strings; a pair naming
+/// an item that is none is named by its string.
+#[test]
+fn a_typed_link_model_on_strings_scores_pairs_as_on_their_internal_ids() {
+    let dir = scratch("string-ids-typed-link");
+    typed_graphs(&dir, true);
+    let keys = keys_by_internal(600);
+    let pairs = |name: &str, bad_dst: Option<&str>| {
+        let (src, dst): (Vec<i64>, Vec<i64>) = (0..40).map(|i| (i * 7 % 360, i * 5 % 180)).unzip();
+        let batch = RecordBatch::try_from_iter([
+            ("src", Arc::new(Int64Array::from(src)) as ArrayRef),
+            ("dst", Arc::new(Int64Array::from(dst))),
+        ])
+        .unwrap();
+        let to = dir.join(name).join("pairs");
+        rekeyed(&[batch], &to, &[("src", "utf8"), ("dst", "utf8_view")], name != "ints", &[]);
+        if let Some(bad_dst) = bad_dst {
+            let bad = RecordBatch::try_from_iter([
+                ("src", Arc::new(StringArray::from(vec![key(1), key(2)])) as ArrayRef),
+                ("dst", Arc::new(StringArray::from(vec![key(3), bad_dst.to_owned()]))),
+            ])
+            .unwrap();
+            write_parquet(&to.join("part-0.parquet"), &bad);
+        }
+        to
+    };
+    let run = |name: &str| {
+        let (data, at) = (dir.join(name), prefixed(&dir, name));
+        let text = format!(
+            "{}[flatten]\noutput = {:?}\ntask = \"link\"\nlink_relation = \"buys\"\nnegatives = 2\nhops = 2\n\
+             fanouts = [4, 3]\n\
+             [train]\nrecords = {:?}\noutput = {:?}\nmodel = \"rgcn\"\nhidden = 8\nembedding_dim = 8\nepochs = 2\n\
+             batch_size = 32\nseed = 5\nlearned_embedding_dim = 6\nlearned_embedding_types = [\"user\"]\n\
+             [infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\npairs = {:?}\npairs_output = {:?}\n",
+            typed::graph_tables(&data),
+            at("flat").display().to_string(),
+            at("flat").display().to_string(),
+            at("model").display().to_string(),
+            at("model").display().to_string(),
+            at("emb").display().to_string(),
+            pairs(name, None).display().to_string(),
+            at("pairs").display().to_string(),
+        );
+        run_ok(&write_job(&dir, &format!("{name}-job"), &text), &["--workers", "2"]);
+        at
+    };
+    let (s, i) = (run("strings"), run("ints"));
+    same_records_and_weights(&s, &i, &keys);
+    for (what, columns, batches) in [
+        (
+            "the learned table",
+            &["node_id"][..],
+            [&s, &i].map(|at| batches_in(parquet_files_in(&at("model").join("embeddings")))),
+        ),
+        ("the embeddings", &["node_id"], [&s, &i].map(|at| read_batches(&at("emb")))),
+        ("the pair scores", &["src", "dst"], [&s, &i].map(|at| read_batches(&at("pairs")))),
+    ] {
+        let [by_string, by_int] = batches.map(|b| rows_by_id(b, columns));
+        assert!(!by_string.0.is_empty(), "{what}: no rows");
+        assert_eq!(by_string.0, by_int.0, "{what}");
+        assert!(by_string.1.iter().all(|k| keys[&internal(k)] == *k), "{what}: a string that is no node's");
+    }
+    // A pair whose item is none (a user's string): named by its string, its type, row and column.
+    let bad = pairs("bad", Some(&key(400)));
+    let text = format!(
+        "{}[infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\npairs = {:?}\npairs_output = {:?}\n",
+        typed::graph_tables(&dir.join("strings")),
+        s("model").display().to_string(),
+        s("emb2").display().to_string(),
+        bad.display().to_string(),
+        s("pairs2").display().to_string(),
+    );
+    let out = crate::common::run(&write_job(&dir, "bad-job", &text), &[]);
+    assert_fails(&out, 65, &["row 1", "dst", &format!("pair names unknown item {:?}", key(400))]);
+    assert!(!s("pairs2").join("_SUCCESS").exists());
+}
+
+/// The records under `s("flat")` and `i("flat")` (a string run's and an int run's) are the same
+/// but for `node_keys`, which name the nodes by `keys`; so are the models' weights, bit for bit.
+fn same_records_and_weights(s: &impl Fn(&str) -> PathBuf, i: &impl Fn(&str) -> PathBuf, keys: &HashMap<i64, String>) {
+    assert_eq!(records_without_keys(&s("flat"), keys), records_without_keys(&i("flat"), keys));
+    let weights = |model: &Path| std::fs::read(model_file(model, ".bpk")).unwrap();
+    assert!(weights(&s("model")) == weights(&i("model")), "the weights differ");
+}

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use sampling::{NodeStore, agree};
 use schemas::ids::StringHash;
 use schemas::learned::LearnedBatch;
-use schemas::typed::{NODE_TYPE, unpack};
+use schemas::typed::{self, NODE_TYPE, unpack};
 use schemas::{BadInput, error::Location};
 use serde::{Deserialize, Serialize};
 use tables::{Io, ParquetFile, Place, open_listed, units};
@@ -108,7 +108,10 @@ pub fn read(
                 let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim, names)?;
                 let ids = rows.ids.resolve(&strings);
                 // A typed row's key is its type and id; a string's id its resolved one.
-                let id = |i: usize| if names.is_some() { rows.key(i) } else { ids.ids[i] };
+                let id = |i: usize| match names {
+                    Some(_) => typed::pack(unpack(rows.key(i)).0, ids.ids[i]).unwrap_or(rows.key(i)),
+                    None => ids.ids[i],
+                };
                 if let Some(names) = names
                     && let Some(i) = (0..rows.len()).find(|&i| !table.reads(unpack(id(i)).0))
                 {
@@ -152,6 +155,7 @@ fn shown(nodes: &NodeStore, slot: usize, table: Table) -> String {
     match table.types {
         Some((names, _)) => {
             let (t, id) = unpack(nodes.ids[slot]);
+            let id = nodes.key(slot).map_or_else(|| id.to_string(), schemas::ids::shown);
             format!("{} {id}", names[usize::from(t)])
         }
         None => nodes.key(slot).map_or_else(|| nodes.ids[slot].to_string(), schemas::ids::shown),

@@ -208,13 +208,13 @@ pub fn score(
     if let Some((at, end, node)) = all_gather(worker, unknown.take().into_iter().collect()).into_iter().next() {
         let column = if end == End::Src { SRC } else { DST };
         let file = table.files[at.0 as usize].name();
-        let problem = match typed.map(|t| t.name(end)) {
-            None if strings_graph => match id_at(io, &table.files, at, column) {
-                Some(id) => format!("pair names unknown node {id} (not in the node table)"),
-                None => "pair names unknown node (not in the node table)".into(),
-            },
-            None => format!("pair names unknown node {node} (not in the node table)"),
-            Some(name) => format!("pair names unknown {name} {} (not in the {name} table)", plain(node)),
+        // A string travelled as hashes: the failing row's string is read back to name it.
+        let id = if strings_graph { id_at(io, &table.files, at, column) } else { Some(plain(node).to_string()) };
+        let problem = match (typed.map(|t| t.name(end)), id) {
+            (None, Some(id)) => format!("pair names unknown node {id} (not in the node table)"),
+            (None, None) => "pair names unknown node (not in the node table)".into(),
+            (Some(name), Some(id)) => format!("pair names unknown {name} {id} (not in the {name} table)"),
+            (Some(name), None) => format!("pair names unknown {name} (not in the {name} table)"),
         };
         return Err(BadInput::new(Location::file(file).row(at.1).column(column), problem).into());
     }

@@ -193,13 +193,16 @@ def _labels(column: Column, meta: RecordsMeta) -> np.ndarray:
 def by_type(arrays: dict[str, np.ndarray], meta: RecordsMeta) -> dict[str, dict[str, np.ndarray]]:
     """A typed batch's arrays split by node type and by relation (keys ``"type:<name>"`` and
     ``"relation:<name>"``), each type's nodes and each relation's edges in batch order, edge
-    indices into their types' nodes. A type's ``root_index`` lists the roots of its type."""
+    indices into their types' nodes. A type's ``root_index`` lists the roots of its type; in a
+    graph keyed by strings its ``node_key`` holds its nodes' strings."""
     node_type, edge_type = arrays["node_type"], arrays["edge_type"]
     local = local_index(node_type)
     out: dict[str, dict[str, np.ndarray]] = {}
     for t, (name, width) in enumerate(meta.node_types):
         nodes = np.nonzero(node_type == t)[0]
-        part = {key: arrays[key][nodes] for key in ("node_id", "hop", "in_degree", "batch")}
+        part = {
+            key: arrays[key][nodes] for key in ("node_id", "hop", "in_degree", "batch", "node_key") if key in arrays
+        }
         part["x"] = _gather(arrays["feature_offsets"], arrays["feature_values"], nodes, width)
         out[f"type:{name}"] = part
     roots = arrays["ptr"][:-1]

@@ -64,10 +64,12 @@ def commit(
     *,
     overwrite: bool = False,
     filesystem: pafs.FileSystem | None = None,
+    rows: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Commits ``files`` (name -> bytes) as run ``run``'s output at ``path``; returns the
-    manifest. Raises :class:`CommittedError` when ``path`` holds a committed output of another
-    stage, or of this stage and not ``overwrite``."""
+    """Commits ``files`` (name -> bytes; a name may lie in a folder, ``embeddings/part-...``) as
+    run ``run``'s output at ``path``, with ``rows`` the rows of each Parquet part among them;
+    returns the manifest. Raises :class:`CommittedError` when ``path`` holds a committed output
+    of another stage, or of this stage and not ``overwrite``."""
     fs, root = filesystem_and_path(path, filesystem)
     previous = read_manifest(path, filesystem)
     if previous is not None and previous.stage != stage:
@@ -78,16 +80,21 @@ def commit(
     staging = join(root, f"{TEMPORARY}/{run}")
     fs.create_dir(staging, recursive=True)
     for name, data in files.items():
+        if os.path.dirname(name):
+            fs.create_dir(join(staging, os.path.dirname(name)), recursive=True)
         with fs.open_output_stream(join(staging, f"{name}.staged")) as out:
             out.write(data)
     for name in files:
+        if os.path.dirname(name):
+            fs.create_dir(join(root, os.path.dirname(name)), recursive=True)
         fs.move(join(staging, f"{name}.staged"), join(root, name))
-    parts = [part_entry(name, files[name]) for name in sorted(files)]
+    rows = rows or {}
+    parts = [part_entry(name, files[name], rows.get(name, 0)) for name in sorted(files)]
     manifest = {
         "format": FORMAT,
         "run": run,
         "stage": stage,
-        "rows": 0,
+        "rows": sum(p["rows"] for p in parts),
         "bytes": sum(p["bytes"] for p in parts),
         "block_bytes": BLOCK_BYTES,
         "parts": parts,
@@ -105,9 +112,12 @@ def commit(
     with fs.open_output_stream(join(root, SUCCESS)):
         pass
     if previous is not None:
-        for part in previous.parts:
-            if part.name not in files:
-                _remove(fs, join(root, part.name))
+        gone = [part.name for part in previous.parts if part.name not in files]
+        for name in gone:
+            _remove(fs, join(root, name))
+        # A folder the replaced output's parts emptied (a model's embeddings/) goes with them.
+        for folder in sorted({os.path.dirname(name) for name in gone if os.path.dirname(name)}, reverse=True):
+            _remove_empty(fs, join(root, folder))
     fs.delete_dir(staging)
     _remove_empty(fs, join(root, TEMPORARY))
     return manifest

@@ -7,6 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,5 +138,35 @@ def typed_link_records(tmp_path_factory) -> Path:
         "flatten",
         f'{graph}[flatten]\noutput = "{tmp}/flat"\ntask = "link"\nlink_relation = "buys"\nnegatives = 2\n'
         "hops = 2\nfanouts = [3, 2]\n",
+    )
+    return tmp / "flat"
+
+
+@pytest.fixture(scope="module")
+def string_records(tmp_path_factory) -> Path:
+    """Link records of a generated graph whose ids are strings (``n<id>``)."""
+    tmp = scratch(tmp_path_factory, "strings")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "300", "--feature-dim", "3")
+    graphflat("split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1")
+    for name, table, columns in [("nodes", tmp / "g/nodes", ["node_id"]), ("edges", tmp / "split", ["src", "dst"])]:
+        data = pq.read_table(table)
+        for column in columns:
+            keys = pc.binary_join_element_wise("n", pc.cast(data[column], pa.string()), "")
+            data = data.set_column(data.schema.get_field_index(column), column, keys)
+        (tmp / name).mkdir()
+        pq.write_table(data, tmp / name / "part-0.parquet")
+    run_job(
+        tmp,
+        "flatten",
+        f"""[cluster]
+workers = 2
+[flatten]
+nodes = "{tmp}/nodes"
+edges = "{tmp}/edges"
+output = "{tmp}/flat"
+task = "link"
+hops = 2
+fanouts = [3, 2]
+""",
     )
     return tmp / "flat"

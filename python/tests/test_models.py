@@ -25,7 +25,7 @@ pytest.importorskip("torch_geometric")
 from conftest import run_job
 
 from graphflat import open_records, read_table
-from graphflat.pyg import load_model, save_model
+from graphflat.pyg import LearnedRows, load_model, save_model
 from graphflat.pyg import models as kinds
 
 TOLERANCE = 1e-4
@@ -41,15 +41,27 @@ PLAIN = [
     ("gat", {"normalize_edge_features": True}),
     ("gine", {"edge_features": False}),
     ("gine", {"normalize_edge_features": True}),
+    ("sage", {"learned_embedding_dim": 6}),
 ]
-LINK = [("gcn", {"decoder": "dot"}), ("sage", {"decoder": "mlp"}), ("gat", {}), ("gine", {"decoder": "mlp"})]
+LINK = [
+    ("gcn", {"decoder": "dot"}),
+    ("sage", {"decoder": "mlp"}),
+    ("gat", {}),
+    ("gine", {"decoder": "mlp"}),
+    ("gcn", {"learned_embedding_dim": 6}),
+]
 TYPED = [
     ("rgcn", {}),
     ("rgcn", {"bases": 2, "normalize_edge_features": True}),
     ("sage", {"edge_features": False}),
     ("sage", {"normalize_edge_features": True}),
+    ("rgcn", {"learned_embedding_dim": 6, "learned_embedding_types": ["user", "shop"]}),
 ]
-TYPED_LINK = [("rgcn", {"decoder": "mlp"}), ("sage", {"edge_features": False})]
+TYPED_LINK = [
+    ("rgcn", {"decoder": "mlp"}),
+    ("sage", {"edge_features": False}),
+    ("sage", {"learned_embedding_dim": 6, "learned_embedding_types": ["item"]}),
+]
 
 
 def _id(case) -> str:
@@ -58,6 +70,8 @@ def _id(case) -> str:
 
 
 def _toml(value) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value).lower() if isinstance(value, bool) else f'"{value}"' if isinstance(value, str) else str(value)
 
 
@@ -77,7 +91,10 @@ def python_model(records: Path, out: Path, kind: str, keys: dict) -> Path:
     torch.manual_seed(3)
     source = open_records(str(records))
     link = source.meta.task == "link"
-    model = getattr(kinds, kind.upper())(source.meta, WIDTH, WIDTH, heads=2, dropout=0.3, **keys)
+    keys = dict(keys)
+    dim, types = keys.pop("learned_embedding_dim", 0), keys.pop("learned_embedding_types", ())
+    learned = LearnedRows.of_records(source, dim, types=types, seed=4) if dim else None
+    model = getattr(kinds, kind.upper())(source.meta, WIDTH, WIDTH, heads=2, dropout=0.3, learned=learned, **keys)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
     for batch in itertools.islice(source.batches("train", batch_size=64, seed=1), 6):
         data = batch.to_pyg()

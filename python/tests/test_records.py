@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import graphflat, run_job, scratch
+from conftest import run_job, scratch, typed_graph
 
 from graphflat import ChangedError, open_records, read_table
 from graphflat.collate import by_type
@@ -196,36 +196,6 @@ def test_records_replaced_while_read_are_one_error_naming_the_new_run(node_recor
         next(records.batches(split=None))
 
 
-@pytest.fixture(scope="module")
-def string_records(tmp_path_factory) -> Path:
-    """Link records of a generated graph whose ids are strings (``n<id>``)."""
-    tmp = scratch(tmp_path_factory, "strings")
-    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "300", "--feature-dim", "3")
-    graphflat("split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1")
-    for name, table, columns in [("nodes", tmp / "g/nodes", ["node_id"]), ("edges", tmp / "split", ["src", "dst"])]:
-        data = pq.read_table(table)
-        for column in columns:
-            keys = pc.binary_join_element_wise("n", pc.cast(data[column], pa.string()), "")
-            data = data.set_column(data.schema.get_field_index(column), column, keys)
-        (tmp / name).mkdir()
-        pq.write_table(data, tmp / name / "part-0.parquet")
-    run_job(
-        tmp,
-        "flatten",
-        f"""[cluster]
-workers = 2
-[flatten]
-nodes = "{tmp}/nodes"
-edges = "{tmp}/edges"
-output = "{tmp}/flat"
-task = "link"
-hops = 2
-fanouts = [3, 2]
-""",
-    )
-    return tmp / "flat"
-
-
 def test_records_of_string_ids_carry_each_nodes_string(string_records: Path) -> None:
     records = open_records(str(string_records))
     for batch in records.batches(split=None, batch_size=50, shuffle=True, seed=1):
@@ -238,3 +208,49 @@ def test_records_of_string_ids_carry_each_nodes_string(string_records: Path) -> 
         assert [r["node_keys"][0] for r in rows] == sources.tolist()
         data = batch.to_pyg()
         assert data.node_key == got["node_key"].tolist() and data.num_nodes == len(data.node_key)
+
+
+@pytest.fixture(scope="module")
+def typed_string_records(tmp_path_factory) -> Path:
+    """Node records of a typed graph whose ids are strings (``<type>-<id>``)."""
+    tmp = scratch(tmp_path_factory, "typed-strings")
+    graph = typed_graph(tmp)
+    ends = {
+        "buys": ("user", "item"),
+        "returns": ("user", "item"),
+        "follows": ("user", "user"),
+        "sells": ("shop", "item"),
+    }
+    columns = {f"nodes/{t}": {"node_id": t} for t in ("user", "item", "shop")}
+    columns |= {f"edges/{r}": {"src": src, "dst": dst} for r, (src, dst) in ends.items()}
+    for table, keyed in columns.items():
+        data = pq.read_table(tmp / "g" / table)
+        for column, prefix in keyed.items():
+            keys = pc.binary_join_element_wise(f"{prefix}-", pc.cast(data[column], pa.string()), "")
+            data = data.set_column(data.schema.get_field_index(column), column, keys)
+        pq.write_table(data, tmp / "g" / table / "part-0.parquet")
+        for part in (tmp / "g" / table).glob("*.parquet"):
+            if part.name != "part-0.parquet":
+                part.unlink()
+        (tmp / "g" / table / "_SUCCESS").unlink(missing_ok=True)
+    run_job(
+        tmp, "flatten", f'{graph}[flatten]\noutput = "{tmp}/flat"\ntarget_type = "user"\nhops = 2\nfanouts = [3, 2]\n'
+    )
+    return tmp / "flat"
+
+
+def test_typed_records_of_string_ids_carry_each_types_strings(typed_string_records: Path) -> None:
+    records = open_records(str(typed_string_records))
+    names = [n for n, _ in records.meta.node_types]
+    for batch in records.batches(split=None, batch_size=80, shuffle=False):
+        rows = batch.table.to_pylist()
+        parts = by_type(batch.arrays(), records.meta)
+        data = batch.to_pyg()
+        flat = [(t, k) for r in rows for t, k in zip(r["node_types"], r["node_keys"])]
+        for t, name in enumerate(names):
+            keys = parts[f"type:{name}"]["node_key"]
+            assert keys.tolist() == [k for tt, k in flat if tt == t]
+            assert all(k.startswith(f"{name}-") for k in keys), name
+            assert data[name].node_key == keys.tolist() and len(data[name].node_key) == data[name].num_nodes
+        users = parts["type:user"]
+        assert users["node_key"][users["root_index"]].tolist() == [r["node_keys"][0] for r in rows]

@@ -141,17 +141,12 @@ pub fn load_typed_nodes(
 ) -> Result<NodeStore, Error> {
     let mut shapes = Vec::with_capacity(tables.len());
     let mut opened = Vec::with_capacity(tables.len());
+    let mut kinds = Vec::with_capacity(tables.len());
     for (t, (name, table)) in tables.iter().enumerate() {
         let named = |e| in_type(e, &format!("node type {name}"));
         let files = agree(worker, open_table(io, table)).map_err(named)?;
         agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT])).map_err(named)?;
-        if agree(worker, id_kind(&files, &[NODE_ID])).map_err(named)? == IdKind::String {
-            return Err(Error::Usage(format!(
-                "node type {name}: its table {} is keyed by strings, and typed graphs take integer ids only, so \
-                 far (string ids are read in homogeneous graphs)",
-                table.shown()
-            )));
-        }
+        kinds.push(agree(worker, id_kind(&files, &[NODE_ID])).map_err(named)?);
         let unlabeled = !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some());
         if labeled && t == usize::from(target) && unlabeled {
             return Err(Error::Usage(format!(
@@ -162,8 +157,16 @@ pub fn load_typed_nodes(
         shapes.push(agree(worker, table_shape(io, &files)).map_err(named)?);
         opened.push(files);
     }
+    let kind = one_id_kind(tables, &kinds)?;
     let widths = shapes.iter().map(|s| s.0).collect();
-    let store = Rc::new(RefCell::new(NodeStore::typed(widths, shapes[usize::from(target)].1)));
+    let mut store = NodeStore::typed(widths, shapes[usize::from(target)].1);
+    if kind == IdKind::String {
+        // One table of collided strings for every type's: a string's key is its type and its
+        // internal id, so strings of two types never meet, and numbering them together only
+        // renumbers a pair that needed none (about 28 at a billion ids).
+        store.strings = Some(NodeStrings::new(string_ids(worker, io, &opened.concat())?));
+    }
+    let store = Rc::new(RefCell::new(store));
     for (t, ((name, table), files)) in tables.iter().zip(&opened).enumerate() {
         let typed = NodeTable { node_type: Some(t as u8), labels: t == usize::from(target) };
         let read =
@@ -173,6 +176,23 @@ pub fn load_typed_nodes(
         }
     }
     Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+}
+
+/// A typed graph's one id kind: every node type's table keyed alike (the outputs' `node_id`
+/// is one column), or a usage error naming a type of each kind.
+fn one_id_kind(tables: &[(String, Place)], kinds: &[IdKind]) -> Result<IdKind, Error> {
+    let first = kinds.first().copied().unwrap_or(IdKind::Int);
+    match kinds.iter().position(|&k| k != first) {
+        None => Ok(first),
+        Some(other) => Err(Error::Usage(format!(
+            "node type {} is keyed by {} and node type {} by {}: a typed graph's node tables must all have \
+             integer ids or all string ids (the outputs' node_id is one column)",
+            tables[0].0,
+            first.name(),
+            tables[other].0,
+            kinds[other].name()
+        ))),
+    }
 }
 
 /// Names the type or relation whose table an error is about (the file alone may not say).

@@ -153,7 +153,7 @@ fn typed_keys(
                 let problem = format!("{found} node type of the model ({})", names.join(", "));
                 return Err(BadInput::new(at(r).column(NODE_TYPE), problem));
             };
-            // Typed graphs are keyed by integers: an integer id reads as itself.
+            // An integer id reads as itself, a string as its `h` (the stage resolves it).
             let id = ids.hashed(r);
             typed::pack(t as u8, id).ok_or_else(|| {
                 BadInput::new(at(r).column(NODE_ID), format!("node id {id} is outside a typed graph's range"))

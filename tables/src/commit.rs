@@ -360,7 +360,21 @@ async fn hide_replaced(output: &Output<'_>, replaced: &Replaced) -> (usize, Opti
         }
     });
     let count = futures::stream::iter(gone).buffer_unordered(16).collect::<Vec<()>>().await.len();
+    remove_emptied_folders(place, previous.parts.iter().filter(|p| !listed.contains(p.name.as_str())));
     (count, local.then(|| previous.run.clone()))
+}
+
+/// On a local file system, the folders of the replaced `parts` (a model's `embeddings/`) that
+/// no part is left in: a folder with anything in it stays (`remove_dir` removes only an empty
+/// one), and an object store has no folders.
+fn remove_emptied_folders<'p>(place: &Place, parts: impl Iterator<Item = &'p PartEntry>) {
+    let Some(root) = place.local_dir() else { return };
+    let folders: std::collections::BTreeSet<&str> =
+        parts.filter_map(|p| p.name.rsplit_once('/').map(|(folder, _)| folder)).collect();
+    // The deepest first, so that a folder emptied by removing its own empty folders goes too.
+    for folder in folders.iter().rev() {
+        let _ = std::fs::remove_dir(root.join(folder));
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ struct Table {
 }
 
 /// A path or URI as a job file's string.
-fn location(path: impl AsRef<Path>) -> String {
+pub fn location(path: impl AsRef<Path>) -> String {
     path.as_ref().display().to_string()
 }
 

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub use fake_links::{LinkSettings, link_set, pair_split, write_edges, write_link_set};
-pub use jobs::{Job, loopback_hosts, write_job};
+pub use jobs::{Job, location, loopback_hosts, write_job};
 pub use readers::{
     assert_every_reader_reads_the_manifest, assert_every_reader_reads_the_manifest_with, python, read_with_every_reader,
 };

@@ -98,16 +98,15 @@ impl Learned {
         let mut writer = writer.in_folder(FOLDER);
         let rows_per_batch = (BATCH_BYTES / (4 * dim).max(1)).max(1);
         for rows in shard.rows_to_save().chunks(rows_per_batch) {
-            let (types, ids): (Option<ArrayRef>, ArrayRef) = match (&self.types, kind) {
-                (Some(names), _) => {
-                    let (types, ids): (Vec<_>, Vec<_>) = rows.iter().map(|r| unpack(r.id)).unzip();
-                    let names = types.iter().map(|&t| Some(names[usize::from(t)].as_str()));
-                    (Some(Arc::new(names.collect::<StringArray>())), Arc::new(Int64Array::from(ids)))
-                }
-                (None, IdKind::String) => {
-                    (None, Arc::new(rows.iter().map(|r| Some(shard.key(r.slot))).collect::<StringArray>()))
-                }
-                (None, IdKind::Int) => (None, Arc::new(rows.iter().map(|r| r.id).collect::<Int64Array>())),
+            let types: Option<ArrayRef> = self.types.as_ref().map(|names| {
+                let names = rows.iter().map(|r| Some(names[usize::from(unpack(r.id).0)].as_str()));
+                Arc::new(names.collect::<StringArray>()) as ArrayRef
+            });
+            // The original strings of a graph keyed by strings, else the id (within its type).
+            let ids: ArrayRef = match kind {
+                IdKind::String => Arc::new(rows.iter().map(|r| Some(shard.key(r.slot))).collect::<StringArray>()),
+                IdKind::Int if types.is_some() => Arc::new(rows.iter().map(|r| unpack(r.id).1).collect::<Int64Array>()),
+                IdKind::Int => Arc::new(rows.iter().map(|r| r.id).collect::<Int64Array>()),
             };
             let values = rows.iter().flat_map(|&r| shard.saved_values(r, best).into_owned()).collect();
             writer.write(&learned_batch(types, ids, values, dim))?;

@@ -11,7 +11,8 @@ records add ``src_index``, ``dst_index`` ``[B]``, ``neg_index`` ``[B, K]``,
 ``edge_label_index`` ``[2, B + B*K]`` and ``edge_label``, with ``link_src``, ``link_dst`` and
 ``negatives`` (ids). Records of a graph keyed by strings add ``node_key``: a list of ``N``
 original strings. Typed records give ``HeteroData``: per node type ``x``, ``node_id``,
-``hop``, ``in_degree``, ``batch`` and ``root_index`` (the roots of that type), per relation
+``hop``, ``in_degree``, ``batch`` and ``root_index`` (the roots of that type) and in a graph
+keyed by strings ``node_key`` (a list of the type's nodes' strings), per relation
 ``(src, name, dst)`` ``edge_index`` (into its types' nodes), ``edge_weight``, ``edge_layers``
 and ``edge_attr``; the record-level arrays (``y``, ``root_id``; a link's ``src_index`` into
 its source type's nodes, ``dst_index`` and ``neg_index`` into its destination type's) at the
@@ -64,7 +65,8 @@ def _hetero(arrays: dict[str, np.ndarray], meta: RecordsMeta) -> HeteroData:
             relation = next(r for r in meta.relations if r.name == name)
             store = data[relation.src, relation.name, relation.dst]
         for field, value in part.items():
-            store[field] = _tensor(value)
+            # Strings stay a Python list: a tensor holds numbers only.
+            store[field] = value.tolist() if value.dtype == object else _tensor(value)
     local = local_index(arrays["node_type"])
     for key in _RECORD_KEYS:
         if key not in arrays:

@@ -17,7 +17,9 @@ import re
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import torch
 
 from graphflat import burnpack
@@ -26,33 +28,41 @@ from graphflat.commit import commit, new_run_id
 from graphflat.manifest import Manifest, read_manifest
 from graphflat.meta import RecordsMeta, Relation
 from graphflat.paths import filesystem_and_path, join
+from graphflat.pyg.learned import LearnedRows
 from graphflat.pyg.models import VARIANTS, GraphModel
 from graphflat.records import open_records
-from graphflat.table import NotCommittedError
+from graphflat.table import NotCommittedError, read_table
 
 #: The ``format`` of the ``model-<run>.json`` written here (GraphTrainer's).
 MODEL_FORMAT = 1
+#: The folder of a model's learned embedding table (``gnn::io::LEARNED_FOLDER``).
+LEARNED_FOLDER = "embeddings"
 _BURN_NAME = re.compile(r"^layers\.(\d+)\.[A-Za-z]+\.(.+)$")
 
 
-def load_model(path: str, *, filesystem: pafs.FileSystem | None = None) -> GraphModel:
+def load_model(path: str, *, filesystem: pafs.FileSystem | None = None, sparse: bool = False) -> GraphModel:
     """The committed model at ``path`` (a local directory or an ``s3://`` URI), in evaluation
-    mode. Its files are checked against the manifest (size and CRC-32 of every block)."""
+    mode. Its files are checked against the manifest (size and CRC-32 of every block).
+
+    A model with learned rows (``[train] learned_embedding_dim``) holds its table
+    (``<path>/embeddings``, read whole) as ``model.learned``
+    (:class:`~graphflat.pyg.learned.LearnedRows`), with sparse gradients when ``sparse``."""
     manifest = read_manifest(path, filesystem)
     if manifest is None:
         raise NotCommittedError(f"{path}: no committed model (no manifest): not a training output, or not committed")
     fs, root = filesystem_and_path(path, filesystem)
     described = json.loads(_read(fs, root, manifest, ".json"))
     spec = described["spec"]
+    learned = None
     if spec.get("learned_embedding_dim", 0):
-        raise NotImplementedError(
-            f"{path}: the model reads a learned embedding per node ({spec['learned_embedding_dim']} wide, in "
-            f"{path}/embeddings); graphflat.pyg runs models without one so far"
-        )
+        # Every part of the table the manifest lists, checked as read_table checks a table.
+        table = read_table(f"{path.rstrip('/')}/{LEARNED_FOLDER}", filesystem=filesystem)
+        learned = LearnedRows.from_table(table, spec["learned_embedding_dim"], sparse=sparse)
     tensors = burnpack.read(_read(fs, root, manifest, ".bpk"), f"{path} (run {manifest.run})")
-    model = GraphModel(spec, records_meta(described), dropout=0.0)
+    model = GraphModel(spec, records_meta(described), dropout=0.0, learned=learned)
     state = {_torch_name(name): torch.from_numpy(value) for name, value in tensors.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [name for name in missing if not name.startswith("learned.")]
     if missing or unexpected:
         raise ValueError(
             f"{path}: the weights do not fit the model its description names ({spec['kind']}): "
@@ -79,8 +89,15 @@ def save_model(
     meta = open_records(records).meta
     spec = module.spec
     _check_fits(spec, meta, records)
+    if spec.get("learned_embedding_dim", 0) and module.learned is None:
+        raise ValueError("the module reads learned rows and holds none (module.learned) to save as its table")
     run = new_run_id()
-    state = {name: value.detach().cpu().numpy().astype(np.float32) for name, value in module.state_dict().items()}
+    # The learned rows are the model's table, not weights.
+    state = {
+        name: value.detach().cpu().numpy().astype(np.float32)
+        for name, value in module.state_dict().items()
+        if not name.startswith("learned.")
+    }
     variant = "HeteroSage" if spec["kind"] == "sage" and spec.get("types") else VARIANTS[spec["kind"]]
     weights = burnpack.write({_burn_name(name, variant): value for name, value in state.items()})
     described = {
@@ -99,8 +116,14 @@ def save_model(
         f"model-{run}.bpk": weights,
         f"model-{run}.json": json.dumps(described, indent=2).encode(),
     }
+    rows = {}
+    if spec.get("learned_embedding_dim", 0):
+        table = module.learned.to_table()
+        if table.num_rows:
+            name = f"{LEARNED_FOLDER}/part-{run}-00000-00000.parquet"
+            files[name], rows[name] = _parquet(table), table.num_rows
     settings = {"producer": "graphflat (Python) save_model", "records": records, "model": spec["kind"]}
-    commit(path, run, files, "train", settings, overwrite=overwrite, filesystem=filesystem)
+    commit(path, run, files, "train", settings, overwrite=overwrite, filesystem=filesystem, rows=rows)
     return run
 
 
@@ -138,8 +161,9 @@ def _check_fits(spec: dict[str, Any], meta: RecordsMeta, records: str) -> None:
         problems.append(f"{spec['layers']} layers for records of {meta.hops} hops")
     if spec.get("task", "node") != meta.task:
         problems.append(f"a {spec.get('task', 'node')} model for {meta.task} records")
-    if not meta.typed and spec["input_dim"] != meta.feature_dim:
-        problems.append(f"input width {spec['input_dim']} for features {meta.feature_dim} wide")
+    features = spec["input_dim"] - spec.get("learned_embedding_dim", 0)
+    if not meta.typed and features != meta.feature_dim:
+        problems.append(f"input width {features} for features {meta.feature_dim} wide")
     if spec.get("edge_dim", 0) not in (0, meta.edge_feature_dim):
         problems.append(f"edge width {spec['edge_dim']} for edge features {meta.edge_feature_dim} wide")
     types = spec.get("types")
@@ -158,6 +182,13 @@ def _read(fs: pafs.FileSystem, root: str, manifest: Manifest, ending: str) -> by
         raise ValueError(f"{root}: the manifest (run {manifest.run}) lists no model*{ending} file")
     with CheckedFile(fs, join(root, part.name), manifest, part) as f:
         return f.read()
+
+
+def _parquet(table: pa.Table) -> bytes:
+    """``table`` as one Parquet file, zstd-compressed as the stages write theirs."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
 
 
 def _torch_name(burn: str) -> str:

@@ -25,6 +25,7 @@ start from different weights, and compute the same function of the same weights.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -43,6 +44,7 @@ from graphflat.pyg.layers import (
     RGCNLayer,
     SAGELayer,
 )
+from graphflat.pyg.learned import LearnedRows
 
 #: The Rust model's layer variant of each kind, as burnpack names it (``layers.<i>.<Variant>.``).
 VARIANTS = {"gcn": "Gcn", "sage": "Sage", "gat": "Gat", "gine": "Gine", "rgcn": "Rgcn"}
@@ -56,9 +58,19 @@ class GraphModel(nn.Module):
     (from the records' settings), or :func:`graphflat.pyg.load_model` (from a trained model).
     """
 
-    def __init__(self, spec: dict[str, Any], meta: RecordsMeta, dropout: float = 0.5, attention_dropout: float = 0.0):
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        meta: RecordsMeta,
+        dropout: float = 0.5,
+        attention_dropout: float = 0.0,
+        learned: LearnedRows | None = None,
+    ):
         super().__init__()
         self.spec, self.meta, self.dropout = spec, meta, dropout
+        # A model with learned rows (``spec["learned_embedding_dim"]``) reads each node's after
+        # its features: layer 1's input (a typed model's projections') is ``[x | row]``.
+        self.learned = learned
         kind, k = spec["kind"], spec["layers"]
         if k != meta.hops:
             raise ValueError(f"a {k}-layer model runs on records of {k} hops; these have {meta.hops}")
@@ -69,7 +81,7 @@ class GraphModel(nn.Module):
             raise ValueError(f"{kind.upper()} runs on homogeneous records; typed records take RGCN or SAGE")
         edge_dims = [r["edge_dim"] for r in types["relations"]] if types else []
         self.projections = nn.ModuleList(
-            Projection(t["width"], spec["hidden"]) for t in (types or {}).get("node_types", [])
+            Projection(t["width"] + t.get("learned", 0), spec["hidden"]) for t in (types or {}).get("node_types", [])
         )
         layers = []
         for i in range(k):
@@ -137,15 +149,29 @@ class GraphModel(nn.Module):
         distinct, rows = torch.unique(batch.node_id, return_inverse=True)
         first = torch.empty_like(distinct).scatter_(0, rows, torch.arange(len(rows), device=rows.device))
         h = _features(batch.x[first], self.spec["normalize_features"])
+        learned = self.spec.get("learned_embedding_dim", 0) > 0
+        if learned:
+            # The features dropped out, the rows not (they are parameters, as an Embedding's).
+            keys = [batch.node_key[i] for i in first.tolist()] if hasattr(batch, "node_key") else distinct
+            h = torch.cat([F.dropout(h, self.dropout, self.training), self._rows(keys, None)], 1)
         attr = self._edge_attr(getattr(batch, "edge_attr", None), self.spec.get("edge_stats"), self.spec["edge_dim"])
         for l, layer in enumerate(self.layers, start=1):
             e = _layer_edges(batch.edge_index, batch.edge_layers, l, len(rows), attr)
             e.rows = rows if l == 1 else None
             if self.spec["kind"] == "gcn":
                 e.norm = self._norm(batch.in_degree, l)
-            h = layer(F.dropout(h, self.dropout, self.training), e)
+            h = layer(h if l == 1 and learned else F.dropout(h, self.dropout, self.training), e)
             h = self._activate(h, l)
         return h
+
+    def _rows(self, keys, node_type: str | None) -> Tensor:
+        """The learned rows of the nodes ``keys`` (ids, or their strings) of ``node_type``."""
+        if self.learned is None:
+            raise ValueError(
+                "the model reads a learned row per node and holds none: load it with graphflat.pyg.load_model, "
+                "or build it with learned=LearnedRows(...)"
+            )
+        return self.learned.rows(keys, node_type)
 
     def _norm(self, in_degree: Tensor, l: int) -> Tensor:
         """Each node's in-degree as layer ``l`` counts it (capped by its fanout), plus one."""
@@ -180,8 +206,13 @@ class GraphModel(nn.Module):
         types = self.spec["types"]
         names = [t["name"] for t in types["node_types"]]
         normalize = self.spec["normalize_features"]
-        x = [_features(data[n].x, normalize) for n in names]
-        h = [p(F.dropout(v, self.dropout, self.training)) for p, v in zip(self.projections, x)]
+        x = [F.dropout(_features(data[n].x, normalize), self.dropout, self.training) for n in names]
+        for t, node_type in enumerate(types["node_types"]):
+            if node_type.get("learned", 0):
+                store = data[names[t]]
+                keys = store.node_key if hasattr(store, "node_key") else store.node_id
+                x[t] = torch.cat([x[t], self._rows(keys, names[t])], 1)
+        h = [p(v) for p, v in zip(self.projections, x)]
         relations = types["relations"]
         ends = [(r["src"], r["dst"]) for r in relations]
         stats = self.spec.get("relation_edge_stats") or [None] * len(relations)
@@ -246,13 +277,18 @@ def spec_for(
     normalize_edge_features: bool = False,
     decoder: str = "dot",
     bases: int = 0,
+    learned_embedding_dim: int = 0,
+    learned_embedding_types: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``ModelSpec`` of a ``kind`` model of records ``meta`` (what GraphTrainer writes)."""
+    """The ``ModelSpec`` of a ``kind`` model of records ``meta`` (what GraphTrainer writes);
+    with ``learned_embedding_dim``, each node (of ``learned_embedding_types`` in a typed model,
+    every type when empty) reads a learned row of that width after its features."""
     link = meta.task == "link"
     reads = edge_features and kind != "gcn"
     spec: dict[str, Any] = {
         "kind": kind,
-        "input_dim": 0 if meta.typed else meta.feature_dim,
+        "input_dim": 0 if meta.typed else meta.feature_dim + learned_embedding_dim,
+        "learned_embedding_dim": learned_embedding_dim,
         "hidden": hidden,
         "classes": classes,
         "layers": meta.hops,
@@ -274,7 +310,10 @@ def spec_for(
     if meta.typed:
         names = [n for n, _ in meta.node_types]
         spec["types"] = {
-            "node_types": [{"name": n, "width": w} for n, w in meta.node_types],
+            "node_types": [
+                {"name": n, "width": w, "learned": learned_embedding_dim if _reads(n, learned_embedding_types) else 0}
+                for n, w in meta.node_types
+            ],
             "relations": [
                 {
                     "name": r.name,
@@ -298,6 +337,11 @@ def spec_for(
     return spec
 
 
+def _reads(node_type: str, types: Sequence[str]) -> bool:
+    """Whether ``node_type``'s nodes read learned rows: named in ``types``, or ``types`` empty."""
+    return not types or node_type in types
+
+
 def _edge_stats(meta: RecordsMeta) -> list[dict | None] | None:
     """The records' edge feature statistics: one entry, or one per relation (``None`` for a
     relation without features); ``None`` when the records carry none."""
@@ -315,11 +359,20 @@ def _edge_stats(meta: RecordsMeta) -> list[dict | None] | None:
 
 def _kind(kind: str):
     def build(
-        meta: RecordsMeta, hidden: int, classes: int, *, dropout: float = 0.5, attention_dropout: float = 0.0, **options
+        meta: RecordsMeta,
+        hidden: int,
+        classes: int,
+        *,
+        dropout: float = 0.5,
+        attention_dropout: float = 0.0,
+        learned: LearnedRows | None = None,
+        **options,
     ) -> GraphModel:
-        return GraphModel(
-            spec_for(kind, meta, hidden=hidden, classes=classes, **options), meta, dropout, attention_dropout
-        )
+        if learned is not None:
+            options["learned_embedding_dim"] = learned.dim
+            options["learned_embedding_types"] = [t for t in learned.ids if t is not None]
+        spec = spec_for(kind, meta, hidden=hidden, classes=classes, **options)
+        return GraphModel(spec, meta, dropout, attention_dropout, learned)
 
     build.__name__ = build.__qualname__ = kind.upper()
     build.__doc__ = f"""A {kind.upper()} model of records ``meta`` (``open_records(path).meta``).
@@ -329,7 +382,9 @@ def _kind(kind: str):
     keys: ``heads``, ``output_heads`` (GAT), ``activation`` (``"relu"`` or ``"elu"``),
     ``normalize_features``, ``edge_features`` (read the records' edge features, default
     true), ``normalize_edge_features``, ``decoder`` (``"dot"`` or ``"mlp"``, link records),
-    ``bases`` (R-GCN), ``dropout`` and ``attention_dropout`` (training only).
+    ``bases`` (R-GCN), ``dropout`` and ``attention_dropout`` (training only); ``learned``
+    (:class:`~graphflat.pyg.learned.LearnedRows`, for example ``LearnedRows.of_records``): a
+    learned row per node, read after its features, trained with the model.
     """
     return build
 

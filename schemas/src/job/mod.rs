@@ -73,6 +73,11 @@ impl JobFile {
         if let Some(train) = &job.train {
             train.check()?;
         }
+        if let (Some(train), Some(flatten), Some(graph)) = (&job.train, &job.flatten, &job.graph)
+            && train.records == flatten.output
+        {
+            train.check_learned_types(graph)?;
+        }
         if let Some(infer) = &job.infer {
             infer.check()?;
         }
@@ -237,6 +242,20 @@ mod tests {
         let twice = err(train("learned_embedding_dim = 8\nlearned_embedding_types = [\"user\", \"item\", \"user\"]"));
         assert!(twice.contains("\"user\" twice"), "{twice}");
         assert!(err(train("learned_embedding_types = [\"user\"]")).contains("set learned_embedding_dim"));
+        // A type the job's [graph] does not have, when its [flatten] writes the records.
+        let graph = "[graph.node_types.user]\ntable = 'u'\n[graph.node_types.item]\ntable = 'i'\n\
+                     [graph.relations.buys]\nsrc = 'user'\ndst = 'item'\ntable = 'b'\n\
+                     [flatten]\noutput = 'r'\ntarget_type = 'user'\n";
+        let typed = |records: &str, types: &str| {
+            JobFile::parse(&format!(
+                "{graph}[train]\nrecords = '{records}'\noutput = 'm'\nlearned_embedding_dim = 8\n\
+                 learned_embedding_types = {types}\n"
+            ))
+        };
+        let unknown = err(typed("r", "['user', 'buyer']"));
+        assert!(unknown.contains("\"buyer\", no node type of [graph] (item, user)"), "{unknown}");
+        assert!(typed("r", "['user']").is_ok());
+        assert!(typed("other-records", "['buyer']").is_ok(), "records of another graph are checked when read");
     }
 
     #[test]

@@ -345,6 +345,19 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// With the job's `[graph]`, when its `[flatten]` writes the records this section reads:
+    /// every name of `learned_embedding_types` is one of the graph's node types, found before
+    /// any stage runs (the records name their types only once flattened).
+    pub fn check_learned_types(&self, graph: &super::GraphConfig) -> Result<(), JobError> {
+        let Some(unknown) = self.learned_embedding_types.iter().find(|t| !graph.node_types.contains_key(*t)) else {
+            return Ok(());
+        };
+        let known: Vec<&str> = graph.node_types.keys().map(String::as_str).collect();
+        let problem =
+            format!("learned_embedding_types names {unknown:?}, no node type of [graph] ({})", known.join(", "));
+        Err(JobError::invalid("train", problem))
+    }
+
     /// The learned embedding table's settings, `None` without one.
     pub fn learned(&self) -> Option<LearnedConfig> {
         (self.learned_embedding_dim > 0).then_some(LearnedConfig {
