@@ -1,7 +1,14 @@
 //! The commit the binary is built from, for `graphflat --version` and the job's report:
-//! `GRAPHFLAT_COMMIT`, "unknown" outside a git checkout.
+//! `GRAPHFLAT_COMMIT` (from the environment when set, as the Dockerfile sets it; else git's
+//! HEAD), "unknown" outside a git checkout.
 
 fn main() {
+    // A build without the history (the Dockerfile's) is told the commit.
+    println!("cargo:rerun-if-env-changed=GRAPHFLAT_COMMIT");
+    if let Some(commit) = std::env::var("GRAPHFLAT_COMMIT").ok().filter(|c| !c.is_empty() && c != "unknown") {
+        println!("cargo:rustc-env=GRAPHFLAT_COMMIT={commit}");
+        return;
+    }
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()

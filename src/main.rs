@@ -54,7 +54,9 @@ enum Command {
     Run {
         /// The job file (TOML). See jobs/ for commented examples.
         job: PathBuf,
-        /// This process's index in [cluster] (overrides the file's `process`).
+        /// This process's index in [cluster] (overrides the file's `process`). Without it, a
+        /// process takes its index from JOB_COMPLETION_INDEX when set (each pod of a Kubernetes
+        /// indexed Job has its own; see deploy/kubernetes/).
         #[arg(long)]
         process: Option<usize>,
         /// How many processes take part (overrides [cluster] processes; without [cluster]
@@ -335,7 +337,7 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> 
     let text = String::from_utf8(bytes)
         .map_err(|e| Exit::usage(format!("job file {}: not UTF-8 text ({e})", path.display())))?;
     let mut job = JobFile::parse(&text).map_err(|e| Exit::usage(format!("in job file {}: {e}", path.display())))?;
-    if let Some(p) = process {
+    if let Some(p) = process.map(Ok).or_else(scheduled_index).transpose()? {
         job.cluster.process = p;
     }
     if let Some(n) = processes {
@@ -358,6 +360,17 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> 
         )));
     }
     Ok((job, text))
+}
+
+/// The variable a scheduler sets to each process's index: Kubernetes sets it in every pod of an
+/// indexed Job.
+const SCHEDULED_INDEX: &str = "JOB_COMPLETION_INDEX";
+
+/// This process's index as its scheduler gave it ([`SCHEDULED_INDEX`]), when set.
+fn scheduled_index() -> Option<Result<usize>> {
+    let value = std::env::var_os(SCHEDULED_INDEX)?;
+    let index = value.to_str().and_then(|v| v.trim().parse().ok());
+    Some(index.ok_or_else(|| Exit::usage(format!("{SCHEDULED_INDEX} = {value:?} is no process index (0, 1, ...)"))))
 }
 
 /// Runs the job's stages, then writes its report (process 0; see `job_report`).

@@ -7,6 +7,7 @@ mod common;
 
 mod bad_input;
 mod cora_exact;
+mod deploy;
 mod determinism;
 mod edge_features;
 mod edge_models;

@@ -215,3 +215,139 @@ fn a_terminated_process_of_two_leaves_the_committed_rows_to_every_reader() {
     assert!(!out.join("_temporary").exists(), "the stopped run's staged parts remain");
     assert_every_reader_reads_the_manifest(&[&out]);
 }
+
+/// Two network stacks joined by a wire, as two machines or two pods: network namespaces `a`
+/// and `b`, a veth pair between them (10.77.`net`.1 and .2) with a delay each way (`tc netem`;
+/// a 200 Mbit/s limit, `tbf`, on a kernel without netem),
+/// and in each namespace an /etc/hosts (`ip netns exec` mounts /etc/netns/<name>/hosts) that
+/// names them `graphflat-0.graphflat` and `graphflat-1.graphflat`, as a headless Service names
+/// an indexed Job's pods. Removed when dropped. `None` (said on stderr) where this user may not
+/// make namespaces (not root, no `ip`).
+struct Wire {
+    spaces: [String; 2],
+    net: u32,
+}
+
+impl Wire {
+    fn new(net: u32) -> Option<Wire> {
+        let tag = std::process::id() % 100_000;
+        let spaces = [format!("gf{tag}-{net}a"), format!("gf{tag}-{net}b")];
+        let ok = |args: &[&str]| Command::new("ip").args(args).status().is_ok_and(|s| s.success());
+        if !ok(&["netns", "add", &spaces[0]]) {
+            eprintln!("SKIPPED: cannot make network namespaces here (needs root and iproute2)");
+            return None;
+        }
+        let wire = Wire { spaces, net };
+        let [a, b] = &wire.spaces;
+        let ends = [format!("gfv{tag}{net}a"), format!("gfv{tag}{net}b")];
+        assert!(ok(&["netns", "add", b]));
+        assert!(ok(&["link", "add", &ends[0], "netns", a, "type", "veth", "peer", "name", &ends[1], "netns", b]));
+        for (i, (space, end)) in wire.spaces.iter().zip(&ends).enumerate() {
+            assert!(ok(&["-n", space, "addr", "add", &format!("10.77.{net}.{}/24", i + 1), "dev", end]));
+            assert!(ok(&["-n", space, "link", "set", end, "up"]));
+            assert!(ok(&["-n", space, "link", "set", "lo", "up"]));
+            // A delay where the kernel has netem; else a bandwidth limit (tbf), said on stderr.
+            let qdisc = |rule: &[&str]| {
+                let args = [&["-n", space.as_str(), "qdisc", "add", "dev", end.as_str(), "root"][..], rule].concat();
+                Command::new("tc").args(args).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+            };
+            if !qdisc(&["netem", "delay", "2ms"]) {
+                eprintln!("no netem in this kernel: the wire is limited to 200 Mbit/s instead of delayed");
+                assert!(qdisc(&["tbf", "rate", "200mbit", "burst", "64kb", "latency", "50ms"]));
+            }
+            let etc = Path::new("/etc/netns").join(space);
+            std::fs::create_dir_all(&etc).unwrap();
+            let hosts = format!(
+                "127.0.0.1 localhost\n10.77.{net}.1 graphflat-0.graphflat\n10.77.{net}.2 graphflat-1.graphflat\n"
+            );
+            std::fs::write(etc.join("hosts"), hosts).unwrap();
+        }
+        Some(wire)
+    }
+
+    /// `graphflat run job` in namespace `index`, with `JOB_COMPLETION_INDEX = index` and no
+    /// `--process`, as a pod of an indexed Job starts.
+    fn spawn(&self, index: usize, job: &Path) -> std::process::Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.spaces[index], env!("CARGO_BIN_EXE_graphflat"), "run", job.to_str().unwrap()])
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Cuts the wire (no reset reaches either side: the link just goes quiet).
+    fn cut(&self) {
+        let end = format!("gfv{}{}a", std::process::id() % 100_000, self.net);
+        assert!(
+            Command::new("ip").args(["-n", &self.spaces[0], "link", "set", &end, "down"]).status().unwrap().success()
+        );
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        for space in &self.spaces {
+            let _ = Command::new("ip").args(["netns", "del", space]).status();
+            let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(space));
+        }
+    }
+}
+
+/// `[cluster]` of two processes of one worker named by a template, as in deploy/kubernetes/.
+fn scheduled() -> Job {
+    Job::cluster()
+        .key("workers", 1)
+        .key("processes", 2)
+        .key("hosts", "graphflat-{i}.graphflat:2101")
+        .key("peer_timeout_s", 4)
+}
+
+#[test]
+fn two_processes_on_two_network_stacks_named_by_a_template_give_one_process_outputs() {
+    let Some(wire) = Wire::new(1) else { return };
+    let dir = scratch("processes-wire");
+    let data = dir.join("graph");
+    generate(&data, 1200, 6, 8, 4);
+    let threads = dir.join("threads");
+    run_ok(&stages(&data, &threads, 3).write(&dir, "threads"), &["--workers", "2"]);
+    let procs = dir.join("wire");
+    let job = scheduled().and(stages(&data, &procs, 3)).write(&dir, "wire");
+    let mut children = Children(vec![wire.spawn(0, &job), wire.spawn(1, &job)]);
+    for child in std::mem::take(&mut children.0) {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    assert!(read_records(&threads.join("flat")) == read_records(&procs.join("flat")), "records differ");
+    let model = |dir: &Path| std::fs::read(committed(&dir.join("model"), "model.bpk")).unwrap();
+    assert!(model(&threads) == model(&procs), "the models differ");
+    let (a, b) = (read_batches(&threads.join("scores")), read_batches(&procs.join("scores")));
+    assert_eq!(sorted_rows(&a), sorted_rows(&b), "scores differ");
+}
+
+#[test]
+fn a_cut_wire_ends_both_processes_with_75_within_the_peer_timeout() {
+    let Some(wire) = Wire::new(2) else { return };
+    let dir = scratch("processes-cut");
+    let data = dir.join("graph");
+    generate(&data, 1200, 6, 8, 4);
+    let out = dir.join("run");
+    let job = scheduled().and(stages(&data, &out, 100000)).write(&dir, "cut");
+    let mut children = Children(vec![wire.spawn(0, &job), wire.spawn(1, &job)]);
+    let started = Instant::now();
+    while !out.join("flat").join("_SUCCESS").exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the flatten stage did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    wire.cut();
+    let cut = Instant::now();
+    for process in [1, 0] {
+        let result = children.0.remove(process).wait_with_output().unwrap();
+        // peer_timeout_s (4) and a bound: a second of heartbeat and the stages' abort.
+        assert!(cut.elapsed() < Duration::from_secs(4 + 10), "took {:?}", cut.elapsed());
+        assert_fails(&result, 75, &["sent nothing for 4s", "peer_timeout_s"]);
+    }
+    assert!(!has_weights(&out.join("model")));
+}

@@ -6,7 +6,7 @@
 //! then the connection's [`Channel`]; it accepts the processes above it.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// One socket per process, `None` at this process's own index.
@@ -47,8 +47,9 @@ impl Connections {
 /// Connects this process (`me`) to every other in `addresses` within `timeout`.
 pub fn connect(addresses: &[String], me: usize, timeout: Duration) -> Result<Connections, String> {
     let deadline = Instant::now() + timeout;
-    let listener = TcpListener::bind(&addresses[me])
-        .map_err(|e| format!("process {me} cannot listen on {}: {e}", addresses[me]))?;
+    let listen = listen_address(&addresses[me]).map_err(|e| format!("process {me}: [cluster] hosts: {e}"))?;
+    let listener = TcpListener::bind(listen)
+        .map_err(|e| format!("process {me} cannot listen on {listen} ({}): {e}", addresses[me]))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let none = || (0..addresses.len()).map(|_| None).collect();
     let mut connections = Connections { data: none(), heartbeat: none() };
@@ -88,6 +89,33 @@ pub fn connect(addresses: &[String], me: usize, timeout: Duration) -> Result<Con
     }
 }
 
+/// Where a process whose address is `own` (`host:port`) listens: there when it is a loopback
+/// address (a cluster on one machine stays off the network), else on every interface at its
+/// port. A pod's own name may not resolve when it starts (a headless Service publishes it once
+/// the pod runs) and a machine may know itself by another address than its peers do: peers
+/// dial the name, retrying until `connect_timeout_s`.
+fn listen_address(own: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = own.parse::<SocketAddr>() {
+        return Ok(if address.ip().is_loopback() { address } else { unspecified(address.ip(), address.port()) });
+    }
+    let Some((host, port)) = own.rsplit_once(':') else {
+        return Err(format!("{own:?} has no port (host:port)"));
+    };
+    let port: u16 = port.parse().map_err(|_| format!("{own:?}: {port:?} is no port"))?;
+    if host == "localhost" {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+    }
+    Ok(unspecified(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+}
+
+/// Every interface of `ip`'s family, at `port`.
+fn unspecified(ip: IpAddr, port: u16) -> SocketAddr {
+    match ip {
+        IpAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+        IpAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+    }
+}
+
 /// Reads an accepted connection's handshake; a stray connection that does not send one within
 /// a few seconds, or names no process above this one, is dropped (`None`).
 fn accept(mut stream: TcpStream, me: usize, processes: usize) -> Result<Option<(usize, Channel, TcpStream)>, String> {
@@ -121,4 +149,24 @@ fn try_connect(address: &str, me: usize, channel: Channel) -> Option<TcpStream> 
     hello[8] = channel as u8;
     stream.write_all(&hello).ok()?;
     Some(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback address is listened on as it is; a name or another address on every
+    /// interface at its port; an address without a port is named.
+    #[test]
+    fn a_process_listens_on_loopback_as_given_and_elsewhere_on_every_interface() {
+        let at = |own: &str| listen_address(own).map(|a| a.to_string());
+        assert_eq!(at("127.0.0.1:2101"), Ok("127.0.0.1:2101".into()));
+        assert_eq!(at("[::1]:2101"), Ok("[::1]:2101".into()));
+        assert_eq!(at("localhost:2103"), Ok("127.0.0.1:2103".into()));
+        assert_eq!(at("graphflat-0.graphflat:2101"), Ok("0.0.0.0:2101".into()));
+        assert_eq!(at("10.0.0.7:2102"), Ok("0.0.0.0:2102".into()));
+        assert_eq!(at("[fd00::7]:2102"), Ok("[::]:2102".into()));
+        assert!(at("graphflat-0").unwrap_err().contains("no port"));
+        assert!(at("graphflat-0:http").unwrap_err().contains("\"http\" is no port"));
+    }
 }

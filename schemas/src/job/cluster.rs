@@ -30,6 +30,10 @@ pub struct ClusterConfig {
     /// This process's index, 0-based (usually given on the command line with `--process`).
     pub process: usize,
     /// `host:port` of every process, in process order. Empty: `127.0.0.1:2101`, `:2102`, ...
+    /// In a job file either a list or one template holding `{i}`, the process index
+    /// (`"graphflat-{i}.graphflat:2101"`: the pods of a Kubernetes indexed Job behind a
+    /// headless Service), expanded here for every process.
+    #[serde(deserialize_with = "hosts")]
     pub hosts: Vec<String>,
     /// Seconds a process waits for the others to connect before it gives up.
     pub connect_timeout_s: u64,
@@ -37,6 +41,40 @@ pub struct ClusterConfig {
     /// stopped process, a network cut without a reset) and ends the job. Every process sends a
     /// heartbeat each second on its own connection, so busy peers are never judged gone.
     pub peer_timeout_s: u64,
+}
+
+/// The placeholder of a `hosts` template: the process index.
+pub const HOST_INDEX: &str = "{i}";
+
+/// A template's entries are kept as the template itself, marked by [`HOST_INDEX`]; a list as
+/// it is. [`ClusterConfig::addresses`] expands the template once `processes` is final (the
+/// command line may set it).
+fn hosts<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    struct Hosts;
+    impl<'de> serde::de::Visitor<'de> for Hosts {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(
+                "a list of \"host:port\", one a process, or one template holding {i} (\"graphflat-{i}.svc:2101\")",
+            )
+        }
+        fn visit_str<E: serde::de::Error>(self, template: &str) -> Result<Self::Value, E> {
+            if !template.contains(HOST_INDEX) {
+                return Err(E::custom(format!(
+                    "hosts = {template:?} is one string: a template holds {HOST_INDEX} (the process index), or list every process's \"host:port\""
+                )));
+            }
+            Ok(vec![template.to_owned()])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(host) = seq.next_element::<String>()? {
+                out.push(host);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_any(Hosts)
 }
 
 impl Default for ClusterConfig {
@@ -76,7 +114,7 @@ impl ClusterConfig {
                 "peer_timeout_s must be at least 2 (heartbeats go out every second)",
             ));
         }
-        if !self.hosts.is_empty() && self.hosts.len() != self.processes {
+        if !self.is_template() && !self.hosts.is_empty() && self.hosts.len() != self.processes {
             return Err(JobError::invalid(
                 "cluster",
                 format!("hosts lists {} entries for {} processes", self.hosts.len(), self.processes),
@@ -90,12 +128,47 @@ impl ClusterConfig {
         if self.workers > 0 { self.workers } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
     }
 
-    /// Every process's address, defaults filled in.
+    /// Whether `hosts` is one template (see [`ClusterConfig::hosts`]).
+    fn is_template(&self) -> bool {
+        matches!(&self.hosts[..], [one] if one.contains(HOST_INDEX))
+    }
+
+    /// Every process's address, defaults filled in and a template expanded.
     pub fn addresses(&self) -> Vec<String> {
-        if self.hosts.is_empty() {
-            (0..self.processes).map(|i| format!("127.0.0.1:{}", DEFAULT_FIRST_PORT + i)).collect()
-        } else {
-            self.hosts.clone()
+        match &self.hosts[..] {
+            [] => (0..self.processes).map(|i| format!("127.0.0.1:{}", DEFAULT_FIRST_PORT + i)).collect(),
+            [template] if self.is_template() => {
+                (0..self.processes).map(|i| template.replace(HOST_INDEX, &i.to_string())).collect()
+            }
+            listed => listed.to_vec(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(text: &str) -> Result<ClusterConfig, String> {
+        let config: ClusterConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.check().map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    /// A template names every process's host by its index, for any process count; a list
+    /// names each; a string without `{i}` is neither.
+    #[test]
+    fn hosts_are_a_list_or_a_template_of_the_process_index() {
+        let template = cluster("processes = 3\nhosts = \"graphflat-{i}.graphflat:2101\"").unwrap();
+        let want = ["graphflat-0.graphflat:2101", "graphflat-1.graphflat:2101", "graphflat-2.graphflat:2101"];
+        assert_eq!(template.addresses(), want);
+        let listed = cluster("processes = 2\nhosts = [\"a:1\", \"b:2\"]").unwrap();
+        assert_eq!(listed.addresses(), ["a:1", "b:2"]);
+        assert_eq!(cluster("processes = 2").unwrap().addresses(), ["127.0.0.1:2101", "127.0.0.1:2102"]);
+        let plain = cluster("processes = 2\nhosts = \"graphflat:2101\"").unwrap_err();
+        assert!(plain.contains("a template holds {i}"), "{plain}");
+        let short = cluster("processes = 3\nhosts = [\"a:1\", \"b:2\"]").unwrap_err();
+        assert!(short.contains("hosts lists 2 entries for 3 processes"), "{short}");
+        assert!(cluster("hosts = 7").unwrap_err().contains("one template holding {i}"));
     }
 }
