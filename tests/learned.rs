@@ -424,3 +424,48 @@ fn a_table_larger_than_a_process_may_hold_trains_across_two_processes() {
     let largest: f64 = line.split("at most ").nth(1).and_then(|t| t.split(' ').next()).unwrap().parse().unwrap();
     assert!(largest < share * 1.1, "{line}: a process holds more than its half ({share:.1} MB)");
 }
+
+/// A run stopped after 2 epochs and resumed from its checkpoints reaches the uninterrupted
+/// run's weights, learned table and metrics, bit for bit, on 2 workers: each worker's rows come
+/// back with their moments, step count and kept best copy. Each checkpoint replaces the
+/// previous one's rows; a job of another learned width cannot resume from them.
+#[test]
+fn a_resumed_run_with_learned_rows_reaches_the_uninterrupted_one() {
+    let dir = scratch("learned-resume");
+    let data = featureless_graph(&dir, &[]);
+    let flat = dir.join("flat");
+    let flatten = Job::flatten(&data, &flat).key("task", "link").key("fanouts", vec![5, 5]);
+    run_ok(&flatten.write(&dir, "flatten"), &["--workers", "2"]);
+    let job = |model: &Path, epochs: i64| {
+        Job::train(&flat, model)
+            .key("model", "sage")
+            .key("hidden", 16)
+            .key("embedding_dim", 8)
+            .key("learned_embedding_dim", 12)
+            .key("epochs", epochs)
+            .key("patience", 5)
+            .key("batch_size", 32)
+            .key("seed", 7)
+            .key("checkpoint_every", 2)
+    };
+    run_ok(&job(&dir.join("whole"), 6).write(&dir, "whole"), &["--workers", "2"]);
+    let model = dir.join("resumed");
+    run_ok(&job(&model, 2).write(&dir, "first"), &["--workers", "2"]);
+    run_ok(&job(&model, 6).key("resume", true).write(&dir, "resume"), &["--workers", "2"]);
+    assert!(table_bits(&dir.join("whole")) == table_bits(&model), "the learned table differs after resuming");
+    for file in ["model.bpk", "metrics.jsonl"] {
+        let whole = std::fs::read(committed(&dir.join("whole"), file)).unwrap();
+        assert!(whole == std::fs::read(committed(&model, file)).unwrap(), "{file} differs after resuming");
+    }
+    // Each worker's last checkpoint keeps its rows; the earlier ones' are gone, and so are the
+    // first run's (the resumed run's commit removes the checkpoints of runs that have ended).
+    let rows: Vec<String> = std::fs::read_dir(model.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("-rows-"))
+        .collect();
+    assert!(rows.len() == 2 && rows.iter().all(|n| n.ends_with("-rows-6.bin")), "{rows:?}");
+    let wider = job(&model, 8).key("learned_embedding_dim", 16).key("resume", true);
+    let out = run(&wider.write(&dir, "wider"), &["--workers", "2"]);
+    assert_fails(&out, 66, &["checkpoints"]);
+}

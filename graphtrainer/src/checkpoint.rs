@@ -35,6 +35,10 @@ pub struct Checkpoint {
     pub metrics: String,
     #[serde(default)]
     pub timings: String,
+    /// A model with learned rows: the object in the checkpoints directory holding this
+    /// worker's share of the table at this epoch (`crate::learned::checkpoint`).
+    #[serde(default)]
+    pub learned_rows: Option<String>,
 }
 
 /// The directory of a training output's checkpoints.

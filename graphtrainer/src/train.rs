@@ -390,16 +390,10 @@ impl<T: Learner> Setup<T> {
     }
 }
 
-/// A model reads something of every node: its features, or a learned embedding; the learned
-/// table is not in checkpoints (a job checks that before any stage runs, `TrainConfig::check`;
-/// this is for a caller that builds its config by hand).
+/// A model reads something of every node: its features, or a learned embedding; and only a
+/// typed model names types with learned rows.
 fn check_learned_input(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let place = set.place.shown();
-    if config.learned_embedding_dim > 0 && (config.checkpoint_every > 0 || config.resume) {
-        return Err(Error::Usage(
-            "[train] learned_embedding_dim: checkpoints do not hold the learned table yet".into(),
-        ));
-    }
     if !config.learned_embedding_types.is_empty() && set.meta.types.is_none() {
         return Err(Error::Usage(format!(
             "[train] learned_embedding_types names node types, and the records in {place} are of a homogeneous \
@@ -583,6 +577,18 @@ impl Start {
                     c.params.len()
                 )));
             }
+            if let Some(learned) = &setup.learned {
+                let Some(rows) = &c.learned_rows else {
+                    return Err(Error::Resume(format!(
+                        "the checkpoints in {} hold no learned table: resume with the learned_embedding_dim they were \
+                         written with",
+                        checkpoint::dir(output).shown()
+                    )));
+                };
+                let place = checkpoint::dir(output).child(rows);
+                let io = &setup.source.set().io;
+                crate::learned::checkpoint::load(io, &place, &mut learned.borrow().shard.borrow_mut())?;
+            }
             if index == 0 {
                 tracing::info!("train: resuming after epoch {} from {}", c.epoch, checkpoint::dir(output).shown());
             }
@@ -693,6 +699,16 @@ pub fn train_fed<T: Learner>(
         if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
             let shard = server.shard_state().ok_or_else(|| Error::Internal("server shard missing".into()))?;
             let (metrics, timings) = log.as_ref().map(MetricsLog::texts).unwrap_or_default();
+            // The learned rows first: the checkpoint that names them is written after them.
+            let learned_rows = match &setup.learned {
+                Some(learned) => {
+                    let name = crate::learned::checkpoint::name(&run, index, epoch + 1);
+                    let place = checkpoint::dir(&output).child(&name);
+                    crate::learned::checkpoint::save(&io, place, &learned.borrow().shard.borrow())?;
+                    Some(name)
+                }
+                None => None,
+            };
             let checkpoint = Checkpoint {
                 epoch: epoch + 1,
                 workers: worker.peers(),
@@ -701,8 +717,14 @@ pub fn train_fed<T: Learner>(
                 tracker: tracker.clone(),
                 metrics,
                 timings,
+                learned_rows,
             };
             checkpoint.save(&io, &output, &run, index)?;
+            // The previous checkpoint's rows are no checkpoint's now.
+            if setup.learned.is_some() && epoch + 1 > config.checkpoint_every {
+                let old = crate::learned::checkpoint::name(&run, index, epoch + 1 - config.checkpoint_every);
+                io.block_on(checkpoint::dir(&output).child(&old).remove())?;
+            }
         }
         if tracker.should_stop(setup.keys.patience) {
             if index == 0 {

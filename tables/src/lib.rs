@@ -39,6 +39,7 @@ pub mod place;
 pub mod read;
 pub mod report_page;
 pub mod staging;
+pub mod streamed;
 pub mod table;
 mod upload;
 

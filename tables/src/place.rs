@@ -302,6 +302,14 @@ impl Place {
             .map_err(|source| self.store_error("cannot write", source))
     }
 
+    /// Removes the object; one that is not there is no error.
+    pub async fn remove(&self) -> Result<(), Error> {
+        match self.store.delete(&self.path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(self.store_error("cannot remove", source)),
+        }
+    }
+
     /// The object's size in bytes; `None` if there is none.
     pub async fn size(&self) -> Result<Option<u64>, Error> {
         self.head().await.map(|meta| meta.map(|m| m.size))

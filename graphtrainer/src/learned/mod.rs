@@ -18,6 +18,7 @@
 //! manifest: `pandas.read_parquet("<model>/embeddings")` reads the committed table. With early
 //! stopping each shard keeps a copy of its rows at the best validation epoch, as the weights.
 
+pub mod checkpoint;
 pub mod pull;
 pub mod shard;
 

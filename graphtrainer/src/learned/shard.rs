@@ -18,7 +18,7 @@ const INIT: u64 = 0x1ea2_6ed0;
 #[derive(Debug, Clone)]
 pub struct RowShard {
     pub dim: usize,
-    config: LearnedConfig,
+    pub(super) config: LearnedConfig,
     seed: u64,
     index: IdMap<i64, u32>,
     /// Each row's id, in creation order.
@@ -27,17 +27,17 @@ pub struct RowShard {
     pub values: Vec<f32>,
     /// Adam: first and second moments, `dim` a row; Adagrad: the sum of squares in `first`,
     /// one a row.
-    first: Vec<f32>,
-    second: Vec<f32>,
+    pub(super) first: Vec<f32>,
+    pub(super) second: Vec<f32>,
     /// Optimizer steps this shard applied, each a step that touched one of its rows (Adam's bias
     /// correction; torch's `SparseAdam` counts its `step()` calls on the whole table).
-    steps: u64,
+    pub(super) steps: u64,
     /// The rows at the best validation epoch, when asked to keep them ([`RowShard::keep_best`]).
-    best: Option<Vec<f32>>,
+    pub(super) best: Option<Vec<f32>>,
     /// A graph keyed by strings: each row's original string, one after another, ending at its
     /// `key_ends` entry (slot order); empty for integer ids.
-    keys: String,
-    key_ends: Vec<usize>,
+    pub(super) keys: String,
+    pub(super) key_ends: Vec<usize>,
 }
 
 /// A row to save: its id and its slot here (for its values and original string).
@@ -81,6 +81,22 @@ impl RowShard {
             best: None,
             keys: String::new(),
             key_ends: Vec::new(),
+        }
+    }
+
+    /// Indexes the rows by id after their arrays were filled whole (a checkpoint read back).
+    pub(super) fn reindex(&mut self) {
+        self.index = IdMap::default();
+        for (slot, &id) in self.ids.iter().enumerate() {
+            self.index.insert(id, slot as u32);
+        }
+    }
+
+    /// The optimizer's values a row in `first`: Adam's first moment, or Adagrad's one sum.
+    pub(super) fn state_width(&self) -> usize {
+        match self.config.optimizer {
+            SparseOptimizerKind::Adam => self.dim,
+            SparseOptimizerKind::Adagrad => 1,
         }
     }
 

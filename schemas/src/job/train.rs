@@ -491,14 +491,6 @@ impl TrainConfig {
                 ),
             ));
         }
-        // Checked with the job, not when training starts: a job's earlier stages would have run.
-        if self.learned_embedding_dim > 0 && (self.checkpoint_every > 0 || self.resume) {
-            return Err(JobError::invalid(
-                "train",
-                "learned_embedding_dim: checkpoints do not hold the learned table yet; set checkpoint_every = 0 and \
-                 resume = false",
-            ));
-        }
         let types = &self.learned_embedding_types;
         if let Some(twice) = types.iter().enumerate().find(|(i, t)| types[..*i].contains(t)).map(|(_, t)| t) {
             return Err(JobError::invalid("train", format!("learned_embedding_types names {twice:?} twice")));
