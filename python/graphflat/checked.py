@@ -11,6 +11,8 @@ which hands it the span's bytes without a copy.
 from __future__ import annotations
 
 import io
+import os
+import stat
 import zlib
 
 import pyarrow as pa
@@ -24,6 +26,13 @@ class ChangedError(ValueError):
     commit, or another run replaced the output while it was read."""
 
 
+def refuse_special(fs: pafs.FileSystem, where: str, run: str) -> None:
+    """Raises :class:`ChangedError` when a local FIFO, socket or device lies where run ``run``'s
+    manifest lists a part: opening or reading one would block, or never end."""
+    if isinstance(fs, pafs.LocalFileSystem) and os.path.exists(where) and not stat.S_ISREG(os.stat(where).st_mode):
+        raise ChangedError(f"{where}: not a regular file where the manifest of run {run} lists a part")
+
+
 class CheckedFile(io.RawIOBase):
     """The part ``part`` of the output committed by ``manifest``, at ``where`` on ``fs``.
 
@@ -33,6 +42,7 @@ class CheckedFile(io.RawIOBase):
 
     def __init__(self, fs: pafs.FileSystem, where: str, manifest: Manifest, part: Part) -> None:
         super().__init__()
+        refuse_special(fs, where, manifest.run)
         self._file = fs.open_input_file(where)
         self._where, self._run, self._part = where, manifest.run, part
         size = self._file.size()

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from graphflat.manifest import BLOCK_BYTES, FORMAT, KEY, MANIFEST, SUCCESS, read_manifest
+from graphflat.manifest import BLOCK_BYTES, FORMAT, KEY, MANIFEST, SUCCESS, Manifest, read_manifest
 from graphflat.paths import filesystem_and_path, join
 
 TEMPORARY = "_temporary"
@@ -77,6 +77,7 @@ def commit(
         raise CommittedError(f"{path}: holds a {previous.stage} output of run {previous.run}, not a {stage} output")
     if previous is not None and not overwrite:
         raise CommittedError(f"{path}: holds run {previous.run}'s committed output; pass overwrite=True to replace it")
+    _no_foreign_files(fs, root, previous, files)
     staging = join(root, f"{TEMPORARY}/{run}")
     fs.create_dir(staging, recursive=True)
     for name, data in files.items():
@@ -145,6 +146,23 @@ def _remove(fs: pafs.FileSystem, where: str) -> None:
         fs.delete_file(where)
     except FileNotFoundError:
         pass
+
+
+def _no_foreign_files(fs: pafs.FileSystem, root: str, previous: Manifest | None, files: dict[str, bytes]) -> None:
+    """Raises :class:`CommittedError` when a folder the commit writes into, or the replaced
+    output's parts lie in (a model's ``embeddings/``), holds a file no manifest lists: a reader
+    of the folder would read it beside the parts, and removing it is not this commit's to do
+    (GraphTrainer refuses the same)."""
+    listed = {part.name for part in previous.parts} if previous is not None else set()
+    folders = {os.path.dirname(name) for name in list(files) + sorted(listed) if os.path.dirname(name)}
+    for folder in sorted(folders):
+        for info in fs.get_file_info(pafs.FileSelector(join(root, folder), allow_not_found=True, recursive=True)):
+            name = os.path.relpath(info.path, root)
+            if info.type != pafs.FileType.Directory and name not in listed:
+                raise CommittedError(
+                    f"{info.path}: not a part this project wrote, in a folder the commit writes; move it away "
+                    "(not even overwrite takes it)"
+                )
 
 
 def _remove_empty(fs: pafs.FileSystem, where: str) -> None:

@@ -127,6 +127,12 @@ class Records:
     def __len__(self) -> int:
         return self.manifest.rows
 
+    @property
+    def keyed_by_strings(self) -> bool:
+        """Whether the records' graph is keyed by strings (they carry ``node_keys``)."""
+        footer = next(iter(self._footers.values()))
+        return "node_keys" in footer.schema.to_arrow_schema().names
+
     def splits(self) -> dict[str | None, int]:
         """Records per split, from each row group's statistics or, where it has none (an
         earlier version's records), its split column (``MIXED``: a row group of several)."""

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from graphflat.checked import ChangedError
+from graphflat.checked import ChangedError, refuse_special
 from graphflat.manifest import Manifest, Part, read_manifest
 from graphflat.paths import filesystem_and_path, join
 
@@ -73,6 +73,7 @@ def _read_folder(path: str, columns, filesystem: pafs.FileSystem | None) -> pa.T
 def _read_part(fs: pafs.FileSystem, root: str, manifest: Manifest, part: Part, columns) -> pa.Table:
     """One part's rows, its bytes and rows checked against ``part``."""
     where = join(root, part.name)
+    refuse_special(fs, where, manifest.run)
     try:
         with fs.open_input_file(where) as f:
             data = f.read()

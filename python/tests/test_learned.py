@@ -6,6 +6,7 @@ both ways, is in ``test_models.py``.)"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ pytest.importorskip("torch_geometric")
 
 from conftest import run_job
 
-from graphflat import open_records, read_table
+from graphflat import ChangedError, open_records, read_table
 from graphflat.pyg import SAGE, LearnedRows, load_model, save_model
 
 
@@ -91,3 +92,70 @@ def test_a_model_without_rows_replacing_one_with_rows_leaves_no_table(node_recor
     keys = 'model = "sage"\nhidden = 8\nepochs = 1\noverwrite = true\n'
     run_job(tmp_path, "plain", f'[train]\nrecords = "{node_records}"\noutput = "{model}"\n{keys}')
     assert not folder.exists() and load_model(str(model)).learned is None
+
+
+def test_rows_graphinfer_would_refuse_are_refused_when_built() -> None:
+    rows = np.zeros((2, 2), np.float32)
+    for ids, words in [
+        (pa.array(["a", None]), "a null id"),
+        (pa.array(["a", ""]), "an empty string id"),
+        (pa.array([3, 3]), "an id twice"),
+        (pa.array([1.5, 2.5]), "integers or strings"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            LearnedRows({"user": (ids, torch.from_numpy(rows))}, 2)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        LearnedRows({None: (pa.array([1, 2]), torch.tensor([[0.0, float("nan")], [0, 0]]))}, 2)
+    # Any string encoding reads as one: utf8_view and a dictionary (pandas' category).
+    view = LearnedRows.from_table(
+        _table(None, ["x", "y"], rows + 1).cast(
+            pa.schema(
+                [
+                    pa.field("node_id", pa.string_view()),
+                    pa.field("embedding", pa.list_(pa.field("item", pa.float32(), False), 2)),
+                ]
+            )
+        ),
+        2,
+    )
+    np.testing.assert_array_equal(view.rows(["y"]).detach().numpy(), [[1, 1]])
+    category = LearnedRows({None: (pa.array(["x", "y"]).dictionary_encode(), torch.ones(2, 2))}, 2)
+    assert category.keyed_by_strings
+
+
+def test_rows_that_do_not_fit_the_model_are_refused_before_a_save() -> None:
+    learned = LearnedRows({"user": (pa.array(["a"]), torch.zeros(1, 2))}, 2)
+    learned.check(2, ["user"], strings=True)
+    for args, words in [
+        ((3, ["user"], True), "2 wide for a model of learned rows 3"),
+        ((2, ["item"], True), "node types the model gives no rows"),
+        ((2, None, True), "for a homogeneous model"),
+        ((2, ["user"], False), "keyed by strings for a graph keyed by integers"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            learned.check(*args)
+    with pytest.raises(ValueError, match="without a node type"):
+        LearnedRows({None: (pa.array([1]), torch.zeros(1, 2))}, 2).check(2, ["user"], strings=False)
+
+
+def test_unknown_types_empty_tables_foreign_files_and_fifos(node_records: Path, tmp_path: Path) -> None:
+    source = open_records(str(node_records))
+    with pytest.raises(ValueError, match="no node types of the records"):
+        LearnedRows.of_records(source, 4, types=["user"])
+    # A model of no rows saves no table part, and loads with an empty one (every row zeros).
+    model = tmp_path / "model"
+    save_model(SAGE(source.meta, 8, 8, learned=LearnedRows({}, 4)).eval(), str(model), records=str(node_records))
+    assert load_model(str(model)).learned.rows(torch.tensor([1, 2])).abs().sum() == 0
+    # A file no manifest lists in the table's folder: not this commit's to overwrite or remove.
+    learned = LearnedRows.of_records(source, 4)
+    save_model(SAGE(source.meta, 8, 8, learned=learned).eval(), str(model), records=str(node_records), overwrite=True)
+    (model / "embeddings" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="notes.txt: not a part this project wrote"):
+        save_model(SAGE(source.meta, 8, 8).eval(), str(model), records=str(node_records), overwrite=True)
+    (model / "embeddings" / "notes.txt").unlink()
+    # A FIFO in a part's place is refused at once, not read.
+    part = next((model / "embeddings").glob("*.parquet"))
+    part.unlink()
+    os.mkfifo(part)
+    with pytest.raises(ChangedError, match="not a regular file"):
+        read_table(str(model / "embeddings"))

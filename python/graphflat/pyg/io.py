@@ -55,9 +55,14 @@ def load_model(path: str, *, filesystem: pafs.FileSystem | None = None, sparse: 
     spec = described["spec"]
     learned = None
     if spec.get("learned_embedding_dim", 0):
-        # Every part of the table the manifest lists, checked as read_table checks a table.
-        table = read_table(f"{path.rstrip('/')}/{LEARNED_FOLDER}", filesystem=filesystem)
-        learned = LearnedRows.from_table(table, spec["learned_embedding_dim"], sparse=sparse)
+        # Every part of the table the manifest lists, checked as read_table checks a table; a
+        # table of no rows has no part.
+        dim = spec["learned_embedding_dim"]
+        if any(p.name.startswith(f"{LEARNED_FOLDER}/") for p in manifest.parts):
+            table = read_table(f"{path.rstrip('/')}/{LEARNED_FOLDER}", filesystem=filesystem)
+            learned = LearnedRows.from_table(table, dim, sparse=sparse)
+        else:
+            learned = LearnedRows({}, dim, sparse=sparse)
     tensors = burnpack.read(_read(fs, root, manifest, ".bpk"), f"{path} (run {manifest.run})")
     model = GraphModel(spec, records_meta(described), dropout=0.0, learned=learned)
     state = {_torch_name(name): torch.from_numpy(value) for name, value in tensors.items()}
@@ -86,11 +91,15 @@ def save_model(
     Raises ``FileExistsError`` (``CommittedError``) when ``path`` holds a committed output and
     not ``overwrite``, or any committed output but a model, and
     ``ValueError`` when the module does not fit the records (hops, feature widths, types)."""
-    meta = open_records(records).meta
-    spec = module.spec
+    source = open_records(records)
+    meta, spec = source.meta, module.spec
     _check_fits(spec, meta, records)
-    if spec.get("learned_embedding_dim", 0) and module.learned is None:
-        raise ValueError("the module reads learned rows and holds none (module.learned) to save as its table")
+    if spec.get("learned_embedding_dim", 0):
+        if module.learned is None:
+            raise ValueError("the module reads learned rows and holds none (module.learned) to save as its table")
+        types = spec.get("types")
+        learned_types = [t["name"] for t in types["node_types"] if t.get("learned", 0)] if types else None
+        module.learned.check(spec["learned_embedding_dim"], learned_types, source.keyed_by_strings)
     run = new_run_id()
     # The learned rows are the model's table, not weights.
     state = {

@@ -36,21 +36,54 @@ class LearnedRows(nn.Module):
         self.ids: dict[str | None, pa.Array] = {}
         self.embeddings = nn.ModuleDict()
         for name, (ids, rows) in tables.items():
+            ids = _plain_ids(ids, name)
+            where = f"node type {name!r}: " if name is not None else ""
             if rows.shape != (len(ids), dim):
-                raise ValueError(f"{len(ids)} ids for rows of shape {tuple(rows.shape)} (width {dim})")
-            # One encoding to look up in: strings as utf8, integers as int64.
-            ids = ids.cast(pa.string()) if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type) else ids
-            self.ids[name] = ids.cast(pa.int64()) if pa.types.is_integer(ids.type) else ids
+                raise ValueError(f"{where}{len(ids)} ids for rows of shape {tuple(rows.shape)} (width {dim})")
+            if len(pc.unique(ids)) != len(ids):
+                raise ValueError(f"{where}an id twice (a node has one row)")
+            if not torch.isfinite(rows).all():
+                raise ValueError(f"{where}a row with a value that is NaN or infinite")
+            self.ids[name] = ids
             embedding = nn.Embedding(len(ids), dim, sparse=sparse) if len(ids) else None
             if embedding is not None:
                 embedding.weight.data.copy_(rows)
                 self.embeddings[name or _ALL] = embedding
+
+    @property
+    def keyed_by_strings(self) -> bool | None:
+        """Whether the rows are keyed by strings (``None``: no rows to tell)."""
+        kinds = {pa.types.is_string(ids.type) for ids in self.ids.values() if len(ids)}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def check(self, dim: int, types: Sequence[str] | None, strings: bool) -> None:
+        """Raises ``ValueError`` unless these rows fit a model whose rows are ``dim`` wide, of
+        the node ``types`` of a typed model (``None``: a homogeneous one), in a graph keyed by
+        ``strings`` or by integers: what GraphInfer reads (the other checks are made when built)."""
+        if self.dim != dim:
+            raise ValueError(f"rows {self.dim} wide for a model of learned rows {dim} wide")
+        names = set(self.ids)
+        if types is None and names - {None}:
+            raise ValueError(f"rows of node types {sorted(names - {None})} for a homogeneous model")
+        if types is not None and None in names:
+            raise ValueError("rows without a node type for a typed model")
+        if types is not None and names - set(types):
+            raise ValueError(
+                f"rows of {sorted(names - set(types))}, node types the model gives no rows ({list(types)})"
+            )
+        if self.keyed_by_strings not in (None, strings):
+            raise ValueError(
+                f"rows keyed by {'strings' if self.keyed_by_strings else 'integers'} for a graph keyed by "
+                f"{'strings' if strings else 'integers'}"
+            )
 
     @classmethod
     def from_table(cls, table: pa.Table, dim: int, *, sparse: bool = False) -> LearnedRows:
         """From a table of ``node_id``, ``embedding`` (``fixed_size_list<float32, dim>``) and,
         in a typed model's, ``node_type`` (the schema of ``<model>/embeddings``)."""
         typed = "node_type" in table.column_names
+        if typed and table["node_type"].null_count:
+            raise ValueError("a row with a null node_type")
         types = pc.unique(table["node_type"]).to_pylist() if typed else [None]
         tables = {}
         for name in types:
@@ -58,7 +91,7 @@ class LearnedRows(nn.Module):
             ids = part["node_id"].combine_chunks()
             values = part["embedding"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
             rows = torch.from_numpy(np.asarray(values, np.float32).reshape(len(part), dim).copy())
-            tables[name] = (pc.cast(ids, pa.string()) if pa.types.is_dictionary(ids.type) else ids, rows)
+            tables[name] = (ids, rows)
         return cls(tables, dim, sparse=sparse)
 
     @classmethod
@@ -78,6 +111,10 @@ class LearnedRows(nn.Module):
         model trained in PyTorch with its own rows. Reads every record once."""
         meta = records.meta
         names = [n for n, _ in meta.node_types] if meta.typed else [None]
+        unknown = sorted(set(types) - set(names))
+        if unknown:
+            known = ", ".join(n for n in names if n is not None) or "none: the records are of a homogeneous graph"
+            raise ValueError(f"types {unknown} are no node types of the records ({known})")
         wanted = set(types) or set(names)
         seen: dict[str | None, list[pa.Array]] = {n: [] for n in names if n in wanted}
         for batch in records.batches(split=None, batch_size=4096, shuffle=False):
@@ -126,3 +163,23 @@ class LearnedRows(nn.Module):
                 columns = {"node_type": pa.array([name] * len(ids), pa.string())} | columns
             parts.append(pa.table(columns))
         return pa.concat_tables(parts) if parts else pa.table({})
+
+
+def _plain_ids(ids: pa.Array, name: str | None) -> pa.Array:
+    """Ids in one encoding to look up in (int64, or utf8 from any string encoding), refused
+    where GraphInfer refuses them: null, or an empty string."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.dictionary_decode()
+    where = f"node type {name!r}: " if name is not None else ""
+    if ids.null_count:
+        raise ValueError(f"{where}a null id")
+    if pa.types.is_integer(ids.type):
+        return ids.cast(pa.int64())
+    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type) or pa.types.is_string_view(ids.type):
+        ids = ids.cast(pa.string())
+        if len(ids) and pc.any(pc.equal(pc.utf8_length(ids), 0)).as_py():
+            raise ValueError(f"{where}an empty string id")
+        return ids
+    raise ValueError(f"{where}ids of type {ids.type}: integers or strings")

@@ -73,10 +73,10 @@ impl JobFile {
         if let Some(train) = &job.train {
             train.check()?;
         }
-        if let (Some(train), Some(flatten), Some(graph)) = (&job.train, &job.flatten, &job.graph)
-            && train.records == flatten.output
+        if let (Some(train), Some(flatten)) = (&job.train, &job.flatten)
+            && same_location(&train.records, &flatten.output)
         {
-            train.check_learned_types(graph)?;
+            train.check_learned_types(job.graph.as_ref())?;
         }
         if let Some(infer) = &job.infer {
             infer.check()?;
@@ -88,6 +88,35 @@ impl JobFile {
         job.storage.check()?;
         Ok(job)
     }
+}
+
+/// Whether two locations of a job file name the same place, as written: a trailing `/`, `.`,
+/// `..`, doubled slashes, `file://` and a relative path (against the working directory) do not
+/// make two places of one. Nothing is read: two links to one directory stay two.
+pub fn same_location(a: &str, b: &str) -> bool {
+    fn lexical(location: &str) -> (String, Vec<String>) {
+        let location = location.strip_prefix("file://").unwrap_or(location);
+        let (scheme, path) = match location.split_once("://") {
+            Some((scheme, rest)) => (format!("{scheme}://"), rest.to_owned()),
+            None if location.starts_with('/') => (String::new(), location.to_owned()),
+            None => {
+                let here = std::env::current_dir().unwrap_or_default();
+                (String::new(), here.join(location).to_string_lossy().into_owned())
+            }
+        };
+        let mut parts: Vec<String> = Vec::new();
+        for part in path.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    parts.pop();
+                }
+                part => parts.push(part.to_owned()),
+            }
+        }
+        (scheme, parts)
+    }
+    lexical(a) == lexical(b)
 }
 
 /// Why a job file cannot work, as the message a user reads.
@@ -255,6 +284,14 @@ mod tests {
         assert!(unknown.contains("\"buyer\", no node type of [graph] (item, user)"), "{unknown}");
         assert!(typed("r", "['user']").is_ok());
         assert!(typed("other-records", "['buyer']").is_ok(), "records of another graph are checked when read");
+        for records in ["r/", "./r", "x/../r", "r//", "file://r"] {
+            assert!(err(typed(records, "['buyer']")).contains("no node type of [graph]"), "{records}");
+        }
+        // A homogeneous graph's records have no types to name.
+        let plain = "[flatten]\nnodes = 'n'\nedges = 'e'\noutput = '/x/r'\n[train]\nrecords = '/x/y/../r/'\n\
+                     output = 'm'\nlearned_embedding_dim = 8\nlearned_embedding_types = ['user']\n";
+        assert!(err(JobFile::parse(plain)).contains("homogeneous"));
+        assert!(same_location("s3://b/x/", "s3://b/x") && !same_location("s3://b/x", "s3://c/x"));
     }
 
     #[test]

@@ -345,10 +345,21 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// With the job's `[graph]`, when its `[flatten]` writes the records this section reads:
-    /// every name of `learned_embedding_types` is one of the graph's node types, found before
-    /// any stage runs (the records name their types only once flattened).
-    pub fn check_learned_types(&self, graph: &super::GraphConfig) -> Result<(), JobError> {
+    /// When the job's `[flatten]` writes the records this section reads: every name of
+    /// `learned_embedding_types` is one of the node types of the job's `[graph]` (`None`: a
+    /// homogeneous graph, which has none), found before any stage runs (the records name their
+    /// types only once flattened).
+    pub fn check_learned_types(&self, graph: Option<&super::GraphConfig>) -> Result<(), JobError> {
+        let Some(graph) = graph else {
+            return match self.learned_embedding_types.is_empty() {
+                true => Ok(()),
+                false => Err(JobError::invalid(
+                    "train",
+                    "learned_embedding_types names node types, and the records [flatten] writes are of a homogeneous \
+                     graph (the job has no [graph]; every node gets a learned row): leave it out",
+                )),
+            };
+        };
         let Some(unknown) = self.learned_embedding_types.iter().find(|t| !graph.node_types.contains_key(*t)) else {
             return Ok(());
         };
