@@ -134,6 +134,9 @@ def test_rows_that_do_not_fit_the_model_are_refused_before_a_save() -> None:
     ]:
         with pytest.raises(ValueError, match=words):
             learned.check(*args)
+    mixed = LearnedRows({"user": (pa.array(["a"]), torch.zeros(1, 2)), "item": (pa.array([1]), torch.zeros(1, 2))}, 2)
+    with pytest.raises(ValueError, match="by integers in one type and by strings in another"):
+        mixed.check(2, ["user", "item"], strings=True)
     with pytest.raises(ValueError, match="without a node type"):
         LearnedRows({None: (pa.array([1]), torch.zeros(1, 2))}, 2).check(2, ["user"], strings=False)
 

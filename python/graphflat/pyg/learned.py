@@ -71,6 +71,9 @@ class LearnedRows(nn.Module):
             raise ValueError(
                 f"rows of {sorted(names - set(types))}, node types the model gives no rows ({list(types)})"
             )
+        kinds = {pa.types.is_string(ids.type) for ids in self.ids.values() if len(ids)}
+        if len(kinds) > 1:
+            raise ValueError("rows keyed by integers in one type and by strings in another")
         if self.keyed_by_strings not in (None, strings):
             raise ValueError(
                 f"rows keyed by {'strings' if self.keyed_by_strings else 'integers'} for a graph keyed by "
