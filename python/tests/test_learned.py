@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -83,6 +86,10 @@ def test_a_model_without_rows_replacing_one_with_rows_leaves_no_table(node_recor
     model, folder = tmp_path / "model", tmp_path / "model" / "embeddings"
     save_model(SAGE(source.meta, 8, 8, learned=learned).eval(), str(model), records=str(node_records))
     assert read_table(str(folder)).num_rows == len(learned.ids[None]) > 0
+    # The table a save writes, as data teams read it.
+    frame = pd.read_parquet(folder)
+    assert len(frame) == len(learned.ids[None]) and frame.node_id.is_unique
+    assert pq.read_table(folder).num_rows == duckdb.sql(f"select count(*) from '{folder}/*.parquet'").fetchall()[0][0]
     # Saved over by a model without rows: its table goes, folder and all.
     save_model(SAGE(source.meta, 8, 8).eval(), str(model), records=str(node_records), overwrite=True)
     assert not folder.exists()

@@ -20,8 +20,6 @@ use std::ops::Range;
 use tables::streamed::{StreamedPut, read_range};
 use tables::{Io, Place};
 
-use schemas::job::SparseOptimizerKind;
-
 use super::shard::RowShard;
 use crate::error::Error;
 
@@ -40,7 +38,7 @@ pub fn save(io: &Io, place: Place, shard: &RowShard) -> Result<(), Error> {
     let mut put = StreamedPut::new(io, place);
     let best = shard.best.as_ref().map_or(0, |b| b.len() / shard.dim.max(1));
     let strings = if shard.has_keys() { shard.ids.len() } else { 0 };
-    let header = [shard.dim, shard.state_width(), shard.ids.len(), shard.steps as usize, second_width(shard)];
+    let header = [shard.dim, shard.state_width(), shard.ids.len(), shard.steps as usize, shard.second_width()];
     let mut head = MAGIC.to_vec();
     for n in header.into_iter().chain([best, strings, shard.keys.len()]) {
         head.extend_from_slice(&(n as u64).to_le_bytes());
@@ -54,14 +52,6 @@ pub fn save(io: &Io, place: Place, shard: &RowShard) -> Result<(), Error> {
     write_blocks(&mut put, &shard.key_ends[..strings], |end| (end as u64).to_le_bytes())?;
     put.write(shard.keys.as_bytes())?;
     Ok(put.finish()?)
-}
-
-/// The optimizer's values a row in `second`: Adam's second moment, none for Adagrad.
-fn second_width(shard: &RowShard) -> usize {
-    match shard.config.optimizer {
-        SparseOptimizerKind::Adam => shard.dim,
-        SparseOptimizerKind::Adagrad => 0,
-    }
 }
 
 fn write_blocks<T: Copy, const N: usize>(
@@ -87,10 +77,10 @@ pub fn load(io: &Io, place: &Place, shard: &mut RowShard) -> Result<(), Error> {
     let n: Vec<usize> =
         head[8..].chunks(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize).collect();
     let [dim, state, rows, steps, second, best, strings, key_bytes] = n[..] else { unreachable!("eight numbers") };
-    let adam_second = second_width(shard);
-    if (dim, state, second) != (shard.dim, shard.state_width(), adam_second) || !(strings == 0 || strings == rows) {
+    let second_width = shard.second_width();
+    if (dim, state, second) != (shard.dim, shard.state_width(), second_width) || !(strings == 0 || strings == rows) {
         return Err(unfit(format!(
-            "rows of {dim} with {state} + {second} optimizer values each: this job's are {} with {} + {adam_second} \
+            "rows of {dim} with {state} + {second} optimizer values each: this job's are {} with {} + {second_width} \
              (resume with the learned_embedding_dim and optimizer it was written with)",
             shard.dim,
             shard.state_width()
@@ -146,7 +136,7 @@ fn read_values<T, const N: usize>(
 mod tests {
     use super::*;
     use schemas::StorageConfig;
-    use schemas::job::LearnedConfig;
+    use schemas::job::{LearnedConfig, SparseOptimizerKind};
 
     /// A shard written and read back is the same shard: the same rows, moments, steps, kept
     /// best rows and strings, and it steps on as the original does. A shard of another width or

@@ -100,6 +100,14 @@ impl RowShard {
         }
     }
 
+    /// The optimizer's values a row in `second`: Adam's second moment, none for Adagrad.
+    pub(super) fn second_width(&self) -> usize {
+        match self.config.optimizer {
+            SparseOptimizerKind::Adam => self.dim,
+            SparseOptimizerKind::Adagrad => 0,
+        }
+    }
+
     /// Whether the rows carry original strings (a graph keyed by strings).
     pub fn has_keys(&self) -> bool {
         !self.key_ends.is_empty()
@@ -141,16 +149,12 @@ impl RowShard {
         let initial = self.initial(id);
         grow(&mut self.values, self.dim);
         self.values.extend(initial);
-        let state = match self.config.optimizer {
-            SparseOptimizerKind::Adam => self.dim,
-            SparseOptimizerKind::Adagrad => 1,
-        };
+        let state = self.state_width();
         grow(&mut self.first, state);
         self.first.extend(std::iter::repeat_n(0.0, state));
-        if self.config.optimizer == SparseOptimizerKind::Adam {
-            grow(&mut self.second, self.dim);
-            self.second.extend(std::iter::repeat_n(0.0, self.dim));
-        }
+        let second = self.second_width();
+        grow(&mut self.second, second);
+        self.second.extend(std::iter::repeat_n(0.0, second));
         self.ids.push(id);
         self.index.insert(id, slot as u32);
         slot
@@ -232,11 +236,7 @@ impl RowShard {
 
     /// Bytes per row: the values, the optimizer state and the index.
     pub fn bytes_per_row(&self) -> usize {
-        let state = match self.config.optimizer {
-            SparseOptimizerKind::Adam => 2 * self.dim,
-            SparseOptimizerKind::Adagrad => 1,
-        };
-        4 * (self.dim + state) + 16
+        4 * (self.dim + self.state_width() + self.second_width()) + 16
     }
 }
 

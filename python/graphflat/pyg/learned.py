@@ -74,11 +74,9 @@ class LearnedRows(nn.Module):
         kinds = {pa.types.is_string(ids.type) for ids in self.ids.values() if len(ids)}
         if len(kinds) > 1:
             raise ValueError("rows keyed by integers in one type and by strings in another")
-        if self.keyed_by_strings not in (None, strings):
-            raise ValueError(
-                f"rows keyed by {'strings' if self.keyed_by_strings else 'integers'} for a graph keyed by "
-                f"{'strings' if strings else 'integers'}"
-            )
+        if kinds - {strings}:
+            kind = {True: "strings", False: "integers"}
+            raise ValueError(f"rows keyed by {kind[not strings]} for a graph keyed by {kind[strings]}")
 
     @classmethod
     def from_table(cls, table: pa.Table, dim: int, *, sparse: bool = False) -> LearnedRows:
