@@ -30,8 +30,8 @@ type Result<T> = std::result::Result<T, Exit>;
     version = VERSION,
     about = "Graph learning as batch jobs over Parquet: flatten k-hop neighborhoods, train GNNs, score every node",
     long_about = "Graph learning as batch jobs over Parquet files, in the style of Ant Group's AGL.\n\n\
-        `graphflat run job.toml` runs the stages a job file names: [flatten] writes every target's \
-        k-hop record, [train] trains a GNN on records, [infer] scores and embeds every node from \
+        `graphflat run job.toml` runs the stages a job file names: [partition] gives every node a \
+        part that keeps most edges inside one, [flatten] writes every target's k-hop record, [train] trains a GNN on records, [infer] scores and embeds every node from \
         the node and edge tables and a trained model. `generate` and `import` bring \
         graphs in as node and edge tables; `split-edges` splits an edge table's edges into \
         train, valid and test for link prediction; `inspect` shows what a table or record set \
@@ -48,7 +48,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the stages of a job file ([generate], [flatten], [train], [infer]) in order.
+    /// Run the stages of a job file ([generate], [partition], [flatten], [train], [infer]) in order.
     ///
     /// On several machines, every process runs the same job file with its own --process.
     Run {
@@ -353,9 +353,9 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> 
         }
     }
     job.cluster.check().map_err(Exit::usage)?;
-    if job.generate.is_none() && job.flatten.is_none() && job.train.is_none() && job.infer.is_none() {
+    if stages_of(&job).is_empty() {
         return Err(Exit::usage(format!(
-            "{} names no stage: add [generate], [flatten], [train] or [infer]",
+            "{} names no stage: add [generate], [partition], [flatten], [train] or [infer]",
             path.display()
         )));
     }
@@ -427,6 +427,9 @@ fn stages_of(job: &JobFile) -> Vec<(Stage, &str)> {
     if let Some(c) = &job.generate {
         stages.push((Stage::Generate, c.output.as_str()));
     }
+    if let Some(c) = &job.partition {
+        stages.push((Stage::Partition, c.output.as_str()));
+    }
     if let Some(c) = &job.flatten {
         stages.push((Stage::Flatten, c.output.as_str()));
     }
@@ -487,6 +490,23 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
             }
         } else {
             return Err(Exit::usage("[generate] runs on process 0 only; run it before starting the other processes"));
+        }
+    }
+    if let Some(config) = &job.partition {
+        let parts = config.parts_for(job.cluster.processes * job.cluster.threads());
+        tracing::info!(
+            "partition: {parts} parts (balance {}), {} workers x {} processes",
+            config.balance,
+            job.cluster.threads(),
+            job.cluster.processes
+        );
+        let result = graphpartition::run(io, config, &job.cluster).map_err(|f| {
+            Exit::stage(f, graphpartition::Error::cause, "partition failed; this run committed no output")
+        });
+        let summary = settle(ledger, io, Stage::Partition, &[&config.output], result)?;
+        if job.cluster.process == 0 {
+            println!("{summary}");
+            println!("  output:       {}", config.output);
         }
     }
     if let Some(config) = &job.flatten {

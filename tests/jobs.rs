@@ -61,6 +61,12 @@ fn cora_job_runs_after_import() {
     assert!(summary.contains("scored:       2708 nodes"), "{summary}");
     let test = test_accuracy(&summary);
     assert!(test > 0.75, "the paper's GCN reaches about 0.81 on Cora; this one {test}\n{summary}");
+
+    // And Cora's 8 parts (tests/partition.rs holds their cut to METIS's).
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("partition.toml").to_str().unwrap()]);
+    assert!(summary.contains("parts:        8") && summary.contains("edge cut:"), "{summary}");
+    let inspected = graphflat_ok_in(&cwd, &["inspect", "data/cora/parts"]);
+    assert!(inspected.contains("2708 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
 }
 
 #[test]

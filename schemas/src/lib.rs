@@ -28,7 +28,10 @@ pub mod typed;
 
 pub use error::{BadInput, Location};
 pub use exit::Cause;
-pub use job::{ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobError, JobFile, StorageConfig, Targets};
+pub use job::{
+    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobError, JobFile, PartitionConfig, StorageConfig,
+    Targets,
+};
 pub use label::{Label, LabelKind};
 pub use record::Record;
 pub use redact::redact;

@@ -17,6 +17,7 @@ const REQUIRED: &[(&str, &str)] = &[
     ("storage", ""),
     ("generate", "output = 'o'\n"),
     ("flatten", "nodes = 'n'\nedges = 'e'\noutput = 'o'\n"),
+    ("partition", "nodes = 'n'\nedges = 'e'\noutput = 'o'\n"),
     ("train", "records = 'r'\noutput = 'o'\n"),
     ("infer", "nodes = 'n'\nedges = 'e'\nmodel = 'm'\noutput = 'o'\n"),
     ("report", "output = 'r'\n"),

@@ -23,7 +23,7 @@ use sampling::{
 };
 use schemas::facts::{Log2Counts, RunFacts};
 use schemas::job::TypedGraph;
-use schemas::{ClusterConfig, FlattenConfig, InferConfig, Sampler, Targets};
+use schemas::{ClusterConfig, FlattenConfig, InferConfig, PartitionConfig, Sampler, Targets};
 use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run_id};
 use tables::lease::Lease;
 use tables::names::Layout;
@@ -128,6 +128,12 @@ section!(
     FlattenConfig,
     fn typed(&self) -> Option<(TypedGraph, u8)> {
         FlattenConfig::typed(self)
+    }
+);
+section!(
+    PartitionConfig,
+    fn typed(&self) -> Option<(TypedGraph, u8)> {
+        PartitionConfig::typed(self)
     }
 );
 section!(

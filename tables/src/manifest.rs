@@ -38,6 +38,7 @@ pub enum Stage {
     Import,
     #[serde(rename = "split-edges")]
     SplitEdges,
+    Partition,
 }
 
 impl Stage {
@@ -49,6 +50,7 @@ impl Stage {
             Stage::Generate => "generate",
             Stage::Import => "import",
             Stage::SplitEdges => "split-edges",
+            Stage::Partition => "partition",
         }
     }
 }

@@ -31,6 +31,11 @@ impl Job {
         Job { tables: vec![Table { name, keys: Vec::new() }] }
     }
 
+    /// `[name]` with no keys yet (a stage table the helpers below do not build).
+    pub fn table_named(name: &'static str) -> Job {
+        Job::table(name)
+    }
+
     /// `[flatten]` of the node table `data/nodes` and the edge table `data/edges` (paths or
     /// URIs) into `output`.
     pub fn flatten(data: impl AsRef<Path>, output: impl AsRef<Path>) -> Job {

@@ -17,6 +17,7 @@ pub mod flatten;
 pub mod generate;
 pub mod graph;
 pub mod infer;
+pub mod partition;
 pub mod report;
 pub mod storage;
 pub mod targets;
@@ -30,6 +31,7 @@ pub use flatten::{FlattenConfig, MAX_HOPS};
 pub use generate::GenerateConfig;
 pub use graph::{GraphConfig, TypedGraph};
 pub use infer::{InferConfig, MissingEmbedding};
+pub use partition::PartitionConfig;
 pub use report::ReportConfig;
 pub use storage::StorageConfig;
 pub use targets::Targets;
@@ -49,6 +51,9 @@ pub struct JobFile {
     /// A typed graph (node types and relations) that `[flatten]` and `[infer]` read instead of
     /// their `nodes` and `edges`.
     pub graph: Option<GraphConfig>,
+    /// Partitions the graph into parts that keep most edges inside one (runs before
+    /// `[flatten]`).
+    pub partition: Option<PartitionConfig>,
     pub flatten: Option<FlattenConfig>,
     pub train: Option<TrainConfig>,
     pub infer: Option<InferConfig>,
@@ -62,6 +67,10 @@ impl JobFile {
         let mut job: JobFile = toml::from_str(text).map_err(|e| JobError::Syntax(parse_error(text, &e)))?;
         if let Some(graph) = &job.graph {
             graph.resolve()?;
+        }
+        if let Some(partition) = &mut job.partition {
+            partition.set_graph(job.graph.as_ref())?;
+            partition.check()?;
         }
         if let Some(flatten) = &mut job.flatten {
             flatten.set_graph(job.graph.as_ref())?;
@@ -196,6 +205,7 @@ mod tests {
             storage: StorageConfig::default(),
             generate: Some(GenerateConfig::default()),
             graph: None,
+            partition: None,
             flatten: Some(FlattenConfig { nodes: "n".into(), edges: "e".into(), ..FlattenConfig::default() }),
             train: Some(TrainConfig::default()),
             infer: Some(InferConfig { nodes: "n".into(), edges: "e".into(), ..InferConfig::default() }),
