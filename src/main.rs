@@ -31,8 +31,9 @@ type Result<T> = std::result::Result<T, Exit>;
     about = "Graph learning as batch jobs over Parquet: flatten k-hop neighborhoods, train GNNs, score every node",
     long_about = "Graph learning as batch jobs over Parquet files, in the style of Ant Group's AGL.\n\n\
         `graphflat run job.toml` runs the stages a job file names: [partition] gives every node a \
-        part that keeps most edges inside one, [flatten] writes every target's k-hop record, [train] trains a GNN on records, [infer] scores and embeds every node from \
-        the node and edge tables and a trained model. `generate` and `import` bring \
+        part that keeps most edges inside one, [flatten] writes every target's k-hop record, \
+        [train] trains a GNN on records, [infer] scores and embeds every node from the node \
+        and edge tables and a trained model. `generate` and `import` bring \
         graphs in as node and edge tables; `split-edges` splits an edge table's edges into \
         train, valid and test for link prediction; `inspect` shows what a table or record set \
         holds.\n\n\
