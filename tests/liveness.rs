@@ -78,3 +78,36 @@ fn a_stopped_peer_ends_the_job_within_peer_timeout_and_busy_peers_are_not_judged
     assert!(!has_weights(&dir.join("model-long")));
     assert!(model_file(&dir.join("model-quick"), ".bpk").exists());
 }
+
+/// A peer killed while the survivor's workers are busy in round 0 or in the rounds after it
+/// (whose channels then panic again as they drop) ends the survivor with 75 and its message,
+/// never with an abort (SIGABRT, 134, "non-unwinding panic"). Where a kill lands is a race, so
+/// twelve moments: without the panic hook's wait, each of three runs of this test had an abort.
+#[test]
+fn a_peer_killed_at_any_moment_ends_the_survivor_with_75_never_an_abort() {
+    let dir = scratch("liveness-kill");
+    let data = dir.join("graph");
+    generate(&data, 100_000, 10, 32, 1);
+    for (i, millis) in (500..=1600).step_by(100).enumerate() {
+        let out = dir.join(format!("parts-{i}"));
+        let job = Job::loopback(2).key("workers", 2).and(
+            Job::table_named("partition")
+                .key("nodes", location(data.join("nodes")))
+                .key("edges", location(data.join("edges")))
+                .key("output", location(&out)),
+        );
+        let job = job.write(&dir, &format!("kill-{i}"));
+        let survivor = spawn(&job, 0);
+        let mut victim = Reaped(Some(spawn(&job, 1)));
+        std::thread::sleep(Duration::from_millis(millis as u64));
+        signal(victim.0.as_ref().unwrap(), "-KILL");
+        let result = survivor.wait_with_output().unwrap();
+        let _ = victim.0.take().map(|mut c| c.wait());
+        if result.status.success() {
+            continue; // the job ended before the kill
+        }
+        assert_fails(&result, 75, &["lost a peer process"]);
+        assert!(!text(&result).contains("non-unwinding"), "{}", text(&result));
+        assert!(!out.join("_SUCCESS").exists());
+    }
+}

@@ -84,6 +84,8 @@ enum Outcome<T, E> {
 thread_local! {
     /// The last panic on this thread, with its location, recorded by the panic hook.
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// Whether this thread has panicked for a lost peer (see `install_panic_hook`).
+    static PANICKED_FOR_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Installs the process's panic hook: a panic's message and location are kept for the failure
@@ -105,6 +107,16 @@ pub fn install_panic_hook() {
             peer_lost(format!(
                 "a connection closed, so the process at its other end ended; its log says why ({message})"
             ));
+            // A second panic here is one raised while this thread unwinds from the first
+            // (timely's structures panic again as they drop on a dead connection). It cannot
+            // unwind: the runtime would abort the process (SIGABRT, exit 134), which a
+            // scheduler reads as a crash. The thread waits instead; `execute` sees the lost
+            // peer and ends the job with its exit code after `GRACE`.
+            if PANICKED_FOR_PEER.replace(true) {
+                loop {
+                    std::thread::park();
+                }
+            }
             return;
         }
         LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{message}{at}")));

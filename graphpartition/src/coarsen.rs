@@ -33,7 +33,8 @@ pub struct Coarsened {
     pub rounds: usize,
 }
 
-/// An ask to join a cluster: `(cluster, node, weight, gain)`, sent to the cluster's owner.
+/// An ask to join a cluster: `(cluster, node, weight, gain, the cluster it leaves)`, sent to
+/// the cluster's owner.
 type Ask = (i64, i64, u64, u64, i64);
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

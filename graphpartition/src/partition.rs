@@ -19,7 +19,7 @@ use crate::coarsen::{coarsen, project};
 use crate::initial::initial;
 use crate::level::{Entry, Level, owner};
 use crate::output;
-use crate::refine::{Balance, refine, sizes};
+use crate::refine::{Balance, Refined, refine};
 
 /// Rounds a level may add to `rounds` to bring every part within its cap.
 const EXTRA_ROUNDS: usize = 64;
@@ -32,14 +32,15 @@ pub struct Partitioner<'a> {
 }
 
 /// One worker's facts: the edge weights its nodes hold (each undirected edge at both ends),
-/// cut by the partition and by the hash, its part sizes, and the levels (the same on every
-/// worker).
+/// cut by the partition and by the hash; and the part sizes, the levels and the moves, the
+/// same on every worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CutStats {
     pub held: u64,
     pub cut: u64,
     pub hash_cut: u64,
     pub self_loops: u64,
+    /// Every part's size.
     pub sizes: Vec<u64>,
     /// Nodes per level, the input's first.
     pub levels: Vec<u64>,
@@ -133,21 +134,16 @@ impl Body for Partitioner<'_> {
         worker.clock.lap("adjacency");
         let total = sum(worker.timely, level.weights.iter().sum());
         let balance = Balance { parts: self.parts, cap: cap(total, self.parts, self.config.balance) };
-        let (own, levels, moved) = self.multilevel(worker, level, balance, total)?;
-        let (level, part_of_level) = own;
-        let (cut, hash_cut, held) = cuts(&level, &part_of_level, worker.timely, self.parts);
+        let (level, refined, levels) = self.multilevel(worker, level, balance, total)?;
+        let (cut, hash_cut, held) = cuts(&level, &refined.labels, self.parts);
         // Slot order for the table: a slot's node is `level.ids[i]` at its sorted place.
-        let part_of: Vec<u32> = nodes
-            .ids
-            .iter()
-            .map(|&id| part_of_level[level.known_index(id).expect("every own node is in level 0")])
-            .collect();
-        let mut sizes = vec![0u64; self.parts];
-        part_of.iter().for_each(|&p| sizes[p as usize] += 1);
+        let own = refined.own(&level);
+        let part_of: Vec<u32> =
+            nodes.ids.iter().map(|&id| own[level.known_index(id).expect("every own node is in level 0")]).collect();
         drop(level);
         let written = self.write(worker, &nodes, output, &part_of)?;
         worker.clock.lap("write");
-        let own = CutStats { held, cut, hash_cut, self_loops, sizes, levels, moved };
+        let own = CutStats { held, cut, hash_cut, self_loops, sizes: refined.sizes, levels, moved: refined.moved };
         Ok(Written { own, ..written })
     }
 
@@ -162,10 +158,7 @@ impl Body for Partitioner<'_> {
             cut: add(|s| s.cut) / 2,
             hash_cut: add(|s| s.hash_cut) / 2,
             edges: add(|s| s.held) / 2 + self_loops,
-            sizes: all.iter().fold(vec![0; self.parts], |mut sum, s| {
-                sum.iter_mut().zip(&s.own.sizes).for_each(|(a, b)| *a += b);
-                sum
-            }),
+            sizes: first.sizes,
             levels: first.levels,
             moved: first.moved,
         }
@@ -190,9 +183,9 @@ pub fn cap(total: u64, parts: usize, balance: f64) -> u64 {
     ((balance * mean).floor() as u64).max(total.div_ceil(parts as u64))
 }
 
-/// What `multilevel` returns: level 0 with its own nodes' parts, the nodes per level and the
-/// weight refinement moved.
-type Multilevel = ((Level, Vec<u32>), Vec<u64>, u64);
+/// What `multilevel` returns: level 0, its refined parts (with the weight moved over every
+/// level) and the nodes per level.
+type Multilevel = (Level, Refined, Vec<u64>);
 
 impl Partitioner<'_> {
     /// Coarsens until `coarse_nodes`, partitions the coarsest level on worker 0, and refines
@@ -217,33 +210,34 @@ impl Partitioner<'_> {
         }
         worker.clock.lap("coarsen");
         let coarsest = levels.len() - 1;
-        let mut own = initial(worker.timely, &levels[coarsest], balance, c.seed);
+        let initial = initial(worker.timely, &levels[coarsest], balance, c.seed);
         self.log(
             worker,
             format!("partitioned the coarsest level ({} nodes) into {} parts", counts[coarsest], balance.parts),
         );
         worker.clock.lap("initial partition");
         let rounds = (c.rounds, EXTRA_ROUNDS);
-        let mut moved = refine(worker.timely, &levels[coarsest], &mut own, balance, rounds, c.seed, coarsest);
+        let mut refined = refine(worker.timely, &levels[coarsest], &initial, balance, rounds, c.seed, coarsest);
         for depth in (0..coarsest).rev() {
-            own = project(worker.timely, &clusters[depth], &levels[depth + 1], &own);
+            let own = project(worker.timely, &clusters[depth], &levels[depth + 1], refined.own(&levels[depth + 1]));
             levels.truncate(depth + 1);
             clusters.truncate(depth);
-            moved += refine(worker.timely, &levels[depth], &mut own, balance, rounds, c.seed, depth);
+            let moved = refined.moved;
+            refined = refine(worker.timely, &levels[depth], &own, balance, rounds, c.seed, depth);
+            refined.moved += moved;
             self.log(worker, format!("refined level {depth}"));
         }
         worker.clock.lap("refine");
         let level = levels.pop().ok_or_else(|| Error::Internal("no level 0".into()))?;
         // Level 0's nodes weigh 1 and every part over the cap gives nodes to parts with room
         // until none is over, so this holds; if it did not, no table may say otherwise.
-        let sizes = sizes(worker.timely, &level, &own, balance.parts);
-        if let Some(p) = (0..balance.parts).find(|&p| sizes[p] > balance.cap) {
+        if let Some(p) = (0..balance.parts).find(|&p| refined.sizes[p] > balance.cap) {
             return Err(Error::Internal(format!(
                 "part {p} holds {} nodes, over its cap of {}: the refinement could not balance the parts",
-                sizes[p], balance.cap
+                refined.sizes[p], balance.cap
             )));
         }
-        Ok(((level, own), counts, moved))
+        Ok((level, refined, counts))
     }
 
     fn log(&self, worker: &Worker, line: String) {
@@ -315,15 +309,12 @@ fn level_zero(worker: &mut timely::worker::Worker, nodes: &NodeStore, reversed: 
     (Level::build(me, peers, own, local), self_loops)
 }
 
-/// The weight of own nodes' edges cut by the parts and by the hash owner, and all held.
-fn cuts(level: &Level, own: &[u32], worker: &mut timely::worker::Worker, parts: usize) -> (u64, u64, u64) {
-    let n = level.len();
-    let mut labels = vec![0u32; level.known.len()];
-    labels[..n].copy_from_slice(own);
-    level.spread(worker, &mut labels, &(0..n).collect::<Vec<_>>());
+/// The weight of own nodes' edges cut by the parts (`labels`, indexed as `level.known`) and by
+/// the hash owner, and all held.
+fn cuts(level: &Level, labels: &[u32], parts: usize) -> (u64, u64, u64) {
     let hash = |id: i64| owner_key(id) % parts as u64;
     let (mut cut, mut hash_cut, mut held) = (0, 0, 0);
-    for i in 0..n {
+    for i in 0..level.len() {
         for (v, w) in level.neighbors(i) {
             held += w;
             cut += if labels[v] != labels[i] { w } else { 0 };

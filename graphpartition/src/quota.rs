@@ -4,7 +4,7 @@
 //! Each node that would gain by moving from part `p` to part `q` counts its weight under a
 //! [`Move`] key: `(p, q)`, its gain's [`bucket`] and a hash of the node into one of
 //! [`SUBS`] groups. The keys' weights are summed over every worker (a small table: at most
-//! `parts² × 64 × SUBS` keys, usually far fewer) and [`plan`] accepts whole keys, best gain
+//! `parts² × 128 × SUBS` keys, usually far fewer) and [`plan`] accepts whole keys, best gain
 //! first, while the target part stays within its cap. Because a key is accepted whole and its
 //! weight is the exact sum of its nodes' weights, every part's size after the round is known
 //! before any node moves, and stays within the cap: the balance holds by construction, not by

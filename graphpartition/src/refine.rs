@@ -32,18 +32,35 @@ pub fn sizes(worker: &mut Worker, level: &Level, own: &[u32], parts: usize) -> V
     })
 }
 
+/// A level's parts after refinement, the same on every worker apart from `labels`.
+pub struct Refined {
+    /// The part of every node this worker knows (indexed as `Level::known`): its own nodes'
+    /// first, then its neighbors elsewhere.
+    pub labels: Vec<u32>,
+    /// Every part's weight, summed over every worker.
+    pub sizes: Vec<u64>,
+    /// The node weight moved.
+    pub moved: u64,
+}
+
+impl Refined {
+    /// The parts of the level's own nodes.
+    pub fn own<'a>(&'a self, level: &Level) -> &'a [u32] {
+        &self.labels[..level.len()]
+    }
+}
+
 /// Refines `own` (the parts of the level's own nodes) in up to `rounds` rounds, and as many
-/// more (at most `extra`) as it takes to bring every part within the cap. Returns the weight
-/// moved.
+/// more (at most `extra`) as it takes to bring every part within the cap.
 pub fn refine(
     worker: &mut Worker,
     level: &Level,
-    own: &mut [u32],
+    own: &[u32],
     balance: Balance,
     (rounds, extra): (usize, usize),
     seed: u64,
     depth: usize,
-) -> u64 {
+) -> Refined {
     let n = level.len();
     let mut labels = vec![0u32; level.known.len()];
     labels[..n].copy_from_slice(own);
@@ -75,8 +92,7 @@ pub fn refine(
             break;
         }
     }
-    own.copy_from_slice(&labels[..n]);
-    moved
+    Refined { labels, sizes, moved }
 }
 
 /// This round's candidate moves of own nodes: `(node, key)`.
