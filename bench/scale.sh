@@ -37,15 +37,8 @@ infer_job() { # workers graph model output
   printf '[cluster]\nworkers = %s\n[infer]\nnodes = "%s/nodes"\nedges = "%s/edges"\nmodel = "%s"\noutput = "%s"\noverwrite = true\n' "$1" "$2" "$2" "$3" "$4"
 }
 
-# A model over 32 features: trained for one epoch on a small graph's records (timings do not
-# depend on the weights), then set to read every in-edge.
-if [ ! -f "$WORK/model-all/_SUCCESS" ]; then
-  $BIN generate --out "$WORK/small" --nodes 10000 --feature-dim 32 --seed 1 > /dev/null 2>&1
-  printf '[cluster]\nworkers = 1\n[flatten]\nnodes = "%s/small/nodes"\nedges = "%s/small/edges"\noutput = "%s/small-records"\noverwrite = true\nhops = 2\nfanouts = [10, 10]\n[train]\nrecords = "%s/small-records"\noutput = "%s/model"\nepochs = 1\nhidden = 16\n' \
-    "$WORK" "$WORK" "$WORK" "$WORK" "$WORK" > "$WORK/model.toml"
-  $BIN run "$WORK/model.toml" > "$WORK/model.log" 2>&1 || { cat "$WORK/model.log"; exit 1; }
-  python3 bench/all_edges_model.py "$WORK/model" "$WORK/model-all"
-fi
+source bench/model_all.sh
+all_edges_model "$WORK" "$BIN"
 
 builds="this"
 [ -n "${BEFORE:-}" ] && builds="before this"

@@ -7,10 +7,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::common::*;
-use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use schemas::edge_stats::EdgeStats;
 use schemas::nodes::NodeRows;
@@ -172,13 +170,6 @@ fn import_ogb_carries_edge_feat_into_the_edge_table_and_the_records() {
         .unwrap();
     assert_fails(&failed, 65, &["edge-feat.csv.gz"]);
     assert!(!short.join("edges/_SUCCESS").exists() && !short.join("nodes/_SUCCESS").exists());
-}
-
-fn write_parquet(path: &Path, batch: &RecordBatch) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
-    writer.write(batch).unwrap();
-    writer.close().unwrap();
 }
 
 /// Two parallel edges 0 -> 1 (same weight) that differ only in their features, in two part

@@ -62,11 +62,14 @@ fn cora_job_runs_after_import() {
     let test = test_accuracy(&summary);
     assert!(test > 0.75, "the paper's GCN reaches about 0.81 on Cora; this one {test}\n{summary}");
 
-    // And Cora's 8 parts (tests/partition.rs holds their cut to METIS's).
+    // And Cora's 8 parts (tests/partition.rs holds their cut to METIS's), then the records again
+    // with those parts as owners: the same records.
     let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("partition.toml").to_str().unwrap()]);
     assert!(summary.contains("parts:        8") && summary.contains("edge cut:"), "{summary}");
+    assert!(summary.contains("exchanged:"), "{summary}");
     let inspected = graphflat_ok_in(&cwd, &["inspect", "data/cora/parts"]);
     assert!(inspected.contains("2708 rows") && inspected.contains("_SUCCESS present"), "{inspected}");
+    assert!(read_records(&cwd.join("data/cora/flat")) == read_records(&cwd.join("data/cora/flat-parts")));
 }
 
 #[test]

@@ -27,6 +27,7 @@ mod link_records;
 mod link_train;
 mod liveness;
 mod multilabel;
+mod owner_map;
 mod partition;
 mod processes;
 mod readers;

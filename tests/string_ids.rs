@@ -87,7 +87,7 @@ fn rekeyed(from: &[RecordBatch], to: &Path, columns: &[(&str, &str)], strings: b
 
 /// A generated graph (split for the link task, `features` dropped unless `features`) keyed by
 /// strings in `dir/strings`, and by their internal ids in `dir/ints`; with candidate pairs.
-fn graphs(dir: &Path, features: bool) -> (PathBuf, PathBuf) {
+pub(crate) fn graphs(dir: &Path, features: bool) -> (PathBuf, PathBuf) {
     let generated = dir.join("generated");
     generate(&generated, 300, 6, 4, 5);
     let (edges, split) = (generated.join("edges"), generated.join("split"));
@@ -320,13 +320,6 @@ fn a_node_model_on_string_ids_scores_as_on_their_internal_ids() {
     let (by_string, read) = rows_by_id(read_batches(&s("scores")), &["node_id"]);
     assert_eq!(by_string, rows_by_id(read_batches(&i("scores")), &["node_id"]).0);
     assert_eq!(read.len(), 300);
-}
-
-fn write_parquet(path: &Path, batch: &RecordBatch) {
-    let file = std::fs::File::create(path).unwrap();
-    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-    writer.write(batch).unwrap();
-    writer.close().unwrap();
 }
 
 #[test]

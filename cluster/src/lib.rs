@@ -9,6 +9,7 @@
 //! - [`collective`]: small all-worker agreements between phases (exchange, gather, sums, the
 //!   same error everywhere) and streamed shuffles;
 //! - [`hash`]: the fixed hashes that route nodes to owners and key samples;
+//! - [`owners`]: the owner of every node, by the hash or by a partition table;
 //! - [`memory`]: the process's peak memory, for summaries;
 //! - [`id_table`] and [`prefetch`]: the id lookups made once per edge, and the cache hints that
 //!   let a loop's misses overlap.
@@ -20,6 +21,7 @@ pub mod hash;
 pub mod heartbeat;
 pub mod id_table;
 pub mod memory;
+pub mod owners;
 pub mod prefetch;
 pub mod wait;
 
@@ -28,4 +30,5 @@ pub use execute::{Failure, execute, install_panic_hook};
 pub use hash::owner_key;
 pub use id_table::IdTable;
 pub use memory::peak_rss_bytes;
+pub use owners::{OwnerMap, Owners};
 pub use wait::wait_while;

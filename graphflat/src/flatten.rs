@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use arrow_schema::SchemaRef;
 use cluster::Failure;
-use sampling::{NodeStore, SampleSpec, SupervisionSample};
+use sampling::{NodeStore, SampleSpec, SharedOwnerMap, SupervisionSample};
 use schemas::facts::{Histogram, Log2Counts};
 use schemas::job::TypedGraph;
 use schemas::layers::Layers;
@@ -24,7 +24,7 @@ use tables::parts::PartsOf;
 use crate::error::Error;
 use crate::links::flatten_links;
 use crate::record::AssembledColumns;
-use crate::round::{Request, rounds};
+use crate::round::{Answered, Request, rounds};
 use crate::write::{RecordStats, write_batches};
 
 /// The job's summary.
@@ -39,6 +39,9 @@ pub struct RecordSizes {
     pub max_edges: u64,
     pub node_counts: Log2Counts,
     pub edge_counts: Log2Counts,
+    /// Node rows answered in the rounds over the cluster, and those sent between workers.
+    pub answered: u64,
+    pub exchanged: u64,
 }
 
 impl Details for RecordSizes {
@@ -54,6 +57,7 @@ impl Details for RecordSizes {
             ("records", format!("{} targets ({:.0} records/s)", summary.targets, summary.rate())),
             ("record nodes", format!("mean {:.1}, max {}", self.mean_nodes, self.max_nodes)),
             ("record edges", format!("mean {:.1}, max {}", self.mean_edges, self.max_edges)),
+            ("exchanged", format!("{} of {} node rows between workers", self.exchanged, self.answered)),
         ]
     }
 }
@@ -67,8 +71,11 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
         Progress::new("flatten", "records", vec!["rounds".into()]).with_tally("requests per round", config.hops + 1),
     );
     let threads = cluster.threads();
+    let owner_map = SharedOwnerMap::default();
     stage::execute(cluster, move |worker| {
-        let declared = Declared::of(Stage::Flatten, &*config).with_link_relation(config.link_relation_index());
+        let declared = Declared::of(Stage::Flatten, &*config)
+            .with_link_relation(config.link_relation_index())
+            .with_partition(config.partition.as_deref(), &owner_map);
         let body = Records::new(&config);
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
@@ -201,6 +208,8 @@ impl Body for Records<'_> {
             max_edges: all.iter().map(|s| s.own.max_edges).max().unwrap_or(0),
             node_counts: Log2Counts::sum(all.iter().map(|s| &s.own.node_counts)),
             edge_counts: Log2Counts::sum(all.iter().map(|s| &s.own.edge_counts)),
+            answered: all.iter().map(|s| s.own.answered).sum(),
+            exchanged: all.iter().map(|s| s.own.exchanged).sum(),
         }
     }
 }
@@ -223,7 +232,11 @@ fn flatten_targets(
         .collect();
     let columns = AssembledColumns::of(&nodes);
     let (nodes, layers): (_, Rc<[Layers]>) = (Rc::new(nodes), Rc::from(layers));
-    write_batches(worker, config, schema, output, batches, columns, move |scope, requests| {
-        rounds(scope, requests, nodes, layers, progress)
-    })
+    let answered = Answered::default();
+    let counted = answered.clone();
+    let mut written = write_batches(worker, config, schema, output, batches, columns, move |scope, requests| {
+        rounds(scope, requests, nodes, layers, progress, counted)
+    })?;
+    (written.own.answered, written.own.exchanged) = answered.counts();
+    Ok(written)
 }

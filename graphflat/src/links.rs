@@ -23,7 +23,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use cluster::hash::{IdMap, IdSet};
-use cluster::owner_key;
 use sampling::NodeStore;
 use sampling::supervision::SupervisionEdge;
 use schemas::layers::Layers;
@@ -42,7 +41,7 @@ use arrow_schema::SchemaRef;
 
 use crate::error::Error;
 use crate::record::{self, Gathered, Scratch};
-use crate::round::{Request, rounds};
+use crate::round::{Answered, Request, rounds};
 use crate::sink::LinkRows;
 use crate::write::{RecordStats, write_batches};
 
@@ -113,9 +112,14 @@ pub fn flatten_links(
     let batches: Vec<Vec<Task>> = tasks.chunks(per_batch).map(<[Task]>::to_vec).collect();
     let (nodes, layers, progress) = (Rc::new(nodes), Rc::from(layers), worker.progress.clone());
     let disjoint = link.disjoint_train;
-    write_batches(worker, config, schema, output, batches, LinkRows::default(), move |scope, tasks| {
-        link_dataflow(scope, tasks, nodes, layers, progress, disjoint)
-    })
+    let answered = Answered::default();
+    let counted = answered.clone();
+    let mut written =
+        write_batches(worker, config, schema, output, batches, LinkRows::default(), move |scope, tasks| {
+            link_dataflow(scope, tasks, nodes, layers, progress, disjoint, counted)
+        })?;
+    (written.own.answered, written.own.exchanged) = answered.counts();
+    Ok(written)
 }
 
 fn link_dataflow<'s>(
@@ -125,8 +129,10 @@ fn link_dataflow<'s>(
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
     disjoint_train: bool,
+    answered: Answered,
 ) -> StreamVec<'s, u64, LinkRecord> {
     let me = scope.index() as u64;
+    let owners = nodes.owners.clone();
     let needs = tasks
         .clone()
         .unary(Pipeline, "Needs", move |_, _| {
@@ -142,9 +148,9 @@ fn link_dataflow<'s>(
                 });
             }
         })
-        .exchange(|n: &Need| owner_key(n.root));
+        .exchange(move |n: &Need| owners.key(n.root));
     let typed = record::edge_widths(&nodes);
-    let records = assembled(rounds(scope, dedupe(needs.clone()), nodes, layers, progress), typed);
+    let records = assembled(rounds(scope, dedupe(needs.clone()), nodes, layers, progress, answered), typed);
     let delivered = fan_out(records, needs);
     assemble(tasks, delivered, disjoint_train)
 }

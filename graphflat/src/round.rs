@@ -19,6 +19,7 @@
 //! own (a 1M-node job asks for 18M nodes), and a record in progress never grows a feature
 //! buffer (reallocating those was a tenth of the worker's time in the 1M flatten).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -37,7 +38,6 @@ use timely::dataflow::operators::{Capability, ToStream};
 use timely::dataflow::{Scope, StreamVec};
 
 use crate::record::{Block, Gathered, GatheredNode};
-use cluster::owner_key;
 use sampling::NodeStore;
 use schemas::layers::Layers;
 use stage::Progress;
@@ -187,6 +187,23 @@ impl Partial {
 /// [`answer`]): enough that the misses of consecutive requests overlap.
 const PREFETCH_AHEAD: usize = 8;
 
+/// The node rows this worker answered, in every round: all of them, and those it sent to
+/// another worker (the rows a partition that keeps neighbors together saves).
+#[derive(Debug, Clone, Default)]
+pub struct Answered(Rc<Cell<(u64, u64)>>);
+
+impl Answered {
+    /// (rows answered, rows sent to another worker).
+    pub fn counts(&self) -> (u64, u64) {
+        self.0.get()
+    }
+
+    fn add(&self, all: u64, elsewhere: u64) {
+        let (a, e) = self.0.get();
+        self.0.set((a + all, e + elsewhere));
+    }
+}
+
 /// Round `hop`'s expand step, at the owner of each requested node.
 fn expand<'s>(
     requests: StreamVec<'s, u64, Request>,
@@ -194,13 +211,17 @@ fn expand<'s>(
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
     hop: usize,
+    answered: Answered,
 ) -> StreamVec<'s, u64, Replies> {
-    let peers = requests.scope().peers() as u64;
-    requests.unary(Exchange::new(|r: &Request| owner_key(r.node)), &format!("Expand{hop}"), move |_, _| {
+    let (me, peers) = (requests.scope().index() as u64, requests.scope().peers() as u64);
+    let owners = nodes.owners.clone();
+    requests.unary(Exchange::new(move |r: &Request| owners.key(r.node)), &format!("Expand{hop}"), move |_, _| {
         move |input, output| {
             input.for_each(|cap, data| {
                 progress.count(hop, data.len() as u64);
                 let out = answer(&nodes, &layers, hop, peers, data);
+                let elsewhere = out.iter().filter(|r| r.to != me).map(|r| r.replies.len() as u64).sum();
+                answered.add(out.iter().map(|r| r.replies.len() as u64).sum(), elsewhere);
                 let mut session = output.session(&cap);
                 out.into_iter().filter(|r| !r.replies.is_empty()).for_each(|r| session.give(r));
             });
@@ -250,7 +271,7 @@ fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &m
         }
         // Requests name only nodes that exist: targets and checked edge sources.
         let Some(slot) = slots[i] else { continue };
-        let to = &mut out[(owner_key(r.root) % peers) as usize];
+        let to = &mut out[(nodes.owners.key(r.root) % peers) as usize];
         to.features.extend_from_slice(nodes.features(slot));
         if let Some(key) = nodes.key(slot) {
             to.keys.push_str(key);
@@ -358,12 +379,13 @@ pub fn rounds<'s>(
     nodes: Rc<NodeStore>,
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
+    answered: Answered,
 ) -> StreamVec<'s, u64, Gathered> {
     let hops = layers[0].hops();
     let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
     let mut requests = targets;
     for hop in 0..=hops {
-        let replies = expand(requests, nodes.clone(), layers.clone(), progress.clone(), hop);
+        let replies = expand(requests, nodes.clone(), layers.clone(), progress.clone(), hop, answered.clone());
         let (next_partials, next_requests) = merge(partials, replies, hops, hop).ok_err(|step| step);
         partials = next_partials;
         requests = next_requests;

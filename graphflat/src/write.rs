@@ -34,6 +34,9 @@ pub struct RecordStats {
     /// Records by their count of nodes and of edges.
     pub node_counts: Log2Counts,
     pub edge_counts: Log2Counts,
+    /// Node rows this worker answered in the rounds, and those it sent to another worker.
+    pub answered: u64,
+    pub exchanged: u64,
 }
 
 impl RecordStats {

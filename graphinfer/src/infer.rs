@@ -17,7 +17,7 @@ use gnn::Gnn;
 use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
-use sampling::{NodeStore, ReadEdges, SampleSpec, agree};
+use sampling::{NodeStore, ReadEdges, SampleSpec, SharedOwnerMap, agree};
 use schemas::job::MissingEmbedding;
 use schemas::job::TypedGraph;
 use schemas::model::{ModelMeta, ModelSpec};
@@ -113,6 +113,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
     let model = Arc::new((dir, files));
     let threads = cluster.threads();
     let typed = Arc::new(config.typed());
+    let owner_map = SharedOwnerMap::default();
     stage::execute(cluster, move |worker| {
         let (dir, files) = &*model;
         let device = agree(worker, gnn::device(config.device).map_err(model_error))?;
@@ -132,7 +133,9 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
                 meta.fanouts
             );
         }
-        let mut declared = Declared::of(Stage::Infer, &*config).with_link_relation(meta.link_relation);
+        let mut declared = Declared::of(Stage::Infer, &*config)
+            .with_link_relation(meta.link_relation)
+            .with_partition(config.partition.as_deref(), &owner_map);
         if let Some(uri) = &config.pairs_output {
             declared = declared.with_extra("pairs_output", uri);
         }

@@ -87,7 +87,8 @@ pub fn read(
     let mine = units(&files, worker.index(), peers);
     let kept = Rc::new(RefCell::new((vec![0.0f32; nodes.len() * dim], vec![false; nodes.len()], 0u64, None)));
     let (sink, store) = (kept.clone(), nodes.clone());
-    let route = |r: &Row| cluster::owner_key(r.id);
+    let owners = nodes.owners.clone();
+    let route = move |r: &Row| owners.key(r.id);
     let consume = move |r: Row| {
         let mut kept = sink.borrow_mut();
         let (values, found, unknown, duplicate) = &mut *kept;

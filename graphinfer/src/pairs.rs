@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, StringArray};
 use arrow_schema::SchemaRef;
-use cluster::{all_gather, owner_key, relay};
+use cluster::{all_gather, relay};
 use gnn::decoder::PairScorer;
 use parquet::file::properties::EnabledStatistics;
 use parquet::schema::types::ColumnPath;
@@ -175,9 +175,10 @@ pub fn score(
         *first = Some(first.map_or(u, |f| f.min(u)));
     };
     let my_units = units(&table.files, worker.index(), worker.peers());
+    let (src_owners, dst_owners) = (at_src.nodes.owners.clone(), at_src.nodes.owners.clone());
     let read = relay(
         worker,
-        |p: &Pair| owner_key(p.src),
+        move |p: &Pair| src_owners.key(p.src),
         move |p: Pair| match at_src.row(p.src, p.prints[0]) {
             Some((h, key)) => Some(Half {
                 src: p.src,
@@ -192,7 +193,7 @@ pub fn score(
                 None
             }
         },
-        |h: &Half| owner_key(h.dst),
+        move |h: &Half| dst_owners.key(h.dst),
         move |h: Half| match at_dst.row(h.dst, h.dst_print) {
             Some((row, key)) => {
                 let score = scorer.score(&h.h_src, row);

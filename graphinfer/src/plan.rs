@@ -10,7 +10,7 @@
 //! - **Hubs**: a node whose layer-`l` in-edges number more than the threshold has them cut into
 //!   `salts` runs of consecutive ranks (in sample order, so a typed hub's runs may mix
 //!   relations: each in-edge carries its relation and weight); run `s` is aggregated on worker
-//!   `reducer_key(node, (l, s))`, and the owner merges the partial states in salt order. The
+//!   `owners.reducer_key(node, (l, s))`, and the owner merges the partial states in salt order. The
 //!   salt count depends on the in-edge count and the threshold only, never on the number of
 //!   workers, so the result is the same bits on any cluster.
 //! - **Rows**: each aggregation reads its sources' messages by *row*: a local node's slot, or
@@ -26,8 +26,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use cluster::IdTable;
-use cluster::hash::reducer_key;
-use cluster::{all_gather, owner_key, shuffle};
+use cluster::{Owners, all_gather, shuffle};
 use sampling::{ELSEWHERE, NodeStore};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
@@ -89,9 +88,9 @@ pub struct Subscriber {
     pub row: u32,
 }
 
-/// The worker a hub's run is aggregated on.
-pub fn reducer(hub: i64, layer: usize, salt: u32) -> u64 {
-    reducer_key(hub, ((layer as u64) << 32) | u64::from(salt))
+/// The routing key of the worker a hub's run is aggregated on.
+pub fn reducer(owners: &Owners, hub: i64, layer: usize, salt: u32) -> u64 {
+    owners.reducer_key(hub, ((layer as u64) << 32) | u64::from(salt))
 }
 
 /// How many runs a hub's `count` in-edges are cut into. The runs' partial states are
@@ -179,9 +178,10 @@ pub fn plan(
     }
     let received: Rc<RefCell<Vec<TaskMsg>>> = Rc::default();
     let sink = received.clone();
+    let owners = nodes.owners.clone();
     shuffle(
         worker,
-        |t: &TaskMsg| reducer(t.hub, t.layer as usize, t.salt),
+        move |t: &TaskMsg| reducer(&owners, t.hub, t.layer as usize, t.salt),
         move |t| sink.borrow_mut().push(t),
         |send| {
             send(runs);
@@ -202,7 +202,7 @@ pub fn plan(
 
     // The remote nodes read here, each given its row at its first in-edge, found by its owner
     // and its slot there (see `RemoteRows`).
-    let owner = Owner { me: worker.index() as u32, peers: worker.peers() as u64 };
+    let owner = Owner { me: worker.index() as u32, owners: nodes.owners.clone() };
     let remote_in_edges =
         rows.iter().chain(received.iter().flat_map(|t| &t.slots)).filter(|&&r| r & ELSEWHERE != 0).count();
     let counts = all_gather(worker, vec![(owner.me, nodes.len() as u64)]);
@@ -386,10 +386,11 @@ fn needed(
             }
         }
         let (sink, store) = (needed.clone(), nodes.clone());
+        let owners = nodes.owners.clone();
         // Every worker takes part in every shuffle; errors cannot happen here.
         let _ = shuffle(
             worker,
-            |&u: &i64| owner_key(u),
+            move |&u: &i64| owners.key(u),
             move |u: i64| {
                 if let Some(s) = store.slot(u) {
                     sink.borrow_mut()[s] |= 1 << (l - 1);
@@ -404,15 +405,15 @@ fn needed(
     needed.take()
 }
 
-/// The worker that owns a node (`cluster::owner_key`), and this worker.
+/// The worker that owns a node (`cluster::Owners`), and this worker.
 struct Owner {
     me: u32,
-    peers: u64,
+    owners: Owners,
 }
 
 impl Owner {
     fn of(&self, id: i64) -> u32 {
-        (owner_key(id) % self.peers) as u32
+        self.owners.of(id) as u32
     }
 }
 
@@ -556,7 +557,7 @@ mod tests {
     /// and a slot past its owner's nodes is an error, not another node's row.
     #[test]
     fn remote_rows_are_numbered_by_first_read_in_either_index() {
-        let owner = Owner { me: 1, peers: 3 };
+        let owner = Owner { me: 1, owners: Owners::hashed(3) };
         let counts = [(0, 40), (1, 7), (2, 30)];
         // (owner, slot, layers): repeats, both other workers, slot 0 and the last slots.
         let reads = [(2, 5), (0, 39), (0, 0), (2, 5), (2, 29), (0, 39), (2, 0)];

@@ -18,7 +18,6 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use burn::prelude::Device;
-use cluster::owner_key;
 use cluster::shuffle;
 use cluster::wait::check_abort;
 use gnn::{Gnn, LayerSlice};
@@ -418,9 +417,10 @@ fn push(
     let remote_rows = Rc::new(RefCell::new(vec![0f32; cx.plan.remote_rows * mw]));
     let hub_rows: Rc<RefCell<HashMap<(i64, u32), Vec<f32>>>> = Rc::default();
     let (sink, hubs_sink) = (remote_rows.clone(), hub_rows.clone());
-    let route = |p: &Push| match p {
+    let owners = cx.nodes.owners.clone();
+    let route = move |p: &Push| match p {
         Push::Message { to, .. } => u64::from(*to),
-        Push::Hub { hub, layer, salt, .. } => reducer(*hub, *layer as usize, *salt),
+        Push::Hub { hub, layer, salt, .. } => reducer(&owners, *hub, *layer as usize, *salt),
     };
     let consume = move |p: Push| match p {
         Push::Message { at, row, .. } => {
@@ -489,9 +489,10 @@ fn reduce_hubs(
     }
     let received: Rc<RefCell<Vec<Partial>>> = Rc::default();
     let sink = received.clone();
+    let owners = cx.nodes.owners.clone();
     shuffle(
         worker,
-        |p: &Partial| owner_key(p.hub),
+        move |p: &Partial| owners.key(p.hub),
         move |p| sink.borrow_mut().push(p),
         |send| {
             send(partials);

@@ -17,9 +17,9 @@ use sampling::NodeStore;
 use tables::Error;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 
+pub use schemas::nodes::NODE_ID;
+pub use schemas::parts::PART;
 pub use schemas::typed::NODE_TYPE;
-pub const NODE_ID: &str = "node_id";
-pub const PART: &str = "part";
 
 /// Rows per batch written.
 const BATCH: usize = 65_536;

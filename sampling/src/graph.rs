@@ -1,9 +1,11 @@
-//! The part of the graph one worker owns: its nodes (by `owner_key`), their features, label,
+//! The part of the graph one worker owns: its nodes (by `cluster::Owners`), their features, label,
 //! split, full in-degree and sampled in-edges with the edges' features. Features, sampled
 //! in-edges and their features are flat arrays indexed by slot (one allocation each, not one
 //! per node: a worker owns millions of nodes).
 
-use cluster::IdTable;
+use cluster::{IdTable, Owners};
+
+mod layout;
 
 use schemas::edge_stats::EdgeStats;
 use schemas::ids::{IdKind, StringIds};
@@ -60,6 +62,9 @@ pub struct NodeStore {
     pub relation_edges: RelationEdges,
     /// A graph keyed by strings: their internal ids and each slot's original string.
     pub strings: Option<NodeStrings>,
+    /// Which worker owns each node: every message about a node is routed by
+    /// [`Owners::key`]. Set by the loader before any node travels.
+    pub owners: Owners,
 }
 
 /// The original ids of a graph keyed by strings (`schemas::ids`): the collided strings' table,
@@ -342,7 +347,7 @@ impl NodeStore {
 
     /// Takes the source slots of every sampled in-edge, aligned with the in-edges (slot 0's,
     /// then slot 1's, ...): the source's slot at its owner, with the [`ELSEWHERE`] bit set when
-    /// that owner is another worker (its owner is then `owner_key(src) % peers`). Empty unless
+    /// that owner is another worker (its owner is then `owners.of(src)`). Empty unless
     /// sampling was asked for them ([`crate::SampleSpec::source_slots`]), which limits a worker
     /// to 2^31 nodes. The map step resolved every endpoint's slot at its owner already, so each
     /// in-edge brings its source's along, and a caller that reads the sources' rows needs no
@@ -378,5 +383,61 @@ mod tests {
             assert!(store.features.is_empty());
         }
         assert_eq!(typed.feature_row(&[0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10.], 1), &[1., 2., 3.]);
+    }
+
+    /// With an owner map, every per-slot array follows its node into part order (nodes the map
+    /// does not name last, each group by id); the index finds each id at its new slot; without
+    /// a map, nothing moves.
+    #[test]
+    fn laid_out_nodes_keep_their_rows_in_part_order() {
+        use std::sync::Arc;
+
+        use cluster::{OwnerMap, Owners};
+
+        let parts = Arc::new(OwnerMap::new([(4, 1), (1, 0), (3, 1), (0, 1)], 4));
+        let mut typed = NodeStore::typed(vec![1, 3], LabelKind::Class);
+        typed.strings = Some(NodeStrings::new(StringIds::default()));
+        for id in [3i64, 2, 4, 0, 1] {
+            let t = (id % 2) as u8;
+            let row: Vec<f32> = (0..typed.width(t)).map(|j| (id * 10 + j as i64) as f32).collect();
+            let split = (id == 4).then_some(Split::Test);
+            typed.insert(id, t, Some(Label::Class(id)), split, &row).expect("new id");
+            let last = typed.len() - 1;
+            typed.in_degree[last] = id as u64 + 7;
+            typed.strings.as_mut().unwrap().push(&format!("node-{id}"));
+        }
+        let mut unmoved = NodeStore { owners: Owners::hashed(2), ..NodeStore::typed(vec![1, 3], LabelKind::Class) };
+        unmoved.insert(9, 1, None, None, &[1., 2., 3.]).unwrap();
+        unmoved.insert(8, 0, None, None, &[4.]).unwrap();
+        unmoved.lay_out();
+        assert_eq!(unmoved.ids, [9, 8], "without a map the arrival order stands");
+
+        // A homogeneous store's rows move in place, cycle by cycle.
+        let mut plain = NodeStore::new(2, LabelKind::Class);
+        for id in [3i64, 2, 4, 0, 1] {
+            plain.insert(id, 0, Some(Label::Class(-id)), None, &[id as f32, 0.5]).expect("new id");
+        }
+        plain.owners = Owners::mapped(2, parts.clone());
+        plain.lay_out();
+        assert_eq!(plain.ids, [1, 0, 3, 4, 2]);
+        for (slot, &id) in plain.ids.iter().enumerate() {
+            assert_eq!((plain.slot(id), plain.features(slot)), (Some(slot), &[id as f32, 0.5][..]));
+            assert_eq!(plain.labels[slot], Some(Label::Class(-id)));
+        }
+
+        typed.owners = Owners::mapped(2, parts);
+        typed.lay_out();
+        // Part 0: 1; part 1: 0, 3, 4; not named: 2.
+        assert_eq!(typed.ids, [1, 0, 3, 4, 2]);
+        for (slot, &id) in typed.ids.iter().enumerate() {
+            let t = (id % 2) as u8;
+            let row: Vec<f32> = (0..typed.width(t)).map(|j| (id * 10 + j as i64) as f32).collect();
+            assert_eq!(typed.slot(id), Some(slot));
+            assert_eq!((typed.node_type(slot), typed.features(slot)), (t, row.as_slice()), "node {id}");
+            assert_eq!(typed.labels[slot], Some(Label::Class(id)));
+            assert_eq!(typed.splits[slot], (id == 4).then_some(Split::Test));
+            assert_eq!(typed.in_degree[slot], id as u64 + 7);
+            assert_eq!(typed.key(slot), Some(format!("node-{id}").as_str()));
+        }
     }
 }

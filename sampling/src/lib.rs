@@ -2,7 +2,8 @@
 //! edge tables (GraphFlat, GraphInfer):
 //!
 //! - [`load`]: each worker reads its share of the tables, checks every row, sends nodes to their
-//!   owners (by [`cluster::owner_key`]) and counts in-degrees there;
+//!   owners (by [`cluster::Owners`]: the hash, or a partition table) and counts in-degrees there;
+//! - [`owner_map`]: the partition table a stage routes by, read once per process;
 //! - [`graph`]: the part of the graph a worker owns ([`NodeStore`]);
 //! - [`sample`]: hash-keyed samplers and the per-layer plan;
 //! - [`reindex`]: every node's sampled in-edges, hubs spread over salted reducers and merged;
@@ -18,6 +19,7 @@
 
 pub mod graph;
 pub mod load;
+pub mod owner_map;
 pub mod reindex;
 pub mod runs;
 pub mod sample;
@@ -25,6 +27,7 @@ pub mod supervision;
 
 pub use graph::{ELSEWHERE, InEdge, NodeStore, RelationEdges};
 pub use load::{Edge, EdgeRead, ReadEdges, load_edges, load_nodes};
+pub use owner_map::{PartitionTable, SharedOwnerMap};
 pub use reindex::{SampleSpec, Sampled, sample_in_edges};
 pub use supervision::{SupervisionEdge, SupervisionSample};
 pub use tables::Error;

@@ -33,11 +33,11 @@ use crate::Error;
 use crate::agree;
 use crate::graph::RelationEdges;
 use crate::graph::{NodeStore, NodeStrings};
+use crate::owner_map::{self, GraphKeys, PartitionTable};
 use crate::supervision::{self, SupervisionEdge, SupervisionSample};
 use cluster::IdTable;
 use cluster::all_gather;
 use cluster::hash::IdSet;
-use cluster::owner_key;
 use cluster::shuffle;
 use tables::{Io, ParquetFile, Place, open_table, units};
 
@@ -109,22 +109,32 @@ fn locate(files: &[ParquetFile], at: RowAt, column: &str) -> Location {
 /// Reads the node table into each worker's [`NodeStore`]. Fails (on every worker alike) on a
 /// missing or mistyped column, a null, NaN or infinite feature, a bad split, rows whose
 /// feature lengths differ, a duplicate id or an empty table.
-pub fn load_nodes(worker: &mut Worker, io: &Io, table: &Place) -> Result<NodeStore, Error> {
+pub fn load_nodes(
+    worker: &mut Worker,
+    io: &Io,
+    table: &Place,
+    partition: Option<PartitionTable>,
+) -> Result<NodeStore, Error> {
     let files = agree(worker, open_table(io, table))?;
     agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT]))?;
     // The table's feature length is its first row's, and the targets' length (multi-label) its
     // first labeled row's: every worker reads those rows itself.
     let (dim, label_kind) = agree(worker, table_shape(io, &files))?;
     let mut store = NodeStore::new(dim, label_kind);
-    if agree(worker, id_kind(&files, &[NODE_ID]))? == IdKind::String {
+    let kind = agree(worker, id_kind(&files, &[NODE_ID]))?;
+    if kind == IdKind::String {
         store.strings = Some(NodeStrings::new(string_ids(worker, io, &files)?));
     }
+    let strings = store.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
+    store.owners = owner_map::owners(worker, io, partition, GraphKeys { kind, strings: &strings, types: None })?;
     let store = Rc::new(RefCell::new(store));
     let read = read_node_table(worker, io, &files, &store, NodeTable { node_type: None, labels: true })?;
     if read == 0 {
         return Err(Error::BadData(format!("{}: the node table is empty", table.shown())));
     }
-    Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+    let mut store = Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default();
+    store.lay_out();
+    Ok(store)
 }
 
 /// Reads a typed graph's node tables, one per type in type order, into one [`NodeStore`]
@@ -138,6 +148,7 @@ pub fn load_typed_nodes(
     tables: &[(String, Place)],
     target: u8,
     labeled: bool,
+    partition: Option<PartitionTable>,
 ) -> Result<NodeStore, Error> {
     let mut shapes = Vec::with_capacity(tables.len());
     let mut opened = Vec::with_capacity(tables.len());
@@ -166,6 +177,10 @@ pub fn load_typed_nodes(
         // renumbers a pair that needed none (about 28 at a billion ids).
         store.strings = Some(NodeStrings::new(string_ids(worker, io, &opened.concat())?));
     }
+    let strings = store.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
+    let names: Vec<String> = tables.iter().map(|(name, _)| name.clone()).collect();
+    let keys = GraphKeys { kind, strings: &strings, types: Some(&names) };
+    store.owners = owner_map::owners(worker, io, partition, keys)?;
     let store = Rc::new(RefCell::new(store));
     for (t, ((name, table), files)) in tables.iter().zip(&opened).enumerate() {
         let typed = NodeTable { node_type: Some(t as u8), labels: t == usize::from(target) };
@@ -175,7 +190,9 @@ pub fn load_typed_nodes(
             return Err(Error::BadData(format!("node type {name}: {}: the node table is empty", table.shown())));
         }
     }
-    Ok(Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default())
+    let mut store = Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default();
+    store.lay_out();
+    Ok(store)
 }
 
 /// A typed graph's one id kind: every node type's table keyed alike (the outputs' `node_id`
@@ -234,6 +251,7 @@ fn read_node_table(
     };
     let problems = owner.problems.clone();
     let strings = store.borrow().strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
+    let owners = store.borrow().owners.clone();
     let read = shuffle(
         worker,
         |batch: &OwnerBatch| batch.owner,
@@ -252,7 +270,7 @@ fn read_node_table(
                         let id = node_key(how.node_type, nodes.ids.id(i, &strings), &name, row)?;
                         let label = nodes.label(i, &name, row)?;
                         let (label, split) = if how.labels { (label, nodes.split(i)) } else { (None, None) };
-                        let to = owner_key(id) % peers as u64;
+                        let to = owners.key(id) % peers as u64;
                         batches[to as usize].push((id, nodes.ids.key(i).as_str()), label, split, features, row);
                     }
                     send(batches.into_iter().filter(|b| !b.ids.is_empty()).collect());
@@ -479,7 +497,7 @@ fn string_ids(worker: &mut Worker, io: &Io, files: &[ParquetFile]) -> Result<Str
                     let ids = IdColumn::read(&batch, NODE_ID, &name, first_row)?;
                     let mut to: Vec<Vec<StringHash>> = vec![Vec::new(); peers];
                     for hash in (0..ids.len()).filter_map(|i| ids.hash(i)) {
-                        to[(owner_key(hash.h) % peers as u64) as usize].push(hash);
+                        to[(cluster::hash::owner_key(hash.h) % peers as u64) as usize].push(hash);
                     }
                     send(to.into_iter().enumerate().map(|(w, hashes)| (w as u64, hashes)).collect());
                     Ok(())
@@ -971,9 +989,10 @@ pub fn load_edges(
     let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();
     let answers: Rc<RefCell<Vec<Resolved>>> = Rc::default();
     let (owner_nodes, owner_unknown, owner_answers) = (nodes.clone(), unknown.clone(), answers.clone());
+    let owners = nodes.borrow().owners.clone();
     let checked = shuffle(
         worker,
-        |m: &Endpoint| owner_key(m.node),
+        move |m: &Endpoint| owners.key(m.node),
         move |m: Endpoint| {
             let mut store = owner_nodes.borrow_mut();
             let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == m.print);
@@ -1024,7 +1043,11 @@ pub fn load_edges(
     if total == 0 {
         return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));
     }
-    let supervision = if read.supervision.is_some() { supervision::to_owners(worker, supervised)? } else { Vec::new() };
+    let supervision = if read.supervision.is_some() {
+        supervision::to_owners(worker, supervised, &nodes.borrow().owners)?
+    } else {
+        Vec::new()
+    };
 
     // Every endpoint is known now: the owners' answers go back to the readers.
     let slots = Rc::new(RefCell::new(vec![u32::MAX; ends.len()]));

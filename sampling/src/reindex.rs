@@ -27,7 +27,8 @@ use crate::graph::{ELSEWHERE, InEdge, NodeStore};
 use crate::load::{ReadEdges, relation_of};
 use crate::runs::{Kept, OwnedRuns, keep_best};
 use crate::sample::{Candidate, Reservoir};
-use cluster::hash::{IdMap, hash3, owner_key, reducer_key};
+use cluster::Owners;
+use cluster::hash::{IdMap, hash3};
 use cluster::{all_gather, shuffle};
 
 /// How sampling runs.
@@ -87,15 +88,19 @@ struct End {
     id: i64,
     slot: u32,
     salts: u32,
+    /// Its routing key (`cluster::Owners::key`), looked up once per endpoint rather than once
+    /// per edge: with an owner map, a lookup is a random read of a table the size of the graph.
+    key: u64,
 }
 
 /// Every endpoint a worker read, indexed as its [`crate::load::Edge`]s name them.
 struct Ends(Vec<End>);
 
 impl Ends {
-    fn new(ids: Vec<i64>, slots: Vec<u32>, hubs: &IdMap<i64, u32>) -> Self {
+    fn new(ids: Vec<i64>, slots: Vec<u32>, hubs: &IdMap<i64, u32>, owners: &Owners) -> Self {
         let salts = |id| hubs.get(&id).copied().unwrap_or(0);
-        Ends(ids.into_iter().zip(slots).map(|(id, slot)| End { id, slot, salts: salts(id) }).collect())
+        let end = |(id, slot)| End { id, slot, salts: salts(id), key: owners.key(id) };
+        Ends(ids.into_iter().zip(slots).map(end).collect())
     }
 
     fn prefetch(&self, edge: &crate::load::Edge) {
@@ -245,7 +250,7 @@ pub fn sample_in_edges(
     let peers = worker.peers() as u64;
     let source_slots = spec.source_slots;
     let ReadEdges { edges, relations, features, edge_stats, ends, slots, relation_edges, .. } = edges;
-    let ends = Ends::new(ends, slots, &hubs);
+    let ends = Ends::new(ends, slots, &hubs, &nodes.borrow().owners);
     shuffle(
         worker,
         |b: &Bundle| u64::from(b.to),
@@ -283,19 +288,19 @@ pub fn sample_in_edges(
                     let (weight, relation) = (e.weight, relation_of(&relations, from + i));
                     let source = match source_slots {
                         false => 0,
-                        true if peers == 1 || owner_key(src) % peers == owner_key(dst) % peers => s.slot,
+                        true if peers == 1 || s.key % peers == d.key % peers => s.slot,
                         true => s.slot | ELSEWHERE,
                     };
                     let (routed, key) = match d.salts {
                         0 => {
                             let to = i64::from(d.slot);
-                            (Routed { to, src, weight, salt: OWNED, source, relation }, owner_key(dst))
+                            (Routed { to, src, weight, salt: OWNED, source, relation }, d.key)
                         }
                         salts => {
                             // Each relation of a hub is spread over its own salted reducers.
                             let salt = (hash3(seed, src as u64, 1) % u64::from(salts)) as u32;
                             let reducer = u64::from(salt) | (u64::from(relation) << 32);
-                            (Routed { to: dst, src, weight, salt, source, relation }, reducer_key(dst, reducer))
+                            (Routed { to: dst, src, weight, salt, source, relation }, d.key.wrapping_add(reducer))
                         }
                     };
                     let bundle = &mut bundles[(key % peers) as usize];
@@ -328,9 +333,10 @@ pub fn sample_in_edges(
     let merged: Rc<RefCell<IdMap<(usize, u8), HubRun>>> = Rc::default();
     let (sink, store) = (merged.clone(), nodes.clone());
     let owner_limits = limits.clone();
+    let owners = nodes.borrow().owners.clone();
     shuffle(
         worker,
-        |p: &PartialSample| owner_key(p.dst),
+        move |p: &PartialSample| owners.key(p.dst),
         move |p: PartialSample| {
             // The loader checked every endpoint, so the owner has this node.
             if let Some(slot) = store.borrow().slot(p.dst) {

@@ -8,11 +8,12 @@
 //!   they are collected (`schemas::edges::passes_messages`); `train` edges are both.
 //! - **The same list on any cluster.** Whether an edge is kept is a pure function of the seed and
 //!   the edge's endpoints ([`SupervisionSample::keeps`]); the kept edges go to the owner of `src`
-//!   (`cluster::owner_key`, as nodes do) and are sorted there by `(src, dst, split)`. Parallel
+//!   (`cluster::Owners`, as nodes do) and are sorted there by `(src, dst, split)`. Parallel
 //!   edges are kept as the table has them (one entry each), so a worker's list depends only on
 //!   the table, the sample and which nodes the worker owns.
 
-use cluster::hash::{EdgeDraw, edge_draw, owner_key};
+use cluster::Owners;
+use cluster::hash::{EdgeDraw, edge_draw};
 use cluster::shuffle;
 use schemas::Split;
 use serde::{Deserialize, Serialize};
@@ -65,12 +66,17 @@ impl SupervisionSample {
 
 /// Sends the supervision edges this worker read to the owners of their sources; returns the
 /// ones this worker owns, sorted by `(src, dst, split)`.
-pub(crate) fn to_owners(worker: &mut Worker, read: Vec<SupervisionEdge>) -> Result<Vec<SupervisionEdge>, Error> {
+pub(crate) fn to_owners(
+    worker: &mut Worker,
+    read: Vec<SupervisionEdge>,
+    owners: &Owners,
+) -> Result<Vec<SupervisionEdge>, Error> {
     let owned: std::rc::Rc<std::cell::RefCell<Vec<SupervisionEdge>>> = Default::default();
     let sink = owned.clone();
+    let owners = owners.clone();
     shuffle(
         worker,
-        |e: &SupervisionEdge| owner_key(e.src),
+        move |e: &SupervisionEdge| owners.key(e.src),
         move |e: SupervisionEdge| sink.borrow_mut().push(e),
         |send| {
             send(read);

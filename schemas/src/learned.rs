@@ -73,7 +73,8 @@ impl LearnedBatch {
         types: Option<&[String]>,
     ) -> Result<Self, BadInput> {
         let ids = IdColumn::read(batch, NODE_ID, file, first_row)?;
-        let typed_keys = types.map(|names| typed_keys(batch, &ids, names, file, first_row)).transpose()?;
+        let typed_keys =
+            types.map(|names| typed::typed_keys(batch, &ids, names, "the model", file, first_row)).transpose()?;
         let column = required(batch, EMBEDDING, file)?;
         let at = |row: Option<u64>| {
             let place = Location::file(file).column(EMBEDDING);
@@ -124,42 +125,6 @@ impl LearnedBatch {
     pub fn row(&self, i: usize) -> &[f32] {
         &self.values.values()[i * self.dim..(i + 1) * self.dim]
     }
-}
-
-/// The rows' typed keys: each row's `node_type` one of `names`, its id in the typed range.
-fn typed_keys(
-    batch: &RecordBatch,
-    ids: &IdColumn,
-    names: &[String],
-    file: &str,
-    first_row: u64,
-) -> Result<Vec<i64>, BadInput> {
-    let at = |r: usize| Location::file(file).row(first_row + r as u64);
-    // Any string encoding pandas or polars may write: dictionary (a category), large, view.
-    let column = crate::columns::plain(required(batch, NODE_TYPE, file)?);
-    let types: Vec<Option<&str>> = match column.data_type() {
-        DataType::Utf8 => column.as_string::<i32>().iter().collect(),
-        DataType::LargeUtf8 => column.as_string::<i64>().iter().collect(),
-        DataType::Utf8View => column.as_string_view().iter().collect(),
-        other => {
-            let problem = format!("expected utf8 node type names, found {other}");
-            return Err(BadInput::new(Location::file(file).column(NODE_TYPE), problem));
-        }
-    };
-    (0..batch.num_rows())
-        .map(|r| {
-            let Some(t) = types[r].and_then(|n| names.iter().position(|known| known == n)) else {
-                let found = types[r].map_or_else(|| "a null".to_owned(), |n| format!("{n:?} is no"));
-                let problem = format!("{found} node type of the model ({})", names.join(", "));
-                return Err(BadInput::new(at(r).column(NODE_TYPE), problem));
-            };
-            // An integer id reads as itself, a string as its `h` (the stage resolves it).
-            let id = ids.hashed(r);
-            typed::pack(t as u8, id).ok_or_else(|| {
-                BadInput::new(at(r).column(NODE_ID), format!("node id {id} is outside a typed graph's range"))
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod mix;
 pub mod model;
 pub mod nodes;
 pub mod pairs;
+pub mod parts;
 pub mod record;
 pub mod redact;
 pub mod sampler;

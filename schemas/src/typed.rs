@@ -14,9 +14,15 @@
 
 use std::fmt;
 
+use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_schema::DataType;
 use serde::{Deserialize, Serialize};
 
 use crate::Record;
+use crate::error::{BadInput, Location};
+use crate::ids::IdColumn;
+use crate::nodes::NODE_ID;
 
 /// The column naming a row's node type in a typed table the stages write (GraphInfer's output,
 /// a model's learned table).
@@ -254,6 +260,45 @@ impl fmt::Display for GraphTypes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "types {} and relations {}", self.node_types_text(), self.relations_text())
     }
+}
+
+/// The rows' typed keys: each row's `node_type` one of `names` (the node types of `whose`: "the
+/// model", "the graph"), its id in the typed range. An integer id is packed as itself, a
+/// string as its `h` (the stage resolves it against the graph's collided strings).
+pub fn typed_keys(
+    batch: &RecordBatch,
+    ids: &IdColumn,
+    names: &[String],
+    whose: &str,
+    file: &str,
+    first_row: u64,
+) -> Result<Vec<i64>, BadInput> {
+    let at = |r: usize| Location::file(file).row(first_row + r as u64);
+    // Any string encoding pandas or polars may write: dictionary (a category), large, view.
+    let column = crate::columns::plain(crate::nodes::required(batch, NODE_TYPE, file)?);
+    let types: Vec<Option<&str>> = match column.data_type() {
+        DataType::Utf8 => column.as_string::<i32>().iter().collect(),
+        DataType::LargeUtf8 => column.as_string::<i64>().iter().collect(),
+        DataType::Utf8View => column.as_string_view().iter().collect(),
+        other => {
+            let problem = format!("expected utf8 node type names, found {other}");
+            return Err(BadInput::new(Location::file(file).column(NODE_TYPE), problem));
+        }
+    };
+    (0..batch.num_rows())
+        .map(|r| {
+            let Some(t) = types[r].and_then(|n| names.iter().position(|known| known == n)) else {
+                let found = types[r].map_or_else(|| "a null".to_owned(), |n| format!("{n:?} is no"));
+                let problem = format!("{found} node type of {whose} ({})", names.join(", "));
+                return Err(BadInput::new(at(r).column(NODE_TYPE), problem));
+            };
+            // An integer id reads as itself, a string as its `h` (the stage resolves it).
+            let id = ids.hashed(r);
+            pack(t as u8, id).ok_or_else(|| {
+                BadInput::new(at(r).column(NODE_ID), format!("node id {id} is outside a typed graph's range"))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

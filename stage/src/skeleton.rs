@@ -18,8 +18,8 @@ use std::time::Instant;
 use cluster::{Failure, all_gather, broadcast, peak_rss_bytes};
 use sampling::load::{RelationRead, in_type, load_typed_nodes};
 use sampling::{
-    EdgeRead, NodeStore, ReadEdges, SampleSpec, Sampled, SupervisionEdge, SupervisionSample, agree, load_edges,
-    load_nodes, sample_in_edges,
+    EdgeRead, NodeStore, PartitionTable, ReadEdges, SampleSpec, Sampled, SharedOwnerMap, SupervisionEdge,
+    SupervisionSample, agree, load_edges, load_nodes, sample_in_edges,
 };
 use schemas::facts::{Log2Counts, RunFacts};
 use schemas::job::TypedGraph;
@@ -54,6 +54,9 @@ pub struct Declared<'a> {
     /// edges are held out), its edges with a split are the supervision edges the body asks for
     /// ([`Body::supervision`]), and the target type needs no labels.
     pub link_relation: Option<u8>,
+    /// The partition table that owns the nodes it names (`partition = "PATH"`), and this
+    /// process's copy of its map (see `sampling::owner_map`).
+    pub partition: Option<(&'a str, &'a SharedOwnerMap)>,
 }
 
 impl<'a> Declared<'a> {
@@ -70,7 +73,15 @@ impl<'a> Declared<'a> {
             extras: Vec::new(),
             typed: section.typed(),
             link_relation: None,
+            partition: None,
         }
+    }
+
+    /// With the section's partition table as the owner map, read once per process into
+    /// `shared` (made before the workers start, so that they share it).
+    pub fn with_partition(mut self, uri: Option<&'a str>, shared: &'a SharedOwnerMap) -> Self {
+        self.partition = uri.map(|uri| (uri, shared));
+        self
     }
 
     /// With a typed graph's link relation.
@@ -345,7 +356,14 @@ fn open_output(
 
 /// The tables a stage over the graph reads: the homogeneous node and edge tables, or a typed
 /// graph's table per node type and per relation.
-enum GraphTables {
+struct GraphTables {
+    graph: GraphInputs,
+    /// The partition table the owners come from, and the process's map of it.
+    partition: Option<(Place, SharedOwnerMap)>,
+}
+
+/// The node and edge tables of [`GraphTables`].
+enum GraphInputs {
     Plain {
         nodes: Place,
         edges: Place,
@@ -364,8 +382,30 @@ enum GraphTables {
 
 impl GraphTables {
     fn place(io: &Io, declared: &Declared) -> Result<Self, Error> {
+        let partition = match declared.partition {
+            Some((uri, shared)) => Some((io.place(uri)?, shared.clone())),
+            None => None,
+        };
+        Ok(GraphTables { graph: GraphInputs::place(io, declared)?, partition })
+    }
+
+    /// Every input table, for the output's check.
+    fn all(&self) -> Vec<&Place> {
+        let mut all = self.graph.all();
+        all.extend(self.partition.as_ref().map(|(place, _)| place));
+        all
+    }
+
+    /// The partition table the loader routes by.
+    fn partition(&self) -> Option<PartitionTable<'_>> {
+        self.partition.as_ref().map(|(place, shared)| PartitionTable { place, shared })
+    }
+}
+
+impl GraphInputs {
+    fn place(io: &Io, declared: &Declared) -> Result<Self, Error> {
         let Some((graph, target)) = &declared.typed else {
-            return Ok(GraphTables::Plain { nodes: io.place(declared.nodes)?, edges: io.place(declared.edges)? });
+            return Ok(GraphInputs::Plain { nodes: io.place(declared.nodes)?, edges: io.place(declared.edges)? });
         };
         let node_types = graph
             .node_types
@@ -390,7 +430,7 @@ impl GraphTables {
             })
             .collect::<Result<_, Error>>()?;
         let labeled = declared.stage == Stage::Flatten && declared.link_relation.is_none();
-        Ok(GraphTables::Typed {
+        Ok(GraphInputs::Typed {
             node_types,
             relations,
             relation_count: graph.relations.len(),
@@ -402,8 +442,8 @@ impl GraphTables {
     /// Every input table, for the output's check.
     fn all(&self) -> Vec<&Place> {
         match self {
-            GraphTables::Plain { nodes, edges } => vec![nodes, edges],
-            GraphTables::Typed { node_types, relations, .. } => {
+            GraphInputs::Plain { nodes, edges } => vec![nodes, edges],
+            GraphInputs::Typed { node_types, relations, .. } => {
                 node_types.iter().map(|(_, p)| p).chain(relations.iter().map(|(_, _, p)| p)).collect()
             }
         }
@@ -425,12 +465,13 @@ fn round_zero<B: Body>(
         supervision: body.supervision(),
         relation: None,
     };
-    let (nodes, mut edges) = match tables {
-        GraphTables::Plain { nodes, edges } => {
+    let partition = tables.partition();
+    let (nodes, mut edges) = match &tables.graph {
+        GraphInputs::Plain { nodes, edges } => {
             if worker.reporter {
                 tracing::info!("{stage}: map: reading nodes from {}", nodes.shown());
             }
-            let nodes = load_nodes(worker.timely, worker.io, nodes)?;
+            let nodes = load_nodes(worker.timely, worker.io, nodes, partition)?;
             agree(worker.timely, body.check_nodes(&nodes))?;
             let nodes = Rc::new(RefCell::new(nodes));
             if worker.reporter {
@@ -439,11 +480,11 @@ fn round_zero<B: Body>(
             let edges = load_edges(worker.timely, worker.io, edges, &nodes, read)?;
             (nodes, edges)
         }
-        GraphTables::Typed { node_types, relations, relation_count, target, labeled } => {
+        GraphInputs::Typed { node_types, relations, relation_count, target, labeled } => {
             if worker.reporter {
                 tracing::info!("{stage}: map: reading {} node types", node_types.len());
             }
-            let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target, *labeled)?;
+            let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target, *labeled, partition)?;
             agree(worker.timely, body.check_nodes(&nodes))?;
             let nodes = Rc::new(RefCell::new(nodes));
             let mut tables = Vec::with_capacity(relations.len());

@@ -171,6 +171,7 @@ fn look(io: &Arc<Io>, data: &Path, out: PathBuf, workers: usize, sample: Option<
             extras: Vec::new(),
             typed: None,
             link_relation: None,
+            partition: None,
         };
         stage::run(worker, &io, &progress, workers, &declared, Look { sample })
     })

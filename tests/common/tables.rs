@@ -8,6 +8,15 @@ use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+/// Writes `batch` as the Parquet file `path` (its folder made first).
+pub fn write_parquet(path: &Path, batch: &RecordBatch) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(batch).unwrap();
+    writer.close().unwrap();
+}
+
 /// Every `*.parquet` file under `dir`, in name order.
 pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)

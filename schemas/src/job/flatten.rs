@@ -48,6 +48,12 @@ pub struct FlattenConfig {
     /// `edges`); kept in the manifest's settings.
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphConfig>,
+    /// A partition table (`[partition]`'s output: `node_id`, `part`) whose parts own the nodes
+    /// it names: part `p` of `P` on worker `p * workers / P`, every other node at its hash
+    /// owner, and each worker's nodes laid out part by part. The outputs are the same as
+    /// without it; fewer edges cross workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
     /// Output directory for record part files and `_SUCCESS`.
     pub output: String,
     /// k: the number of hops, and so the number of GNN layers the records serve.
@@ -124,6 +130,7 @@ impl Default for FlattenConfig {
             edges: String::new(),
             target_type: None,
             graph: None,
+            partition: None,
             output: String::new(),
             hops: DEFAULT_HOPS,
             fanouts: None,

@@ -52,6 +52,12 @@ pub struct InferConfig {
     pub graph: Option<GraphConfig>,
     /// A training output directory (`model-<run>.json` and `model-<run>.bpk`); a local path.
     pub model: String,
+    /// A partition table (`[partition]`'s output: `node_id`, `part`) whose parts own the nodes
+    /// it names: part `p` of `P` on worker `p * workers / P`, every other node at its hash
+    /// owner, and each worker's nodes laid out part by part. The outputs are the same as
+    /// without it; fewer edges cross workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
     /// Output directory for the part files and `_SUCCESS`.
     pub output: String,
     /// Which layer's output is the `embedding` column, 1-based (layer k gives the logits).
@@ -111,6 +117,7 @@ impl Default for InferConfig {
             node_types: None,
             graph: None,
             model: String::new(),
+            partition: None,
             output: String::new(),
             embedding: None,
             targets: Targets::All,
