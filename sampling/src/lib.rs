@@ -22,6 +22,7 @@ pub mod load;
 pub mod owner_map;
 pub mod reindex;
 pub mod runs;
+pub mod same_kind;
 pub mod sample;
 pub mod supervision;
 

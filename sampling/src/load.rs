@@ -34,6 +34,7 @@ use crate::agree;
 use crate::graph::RelationEdges;
 use crate::graph::{NodeStore, NodeStrings};
 use crate::owner_map::{self, GraphKeys, PartitionTable};
+pub use crate::same_kind::same_id_kind;
 use crate::supervision::{self, SupervisionEdge, SupervisionSample};
 use cluster::IdTable;
 use cluster::all_gather;
@@ -460,22 +461,6 @@ pub fn id_kind(files: &[ParquetFile], columns: &[&str]) -> Result<IdKind, Error>
         }
     }
     Ok(first.unwrap_or(IdKind::Int))
-}
-
-/// That the edge (or pair) table's id `columns` hold ids of the node table's `kind`.
-pub fn same_id_kind(files: &[ParquetFile], columns: &[&str], kind: IdKind) -> Result<(), Error> {
-    for file in files {
-        for &column in columns {
-            let Some((_, field)) = file.arrow.schema().column_with_name(column) else { continue };
-            if IdKind::of(field.data_type()) != Some(kind) {
-                let at = Location::file(file.name()).column(column);
-                let problem =
-                    format!("expected {} as the node table's node_id holds, found {}", kind.name(), field.data_type());
-                return Err(BadInput::new(at, problem).into());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The internal ids of a node table keyed by strings (`schemas::ids`): each worker reads the

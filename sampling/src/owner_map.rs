@@ -22,7 +22,7 @@ use timely::worker::Worker;
 
 use crate::Error;
 use crate::agree;
-use crate::load::same_id_kind;
+use crate::same_kind::same_id_kind;
 use tables::{Io, ParquetFile, Place, open_table};
 
 /// The owner map of one process, read by the first of its workers that asks.
