@@ -154,6 +154,7 @@ impl Default for FlattenConfig {
 
 impl FlattenConfig {
     pub fn check(&self) -> Result<(), JobError> {
+        super::check_partition("flatten", self.partition.as_deref())?;
         if self.hops == 0 || self.hops > MAX_HOPS {
             return Err(JobError::invalid(
                 "flatten",

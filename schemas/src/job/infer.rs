@@ -178,6 +178,7 @@ impl InferConfig {
     }
 
     pub fn check(&self) -> Result<(), JobError> {
+        super::check_partition("infer", self.partition.as_deref())?;
         if self.batch_size == 0 || self.part_size_mb == 0 {
             return Err(JobError::invalid("infer", "batch_size and part_size_mb must be positive"));
         }

@@ -166,6 +166,17 @@ fn parse_error(text: &str, error: &toml::de::Error) -> String {
     }
 }
 
+/// A stage's `partition` key, when given, names a table.
+fn check_partition(stage: &'static str, partition: Option<&str>) -> Result<(), JobError> {
+    match partition {
+        Some(path) if path.trim().is_empty() => Err(JobError::invalid(
+            stage,
+            "partition is empty: name a partition table (node_id, part), or leave the key out for the hash owner",
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +193,18 @@ mod tests {
             assert!(!error.contains("hunter2"), "{error}");
             assert!(error.contains("line"), "{error}");
         }
+    }
+
+    #[test]
+    fn an_empty_partition_is_refused_in_flatten_and_infer() {
+        let flatten = "[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\npartition = \" \"\n";
+        let infer = "[infer]\nnodes = \"n\"\nedges = \"e\"\nmodel = \"m\"\noutput = \"o\"\npartition = \"\"\n";
+        for (stage, text) in [("flatten", flatten), ("infer", infer)] {
+            let error = JobFile::parse(text).unwrap_err().to_string();
+            assert!(error.contains(stage) && error.contains("partition is empty"), "{error}");
+        }
+        let named = JobFile::parse(&flatten.replace("partition = \" \"", "partition = \"p\"")).unwrap();
+        assert_eq!(named.flatten.unwrap().partition.as_deref(), Some("p"));
     }
 
     #[test]
