@@ -7,7 +7,10 @@
 # (ours: `graphflat run`, flatten included; PyG: its script, interpreter start, imports and load
 # included).
 #
-#   bench/cora-vs-pyg.sh [work_dir]      REPS=3 PEER_PYTHON=/tmp/peer/bin/python FEATURES=gpu,hdfs
+# With FULL=1 ours trains on the graph itself (full-graph training: [train] nodes and edges, no
+# flatten, no records), the whole command being `graphflat run` of that job.
+#
+#   bench/cora-vs-pyg.sh [work_dir]      REPS=3 PEER_PYTHON=/tmp/peer/bin/python FEATURES=gpu,hdfs FULL=1
 #
 # The peer needs torch and torch_geometric: bench/peer/venv.sh (torch 2.2.1, DGL 2.1.0, PyG 2.8).
 set -euo pipefail
@@ -20,7 +23,27 @@ BIN=$PWD/target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
 [ -f "$WORK/cora/nodes/_SUCCESS" ] || $BIN import ogb "$CORA" --out "$WORK/cora" > /dev/null 2>&1
-cat > "$WORK/job.toml" <<TOML
+if [ "${FULL:-0}" = 1 ]; then
+  cat > "$WORK/job.toml" <<TOML
+[cluster]
+workers = 1
+[train]
+nodes = "$WORK/cora/nodes"
+edges = "$WORK/cora/edges"
+output = "$WORK/model"
+overwrite = true
+layers = 2
+model = "gcn"
+hidden = 16
+dropout = 0.5
+lr = 0.01
+weight_decay = 5e-4
+epochs = 200
+normalize_features = true
+kernel_threads = 1
+TOML
+else
+  cat > "$WORK/job.toml" <<TOML
 [cluster]
 workers = 1
 [flatten]
@@ -44,6 +67,7 @@ normalize_features = true
 cache_mb = 1024
 kernel_threads = 1
 TOML
+fi
 source bench/timing.sh
 : > "$WORK/ours"; : > "$WORK/pyg"; : > "$WORK/ours-whole"; : > "$WORK/pyg-whole"
 for _ in $(seq "$REPS"); do

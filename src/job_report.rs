@@ -166,7 +166,7 @@ pub fn check_place(page: &Place, job: &schemas::JobFile, io: &Io) -> crate::Resu
         tables.extend([c.output.as_str(), c.nodes.as_str(), c.edges.as_str()]);
     }
     if let Some(c) = &job.train {
-        tables.push(&c.records);
+        tables.extend(c.inputs());
     }
     if let Some(c) = &job.infer {
         tables.extend([c.output.as_str(), c.nodes.as_str(), c.edges.as_str()]);

@@ -531,7 +531,7 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
         tracing::info!(
             "train: {:?} on {}, {} epochs, {} workers x {} processes",
             config.model,
-            schemas::redact(&config.records),
+            schemas::redact(config.inputs().first().copied().unwrap_or_default()),
             config.epochs,
             job.cluster.threads(),
             job.cluster.processes
@@ -580,13 +580,18 @@ fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::Train
             summary.metric, summary.best_valid, summary.best_epoch, summary.metric, summary.test_at_best
         );
     }
-    println!("  compute waited {:.2}s for data", summary.wait_seconds);
+    if summary.exchanged.is_none() {
+        println!("  compute waited {:.2}s for data", summary.wait_seconds);
+    }
     println!("  settings:     {}", summary.keys);
     let mb = |bytes: u64| bytes as f64 / 1e6;
     let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
     println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
     if let Some(learned) = &summary.learned {
         println!("  learned:      {learned}; the table in {}/embeddings", config.output);
+    }
+    if let Some(exchanged) = &summary.exchanged {
+        println!("  exchanged:    {exchanged}");
     }
     println!("  model:        {} (the weights, the description, metrics.jsonl, timings.jsonl)", config.output);
 }

@@ -12,6 +12,7 @@ mod determinism;
 mod edge_features;
 mod edge_models;
 mod foundations;
+mod full_graph;
 mod generate;
 mod gpu;
 mod hdfs;

@@ -209,6 +209,20 @@ impl Gnn {
         self.apply_layer(spec, l, h, e, None)
     }
 
+    /// [`Gnn::forward_layer`] in training: `keep` is GAT's attention dropout mask,
+    /// `[edges + self-loops, heads]` (see [`crate::layers::GatLayer::forward`]); dropout on `h`
+    /// is the caller's. Full-graph training runs the model this way, one layer a round.
+    pub fn train_layer(
+        &self,
+        spec: &ModelSpec,
+        l: usize,
+        h: Tensor<2>,
+        e: &EdgeTensors,
+        keep: AttentionMask,
+    ) -> Tensor<2> {
+        self.apply_layer(spec, l, h, e, keep)
+    }
+
     fn apply_layer(&self, spec: &ModelSpec, l: usize, h: Tensor<2>, e: &EdgeTensors, keep: AttentionMask) -> Tensor<2> {
         let h = match &self.layers[l] {
             Layer::Gcn(g) => g.forward(h, e),

@@ -16,7 +16,7 @@ use schemas::layers::Layers;
 use schemas::record::{FlattenMeta, record_schema};
 use schemas::typed::{GraphTypes, NodeType, Relation};
 use schemas::{ClusterConfig, FlattenConfig};
-use stage::{Body, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
+use stage::{Body, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::Io;
 use tables::commit::Stage;
 use tables::parts::PartsOf;
@@ -139,10 +139,7 @@ impl<'a> Records<'a> {
     }
 }
 
-impl Body for Records<'_> {
-    type Own = RecordStats;
-    type Details = RecordSizes;
-
+impl Reads for Records<'_> {
     fn sampling(&self) -> SampleSpec {
         let relation_limits = match &self.typed {
             None => Vec::new(),
@@ -163,6 +160,11 @@ impl Body for Records<'_> {
         let link = self.config.link()?;
         Some(SupervisionSample::new(link.supervision_fraction, self.config.seed).expect("checked with the job"))
     }
+}
+
+impl Body for Records<'_> {
+    type Own = RecordStats;
+    type Details = RecordSizes;
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RecordStats>, Error> {
         let meta = FlattenMeta {

@@ -22,7 +22,7 @@ use schemas::job::MissingEmbedding;
 use schemas::job::TypedGraph;
 use schemas::model::{ModelMeta, ModelSpec};
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
-use stage::{Body, Clock, Declared, Details, Graph, Progress, Worker, WorkerStats, Written};
+use stage::{Body, Clock, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::commit::Stage;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
@@ -212,10 +212,7 @@ pub struct RoundStats {
     pub learned: (u64, u64),
 }
 
-impl Body for Scores<'_> {
-    type Own = RoundStats;
-    type Details = Rounds;
-
+impl Reads for Scores<'_> {
     fn sampling(&self) -> SampleSpec {
         // Round 0 as GraphFlat ran it for the model's records: the same samples.
         let (limit, relation_limits) = self.rule.sample_limits();
@@ -228,11 +225,6 @@ impl Body for Scores<'_> {
             // The plan reads each local source's row by its slot (`plan::own_rows`).
             source_slots: true,
         }
-    }
-
-    fn other_inputs(&self) -> Vec<&Place> {
-        let pairs = self.pairs.as_ref().map(|(c, _)| &c.place);
-        std::iter::once(self.dir).chain(pairs).collect()
     }
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), Error> {
@@ -250,6 +242,16 @@ impl Body for Scores<'_> {
             Some((graph, _)) => check_relation_edge_widths(self.meta, self.dir, graph, &edges.relation_edges),
             None => check_edge_width(self.meta, self.dir, &self.config.edges, edges.edge_dim),
         }
+    }
+}
+
+impl Body for Scores<'_> {
+    type Own = RoundStats;
+    type Details = Rounds;
+
+    fn other_inputs(&self) -> Vec<&Place> {
+        let pairs = self.pairs.as_ref().map(|(c, _)| &c.place);
+        std::iter::once(self.dir).chain(pairs).collect()
     }
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {

@@ -11,7 +11,7 @@ use schemas::facts::{Bins, Histogram};
 use schemas::job::TypedGraph;
 use schemas::{PartitionConfig, Sampler};
 use serde::{Deserialize, Serialize};
-use stage::{Body, Details, Graph, Summary, Worker, WorkerStats, Written};
+use stage::{Body, Details, Graph, Reads, Summary, Worker, WorkerStats, Written};
 use tables::Error;
 use tables::parts::PartsOf;
 
@@ -108,10 +108,7 @@ impl Details for Quality {
     }
 }
 
-impl Body for Partitioner<'_> {
-    type Own = CutStats;
-    type Details = Quality;
-
+impl Reads for Partitioner<'_> {
     fn sampling(&self) -> SampleSpec {
         let relations = self.typed.map_or(0, |(g, _)| g.relations.len());
         SampleSpec {
@@ -124,6 +121,11 @@ impl Body for Partitioner<'_> {
             source_slots: false,
         }
     }
+}
+
+impl Body for Partitioner<'_> {
+    type Own = CutStats;
+    type Details = Quality;
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<CutStats>, Error> {
         let mut nodes = graph.nodes;

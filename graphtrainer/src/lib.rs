@@ -15,6 +15,8 @@
 //! - [`train`]: the run as named steps (setup, start, epoch, evaluation), with what differs
 //!   between the tasks in [`node`] and [`link`] (ranking metrics in [`rank`]), and the
 //!   evaluation batches kept between epochs in [`eval`];
+//! - [`full`]: full-graph training on the graph itself (`nodes` and `edges`, no records): every
+//!   node and edge each epoch, in rounds over the workers, the exact full-batch gradient;
 //! - [`forward`]: a link model's embeddings and pair scores on link records (what GraphInfer's
 //!   link output is checked against);
 //! - [`task_keys`]: weight decay, early stopping and batch negatives by task;
@@ -27,6 +29,7 @@ pub mod eval;
 pub mod eval_pass;
 pub mod example;
 pub mod forward;
+pub mod full;
 pub mod learned;
 pub mod link;
 pub mod loader;
@@ -46,4 +49,16 @@ pub mod train;
 
 pub use error::Error;
 pub use forward::{forward_link_records, learned_table};
-pub use train::{TrainSummary, run};
+pub use train::TrainSummary;
+
+use std::sync::Arc;
+
+/// Runs a `[train]` job on this process's workers: on records (`train::run`), or on the graph
+/// itself when the job names `nodes` and `edges` (`full::run`).
+pub fn run(
+    io: &Arc<tables::Io>,
+    config: &schemas::job::TrainConfig,
+    cluster: &schemas::ClusterConfig,
+) -> Result<TrainSummary, cluster::Failure<Error>> {
+    if config.full_graph() { full::run(io, config, cluster) } else { train::run(io, config, cluster) }
+}

@@ -73,6 +73,8 @@ pub struct TrainSummary {
     pub learned: Option<String>,
     /// The keys whose defaults depend on the task, as the run took them (`TaskKeys::line`).
     pub keys: String,
+    /// Full-graph training: what crossed between workers (see `crate::full`).
+    pub exchanged: Option<String>,
 }
 
 /// Runs a training job on this process's workers, on node or link records as the record set
@@ -774,7 +776,8 @@ pub fn train_fed<T: Learner>(
             lines,
             ..RunFacts::default()
         };
-        let saved = Saving { log, spec: &setup.spec, set, params: &params, device: &setup.base, facts, table };
+        let meta = records_meta(&setup.spec, set, params.len());
+        let saved = Saving { log, meta, io: &set.io, params: &params, device: &setup.base, facts, table };
         save_model(config, &output, lease, saved)?;
     }
     Ok(TrainSummary {
@@ -790,6 +793,7 @@ pub fn train_fed<T: Learner>(
         cached_bytes: setup.source.cached_bytes(),
         learned: table_line,
         keys: setup.keys.line(config, T::TASK),
+        exchanged: None,
     })
 }
 
@@ -914,7 +918,7 @@ fn train_epoch<'a, T: Learner>(
 }
 
 /// What `best_valid` and `test_at_best` measure for a model of `spec`.
-fn metric_of(spec: &ModelSpec) -> Metric {
+pub(crate) fn metric_of(spec: &ModelSpec) -> Metric {
     match spec.task {
         Task::Node => Metric::of(spec.multi_label),
         Task::Link => Metric::Auc,
@@ -922,37 +926,42 @@ fn metric_of(spec: &ModelSpec) -> Metric {
 }
 
 /// What worker 0 saves at the end of a run.
-struct Saving<'a> {
-    log: &'a MetricsLog,
-    spec: &'a ModelSpec,
-    set: &'a RecordSet,
-    params: &'a [f32],
-    device: &'a Device,
-    facts: RunFacts,
+pub(crate) struct Saving<'a> {
+    pub log: &'a MetricsLog,
+    pub meta: ModelMeta,
+    pub io: &'a Arc<Io>,
+    pub params: &'a [f32],
+    pub device: &'a Device,
+    pub facts: RunFacts,
     /// The learned embedding table's parts, every worker's.
-    table: Vec<tables::staging::StagedPart>,
+    pub table: Vec<tables::staging::StagedPart>,
 }
 
-/// The model files (see `gnn::io`), with the flatten settings of the records, and the metrics,
-/// committed under a manifest with the job's settings.
-fn save_model(config: &TrainConfig, output: &Place, lease: Lease, saving: Saving) -> Result<(), Error> {
-    let Saving { log, spec, set, params, device, facts, table } = saving;
-    let meta = ModelMeta {
+/// The description of a model of `spec` trained on the records of `set`: their flatten
+/// settings, so that inference samples the graph as the records did.
+fn records_meta(spec: &ModelSpec, set: &RecordSet, parameters: usize) -> ModelMeta {
+    ModelMeta {
         format: 1,
         spec: spec.clone(),
         hops: set.meta.hops,
         fanouts: set.meta.fanouts.clone(),
         sampler: set.meta.sampler,
         flatten_seed: set.meta.seed,
-        parameters: params.len(),
+        parameters,
         relation_fanouts: set.meta.relation_fanouts.clone(),
         link_relation: set.meta.link.as_ref().and_then(|l| l.relation),
-    };
+    }
+}
+
+/// The model files (see `gnn::io`) with their description, and the metrics, committed under
+/// a manifest with the job's settings.
+pub(crate) fn save_model(config: &TrainConfig, output: &Place, lease: Lease, saving: Saving) -> Result<(), Error> {
+    let Saving { log, meta, io, params, device, facts, table } = saving;
     let settings =
         serde_json::to_value(config).map_err(|source| tables::Error::Encode { what: "job settings", source })?;
     let (metrics, timings) = log.texts();
     let files = vec![(METRICS, metrics.into_bytes()), (TIMINGS, timings.into_bytes())];
     let replace = config.overwrite || config.resume;
     let saved = gnn::io::Saved { meta: &meta, params, settings, files, facts, replace, table };
-    Ok(gnn::io::save(&set.io, output, lease, saved, device)?)
+    Ok(gnn::io::save(io, output, lease, saved, device)?)
 }

@@ -24,5 +24,5 @@ pub mod summary;
 
 pub use clock::Clock;
 pub use progress::Progress;
-pub use skeleton::{Body, Declared, Graph, Section, Worker, execute, run};
+pub use skeleton::{Body, Declared, Graph, Loaded, Reads, Section, Worker, execute, graph_inputs, load_graph, run};
 pub use summary::{Details, Summary, WorkerStats, Written};

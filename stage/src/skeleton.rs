@@ -179,12 +179,10 @@ pub struct Worker<'a> {
     pub extra_outputs: Vec<PartsOf>,
 }
 
-/// A stage's own work over the sampled graph.
-pub trait Body {
-    /// This stage's facts per worker, gathered for the summary.
-    type Own: ExchangeData + Clone + Ord + Default;
-    type Details: Details;
-
+/// What round 0 reads of the graph and how it samples it: every stage over the graph says
+/// it ([`Body`] extends it); a stage that writes no table of its own ([`load_graph`]) says
+/// only this.
+pub trait Reads {
     /// How round 0 samples every node's in-edges.
     fn sampling(&self) -> SampleSpec;
 
@@ -192,11 +190,6 @@ pub trait Body {
     /// `None`, the default, collects none.
     fn supervision(&self) -> Option<SupervisionSample> {
         None
-    }
-
-    /// Inputs besides the node and edge tables that the output must not touch (a model).
-    fn other_inputs(&self) -> Vec<&Place> {
-        Vec::new()
     }
 
     /// Checks the loaded node table before the edges are read.
@@ -208,6 +201,18 @@ pub trait Body {
     /// relation in `relation_edges`) before sampling; every worker sees the same widths.
     fn check_edges(&self, _edges: &ReadEdges) -> Result<(), Error> {
         Ok(())
+    }
+}
+
+/// A stage's own work over the sampled graph.
+pub trait Body: Reads {
+    /// This stage's facts per worker, gathered for the summary.
+    type Own: ExchangeData + Clone + Ord + Default;
+    type Details: Details;
+
+    /// Inputs besides the node and edge tables that the output must not touch (a model).
+    fn other_inputs(&self) -> Vec<&Place> {
+        Vec::new()
     }
 
     /// The stage's work on this worker: writes its parts under `output`'s names (and those of
@@ -287,6 +292,33 @@ pub fn run<B: Body>(
     };
     agree(worker.timely, committed)?;
     Ok(summary)
+}
+
+/// Round 0 alone, for a stage that writes no table beside the graph's (full-graph training
+/// writes a model): the tables `declared` names (its `output` is not read), read and sampled
+/// as [`run`] reads them, on every worker in step. Returns the graph with every target (the
+/// nodes in `declared.targets`) and the round's facts.
+pub fn load_graph(worker: &mut Worker, declared: &Declared, reads: &impl Reads) -> Result<Loaded, Error> {
+    let tables = agree(worker.timely, GraphTables::place(worker.io, declared))?;
+    let (nodes, sampled, edges, supervision) = round_zero(worker, reads, &tables)?;
+    let target_type = declared.typed.as_ref().map(|(_, t)| *t);
+    let targets = targets(&nodes, declared.targets, target_type);
+    Ok(Loaded { graph: Graph { nodes, targets, supervision }, edges, hubs: sampled.hubs })
+}
+
+/// What [`load_graph`] read.
+pub struct Loaded {
+    pub graph: Graph,
+    /// Message-passing edges this worker read.
+    pub edges: u64,
+    /// Hubs whose in-edges were re-indexed (every worker's).
+    pub hubs: u64,
+}
+
+/// Every input table `declared` names (the graph's and its partition table), for an output's
+/// check by a stage that commits its own way.
+pub fn graph_inputs(io: &Io, declared: &Declared) -> Result<Vec<Place>, Error> {
+    Ok(GraphTables::place(io, declared)?.all().into_iter().cloned().collect())
 }
 
 /// Worker 0's commit: the output's manifest of every worker's parts, then each extra output's,
@@ -453,7 +485,7 @@ impl GraphInputs {
 /// Round 0: this worker's share of the nodes and edges (the map), then every node's in-edges
 /// sampled with hub re-indexing. Returns the nodes, the sampling's facts, the message-passing
 /// edges read and the supervision edges this worker owns.
-fn round_zero<B: Body>(
+fn round_zero<B: Reads>(
     worker: &mut Worker,
     body: &B,
     tables: &GraphTables,

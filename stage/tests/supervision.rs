@@ -14,7 +14,7 @@ use sampling::{ELSEWHERE, SampleSpec, SupervisionEdge, SupervisionSample};
 use schemas::nodes::NodeRows;
 use schemas::{ClusterConfig, LabelKind, Sampler, Split, StorageConfig, Targets, edges};
 use serde::{Deserialize, Serialize};
-use stage::{Body, Declared, Details, Graph, Progress, Summary, Worker, WorkerStats, Written};
+use stage::{Body, Declared, Details, Graph, Progress, Reads, Summary, Worker, WorkerStats, Written};
 use tables::commit::Stage;
 use tables::parts::PartsOf;
 use tables::table::TableWriter;
@@ -100,10 +100,7 @@ struct Look {
     sample: Option<SupervisionSample>,
 }
 
-impl Body for Look {
-    type Own = Seen;
-    type Details = AllSeen;
-
+impl Reads for Look {
     fn sampling(&self) -> SampleSpec {
         SampleSpec {
             sampler: Sampler::All,
@@ -118,6 +115,11 @@ impl Body for Look {
     fn supervision(&self) -> Option<SupervisionSample> {
         self.sample
     }
+}
+
+impl Body for Look {
+    type Own = Seen;
+    type Details = AllSeen;
 
     fn run(&mut self, _: &mut Worker, mut graph: Graph, _: &PartsOf) -> Result<Written<Seen>, Error> {
         let store = &mut graph.nodes;

@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn a_minimal_job_is_the_default_job() {
         let text = "[cluster]\n[storage]\n[generate]\noutput = ''\n[flatten]\nnodes = 'n'\nedges = 'e'\noutput = ''\n\
-                    [train]\nrecords = ''\noutput = ''\n[infer]\nnodes = 'n'\nedges = 'e'\nmodel = ''\noutput = ''\n";
+                    [train]\nrecords = 'r'\noutput = ''\n[infer]\nnodes = 'n'\nedges = 'e'\nmodel = ''\noutput = ''\n";
         let everything = JobFile {
             cluster: ClusterConfig::default(),
             storage: StorageConfig::default(),
@@ -230,7 +230,7 @@ mod tests {
             graph: None,
             partition: None,
             flatten: Some(FlattenConfig { nodes: "n".into(), edges: "e".into(), ..FlattenConfig::default() }),
-            train: Some(TrainConfig::default()),
+            train: Some(TrainConfig { records: "r".into(), ..TrainConfig::default() }),
             infer: Some(InferConfig { nodes: "n".into(), edges: "e".into(), ..InferConfig::default() }),
             report: None,
         };

@@ -117,8 +117,38 @@ pub const DEFAULT_LEARNED_INIT_STD: f32 = 1.0;
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
     /// A finished flatten output (with `_SUCCESS`): a local path or a URI, read through
-    /// object_store as GraphFlat writes it.
+    /// object_store as GraphFlat writes it. Empty when the job trains on the graph itself
+    /// (`nodes` and `edges`, full-graph training).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub records: String,
+    /// Full-graph training: the node table (as `[flatten] nodes`), instead of `records`. Every
+    /// epoch runs the model over every node and every edge in rounds, with no records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    /// Full-graph training: the edge table (as `[flatten] edges`), with `nodes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edges: Option<String>,
+    /// Full-graph training: the model's layers (records fix it by their hops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<usize>,
+    /// Full-graph training: a partition table whose parts own the nodes (as `[flatten]
+    /// partition`), so that fewer rows cross between workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// Full-graph training: the memory, in MiB, a process may hold for its workers' shares of
+    /// the graph and their activations (default: what the system has available when the job
+    /// starts). A graph that needs more is refused before the first epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// Full-graph training, SANCUS's exchange: epochs a worker may reuse its copy of a remote
+    /// node's row (and an owner its copy of a remote gradient) while the row has moved less
+    /// than `halo_threshold` since it was last sent (0: every row crosses every epoch, exact).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub halo_staleness: usize,
+    /// Full-graph training: the relative change (`|new - sent| / |sent|`) below which a row is
+    /// not sent while its copy is younger than `halo_staleness` epochs.
+    #[serde(default, skip_serializing_if = "is_zero_f32")]
+    pub halo_threshold: f32,
     /// Directory (a local path or a URI) that receives `model-<run>.bpk`, `model-<run>.json`,
     /// `metrics.jsonl`, `timings.jsonl`, checkpoints, and `_SUCCESS` last.
     pub output: String,
@@ -294,6 +324,13 @@ impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
             records: String::new(),
+            nodes: None,
+            edges: None,
+            layers: None,
+            partition: None,
+            memory_mb: None,
+            halo_staleness: 0,
+            halo_threshold: 0.0,
             output: String::new(),
             overwrite: false,
             model: DEFAULT_MODEL,
@@ -521,6 +558,64 @@ impl TrainConfig {
         if self.bases > MAX_BASES {
             return Err(JobError::invalid("train", format!("bases is at most {MAX_BASES} (found {})", self.bases)));
         }
+        self.check_source()
+    }
+
+    /// Whether the job trains on the graph itself (`nodes` and `edges`) rather than records.
+    pub fn full_graph(&self) -> bool {
+        self.records.is_empty() && self.nodes.is_some()
+    }
+
+    /// The input tables: `records`, or `nodes`, `edges` and `partition` (full-graph training).
+    pub fn inputs(&self) -> Vec<&str> {
+        if !self.full_graph() {
+            return vec![self.records.as_str()];
+        }
+        [&self.nodes, &self.edges, &self.partition].into_iter().flatten().map(String::as_str).collect()
+    }
+
+    /// Records, or a graph: exactly one of the two, and the graph's keys only with a graph.
+    fn check_source(&self) -> Result<(), JobError> {
+        let graph = self.nodes.is_some() || self.edges.is_some();
+        if graph != self.records.is_empty() {
+            return Err(JobError::invalid(
+                "train",
+                "name the records to train on (records = \"DIR\", a flatten output), or the graph itself for \
+                 full-graph training (nodes = \"DIR\" and edges = \"DIR\"), not both",
+            ));
+        }
+        if graph && (self.nodes.is_none() || self.edges.is_none()) {
+            return Err(JobError::invalid("train", "full-graph training reads nodes and edges: set both"));
+        }
+        let full_keys = self.layers.is_some()
+            || self.partition.is_some()
+            || self.memory_mb.is_some()
+            || self.halo_staleness > 0
+            || self.halo_threshold != 0.0;
+        if !graph && full_keys {
+            return Err(JobError::invalid(
+                "train",
+                "layers, partition, memory_mb, halo_staleness and halo_threshold are keys of full-graph training (nodes and edges); records fix the layers by \
+                 their hops and were routed when they were flattened",
+            ));
+        }
+        if [&self.nodes, &self.edges, &self.partition].into_iter().flatten().any(|p| p.trim().is_empty()) {
+            return Err(JobError::invalid("train", "nodes, edges and partition name tables: they cannot be empty"));
+        }
+        if !(self.halo_threshold.is_finite() && self.halo_threshold >= 0.0) || self.halo_staleness > u32::MAX as usize {
+            return Err(JobError::invalid("train", "halo_threshold must be a number not below 0"));
+        }
+        if self.layers.is_some_and(|l| l == 0 || l > crate::job::MAX_HOPS) {
+            return Err(JobError::invalid("train", format!("layers must be between 1 and {}", crate::job::MAX_HOPS)));
+        }
         Ok(())
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_f32(x: &f32) -> bool {
+    *x == 0.0
 }

@@ -1,0 +1,293 @@
+//! One worker's passes of an epoch over its [`LocalGraph`], in step with every other worker:
+//! the training pass ([`train_pass`]: forward with dropout, the loss, backward, the gradient
+//! sums) and the evaluation pass ([`evaluate`]: forward without dropout, the valid and test
+//! scores).
+//!
+//! **Forward**, layer `l` (0-based): the input rows are `[own | halo]`; at layer 0 the
+//! features, after that the worker's own outputs of layer `l - 1` and the halo's copies of
+//! them, pulled from their owners ([`Halo::pull`]). The layer runs as on a record batch
+//! (`Gnn::train_layer`). In training each layer's input is a fresh leaf and its output is
+//! kept, so each layer has its own autodiff graph.
+//!
+//! **Backward**, from the last layer: layer `l`'s graph runs backward from its output's
+//! gradient (the loss at the last layer; `sum(out * g)` before it), which gives the gradient
+//! of the layer's parameters and of its input rows. The input rows' gradient splits into the
+//! own rows' part and the halo's; the halo's part goes back to the rows' owners
+//! ([`Halo::push_back`]) and the sum is layer `l - 1`'s output gradient. That is the chain rule
+//! over the whole graph: a node's output feeds the layer above through every in-edge it is
+//! the source of, on whatever worker that edge's destination lives.
+//!
+//! **Dropout** is drawn per node, layer and epoch (`row_stream`), never per worker, so the
+//! copies of a node's row are masked alike wherever they are read, as the one row of a
+//! full-batch model is; GAT's attention dropout per (destination, place among its in-edges).
+
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use gnn::Gnn;
+use gnn::aggregate::EdgeTensors;
+use gnn::model::{Dropout, loss, score_values};
+use gnn::params;
+use gnn::rng::Stream;
+use schemas::Split;
+use schemas::model::{ModelKind, ModelSpec};
+use timely::worker::Worker;
+
+use crate::full::halo::Halo;
+use crate::full::local::LocalGraph;
+use crate::full::stale::{LayerCopies, Staleness, Traffic};
+use crate::phases::{Lap, Phases};
+use crate::ps::{Score, Stats};
+
+/// Keys full-graph dropout streams apart from the record batches' (`gnn::model`).
+const FULL_GRAPH: u64 = 0xf011_6a4f;
+
+/// What every pass reads, the same every epoch.
+pub struct Context<'a> {
+    pub spec: &'a ModelSpec,
+    pub local: &'a LocalGraph,
+    pub halo: &'a Halo,
+    /// Layer 0's input rows, `[own | halo]`, `spec.input_dim` each, as the model reads them.
+    pub features: &'a [f32],
+}
+
+/// A training pass's results on this worker.
+pub struct Trained {
+    /// The gradient of the sum of the losses of this worker's labeled training nodes.
+    pub grad: Vec<f32>,
+    /// Those nodes (the server divides by every worker's total).
+    pub count: u64,
+    pub stats: Stats,
+}
+
+/// How training passes exchange the halo: exactly, or with stale copies (`crate::full::stale`),
+/// and what crossed.
+pub struct Exchange {
+    pub staleness: Staleness,
+    /// Per exchanged layer (the outputs of layers `0..k - 1`), its copies.
+    layers: Vec<LayerCopies>,
+    /// What this worker sent, over the run's training passes.
+    pub traffic: Traffic,
+}
+
+impl Exchange {
+    pub fn new(staleness: Staleness, layers: usize) -> Self {
+        Exchange {
+            staleness,
+            layers: vec![LayerCopies::default(); layers.saturating_sub(1)],
+            traffic: Traffic::default(),
+        }
+    }
+
+    fn exact(&self) -> bool {
+        self.staleness.epochs == 0
+    }
+
+    /// The halo's rows of layer `l`'s output (`own_rows`, `width` each).
+    fn pull(&mut self, worker: &mut Worker, halo: &Halo, l: usize, own_rows: &[f32], width: usize) -> Vec<f32> {
+        if self.exact() {
+            self.traffic.count(halo.rows_sent(), halo.rows_sent(), width);
+            return halo.pull(worker, own_rows, width);
+        }
+        halo.pull_stale(worker, &mut self.layers[l], own_rows, width, self.staleness, &mut self.traffic)
+    }
+
+    /// The halo's gradients of layer `l`'s output back to their owners, added to `own_grads`.
+    fn push_back(&mut self, worker: &mut Worker, halo: &Halo, l: usize, grads: &[f32], width: usize, own: &mut [f32]) {
+        if self.exact() {
+            self.traffic.count(halo.len(), halo.len(), width);
+            return halo.push_back(worker, grads, width, own);
+        }
+        halo.push_back_stale(worker, &mut self.layers[l], grads, width, own, self.staleness, &mut self.traffic);
+    }
+}
+
+/// A layer's input leaf (none at layer 0, whose input is the features) and its output.
+struct Kept {
+    input: Option<Tensor<2>>,
+    output: Tensor<2>,
+}
+
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().expect("f32 values")
+}
+
+/// The dropout stream of node `id`'s row in layer `layer`'s input.
+fn row_stream(d: Dropout, id: i64, layer: usize) -> Stream {
+    Stream::new(&[d.seed, d.step, id as u64, layer as u64, FULL_GRAPH])
+}
+
+/// Layer 0's input rows after dropout, drawn only at values that are not zero (the sparse
+/// rows of bag-of-words features skip most draws; a zero stays zero either way).
+fn drop_features(features: &[f32], ids: &[i64], width: usize, d: Dropout) -> Vec<f32> {
+    let mut x = features.to_vec();
+    if d.rate <= 0.0 || width == 0 {
+        return x;
+    }
+    let scale = 1.0 / (1.0 - d.rate);
+    for (row, &id) in x.chunks_mut(width).zip(ids) {
+        let s = row_stream(d, id, 0);
+        for (j, v) in row.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
+            *v *= if s.unit_at(j as u64) < d.rate { 0.0 } else { scale };
+        }
+    }
+    x
+}
+
+/// The dropout mask of a later layer's input rows, `[rows, width]`.
+fn mask(ids: &[i64], width: usize, d: Dropout, layer: usize, device: &Device) -> Tensor<2> {
+    let scale = 1.0 / (1.0 - d.rate);
+    let mut values = Vec::with_capacity(ids.len() * width);
+    for &id in ids {
+        let mut s = row_stream(d, id, layer);
+        values.extend((0..width).map(|_| if s.unit() < d.rate { 0.0 } else { scale }));
+    }
+    Tensor::from_data(TensorData::new(values, [ids.len(), width]), device)
+}
+
+/// GAT's attention dropout mask, `[edges + own rows, heads]`: the edges', then the self-loops'.
+fn attention_mask(local: &LocalGraph, heads: usize, d: Dropout, layer: usize, device: &Device) -> Tensor<2> {
+    let scale = 1.0 / (1.0 - d.attention_rate);
+    let own = &local.ids[..local.own()];
+    let keys = local.edge_keys.iter().map(|&(dst, j)| (dst, u64::from(j), 0)).chain(own.iter().map(|&id| (id, 0, 1)));
+    let mut values = Vec::with_capacity((local.edge_keys.len() + own.len()) * heads);
+    for (dst, j, self_loop) in keys {
+        let mut s = Stream::new(&[d.seed, d.step, dst as u64, j, self_loop, layer as u64, FULL_GRAPH]);
+        values.extend((0..heads).map(|_| if s.unit() < d.attention_rate { 0.0 } else { scale }));
+    }
+    let rows = values.len() / heads;
+    Tensor::from_data(TensorData::new(values, [rows, heads]), device)
+}
+
+/// The forward pass: each layer's input leaf (in training) and output. In evaluation
+/// `training` is `None`: no dropout, and the exact exchange. The pulls' time goes to
+/// `phases.exchange_seconds`.
+fn forward(
+    worker: &mut Worker,
+    cx: &Context,
+    model: &Gnn,
+    edges: &EdgeTensors,
+    mut training: Option<(Dropout, &mut Exchange)>,
+    phases: &mut Phases,
+) -> Vec<Kept> {
+    let dropout = training.as_ref().map(|(d, _)| *d);
+    let device = edges.gcn_coef.device();
+    let rows = cx.local.ids.len();
+    let mut lap = Lap::start();
+    let mut input = match dropout {
+        Some(d) => drop_features(cx.features, &cx.local.ids, cx.spec.input_dim, d),
+        None => cx.features.to_vec(),
+    };
+    let mut width = cx.spec.input_dim;
+    let mut kept = Vec::with_capacity(cx.spec.layers);
+    for l in 0..cx.spec.layers {
+        let x = Tensor::<2>::from_data(TensorData::new(input, [rows, width]), &device);
+        let (leaf, x) = match dropout {
+            Some(d) if l > 0 => {
+                let leaf = x.require_grad();
+                let masked =
+                    if d.rate > 0.0 { leaf.clone() * mask(&cx.local.ids, width, d, l, &device) } else { leaf.clone() };
+                (Some(leaf), masked)
+            }
+            _ => (None, x),
+        };
+        let keep = dropout.filter(|d| d.attention_rate > 0.0 && cx.spec.kind == ModelKind::Gat).map(|d| {
+            attention_mask(
+                cx.local,
+                if l + 1 == cx.spec.layers { cx.spec.output_heads } else { cx.spec.heads },
+                d,
+                l,
+                &device,
+            )
+        });
+        phases.tensors_seconds += lap.lap();
+        let output = model.train_layer(cx.spec, l, x, edges, keep);
+        kept.push(Kept { input: leaf, output: output.clone() });
+        if l + 1 == cx.spec.layers {
+            phases.forward_seconds += lap.lap();
+            break;
+        }
+        width = output.dims()[1];
+        input = values(output);
+        phases.forward_seconds += lap.lap();
+        let halo = match &mut training {
+            Some((_, exchange)) => exchange.pull(worker, cx.halo, l, &input, width),
+            None => cx.halo.pull(worker, &input, width),
+        };
+        input.extend(halo);
+        phases.exchange_seconds += lap.lap();
+    }
+    kept
+}
+
+/// The training pass with `model` on an autodiff device: the gradient sums over this worker's
+/// labeled training nodes, their count and the pass's training loss and score.
+pub fn train_pass(
+    worker: &mut Worker,
+    cx: &Context,
+    model: &Gnn,
+    edges: &EdgeTensors,
+    dropout: Dropout,
+    exchange: &mut Exchange,
+    phases: &mut Phases,
+) -> Trained {
+    let mut kept = forward(worker, cx, model, edges, Some((dropout, &mut *exchange)), phases);
+    let mut lap = Lap::start();
+    let labels = cx.local.labels_in(Split::Train);
+    let count = labels.iter().filter(|l| l.is_some()).count();
+    let Kept { input: mut leaf, output: logits } = kept.pop().expect("a model has layers");
+    let [own, classes] = logits.dims();
+    let logit_values = values(logits.clone().detach());
+    let (hits, out_of) = score_values(&logit_values, classes, &labels);
+    let mut stats = Stats::default();
+    stats[Split::Train] = Score { hits, out_of };
+    // The loss summed over the labeled training nodes (none: a zero that still runs backward,
+    // so this worker's halo gradients, zeros, reach their owners in step with the others).
+    let mut surrogate = if count > 0 {
+        let (mean, n) = loss(logits, &labels);
+        stats.loss_sum = f64::from(values(mean.clone().detach())[0]) * n as f64;
+        stats.loss_rows = n as u64;
+        mean * n as f32
+    } else {
+        logits.sum() * 0.0
+    };
+    phases.forward_seconds += lap.lap();
+    let mut grad: Vec<f32> = Vec::new();
+    loop {
+        let grads = surrogate.backward();
+        let layer = params::gradients(model, &grads);
+        if grad.is_empty() {
+            grad = layer;
+        } else {
+            grad.iter_mut().zip(layer).for_each(|(g, l)| *g += l);
+        }
+        let Some(input) = leaf else { break };
+        let [rows, width] = input.dims();
+        let mut g = input.grad(&grads).map_or_else(|| vec![0.0; rows * width], values);
+        phases.backward_seconds += lap.lap();
+        let (own_grads, halo_grads) = g.split_at_mut(own * width);
+        exchange.push_back(worker, cx.halo, kept.len() - 1, halo_grads, width, own_grads);
+        phases.exchange_seconds += lap.lap();
+        let Kept { input: below, output } = kept.pop().expect("a layer below");
+        let device = output.device();
+        let upstream = Tensor::<2>::from_data(TensorData::new(own_grads.to_vec(), [own, width]), &device);
+        surrogate = (output * upstream).sum();
+        leaf = below;
+    }
+    phases.backward_seconds += lap.lap();
+    Trained { grad, count: count as u64, stats }
+}
+
+/// The evaluation pass with `model` on a device without autodiff: this worker's valid and
+/// test score counts, and its own rows' logits.
+pub fn evaluate(worker: &mut Worker, cx: &Context, model: &Gnn, edges: &EdgeTensors) -> (Stats, Vec<f32>) {
+    let mut phases = Phases::default();
+    let logits = forward(worker, cx, model, edges, None, &mut phases).pop().expect("a model has layers").output;
+    let width = logits.dims()[1];
+    let logits = values(logits);
+    let mut stats = Stats::default();
+    for split in [Split::Valid, Split::Test] {
+        let (hits, out_of) = score_values(&logits, width, &cx.local.labels_in(split));
+        stats[split] = Score { hits, out_of };
+    }
+    (stats, logits)
+}

@@ -1,0 +1,234 @@
+//! The halo: the rows of remote in-neighbors a worker reads, and the two exchanges over them,
+//! rows forward ([`Halo::pull`]) and their gradients backward ([`Halo::push_back`]).
+//!
+//! Built once after round 0 ([`Halo::plan`]). Every in-edge arrived with its source's slot at
+//! the source's owner (`NodeStore::take_source_slots`, with the `ELSEWHERE` bit when that is
+//! another worker), so a remote source is (owner, slot),
+//! found without an id lookup. The reader numbers its remote sources in first-read order (its
+//! input row `own + i`) and sends each owner the slots it reads, in that order: its *list*.
+//! From then on both sides name a row by its position in the list. An owner sends a reader's
+//! rows in list order and the reader copies them into its halo rows in the same order; no id
+//! crosses the wire, only the rows (chunks carry their first position, so arrival order does
+//! not matter).
+//!
+//! Backward runs the same lists the other way: a reader sends the gradients of its halo rows
+//! to their owners, which add them to their own rows' gradients. An owner adds what it
+//! receives in (reader, position) order, so the sums have one order on every run of one
+//! cluster shape; on another shape they are the same terms in another order (equal to float
+//! rounding, not bit for bit).
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use timely::worker::Worker;
+
+use sampling::{ELSEWHERE, NodeStore};
+
+/// Values a message carries at most (4 MiB of `f32`): a reader's rows are cut into chunks.
+const CHUNK_VALUES: usize = 1 << 20;
+
+/// What crosses the wire: rows of a list (or their gradients, or degrees), from position `at`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Rows {
+    to: u32,
+    from: u32,
+    at: u32,
+    values: Vec<f32>,
+}
+
+/// A reader's list, to the owner of its slots (sent once, by [`Halo::plan`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct List {
+    to: u32,
+    from: u32,
+    at: u32,
+    slots: Vec<u32>,
+}
+
+/// One worker's halo (see the module doc).
+#[derive(Debug, Clone, Default)]
+pub struct Halo {
+    me: usize,
+    peers: usize,
+    /// Rows this worker owns: its input rows `0..own`; halo row `i` is input row `own + i`.
+    pub own: usize,
+    /// Each halo row's node id.
+    pub ids: Vec<i64>,
+    /// Each halo row's in-degree (GCN's coefficients read it).
+    pub degrees: Vec<f32>,
+    /// Per owner, the halo rows its list fills, in list order.
+    reads: Vec<Vec<u32>>,
+    /// Per reader, this worker's slots in the reader's list, in list order.
+    sends: Vec<Vec<u32>>,
+    /// This worker's slots some worker reads, ascending, and each own slot's place among
+    /// them (`u32::MAX`: read by no one): the stale exchange decides once per row.
+    read: Vec<u32>,
+    read_at: Vec<u32>,
+}
+
+/// Rows of `width` values a chunk holds.
+fn chunk_rows(width: usize) -> usize {
+    (CHUNK_VALUES / width.max(1)).max(1)
+}
+
+/// Sends every message to its `to`; returns what arrived here, in (sender, position) order.
+fn trade(worker: &mut Worker, out: Vec<Rows>) -> Vec<Rows> {
+    let mut received = cluster::exchange(worker, out, |r: &Rows| u64::from(r.to));
+    received.sort_unstable_by_key(|r| (r.from, r.at));
+    received
+}
+
+impl Halo {
+    /// The halo of this worker's nodes, and each in-edge's source row (in slot order, then
+    /// in-edge order): an own slot, or `own +` the source's halo row. `source_slots` is
+    /// aligned with the in-edges. Every worker calls it in step.
+    pub fn plan(worker: &mut Worker, nodes: &NodeStore, source_slots: &[u32]) -> (Halo, Vec<i64>) {
+        let (me, peers) = (worker.index(), worker.peers());
+        let own = nodes.len();
+        let mut halo = Halo { me, peers, own, reads: vec![Vec::new(); peers], ..Halo::default() };
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); peers];
+        let mut found: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut rows = Vec::with_capacity(source_slots.len());
+        let mut e = 0;
+        for slot in 0..own {
+            for edge in nodes.sampled(slot) {
+                // The slot at the source's owner, flagged when that owner is another worker.
+                let (owner, at) = (nodes.owners.of(edge.src), source_slots[e] & !ELSEWHERE);
+                e += 1;
+                if owner == me {
+                    rows.push(i64::from(at));
+                    continue;
+                }
+                let next = halo.ids.len() as u32;
+                let row = *found.entry((owner as u32, at)).or_insert(next);
+                if row == next {
+                    halo.ids.push(edge.src);
+                    halo.reads[owner].push(row);
+                    lists[owner].push(at);
+                }
+                rows.push((own + row as usize) as i64);
+            }
+        }
+        halo.sends = halo.tell_owners(worker, lists);
+        halo.read = halo.sends.iter().flatten().copied().collect();
+        halo.read.sort_unstable();
+        halo.read.dedup();
+        halo.read_at = vec![u32::MAX; own];
+        halo.read.iter().enumerate().for_each(|(i, &slot)| halo.read_at[slot as usize] = i as u32);
+        halo.degrees = halo.pull(worker, &nodes.in_degree.iter().map(|&d| d as f32).collect::<Vec<_>>(), 1);
+        (halo, rows)
+    }
+
+    /// Sends each owner this worker's list of its slots; returns the lists of every reader of
+    /// this worker's own slots, by reader.
+    fn tell_owners(&self, worker: &mut Worker, lists: Vec<Vec<u32>>) -> Vec<Vec<u32>> {
+        let mut out = Vec::new();
+        for (owner, list) in lists.into_iter().enumerate() {
+            for (c, chunk) in list.chunks(CHUNK_VALUES).enumerate() {
+                let at = (c * CHUNK_VALUES) as u32;
+                out.push(List { to: owner as u32, from: self.me as u32, at, slots: chunk.to_vec() });
+            }
+        }
+        let mut received = cluster::exchange(worker, out, |l: &List| u64::from(l.to));
+        received.sort_unstable_by_key(|l| (l.from, l.at));
+        let mut sends = vec![Vec::new(); self.peers];
+        for list in received {
+            sends[list.from as usize].extend(list.slots);
+        }
+        sends
+    }
+
+    /// This worker's index.
+    pub fn index(&self) -> usize {
+        self.me
+    }
+
+    /// This worker's slots some worker reads, ascending.
+    pub fn read_rows(&self) -> &[u32] {
+        &self.read
+    }
+
+    /// Where own slot `slot` is in [`Halo::read_rows`] (it must be read).
+    pub fn read_row_of(&self, slot: u32) -> usize {
+        self.read_at[slot as usize] as usize
+    }
+
+    /// Each reader's list of this worker's slots, by reader.
+    pub fn lists_by_reader(&self) -> impl Iterator<Item = (usize, &[u32])> {
+        self.sends.iter().map(Vec::as_slice).enumerate()
+    }
+
+    /// Each owner's halo rows (0-based in the halo), in its list's order, by owner.
+    pub fn rows_by_owner(&self) -> impl Iterator<Item = (usize, &[u32])> {
+        self.reads.iter().map(Vec::as_slice).enumerate()
+    }
+
+    /// The halo rows `owner`'s list fills, in list order.
+    pub fn rows_from(&self, owner: usize) -> &[u32] {
+        &self.reads[owner]
+    }
+
+    /// Halo rows this worker reads (input rows past its own).
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Rows every pull sends from this worker (the lists of its readers, together).
+    pub fn rows_sent(&self) -> usize {
+        self.sends.iter().map(Vec::len).sum()
+    }
+
+    /// The rows `lists[w]` names of `rows` (`width` each), to each worker `w`, in list order and
+    /// in chunks that carry their first position.
+    fn messages(&self, lists: &[Vec<u32>], rows: &[f32], width: usize) -> Vec<Rows> {
+        let mut out = Vec::new();
+        for (to, list) in lists.iter().enumerate() {
+            for (c, chunk) in list.chunks(chunk_rows(width)).enumerate() {
+                let mut values = Vec::with_capacity(chunk.len() * width);
+                for &row in chunk {
+                    values.extend_from_slice(&rows[row as usize * width..(row as usize + 1) * width]);
+                }
+                let at = (c * chunk_rows(width)) as u32;
+                out.push(Rows { to: to as u32, from: self.me as u32, at, values });
+            }
+        }
+        out
+    }
+
+    /// The halo's copies of `own_rows` (this worker's rows, `width` each) on every worker:
+    /// this worker's halo rows, `width` each. Every worker calls it in step.
+    pub fn pull(&self, worker: &mut Worker, own_rows: &[f32], width: usize) -> Vec<f32> {
+        let mut halo = vec![0.0; self.len() * width];
+        if self.peers == 1 {
+            return halo;
+        }
+        let out = self.messages(&self.sends, own_rows, width);
+        for rows in trade(worker, out) {
+            let list = &self.reads[rows.from as usize][rows.at as usize..];
+            for (values, &row) in rows.values.chunks(width).zip(list) {
+                halo[row as usize * width..(row as usize + 1) * width].copy_from_slice(values);
+            }
+        }
+        halo
+    }
+
+    /// Sends the gradients of this worker's halo rows (`halo_grads`, `width` each) to their
+    /// owners and adds the gradients of its own rows' copies on other workers to `own_grads`.
+    /// Every worker calls it in step.
+    pub fn push_back(&self, worker: &mut Worker, halo_grads: &[f32], width: usize, own_grads: &mut [f32]) {
+        if self.peers == 1 {
+            return;
+        }
+        let out = self.messages(&self.reads, halo_grads, width);
+        for rows in trade(worker, out) {
+            let list = &self.sends[rows.from as usize][rows.at as usize..];
+            for (values, &slot) in rows.values.chunks(width).zip(list) {
+                let own = &mut own_grads[slot as usize * width..(slot as usize + 1) * width];
+                own.iter_mut().zip(values).for_each(|(g, v)| *g += v);
+            }
+        }
+    }
+}

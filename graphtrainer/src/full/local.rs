@@ -1,0 +1,83 @@
+//! A worker's part of the graph as every layer reads it: input rows `[own nodes | halo]`,
+//! output rows the own nodes, one edge per in-edge of an own node. Full-graph training reads
+//! every in-edge at every layer, so one [`LayerEdges`] serves all layers; it is built once and
+//! kept on the device ([`LocalGraph::tensors`]).
+//!
+//! The coefficients are those of a record batch over the same edges (`LayerEdges::new`): GCN's
+//! `1 / sqrt((d_dst + 1)(d_src + 1))` from the whole graph's in-degrees (a halo row's comes
+//! from its owner), the mean's `1 / d_dst`. A node's in-edges keep round 0's order, which does
+//! not depend on the cluster's shape.
+
+use burn::prelude::Device;
+use gnn::LayerEdges;
+use gnn::aggregate::EdgeTensors;
+use gnn::kernel::Aggregation;
+use sampling::NodeStore;
+use schemas::Split;
+use schemas::label::Label;
+
+use crate::full::halo::Halo;
+
+/// See the module doc.
+pub struct LocalGraph {
+    /// Each input row's node id (own rows by slot, then the halo's): dropout is keyed by it.
+    pub ids: Vec<i64>,
+    pub edges: LayerEdges,
+    /// Each edge's (destination id, place among its in-edges): GAT's attention dropout key.
+    pub edge_keys: Vec<(i64, u32)>,
+    pub labels: Vec<Option<Label>>,
+    pub splits: Vec<Option<Split>>,
+}
+
+impl LocalGraph {
+    /// `sources`: each in-edge's input row, as [`Halo::plan`] gave them; `edge_dim`: the edge
+    /// feature width the model reads (0: none; the node store's features are then not read);
+    /// `threads`: the aggregation kernel's.
+    pub fn new(
+        nodes: &NodeStore,
+        halo: &Halo,
+        sources: Vec<i64>,
+        edge_dim: usize,
+        attention: bool,
+        threads: usize,
+    ) -> Self {
+        let own = nodes.len();
+        let mut dst = Vec::with_capacity(sources.len());
+        let mut edge_keys = Vec::with_capacity(sources.len());
+        let mut features = Vec::with_capacity(if edge_dim > 0 { sources.len() * edge_dim } else { 0 });
+        for slot in 0..own {
+            let count = nodes.sampled(slot).len();
+            dst.extend(std::iter::repeat_n(slot as i64, count));
+            edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
+            if edge_dim > 0 {
+                features.extend_from_slice(nodes.sampled_features(slot));
+            }
+        }
+        let degree: Vec<f32> = nodes.in_degree.iter().map(|&d| d as f32).chain(halo.degrees.iter().copied()).collect();
+        let edges = LayerEdges {
+            edge_dim,
+            features,
+            threads,
+            attention,
+            ..LayerEdges::new(own + halo.len(), own, sources, dst, &degree)
+        };
+        let ids = nodes.ids.iter().chain(&halo.ids).copied().collect();
+        LocalGraph { ids, edges, edge_keys, labels: nodes.labels.clone(), splits: nodes.splits.clone() }
+    }
+
+    /// Rows this worker computes (its own nodes).
+    pub fn own(&self) -> usize {
+        self.edges.rows_out
+    }
+
+    /// The edges on `device`, with the kernel's plans when it runs them.
+    pub fn tensors(&self, device: &Device, aggregation: Aggregation) -> EdgeTensors {
+        EdgeTensors::new(&self.edges, device, aggregation)
+    }
+
+    /// The labels of the own rows in `split` (`None` elsewhere), as the loss and the scores
+    /// read them.
+    pub fn labels_in(&self, split: Split) -> Vec<Option<Label>> {
+        self.labels.iter().zip(&self.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect()
+    }
+}

@@ -1,0 +1,130 @@
+//! What full-graph training holds, estimated before the first epoch, and the check that the
+//! graph fits (a graph that does not fit is refused before it starts, naming the record-based
+//! mode, whose memory does not grow with the graph).
+//!
+//! A worker holds, for its own nodes `n`, its halo rows `h` (remote in-neighbors it reads) and
+//! the in-edges `e` of its own nodes (the constants are the arrays' bytes, counted in the code
+//! that allocates them; `docs/full-graph.md` gives the arithmetic for a large graph):
+//!
+//! - **per edge**, [`EDGE_BYTES`]: the in-edge as loaded (16), its source row and destination
+//!   (16), its coefficients (8), its dropout key (16), the aggregation kernel's plans (about 16
+//!   per plan: by destination and by source; 2 plans, 4 for GAT), the edges on the device for
+//!   training and evaluation (48); plus its features, `edge_dim` x 4 bytes, four times;
+//! - **per edge and layer**, what the layer keeps for backward per edge: none for GCN and
+//!   GraphSAGE (the kernel sums along edges in place), `6 x 4 x heads` for GAT's attention,
+//!   `3 x 4 x width` for GINE's per-edge messages (and SAGE's edge term, `2 x 4 x width`);
+//! - **per input row and layer** (`n + h` rows): the input, its dropout mask and the masked
+//!   input (`3 x 4 x width_in`) and the transformed rows (`4 x width_out`);
+//! - **per own row and layer**: the output, its activation and its gradient (`3 x 4 x
+//!   width_out`);
+//! - the features of the `n + h` input rows, twice (host and device).
+
+use schemas::model::{ModelKind, ModelSpec};
+
+/// Bytes an in-edge costs besides its features and the layers' per-edge state (see the
+/// module doc).
+pub const EDGE_BYTES: u64 = 16 + 16 + 8 + 16 + 48;
+
+/// Bytes of one plan of the aggregation kernel, per edge.
+pub const PLAN_BYTES: u64 = 16;
+
+/// A worker's share of the graph, as the estimate reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Share {
+    pub own: u64,
+    pub halo: u64,
+    pub edges: u64,
+}
+
+/// The bytes a worker holds while it trains `spec` on `share` (see the module doc).
+pub fn estimate(spec: &ModelSpec, share: Share) -> u64 {
+    let rows = share.own + share.halo;
+    let plans = if spec.kind == ModelKind::Gat { 4 } else { 2 } + u64::from(spec.edge_dim > 0);
+    let mut bytes = share.edges * (EDGE_BYTES + plans * PLAN_BYTES + 16 * spec.edge_dim as u64);
+    bytes += 2 * 4 * rows * spec.input_dim as u64;
+    for l in 0..spec.layers {
+        let (w_in, w_out) = (spec.layer_input(l) as u64, layer_output(spec, l) as u64);
+        bytes += rows * 4 * (3 * w_in + w_out) + share.own * 3 * 4 * w_out;
+        bytes += share.edges
+            * match spec.kind {
+                ModelKind::Gat => 6 * 4 * heads(spec, l) as u64,
+                ModelKind::Gine => 3 * 4 * w_in,
+                ModelKind::Sage if spec.edge_dim > 0 => 2 * 4 * w_out,
+                _ => 0,
+            };
+    }
+    bytes
+}
+
+fn heads(spec: &ModelSpec, l: usize) -> usize {
+    if l + 1 == spec.layers { spec.output_heads } else { spec.heads }
+}
+
+/// Layer `l`'s output width: the next layer's input, or the classes.
+fn layer_output(spec: &ModelSpec, l: usize) -> usize {
+    if l + 1 == spec.layers { spec.classes * heads(spec, l).max(1) } else { spec.layer_input(l + 1) }
+}
+
+/// The memory this process may use: `memory_mb` when the job sets it, else what the system
+/// reports available now (`MemAvailable`); `None` where neither is known.
+pub fn budget(memory_mb: Option<u64>) -> Option<u64> {
+    memory_mb.map(|mb| mb << 20).or_else(available)
+}
+
+fn available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb << 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schemas::model::ModelSpec;
+
+    fn spec(kind: ModelKind) -> ModelSpec {
+        ModelSpec {
+            kind,
+            input_dim: 100,
+            hidden: 16,
+            classes: 4,
+            layers: 2,
+            heads: 2,
+            output_heads: 1,
+            activation: schemas::model::Activation::Relu,
+            normalize_features: false,
+            multi_label: false,
+            edge_dim: 0,
+            normalize_edge_features: false,
+            edge_stats: None,
+            relation_edge_stats: Vec::new(),
+            task: schemas::Task::Node,
+            decoder: None,
+            types: None,
+            bases: 0,
+            wide_mlp: true,
+            learned_embedding_dim: 0,
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn the_estimate_grows_with_every_part_of_the_share() {
+        let share = Share { own: 1000, halo: 200, edges: 5000 };
+        let base = estimate(&spec(ModelKind::Gcn), share);
+        for more in [Share { own: 2000, ..share }, Share { halo: 400, ..share }, Share { edges: 10_000, ..share }] {
+            assert!(estimate(&spec(ModelKind::Gcn), more) > base);
+        }
+        // Features dominate a GCN on this share: (1000 + 200) rows x 100 x 4 bytes, twice.
+        assert!(base >= 2 * 4 * 1200 * 100);
+        // Attention and per-edge messages keep per-edge state a GCN does not.
+        assert!(estimate(&spec(ModelKind::Gat), share) > base);
+        assert!(estimate(&spec(ModelKind::Gine), share) > base);
+    }
+
+    #[test]
+    fn a_set_budget_wins_over_the_system() {
+        assert_eq!(budget(Some(3)), Some(3 << 20));
+    }
+}

@@ -1,0 +1,380 @@
+//! Full-graph training: `[train]` given `nodes` and `edges` instead of `records` trains on the
+//! graph itself, every node and every edge in every epoch, with no records (the row of
+//! SANCUS, decentralized full-graph training). Records repeat a neighborhood in every record
+//! that holds it; here each node's layer-`l` row is computed once an epoch.
+//!
+//! Once, on every worker in step:
+//! 1. **round 0** as every stage over the graph runs it (`stage::load_graph`): the worker's
+//!    share of the nodes (by hash, or by a partition table's parts) with every in-edge
+//!    (sampler `all`) and each in-edge's source slot at its owner;
+//! 2. the **halo** ([`halo`]): the remote in-neighbors the worker reads, their owners told
+//!    which rows to send, in which order; their in-degrees;
+//! 3. the **local graph** ([`local`]): one layer's edges over the input rows `[own | halo]`,
+//!    on the device, shared by every layer; layer 0's input rows (the features, the halo's
+//!    pulled once).
+//!
+//! Then each epoch ([`epoch`]): the training pass (forward with the halo's rows pulled at each
+//! layer, the loss of the worker's labeled training nodes as a sum, backward with the halo's
+//! gradients pushed back to their owners at each layer), one parameter-server step on the
+//! gradient sums divided by every worker's labeled training nodes (`crate::ps`, sync), and an
+//! evaluation pass. The step's gradient is exactly the full-batch gradient of the mean loss:
+//! every term of the chain rule is computed once, on the worker that owns the edge's
+//! destination, and summed at the node's owner.
+//!
+//! What a worker holds is stated in `docs/full-graph.md` (bytes per node and per edge).
+//! With `halo_staleness` the exchange is SANCUS's ([`stale`]): rows and gradients cross only
+//! when they moved enough, copies are reused otherwise, and what crossed is counted.
+//!
+//! Not yet: link tasks, typed graphs, learned embeddings, checkpoints ([`setup::check_keys`]
+//! refuses them) and split hubs (a hub's in-edges are aggregated by its owner).
+
+pub mod epoch;
+pub mod halo;
+pub mod local;
+pub mod memory;
+pub mod setup;
+pub mod stale;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cluster::Failure;
+use gnn::Gnn;
+use gnn::model::Dropout;
+use gnn::params;
+use sampling::SharedOwnerMap;
+use schemas::facts::RunFacts;
+use schemas::{ClusterConfig, Targets};
+use stage::{Clock, Declared, Progress};
+use tables::commit::{Stage, new_run_id};
+use tables::lease::Lease;
+use tables::{Io, Place};
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::full::epoch::{Context, Exchange, evaluate, train_pass};
+use crate::full::halo::Halo;
+use crate::full::local::LocalGraph;
+use crate::full::setup::{FullReads, LabelCounts};
+use crate::full::stale::{Staleness, Traffic};
+use crate::metrics::{EpochMetrics, EpochTiming, Metric, MetricsLog, Scores};
+use crate::optim::{ShardOptimizer, learning_rate};
+use crate::phases::Phases;
+use crate::ps::{Server, ShardState, Stats, shard_range};
+use crate::tracker::Tracker;
+use crate::train::{Saving, TrainConfig, TrainSummary, metric_of, save_model};
+
+/// Trains on the graph on this process's workers (see the module doc). Any worker's failure
+/// ends every worker.
+pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
+    setup::check_keys(config).map_err(Failure::Worker)?;
+    let mut config = config.clone();
+    if config.kernel_threads == 0 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        config.kernel_threads = (cores / cluster.threads()).max(1);
+    }
+    let (io, config, threads) = (io.clone(), Arc::new(config), cluster.threads());
+    // The partition table is read once per process, its map shared by the process's workers.
+    let shared = SharedOwnerMap::default();
+    let summaries = cluster::execute(cluster, move |worker| train_worker(worker, &io, &config, &shared, threads))?;
+    summaries.into_iter().next().ok_or_else(|| Failure::Panic("no worker ran".into()))
+}
+
+/// Every failure of a step, on every worker alike.
+fn agree<T>(worker: &mut Worker, local: Result<T, Error>) -> Result<T, Error> {
+    cluster::agree::<_, Error, tables::error::Report>(worker, local)
+}
+
+/// The graph's tables as `stage::load_graph` reads them.
+fn declared<'a>(config: &'a TrainConfig, shared: &'a SharedOwnerMap) -> Declared<'a> {
+    Declared {
+        stage: Stage::Train,
+        nodes: config.nodes.as_deref().unwrap_or_default(),
+        edges: config.edges.as_deref().unwrap_or_default(),
+        output: &config.output,
+        overwrite: config.overwrite,
+        targets: &Targets::All,
+        settings: serde_json::Value::Null,
+        extras: Vec::new(),
+        typed: None,
+        link_relation: None,
+        partition: None,
+    }
+    .with_partition(config.partition.as_deref(), shared)
+}
+
+/// The output is apart from every input and holds no committed model unless the job replaces
+/// it; worker 0 takes the run's lease. Returns the lease (worker 0) and the run id.
+fn open_output(
+    worker: &mut Worker,
+    io: &Io,
+    config: &TrainConfig,
+    declared: &Declared,
+) -> Result<(Option<Lease>, String, Place), Error> {
+    let output = agree(worker, io.output(&config.output).map_err(Error::from))?;
+    let lease = (worker.index() == 0).then(|| {
+        io.block_on(async {
+            let inputs = stage::graph_inputs(io, declared)?;
+            let inputs: Vec<&Place> = inputs.iter().collect();
+            tables::commit::check_output(&output, &inputs, config.overwrite, &gnn::io::LAYOUT).await?;
+            Lease::take(&output, &new_run_id(), Stage::Train.name()).await
+        })
+    });
+    let lease = agree(worker, lease.transpose().map_err(Error::from))?;
+    let run = cluster::broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
+        .ok_or_else(|| Error::Internal("no run id".into()))?;
+    Ok((lease, run, output))
+}
+
+/// What a worker trains with, built once.
+struct Graph {
+    local: LocalGraph,
+    halo: Halo,
+    /// Layer 0's input rows, `[own | halo]`.
+    features: Vec<f32>,
+    labels: LabelCounts,
+    spec: schemas::model::ModelSpec,
+}
+
+/// Round 0, the halo, the local graph and the model's spec.
+fn load(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &TrainConfig,
+    declared: &Declared,
+    threads: usize,
+) -> Result<Graph, Error> {
+    let progress = Arc::new(Progress::new("train", "nodes", Vec::new()));
+    let reporter = worker.index() == 0;
+    let mut stage_worker = stage::Worker {
+        timely: worker,
+        io,
+        progress: &progress,
+        reporter,
+        clock: Clock::default(),
+        extra_outputs: Vec::new(),
+    };
+    let loaded = stage::load_graph(&mut stage_worker, declared, &FullReads { seed: config.seed })?;
+    let mut nodes = loaded.graph.nodes;
+    let labels = LabelCounts::gather(worker, &nodes);
+    let spec = agree(worker, setup::spec(config, &nodes, &labels))?;
+    if spec.edge_dim == 0 {
+        nodes.drop_edge_features();
+    } else if let Some(stats) = gnn::features::edge_standardization(&spec) {
+        nodes.standardize_edge_features(stats);
+    }
+    let source_slots = nodes.take_source_slots();
+    let (halo, sources) = Halo::plan(worker, &nodes, &source_slots);
+    drop(source_slots);
+    let share = memory::Share { own: nodes.len() as u64, halo: halo.len() as u64, edges: sources.len() as u64 };
+    let fit = fits(worker, config, &spec, share, threads);
+    agree(worker, fit)?;
+    let gat = spec.kind == schemas::model::ModelKind::Gat;
+    let mut local = LocalGraph::new(&nodes, &halo, sources, spec.edge_dim, gat, config.kernel_threads);
+    // The kernel's plans, built once for the training and the evaluation edges.
+    if gnn::kernel::uses_kernel(config.aggregation, &gnn::device(config.device)?) {
+        local.edges.plans = Some(local.edges.plans());
+    }
+    let mut own_rows = Vec::with_capacity(nodes.len() * spec.input_dim);
+    for slot in 0..nodes.len() {
+        gnn::features::push_row(nodes.features(slot), spec.normalize_features, &mut own_rows);
+    }
+    let halo_rows = halo.pull(worker, &own_rows, spec.input_dim);
+    own_rows.extend(halo_rows);
+    Ok(Graph { local, halo, features: own_rows, labels, spec })
+}
+
+/// Whether the workers of this process fit the memory they may use (see [`memory`]); the
+/// estimate is logged by worker 0 either way.
+fn fits(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    spec: &schemas::model::ModelSpec,
+    share: memory::Share,
+    threads: usize,
+) -> Result<(), Error> {
+    let all = cluster::all_gather(worker, vec![(worker.index(), memory::estimate(spec, share))]);
+    let process = worker.index() / threads;
+    let mine: u64 = all.iter().filter(|(w, _)| w / threads == process).map(|(_, b)| b).sum();
+    let largest = all.iter().map(|(_, b)| *b).max().unwrap_or(0);
+    let mb = |b: u64| b as f64 / (1u64 << 20) as f64;
+    if worker.index() == 0 {
+        tracing::info!(
+            "train: full graph: about {:.0} MiB per process ({:.0} MiB on the largest worker) for the shares and their \
+             activations",
+            mb(mine),
+            mb(largest)
+        );
+    }
+    match memory::budget(config.memory_mb) {
+        Some(budget) if mine > budget => Err(Error::Usage(format!(
+            "full-graph training needs about {:.0} MiB on this process for {} layers of the graph, and it may use {:.0} \
+             MiB (memory_mb, or what the system has available): run on more machines (processes), or flatten the graph \
+             and train on its records ([flatten], then [train] records = ...), whose memory does not grow with the graph",
+            mb(mine),
+            spec.layers,
+            mb(budget)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The summary's line on what crossed between workers in the training passes, every
+/// worker's: per epoch, against what the exact exchange sends.
+fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64) -> String {
+    let all = cluster::all_gather(worker, vec![(worker.index(), *mine)]);
+    let mut total = Traffic::default();
+    all.iter().for_each(|(_, t)| total.add(*t));
+    let per_epoch = |v: u64| v as f64 / epochs.max(1) as f64 / 1e6;
+    let share = |a: u64, b: u64| if b == 0 { 100.0 } else { 100.0 * a as f64 / b as f64 };
+    format!(
+        "{rows} halo rows a layer; training passes sent {:.2} MB an epoch of the exact exchange's {:.2} MB ({:.1}%), \
+         {:.1}% of its rows",
+        per_epoch(total.bytes),
+        per_epoch(total.exact_bytes),
+        share(total.bytes, total.exact_bytes),
+        share(total.rows, total.exact_rows)
+    )
+}
+
+/// One worker's whole run: load, the epochs, the model.
+fn train_worker(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &TrainConfig,
+    shared: &SharedOwnerMap,
+    threads: usize,
+) -> Result<TrainSummary, Error> {
+    let started = Instant::now();
+    let index = worker.index();
+    let declared = declared(config, shared);
+    let (lease, run, output) = open_output(worker, io, config, &declared)?;
+    let graph = load(worker, io, config, &declared, threads)?;
+    let keys = setup::task_keys(config, &graph.labels);
+    agree(worker, graph.labels.check(&schemas::redact(declared.nodes), keys.patience))?;
+    let base = gnn::device(config.device)?;
+    let device = base.clone().autodiff();
+    let template = Gnn::new(&graph.spec, &base);
+    let mut params = params::flatten(&template);
+    let range = shard_range(params.len(), worker.peers(), index);
+    let shard = ShardState {
+        shard: index as u32,
+        values: params[range.clone()].to_vec(),
+        optimizer: ShardOptimizer::new(config, keys.weight_decay, range.len()),
+    };
+    let mut server = Server::new(worker, shard, None, params.len(), 0, config.mode, config.staleness);
+    let (train_edges, eval_edges) =
+        (graph.local.tensors(&device, config.aggregation), graph.local.tensors(&base, config.aggregation));
+    let cx = Context { spec: &graph.spec, local: &graph.local, halo: &graph.halo, features: &graph.features };
+    let sent = cluster::sum(worker, graph.halo.rows_sent() as u64);
+    if index == 0 {
+        tracing::info!(
+            "train: full graph, {} layers; {} halo rows cross between workers at each layer; ready in {:.1}s",
+            graph.spec.layers,
+            sent,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let mut log = (index == 0).then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None));
+    let mut tracker = Tracker::default();
+    let staleness = Staleness { epochs: config.halo_staleness as u32, threshold: config.halo_threshold };
+    let mut exchange = Exchange::new(staleness, graph.spec.layers);
+    for epoch in 0..config.epochs {
+        let clock = Instant::now();
+        let lr = learning_rate(config, epoch);
+        let dropout = Dropout {
+            seed: config.seed,
+            step: epoch as u64,
+            rate: config.dropout,
+            attention_rate: config.attention_dropout,
+        };
+        let mut phases = Phases::default();
+        let model = params::load(template.clone(), &params, &device);
+        let trained = train_pass(worker, &cx, &model, &train_edges, dropout, &mut exchange, &mut phases);
+        let mut lap = crate::phases::Lap::start();
+        let mut train = Stats::default();
+        for (_, total) in server.step(worker, &trained.grad, trained.count, lr, trained.stats, &mut params, false, None)
+        {
+            train.add(&total);
+        }
+        phases.exchange_seconds += lap.lap();
+        let model = params::load(template.clone(), &params, &base);
+        let (eval, _) = evaluate(worker, &cx, &model, &eval_edges);
+        let eval_step = server.steps_done();
+        let mut evaluated = Stats::default();
+        for (step, total) in server.step(worker, &[], 0, lr, eval, &mut params, true, None) {
+            if step == eval_step { evaluated = total } else { train.add(&total) }
+        }
+        let scores = Scores::Node {
+            metric: Metric::of(graph.spec.multi_label),
+            train: train[schemas::Split::Train].ratio(),
+            valid: evaluated[schemas::Split::Valid].ratio(),
+            test: evaluated[schemas::Split::Test].ratio(),
+        };
+        let metrics =
+            EpochMetrics { epoch: epoch + 1, train_loss: train.loss_sum / train.loss_rows.max(1) as f64, scores };
+        let finite = metrics.train_loss.is_finite() && params.iter().all(|p| p.is_finite());
+        let diverged = finite.then_some(()).ok_or_else(|| {
+            Error::Diverged(format!(
+                "epoch {}: the training loss is {} or a parameter is not finite; lower lr, or check the features (no \
+                 model is written)",
+                epoch + 1,
+                metrics.train_loss
+            ))
+        });
+        agree(worker, diverged)?;
+        tracker.observe(&metrics, &params);
+        if let Some(log) = &mut log {
+            let seconds = clock.elapsed().as_secs_f64();
+            let nodes = graph.local.own() * worker.peers();
+            let timing = EpochTiming {
+                epoch: epoch + 1,
+                seconds,
+                records_per_second: nodes as f64 / seconds.max(1e-9),
+                wait_seconds: 0.0,
+                phases,
+            };
+            log.write(&metrics, &timing)?;
+        }
+        if tracker.should_stop(keys.patience) {
+            if index == 0 {
+                tracing::info!(
+                    "train: early stop after epoch {} ({} epochs without a better validation score)",
+                    epoch + 1,
+                    keys.patience
+                );
+            }
+            break;
+        }
+    }
+    let best = keys.patience > 0 && !tracker.best_params.is_empty();
+    let params = if best { tracker.best_params.clone() } else { params };
+    let exchange = traffic_line(worker, &exchange.traffic, tracker.epochs, sent);
+    if let (Some(lease), Some(log)) = (lease, &log) {
+        let facts = RunFacts {
+            seconds: started.elapsed().as_secs_f64(),
+            workers: worker.peers(),
+            peak_rss: vec![cluster::memory::peak_rss_bytes().unwrap_or(0)],
+            lines: vec![("epochs".into(), tracker.epochs.to_string()), ("exchanged".into(), exchange.clone())],
+            ..RunFacts::default()
+        };
+        let meta = setup::meta(&graph.spec, params.len());
+        let saved = Saving { log, meta, io, params: &params, device: &base, facts, table: Vec::new() };
+        save_model(config, &output, lease, saved)?;
+    }
+    Ok(TrainSummary {
+        epochs: tracker.epochs,
+        metric: metric_of(&graph.spec).name(),
+        best_epoch: tracker.best_epoch,
+        best_valid: tracker.best_valid,
+        test_at_best: tracker.test_at_best,
+        seconds: started.elapsed().as_secs_f64(),
+        wait_seconds: 0.0,
+        params,
+        peak_rss: cluster::memory::peak_rss_bytes(),
+        cached_bytes: 0,
+        learned: None,
+        keys: keys.line(config, schemas::Task::Node),
+        exchanged: Some(exchange),
+    })
+}

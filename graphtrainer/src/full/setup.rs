@@ -1,0 +1,190 @@
+//! What full-graph training reads and the model it builds: the keys it takes (and the ones it
+//! does not take yet, refused with the way that works), round 0's sampling (every in-edge),
+//! and the model's spec from the loaded graph's widths and labels, the same on every worker.
+
+use cluster::all_gather;
+use sampling::{NodeStore, ReadEdges, SampleSpec};
+use schemas::job::flatten::DEFAULT_HUB_THRESHOLD;
+use schemas::job::{PsMode, TrainConfig};
+use schemas::model::{ModelKind, ModelMeta, ModelSpec};
+use schemas::{LabelKind, Sampler, Split, Task};
+use stage::Reads;
+use timely::worker::Worker;
+
+use crate::error::Error;
+use crate::task_keys::TaskKeys;
+
+/// The model's layers when `layers` is not set: two, as the records' usual hops.
+pub const DEFAULT_LAYERS: usize = 2;
+
+/// The keys full-graph training does not take yet: each refused, naming what to do instead.
+pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
+    let records = "flatten the graph and train on its records ([flatten], then [train] records = ...)";
+    let refused = [
+        (config.task == Some(Task::Link), "task = \"link\""),
+        (config.learned_embedding_dim > 0, "learned_embedding_dim"),
+        (config.resume || config.checkpoint_every > 0, "resume and checkpoint_every"),
+        (config.model == ModelKind::Rgcn, "model = \"rgcn\" (a typed graph)"),
+    ];
+    if let Some((_, key)) = refused.iter().find(|(set, _)| *set) {
+        return Err(Error::Usage(format!(
+            "full-graph training (nodes and edges in [train]) trains node tasks on homogeneous graphs without \
+             learned embeddings or checkpoints so far, and this job sets {key}: {records}"
+        )));
+    }
+    if config.mode == PsMode::Async {
+        return Err(Error::Usage(
+            "full-graph training takes one exact step per epoch: mode = \"async\" has nothing to overlap (leave mode \
+             out)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Round 0 for full-graph training: every in-edge, with its source's slot.
+pub struct FullReads {
+    pub seed: u64,
+}
+
+impl Reads for FullReads {
+    fn sampling(&self) -> SampleSpec {
+        SampleSpec {
+            sampler: Sampler::All,
+            seed: self.seed,
+            limit: usize::MAX,
+            hub_threshold: DEFAULT_HUB_THRESHOLD,
+            relation_limits: Vec::new(),
+            source_slots: true,
+        }
+    }
+
+    fn check_nodes(&self, nodes: &NodeStore) -> Result<(), tables::Error> {
+        if nodes.dim == 0 {
+            return Err(tables::Error::Usage(
+                "full-graph training reads node features, and the node table has no features column (learned \
+                 embeddings train on records so far)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_edges(&self, _edges: &ReadEdges) -> Result<(), tables::Error> {
+        Ok(())
+    }
+}
+
+/// The labels of every worker's nodes, counted: classes (the largest class plus one, or the
+/// targets' width), labeled training and validation nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct LabelCounts {
+    pub classes: u64,
+    pub multi_label: bool,
+    pub train: u64,
+    pub valid: u64,
+}
+
+impl LabelCounts {
+    /// Every worker's counts of `nodes`' labels, summed.
+    pub fn gather(worker: &mut Worker, nodes: &NodeStore) -> LabelCounts {
+        let labeled = |split| {
+            nodes.labels.iter().zip(&nodes.splits).filter(|(l, s)| l.is_some() && **s == Some(split)).count() as u64
+        };
+        let (multi_label, width) = match nodes.label_kind {
+            LabelKind::Targets(width) => (true, width as u64),
+            LabelKind::Class => (false, 0),
+        };
+        let largest = nodes.labels.iter().flatten().filter_map(|l| l.class()).max().map_or(0, |c| c as u64 + 1);
+        let mine = LabelCounts {
+            classes: width.max(largest),
+            multi_label,
+            train: labeled(Split::Train),
+            valid: labeled(Split::Valid),
+        };
+        let all = all_gather(worker, vec![(worker.index(), mine)]);
+        all.iter().fold(LabelCounts::default(), |sum, (_, c)| LabelCounts {
+            classes: sum.classes.max(c.classes),
+            multi_label: sum.multi_label || c.multi_label,
+            train: sum.train + c.train,
+            valid: sum.valid + c.valid,
+        })
+    }
+
+    /// Nothing to learn is an error on every worker alike.
+    pub fn check(&self, nodes: &str, patience: usize) -> Result<(), Error> {
+        if self.train == 0 {
+            return Err(Error::NothingToLearn(format!(
+                "{nodes}: no node has split \"train\" and a label; full-graph training learns from them"
+            )));
+        }
+        if self.valid == 0 && patience > 0 {
+            return Err(Error::NothingToLearn(format!(
+                "{nodes}: patience = {patience} stops early on the validation score, and no node has split \"valid\" \
+                 and a label; set patience = 0"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The model's spec from the graph: its feature and edge widths, the classes, the job's keys.
+pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Result<ModelSpec, Error> {
+    let classes = config.classes.unwrap_or(labels.classes as usize);
+    if (labels.classes as usize) > classes {
+        return Err(Error::Usage(format!(
+            "[train] classes = {classes}, and the node table has labels up to {}",
+            labels.classes - 1
+        )));
+    }
+    let reads_edges = config.model.uses_edge_features() && config.edge_features != Some(false) && nodes.edge_dim > 0;
+    if config.edge_features == Some(true) && nodes.edge_dim == 0 {
+        return Err(Error::Usage("[train] edge_features = true, and the edge table has no features column".into()));
+    }
+    let standardized = reads_edges && config.normalize_edge_features;
+    let gat = config.model == ModelKind::Gat;
+    Ok(ModelSpec {
+        kind: config.model,
+        input_dim: nodes.dim,
+        hidden: config.hidden,
+        classes,
+        layers: config.layers.unwrap_or(DEFAULT_LAYERS),
+        heads: if gat { config.heads } else { 1 },
+        output_heads: if gat { config.output_heads } else { 1 },
+        activation: config.activation,
+        normalize_features: config.normalize_features,
+        multi_label: labels.multi_label,
+        edge_dim: if reads_edges { nodes.edge_dim } else { 0 },
+        normalize_edge_features: standardized,
+        edge_stats: if standardized { nodes.edge_stats.clone() } else { None },
+        relation_edge_stats: Vec::new(),
+        task: Task::Node,
+        decoder: None,
+        types: None,
+        bases: 0,
+        wide_mlp: true,
+        learned_embedding_dim: 0,
+        seed: config.seed,
+    })
+}
+
+/// The run's task keys (weight decay, patience).
+pub fn task_keys(config: &TrainConfig, labels: &LabelCounts) -> TaskKeys {
+    TaskKeys::resolve(config, Task::Node, 0, labels.valid > 0)
+}
+
+/// The model's description: every in-edge at every layer (no fanouts), as GraphInfer then
+/// reads the graph.
+pub fn meta(spec: &ModelSpec, parameters: usize) -> ModelMeta {
+    ModelMeta {
+        format: 1,
+        spec: spec.clone(),
+        hops: spec.layers,
+        fanouts: Vec::new(),
+        sampler: Sampler::All,
+        flatten_seed: 0,
+        parameters,
+        relation_fanouts: Vec::new(),
+        link_relation: None,
+    }
+}

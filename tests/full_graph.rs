@@ -1,0 +1,298 @@
+//! Full-graph training (`[train] nodes` and `edges`, no records): an epoch's step is exactly the
+//! full-batch gradient of a dense-matrix GCN computed here, on one, two and three workers and on
+//! two processes; every model kind's steps equal the record trainer's on records that hold every
+//! edge, trained in one batch of every training node; GraphInfer runs the model and scores as
+//! the dense forward pass; and the usage errors.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use gnn::model::Layer;
+use schemas::model::ModelMeta;
+
+use crate::common::*;
+
+const NODES: u64 = 240;
+const LR: f32 = 0.5;
+
+/// The keys every run here shares: plain SGD with no decay and no dropout, so that one step
+/// is `p - lr g` with `g` the gradient of the mean training loss.
+fn train_keys(model: &str, epochs: usize) -> String {
+    format!(
+        "model = \"{model}\"\nhidden = 8\nheads = 2\nepochs = {epochs}\noptimizer = \"sgd\"\nlr = {LR}\n\
+         weight_decay = 0.0\ndropout = 0.0\nseed = 11\n"
+    )
+}
+
+/// Trains on the graph `data` into `dir/<name>` with `workers` workers; returns the model.
+fn train_full(dir: &Path, data: &Path, name: &str, workers: usize, keys: &str) -> PathBuf {
+    train_full_summary(dir, data, name, workers, keys).0
+}
+
+/// [`train_full`], with the run's summary.
+fn train_full_summary(dir: &Path, data: &Path, name: &str, workers: usize, keys: &str) -> (PathBuf, String) {
+    let out = dir.join(name);
+    let job = format!(
+        "[cluster]\nworkers = {workers}\n[train]\nnodes = \"{}/nodes\"\nedges = \"{}/edges\"\noutput = \"{}\"\nlayers = 2\n{keys}",
+        data.display(),
+        data.display(),
+        out.display()
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, job).unwrap();
+    let summary = run_ok(&path, &[]);
+    (out, summary)
+}
+
+/// The summary's share of the exact exchange's bytes the training passes sent, in percent.
+fn bytes_sent(summary: &str) -> f64 {
+    let line = summary.lines().find(|l| l.contains("exchanged:")).unwrap_or_else(|| panic!("{summary}"));
+    let inside = line.split("MB (").nth(1).unwrap().split('%').next().unwrap();
+    inside.parse().unwrap()
+}
+
+/// The model's description and flat parameters.
+fn params(model: &Path) -> (ModelMeta, Vec<f32>) {
+    let (meta, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &Device::flex()).unwrap();
+    (meta, gnn::params::flatten(&gnn))
+}
+
+fn largest_gap(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// The generated graph as dense matrices: features `[n, d]`, GCN's normalized adjacency
+/// with self-loops `[n, n]` (`1 / sqrt((d_v + 1)(d_u + 1))` per edge, duplicates adding up,
+/// `1 / (d_v + 1)` on the diagonal, `d` the in-degree), labels and splits by node.
+struct Dense {
+    n: usize,
+    dim: usize,
+    x: Vec<f32>,
+    a: Vec<f32>,
+    labels: Vec<Option<i64>>,
+    splits: Vec<Option<String>>,
+}
+
+fn dense(data: &Path) -> Dense {
+    let g = read_graph(data);
+    let n = g.features.len();
+    assert_eq!(g.features.keys().copied().collect::<Vec<_>>(), (0..n as i64).collect::<Vec<_>>());
+    let dim = g.features[&0].len();
+    let x = g.features.values().flatten().copied().collect();
+    let mut degree = vec![0f32; n];
+    g.edges.iter().for_each(|&(_, d, _)| degree[d as usize] += 1.0);
+    let mut a = vec![0f32; n * n];
+    for &(s, d, _) in &g.edges {
+        a[d as usize * n + s as usize] += 1.0 / ((degree[d as usize] + 1.0) * (degree[s as usize] + 1.0)).sqrt();
+    }
+    (0..n).for_each(|v| a[v * n + v] += 1.0 / (degree[v] + 1.0));
+    let mut splits = BTreeMap::new();
+    for batch in read_batches(&data.join("nodes")) {
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let split = batch.column_by_name("split").unwrap().as_string::<i32>();
+        for r in 0..batch.num_rows() {
+            splits.insert(ids.value(r), split.is_valid(r).then(|| split.value(r).to_owned()));
+        }
+    }
+    Dense { n, dim, x, a, labels: g.labels.into_values().collect(), splits: splits.into_values().collect() }
+}
+
+/// The dense two-layer GCN's logits with `model`'s parameters: `A relu(A X W1 + b1) W2 + b2`.
+fn dense_logits(g: &Dense, model: &gnn::Gnn, device: &Device) -> Tensor<2> {
+    let a = Tensor::<2>::from_data(TensorData::new(g.a.clone(), [g.n, g.n]), device);
+    let mut h = Tensor::<2>::from_data(TensorData::new(g.x.clone(), [g.n, g.dim]), device);
+    for (l, layer) in model.layers.iter().enumerate() {
+        let Layer::Gcn(gcn) = layer else { panic!("a GCN") };
+        h = a.clone().matmul(h.matmul(gcn.weight.val())) + gcn.bias.val().unsqueeze::<2>();
+        if l + 1 < model.layers.len() {
+            h = burn::tensor::activation::relu(h);
+        }
+    }
+    h
+}
+
+/// The full-batch gradient of the mean cross-entropy over the labeled training nodes at
+/// `params`, flattened as the model's parameters.
+fn dense_gradient(g: &Dense, meta: &ModelMeta, params: &[f32]) -> Vec<f32> {
+    let device = Device::flex().autodiff();
+    let model = gnn::params::load(gnn::Gnn::new(&meta.spec, &device), params, &device);
+    let logits = dense_logits(g, &model, &device);
+    let train: Vec<(usize, i64)> = (0..g.n)
+        .filter(|&v| g.splits[v].as_deref() == Some("train"))
+        .filter_map(|v| g.labels[v].map(|c| (v, c)))
+        .collect();
+    let rows = Tensor::<1, Int>::from_data(
+        TensorData::new(train.iter().map(|t| t.0 as i64).collect(), [train.len()]),
+        &device,
+    );
+    let classes = train.iter().map(|t| t.1).collect::<Vec<_>>();
+    let classes = Tensor::<2, Int>::from_data(TensorData::new(classes, [train.len(), 1]), &device);
+    let log_p = burn::tensor::activation::log_softmax(logits.select(0, rows), 1).gather(1, classes);
+    let loss = log_p.sum().neg() / train.len() as f32;
+    gnn::params::gradients(&model, &loss.backward())
+}
+
+#[test]
+fn one_epoch_steps_by_the_dense_full_batch_gradient_on_any_cluster_shape() {
+    let dir = scratch("full-graph-dense");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 6, 3);
+    let g = dense(&data);
+    let keys = train_keys("gcn", 1);
+    let one = train_full(&dir, &data, "one", 1, &keys);
+    let (meta, trained) = params(&one);
+    let initial = gnn::params::flatten(&gnn::Gnn::new(&meta.spec, &Device::flex()));
+    let gradient = dense_gradient(&g, &meta, &initial);
+    let expected: Vec<f32> = initial.iter().zip(&gradient).map(|(p, g)| p - LR * g).collect();
+    assert!(gradient.iter().map(|v| v.abs()).fold(0.0, f32::max) > 1e-3, "a step that moves the weights");
+    assert!(largest_gap(&trained, &expected) < 1e-5, "{}", largest_gap(&trained, &expected));
+    assert!(meta.fanouts.is_empty() && meta.hops == 2, "every edge at each of the 2 layers: {meta:?}");
+    for workers in [2, 3] {
+        let (_, other) = params(&train_full(&dir, &data, &format!("w{workers}"), workers, &keys));
+        assert!(largest_gap(&other, &expected) < 1e-5, "{workers} workers: {}", largest_gap(&other, &expected));
+    }
+}
+
+#[test]
+fn stale_copies_send_fewer_bytes_and_a_zero_threshold_changes_nothing() {
+    let dir = scratch("full-graph-stale");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 6, 13);
+    let keys = train_keys("gcn", 6);
+    let (exact, summary) = train_full_summary(&dir, &data, "exact", 2, &keys);
+    assert_eq!(bytes_sent(&summary), 100.0, "{summary}");
+    // A row is skipped only when it did not change at all: the same steps.
+    let zero = format!("{keys}halo_staleness = 3\nhalo_threshold = 0.0\n");
+    let (same, _) = train_full_summary(&dir, &data, "zero", 2, &zero);
+    let (exact, same) = (params(&exact).1, params(&same).1);
+    assert!(largest_gap(&exact, &same) < 1e-6, "{}", largest_gap(&exact, &same));
+    // Rows that moved less than half their norm are reused for up to 3 epochs.
+    let loose = format!("{keys}halo_staleness = 3\nhalo_threshold = 0.5\n");
+    let (stale, summary) = train_full_summary(&dir, &data, "loose", 2, &loose);
+    let sent = bytes_sent(&summary);
+    assert!(sent < 90.0, "{summary}");
+    assert!(largest_gap(&exact, &params(&stale).1) > 1e-6, "stale copies change the steps");
+    // The same on 3 workers: the decisions are per row, not per worker pair.
+    let (_, summary) = train_full_summary(&dir, &data, "loose3", 3, &loose);
+    assert!(bytes_sent(&summary) < 90.0, "{summary}");
+}
+
+#[test]
+fn graphinfer_scores_a_full_graph_model_as_the_dense_forward_pass() {
+    let dir = scratch("full-graph-infer");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 6, 5);
+    let model = train_full(&dir, &data, "model", 2, &train_keys("gcn", 5));
+    let scores = dir.join("scores");
+    let job = format!(
+        "[cluster]\nworkers = 3\n[infer]\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmodel = \"{}\"\noutput = \"{}\"\n",
+        model.display(),
+        scores.display(),
+        d = data.display()
+    );
+    std::fs::write(dir.join("infer.toml"), job).unwrap();
+    run_ok(&dir.join("infer.toml"), &[]);
+    let scored = read_scores(&scores);
+    let device = Device::flex();
+    let (_, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
+    let g = dense(&data);
+    let probabilities = burn::tensor::activation::softmax(dense_logits(&g, &gnn, &device), 1);
+    let expected = probabilities.into_data().try_to_vec::<f32>().unwrap();
+    let classes = expected.len() / g.n;
+    assert_eq!(scored.len(), g.n);
+    for (id, (_, _, row)) in &scored {
+        let want = &expected[*id as usize * classes..(*id as usize + 1) * classes];
+        assert!(largest_gap(row, want) < 1e-4, "node {id}: {row:?} against {want:?}");
+    }
+}
+
+/// Records of `data` that hold every edge within 2 hops, every node a target.
+fn every_edge_records(dir: &Path, data: &Path) -> PathBuf {
+    flatten(dir, data, "flat", &[], |job| job.key("hops", 2).key("sampler", "all").key("targets", "all"))
+}
+
+#[test]
+fn every_kind_steps_as_the_record_trainer_on_records_of_every_edge() {
+    let dir = scratch("full-graph-records");
+    let data = dir.join("g");
+    graphflat_ok(&[
+        "generate",
+        "--out",
+        data.to_str().unwrap(),
+        "--nodes",
+        "200",
+        "--avg-degree",
+        "3",
+        "--feature-dim",
+        "5",
+        "--edge-feature-dim",
+        "2",
+        "--seed",
+        "9",
+    ]);
+    let records = every_edge_records(&dir, &data);
+    for model in ["gcn", "sage", "gat", "gine"] {
+        // One batch of every training record: the record trainer's step is then the full batch's.
+        let keys = format!("{}batch_size = 100000\n", train_keys(model, 2));
+        let full = train_full(&dir, &data, &format!("full-{model}"), 2, &keys);
+        let on_records = dir.join(format!("records-{model}"));
+        let job = format!(
+            "[cluster]\nworkers = 1\n[train]\nrecords = \"{}\"\noutput = \"{}\"\n{keys}",
+            records.display(),
+            on_records.display()
+        );
+        std::fs::write(dir.join(format!("records-{model}.toml")), job).unwrap();
+        run_ok(&dir.join(format!("records-{model}.toml")), &[]);
+        let ((full_meta, full), (record_meta, record)) = (params(&full), params(&on_records));
+        assert_eq!(full_meta.spec.edge_dim, record_meta.spec.edge_dim, "{model}");
+        assert_eq!(full_meta.spec.edge_dim, if model == "gcn" { 0 } else { 2 }, "{model}");
+        assert!(largest_gap(&full, &record) < 2e-5, "{model}: {}", largest_gap(&full, &record));
+    }
+}
+
+#[test]
+fn full_graph_keys_are_checked() {
+    let dir = scratch("full-graph-usage");
+    let data = dir.join("g");
+    generate(&data, 60, 3, 4, 1);
+    let d = data.display();
+    let cases = [
+        (format!("records = \"{d}/r\"\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\""), "not both"),
+        (format!("nodes = \"{d}/nodes\""), "set both"),
+        (format!("records = \"{d}/r\"\nlayers = 3"), "keys of full-graph training"),
+        (format!("records = \"{d}/r\"\nhalo_staleness = 2"), "keys of full-graph training"),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_threshold = -1.0"), "halo_threshold"),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\""), "task = \"link\""),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlearned_embedding_dim = 4"), "learned_embedding_dim"),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmode = \"async\""), "async"),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlayers = 0"), "layers must be"),
+    ];
+    for (i, (keys, words)) in cases.iter().enumerate() {
+        let job = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&job, format!("[train]\n{keys}\noutput = \"{}/m{i}\"\n", dir.display())).unwrap();
+        assert_fails(&run(&job, &[]), 64, &[words]);
+        assert!(!dir.join(format!("m{i}")).exists(), "{keys}: nothing written");
+    }
+    // A graph that does not fit the memory the job allows: refused before the first epoch.
+    // 3000 nodes of 64 features: 1.5 MiB of input rows alone, twice the 1 MiB allowed.
+    let wide = dir.join("wide");
+    generate(&wide, 3000, 3, 64, 1);
+    let job = dir.join("small.toml");
+    let w = wide.display();
+    let keys = format!("nodes = \"{w}/nodes\"\nedges = \"{w}/edges\"\nmemory_mb = 1");
+    std::fs::write(&job, format!("[train]\n{keys}\noutput = \"{}/small\"\n", dir.display())).unwrap();
+    assert_fails(&run(&job, &[]), 64, &["needs about", "train on its records"]);
+    assert!(!dir.join("small/_SUCCESS").exists());
+    // The output inside an input table: refused before anything is written there.
+    let job = dir.join("inside.toml");
+    std::fs::write(&job, format!("[train]\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\noutput = \"{d}/nodes/m\"\n"))
+        .unwrap();
+    assert_fails(&run(&job, &[]), 64, &["nodes"]);
+    assert!(!data.join("nodes/m").exists());
+}
