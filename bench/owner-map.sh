@@ -92,19 +92,7 @@ done
 # 2. One size on 1 and 2 workers and on 2 processes over a limited wire.
 N=${SIZES%% *}
 TAG=gfom$$
-wire_up() {
-  ip netns add ${TAG}a && ip netns add ${TAG}b
-  ip link add ${TAG}va netns ${TAG}a type veth peer name ${TAG}vb netns ${TAG}b
-  local i=1
-  for s in a b; do
-    ip -n ${TAG}$s addr add 10.78.0.$i/24 dev ${TAG}v$s
-    ip -n ${TAG}$s link set ${TAG}v$s up
-    ip -n ${TAG}$s link set lo up
-    tc -n ${TAG}$s qdisc add dev ${TAG}v$s root tbf rate "$RATE" burst 256kb latency 50ms
-    i=2
-  done
-}
-wire_down() { ip netns del ${TAG}a 2> /dev/null || true; ip netns del ${TAG}b 2> /dev/null || true; }
+source bench/wire.sh
 trap wire_down EXIT
 wire_up
 port=$((20000 + $$ % 20000))

@@ -257,6 +257,23 @@ fn every_kind_steps_as_the_record_trainer_on_records_of_every_edge() {
 }
 
 #[test]
+fn workers_that_own_no_node_take_part_in_every_exchange() {
+    // 12 nodes on 16 workers: some own nothing (GAT's softmax over no rows was a panic).
+    let dir = scratch("full-graph-empty-workers");
+    let data = dir.join("g");
+    generate(&data, 12, 2, 3, 2);
+    for model in ["gcn", "sage", "gat", "gine"] {
+        let keys = train_keys(model, 2);
+        let (few, many) = (
+            train_full(&dir, &data, &format!("{model}-1"), 1, &keys),
+            train_full(&dir, &data, &format!("{model}-16"), 16, &keys),
+        );
+        let (few, many) = (params(&few).1, params(&many).1);
+        assert!(largest_gap(&few, &many) < 1e-5, "{model}: {}", largest_gap(&few, &many));
+    }
+}
+
+#[test]
 fn full_graph_keys_are_checked() {
     let dir = scratch("full-graph-usage");
     let data = dir.join("g");
@@ -268,6 +285,11 @@ fn full_graph_keys_are_checked() {
         (format!("records = \"{d}/r\"\nlayers = 3"), "keys of full-graph training"),
         (format!("records = \"{d}/r\"\nhalo_staleness = 2"), "keys of full-graph training"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_threshold = -1.0"), "halo_threshold"),
+        (
+            format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_staleness = 4294967296"),
+            "halo_staleness is at most",
+        ),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmemory_mb = 0"), "memory_mb must be at least 1"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\""), "task = \"link\""),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlearned_embedding_dim = 4"), "learned_embedding_dim"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmode = \"async\""), "async"),

@@ -197,8 +197,13 @@ impl GatLayer {
         let scores = leaky_relu(logits, 0.2);
         // Softmax over each node's in-edges; shifting by a constant per head keeps exp finite and
         // cancels in the ratio.
-        let shift = scores.clone().detach().max_dim(0);
-        let weights = (scores - shift).exp();
+        // (No rows: a full-graph worker that owns no node; there is no maximum to shift by.)
+        let weights = if scores.dims()[0] == 0 {
+            scores.exp()
+        } else {
+            let shift = scores.clone().detach().max_dim(0);
+            (scores - shift).exp()
+        };
         let total = e.sum_looped_rows(weights.clone());
         let mut alpha = weights / e.looped_rows(total, End::Dst);
         if let Some(keep) = keep {

@@ -602,8 +602,14 @@ impl TrainConfig {
         if [&self.nodes, &self.edges, &self.partition].into_iter().flatten().any(|p| p.trim().is_empty()) {
             return Err(JobError::invalid("train", "nodes, edges and partition name tables: they cannot be empty"));
         }
-        if !(self.halo_threshold.is_finite() && self.halo_threshold >= 0.0) || self.halo_staleness > u32::MAX as usize {
+        if !(self.halo_threshold.is_finite() && self.halo_threshold >= 0.0) {
             return Err(JobError::invalid("train", "halo_threshold must be a number not below 0"));
+        }
+        if self.halo_staleness > u32::MAX as usize {
+            return Err(JobError::invalid("train", format!("halo_staleness is at most {} epochs", u32::MAX)));
+        }
+        if self.memory_mb == Some(0) {
+            return Err(JobError::invalid("train", "memory_mb must be at least 1 (or left out: the memory available)"));
         }
         if self.layers.is_some_and(|l| l == 0 || l > crate::job::MAX_HOPS) {
             return Err(JobError::invalid("train", format!("layers must be between 1 and {}", crate::job::MAX_HOPS)));
