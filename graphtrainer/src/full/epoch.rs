@@ -158,6 +158,33 @@ fn attention_mask(local: &LocalGraph, heads: usize, d: Dropout, layer: usize, de
     Tensor::from_data(TensorData::new(values, [rows, heads]), device)
 }
 
+/// Layer `l`'s input rows (`rows`, `width` each) on `device`: in training a leaf that tracks
+/// its gradient (after layer 0), the rows after dropout, and GAT's attention mask.
+fn layer_input(
+    cx: &Context,
+    l: usize,
+    rows: Vec<f32>,
+    width: usize,
+    dropout: Option<Dropout>,
+    device: &Device,
+) -> (Option<Tensor<2>>, Tensor<2>, Option<Tensor<2>>) {
+    let x = Tensor::<2>::from_data(TensorData::new(rows, [cx.local.ids.len(), width]), device);
+    let (leaf, x) = match dropout {
+        Some(d) if l > 0 => {
+            let leaf = x.require_grad();
+            let masked =
+                if d.rate > 0.0 { leaf.clone() * mask(&cx.local.ids, width, d, l, device) } else { leaf.clone() };
+            (Some(leaf), masked)
+        }
+        _ => (None, x),
+    };
+    let heads = if l + 1 == cx.spec.layers { cx.spec.output_heads } else { cx.spec.heads };
+    let keep = dropout
+        .filter(|d| d.attention_rate > 0.0 && cx.spec.kind == ModelKind::Gat)
+        .map(|d| attention_mask(cx.local, heads, d, l, device));
+    (leaf, x, keep)
+}
+
 /// The forward pass: each layer's input leaf (in training) and output. In evaluation
 /// `training` is `None`: no dropout, and the exact exchange. The pulls' time goes to
 /// `phases.exchange_seconds`.
@@ -171,7 +198,6 @@ fn forward(
 ) -> Vec<Kept> {
     let dropout = training.as_ref().map(|(d, _)| *d);
     let device = edges.gcn_coef.device();
-    let rows = cx.local.ids.len();
     let mut lap = Lap::start();
     let mut input = match dropout {
         Some(d) => drop_features(cx.features, &cx.local.ids, cx.spec.input_dim, d),
@@ -180,25 +206,7 @@ fn forward(
     let mut width = cx.spec.input_dim;
     let mut kept = Vec::with_capacity(cx.spec.layers);
     for l in 0..cx.spec.layers {
-        let x = Tensor::<2>::from_data(TensorData::new(input, [rows, width]), &device);
-        let (leaf, x) = match dropout {
-            Some(d) if l > 0 => {
-                let leaf = x.require_grad();
-                let masked =
-                    if d.rate > 0.0 { leaf.clone() * mask(&cx.local.ids, width, d, l, &device) } else { leaf.clone() };
-                (Some(leaf), masked)
-            }
-            _ => (None, x),
-        };
-        let keep = dropout.filter(|d| d.attention_rate > 0.0 && cx.spec.kind == ModelKind::Gat).map(|d| {
-            attention_mask(
-                cx.local,
-                if l + 1 == cx.spec.layers { cx.spec.output_heads } else { cx.spec.heads },
-                d,
-                l,
-                &device,
-            )
-        });
+        let (leaf, x, keep) = layer_input(cx, l, input, width, dropout, &device);
         phases.tensors_seconds += lap.lap();
         let output = model.train_layer(cx.spec, l, x, edges, keep);
         kept.push(Kept { input: leaf, output: output.clone() });

@@ -13,7 +13,7 @@
 //!    on the device, shared by every layer; layer 0's input rows (the features, the halo's
 //!    pulled once).
 //!
-//! Then each epoch ([`epoch`]): the training pass (forward with the halo's rows pulled at each
+//! Then each epoch ([`steps`], [`epoch`]): the training pass (forward with the halo's rows pulled at each
 //! layer, the loss of the worker's labeled training nodes as a sum, backward with the halo's
 //! gradients pushed back to their owners at each layer), one parameter-server step on the
 //! gradient sums divided by every worker's labeled training nodes (`crate::ps`, sync), and an
@@ -34,14 +34,12 @@ pub mod local;
 pub mod memory;
 pub mod setup;
 pub mod stale;
+pub mod steps;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use cluster::Failure;
-use gnn::Gnn;
-use gnn::model::Dropout;
-use gnn::params;
 use sampling::SharedOwnerMap;
 use schemas::facts::RunFacts;
 use schemas::{ClusterConfig, Targets};
@@ -52,15 +50,13 @@ use tables::{Io, Place};
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::full::epoch::{Context, Exchange, evaluate, train_pass};
+use crate::full::epoch::Context;
 use crate::full::halo::Halo;
 use crate::full::local::LocalGraph;
 use crate::full::setup::{FullReads, LabelCounts};
-use crate::full::stale::{Staleness, Traffic};
-use crate::metrics::{EpochMetrics, EpochTiming, Metric, MetricsLog, Scores};
-use crate::optim::{ShardOptimizer, learning_rate};
-use crate::phases::Phases;
-use crate::ps::{Server, ShardState, Stats, shard_range};
+use crate::full::stale::Traffic;
+use crate::full::steps::Trainer;
+use crate::metrics::MetricsLog;
 use crate::tracker::Tracker;
 use crate::train::{Saving, TrainConfig, TrainSummary, metric_of, save_model};
 
@@ -246,110 +242,46 @@ fn train_worker(
     threads: usize,
 ) -> Result<TrainSummary, Error> {
     let started = Instant::now();
-    let index = worker.index();
     let declared = declared(config, shared);
     let (lease, run, output) = open_output(worker, io, config, &declared)?;
     let graph = load(worker, io, config, &declared, threads)?;
     let keys = setup::task_keys(config, &graph.labels);
     agree(worker, graph.labels.check(&schemas::redact(declared.nodes), keys.patience))?;
-    let base = gnn::device(config.device)?;
-    let device = base.clone().autodiff();
-    let template = Gnn::new(&graph.spec, &base);
-    let mut params = params::flatten(&template);
-    let range = shard_range(params.len(), worker.peers(), index);
-    let shard = ShardState {
-        shard: index as u32,
-        values: params[range.clone()].to_vec(),
-        optimizer: ShardOptimizer::new(config, keys.weight_decay, range.len()),
-    };
-    let mut server = Server::new(worker, shard, None, params.len(), 0, config.mode, config.staleness);
-    let (train_edges, eval_edges) =
-        (graph.local.tensors(&device, config.aggregation), graph.local.tensors(&base, config.aggregation));
     let cx = Context { spec: &graph.spec, local: &graph.local, halo: &graph.halo, features: &graph.features };
+    let mut trainer = Trainer::new(worker, config, &cx, keys.weight_decay)?;
     let sent = cluster::sum(worker, graph.halo.rows_sent() as u64);
-    if index == 0 {
+    let reporter = worker.index() == 0;
+    if reporter {
+        let layers = graph.spec.layers;
+        let ready = started.elapsed().as_secs_f64();
         tracing::info!(
-            "train: full graph, {} layers; {} halo rows cross between workers at each layer; ready in {:.1}s",
-            graph.spec.layers,
-            sent,
-            started.elapsed().as_secs_f64()
+            "train: full graph, {layers} layers; {sent} halo rows cross between workers a layer; ready in {ready:.1}s"
         );
     }
-    let mut log = (index == 0).then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None));
+    let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None));
     let mut tracker = Tracker::default();
-    let staleness = Staleness { epochs: config.halo_staleness as u32, threshold: config.halo_threshold };
-    let mut exchange = Exchange::new(staleness, graph.spec.layers);
     for epoch in 0..config.epochs {
-        let clock = Instant::now();
-        let lr = learning_rate(config, epoch);
-        let dropout = Dropout {
-            seed: config.seed,
-            step: epoch as u64,
-            rate: config.dropout,
-            attention_rate: config.attention_dropout,
-        };
-        let mut phases = Phases::default();
-        let model = params::load(template.clone(), &params, &device);
-        let trained = train_pass(worker, &cx, &model, &train_edges, dropout, &mut exchange, &mut phases);
-        let mut lap = crate::phases::Lap::start();
-        let mut train = Stats::default();
-        for (_, total) in server.step(worker, &trained.grad, trained.count, lr, trained.stats, &mut params, false, None)
-        {
-            train.add(&total);
-        }
-        phases.exchange_seconds += lap.lap();
-        let model = params::load(template.clone(), &params, &base);
-        let (eval, _) = evaluate(worker, &cx, &model, &eval_edges);
-        let eval_step = server.steps_done();
-        let mut evaluated = Stats::default();
-        for (step, total) in server.step(worker, &[], 0, lr, eval, &mut params, true, None) {
-            if step == eval_step { evaluated = total } else { train.add(&total) }
-        }
-        let scores = Scores::Node {
-            metric: Metric::of(graph.spec.multi_label),
-            train: train[schemas::Split::Train].ratio(),
-            valid: evaluated[schemas::Split::Valid].ratio(),
-            test: evaluated[schemas::Split::Test].ratio(),
-        };
-        let metrics =
-            EpochMetrics { epoch: epoch + 1, train_loss: train.loss_sum / train.loss_rows.max(1) as f64, scores };
-        let finite = metrics.train_loss.is_finite() && params.iter().all(|p| p.is_finite());
-        let diverged = finite.then_some(()).ok_or_else(|| {
-            Error::Diverged(format!(
-                "epoch {}: the training loss is {} or a parameter is not finite; lower lr, or check the features (no \
-                 model is written)",
-                epoch + 1,
-                metrics.train_loss
-            ))
-        });
-        agree(worker, diverged)?;
-        tracker.observe(&metrics, &params);
+        let done = trainer.epoch(worker, config, &cx, epoch);
+        // A loss or a parameter that is not finite ends the run on every worker, with no model.
+        agree(worker, trainer.finite(&done.metrics))?;
+        tracker.observe(&done.metrics, &trainer.params);
         if let Some(log) = &mut log {
-            let seconds = clock.elapsed().as_secs_f64();
-            let nodes = graph.local.own() * worker.peers();
-            let timing = EpochTiming {
-                epoch: epoch + 1,
-                seconds,
-                records_per_second: nodes as f64 / seconds.max(1e-9),
-                wait_seconds: 0.0,
-                phases,
-            };
-            log.write(&metrics, &timing)?;
+            log.write(&done.metrics, &done.timing)?;
         }
         if tracker.should_stop(keys.patience) {
-            if index == 0 {
+            if reporter {
+                let patience = keys.patience;
                 tracing::info!(
-                    "train: early stop after epoch {} ({} epochs without a better validation score)",
-                    epoch + 1,
-                    keys.patience
+                    "train: early stop after epoch {} ({patience} epochs without a better validation score)",
+                    epoch + 1
                 );
             }
             break;
         }
     }
     let best = keys.patience > 0 && !tracker.best_params.is_empty();
-    let params = if best { tracker.best_params.clone() } else { params };
-    let exchange = traffic_line(worker, &exchange.traffic, tracker.epochs, sent);
+    let params = if best { tracker.best_params.clone() } else { trainer.params.clone() };
+    let exchange = traffic_line(worker, &trainer.exchange.traffic, tracker.epochs, sent);
     if let (Some(lease), Some(log)) = (lease, &log) {
         let facts = RunFacts {
             seconds: started.elapsed().as_secs_f64(),
@@ -359,7 +291,7 @@ fn train_worker(
             ..RunFacts::default()
         };
         let meta = setup::meta(&graph.spec, params.len());
-        let saved = Saving { log, meta, io, params: &params, device: &base, facts, table: Vec::new() };
+        let saved = Saving { log, meta, io, params: &params, device: &trainer.base, facts, table: Vec::new() };
         save_model(config, &output, lease, saved)?;
     }
     Ok(TrainSummary {
