@@ -294,8 +294,8 @@ pub fn run<B: Body>(
     Ok(summary)
 }
 
-/// Round 0 alone, for a stage that writes no table beside the graph's (full-graph training
-/// writes a model): the tables `declared` names (its `output` is not read), read and sampled
+/// Round 0 alone, for a stage that commits its own way (full-graph training writes a model,
+/// not a table): the tables `declared` names (its `output` is not read), read and sampled
 /// as [`run`] reads them, on every worker in step. Returns the graph with every target (the
 /// nodes in `declared.targets`) and the round's facts.
 pub fn load_graph(worker: &mut Worker, declared: &Declared, reads: &impl Reads) -> Result<Loaded, Error> {
