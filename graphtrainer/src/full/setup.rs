@@ -3,7 +3,7 @@
 //! and the model's spec from the loaded graph's widths and labels, the same on every worker.
 
 use cluster::all_gather;
-use sampling::{NodeStore, ReadEdges, SampleSpec};
+use sampling::{NodeStore, SampleSpec};
 use schemas::job::flatten::DEFAULT_HUB_THRESHOLD;
 use schemas::job::{PsMode, TrainConfig};
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
@@ -67,10 +67,6 @@ impl Reads for FullReads {
                     .into(),
             ));
         }
-        Ok(())
-    }
-
-    fn check_edges(&self, _edges: &ReadEdges) -> Result<(), tables::Error> {
         Ok(())
     }
 }
