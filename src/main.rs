@@ -586,7 +586,13 @@ fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::Train
     println!("  settings:     {}", summary.keys);
     let mb = |bytes: u64| bytes as f64 / 1e6;
     let peak = summary.peak_rss.map_or("unknown".into(), |b| format!("{:.0} MB", mb(b)));
-    println!("  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0", mb(summary.cached_bytes));
+    match summary.exchanged {
+        None => println!(
+            "  peak memory:  {peak} (this process); {:.0} MB of records cached by worker 0",
+            mb(summary.cached_bytes)
+        ),
+        Some(_) => println!("  peak memory:  {peak} (this process)"),
+    }
     if let Some(learned) = &summary.learned {
         println!("  learned:      {learned}; the table in {}/embeddings", config.output);
     }

@@ -158,13 +158,22 @@ pub struct MetricsLog {
     /// The text of each file so far.
     metrics: String,
     timings: String,
+    /// What an epoch's rate counts, in its log line: records, or nodes in full-graph training
+    /// (which waits for no data, so its line leaves the wait out).
+    unit: &'static str,
 }
 
 impl MetricsLog {
     /// Starts run `run`'s log in `dir`, after the lines of the run it resumes (`earlier`).
     pub fn open(io: Arc<Io>, dir: &Place, run: &str, epochs: usize, earlier: Option<(String, String)>) -> Self {
         let (metrics, timings) = earlier.unwrap_or_default();
-        MetricsLog { io, dir: dir.clone(), run: run.to_owned(), epochs, metrics, timings }
+        MetricsLog { io, dir: dir.clone(), run: run.to_owned(), epochs, metrics, timings, unit: "records" }
+    }
+
+    /// The log with epoch lines that count nodes (full-graph training).
+    pub fn counting_nodes(mut self) -> Self {
+        self.unit = "nodes";
+        self
     }
 
     /// The text of `metrics.jsonl` and `timings.jsonl` so far.
@@ -173,15 +182,17 @@ impl MetricsLog {
     }
 
     pub fn write(&mut self, m: &EpochMetrics, t: &EpochTiming) -> Result<(), Error> {
+        let wait =
+            if self.unit == "records" { format!(", waited {:.3}s for data", t.wait_seconds) } else { String::new() };
         tracing::info!(
-            "train: epoch {}/{}: loss {:.4}, {}, {:.2}s, {:.0} records/s, waited {:.3}s for data; steps: {}",
+            "train: epoch {}/{}: loss {:.4}, {}, {:.2}s, {:.0} {}/s{wait}; steps: {}",
             m.epoch,
             self.epochs,
             m.train_loss,
             m.log_text(),
             t.seconds,
             t.records_per_second,
-            t.wait_seconds,
+            self.unit,
             t.phases.log_text()
         );
         append(&mut self.metrics, m)?;

@@ -258,7 +258,7 @@ fn train_worker(
             "train: full graph, {layers} layers; {sent} halo rows cross between workers a layer; ready in {ready:.1}s"
         );
     }
-    let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None));
+    let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None).counting_nodes());
     let mut tracker = Tracker::default();
     for epoch in 0..config.epochs {
         let done = trainer.epoch(worker, config, &cx, epoch);
