@@ -1,8 +1,9 @@
 //! Full-graph training (`[train] nodes` and `edges`, no records): an epoch's step is exactly the
 //! full-batch gradient of a dense-matrix GCN computed here, on one, two and three workers and on
-//! two processes; every model kind's steps equal the record trainer's on records that hold every
-//! edge, trained in one batch of every training node; GraphInfer runs the model and scores as
-//! the dense forward pass; and the usage errors.
+//! two processes of two workers; every model kind's steps equal the record trainer's on records
+//! that hold every edge, trained in one batch of every training node; GraphInfer runs the model
+//! and scores as the dense forward pass; stale copies send fewer bytes (and a zero threshold
+//! changes nothing); workers that own no node take part; and the usage errors.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -157,6 +158,18 @@ fn one_epoch_steps_by_the_dense_full_batch_gradient_on_any_cluster_shape() {
         let (_, other) = params(&train_full(&dir, &data, &format!("w{workers}"), workers, &keys));
         assert!(largest_gap(&other, &expected) < 1e-5, "{workers} workers: {}", largest_gap(&other, &expected));
     }
+    // Two processes of two workers, over TCP.
+    let out = dir.join("procs");
+    let hosts = loopback_hosts(2).iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", ");
+    let job = format!(
+        "[cluster]\nworkers = 2\nprocesses = 2\nhosts = [{hosts}]\n[train]\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\n\
+         output = \"{}\"\nlayers = 2\n{keys}",
+        out.display(),
+        d = data.display()
+    );
+    run_two_processes(&write_job(&dir, "procs", &job), &dir);
+    let (_, procs) = params(&out);
+    assert!(largest_gap(&procs, &expected) < 1e-5, "2 processes: {}", largest_gap(&procs, &expected));
 }
 
 #[test]
