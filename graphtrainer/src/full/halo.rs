@@ -18,9 +18,9 @@
 //! rounding, not bit for bit).
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use timely::worker::Worker;
 
+use cluster::IdTable;
 use sampling::{ELSEWHERE, NodeStore};
 
 /// Values a message carries at most (4 MiB of `f32`): a reader's rows are cut into chunks.
@@ -86,7 +86,8 @@ impl Halo {
         let own = nodes.len();
         let mut halo = Halo { me, peers, own, reads: vec![Vec::new(); peers], ..Halo::default() };
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); peers];
-        let mut found: HashMap<(u32, u32), u32> = HashMap::new();
+        // Each remote source's halo row, by (owner, slot) packed into one key: a lookup per edge.
+        let mut found: IdTable<u32> = IdTable::default();
         let mut rows = Vec::with_capacity(source_slots.len());
         let mut e = 0;
         for slot in 0..own {
@@ -99,8 +100,9 @@ impl Halo {
                     continue;
                 }
                 let next = halo.ids.len() as u32;
-                let row = *found.entry((owner as u32, at)).or_insert(next);
-                if row == next {
+                let (row, new) = found.get_or_insert_with(((owner as i64) << 32) | i64::from(at), || next);
+                let row = *row;
+                if new {
                     halo.ids.push(edge.src);
                     halo.reads[owner].push(row);
                     lists[owner].push(at);
