@@ -13,12 +13,18 @@
 # both sides learn a D-wide vector per node instead: ours `learned_embedding_dim = D` (lazy Adam
 # on the parameter server, the default), PyG `torch.nn.Embedding(N, D)` (dense Adam).
 #
-#   bench/link-cora.sh [work_dir]          EPOCHS=100 LEARNED=0 PEER_PYTHON=/tmp/peer/bin/python
+# With FULL=1 ours trains on the graph itself (full-graph training: [train] nodes and edges, no
+# flatten, no records; one fresh negative per training edge per epoch, as PyG), all EPOCHS epochs
+# (patience = 0), with one kernel thread; the PyG side is then also timed as a whole command.
+#
+#   bench/link-cora.sh [work_dir]          EPOCHS=100 LEARNED=0 FULL=0 PEER_PYTHON=/tmp/peer/bin/python
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-link-cora}
 EPOCHS=${EPOCHS:-100}
 LEARNED=${LEARNED:-0}
+FULL=${FULL:-0}
+if [ "$FULL" = 1 ] && [ "$LEARNED" -gt 0 ]; then echo "FULL=1 trains on node features: leave LEARNED out" >&2; exit 64; fi
 PY=${PEER_PYTHON:-$(bench/peer/venv.sh)}
 BIN=target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
@@ -36,7 +42,28 @@ for SEED in 0 1 2; do
   G=$WORK/seed$SEED
   rm -rf "$G"; mkdir -p "$G"; ln -s "$NODES" "$G/nodes"
   $BIN split-edges --edges "$WORK/cora/edges" --out "$G/edges" --valid 0.05 --test 0.1 --seed "$SEED" --undirected > /dev/null
-  cat > "$G/job.toml" <<TOML
+  if [ "$FULL" = 1 ]; then
+    cat > "$G/job.toml" <<TOML
+[cluster]
+workers = 1
+[train]
+nodes = "$G/nodes"
+edges = "$G/edges"
+output = "$G/model"
+task = "link"
+layers = 2
+model = "gcn"
+hidden = 128
+embedding_dim = 64
+lr = 0.01
+epochs = $EPOCHS
+patience = 0
+negatives = 1
+kernel_threads = 1
+seed = $SEED
+TOML
+  else
+    cat > "$G/job.toml" <<TOML
 [cluster]
 workers = 1
 [flatten]
@@ -63,6 +90,7 @@ cache_mb = 1024
 learned_embedding_dim = $LEARNED
 seed = $SEED
 TOML
+  fi
   /usr/bin/time -f "%e %M" -o "$G/time" $BIN run "$G/job.toml" > "$G/log" 2>&1 || { tail "$G/log"; exit 1; }
   python3 - "$G" "$SEED" <<'PY'
 import json, sys
@@ -83,5 +111,7 @@ print(f"ours seed {seed}: test auc {best['test_auc']:.4f} at epoch {best['epoch'
 PY
   # PyG reads Cora's features (its nodes table), or none with --learned-dim.
   ln -sfn "$WORK/cora/nodes" "$G/nodes"
-  echo "pyg  seed $SEED: $("$PY" bench/peer/pyg_link.py "$G" --epochs "$EPOCHS" --seed "$SEED" --learned-dim "$LEARNED")"
+  /usr/bin/time -f "%e %M" -o "$G/pyg-time" "$PY" bench/peer/pyg_link.py "$G" --epochs "$EPOCHS" --seed "$SEED" \
+    --learned-dim "$LEARNED" > "$G/pyg" 2> "$G/pyg.err" || { tail "$G/pyg.err"; exit 1; }
+  echo "pyg  seed $SEED: $(cat "$G/pyg"); whole command $(cut -d' ' -f1 "$G/pyg-time")s"
 done

@@ -270,6 +270,73 @@ fn every_kind_steps_as_the_record_trainer_on_records_of_every_edge() {
 }
 
 #[test]
+fn a_link_epoch_steps_as_the_record_trainer_on_link_records_of_every_edge() {
+    let dir = scratch("full-graph-link");
+    let data = split_graph(&dir, 150, 3, 5, 5);
+    // Epoch 0 draws each training edge's negatives as a flatten with the same seed does.
+    let records = flatten(&dir, &data, "flat", &[], |job| {
+        job.key("hops", 2).key("sampler", "all").key("task", "link").key("negatives", 2).key("seed", 11)
+    });
+    for (model, decoder, workers) in [("gcn", "dot", 1), ("gcn", "dot", 3), ("sage", "mlp", 2), ("gat", "dot", 2)] {
+        let keys = format!(
+            "{}task = \"link\"\ndecoder = \"{decoder}\"\nembedding_dim = 4\npatience = 0\n",
+            train_keys(model, 1)
+        );
+        let name = format!("{model}-{decoder}-{workers}");
+        let full_keys = format!("{keys}negatives = 2\n");
+        let full = train_full(&dir, &data, &format!("full-{name}"), workers, &full_keys);
+        // Every training record in one batch, no batch negatives: the record trainer's one step.
+        let on_records = dir.join(format!("records-{name}"));
+        let job = format!(
+            "[cluster]\nworkers = 1\n[train]\nrecords = \"{}\"\noutput = \"{}\"\n{keys}batch_size = 100000\n\
+             batch_negatives = \"none\"\n",
+            records.display(),
+            on_records.display()
+        );
+        std::fs::write(dir.join(format!("records-{name}.toml")), job).unwrap();
+        run_ok(&dir.join(format!("records-{name}.toml")), &[]);
+        let ((full_meta, full), (_, record)) = (params(&full), params(&on_records));
+        assert_eq!(full_meta.spec.task, schemas::Task::Link);
+        let start = params_at_start(&full_meta);
+        assert!(largest_gap(&full, &start) > 1e-3, "{name}: the step moved the parameters");
+        assert!(largest_gap(&full, &record) < 2e-5, "{name}: {}", largest_gap(&full, &record));
+        if name == "gcn-dot-1" {
+            // GraphInfer embeds every node with either model alike.
+            let (full, record) = (infer(&data, &dir.join("full-gcn-dot-1")), infer(&data, &on_records));
+            assert_eq!(full.len(), 150);
+            for (id, row) in &full {
+                assert!(largest_gap(row, &record[id]) < 1e-4, "node {id}: {row:?} against {:?}", record[id]);
+            }
+        }
+    }
+    // Later epochs draw fresh negatives, the same on any cluster shape.
+    let keys = format!("{}task = \"link\"\nembedding_dim = 4\nnegatives = 3\n", train_keys("sage", 4));
+    let (one, three) = (train_full(&dir, &data, "epochs-1", 1, &keys), train_full(&dir, &data, "epochs-3", 3, &keys));
+    let (one, three) = (params(&one).1, params(&three).1);
+    assert!(largest_gap(&one, &three) < 1e-5, "{}", largest_gap(&one, &three));
+}
+
+/// GraphInfer's embeddings of every node of `data` with `model`, on two workers.
+fn infer(data: &Path, model: &Path) -> BTreeMap<i64, Vec<f32>> {
+    let out = model.with_extension("embeddings");
+    let job = format!(
+        "[cluster]\nworkers = 2\n[infer]\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmodel = \"{}\"\noutput = \"{}\"\n",
+        model.display(),
+        out.display(),
+        d = data.display()
+    );
+    let path = model.with_extension("infer.toml");
+    std::fs::write(&path, job).unwrap();
+    run_ok(&path, &[]);
+    read_embeddings(&out)
+}
+
+/// The parameters a model of `meta`'s spec starts from (its seed's).
+fn params_at_start(meta: &ModelMeta) -> Vec<f32> {
+    gnn::params::flatten(&gnn::Gnn::new(&meta.spec, &Device::flex()))
+}
+
+#[test]
 fn workers_that_own_no_node_take_part_in_every_exchange() {
     // 12 nodes on 16 workers: some own nothing (GAT's softmax over no rows was a panic).
     let dir = scratch("full-graph-empty-workers");
@@ -303,7 +370,15 @@ fn full_graph_keys_are_checked() {
             "halo_staleness is at most",
         ),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmemory_mb = 0"), "memory_mb must be at least 1"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\""), "task = \"link\""),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nnegatives = 2"), "keys of the link task"),
+        (format!("records = \"{d}/r\"\nnegatives = 2"), "keys of full-graph training"),
+        (
+            format!(
+                "nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\"\nbatch_negatives = \"destinations\""
+            ),
+            "batch negatives",
+        ),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\"\nnegatives = 0"), "negatives >= 1"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlearned_embedding_dim = 4"), "learned_embedding_dim"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmode = \"async\""), "async"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlayers = 0"), "layers must be"),
@@ -314,6 +389,12 @@ fn full_graph_keys_are_checked() {
         assert_fails(&run(&job, &[]), 64, &[words]);
         assert!(!dir.join(format!("m{i}")).exists(), "{keys}: nothing written");
     }
+    // A link task on edges without a split: nothing to learn, a data error.
+    let job = dir.join("no-split.toml");
+    let keys = format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\"");
+    std::fs::write(&job, format!("[train]\n{keys}\noutput = \"{}/no-split\"\n", dir.display())).unwrap();
+    assert_fails(&run(&job, &[]), 65, &["no edge has split \"train\""]);
+    assert!(!dir.join("no-split/_SUCCESS").exists());
     // A graph that does not fit the memory the job allows: refused before the first epoch.
     // 3000 nodes of 64 features: 1.5 MiB of input rows alone, twice the 1 MiB allowed.
     let wide = dir.join("wide");

@@ -12,8 +12,6 @@ use std::sync::Arc;
 
 use crate::common::*;
 use arrow_array::RecordBatch;
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int64Type};
 
 /// A generated graph whose node table has lost its `features` column (plus `extra` nodes
 /// without edges), its edges split with `split-edges --undirected`.
@@ -76,19 +74,6 @@ fn prefixed(dir: &Path, name: &str) -> impl Fn(&str) -> PathBuf {
     move |what| dir.join(format!("{name}-{what}"))
 }
 
-/// GraphInfer's `embedding` column by node id.
-fn embeddings(dir: &Path) -> BTreeMap<i64, Vec<f32>> {
-    let mut out = BTreeMap::new();
-    for batch in read_batches(dir) {
-        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
-        let rows = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
-        for r in 0..batch.num_rows() {
-            out.insert(ids.value(r), rows.value(r).as_primitive::<Float32Type>().values().to_vec());
-        }
-    }
-    out
-}
-
 /// The model's learned table, by id, as bits (to compare runs exactly).
 fn table_bits(model: &Path) -> BTreeMap<i64, Vec<u32>> {
     let table = graphtrainer::learned_table(&local_io(), model.to_str().unwrap()).unwrap();
@@ -121,7 +106,7 @@ fn learned_embeddings_train_on_the_server_and_graphinfer_equals_the_trainer() {
     // GraphInfer: each node's row at its owner; the embeddings equal the trainer's encoder.
     let emb = one("emb");
     let infer = run_ok(&Job::infer(&data, one("model"), &emb).write(&dir, "infer"), &["--workers", "3"]);
-    let inferred = embeddings(&emb);
+    let inferred = read_embeddings(&emb);
     let missing = nodes - table.len();
     assert!(infer.contains(&format!("{missing} nodes without a learned row (zeros)")), "{infer}");
     let forward =
@@ -201,7 +186,7 @@ fn a_node_without_a_row_gets_zeros_or_fails_the_job_and_no_features_needs_a_lear
     let zero = Job::infer(&later, at("model"), at("zero"));
     let out = run_ok(&zero.write(&dir, "zero"), &["--workers", "2"]);
     assert!(out.contains("2 nodes without a learned row (zeros)"), "{out}");
-    let inferred = embeddings(&at("zero"));
+    let inferred = read_embeddings(&at("zero"));
     assert_eq!(inferred.len(), 302);
     assert!(inferred[&1_000_000].iter().all(|v| v.is_finite()));
     // Or the job fails, naming one, and commits nothing.

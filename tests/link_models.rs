@@ -5,7 +5,7 @@
 //! (hubs split); the same embeddings on 1 and 2 workers and 2 processes.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common::*;
 use arrow_array::cast::AsArray;
@@ -26,31 +26,6 @@ fn read_embeddings(dir: &Path) -> BTreeMap<i64, Vec<f32>> {
         }
     }
     out
-}
-
-/// A generated graph with hubs, its edges split with `split-edges --undirected`.
-fn split_graph(dir: &Path) -> PathBuf {
-    let generated = dir.join("generated");
-    generate(&generated, 300, 5, 6, 11);
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    std::os::unix::fs::symlink(generated.join("nodes"), data.join("nodes")).unwrap();
-    let (edges, out) = (generated.join("edges"), data.join("edges"));
-    graphflat_ok(&[
-        "split-edges",
-        "--edges",
-        edges.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--valid",
-        "0.1",
-        "--test",
-        "0.1",
-        "--seed",
-        "3",
-        "--undirected",
-    ]);
-    data
 }
 
 fn max_gap(a: &[f32], b: &[f32]) -> f32 {
@@ -107,7 +82,7 @@ fn check_consistency(dir: &Path, data: &Path, name: &str, (model, decoder, fanou
 #[test]
 fn graphinfer_embeddings_and_pair_scores_equal_the_trainer_on_link_records() {
     let dir = scratch("link-consistency");
-    let data = split_graph(&dir);
+    let data = split_graph(&dir, 300, 5, 6, 11);
     let cases: [(&str, Case); 3] = [
         ("gcn-all", ("gcn", "dot", None)),
         ("sage-sampled", ("sage", "mlp", Some(vec![4, 3]))),

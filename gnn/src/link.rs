@@ -175,6 +175,16 @@ fn bce_sum<const D: usize>(x: Tensor<D>, y: Tensor<D>, weights: Tensor<D>) -> Te
     (elementwise * weights).sum()
 }
 
+/// The binary cross-entropy with logits of `pairs`' scores from `h`, summed: a positive
+/// weighs 1, a negative `negative_weight`.
+pub fn pairs_loss(decoder: PairDecoder, h: Tensor<2>, pairs: &Pairs, negative_weight: f32) -> Tensor<1> {
+    let device = h.device();
+    let weights: Vec<f32> = pairs.labels.iter().map(|&y| if y > 0.0 { 1.0 } else { negative_weight }).collect();
+    let logits = score_pairs(decoder, h, pairs);
+    let vector = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [pairs.len()]), &device);
+    bce_sum(logits, vector(pairs.labels.clone()), vector(weights))
+}
+
 /// A training step's loss on a batch, as a sum, and the count the parameter server divides
 /// it by: binary cross-entropy with logits over every record's positive and negatives and the
 /// `batch` negatives' grid (see the module doc). Positives and negatives weigh the same in
@@ -197,10 +207,7 @@ pub fn link_loss(
     let grid_count = grid_weights.as_ref().map_or(0, |w| w.iter().filter(|&&w| w > 0.0).count());
     let negatives = pairs.len() - n + grid_count;
     let ratio = if negatives == 0 { 0.0 } else { n as f32 / negatives as f32 };
-    let weights: Vec<f32> = pairs.labels.iter().map(|&y| if y > 0.0 { 1.0 } else { ratio }).collect();
-    let logits = score_pairs(decoder, h.clone(), &pairs);
-    let vector = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [pairs.len()]), &device);
-    let mut sum = bce_sum(logits, vector(pairs.labels.clone()), vector(weights));
+    let mut sum = pairs_loss(decoder, h.clone(), &pairs, ratio);
     if let Some(grid) = grid_weights {
         let m = columns.len();
         let targets = columns.iter().map(|&(row, _, _)| row).collect();

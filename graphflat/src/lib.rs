@@ -8,7 +8,8 @@
 //! 2. sampling with re-indexing ([`sampling::reindex`], [`sampling::sample`]): each node keeps
 //!    its best in-edges by hash-derived key, hubs spread over salted reducers and merged exactly;
 //! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch (for the link
-//!    task, [`links`]: the records of each supervision edge's endpoints and [`negatives`]);
+//!    task, [`links`]: the records of each supervision edge's endpoints and
+//!    [`sampling::negatives`]);
 //! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` (the skeleton's commit).
 //!
 //! Beside the stage, the commands that write input tables: [`generate`] (a synthetic graph),
@@ -21,7 +22,6 @@ pub mod generate;
 pub mod hetero;
 pub mod import;
 pub mod links;
-pub mod negatives;
 pub mod record;
 pub mod round;
 pub mod sink;

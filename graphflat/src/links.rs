@@ -1,7 +1,7 @@
 //! Link records: one per supervision edge, holding the node records of its source, its
 //! destination and its negatives (see `schemas::record::LinkRecord`).
 //!
-//! The worker that owns an edge's source draws its negatives ([`crate::negatives`]) and, batch
+//! The worker that owns an edge's source draws its negatives ([`sampling::negatives`]) and, batch
 //! by batch, asks for the records of every endpoint. The dataflow per batch:
 //! 1. `Need { root, requester }` goes to the owner of `root`, which starts `root`'s record once
 //!    per batch however many edges and workers need it (`Dedupe`);
@@ -98,8 +98,8 @@ pub fn flatten_links(
     let pairs: Vec<(i64, i64)> = edges.iter().map(|e| (e.src, e.dst)).collect();
     // A typed graph draws negatives among the link relation's destination type.
     let of_type = config.typed().zip(link.relation).map(|((graph, _), r)| graph.relations[usize::from(r)].dst);
-    let draw = crate::negatives::Draw { sampler: link.negative_sampler, seed: config.seed, of_type };
-    let negatives = crate::negatives::draw(worker.timely, &nodes, draw, &pairs, link.negatives)?;
+    let draw = sampling::negatives::Draw { sampler: link.negative_sampler, seed: config.seed, of_type };
+    let negatives = sampling::negatives::draw(worker.timely, &nodes, draw, &pairs, link.negatives)?;
     worker.clock.lap("negatives");
     let tasks: Vec<Task> = edges
         .into_iter()

@@ -148,7 +148,7 @@ fn check_learnable(config: &TrainConfig, set: &RecordSet, totals: &Counts, keys:
 
 /// One evaluated record: its split (1 valid, 2 test), its positive's score and its negatives'
 /// scores, as bits (ordered and hashable, for the exchange).
-type Scored = (u8, u32, Vec<u32>);
+pub(crate) type Scored = (u8, u32, Vec<u32>);
 
 /// This worker's valid and test records, scored, one stream per unit (see the module doc).
 fn evaluate(
@@ -191,7 +191,7 @@ fn score_batch(setup: &Setup<LinkRecord>, model: &Gnn, batch: &LinkBatch, tensor
 
 /// Every worker's scored records at worker 0, which computes each split's metrics and sends
 /// them to every worker.
-fn gather(worker: &mut Worker, scored: Vec<Scored>) -> Scores {
+pub(crate) fn gather(worker: &mut Worker, scored: Vec<Scored>) -> Scores {
     let all = cluster::exchange(worker, scored, |_| 0);
     let metrics = (worker.index() == 0).then(|| {
         let split = |code: u8| {

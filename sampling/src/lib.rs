@@ -19,6 +19,7 @@
 
 pub mod graph;
 pub mod load;
+pub mod negatives;
 pub mod owner_map;
 pub mod reindex;
 pub mod runs;

@@ -143,6 +143,37 @@ pub fn hubs_reindexed(summary: &str) -> u64 {
     words[i - 1].parse().unwrap()
 }
 
+/// A generated graph (`dir/generated`) with its edges split by `split-edges` (10% valid, 10%
+/// test, both directions of an edge in one split, seed 3): `dir/data`, holding `nodes` (a
+/// link to the generated one) and `edges`.
+pub fn split_graph(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) -> PathBuf {
+    let generated = dir.join("generated");
+    generate(&generated, nodes, avg_degree, dim, seed);
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::os::unix::fs::symlink(generated.join("nodes"), data.join("nodes")).unwrap();
+    let (edges, out) = (generated.join("edges"), data.join("edges"));
+    let (edges, out) = (edges.to_str().unwrap(), out.to_str().unwrap());
+    let split = ["--valid", "0.1", "--test", "0.1", "--seed", "3", "--undirected"];
+    graphflat_ok(&[&["split-edges", "--edges", edges, "--out", out][..], &split[..]].concat());
+    data
+}
+
+/// GraphInfer's `embedding` column by node id.
+pub fn read_embeddings(dir: &Path) -> std::collections::BTreeMap<i64, Vec<f32>> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Int64Type};
+    let mut out = std::collections::BTreeMap::new();
+    for batch in read_batches(dir) {
+        let ids = batch.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+        let rows = batch.column_by_name("embedding").unwrap().as_fixed_size_list();
+        for r in 0..batch.num_rows() {
+            out.insert(ids.value(r), rows.value(r).as_primitive::<Float32Type>().values().to_vec());
+        }
+    }
+    out
+}
+
 /// Generates a graph with `graphflat generate` into `dir`.
 pub fn generate(dir: &Path, nodes: u64, avg_degree: u64, dim: usize, seed: u64) {
     let args = generate_args(dir.to_str().unwrap(), nodes, avg_degree, dim, seed);

@@ -1,7 +1,8 @@
 //! One worker's passes of an epoch over its [`LocalGraph`], in step with every other worker:
-//! the training pass ([`train_pass`]: forward with dropout, the loss, backward, the gradient
-//! sums) and the evaluation pass ([`evaluate`]: forward without dropout, the valid and test
-//! scores).
+//! the training pass ([`train_pass`]: forward with dropout, the loss of its [`Objective`],
+//! backward, the gradient sums) and the evaluation pass ([`last_rows`]: forward without
+//! dropout; [`evaluate`] scores a node task's valid and test nodes, `crate::full::link` a
+//! link task's pairs).
 //!
 //! **Forward**, layer `l` (0-based): the input rows are `[own | halo]`; at layer 0 the
 //! features, after that the worker's own outputs of layer `l - 1` and the halo's copies of
@@ -33,6 +34,7 @@ use schemas::model::{ModelKind, ModelSpec};
 use timely::worker::Worker;
 
 use crate::full::halo::Halo;
+use crate::full::link::{self, LinkTask, Scoring};
 use crate::full::local::LocalGraph;
 use crate::full::stale::{LayerCopies, Staleness, Traffic};
 use crate::phases::{Lap, Phases};
@@ -48,6 +50,8 @@ pub struct Context<'a> {
     pub halo: &'a Halo,
     /// Layer 0's input rows, `[own | halo]`, `spec.input_dim` each, as the model reads them.
     pub features: &'a [f32],
+    /// The link task's edges and pairs (`None`: a node task).
+    pub link: Option<&'a LinkTask>,
 }
 
 /// A training pass's results on this worker.
@@ -227,39 +231,63 @@ fn forward(
     kept
 }
 
-/// The training pass with `model` on an autodiff device: the gradient sums over this worker's
-/// labeled training nodes, their count and the pass's training loss and score.
+/// What the last layer's rows are trained for: the labels of the own nodes, or an epoch's
+/// link pairs (`crate::full::link`).
+pub enum Objective<'a> {
+    Node,
+    Link(&'a Scoring),
+}
+
+/// The loss of the own labeled training nodes from the last layer's `logits`, as a sum, their
+/// count and the pass's stats. A worker with none returns a zero that still runs backward, so
+/// its halo gradients (zeros) reach their owners in step with the others.
+fn node_loss(cx: &Context, logits: Tensor<2>) -> (Tensor<1>, u64, Stats) {
+    let labels = cx.local.labels_in(Split::Train);
+    let count = labels.iter().filter(|l| l.is_some()).count();
+    let classes = logits.dims()[1];
+    let (hits, out_of) = score_values(&values(logits.clone().detach()), classes, &labels);
+    let mut stats = Stats::default();
+    stats[Split::Train] = Score { hits, out_of };
+    if count == 0 {
+        return (logits.sum() * 0.0, 0, stats);
+    }
+    let (mean, n) = loss(logits, &labels);
+    stats.loss_sum = f64::from(values(mean.clone().detach())[0]) * n as f64;
+    stats.loss_rows = n as u64;
+    (mean * n as f32, count as u64, stats)
+}
+
+/// The training pass with `model` on an autodiff device: the gradient sums of `objective`'s
+/// loss on this worker, the count the server divides them by, and the pass's training loss
+/// and score.
+#[allow(clippy::too_many_arguments)]
 pub fn train_pass(
     worker: &mut Worker,
     cx: &Context,
     model: &Gnn,
     edges: &EdgeTensors,
     dropout: Dropout,
+    objective: Objective,
     exchange: &mut Exchange,
     phases: &mut Phases,
 ) -> Trained {
     let mut kept = forward(worker, cx, model, edges, Some((dropout, &mut *exchange)), phases);
     let mut lap = Lap::start();
-    let labels = cx.local.labels_in(Split::Train);
-    let count = labels.iter().filter(|l| l.is_some()).count();
-    let Kept { input: mut leaf, output: logits } = kept.pop().expect("a model has layers");
-    let [own, classes] = logits.dims();
-    let logit_values = values(logits.clone().detach());
-    let (hits, out_of) = score_values(&logit_values, classes, &labels);
-    let mut stats = Stats::default();
-    stats[Split::Train] = Score { hits, out_of };
-    // The loss summed over the labeled training nodes (none: a zero that still runs backward,
-    // so this worker's halo gradients, zeros, reach their owners in step with the others).
-    let mut surrogate = if count > 0 {
-        let (mean, n) = loss(logits, &labels);
-        stats.loss_sum = f64::from(values(mean.clone().detach())[0]) * n as f64;
-        stats.loss_rows = n as u64;
-        mean * n as f32
-    } else {
-        logits.sum() * 0.0
+    let Kept { input: mut leaf, output: last } = kept.pop().expect("a model has layers");
+    let [own, _] = last.dims();
+    let (mut surrogate, mut grad, count, stats) = match objective {
+        Objective::Node => {
+            let (sum, count, stats) = node_loss(cx, last);
+            (sum, Vec::new(), count, stats)
+        }
+        Objective::Link(pairs) => {
+            let link = link::train_loss(worker, pairs, model, cx.spec, &last);
+            let d = last.dims()[1];
+            let upstream = Tensor::<2>::from_data(TensorData::new(link.upstream, [own, d]), &last.device());
+            ((last * upstream).sum(), link.grad, link.count, link.stats)
+        }
     };
     phases.forward_seconds += lap.lap();
-    let mut grad: Vec<f32> = Vec::new();
     loop {
         let grads = surrogate.backward();
         let layer = params::gradients(model, &grads);
@@ -282,16 +310,22 @@ pub fn train_pass(
         leaf = below;
     }
     phases.backward_seconds += lap.lap();
-    Trained { grad, count: count as u64, stats }
+    Trained { grad, count, stats }
 }
 
-/// The evaluation pass with `model` on a device without autodiff: this worker's valid and
-/// test score counts, and its own rows' logits.
-pub fn evaluate(worker: &mut Worker, cx: &Context, model: &Gnn, edges: &EdgeTensors) -> (Stats, Vec<f32>) {
+/// The evaluation pass with `model` on a device without autodiff: this worker's rows of the
+/// last layer, and their width.
+pub fn last_rows(worker: &mut Worker, cx: &Context, model: &Gnn, edges: &EdgeTensors) -> (Vec<f32>, usize) {
     let mut phases = Phases::default();
-    let logits = forward(worker, cx, model, edges, None, &mut phases).pop().expect("a model has layers").output;
-    let width = logits.dims()[1];
-    let logits = values(logits);
+    let last = forward(worker, cx, model, edges, None, &mut phases).pop().expect("a model has layers").output;
+    let width = last.dims()[1];
+    (values(last), width)
+}
+
+/// The evaluation pass of a node task: this worker's valid and test score counts, and its own
+/// rows' logits.
+pub fn evaluate(worker: &mut Worker, cx: &Context, model: &Gnn, edges: &EdgeTensors) -> (Stats, Vec<f32>) {
+    let (logits, width) = last_rows(worker, cx, model, edges);
     let mut stats = Stats::default();
     for split in [Split::Valid, Split::Test] {
         let (hits, out_of) = score_values(&logits, width, &cx.local.labels_in(split));

@@ -35,13 +35,14 @@ struct Rows {
     values: Vec<f32>,
 }
 
-/// A reader's list, to the owner of its slots (sent once, by [`Halo::plan`]).
+/// A reader's list, to the owner of its rows (sent once, by [`Halo::plan`] as slots, by
+/// [`Halo::of_ids`] as node ids).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct List {
+struct List<T> {
     to: u32,
     from: u32,
     at: u32,
-    slots: Vec<u32>,
+    rows: Vec<T>,
 }
 
 /// One worker's halo (see the module doc).
@@ -63,6 +64,29 @@ pub struct Halo {
     /// them (`u32::MAX`: read by no one): the stale exchange decides once per row.
     read: Vec<u32>,
     read_at: Vec<u32>,
+}
+
+/// Where a worker's nodes are: each node's owner and, for its own nodes, their slots (what
+/// [`Halo::of_ids`] reads, kept after the node store is dropped).
+#[derive(Debug, Clone)]
+pub struct Directory {
+    owners: cluster::Owners,
+    slots: IdTable<u32>,
+    own: usize,
+}
+
+impl Directory {
+    pub fn of(nodes: &NodeStore) -> Directory {
+        let mut slots = IdTable::with_capacity(nodes.len());
+        for (slot, &id) in nodes.ids.iter().enumerate() {
+            slots.get_or_insert_with(id, || slot as u32);
+        }
+        Directory { owners: nodes.owners.clone(), slots, own: nodes.len() }
+    }
+
+    fn slot(&self, id: i64) -> Option<usize> {
+        self.slots.get(id).map(|s| s as usize)
+    }
 }
 
 /// Rows of `width` values a chunk holds.
@@ -111,30 +135,82 @@ impl Halo {
             }
         }
         halo.sends = halo.tell_owners(worker, lists);
-        halo.read = halo.sends.iter().flatten().copied().collect();
-        halo.read.sort_unstable();
-        halo.read.dedup();
-        halo.read_at = vec![u32::MAX; own];
-        halo.read.iter().enumerate().for_each(|(i, &slot)| halo.read_at[slot as usize] = i as u32);
+        halo.index_reads();
         halo.degrees = halo.pull(worker, &nodes.in_degree.iter().map(|&d| d as f32).collect::<Vec<_>>(), 1);
         (halo, rows)
     }
 
-    /// Sends each owner this worker's list of its slots; returns the lists of every reader of
-    /// this worker's own slots, by reader.
-    fn tell_owners(&self, worker: &mut Worker, lists: Vec<Vec<u32>>) -> Vec<Vec<u32>> {
+    /// The halo of the nodes `ids` names, read for something other than in-edges (a link
+    /// pair's endpoints), and each id's input row: its own slot, or `own +` its halo row. The
+    /// owners find the ids' slots in their [`Directory`]. Every worker calls it in step;
+    /// `None` on every worker when an id names a node no worker holds (the tables' checks rule
+    /// that out).
+    pub fn of_ids(worker: &mut Worker, nodes: &Directory, ids: &[i64]) -> Option<(Halo, Vec<i64>)> {
+        let (me, peers) = (worker.index(), worker.peers());
+        let own = nodes.own;
+        let mut halo = Halo { me, peers, own, reads: vec![Vec::new(); peers], ..Halo::default() };
+        let mut lists: Vec<Vec<i64>> = vec![Vec::new(); peers];
+        let mut found: IdTable<u32> = IdTable::default();
+        let mut rows = Vec::with_capacity(ids.len());
+        let mut missing = false;
+        for &id in ids {
+            let owner = nodes.owners.of(id);
+            if owner == me {
+                let slot = nodes.slot(id);
+                missing |= slot.is_none();
+                rows.push(slot.map_or(0, |s| s as i64));
+                continue;
+            }
+            let next = halo.ids.len() as u32;
+            let (row, new) = found.get_or_insert_with(id, || next);
+            let row = *row;
+            if new {
+                halo.ids.push(id);
+                halo.reads[owner].push(row);
+                lists[owner].push(id);
+            }
+            rows.push((own + row as usize) as i64);
+        }
+        for list in halo.tell_owners(worker, lists) {
+            let slots: Vec<u32> = list.iter().map(|&id| nodes.slot(id).map_or(u32::MAX, |s| s as u32)).collect();
+            missing |= slots.contains(&u32::MAX);
+            halo.sends.push(slots);
+        }
+        if missing {
+            halo.sends.iter_mut().flatten().for_each(|s| *s = 0);
+        }
+        halo.index_reads();
+        let failed = cluster::sum(worker, u64::from(missing));
+        (failed == 0).then_some((halo, rows))
+    }
+
+    /// Which own slots some reader reads, and where each is among them.
+    fn index_reads(&mut self) {
+        self.read = self.sends.iter().flatten().copied().collect();
+        self.read.sort_unstable();
+        self.read.dedup();
+        self.read_at = vec![u32::MAX; self.own];
+        self.read.iter().enumerate().for_each(|(i, &slot)| self.read_at[slot as usize] = i as u32);
+    }
+
+    /// Sends each owner this worker's list of its rows (slots or ids); returns the lists of
+    /// every reader of this worker's own rows, by reader.
+    fn tell_owners<T>(&self, worker: &mut Worker, lists: Vec<Vec<T>>) -> Vec<Vec<T>>
+    where
+        T: timely::ExchangeData + Clone,
+    {
         let mut out = Vec::new();
         for (owner, list) in lists.into_iter().enumerate() {
             for (c, chunk) in list.chunks(CHUNK_VALUES).enumerate() {
                 let at = (c * CHUNK_VALUES) as u32;
-                out.push(List { to: owner as u32, from: self.me as u32, at, slots: chunk.to_vec() });
+                out.push(List { to: owner as u32, from: self.me as u32, at, rows: chunk.to_vec() });
             }
         }
-        let mut received = cluster::exchange(worker, out, |l: &List| u64::from(l.to));
+        let mut received = cluster::exchange(worker, out, |l: &List<T>| u64::from(l.to));
         received.sort_unstable_by_key(|l| (l.from, l.at));
         let mut sends = vec![Vec::new(); self.peers];
         for list in received {
-            sends[list.from as usize].extend(list.slots);
+            sends[list.from as usize].extend(list.rows);
         }
         sends
     }

@@ -17,13 +17,19 @@
 //!   input (`3 x 4 x width_in`) and the transformed rows (`4 x width_out`);
 //! - **per own row and layer**: the output, its activation and its gradient (`3 x 4 x
 //!   width_out`);
-//! - the features of the `n + h` input rows, twice (host and device).
+//! - the features of the `n + h` input rows, twice (host and device);
+//! - **per scored pair** of a link task (`p`: the worker's supervision edges times `1 +
+//!   negatives`), [`PAIR_BYTES`] (its rows, label, weight, score and the score's gradient) and at
+//!   most one endpoint row and its gradient (`8 x width_out`).
 
 use schemas::model::{ModelKind, ModelSpec};
 
 /// Bytes an in-edge costs besides its features and the layers' per-edge state (see the
 /// module doc).
 pub const EDGE_BYTES: u64 = 16 + 16 + 8 + 16 + 48;
+
+/// Bytes a link task's scored pair costs besides its endpoint row (see the module doc).
+pub const PAIR_BYTES: u64 = 8 + 8 + 4 + 4 + 4 + 4;
 
 /// Bytes of one plan of the aggregation kernel, per edge.
 pub const PLAN_BYTES: u64 = 16;
@@ -34,6 +40,8 @@ pub struct Share {
     pub own: u64,
     pub halo: u64,
     pub edges: u64,
+    /// Pairs a link task scores here (0: a node task).
+    pub pairs: u64,
 }
 
 /// The bytes a worker holds while it trains `spec` on `share` (see the module doc).
@@ -41,6 +49,7 @@ pub fn estimate(spec: &ModelSpec, share: Share) -> u64 {
     let rows = share.own + share.halo;
     let plans = if spec.kind == ModelKind::Gat { 4 } else { 2 } + u64::from(spec.edge_dim > 0);
     let mut bytes = share.edges * (EDGE_BYTES + plans * PLAN_BYTES + 16 * spec.edge_dim as u64);
+    bytes += share.pairs * (PAIR_BYTES + 8 * layer_output(spec, spec.layers - 1) as u64);
     bytes += 2 * 4 * rows * spec.input_dim as u64;
     for l in 0..spec.layers {
         let (w_in, w_out) = (spec.layer_input(l) as u64, layer_output(spec, l) as u64);
@@ -111,9 +120,15 @@ mod tests {
 
     #[test]
     fn the_estimate_grows_with_every_part_of_the_share() {
-        let share = Share { own: 1000, halo: 200, edges: 5000 };
+        let share = Share { own: 1000, halo: 200, edges: 5000, pairs: 0 };
         let base = estimate(&spec(ModelKind::Gcn), share);
-        for more in [Share { own: 2000, ..share }, Share { halo: 400, ..share }, Share { edges: 10_000, ..share }] {
+        let more = [
+            Share { own: 2000, ..share },
+            Share { halo: 400, ..share },
+            Share { edges: 10_000, ..share },
+            Share { pairs: 100, ..share },
+        ];
+        for more in more {
             assert!(estimate(&spec(ModelKind::Gcn), more) > base);
         }
         // Features dominate a GCN on this share: (1000 + 200) rows x 100 x 4 bytes, twice.

@@ -25,11 +25,15 @@
 //! With `halo_staleness` the exchange is SANCUS's ([`stale`]): rows and gradients cross only
 //! when they moved enough, copies are reused otherwise, and what crossed is counted.
 //!
-//! Not yet: link tasks, typed graphs, learned embeddings, checkpoints ([`setup::check_keys`]
-//! refuses them) and split hubs (a hub's in-edges are aggregated by its owner).
+//! A link task ([`link`]) scores pairs of the last layer's rows at the owner of each pair's
+//! source, its other endpoint pulled as the halo's rows are.
+//!
+//! Not yet: typed graphs, learned embeddings, checkpoints ([`setup::check_keys`] refuses them)
+//! and split hubs (a hub's in-edges are aggregated by its owner).
 
 pub mod epoch;
 pub mod halo;
+pub mod link;
 pub mod local;
 pub mod memory;
 pub mod setup;
@@ -52,6 +56,7 @@ use timely::worker::Worker;
 use crate::error::Error;
 use crate::full::epoch::Context;
 use crate::full::halo::Halo;
+use crate::full::link::LinkTask;
 use crate::full::local::LocalGraph;
 use crate::full::setup::{FullReads, LabelCounts};
 use crate::full::stale::Traffic;
@@ -130,6 +135,8 @@ struct Graph {
     features: Vec<f32>,
     labels: LabelCounts,
     spec: schemas::model::ModelSpec,
+    /// The link task's edges and pairs (`None`: a node task).
+    link: Option<LinkTask>,
 }
 
 /// Round 0, the halo, the local graph and the model's spec.
@@ -150,8 +157,15 @@ fn load(
         clock: Clock::default(),
         extra_outputs: Vec::new(),
     };
-    let loaded = stage::load_graph(&mut stage_worker, declared, &FullReads { seed: config.seed })?;
+    let reads = FullReads { seed: config.seed, link: config.task == Some(schemas::Task::Link) };
+    let loaded = stage::load_graph(&mut stage_worker, declared, &reads)?;
     let mut nodes = loaded.graph.nodes;
+    let edges_table = schemas::redact(declared.edges);
+    let link = match reads.link {
+        true => Some(LinkTask::new(worker, config, &nodes, loaded.graph.supervision, &edges_table)),
+        false => None,
+    };
+    let link = agree(worker, link.transpose())?;
     let labels = LabelCounts::gather(worker, &nodes);
     let spec = agree(worker, setup::spec(config, &nodes, &labels))?;
     if spec.edge_dim == 0 {
@@ -162,7 +176,8 @@ fn load(
     let source_slots = nodes.take_source_slots();
     let (halo, sources) = Halo::plan(worker, &nodes, &source_slots);
     drop(source_slots);
-    let share = memory::Share { own: nodes.len() as u64, halo: halo.len() as u64, edges: sources.len() as u64 };
+    let pairs = link.as_ref().map_or(0, LinkTask::pairs) as u64;
+    let share = memory::Share { own: nodes.len() as u64, halo: halo.len() as u64, edges: sources.len() as u64, pairs };
     let fit = fits(worker, config, &spec, share, threads);
     agree(worker, fit)?;
     let gat = spec.kind == schemas::model::ModelKind::Gat;
@@ -177,7 +192,7 @@ fn load(
     }
     let halo_rows = halo.pull(worker, &own_rows, spec.input_dim);
     own_rows.extend(halo_rows);
-    Ok(Graph { local, halo, features: own_rows, labels, spec })
+    Ok(Graph { local, halo, features: own_rows, labels, spec, link })
 }
 
 /// Whether the workers of this process fit the memory they may use (see [`memory`]); the
@@ -245,9 +260,25 @@ fn train_worker(
     let declared = declared(config, shared);
     let (lease, run, output) = open_output(worker, io, config, &declared)?;
     let graph = load(worker, io, config, &declared, threads)?;
-    let keys = setup::task_keys(config, &graph.labels);
-    agree(worker, graph.labels.check(&schemas::redact(declared.nodes), keys.patience))?;
-    let cx = Context { spec: &graph.spec, local: &graph.local, halo: &graph.halo, features: &graph.features };
+    let keys = match &graph.link {
+        Some(link) => {
+            let keys = setup::task_keys(config, link.valid_edges > 0);
+            agree(worker, link.check_patience(keys.patience, &schemas::redact(declared.edges)))?;
+            keys
+        }
+        None => {
+            let keys = setup::task_keys(config, graph.labels.valid > 0);
+            agree(worker, graph.labels.check(&schemas::redact(declared.nodes), keys.patience))?;
+            keys
+        }
+    };
+    let cx = Context {
+        spec: &graph.spec,
+        local: &graph.local,
+        halo: &graph.halo,
+        features: &graph.features,
+        link: graph.link.as_ref(),
+    };
     let mut trainer = Trainer::new(worker, config, &cx, keys.weight_decay)?;
     let sent = cluster::sum(worker, graph.halo.rows_sent() as u64);
     let reporter = worker.index() == 0;
@@ -261,7 +292,7 @@ fn train_worker(
     let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None).counting_nodes());
     let mut tracker = Tracker::default();
     for epoch in 0..config.epochs {
-        let done = trainer.epoch(worker, config, &cx, epoch);
+        let done = trainer.epoch(worker, config, &cx, epoch)?;
         // A loss or a parameter that is not finite ends the run on every worker, with no model.
         agree(worker, trainer.finite(&done.metrics))?;
         tracker.observe(&done.metrics, &trainer.params);
@@ -306,7 +337,7 @@ fn train_worker(
         peak_rss: cluster::memory::peak_rss_bytes(),
         cached_bytes: 0,
         learned: None,
-        keys: keys.line(config, schemas::Task::Node),
+        keys: keys.line(config, graph.spec.task),
         exchanged: Some(exchange),
     })
 }

@@ -3,11 +3,11 @@
 //! and the model's spec from the loaded graph's widths and labels, the same on every worker.
 
 use cluster::all_gather;
-use sampling::{NodeStore, SampleSpec};
+use sampling::{NodeStore, SampleSpec, SupervisionSample};
 use schemas::job::flatten::DEFAULT_HUB_THRESHOLD;
 use schemas::job::{PsMode, TrainConfig};
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
-use schemas::{LabelKind, Sampler, Split, Task};
+use schemas::{BatchNegatives, LabelKind, Sampler, Split, Task};
 use stage::Reads;
 use timely::worker::Worker;
 
@@ -17,19 +17,19 @@ use crate::task_keys::TaskKeys;
 /// The model's layers when `layers` is not set: two, as the records' usual hops.
 pub const DEFAULT_LAYERS: usize = 2;
 
-/// The keys full-graph training does not take yet: each refused, naming what to do instead.
+/// The keys full-graph training does not take yet, and the ones its task does not take: each
+/// refused, naming what to do instead.
 pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
     let records = "flatten the graph and train on its records ([flatten], then [train] records = ...)";
     let refused = [
-        (config.task == Some(Task::Link), "task = \"link\""),
         (config.learned_embedding_dim > 0, "learned_embedding_dim"),
         (config.resume || config.checkpoint_every > 0, "resume and checkpoint_every"),
         (config.model == ModelKind::Rgcn, "model = \"rgcn\" (a typed graph)"),
     ];
     if let Some((_, key)) = refused.iter().find(|(set, _)| *set) {
         return Err(Error::Usage(format!(
-            "full-graph training (nodes and edges in [train]) trains node tasks on homogeneous graphs without \
-             learned embeddings or checkpoints so far, and this job sets {key}: {records}"
+            "full-graph training (nodes and edges in [train]) trains homogeneous graphs without learned embeddings or \
+             checkpoints so far, and this job sets {key}: {records}"
         )));
     }
     if config.mode == PsMode::Async {
@@ -39,12 +39,41 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
                 .into(),
         ));
     }
+    let link = config.task == Some(Task::Link);
+    if !link && (config.negatives.is_some() || config.negative_sampler.is_some()) {
+        return Err(Error::Usage(
+            "negatives and negative_sampler are keys of the link task: set task = \"link\", or leave them out".into(),
+        ));
+    }
+    if link && config.negatives == Some(0) {
+        return Err(Error::Usage(
+            "full-graph link training scores each edge against its drawn negatives, and negatives = 0 draws none; set \
+             negatives >= 1"
+                .into(),
+        ));
+    }
+    if link && config.classes.is_some() {
+        return Err(Error::Usage(
+            "[train] classes is a key of the node task, and this job sets task = \"link\"".into(),
+        ));
+    }
+    let grid =
+        config.batch_negatives.is_some_and(|b| b != BatchNegatives::None) || config.in_batch_negatives == Some(true);
+    if link && grid {
+        return Err(Error::Usage(
+            "full-graph link training scores every training edge in one step, and batch negatives would pair each with \
+             every other (a grid of edges squared): leave batch_negatives out, and raise negatives instead"
+                .into(),
+        ));
+    }
     Ok(())
 }
 
-/// Round 0 for full-graph training: every in-edge, with its source's slot.
+/// Round 0 for full-graph training: every in-edge, with its source's slot, and for the link
+/// task every supervision edge.
 pub struct FullReads {
     pub seed: u64,
+    pub link: bool,
 }
 
 impl Reads for FullReads {
@@ -57,6 +86,10 @@ impl Reads for FullReads {
             relation_limits: Vec::new(),
             source_slots: true,
         }
+    }
+
+    fn supervision(&self) -> Option<SupervisionSample> {
+        self.link.then_some(SupervisionSample::ALL)
     }
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), tables::Error> {
@@ -126,8 +159,12 @@ impl LabelCounts {
 
 /// The model's spec from the graph: its feature and edge widths, the classes, the job's keys.
 pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Result<ModelSpec, Error> {
-    let classes = config.classes.unwrap_or(labels.classes as usize);
-    if (labels.classes as usize) > classes {
+    let task = config.task.unwrap_or_default();
+    let classes = match task {
+        Task::Link => config.embedding_dim.unwrap_or(config.hidden),
+        Task::Node => config.classes.unwrap_or(labels.classes as usize),
+    };
+    if task == Task::Node && (labels.classes as usize) > classes {
         return Err(Error::Usage(format!(
             "[train] classes = {classes}, and the node table has labels up to {}",
             labels.classes - 1
@@ -149,13 +186,13 @@ pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Re
         output_heads: if gat { config.output_heads } else { 1 },
         activation: config.activation,
         normalize_features: config.normalize_features,
-        multi_label: labels.multi_label,
+        multi_label: task == Task::Node && labels.multi_label,
         edge_dim: if reads_edges { nodes.edge_dim } else { 0 },
         normalize_edge_features: standardized,
         edge_stats: if standardized { nodes.edge_stats.clone() } else { None },
         relation_edge_stats: Vec::new(),
-        task: Task::Node,
-        decoder: None,
+        task,
+        decoder: (task == Task::Link).then_some(config.decoder),
         types: None,
         bases: 0,
         wide_mlp: true,
@@ -164,9 +201,12 @@ pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Re
     })
 }
 
-/// The run's task keys (weight decay, patience).
-pub fn task_keys(config: &TrainConfig, labels: &LabelCounts) -> TaskKeys {
-    TaskKeys::resolve(config, Task::Node, 0, labels.valid > 0)
+/// The run's task keys (weight decay, patience): `can_validate` when there are labeled
+/// validation nodes (node task) or valid edges (link task). A link task's batch negatives are
+/// none (refused by [`check_keys`]).
+pub fn task_keys(config: &TrainConfig, can_validate: bool) -> TaskKeys {
+    let task = config.task.unwrap_or_default();
+    TaskKeys { batch_negatives: BatchNegatives::None, ..TaskKeys::resolve(config, task, 1, can_validate) }
 }
 
 /// The model's description: every in-edge at every layer (no fanouts), as GraphInfer then

@@ -14,7 +14,8 @@ use schemas::job::TrainConfig;
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::full::epoch::{Context, Exchange, evaluate, train_pass};
+use crate::full::epoch::{Context, Exchange, Objective, evaluate, last_rows, train_pass};
+use crate::full::link;
 use crate::metrics::{EpochMetrics, EpochTiming, Metric, Scores};
 use crate::optim::{ShardOptimizer, learning_rate};
 use crate::phases::{Lap, Phases};
@@ -66,7 +67,13 @@ impl Trainer {
 
     /// Epoch `epoch` (0-based): the training pass and its step, the evaluation pass and its
     /// step (the caller checks [`Trainer::finite`] on every worker).
-    pub fn epoch(&mut self, worker: &mut Worker, config: &TrainConfig, cx: &Context, epoch: usize) -> Epoch {
+    pub fn epoch(
+        &mut self,
+        worker: &mut Worker,
+        config: &TrainConfig,
+        cx: &Context,
+        epoch: usize,
+    ) -> Result<Epoch, Error> {
         let clock = Instant::now();
         let lr = learning_rate(config, epoch);
         let dropout = Dropout {
@@ -76,28 +83,21 @@ impl Trainer {
             attention_rate: config.attention_dropout,
         };
         let mut phases = Phases::default();
-        let model = params::load(self.template.clone(), &self.params, &self.device);
-        let trained = train_pass(worker, cx, &model, &self.train_edges, dropout, &mut self.exchange, &mut phases);
         let mut lap = Lap::start();
+        let pairs = cx.link.map(|task| task.train_pairs(worker, epoch)).transpose()?;
+        let objective = pairs.as_ref().map_or(Objective::Node, Objective::Link);
+        phases.exchange_seconds += lap.lap();
+        let model = params::load(self.template.clone(), &self.params, &self.device);
+        let trained =
+            train_pass(worker, cx, &model, &self.train_edges, dropout, objective, &mut self.exchange, &mut phases);
+        lap.lap();
         let mut train = Stats::default();
         let pushed = (&trained.grad, trained.count, trained.stats);
         for (_, total) in self.server.step(worker, pushed.0, pushed.1, lr, pushed.2, &mut self.params, false, None) {
             train.add(&total);
         }
         phases.exchange_seconds += lap.lap();
-        let model = params::load(self.template.clone(), &self.params, &self.base);
-        let (eval, _) = evaluate(worker, cx, &model, &self.eval_edges);
-        let eval_step = self.server.steps_done();
-        let mut evaluated = Stats::default();
-        for (step, total) in self.server.step(worker, &[], 0, lr, eval, &mut self.params, true, None) {
-            if step == eval_step { evaluated = total } else { train.add(&total) }
-        }
-        let scores = Scores::Node {
-            metric: Metric::of(cx.spec.multi_label),
-            train: train[Split::Train].ratio(),
-            valid: evaluated[Split::Valid].ratio(),
-            test: evaluated[Split::Test].ratio(),
-        };
+        let scores = self.evaluate(worker, cx, lr, &mut train);
         let metrics =
             EpochMetrics { epoch: epoch + 1, train_loss: train.loss_sum / train.loss_rows.max(1) as f64, scores };
         let seconds = clock.elapsed().as_secs_f64();
@@ -109,7 +109,30 @@ impl Trainer {
             wait_seconds: 0.0,
             phases,
         };
-        Epoch { metrics, timing }
+        Ok(Epoch { metrics, timing })
+    }
+
+    /// The evaluation pass with the step's parameters: a node task's valid and test scores
+    /// (summed over workers by the server's evaluation step, whose late training stats join
+    /// `train`), or a link task's metrics over its valid and test pairs.
+    fn evaluate(&mut self, worker: &mut Worker, cx: &Context, lr: f32, train: &mut Stats) -> Scores {
+        let model = params::load(self.template.clone(), &self.params, &self.base);
+        if let Some(task) = cx.link {
+            let (rows, d) = last_rows(worker, cx, &model, &self.eval_edges);
+            return link::evaluate(worker, &task.eval, (&model, cx.spec, &self.base), &rows, d);
+        }
+        let (eval, _) = evaluate(worker, cx, &model, &self.eval_edges);
+        let eval_step = self.server.steps_done();
+        let mut evaluated = Stats::default();
+        for (step, total) in self.server.step(worker, &[], 0, lr, eval, &mut self.params, true, None) {
+            if step == eval_step { evaluated = total } else { train.add(&total) }
+        }
+        Scores::Node {
+            metric: Metric::of(cx.spec.multi_label),
+            train: train[Split::Train].ratio(),
+            valid: evaluated[Split::Valid].ratio(),
+            test: evaluated[Split::Test].ratio(),
+        }
     }
 
     /// The epoch's loss and the parameters are finite, or the run ends with no model.

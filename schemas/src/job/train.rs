@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device::{Aggregation, DEFAULT_DEVICE, DeviceKind};
 use crate::model::{Activation, ModelKind};
-use crate::task::{BatchNegatives, Decoder, Task};
+use crate::task::{BatchNegatives, Decoder, NegativeSampler, Task};
 
 /// The model when a job names none.
 pub const DEFAULT_MODEL: ModelKind = ModelKind::Gcn;
@@ -149,6 +149,14 @@ pub struct TrainConfig {
     /// not sent while its copy is younger than `halo_staleness` epochs.
     #[serde(default, skip_serializing_if = "is_zero_f32")]
     pub halo_threshold: f32,
+    /// Full-graph training, link task: negative destinations drawn per supervision edge
+    /// (default 1): afresh every epoch for the training edges, once for the valid and test ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negatives: Option<usize>,
+    /// Full-graph training, link task: how negatives are drawn (as `[flatten]
+    /// negative_sampler`; default `uniform`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negative_sampler: Option<NegativeSampler>,
     /// Directory (a local path or a URI) that receives `model-<run>.bpk`, `model-<run>.json`,
     /// `metrics.jsonl`, `timings.jsonl`, checkpoints, and `_SUCCESS` last.
     pub output: String,
@@ -331,6 +339,8 @@ impl Default for TrainConfig {
             memory_mb: None,
             halo_staleness: 0,
             halo_threshold: 0.0,
+            negatives: None,
+            negative_sampler: None,
             output: String::new(),
             overwrite: false,
             model: DEFAULT_MODEL,
@@ -591,12 +601,21 @@ impl TrainConfig {
             || self.partition.is_some()
             || self.memory_mb.is_some()
             || self.halo_staleness > 0
-            || self.halo_threshold != 0.0;
+            || self.halo_threshold != 0.0
+            || self.negatives.is_some()
+            || self.negative_sampler.is_some();
         if !graph && full_keys {
             return Err(JobError::invalid(
                 "train",
-                "layers, partition, memory_mb, halo_staleness and halo_threshold are keys of full-graph training (nodes and edges); records fix the layers by \
-                 their hops and were routed when they were flattened",
+                "layers, partition, memory_mb, halo_staleness, halo_threshold, negatives and negative_sampler are keys \
+                 of full-graph training (nodes and edges); records fix the layers by their hops and hold their \
+                 negatives, drawn and routed when they were flattened",
+            ));
+        }
+        if self.negatives.is_some_and(|n| n > crate::job::flatten::MAX_NEGATIVES) {
+            return Err(JobError::invalid(
+                "train",
+                format!("negatives is at most {} per edge", crate::job::flatten::MAX_NEGATIVES),
             ));
         }
         if [&self.nodes, &self.edges, &self.partition].into_iter().flatten().any(|p| p.trim().is_empty()) {

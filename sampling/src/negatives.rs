@@ -1,5 +1,6 @@
-//! Negative destinations for link records: draw `i` of supervision edge `(src, dst)` is a pure
-//! function of `(seed, src, dst, i)` and the graph, never of the cluster's shape. On a typed
+//! Negative destinations of supervision edges, for link records (GraphFlat) and full-graph
+//! link training (GraphTrainer): draw `i` of supervision edge `(src, dst)` is a pure function
+//! of `(seed, src, dst, i)` and the graph, never of the cluster's shape. On a typed
 //! graph only nodes of the link relation's destination type are drawn (the rest weigh 0).
 //!
 //! A draw picks a node with probability proportional to its weight (1 for `uniform`,
@@ -12,15 +13,15 @@
 //!
 //! Together, node `v` in bucket `b` is drawn with probability `(W_b / W) (w_v / W_b) = w_v / W`.
 //! Sums are added in id order within a bucket and in bucket order across them, so they, and the
-//! draws, have the same bits on any number of workers.
+//! draws, have the same bits on any number of workers. The tables are built once
+//! ([`Negatives::new`]); a trainer that draws afresh every epoch draws with another seed.
 
 use cluster::exchange;
 use cluster::hash::{hash3, mix64, unit_interval};
-use sampling::NodeStore;
 use schemas::NegativeSampler;
 use timely::worker::Worker;
 
-use crate::error::Error;
+use crate::{Error, NodeStore};
 
 /// Buckets of the first step: a draw's first choice is among this many totals.
 pub const BUCKETS: u64 = 4096;
@@ -105,8 +106,89 @@ pub struct Draw {
     pub of_type: Option<u8>,
 }
 
-/// Draws `count` negative destinations for each of this worker's `edges` (src, dst). Every
-/// worker calls this at the same point, each with its own edges.
+/// The draws' tables on this worker, built once for any number of [`Negatives::draw`] calls:
+/// the buckets it owns and every bucket's total.
+pub struct Negatives {
+    owned: OwnedBuckets,
+    /// Buckets with weight, ascending, and their cumulative totals.
+    bucket_ids: Vec<u64>,
+    cumulative: Vec<f64>,
+    of_type: bool,
+    sampler: NegativeSampler,
+}
+
+impl Negatives {
+    /// The tables of `nodes` (this worker's) under `sampler`, among `of_type`'s nodes only
+    /// when given. Every worker calls this at the same point.
+    pub fn new(worker: &mut Worker, nodes: &NodeStore, sampler: NegativeSampler, of_type: Option<u8>) -> Negatives {
+        let mine: Vec<(u64, i64, u64)> = (0..nodes.len())
+            .filter(|&slot| of_type.is_none_or(|t| nodes.node_type(slot) == t))
+            .map(|slot| {
+                let id = nodes.ids[slot];
+                (bucket_of(id), id, weight(sampler, nodes.in_degree[slot]).to_bits())
+            })
+            .collect();
+        let owned: Vec<(u64, i64, f64)> =
+            exchange(worker, mine, |n| n.0).into_iter().map(|(b, id, w)| (b, id, f64::from_bits(w))).collect();
+        let owned = OwnedBuckets::new(owned);
+        // Each bucket's total, from its one owner, added in bucket order.
+        let totals = cluster::all_gather(worker, owned.totals());
+        let mut bucket_ids = Vec::with_capacity(totals.len());
+        let mut cumulative: Vec<f64> = Vec::with_capacity(totals.len());
+        for &(bucket, bits) in &totals {
+            bucket_ids.push(bucket);
+            cumulative.push(cumulative.last().copied().unwrap_or(0.0) + f64::from_bits(bits));
+        }
+        Negatives { owned, bucket_ids, cumulative, of_type: of_type.is_some(), sampler }
+    }
+
+    /// Whether some node has weight (the same on every worker).
+    pub fn can_draw(&self) -> bool {
+        !self.cumulative.is_empty()
+    }
+
+    /// Draws `count` negative destinations for each of this worker's `edges` (src, dst) with
+    /// `seed`. Every worker calls this at the same point, each with its own edges.
+    pub fn draw(
+        &self,
+        worker: &mut Worker,
+        seed: u64,
+        edges: &[(i64, i64)],
+        count: usize,
+    ) -> Result<Vec<Vec<i64>>, Error> {
+        let peers = worker.peers() as u64;
+        if count > 0 && !edges.is_empty() && self.cumulative.is_empty() {
+            return Err(Error::BadData(format!(
+                "no node can be drawn as a negative: every node{} has weight 0 under negative_sampler = \"{}\"",
+                if self.of_type { " of the link relation's destination type" } else { "" },
+                self.sampler.name()
+            )));
+        }
+        let me = worker.index() as u64;
+        let mut queries: Vec<Query> = Vec::with_capacity(edges.len() * count);
+        if let Some(&total) = self.cumulative.last() {
+            for (e, &(src, dst)) in edges.iter().enumerate() {
+                for i in 0..count {
+                    let (first, second) = draw_hashes(seed, src, dst, i);
+                    let bucket = self.bucket_ids[pick(&self.cumulative, first * total)];
+                    queries.push((me, e as u64, i as u32, bucket, second.to_bits()));
+                }
+            }
+        }
+        let answered: Vec<Query> = exchange(worker, queries, |q| q.3)
+            .into_iter()
+            .map(|(who, e, i, bucket, u)| (who, e, i, bucket, self.owned.draw(bucket, f64::from_bits(u)) as u64))
+            .collect();
+        let mut negatives = vec![vec![0i64; count]; edges.len()];
+        for (_, e, i, _, id) in exchange(worker, answered, move |q| q.0 % peers) {
+            negatives[e as usize][i as usize] = id as i64;
+        }
+        Ok(negatives)
+    }
+}
+
+/// Draws `count` negative destinations for each of this worker's `edges` (src, dst), once.
+/// Every worker calls this at the same point, each with its own edges.
 pub fn draw(
     worker: &mut Worker,
     nodes: &NodeStore,
@@ -114,53 +196,7 @@ pub fn draw(
     edges: &[(i64, i64)],
     count: usize,
 ) -> Result<Vec<Vec<i64>>, Error> {
-    let peers = worker.peers() as u64;
-    let mine: Vec<(u64, i64, u64)> = (0..nodes.len())
-        .filter(|&slot| of_type.is_none_or(|t| nodes.node_type(slot) == t))
-        .map(|slot| {
-            let id = nodes.ids[slot];
-            (bucket_of(id), id, weight(sampler, nodes.in_degree[slot]).to_bits())
-        })
-        .collect();
-    let owned: Vec<(u64, i64, f64)> =
-        exchange(worker, mine, |n| n.0).into_iter().map(|(b, id, w)| (b, id, f64::from_bits(w))).collect();
-    let owned = OwnedBuckets::new(owned);
-    // Each bucket's total, from its one owner, added in bucket order.
-    let totals = cluster::all_gather(worker, owned.totals());
-    let mut bucket_ids = Vec::with_capacity(totals.len());
-    let mut cumulative = Vec::with_capacity(totals.len());
-    for &(bucket, bits) in &totals {
-        bucket_ids.push(bucket);
-        cumulative.push(cumulative.last().copied().unwrap_or(0.0) + f64::from_bits(bits));
-    }
-    if count > 0 && !edges.is_empty() && cumulative.is_empty() {
-        return Err(Error::BadData(format!(
-            "no node can be drawn as a negative: every node{} has weight 0 under negative_sampler = \"{}\"",
-            if of_type.is_some() { " of the link relation's destination type" } else { "" },
-            sampler.name()
-        )));
-    }
-    let me = worker.index() as u64;
-    let mut queries: Vec<Query> = Vec::with_capacity(edges.len() * count);
-    if !cumulative.is_empty() {
-        let total = cumulative[cumulative.len() - 1];
-        for (e, &(src, dst)) in edges.iter().enumerate() {
-            for i in 0..count {
-                let (first, second) = draw_hashes(seed, src, dst, i);
-                let bucket = bucket_ids[pick(&cumulative, first * total)];
-                queries.push((me, e as u64, i as u32, bucket, second.to_bits()));
-            }
-        }
-    }
-    let answered: Vec<Query> = exchange(worker, queries, |q| q.3)
-        .into_iter()
-        .map(|(who, e, i, bucket, u)| (who, e, i, bucket, owned.draw(bucket, f64::from_bits(u)) as u64))
-        .collect();
-    let mut negatives = vec![vec![0i64; count]; edges.len()];
-    for (_, e, i, _, id) in exchange(worker, answered, move |q| q.0 % peers) {
-        negatives[e as usize][i as usize] = id as i64;
-    }
-    Ok(negatives)
+    Negatives::new(worker, nodes, sampler, of_type).draw(worker, seed, edges, count)
 }
 
 #[cfg(test)]
