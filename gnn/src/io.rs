@@ -317,6 +317,20 @@ mod tests {
     use schemas::edge_stats::EdgeStats;
     use schemas::model::{Activation, ModelKind, ModelSpec};
 
+    fn meta(spec: ModelSpec) -> ModelMeta {
+        ModelMeta {
+            format: 1,
+            spec,
+            hops: 2,
+            fanouts: Vec::new(),
+            sampler: Sampler::All,
+            flatten_seed: 0,
+            parameters: 0,
+            relation_fanouts: Vec::new(),
+            link_relation: None,
+        }
+    }
+
     #[test]
     fn edge_statistics_must_fit_the_edge_width_and_be_there_to_standardize() {
         let spec = ModelSpec {
@@ -341,17 +355,6 @@ mod tests {
             wide_mlp: true,
             learned_embedding_dim: 0,
             seed: 0,
-        };
-        let meta = |spec: ModelSpec| ModelMeta {
-            format: 1,
-            spec,
-            hops: 2,
-            fanouts: Vec::new(),
-            sampler: Sampler::All,
-            flatten_seed: 0,
-            parameters: 0,
-            relation_fanouts: Vec::new(),
-            link_relation: None,
         };
         assert!(check_edge_inputs(&meta(spec.clone())).is_ok());
         assert!(check_edge_inputs(&meta(ModelSpec { edge_dim: 3, ..spec.clone() })).is_err());
@@ -409,5 +412,65 @@ mod tests {
         unknown.relations[0].dst = 2;
         assert!(check_types(&typed(unknown, vec![vec![]], 0)).is_err(), "a relation into no type");
         assert!(check_types(&ModelMeta { relation_fanouts: vec![vec![]], ..meta(spec) }).is_err());
+    }
+
+    /// The count from the sizes is the built model's (every kind, with and without edge
+    /// features, typed models, the MLP decoder), and the loader takes any real model's weights:
+    /// a GAT of 8 heads over Cora's 1,433 features was refused as corrupt when the count was a
+    /// square of the widest layer.
+    #[test]
+    fn parameter_counts_are_the_built_models_and_real_weights_load() {
+        use schemas::Decoder;
+        use schemas::typed::{GraphTypes, NodeType, Relation};
+        let device = Device::default();
+        let base = ModelSpec {
+            kind: ModelKind::Gcn,
+            input_dim: 1433,
+            hidden: 8,
+            classes: 7,
+            layers: 2,
+            heads: 8,
+            output_heads: 1,
+            activation: Activation::Relu,
+            normalize_features: false,
+            multi_label: false,
+            edge_dim: 0,
+            normalize_edge_features: false,
+            edge_stats: None,
+            relation_edge_stats: Vec::new(),
+            task: Default::default(),
+            decoder: None,
+            types: None,
+            bases: 0,
+            wide_mlp: true,
+            learned_embedding_dim: 0,
+            seed: 3,
+        };
+        let mut types = GraphTypes {
+            node_types: vec![NodeType::new("a", 5), NodeType::new("b", 3)],
+            relations: vec![Relation::new("ab", 0, 1), Relation::new("ba", 1, 0)],
+            target: 0,
+        };
+        types.relations[1].edge_dim = 2;
+        types.node_types[1].learned = 4;
+        let mut specs = Vec::new();
+        for kind in [ModelKind::Gcn, ModelKind::Sage, ModelKind::Gat, ModelKind::Gine] {
+            for (edge_dim, layers, decoder) in [(0, 2, None), (3, 3, Some(Decoder::Mlp)), (2, 1, Some(Decoder::Dot))] {
+                specs.push(ModelSpec { kind, edge_dim, layers, decoder, ..base.clone() });
+            }
+        }
+        specs.push(ModelSpec { input_dim: 4, hidden: 64, classes: 2, ..base.clone() });
+        for (kind, bases) in [(ModelKind::Rgcn, 0), (ModelKind::Rgcn, 3), (ModelKind::Sage, 0)] {
+            specs.push(ModelSpec { kind, bases, input_dim: 0, types: Some(types.clone()), ..base.clone() });
+        }
+        for spec in specs {
+            let built = crate::params::flatten(&crate::Gnn::new(&spec, &device)).len() as u64;
+            let counted = spec.parameter_bound().unwrap();
+            let what =
+                format!("{:?}, edge_dim {}, {} layers, bases {}", spec.kind, spec.edge_dim, spec.layers, spec.bases);
+            assert!(counted >= built && counted <= built + 16 * spec.layers as u64, "{what}: {counted} for {built}");
+            let meta = ModelMeta { parameters: built as usize, ..meta(spec) };
+            assert!(check_sizes(&meta, built as usize * 4).is_ok(), "{what}");
+        }
     }
 }

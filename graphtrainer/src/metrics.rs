@@ -97,8 +97,12 @@ impl EpochMetrics {
                 format!("{} train {train:.3}, valid {valid:.3}, test {test:.3}", metric.name())
             }
             Scores::Link { valid, test } => {
-                let split = |s: &RankScores| {
-                    format!("auc {:.3} mrr {:.3} hits@10 {:.3} hits@50 {:.3}", s.auc, s.mrr, s.hits10, s.hits50)
+                // A split without pairs has no scores (metrics.jsonl holds nulls).
+                let split = |s: &RankScores| match s.auc.is_nan() {
+                    true => "none".to_owned(),
+                    false => {
+                        format!("auc {:.3} mrr {:.3} hits@10 {:.3} hits@50 {:.3}", s.auc, s.mrr, s.hits10, s.hits50)
+                    }
                 };
                 format!("valid {}, test {}", split(valid), split(test))
             }

@@ -548,8 +548,8 @@ fn table_shape(io: &Io, files: &[ParquetFile]) -> Result<(usize, LabelKind), Err
                         return Err(BadInput::new(
                             at,
                             "an empty feature vector: give every node its features, or leave the features column \
-                             out for nodes without features (their model input is then a learned embedding, [train] \
-                             learned_embedding_dim)",
+                             out for nodes without features (their model input is then a learned embedding: [train] \
+                             learned_embedding_dim, trained on records)",
                         )
                         .into());
                     }

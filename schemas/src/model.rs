@@ -162,48 +162,26 @@ impl ModelSpec {
         if self.wide_mlp { out.max(self.hidden) } else { out }
     }
 
-    /// An upper bound on the model's parameters from its sizes alone (every kind's layer holds
-    /// at most two weight matrices per head, an edge projection, and a few vectors of its
-    /// output width), `None` when it overflows: sizes read from a file are checked against the
-    /// bytes that hold the weights before anything of that size is allocated.
+    /// The model's parameters counted from its sizes alone (each kind's weights and vectors,
+    /// as `gnn` builds them; at most a few vectors more), `None` when it overflows: sizes read
+    /// from a file are checked against the bytes that hold the weights before anything of
+    /// that size is allocated (`gnn::io`; `gnn`'s tests hold the count to the built models).
     pub fn parameter_bound(&self) -> Option<u64> {
         let mut total = 0u64;
-        // A typed model: a projection per type, and per layer up to a weight per relation
-        // and per type (or the bases and their coefficients) besides the kinds' two.
-        let (mut per_layer, mut relation_edges) = (1u64, 0u64);
-        if let Some(types) = &self.types {
-            // A relation's edge projection: edge_dim x out per layer.
-            relation_edges = types.relations.iter().try_fold(0u64, |sum, r| sum.checked_add(r.edge_dim as u64))?;
-            for t in &types.node_types {
-                total = total.checked_add((t.width as u64 + 1).checked_mul(self.hidden as u64)?)?;
+        let (relations, edge_sum, node_types) = match &self.types {
+            Some(types) => {
+                for t in &types.node_types {
+                    total = total.checked_add((t.input_width() as u64 + 1).checked_mul(self.hidden as u64)?)?;
+                }
+                let edges = types.relations.iter().try_fold(0u64, |sum, r| sum.checked_add(r.edge_dim as u64))?;
+                (types.relations.len() as u64, edges, types.node_types.len() as u64)
             }
-            per_layer = (types.relations.len() + types.node_types.len() + self.bases + 1) as u64;
-            let coefficients = (types.relations.len() as u64).checked_mul(self.bases as u64)?;
-            total = total.checked_add(coefficients.checked_mul(self.layers as u64)?)?;
-        }
-        for i in 0..self.layers {
-            let last = i + 1 == self.layers;
-            let input = match (i, self.kind) {
-                (0, _) => self.layer_input(0),
-                (_, ModelKind::Gat) => self.hidden.checked_mul(self.heads)?,
-                _ => self.hidden,
-            } as u64;
-            let output = if last { self.classes } else { self.hidden } as u64;
-            let heads = match self.kind {
-                ModelKind::Gat if last => self.output_heads,
-                ModelKind::Gat => self.heads,
-                _ => 1,
-            } as u64;
-            // GINE's MLP: in x m and m x out (m at most max(hidden, out)); its edge projection:
-            // edge_dim x in.
-            let width = input.max(output).max(self.hidden as u64);
-            let per_head = width
-                .checked_mul(width)?
-                .checked_mul(2)?
-                .checked_add(width.checked_mul(4)?)?
-                .checked_add((self.edge_dim as u64).checked_mul(width + 1)?)?;
-            total = total.checked_add(per_head.checked_mul(heads)?.checked_mul(per_layer)?)?.checked_add(16)?;
-            total = total.checked_add(relation_edges.checked_mul(output)?)?;
+            None => (0, 0, 0),
+        };
+        for l in 0..self.layers {
+            let (input, output) = (self.layer_input(l) as u64, self.layer_output(l) as u64);
+            let layer = self.layer_parameters(l, input, output, (relations, edge_sum, node_types))?;
+            total = total.checked_add(layer)?;
         }
         if self.decoder == Some(Decoder::Mlp) {
             // W1 (d x d), b1 (d), w2 (d), b2.
@@ -211,6 +189,45 @@ impl ModelSpec {
             total = total.checked_add(d.checked_mul(d)?.checked_add(2 * d + 1)?)?;
         }
         Some(total)
+    }
+
+    /// Layer `l`'s parameters, from `input` to `output` columns; a typed model's `relations`,
+    /// the sum of their edge widths and its node types.
+    fn layer_parameters(&self, l: usize, input: u64, output: u64, typed: (u64, u64, u64)) -> Option<u64> {
+        let (relations, edge_sum, node_types) = typed;
+        let e = self.edge_dim as u64;
+        let product = |a: u64, b: u64| a.checked_mul(b);
+        let weight = product(input, output)?;
+        match self.kind {
+            ModelKind::Gcn => weight.checked_add(output),
+            ModelKind::Sage if self.types.is_some() => {
+                let own = product(node_types, weight.checked_add(output)?)?;
+                own.checked_add(product(relations, weight)?)?.checked_add(product(edge_sum, output)?)
+            }
+            ModelKind::Sage => product(weight, 2)?.checked_add(output)?.checked_add(product(e, output)?),
+            ModelKind::Gat => {
+                let heads = if l + 1 == self.layers { self.output_heads } else { self.heads } as u64;
+                // Its weight's columns, two attention vectors and the bias (hidden layers
+                // concatenate the heads); with edge features their projection and attention.
+                let edge = product(e + u64::from(e > 0), output)?;
+                let per_head = weight.checked_add(product(output, 3)?)?.checked_add(edge)?;
+                product(heads, per_head)
+            }
+            ModelKind::Gine => {
+                let m = self.mlp_width(l) as u64;
+                let mlp = product(input, m)?.checked_add(product(m, output)?)?.checked_add(m + output)?;
+                // The edge projection to the input's width, and its bias.
+                mlp.checked_add(product(e + u64::from(e > 0), input)?)
+            }
+            ModelKind::Rgcn => {
+                let bases = self.bases as u64;
+                let relation_weights = match bases {
+                    0 => product(relations, weight)?,
+                    _ => product(bases, weight)?.checked_add(product(relations, bases)?)?,
+                };
+                weight.checked_add(output)?.checked_add(relation_weights)?.checked_add(product(edge_sum, output)?)
+            }
+        }
     }
 }
 

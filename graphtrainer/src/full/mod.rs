@@ -157,7 +157,8 @@ fn load(
         clock: Clock::default(),
         extra_outputs: Vec::new(),
     };
-    let reads = FullReads { seed: config.seed, link: config.task == Some(schemas::Task::Link) };
+    let link = config.task == Some(schemas::Task::Link);
+    let reads = FullReads { seed: config.seed, link, nodes: schemas::redact(declared.nodes) };
     let loaded = stage::load_graph(&mut stage_worker, declared, &reads)?;
     let mut nodes = loaded.graph.nodes;
     let edges_table = schemas::redact(declared.edges);

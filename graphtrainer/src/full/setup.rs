@@ -23,7 +23,8 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
     let records = "flatten the graph and train on its records ([flatten], then [train] records = ...)";
     let refused = [
         (config.learned_embedding_dim > 0, "learned_embedding_dim"),
-        (config.resume || config.checkpoint_every > 0, "resume and checkpoint_every"),
+        (config.resume, "resume = true"),
+        (config.checkpoint_every > 0, "checkpoint_every"),
         (config.model == ModelKind::Rgcn, "model = \"rgcn\" (a typed graph)"),
     ];
     if let Some((_, key)) = refused.iter().find(|(set, _)| *set) {
@@ -74,6 +75,8 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
 pub struct FullReads {
     pub seed: u64,
     pub link: bool,
+    /// The node table, as errors name it.
+    pub nodes: String,
 }
 
 impl Reads for FullReads {
@@ -94,11 +97,11 @@ impl Reads for FullReads {
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), tables::Error> {
         if nodes.dim == 0 {
-            return Err(tables::Error::Usage(
-                "full-graph training reads node features, and the node table has no features column (learned \
-                 embeddings train on records so far)"
-                    .into(),
-            ));
+            return Err(tables::Error::Usage(format!(
+                "{}: full-graph training reads node features, and the node table has no features column (learned \
+                 embeddings train on records so far: flatten the graph and train on its records)",
+                self.nodes
+            )));
         }
         Ok(())
     }
