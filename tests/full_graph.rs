@@ -16,6 +16,7 @@ use burn::tensor::TensorData;
 use gnn::model::Layer;
 use schemas::model::ModelMeta;
 
+use crate::common::typed::{self, RETURNS_FANOUTS, graph_tables};
 use crate::common::*;
 
 const NODES: u64 = 240;
@@ -334,6 +335,99 @@ fn infer(data: &Path, model: &Path) -> BTreeMap<i64, Vec<f32>> {
 /// The parameters a model of `meta`'s spec starts from (its seed's).
 fn params_at_start(meta: &ModelMeta) -> Vec<f32> {
     gnn::params::flatten(&gnn::Gnn::new(&meta.spec, &Device::flex()))
+}
+
+/// The generated typed graph's `[graph]` with every relation's every in-edge (no relation's
+/// own fanouts).
+fn typed_graph(data: &Path) -> String {
+    graph_tables(data).replace(&format!("fanouts = {RETURNS_FANOUTS:?}\n"), "")
+}
+
+#[test]
+fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
+    let dir = scratch("full-graph-typed");
+    let data = dir.join("graph");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "400", "--seed", "4"]);
+    let graph = typed_graph(&data);
+    let flat = dir.join("flat");
+    let job = format!(
+        "{graph}[flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nsampler = \"all\"\n",
+        flat.display().to_string()
+    );
+    run_ok(&write_job(&dir, "flat", &job), &[]);
+    for (model, extra, workers) in [("rgcn", "", 1), ("rgcn", "bases = 2\n", 3), ("sage", "", 2)] {
+        let name = format!("{model}-{workers}");
+        // One batch of every training record: the record trainer's step is then the full batch's.
+        let keys = format!("{}{extra}batch_size = 100000\n", train_keys(model, 2));
+        let full = dir.join(format!("full-{name}"));
+        let job = format!(
+            "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\nlayers = 2\noutput = {:?}\n{keys}",
+            full.display().to_string()
+        );
+        run_ok(&write_job(&dir, &format!("full-{name}"), &job), &[]);
+        let on_records = dir.join(format!("records-{name}"));
+        let job = format!(
+            "[cluster]\nworkers = 1\n[train]\nrecords = {:?}\noutput = {:?}\n{keys}",
+            flat.display().to_string(),
+            on_records.display().to_string()
+        );
+        run_ok(&write_job(&dir, &format!("records-{name}"), &job), &[]);
+        let ((full_meta, full_params), (record_meta, record)) = (params(&full), params(&on_records));
+        assert_eq!(full_meta.spec.types, record_meta.spec.types, "{name}");
+        assert!(largest_gap(&full_params, &params_at_start(&full_meta)) > 1e-3, "{name}: the steps moved it");
+        assert!(largest_gap(&full_params, &record) < 2e-5, "{name}: {}", largest_gap(&full_params, &record));
+        if name == "rgcn-1" {
+            // GraphInfer scores with either model alike, every node of every type.
+            let (full, record) = (infer_typed(&graph, &full), infer_typed(&graph, &on_records));
+            assert_eq!(full.len(), record.len());
+            for (node, (embedding, _, scores)) in &full {
+                let (want, _, want_scores) = &record[node];
+                assert!(largest_gap(embedding, want) < 1e-4, "{node:?}");
+                assert_eq!(scores.is_some(), node.0 == "user", "{node:?}: only users are scored");
+                if let (Some(a), Some(b)) = (scores, want_scores) {
+                    assert!(largest_gap(a, b) < 1e-4, "{node:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn typed_full_graph_keys_are_checked() {
+    let dir = scratch("full-graph-typed-usage");
+    let data = dir.join("graph");
+    let graph = typed_graph(&data);
+    // Checked before any table is read: the graph need not exist.
+    for (keys, words) in [
+        ("model = \"gat\"", "\"rgcn\" and \"sage\""),
+        ("model = \"rgcn\"\ntask = \"link\"", "node tasks on typed graphs"),
+        ("model = \"rgcn\"\nedge_features = true", "edge features"),
+        ("model = \"rgcn\"\nnodes = \"n\"", "tables are in [graph]"),
+        ("model = \"rgcn\"\ntarget_type = \"buyer\"", "not a node type"),
+    ] {
+        let target = if keys.contains("target_type") { "" } else { "target_type = \"user\"\n" };
+        let job = format!("{graph}[train]\n{target}{keys}\noutput = \"{}/m\"\n", dir.display());
+        assert_fails(&run(&write_job(&dir, "bad", &job), &[]), 64, &[words]);
+        assert!(!dir.join("m").exists(), "{keys}: nothing written");
+    }
+    let homogeneous = "[train]\nnodes = \"n\"\nedges = \"e\"\nmodel = \"rgcn\"\noutput = \"m\"\n";
+    assert_fails(&run(&write_job(&dir, "rgcn", homogeneous), &[]), 64, &["reads a typed graph"]);
+    let no_graph = "[train]\ntarget_type = \"user\"\nmodel = \"rgcn\"\noutput = \"m\"\n";
+    assert_fails(&run(&write_job(&dir, "no-graph", no_graph), &[]), 64, &["no [graph]"]);
+}
+
+/// GraphInfer's rows of the typed graph `graph` with `model`, on two workers.
+fn infer_typed(graph: &str, model: &Path) -> BTreeMap<typed::Node, typed::TypedScored> {
+    let out = model.with_extension("scores");
+    let job = format!(
+        "{graph}[cluster]\nworkers = 2\n[infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\n",
+        model.display().to_string(),
+        out.display().to_string()
+    );
+    let path = model.with_extension("infer.toml");
+    std::fs::write(&path, job).unwrap();
+    run_ok(&path, &[]);
+    typed::read_typed_scores(&out)
 }
 
 #[test]

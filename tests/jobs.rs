@@ -180,14 +180,14 @@ fn cora_link_job_reaches_the_issue_s_accuracy_on_two_seeds() {
 }
 
 #[test]
-fn cora_link_full_graph_job_reaches_pyg_s_accuracy_on_three_seeds() {
-    // The job file as shipped (seed 0), then with the split and the training seeded 1 and 2:
-    // PyG's full-batch recipe on the same splits averages 0.912 over seeds 0-2 (BENCHMARKS.md,
-    // section 23). GraphInfer embeds every node with the model.
+fn cora_link_full_graph_job_reaches_pyg_s_accuracy_on_two_seeds() {
+    // The job file as shipped (seed 0), then with the split and the training seeded 1: PyG's
+    // full-batch recipe on the same splits averages 0.912 over seeds 0-2 (BENCHMARKS.md,
+    // section 23). GraphInfer embeds every node with the model. Two seeds keep CI's time.
     let Some(cora) = cora() else { return };
     let job = std::fs::read_to_string(jobs_dir().join("cora-link-full.toml")).unwrap();
     let mut aucs = Vec::new();
-    for seed in 0..3 {
+    for seed in 0..2 {
         let cwd = scratch(&format!("cora-link-full-job-{seed}"));
         graphflat_ok_in(&cwd, &["import", "ogb", cora.to_str().unwrap(), "--out", "data/cora"]);
         let split = ["split-edges", "--edges", "data/cora/edges", "--out", "data/cora-split", "--valid", "0.05"];
@@ -198,8 +198,8 @@ fn cora_link_full_graph_job_reaches_pyg_s_accuracy_on_three_seeds() {
         assert!(summary.contains("scored:       2708 nodes"), "{summary}");
         aucs.push(test_auc_at_best_validation(&cwd.join("data/cora-link/model-full/metrics.jsonl")));
     }
-    let mean = aucs.iter().sum::<f64>() / 3.0;
-    assert!(mean >= 0.90, "mean test AUC {mean:.4} over seeds 0-2: {aucs:?}");
+    let mean = aucs.iter().sum::<f64>() / 2.0;
+    assert!(mean >= 0.90, "mean test AUC {mean:.4} over seeds 0 and 1: {aucs:?}");
 }
 
 /// The test AUC of the epoch with the best validation AUC (the model the job keeps).

@@ -83,7 +83,7 @@ impl LayerRelations {
     /// Splits `e`'s edges (relation `edge_relations[j]` each) over `types`' relations, with
     /// their features (`features`: each edge's at its relation's `edge_dim` in `types`, one
     /// after another); `out_types` are the types of `e`'s output rows.
-    pub(crate) fn split(
+    pub fn split(
         e: &LayerEdges,
         edge_relations: &[u8],
         types: &GraphTypes,

@@ -26,6 +26,7 @@ use burn::prelude::*;
 use burn::tensor::TensorData;
 use gnn::Gnn;
 use gnn::aggregate::EdgeTensors;
+use gnn::hetero::GroupTensors;
 use gnn::model::{Dropout, loss, score_values};
 use gnn::params;
 use gnn::rng::Stream;
@@ -35,7 +36,7 @@ use timely::worker::Worker;
 
 use crate::full::halo::Halo;
 use crate::full::link::{self, LinkTask, Scoring};
-use crate::full::local::LocalGraph;
+use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::stale::{LayerCopies, Staleness, Traffic};
 use crate::phases::{Lap, Phases};
 use crate::ps::{Score, Stats};
@@ -48,10 +49,20 @@ pub struct Context<'a> {
     pub spec: &'a ModelSpec,
     pub local: &'a LocalGraph,
     pub halo: &'a Halo,
-    /// Layer 0's input rows, `[own | halo]`, `spec.input_dim` each, as the model reads them.
-    pub features: &'a [f32],
+    /// Layer 0's input: the features, or a typed graph's, projected first.
+    pub features: Features<'a>,
     /// The link task's edges and pairs (`None`: a node task).
     pub link: Option<&'a LinkTask>,
+}
+
+/// Layer 0's input as a worker holds it.
+#[derive(Clone, Copy)]
+pub enum Features<'a> {
+    /// The rows `[own | halo]`, `spec.input_dim` each, as the model reads them.
+    Rows(&'a [f32]),
+    /// A typed graph's own rows by type: each pass projects them (`Gnn::projections`) at the
+    /// owner and pulls the halo's projected rows, as a layer's outputs.
+    Typed(&'a TypedFeatures),
 }
 
 /// A training pass's results on this worker.
@@ -137,6 +148,26 @@ fn drop_features(features: &[f32], ids: &[i64], width: usize, d: Dropout) -> Vec
     x
 }
 
+/// A typed graph's own rows projected to `hidden` (`[own, hidden]`), each type by its
+/// projection, after dropout on the features (drawn as [`drop_features`] draws them).
+fn project(cx: &Context, model: &Gnn, typed: &TypedFeatures, dropout: Option<Dropout>, device: &Device) -> Tensor<2> {
+    let mut parts = Vec::new();
+    for (t, rows) in typed.groups.rows.iter().enumerate().filter(|(_, rows)| !rows.is_empty()) {
+        let width = typed.widths[t];
+        let ids: Vec<i64> = rows.iter().map(|&r| cx.local.ids[r as usize]).collect();
+        let x = match dropout {
+            Some(d) => drop_features(&typed.rows[t], &ids, width, d),
+            None => typed.rows[t].clone(),
+        };
+        let x = Tensor::<2>::from_data(TensorData::new(x, [rows.len(), width]), device);
+        parts.push(model.projections[t].forward(x));
+    }
+    if parts.is_empty() {
+        return Tensor::zeros([0, cx.spec.hidden], device);
+    }
+    GroupTensors::new(&typed.groups, device).gather(parts)
+}
+
 /// The dropout mask of a later layer's input rows, `[rows, width]`.
 fn mask(ids: &[i64], width: usize, d: Dropout, layer: usize, device: &Device) -> Tensor<2> {
     let scale = 1.0 / (1.0 - d.rate);
@@ -173,11 +204,17 @@ fn layer_input(
     device: &Device,
 ) -> (Option<Tensor<2>>, Tensor<2>, Option<Tensor<2>>) {
     let x = Tensor::<2>::from_data(TensorData::new(rows, [cx.local.ids.len(), width]), device);
+    // A typed graph's layer-0 input is the projection's output: its gradient goes back to the
+    // projection, and its features were dropped before it (as a typed record batch's).
+    let projected = matches!(cx.features, Features::Typed(_));
     let (leaf, x) = match dropout {
-        Some(d) if l > 0 => {
+        Some(d) if l > 0 || projected => {
             let leaf = x.require_grad();
-            let masked =
-                if d.rate > 0.0 { leaf.clone() * mask(&cx.local.ids, width, d, l, device) } else { leaf.clone() };
+            let masked = if d.rate > 0.0 && l > 0 {
+                leaf.clone() * mask(&cx.local.ids, width, d, l, device)
+            } else {
+                leaf.clone()
+            };
             (Some(leaf), masked)
         }
         _ => (None, x),
@@ -189,7 +226,8 @@ fn layer_input(
     (leaf, x, keep)
 }
 
-/// The forward pass: each layer's input leaf (in training) and output. In evaluation
+/// The forward pass: each layer's input leaf (in training) and output, after a typed
+/// graph's projection (kept first, its output exchanged as a layer's). In evaluation
 /// `training` is `None`: no dropout, and the exact exchange. The pulls' time goes to
 /// `phases.exchange_seconds`.
 fn forward(
@@ -203,12 +241,27 @@ fn forward(
     let dropout = training.as_ref().map(|(d, _)| *d);
     let device = edges.gcn_coef.device();
     let mut lap = Lap::start();
-    let mut input = match dropout {
-        Some(d) => drop_features(cx.features, &cx.local.ids, cx.spec.input_dim, d),
-        None => cx.features.to_vec(),
+    let mut kept = Vec::with_capacity(cx.spec.layers + 1);
+    // Exchanged outputs are numbered from the projection's when there is one.
+    let (mut input, mut width, first) = match cx.features {
+        Features::Rows(rows) => match dropout {
+            Some(d) => (drop_features(rows, &cx.local.ids, cx.spec.input_dim, d), cx.spec.input_dim, 0),
+            None => (rows.to_vec(), cx.spec.input_dim, 0),
+        },
+        Features::Typed(typed) => {
+            let projected = project(cx, model, typed, dropout, &device);
+            let mut rows = values(projected.clone().detach());
+            phases.forward_seconds += lap.lap();
+            let halo = match &mut training {
+                Some((_, exchange)) => exchange.pull(worker, cx.halo, 0, &rows, cx.spec.hidden),
+                None => cx.halo.pull(worker, &rows, cx.spec.hidden),
+            };
+            rows.extend(halo);
+            phases.exchange_seconds += lap.lap();
+            kept.push(Kept { input: None, output: projected });
+            (rows, cx.spec.hidden, 1)
+        }
     };
-    let mut width = cx.spec.input_dim;
-    let mut kept = Vec::with_capacity(cx.spec.layers);
     for l in 0..cx.spec.layers {
         let (leaf, x, keep) = layer_input(cx, l, input, width, dropout, &device);
         phases.tensors_seconds += lap.lap();
@@ -222,7 +275,7 @@ fn forward(
         input = values(output);
         phases.forward_seconds += lap.lap();
         let halo = match &mut training {
-            Some((_, exchange)) => exchange.pull(worker, cx.halo, l, &input, width),
+            Some((_, exchange)) => exchange.pull(worker, cx.halo, first + l, &input, width),
             None => cx.halo.pull(worker, &input, width),
         };
         input.extend(halo);

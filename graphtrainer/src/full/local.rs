@@ -6,15 +6,20 @@
 //! The coefficients are those of a record batch over the same edges (`LayerEdges::new`): GCN's
 //! `1 / sqrt((d_dst + 1)(d_src + 1))` from the whole graph's in-degrees (a halo row's comes
 //! from its owner), the mean's `1 / d_dst`. A node's in-edges keep round 0's order, which does
-//! not depend on the cluster's shape.
+//! not depend on the cluster's shape. On a typed graph the edges are also split by relation
+//! (each relation's mean over its own in-edges) and the own rows grouped by type, as in a typed
+//! record batch; only the target type's labels are kept.
 
 use burn::prelude::Device;
 use gnn::LayerEdges;
 use gnn::aggregate::EdgeTensors;
+use gnn::batch::LayerRelations;
+use gnn::hetero::TypeGroups;
 use gnn::kernel::Aggregation;
 use sampling::NodeStore;
 use schemas::Split;
 use schemas::label::Label;
+use schemas::typed::GraphTypes;
 
 use crate::full::halo::Halo;
 
@@ -37,32 +42,43 @@ impl LocalGraph {
         nodes: &NodeStore,
         halo: &Halo,
         sources: Vec<i64>,
-        edge_dim: usize,
-        attention: bool,
-        threads: usize,
+        (edge_dim, attention, threads): (usize, bool, usize),
+        types: Option<&GraphTypes>,
     ) -> Self {
         let own = nodes.len();
         let mut dst = Vec::with_capacity(sources.len());
+        let mut relations = Vec::with_capacity(if types.is_some() { sources.len() } else { 0 });
         let mut edge_keys = Vec::with_capacity(sources.len());
         let mut features = Vec::with_capacity(if edge_dim > 0 { sources.len() * edge_dim } else { 0 });
         for slot in 0..own {
             let count = nodes.sampled(slot).len();
             dst.extend(std::iter::repeat_n(slot as i64, count));
             edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
+            if types.is_some() {
+                relations.extend(nodes.sampled(slot).iter().map(|e| e.relation));
+            }
             if edge_dim > 0 {
                 features.extend_from_slice(nodes.sampled_features(slot));
             }
         }
         let degree: Vec<f32> = nodes.in_degree.iter().map(|&d| d as f32).chain(halo.degrees.iter().copied()).collect();
-        let edges = LayerEdges {
+        let mut edges = LayerEdges {
             edge_dim,
             features,
             threads,
             attention,
             ..LayerEdges::new(own + halo.len(), own, sources, dst, &degree)
         };
+        let mut labels = nodes.labels.clone();
+        if let Some(types) = types {
+            // Each relation's in-edges over the same rows, each relation's mean over its own.
+            let own_types = &nodes.types[..own];
+            edges.typed = Some(Box::new(LayerRelations::split(&edges, &relations, types, &[], own_types)));
+            // Only the target type's nodes carry the loss and the scores.
+            labels.iter_mut().zip(own_types).filter(|(_, t)| **t != types.target).for_each(|(l, _)| *l = None);
+        }
         let ids = nodes.ids.iter().chain(&halo.ids).copied().collect();
-        LocalGraph { ids, edges, edge_keys, labels: nodes.labels.clone(), splits: nodes.splits.clone() }
+        LocalGraph { ids, edges, edge_keys, labels, splits: nodes.splits.clone() }
     }
 
     /// Rows this worker computes (its own nodes).
@@ -79,5 +95,34 @@ impl LocalGraph {
     /// read them.
     pub fn labels_in(&self, split: Split) -> Vec<Option<Label>> {
         self.labels.iter().zip(&self.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect()
+    }
+}
+
+/// A typed graph's own rows' features by node type (each type its width), as the per-type
+/// input projection reads them: it runs before layer 0 at each node's owner only, and its
+/// rows cross to their readers as layer 0's input (no worker holds another's features).
+pub struct TypedFeatures {
+    /// The own rows by type.
+    pub groups: TypeGroups,
+    /// Per type, its own rows' features, row-major in `groups`' order.
+    pub rows: Vec<Vec<f32>>,
+    pub widths: Vec<usize>,
+}
+
+impl TypedFeatures {
+    /// `nodes`' features, row-normalized when `normalize`.
+    pub fn new(nodes: &NodeStore, types: &GraphTypes, normalize: bool) -> Self {
+        let own_types = &nodes.types[..nodes.len()];
+        let groups = TypeGroups::new(own_types, types.node_types.len());
+        let rows = groups
+            .rows
+            .iter()
+            .map(|slots| {
+                let mut values = Vec::new();
+                slots.iter().for_each(|&s| gnn::features::push_row(nodes.features(s as usize), normalize, &mut values));
+                values
+            })
+            .collect();
+        TypedFeatures { groups, rows, widths: types.node_types.iter().map(|t| t.width).collect() }
     }
 }

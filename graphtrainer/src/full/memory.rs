@@ -17,7 +17,8 @@
 //!   input (`3 x 4 x width_in`) and the transformed rows (`4 x width_out`);
 //! - **per own row and layer**: the output, its activation and its gradient (`3 x 4 x
 //!   width_out`);
-//! - the features of the `n + h` input rows, twice (host and device);
+//! - the features layer 0 reads, twice (host and device): the `n + h` input rows', or on a
+//!   typed graph the own rows' (their projections cross as a layer's outputs);
 //! - **per scored pair** of a link task (`p`: the worker's supervision edges times `1 +
 //!   negatives`), [`PAIR_BYTES`] (its rows, label, weight, score and the score's gradient) and at
 //!   most one endpoint row and its gradient (`8 x width_out`).
@@ -42,6 +43,8 @@ pub struct Share {
     pub edges: u64,
     /// Pairs a link task scores here (0: a node task).
     pub pairs: u64,
+    /// Feature values layer 0 reads: `(own + halo) x dim`, or a typed graph's own rows'.
+    pub features: u64,
 }
 
 /// The bytes a worker holds while it trains `spec` on `share` (see the module doc).
@@ -50,7 +53,7 @@ pub fn estimate(spec: &ModelSpec, share: Share) -> u64 {
     let plans = if spec.kind == ModelKind::Gat { 4 } else { 2 } + u64::from(spec.edge_dim > 0);
     let mut bytes = share.edges * (EDGE_BYTES + plans * PLAN_BYTES + 16 * spec.edge_dim as u64);
     bytes += share.pairs * (PAIR_BYTES + 8 * layer_output(spec, spec.layers - 1) as u64);
-    bytes += 2 * 4 * rows * spec.input_dim as u64;
+    bytes += 2 * 4 * share.features;
     for l in 0..spec.layers {
         let (w_in, w_out) = (spec.layer_input(l) as u64, layer_output(spec, l) as u64);
         bytes += rows * 4 * (3 * w_in + w_out) + share.own * 3 * 4 * w_out;
@@ -120,13 +123,14 @@ mod tests {
 
     #[test]
     fn the_estimate_grows_with_every_part_of_the_share() {
-        let share = Share { own: 1000, halo: 200, edges: 5000, pairs: 0 };
+        let share = Share { own: 1000, halo: 200, edges: 5000, pairs: 0, features: 1200 * 100 };
         let base = estimate(&spec(ModelKind::Gcn), share);
         let more = [
             Share { own: 2000, ..share },
             Share { halo: 400, ..share },
             Share { edges: 10_000, ..share },
             Share { pairs: 100, ..share },
+            Share { features: 2400 * 100, ..share },
         ];
         for more in more {
             assert!(estimate(&spec(ModelKind::Gcn), more) > base);

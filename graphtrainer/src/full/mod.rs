@@ -28,8 +28,11 @@
 //! A link task ([`link`]) scores pairs of the last layer's rows at the owner of each pair's
 //! source, its other endpoint pulled as the halo's rows are.
 //!
-//! Not yet: typed graphs, learned embeddings, checkpoints ([`setup::check_keys`] refuses them)
-//! and split hubs (a hub's in-edges are aggregated by its owner).
+//! On a typed graph the per-type input projection runs before layer 0 at each node's owner,
+//! its rows exchanged as a layer's outputs ([`local::TypedFeatures`], [`epoch`]).
+//!
+//! Not yet: learned embeddings, checkpoints, typed link tasks ([`setup::check_keys`] refuses
+//! them) and split hubs (a hub's in-edges are aggregated by its owner).
 
 pub mod epoch;
 pub mod halo;
@@ -54,10 +57,10 @@ use tables::{Io, Place};
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::full::epoch::Context;
+use crate::full::epoch::{Context, Features};
 use crate::full::halo::Halo;
 use crate::full::link::LinkTask;
-use crate::full::local::LocalGraph;
+use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::setup::{FullReads, LabelCounts};
 use crate::full::stale::Traffic;
 use crate::full::steps::Trainer;
@@ -97,7 +100,7 @@ fn declared<'a>(config: &'a TrainConfig, shared: &'a SharedOwnerMap) -> Declared
         targets: &Targets::All,
         settings: serde_json::Value::Null,
         extras: Vec::new(),
-        typed: None,
+        typed: config.typed(),
         link_relation: None,
         partition: None,
     }
@@ -131,12 +134,27 @@ fn open_output(
 struct Graph {
     local: LocalGraph,
     halo: Halo,
-    /// Layer 0's input rows, `[own | halo]`.
-    features: Vec<f32>,
+    /// Layer 0's input rows, `[own | halo]`; a typed graph's own rows by type instead.
+    features: Input,
     labels: LabelCounts,
     spec: schemas::model::ModelSpec,
     /// The link task's edges and pairs (`None`: a node task).
     link: Option<LinkTask>,
+}
+
+/// Layer 0's input as loaded (see [`epoch::Features`]).
+enum Input {
+    Rows(Vec<f32>),
+    Typed(TypedFeatures),
+}
+
+impl Input {
+    fn features(&self) -> Features<'_> {
+        match self {
+            Input::Rows(rows) => Features::Rows(rows),
+            Input::Typed(typed) => Features::Typed(typed),
+        }
+    }
 }
 
 /// Round 0, the halo, the local graph and the model's spec.
@@ -158,7 +176,11 @@ fn load(
         extra_outputs: Vec::new(),
     };
     let link = config.task == Some(schemas::Task::Link);
-    let reads = FullReads { seed: config.seed, link, nodes: schemas::redact(declared.nodes) };
+    let (types, relations) = match &declared.typed {
+        Some((graph, _)) => (graph.node_types.iter().map(|(name, _)| name.clone()).collect(), graph.relations.len()),
+        None => (Vec::new(), 0),
+    };
+    let reads = FullReads { seed: config.seed, link, nodes: schemas::redact(declared.nodes), types, relations };
     let loaded = stage::load_graph(&mut stage_worker, declared, &reads)?;
     let mut nodes = loaded.graph.nodes;
     let edges_table = schemas::redact(declared.edges);
@@ -167,8 +189,9 @@ fn load(
         false => None,
     };
     let link = agree(worker, link.transpose())?;
-    let labels = LabelCounts::gather(worker, &nodes);
-    let spec = agree(worker, setup::spec(config, &nodes, &labels))?;
+    let target = declared.typed.as_ref().map(|(_, t)| *t);
+    let labels = LabelCounts::gather(worker, &nodes, target);
+    let spec = agree(worker, setup::spec(config, &nodes, &labels, declared.typed.as_ref()))?;
     if spec.edge_dim == 0 {
         nodes.drop_edge_features();
     } else if let Some(stats) = gnn::features::edge_standardization(&spec) {
@@ -178,14 +201,27 @@ fn load(
     let (halo, sources) = Halo::plan(worker, &nodes, &source_slots);
     drop(source_slots);
     let pairs = link.as_ref().map_or(0, LinkTask::pairs) as u64;
-    let share = memory::Share { own: nodes.len() as u64, halo: halo.len() as u64, edges: sources.len() as u64, pairs };
+    let features = match nodes.is_typed() {
+        true => (0..nodes.len()).map(|s| nodes.features(s).len() as u64).sum(),
+        false => (nodes.len() + halo.len()) as u64 * spec.input_dim as u64,
+    };
+    let (own, halo_rows, edges) = (nodes.len() as u64, halo.len() as u64, sources.len() as u64);
+    let share = memory::Share { own, halo: halo_rows, edges, pairs, features };
     let fit = fits(worker, config, &spec, share, threads);
     agree(worker, fit)?;
     let gat = spec.kind == schemas::model::ModelKind::Gat;
-    let mut local = LocalGraph::new(&nodes, &halo, sources, spec.edge_dim, gat, config.kernel_threads);
+    let layer = (spec.edge_dim, gat, config.kernel_threads);
+    let mut local = LocalGraph::new(&nodes, &halo, sources, layer, spec.types.as_ref());
     // The kernel's plans, built once for the training and the evaluation edges.
     if gnn::kernel::uses_kernel(config.aggregation, &gnn::device(config.device)?) {
         local.edges.plans = Some(local.edges.plans());
+        if let Some(typed) = &mut local.edges.typed {
+            typed.relations.iter_mut().for_each(|r| r.plans = Some(r.plans()));
+        }
+    }
+    if let Some(types) = &spec.types {
+        let features = Input::Typed(TypedFeatures::new(&nodes, types, spec.normalize_features));
+        return Ok(Graph { local, halo, features, labels, spec, link });
     }
     let mut own_rows = Vec::with_capacity(nodes.len() * spec.input_dim);
     for slot in 0..nodes.len() {
@@ -193,7 +229,7 @@ fn load(
     }
     let halo_rows = halo.pull(worker, &own_rows, spec.input_dim);
     own_rows.extend(halo_rows);
-    Ok(Graph { local, halo, features: own_rows, labels, spec, link })
+    Ok(Graph { local, halo, features: Input::Rows(own_rows), labels, spec, link })
 }
 
 /// Whether the workers of this process fit the memory they may use (see [`memory`]); the
@@ -269,7 +305,12 @@ fn train_worker(
         }
         None => {
             let keys = setup::task_keys(config, graph.labels.valid > 0);
-            agree(worker, graph.labels.check(&schemas::redact(declared.nodes), keys.patience))?;
+            // A typed graph's labels are its target type's table's.
+            let table = match &declared.typed {
+                Some((g, t)) => g.node_types[usize::from(*t)].1.as_str(),
+                None => declared.nodes,
+            };
+            agree(worker, graph.labels.check(&schemas::redact(table), keys.patience))?;
             keys
         }
     };
@@ -277,7 +318,7 @@ fn train_worker(
         spec: &graph.spec,
         local: &graph.local,
         halo: &graph.halo,
-        features: &graph.features,
+        features: graph.features.features(),
         link: graph.link.as_ref(),
     };
     let mut trainer = Trainer::new(worker, config, &cx, keys.weight_decay)?;

@@ -5,8 +5,9 @@
 use cluster::all_gather;
 use sampling::{NodeStore, SampleSpec, SupervisionSample};
 use schemas::job::flatten::DEFAULT_HUB_THRESHOLD;
-use schemas::job::{PsMode, TrainConfig};
+use schemas::job::{PsMode, TrainConfig, TypedGraph};
 use schemas::model::{ModelKind, ModelMeta, ModelSpec};
+use schemas::typed::{GraphTypes, NodeType, Relation};
 use schemas::{BatchNegatives, LabelKind, Sampler, Split, Task};
 use stage::Reads;
 use timely::worker::Worker;
@@ -25,12 +26,11 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
         (config.learned_embedding_dim > 0, "learned_embedding_dim"),
         (config.resume, "resume = true"),
         (config.checkpoint_every > 0, "checkpoint_every"),
-        (config.model == ModelKind::Rgcn, "model = \"rgcn\" (a typed graph)"),
     ];
     if let Some((_, key)) = refused.iter().find(|(set, _)| *set) {
         return Err(Error::Usage(format!(
-            "full-graph training (nodes and edges in [train]) trains homogeneous graphs without learned embeddings or \
-             checkpoints so far, and this job sets {key}: {records}"
+            "full-graph training (nodes and edges, or a typed [graph], in [train]) trains without learned \
+             embeddings or checkpoints so far, and this job sets {key}: {records}"
         )));
     }
     if config.mode == PsMode::Async {
@@ -40,7 +40,8 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
                 .into(),
         ));
     }
-    let link = config.task == Some(Task::Link);
+    let (link, typed) = (config.task == Some(Task::Link), config.target_type.is_some());
+    check_typed_keys(config, link, typed)?;
     if !link && (config.negatives.is_some() || config.negative_sampler.is_some()) {
         return Err(Error::Usage(
             "negatives and negative_sampler are keys of the link task: set task = \"link\", or leave them out".into(),
@@ -70,6 +71,38 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
     Ok(())
 }
 
+/// A typed graph trains R-GCN or heterogeneous GraphSAGE on its target type's nodes; R-GCN
+/// needs a typed graph.
+fn check_typed_keys(config: &TrainConfig, link: bool, typed: bool) -> Result<(), Error> {
+    let records = "flatten the graph and train on its records ([flatten], then [train] records = ...)";
+    if typed && !matches!(config.model, ModelKind::Rgcn | ModelKind::Sage) {
+        return Err(Error::Usage(format!(
+            "[train] target_type trains on a typed graph, whose models are model = \"rgcn\" and \"sage\" \
+             (heterogeneous GraphSAGE), and this job sets model = \"{}\"",
+            config.model.name()
+        )));
+    }
+    if !typed && config.model == ModelKind::Rgcn {
+        return Err(Error::Usage(
+            "model = \"rgcn\" reads a typed graph: give the job a [graph] and [train] target_type instead of nodes \
+             and edges"
+                .into(),
+        ));
+    }
+    if typed && link {
+        return Err(Error::Usage(format!(
+            "full-graph training takes node tasks on typed graphs so far, and this job sets task = \"link\": {records}"
+        )));
+    }
+    if typed && config.edge_features == Some(true) {
+        return Err(Error::Usage(format!(
+            "full-graph training on a typed graph reads no relation's edge features so far, and this job sets \
+             edge_features = true: leave it out, or {records}"
+        )));
+    }
+    Ok(())
+}
+
 /// Round 0 for full-graph training: every in-edge, with its source's slot, and for the link
 /// task every supervision edge.
 pub struct FullReads {
@@ -77,6 +110,9 @@ pub struct FullReads {
     pub link: bool,
     /// The node table, as errors name it.
     pub nodes: String,
+    /// A typed graph's node types' names and its relations (none: a homogeneous graph).
+    pub types: Vec<String>,
+    pub relations: usize,
 }
 
 impl Reads for FullReads {
@@ -86,7 +122,7 @@ impl Reads for FullReads {
             seed: self.seed,
             limit: usize::MAX,
             hub_threshold: DEFAULT_HUB_THRESHOLD,
-            relation_limits: Vec::new(),
+            relation_limits: vec![usize::MAX; self.relations],
             source_slots: true,
         }
     }
@@ -96,6 +132,16 @@ impl Reads for FullReads {
     }
 
     fn check_nodes(&self, nodes: &NodeStore) -> Result<(), tables::Error> {
+        if nodes.is_typed() {
+            return match nodes.widths.iter().position(|&w| w == 0) {
+                Some(t) => Err(tables::Error::Usage(format!(
+                    "node type {:?} has no features, and full-graph training projects each type's features \
+                     (learned embeddings train on records so far: flatten the graph and train on its records)",
+                    self.types.get(t).map_or("?", String::as_str)
+                ))),
+                None => Ok(()),
+            };
+        }
         if nodes.dim == 0 {
             return Err(tables::Error::Usage(format!(
                 "{}: full-graph training reads node features, and the node table has no features column (learned \
@@ -118,16 +164,20 @@ pub struct LabelCounts {
 }
 
 impl LabelCounts {
-    /// Every worker's counts of `nodes`' labels, summed.
-    pub fn gather(worker: &mut Worker, nodes: &NodeStore) -> LabelCounts {
+    /// Every worker's counts of `nodes`' labels (a typed graph's: of its `target` type's
+    /// nodes only), summed.
+    pub fn gather(worker: &mut Worker, nodes: &NodeStore, target: Option<u8>) -> LabelCounts {
+        let counted = |slot: usize| target.is_none_or(|t| nodes.node_type(slot) == t);
         let labeled = |split| {
-            nodes.labels.iter().zip(&nodes.splits).filter(|(l, s)| l.is_some() && **s == Some(split)).count() as u64
+            let slots = (0..nodes.len()).filter(|&s| counted(s));
+            slots.filter(|&s| nodes.labels[s].is_some() && nodes.splits[s] == Some(split)).count() as u64
         };
         let (multi_label, width) = match nodes.label_kind {
             LabelKind::Targets(width) => (true, width as u64),
             LabelKind::Class => (false, 0),
         };
-        let largest = nodes.labels.iter().flatten().filter_map(|l| l.class()).max().map_or(0, |c| c as u64 + 1);
+        let labels = (0..nodes.len()).filter(|&s| counted(s)).filter_map(|s| nodes.labels[s].as_ref());
+        let largest = labels.filter_map(|l| l.class()).max().map_or(0, |c| c as u64 + 1);
         let mine = LabelCounts {
             classes: width.max(largest),
             multi_label,
@@ -161,7 +211,12 @@ impl LabelCounts {
 }
 
 /// The model's spec from the graph: its feature and edge widths, the classes, the job's keys.
-pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Result<ModelSpec, Error> {
+pub fn spec(
+    config: &TrainConfig,
+    nodes: &NodeStore,
+    labels: &LabelCounts,
+    typed: Option<&(TypedGraph, u8)>,
+) -> Result<ModelSpec, Error> {
     let task = config.task.unwrap_or_default();
     let classes = match task {
         Task::Link => config.embedding_dim.unwrap_or(config.hidden),
@@ -173,7 +228,21 @@ pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Re
             labels.classes - 1
         )));
     }
-    let reads_edges = config.model.uses_edge_features() && config.edge_features != Some(false) && nodes.edge_dim > 0;
+    if let Some((graph, _)) = typed.filter(|_| nodes.relation_edges.any() && config.edge_features != Some(false)) {
+        let featured: Vec<&str> = (0..graph.relations.len())
+            .filter(|&r| nodes.relation_edges.dim(r as u8) > 0)
+            .map(|r| graph.relations[r].name.as_str())
+            .collect();
+        return Err(Error::Usage(format!(
+            "relations {} carry edge features, and full-graph training on a typed graph reads none so far: set \
+             [train] edge_features = false to train without them, or flatten the graph and train on its records",
+            featured.join(", ")
+        )));
+    }
+    let reads_edges = config.model.uses_edge_features()
+        && config.edge_features != Some(false)
+        && nodes.edge_dim > 0
+        && typed.is_none();
     if config.edge_features == Some(true) && nodes.edge_dim == 0 {
         return Err(Error::Usage("[train] edge_features = true, and the edge table has no features column".into()));
     }
@@ -181,6 +250,7 @@ pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Re
     let gat = config.model == ModelKind::Gat;
     Ok(ModelSpec {
         kind: config.model,
+        // A typed model's inputs are its types' widths, in `types`.
         input_dim: nodes.dim,
         hidden: config.hidden,
         classes,
@@ -196,12 +266,20 @@ pub fn spec(config: &TrainConfig, nodes: &NodeStore, labels: &LabelCounts) -> Re
         relation_edge_stats: Vec::new(),
         task,
         decoder: (task == Task::Link).then_some(config.decoder),
-        types: None,
-        bases: 0,
+        types: typed.map(|(graph, target)| graph_types(graph, *target, nodes)),
+        bases: config.bases,
         wide_mlp: true,
         learned_embedding_dim: 0,
         seed: config.seed,
     })
+}
+
+/// A typed graph's types as the model holds them: each node type's width as loaded, each
+/// relation without edge features (typed full-graph models read none so far).
+fn graph_types(graph: &TypedGraph, target: u8, nodes: &NodeStore) -> GraphTypes {
+    let node_types = graph.node_types.iter().zip(&nodes.widths).map(|((name, _), &w)| NodeType::new(name, w));
+    let relations = graph.relations.iter().map(|r| Relation::new(&r.name, r.src, r.dst));
+    GraphTypes { node_types: node_types.collect(), relations: relations.collect(), target }
 }
 
 /// The run's task keys (weight decay, patience): `can_validate` when there are labeled
@@ -223,7 +301,8 @@ pub fn meta(spec: &ModelSpec, parameters: usize) -> ModelMeta {
         sampler: Sampler::All,
         flatten_seed: 0,
         parameters,
-        relation_fanouts: Vec::new(),
+        // Every in-edge of every relation: GraphInfer reads the graph as trained.
+        relation_fanouts: vec![Vec::new(); spec.types.as_ref().map_or(0, |t| t.relations.len())],
         link_relation: None,
     }
 }

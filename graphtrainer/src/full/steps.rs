@@ -14,7 +14,7 @@ use schemas::job::TrainConfig;
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::full::epoch::{Context, Exchange, Objective, evaluate, last_rows, train_pass};
+use crate::full::epoch::{Context, Exchange, Features, Objective, evaluate, last_rows, train_pass};
 use crate::full::link;
 use crate::metrics::{EpochMetrics, EpochTiming, Metric, Scores};
 use crate::optim::{ShardOptimizer, learning_rate};
@@ -61,7 +61,9 @@ impl Trainer {
             (cx.local.tensors(&device, config.aggregation), cx.local.tensors(&base, config.aggregation));
         let staleness =
             crate::full::stale::Staleness { epochs: config.halo_staleness as u32, threshold: config.halo_threshold };
-        let exchange = Exchange::new(staleness, cx.spec.layers);
+        // A typed graph's projection is exchanged as a layer's output is.
+        let exchanged = cx.spec.layers + usize::from(matches!(cx.features, Features::Typed(_)));
+        let exchange = Exchange::new(staleness, exchanged);
         Ok(Trainer { template, params, server, base, device, train_edges, eval_edges, exchange })
     }
 

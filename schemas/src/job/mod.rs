@@ -79,7 +79,8 @@ impl JobFile {
         if let Some(infer) = &mut job.infer {
             infer.set_graph(job.graph.as_ref())?;
         }
-        if let Some(train) = &job.train {
+        if let Some(train) = &mut job.train {
+            train.set_graph(job.graph.as_ref())?;
             train.check()?;
         }
         if let (Some(train), Some(flatten)) = (&job.train, &job.flatten)

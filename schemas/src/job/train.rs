@@ -149,6 +149,13 @@ pub struct TrainConfig {
     /// not sent while its copy is younger than `halo_staleness` epochs.
     #[serde(default, skip_serializing_if = "is_zero_f32")]
     pub halo_threshold: f32,
+    /// Full-graph training on a typed graph (the job's `[graph]`, instead of `nodes` and
+    /// `edges`): the node type whose labeled nodes the model learns from and scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_type: Option<String>,
+    /// The job's `[graph]` when this section trains on it (see [`TrainConfig::set_graph`]).
+    #[serde(skip)]
+    pub graph: Option<super::GraphConfig>,
     /// Full-graph training, link task: negative destinations drawn per supervision edge
     /// (default 1): afresh every epoch for the training edges, once for the valid and test ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,6 +346,8 @@ impl Default for TrainConfig {
             memory_mb: None,
             halo_staleness: 0,
             halo_threshold: 0.0,
+            target_type: None,
+            graph: None,
             negatives: None,
             negative_sampler: None,
             output: String::new(),
@@ -571,22 +580,44 @@ impl TrainConfig {
         self.check_source()
     }
 
-    /// Whether the job trains on the graph itself (`nodes` and `edges`) rather than records.
+    /// Whether the job trains on the graph itself (`nodes` and `edges`, or a typed `[graph]`
+    /// and `target_type`) rather than records.
     pub fn full_graph(&self) -> bool {
-        self.records.is_empty() && self.nodes.is_some()
+        self.records.is_empty() && (self.nodes.is_some() || self.target_type.is_some())
     }
 
-    /// The input tables: `records`, or `nodes`, `edges` and `partition` (full-graph training).
+    /// Takes the job's `[graph]` when this section trains on it (`target_type` set): the
+    /// tables are then the graph's, and the target type one of its node types.
+    pub fn set_graph(&mut self, graph: Option<&super::GraphConfig>) -> Result<(), JobError> {
+        let Some(target) = self.target_type.as_deref() else { return Ok(()) };
+        let tables = (self.nodes.as_deref().unwrap_or_default(), self.edges.as_deref().unwrap_or_default());
+        super::graph::section_graph("train", tables, Some(target), graph)?;
+        self.graph = graph.cloned();
+        Ok(())
+    }
+
+    /// The typed graph full-graph training reads, numbered, and its target type (`None`: a
+    /// homogeneous graph).
+    pub fn typed(&self) -> Option<(super::TypedGraph, u8)> {
+        let graph = self.graph.as_ref()?.resolve().expect("resolved when the job was parsed");
+        let target = self.target_type.as_deref().and_then(|t| graph.node_type(t)).expect("checked with the job");
+        Some((graph, target))
+    }
+
+    /// The input tables: `records`, or `nodes`, `edges` and `partition` (full-graph training;
+    /// a typed graph's tables are its `[graph]`'s).
     pub fn inputs(&self) -> Vec<&str> {
         if !self.full_graph() {
             return vec![self.records.as_str()];
         }
-        [&self.nodes, &self.edges, &self.partition].into_iter().flatten().map(String::as_str).collect()
+        let graph = self.graph.iter().flat_map(|g| g.tables());
+        [&self.nodes, &self.edges, &self.partition].into_iter().flatten().map(String::as_str).chain(graph).collect()
     }
 
     /// Records, or a graph: exactly one of the two, and the graph's keys only with a graph.
     fn check_source(&self) -> Result<(), JobError> {
-        let graph = self.nodes.is_some() || self.edges.is_some();
+        let typed = self.target_type.is_some();
+        let graph = self.nodes.is_some() || self.edges.is_some() || typed;
         if graph != self.records.is_empty() {
             return Err(JobError::invalid(
                 "train",
@@ -594,7 +625,7 @@ impl TrainConfig {
                  full-graph training (nodes = \"DIR\" and edges = \"DIR\"), not both",
             ));
         }
-        if graph && (self.nodes.is_none() || self.edges.is_none()) {
+        if graph && !typed && (self.nodes.is_none() || self.edges.is_none()) {
             return Err(JobError::invalid("train", "full-graph training reads nodes and edges: set both"));
         }
         let full_keys = self.layers.is_some()
@@ -603,13 +634,14 @@ impl TrainConfig {
             || self.halo_staleness > 0
             || self.halo_threshold != 0.0
             || self.negatives.is_some()
-            || self.negative_sampler.is_some();
+            || self.negative_sampler.is_some()
+            || typed;
         if !graph && full_keys {
             return Err(JobError::invalid(
                 "train",
-                "layers, partition, memory_mb, halo_staleness, halo_threshold, negatives and negative_sampler are keys \
-                 of full-graph training (nodes and edges); records fix the layers by their hops and hold their \
-                 negatives, drawn and routed when they were flattened",
+                "layers, partition, memory_mb, halo_staleness, halo_threshold, negatives, negative_sampler and \
+                 target_type are keys of full-graph training (nodes and edges, or a typed [graph]); records fix \
+                 their layers, target type and negatives when they are flattened",
             ));
         }
         if self.negatives.is_some_and(|n| n > crate::job::flatten::MAX_NEGATIVES) {
