@@ -393,6 +393,28 @@ fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
 }
 
 #[test]
+fn typed_workers_that_own_no_node_take_part_in_every_exchange() {
+    // 40 typed nodes on 16 workers: some own none, and their empty projection still runs
+    // backward in step (it was a panic: the empty rows were no autodiff tensor).
+    let dir = scratch("full-graph-typed-empty");
+    let data = dir.join("graph");
+    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "40", "--seed", "2"]);
+    let graph = typed_graph(&data);
+    let train = |workers: usize| {
+        let out = dir.join(format!("m{workers}"));
+        let job = format!(
+            "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\noutput = {:?}\n{}",
+            out.display().to_string(),
+            train_keys("rgcn", 2)
+        );
+        run_ok(&write_job(&dir, &format!("m{workers}"), &job), &[]);
+        params(&out).1
+    };
+    let (few, many) = (train(1), train(16));
+    assert!(largest_gap(&few, &many) < 1e-5, "{}", largest_gap(&few, &many));
+}
+
+#[test]
 fn typed_full_graph_keys_are_checked() {
     let dir = scratch("full-graph-typed-usage");
     let data = dir.join("graph");

@@ -163,7 +163,10 @@ fn project(cx: &Context, model: &Gnn, typed: &TypedFeatures, dropout: Option<Dro
         parts.push(model.projections[t].forward(x));
     }
     if parts.is_empty() {
-        return Tensor::zeros([0, cx.spec.hidden], device);
+        // No own rows: an empty projection, on the autodiff graph as every worker's is (its
+        // backward runs in step with theirs).
+        let x = Tensor::<2>::zeros([0, typed.widths.first().copied().unwrap_or(0)], device);
+        return model.projections[0].forward(x);
     }
     GroupTensors::new(&typed.groups, device).gather(parts)
 }
