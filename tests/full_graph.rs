@@ -424,7 +424,8 @@ fn typed_full_graph_keys_are_checked() {
         ("model = \"gat\"", "\"rgcn\" and \"sage\""),
         ("model = \"rgcn\"\ntask = \"link\"", "node tasks on typed graphs"),
         ("model = \"rgcn\"\nedge_features = true", "edge features"),
-        ("model = \"rgcn\"\nnodes = \"n\"", "tables are in [graph]"),
+        ("model = \"rgcn\"\nnodes = \"n\"", "names nodes, and the job has a [graph]"),
+        ("model = \"rgcn\"\nrecords = \"r\"", "or a typed [graph] and target_type"),
         ("model = \"rgcn\"\ntarget_type = \"buyer\"", "not a node type"),
     ] {
         let target = if keys.contains("target_type") { "" } else { "target_type = \"user\"\n" };

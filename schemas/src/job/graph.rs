@@ -107,7 +107,12 @@ pub fn section_graph(
         (None, None) => Ok(None),
         (None, Some(_)) => bad("target_type names a node type of [graph], and the job has no [graph]".into()),
         (Some(_), _) if !nodes.is_empty() || !edges.is_empty() => {
-            bad("names nodes and edges, and the job has a [graph]: a typed graph's tables are in [graph]".into())
+            let set = match (nodes.is_empty(), edges.is_empty()) {
+                (false, false) => "nodes and edges",
+                (false, true) => "nodes",
+                _ => "edges",
+            };
+            bad(format!("names {set}, and the job has a [graph]: a typed graph's tables are in [graph]"))
         }
         (Some(_), None) => {
             bad("a typed graph needs target_type: the node type whose nodes get records and scores".into())

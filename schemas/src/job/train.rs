@@ -622,7 +622,8 @@ impl TrainConfig {
             return Err(JobError::invalid(
                 "train",
                 "name the records to train on (records = \"DIR\", a flatten output), or the graph itself for \
-                 full-graph training (nodes = \"DIR\" and edges = \"DIR\"), not both",
+                 full-graph training (nodes = \"DIR\" and edges = \"DIR\", or a typed [graph] and target_type), \
+                 not both",
             ));
         }
         if graph && !typed && (self.nodes.is_none() || self.edges.is_none()) {
