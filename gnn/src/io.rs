@@ -331,9 +331,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn edge_statistics_must_fit_the_edge_width_and_be_there_to_standardize() {
-        let spec = ModelSpec {
+    /// A GINE model with standardized edge features: the specs below are it with changes.
+    fn gine() -> ModelSpec {
+        ModelSpec {
             kind: ModelKind::Gine,
             input_dim: 4,
             hidden: 8,
@@ -355,7 +355,12 @@ mod tests {
             wide_mlp: true,
             learned_embedding_dim: 0,
             seed: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn edge_statistics_must_fit_the_edge_width_and_be_there_to_standardize() {
+        let spec = gine();
         assert!(check_edge_inputs(&meta(spec.clone())).is_ok());
         assert!(check_edge_inputs(&meta(ModelSpec { edge_dim: 3, ..spec.clone() })).is_err());
         assert!(check_edge_inputs(&meta(ModelSpec { edge_stats: None, ..spec.clone() })).is_err());
@@ -426,25 +431,13 @@ mod tests {
         let base = ModelSpec {
             kind: ModelKind::Gcn,
             input_dim: 1433,
-            hidden: 8,
             classes: 7,
-            layers: 2,
             heads: 8,
-            output_heads: 1,
-            activation: Activation::Relu,
-            normalize_features: false,
-            multi_label: false,
             edge_dim: 0,
             normalize_edge_features: false,
             edge_stats: None,
-            relation_edge_stats: Vec::new(),
-            task: Default::default(),
-            decoder: None,
-            types: None,
-            bases: 0,
-            wide_mlp: true,
-            learned_embedding_dim: 0,
             seed: 3,
+            ..gine()
         };
         let mut types = GraphTypes {
             node_types: vec![NodeType::new("a", 5), NodeType::new("b", 3)],

@@ -102,8 +102,7 @@ pub struct LinkTask {
     seed: u64,
     train: Vec<SupervisionEdge>,
     pub eval: Scoring,
-    /// Every worker's training and validation edges.
-    pub train_edges: u64,
+    /// Every worker's validation edges.
     pub valid_edges: u64,
 }
 
@@ -136,7 +135,7 @@ impl LinkTask {
         let pairs: Vec<(i64, i64)> = eval.iter().map(|e| (e.src, e.dst)).collect();
         let drawn = draws.draw(worker, config.seed, &pairs, negatives)?;
         let eval = Scoring::plan(worker, &directory, &eval, &drawn, negatives)?;
-        Ok(LinkTask { nodes: directory, draws, negatives, seed: config.seed, train, eval, train_edges, valid_edges })
+        Ok(LinkTask { nodes: directory, draws, negatives, seed: config.seed, train, eval, valid_edges })
     }
 
     /// Pairs this worker scores: its training edges' and its valid and test edges', each
