@@ -528,10 +528,13 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
         }
     }
     if let Some(config) = &job.train {
+        let input = match config.typed() {
+            Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
+            None => schemas::redact(config.inputs().first().copied().unwrap_or_default()),
+        };
         tracing::info!(
-            "train: {:?} on {}, {} epochs, {} workers x {} processes",
+            "train: {:?} on {input}, {} epochs, {} workers x {} processes",
             config.model,
-            schemas::redact(config.inputs().first().copied().unwrap_or_default()),
             config.epochs,
             job.cluster.threads(),
             job.cluster.processes

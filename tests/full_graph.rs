@@ -345,9 +345,26 @@ fn typed_graph(data: &Path) -> String {
 
 #[test]
 fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
-    let dir = scratch("full-graph-typed");
+    let cases = [("rgcn", "", 1), ("rgcn", "bases = 2\n", 3), ("sage", "", 2)];
+    typed_steps_match_records("full-graph-typed", &[], &cases);
+}
+
+#[test]
+fn typed_models_read_relations_edge_features_as_the_record_trainer() {
+    // Buys edges carry 4 features and follows edges 2; returns and sells none. Both kinds
+    // read them, standardized per relation or raw.
+    let cases = [("rgcn", "", 2), ("sage", "normalize_edge_features = false\n", 3)];
+    typed_steps_match_records("full-graph-typed-edges", &["--edge-feature-dim", "4"], &cases);
+}
+
+/// On a generated typed graph (`generate` given `args` too), each case's (kind, extra keys,
+/// workers) full-graph step equals the record trainer's one batch of typed records of every
+/// edge; GraphInfer scores the first case's models alike.
+fn typed_steps_match_records(name: &str, args: &[&str], cases: &[(&str, &str, usize)]) {
+    let dir = scratch(name);
     let data = dir.join("graph");
-    graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "400", "--seed", "4"]);
+    let data_arg = data.to_str().unwrap();
+    graphflat_ok(&[&["generate", "--hetero", "--out", data_arg, "--nodes", "400", "--seed", "4"], args].concat());
     let graph = typed_graph(&data);
     let flat = dir.join("flat");
     let job = format!(
@@ -355,7 +372,7 @@ fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
         flat.display().to_string()
     );
     run_ok(&write_job(&dir, "flat", &job), &[]);
-    for (model, extra, workers) in [("rgcn", "", 1), ("rgcn", "bases = 2\n", 3), ("sage", "", 2)] {
+    for (i, &(model, extra, workers)) in cases.iter().enumerate() {
         let name = format!("{model}-{workers}");
         // One batch of every training record: the record trainer's step is then the full batch's.
         let keys = format!("{}{extra}batch_size = 100000\n", train_keys(model, 2));
@@ -374,9 +391,14 @@ fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
         run_ok(&write_job(&dir, &format!("records-{name}"), &job), &[]);
         let ((full_meta, full_params), (record_meta, record)) = (params(&full), params(&on_records));
         assert_eq!(full_meta.spec.types, record_meta.spec.types, "{name}");
+        assert_eq!(full_meta.spec.normalize_edge_features, record_meta.spec.normalize_edge_features, "{name}");
+        if !args.is_empty() {
+            let types = full_meta.spec.types.as_ref().unwrap();
+            assert!(types.has_edge_features(), "{name}: the model reads the relations' edge features");
+        }
         assert!(largest_gap(&full_params, &params_at_start(&full_meta)) > 1e-3, "{name}: the steps moved it");
         assert!(largest_gap(&full_params, &record) < 2e-5, "{name}: {}", largest_gap(&full_params, &record));
-        if name == "rgcn-1" {
+        if i == 0 {
             // GraphInfer scores with either model alike, every node of every type.
             let (full, record) = (infer_typed(&graph, &full), infer_typed(&graph, &on_records));
             assert_eq!(full.len(), record.len());
@@ -389,6 +411,13 @@ fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
                 }
             }
         }
+    }
+    if args.is_empty() {
+        let job = format!(
+            "{graph}[train]\ntarget_type = \"user\"\nmodel = \"rgcn\"\nedge_features = true\noutput = \"{}/m\"\n",
+            dir.display()
+        );
+        assert_fails(&run(&write_job(&dir, "bad", &job), &[]), 64, &["no relation's edge table has a features column"]);
     }
 }
 
@@ -423,7 +452,6 @@ fn typed_full_graph_keys_are_checked() {
     for (keys, words) in [
         ("model = \"gat\"", "\"rgcn\" and \"sage\""),
         ("model = \"rgcn\"\ntask = \"link\"", "node tasks on typed graphs"),
-        ("model = \"rgcn\"\nedge_features = true", "edge features"),
         ("model = \"rgcn\"\nnodes = \"n\"", "names nodes, and the job has a [graph]"),
         ("model = \"rgcn\"\nrecords = \"r\"", "or a typed [graph] and target_type"),
         ("model = \"rgcn\"\ntarget_type = \"buyer\"", "not a node type"),

@@ -20,7 +20,7 @@ use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, ReadEdges, SampleSpec, SharedOwnerMap, agree};
 use schemas::job::MissingEmbedding;
 use schemas::job::TypedGraph;
-use schemas::model::{ModelMeta, ModelSpec};
+use schemas::model::ModelMeta;
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
 use stage::{Body, Clock, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::commit::Stage;
@@ -255,7 +255,8 @@ impl Body for Scores<'_> {
     }
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
-        let mut nodes = edge_features(graph.nodes, &self.meta.spec);
+        let mut nodes = graph.nodes;
+        nodes.keep_edge_features_for(&self.meta.spec);
         let source_slots = nodes.take_source_slots();
         // Layer 1 reads them once and frees them (see `round::Input`).
         let features = nodes.take_features();
@@ -362,24 +363,6 @@ fn score_pairs(
     let written = pairs::write(worker, &to, &scored, kind, metadata, body.config.part_size_mb << 20)?;
     worker.clock.lap("pairs");
     Ok(written)
-}
-
-/// The store with its sampled in-edges' features as the model reads them: none for a model
-/// that reads none, standardized in place for one trained on standardized features (the
-/// statistics of its records, from `model-<run>.json`; a typed model's per relation).
-fn edge_features(mut nodes: NodeStore, spec: &ModelSpec) -> NodeStore {
-    if let Some(types) = &spec.types {
-        if !types.has_edge_features() {
-            nodes.drop_edge_features();
-        } else if spec.normalize_edge_features {
-            nodes.standardize_relation_edge_features(&spec.relation_edge_stats);
-        }
-    } else if spec.edge_dim == 0 {
-        nodes.drop_edge_features();
-    } else if let Some(stats) = gnn::features::edge_standardization(spec) {
-        nodes.standardize_edge_features(stats);
-    }
-    nodes
 }
 
 /// A node that gets an output row: its key, its slot and whether it is scored (a target; in

@@ -9,6 +9,7 @@ mod layout;
 
 use schemas::edge_stats::EdgeStats;
 use schemas::ids::{IdKind, StringIds};
+use schemas::model::ModelSpec;
 use schemas::{Label, LabelKind, Split};
 
 /// The bit of a source slot that marks a source another worker owns; the other 31 bits are
@@ -314,6 +315,25 @@ impl NodeStore {
             out.clear();
             stats.push_standardized(&row[..width], &mut out);
             row[..width].copy_from_slice(&out);
+        }
+    }
+
+    /// Keeps the sampled in-edges' features as a model with `spec` reads them: none for a
+    /// model that reads none, standardized in place for one trained on standardized features
+    /// (a typed model's per relation, with `relation_edge_stats`).
+    pub fn keep_edge_features_for(&mut self, spec: &ModelSpec) {
+        match &spec.types {
+            Some(types) if !types.has_edge_features() => self.drop_edge_features(),
+            Some(_) if spec.normalize_edge_features => {
+                self.standardize_relation_edge_features(&spec.relation_edge_stats)
+            }
+            Some(_) => {}
+            None if spec.edge_dim == 0 => self.drop_edge_features(),
+            None => {
+                if let Some(stats) = spec.edge_stats.as_ref().filter(|_| spec.normalize_edge_features) {
+                    self.standardize_edge_features(stats);
+                }
+            }
         }
     }
 

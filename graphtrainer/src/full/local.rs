@@ -7,8 +7,9 @@
 //! `1 / sqrt((d_dst + 1)(d_src + 1))` from the whole graph's in-degrees (a halo row's comes
 //! from its owner), the mean's `1 / d_dst`. A node's in-edges keep round 0's order, which does
 //! not depend on the cluster's shape. On a typed graph the edges are also split by relation
-//! (each relation's mean over its own in-edges) and the own rows grouped by type, as in a typed
-//! record batch; only the target type's labels are kept.
+//! (each relation's mean over its own in-edges, its edge features at its own width) and the
+//! own rows grouped by type, as in a typed record batch; only the target type's labels are
+//! kept.
 
 use burn::prelude::Device;
 use gnn::LayerEdges;
@@ -50,12 +51,18 @@ impl LocalGraph {
         let mut relations = Vec::with_capacity(if types.is_some() { sources.len() } else { 0 });
         let mut edge_keys = Vec::with_capacity(sources.len());
         let mut features = Vec::with_capacity(if edge_dim > 0 { sources.len() * edge_dim } else { 0 });
+        let mut relation_features = Vec::new();
+        let relation_widths = types.filter(|t| t.has_edge_features()).map(|t| t.relations.iter().map(|r| r.edge_dim));
+        let relation_widths: Vec<usize> = relation_widths.map_or_else(Vec::new, Iterator::collect);
         for slot in 0..own {
             let count = nodes.sampled(slot).len();
             dst.extend(std::iter::repeat_n(slot as i64, count));
             edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
             if types.is_some() {
                 relations.extend(nodes.sampled(slot).iter().map(|e| e.relation));
+            }
+            if !relation_widths.is_empty() {
+                push_relation_rows(nodes, slot, &relation_widths, &mut relation_features);
             }
             if edge_dim > 0 {
                 features.extend_from_slice(nodes.sampled_features(slot));
@@ -73,7 +80,8 @@ impl LocalGraph {
         if let Some(types) = types {
             // Each relation's in-edges over the same rows, each relation's mean over its own.
             let own_types = &nodes.types[..own];
-            edges.typed = Some(Box::new(LayerRelations::split(&edges, &relations, types, &[], own_types)));
+            let split = LayerRelations::split(&edges, &relations, types, &relation_features, own_types);
+            edges.typed = Some(Box::new(split));
             // Only the target type's nodes carry the loss and the scores.
             labels.iter_mut().zip(own_types).filter(|(_, t)| **t != types.target).for_each(|(l, _)| *l = None);
         }
@@ -95,6 +103,16 @@ impl LocalGraph {
     /// read them.
     pub fn labels_in(&self, split: Split) -> Vec<Option<Label>> {
         self.labels.iter().zip(&self.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect()
+    }
+}
+
+/// Appends the features of `slot`'s in-edges as a typed layer reads them: each edge's row
+/// (padded to the widest relation's in the store) cut to its relation's width, `widths[r]`
+/// (0: a relation whose features the model leaves out).
+fn push_relation_rows(nodes: &NodeStore, slot: usize, widths: &[usize], out: &mut Vec<f32>) {
+    let rows = nodes.sampled_features(slot).chunks(nodes.edge_dim.max(1));
+    for (edge, row) in nodes.sampled(slot).iter().zip(rows) {
+        out.extend_from_slice(&row[..widths[usize::from(edge.relation)]]);
     }
 }
 

@@ -9,7 +9,8 @@
 //! - **per edge**, [`EDGE_BYTES`]: the in-edge as loaded (16), its source row and destination
 //!   (16), its coefficients (8), its dropout key (16), the aggregation kernel's plans (about 16
 //!   per plan: by destination and by source; 2 plans, 4 for GAT), the edges on the device for
-//!   training and evaluation (48); plus its features, `edge_dim` x 4 bytes, four times;
+//!   training and evaluation (48); plus its features, `edge_dim` x 4 bytes (a typed graph's
+//!   widest relation's), four times;
 //! - **per edge and layer**, what the layer keeps for backward per edge: none for GCN and
 //!   GraphSAGE (the kernel sums along edges in place), `6 x 4 x heads` for GAT's attention,
 //!   `3 x 4 x width` for GINE's per-edge messages (and SAGE's edge term, `2 x 4 x width`);
@@ -50,8 +51,9 @@ pub struct Share {
 /// The bytes a worker holds while it trains `spec` on `share` (see the module doc).
 pub fn estimate(spec: &ModelSpec, share: Share) -> u64 {
     let rows = share.own + share.halo;
-    let plans = if spec.kind == ModelKind::Gat { 4 } else { 2 } + u64::from(spec.edge_dim > 0);
-    let mut bytes = share.edges * (EDGE_BYTES + plans * PLAN_BYTES + 16 * spec.edge_dim as u64);
+    let edge_dim = edge_width(spec) as u64;
+    let plans = if spec.kind == ModelKind::Gat { 4 } else { 2 } + u64::from(edge_dim > 0);
+    let mut bytes = share.edges * (EDGE_BYTES + plans * PLAN_BYTES + 16 * edge_dim);
     bytes += share.pairs * (PAIR_BYTES + 8 * layer_output(spec, spec.layers - 1) as u64);
     bytes += 2 * 4 * share.features;
     for l in 0..spec.layers {
@@ -61,11 +63,18 @@ pub fn estimate(spec: &ModelSpec, share: Share) -> u64 {
             * match spec.kind {
                 ModelKind::Gat => 6 * 4 * heads(spec, l) as u64,
                 ModelKind::Gine => 3 * 4 * w_in,
-                ModelKind::Sage if spec.edge_dim > 0 => 2 * 4 * w_out,
+                ModelKind::Sage if edge_dim > 0 => 2 * 4 * w_out,
                 _ => 0,
             };
     }
     bytes
+}
+
+/// The edge features' width an edge holds: the graph's, or on a typed graph at most its
+/// widest relation's.
+fn edge_width(spec: &ModelSpec) -> usize {
+    let relations = spec.types.iter().flat_map(|t| &t.relations);
+    relations.map(|r| r.edge_dim).fold(spec.edge_dim, usize::max)
 }
 
 fn heads(spec: &ModelSpec, l: usize) -> usize {

@@ -192,11 +192,7 @@ fn load(
     let target = declared.typed.as_ref().map(|(_, t)| *t);
     let labels = LabelCounts::gather(worker, &nodes, target);
     let spec = agree(worker, setup::spec(config, &nodes, &labels, declared.typed.as_ref()))?;
-    if spec.edge_dim == 0 {
-        nodes.drop_edge_features();
-    } else if let Some(stats) = gnn::features::edge_standardization(&spec) {
-        nodes.standardize_edge_features(stats);
-    }
+    nodes.keep_edge_features_for(&spec);
     let source_slots = nodes.take_source_slots();
     let (halo, sources) = Halo::plan(worker, &nodes, &source_slots);
     drop(source_slots);

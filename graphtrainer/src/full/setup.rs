@@ -94,12 +94,6 @@ fn check_typed_keys(config: &TrainConfig, link: bool, typed: bool) -> Result<(),
             "full-graph training takes node tasks on typed graphs so far, and this job sets task = \"link\": {records}"
         )));
     }
-    if typed && config.edge_features == Some(true) {
-        return Err(Error::Usage(format!(
-            "full-graph training on a typed graph reads no relation's edge features so far, and this job sets \
-             edge_features = true: leave it out, or {records}"
-        )));
-    }
     Ok(())
 }
 
@@ -228,24 +222,17 @@ pub fn spec(
             labels.classes - 1
         )));
     }
-    if let Some((graph, _)) = typed.filter(|_| nodes.relation_edges.any() && config.edge_features != Some(false)) {
-        let featured: Vec<&str> = (0..graph.relations.len())
-            .filter(|&r| nodes.relation_edges.dim(r as u8) > 0)
-            .map(|r| graph.relations[r].name.as_str())
-            .collect();
-        return Err(Error::Usage(format!(
-            "relations {} carry edge features, and full-graph training on a typed graph reads none so far: set \
-             [train] edge_features = false to train without them, or flatten the graph and train on its records",
-            featured.join(", ")
-        )));
+    let available = match typed {
+        Some(_) => nodes.relation_edges.any(),
+        None => nodes.edge_dim > 0,
+    };
+    if config.edge_features == Some(true) && !available {
+        let tables = if typed.is_some() { "no relation's edge table has" } else { "the edge table has no" };
+        return Err(Error::Usage(format!("[train] edge_features = true, and {tables} a features column")));
     }
-    let reads_edges = config.model.uses_edge_features()
-        && config.edge_features != Some(false)
-        && nodes.edge_dim > 0
-        && typed.is_none();
-    if config.edge_features == Some(true) && nodes.edge_dim == 0 {
-        return Err(Error::Usage("[train] edge_features = true, and the edge table has no features column".into()));
-    }
+    // As the record trainer decides: read when the tables have them, the job does not say no,
+    // and the kind has a place for them (GCN has none).
+    let reads_edges = available && config.edge_features != Some(false) && config.model.uses_edge_features();
     let standardized = reads_edges && config.normalize_edge_features;
     let gat = config.model == ModelKind::Gat;
     Ok(ModelSpec {
@@ -260,13 +247,16 @@ pub fn spec(
         activation: config.activation,
         normalize_features: config.normalize_features,
         multi_label: task == Task::Node && labels.multi_label,
-        edge_dim: if reads_edges { nodes.edge_dim } else { 0 },
+        edge_dim: if reads_edges && typed.is_none() { nodes.edge_dim } else { 0 },
         normalize_edge_features: standardized,
         edge_stats: if standardized { nodes.edge_stats.clone() } else { None },
-        relation_edge_stats: Vec::new(),
+        relation_edge_stats: match standardized && typed.is_some() {
+            true => nodes.relation_edges.stats.clone(),
+            false => Vec::new(),
+        },
         task,
         decoder: (task == Task::Link).then_some(config.decoder),
-        types: typed.map(|(graph, target)| graph_types(graph, *target, nodes)),
+        types: typed.map(|(graph, target)| graph_types(graph, *target, nodes, reads_edges)),
         bases: config.bases,
         wide_mlp: true,
         learned_embedding_dim: 0,
@@ -275,10 +265,14 @@ pub fn spec(
 }
 
 /// A typed graph's types as the model holds them: each node type's width as loaded, each
-/// relation without edge features (typed full-graph models read none so far).
-fn graph_types(graph: &TypedGraph, target: u8, nodes: &NodeStore) -> GraphTypes {
+/// relation's edge feature width as its table has it (a reversed relation its forward one's)
+/// when the model `reads` them, 0 otherwise.
+fn graph_types(graph: &TypedGraph, target: u8, nodes: &NodeStore, reads: bool) -> GraphTypes {
     let node_types = graph.node_types.iter().zip(&nodes.widths).map(|((name, _), &w)| NodeType::new(name, w));
-    let relations = graph.relations.iter().map(|r| Relation::new(&r.name, r.src, r.dst));
+    let relations = graph.relations.iter().enumerate().map(|(r, relation)| Relation {
+        edge_dim: if reads { nodes.relation_edges.dim(r as u8) } else { 0 },
+        ..Relation::new(&relation.name, relation.src, relation.dst)
+    });
     GraphTypes { node_types: node_types.collect(), relations: relations.collect(), target }
 }
 
