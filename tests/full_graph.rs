@@ -51,6 +51,20 @@ fn train_full_summary(dir: &Path, data: &Path, name: &str, workers: usize, keys:
     (out, summary)
 }
 
+/// [`train_full`] on two processes of two workers over TCP, into `dir/procs`.
+fn train_two_processes(dir: &Path, data: &Path, keys: &str) -> PathBuf {
+    let out = dir.join("procs");
+    let hosts = loopback_hosts(2).iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", ");
+    let job = format!(
+        "[cluster]\nworkers = 2\nprocesses = 2\nhosts = [{hosts}]\n[train]\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\n\
+         output = \"{}\"\nlayers = 2\n{keys}",
+        out.display(),
+        d = data.display()
+    );
+    run_two_processes(&write_job(dir, "procs", &job), dir);
+    out
+}
+
 /// The summary's share of the exact exchange's bytes the training passes sent, in percent.
 fn bytes_sent(summary: &str) -> f64 {
     let line = summary.lines().find(|l| l.contains("exchanged:")).unwrap_or_else(|| panic!("{summary}"));
@@ -140,6 +154,15 @@ fn dense_gradient(g: &Dense, meta: &ModelMeta, params: &[f32]) -> Vec<f32> {
     gnn::params::gradients(&model, &loss.backward())
 }
 
+/// The parameters after one SGD step of `meta`'s model from its start on the dense
+/// full-batch gradient, a step that moves them.
+fn dense_step(g: &Dense, meta: &ModelMeta) -> Vec<f32> {
+    let initial = params_at_start(meta);
+    let gradient = dense_gradient(g, meta, &initial);
+    assert!(gradient.iter().map(|v| v.abs()).fold(0.0, f32::max) > 1e-3, "a step that moves the weights");
+    initial.iter().zip(&gradient).map(|(p, g)| p - LR * g).collect()
+}
+
 #[test]
 fn one_epoch_steps_by_the_dense_full_batch_gradient_on_any_cluster_shape() {
     let dir = scratch("full-graph-dense");
@@ -149,10 +172,7 @@ fn one_epoch_steps_by_the_dense_full_batch_gradient_on_any_cluster_shape() {
     let keys = train_keys("gcn", 1);
     let one = train_full(&dir, &data, "one", 1, &keys);
     let (meta, trained) = params(&one);
-    let initial = gnn::params::flatten(&gnn::Gnn::new(&meta.spec, &Device::flex()));
-    let gradient = dense_gradient(&g, &meta, &initial);
-    let expected: Vec<f32> = initial.iter().zip(&gradient).map(|(p, g)| p - LR * g).collect();
-    assert!(gradient.iter().map(|v| v.abs()).fold(0.0, f32::max) > 1e-3, "a step that moves the weights");
+    let expected = dense_step(&g, &meta);
     assert!(largest_gap(&trained, &expected) < 1e-5, "{}", largest_gap(&trained, &expected));
     assert!(meta.fanouts.is_empty() && meta.hops == 2, "every edge at each of the 2 layers: {meta:?}");
     for workers in [2, 3] {
@@ -160,17 +180,53 @@ fn one_epoch_steps_by_the_dense_full_batch_gradient_on_any_cluster_shape() {
         assert!(largest_gap(&other, &expected) < 1e-5, "{workers} workers: {}", largest_gap(&other, &expected));
     }
     // Two processes of two workers, over TCP.
-    let out = dir.join("procs");
-    let hosts = loopback_hosts(2).iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", ");
-    let job = format!(
-        "[cluster]\nworkers = 2\nprocesses = 2\nhosts = [{hosts}]\n[train]\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\n\
-         output = \"{}\"\nlayers = 2\n{keys}",
-        out.display(),
-        d = data.display()
-    );
-    run_two_processes(&write_job(&dir, "procs", &job), &dir);
-    let (_, procs) = params(&out);
+    let procs = params(&train_two_processes(&dir, &data, &keys)).1;
     assert!(largest_gap(&procs, &expected) < 1e-5, "2 processes: {}", largest_gap(&procs, &expected));
+}
+
+#[test]
+fn split_hubs_step_by_the_dense_gradient_and_as_hubs_kept_whole() {
+    let dir = scratch("full-graph-hubs");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 6, 3);
+    let g = dense(&data);
+    // Hubs of more than 4 in-edges are summed in runs on other workers and merged at the owner.
+    let keys = format!("{}hub_threshold = 4\n", train_keys("gcn", 1));
+    let (one, summary) = train_full_summary(&dir, &data, "one", 1, &keys);
+    assert!(split_hubs(&summary) > 10, "{summary}");
+    let (meta, trained) = params(&one);
+    let expected = dense_step(&g, &meta);
+    assert!(largest_gap(&trained, &expected) < 1e-5, "{}", largest_gap(&trained, &expected));
+    let (three, summary) = train_full_summary(&dir, &data, "three", 3, &keys);
+    assert!(split_hubs(&summary) > 10, "{summary}");
+    assert!(largest_gap(&params(&three).1, &expected) < 1e-5, "3 workers");
+    // Two processes of two workers: partials cross between processes too.
+    let procs = params(&train_two_processes(&dir, &data, &keys)).1;
+    assert!(largest_gap(&procs, &expected) < 1e-5, "2 processes: {}", largest_gap(&procs, &expected));
+    // With dropout (each run's source rows masked as the owner's copies are) and an edge
+    // term (GraphSAGE reads the edges' features), three epochs: the same model as with every
+    // hub whole, on another cluster shape.
+    let data = dir.join("e");
+    let mut args = generate_args(data.to_str().unwrap(), NODES, 4, 6, 5);
+    args.extend(["--edge-feature-dim".into(), "3".into()]);
+    graphflat_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    for model in ["gcn", "sage"] {
+        let keys = train_keys(model, 3).replace("dropout = 0.0", "dropout = 0.5");
+        let whole = train_full(&dir, &data, &format!("{model}-whole"), 2, &format!("{keys}hub_threshold = 0\n"));
+        let split = format!("{keys}hub_threshold = 3\n");
+        let (split, summary) = train_full_summary(&dir, &data, &format!("{model}-split"), 3, &split);
+        assert!(split_hubs(&summary) > 10, "{summary}");
+        let ((meta, whole), split) = (params(&whole), params(&split).1);
+        assert_eq!(meta.spec.edge_dim, if model == "sage" { 3 } else { 0 });
+        assert!(largest_gap(&whole, &params_at_start(&meta)) > 1e-3, "{model}: the steps moved it");
+        assert!(largest_gap(&whole, &split) < 1e-5, "{model}: {}", largest_gap(&whole, &split));
+    }
+}
+
+/// The summary's count of split hubs (0 when none was).
+fn split_hubs(summary: &str) -> u64 {
+    let line = summary.lines().find(|l| l.contains("exchanged:")).unwrap_or_else(|| panic!("{summary}"));
+    line.split(" split hubs").next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 #[test]

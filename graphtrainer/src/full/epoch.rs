@@ -4,17 +4,20 @@
 //! dropout; [`evaluate`] scores a node task's valid and test nodes, `crate::full::link` a
 //! link task's pairs).
 //!
-//! **Forward**, layer `l` (0-based): the input rows are `[own | halo]`; at layer 0 the
-//! features, after that the worker's own outputs of layer `l - 1` and the halo's copies of
-//! them, pulled from their owners ([`Halo::pull`]). The layer runs as on a record batch
+//! **Forward**, layer `l` (0-based): the input rows are `[own | halo | virtual]`; at layer 0
+//! the features, after that the worker's own outputs of layer `l - 1` and the halo's copies of
+//! them, pulled from their owners ([`Halo::pull`]), then the split hubs' partials of those rows
+//! ([`Hubs::forward`]). The layer runs as on a record batch
 //! (`Gnn::train_layer`). In training each layer's input is a fresh leaf and its output is
 //! kept, so each layer has its own autodiff graph.
 //!
 //! **Backward**, from the last layer: layer `l`'s graph runs backward from its output's
 //! gradient (the loss at the last layer; `sum(out * g)` before it), which gives the gradient
 //! of the layer's parameters and of its input rows. The input rows' gradient splits into the
-//! own rows' part and the halo's; the halo's part goes back to the rows' owners
-//! ([`Halo::push_back`]) and the sum is layer `l - 1`'s output gradient. That is the chain rule
+//! own rows' part, the halo's and the virtual rows'; the virtual rows' part goes back to
+//! their runs' reducers, which add it to the rows their partials read ([`Hubs::backward`]),
+//! then the halo's part goes back to the rows' owners ([`Halo::push_back`]), and the sum is
+//! layer `l - 1`'s output gradient. That is the chain rule
 //! over the whole graph: a node's output feeds the layer above through every in-edge it is
 //! the source of, on whatever worker that edge's destination lives.
 //!
@@ -35,6 +38,7 @@ use schemas::model::{ModelKind, ModelSpec};
 use timely::worker::Worker;
 
 use crate::full::halo::Halo;
+use crate::full::hubs::Hubs;
 use crate::full::link::{self, LinkTask, Scoring};
 use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::stale::{LayerCopies, Staleness, Traffic};
@@ -49,6 +53,8 @@ pub struct Context<'a> {
     pub spec: &'a ModelSpec,
     pub local: &'a LocalGraph,
     pub halo: &'a Halo,
+    /// The split hubs: their runs' partials are every layer's virtual input rows.
+    pub hubs: &'a Hubs,
     /// Layer 0's input: the features, or a typed graph's, projected first.
     pub features: Features<'a>,
     /// The link task's edges and pairs (`None`: a node task).
@@ -116,10 +122,13 @@ impl Exchange {
     }
 }
 
-/// A layer's input leaf (none at layer 0, whose input is the features) and its output.
+/// A layer's input leaf (none at layer 0, whose input is the features), its output, and its
+/// split hubs' dropout mask (backward reads it again).
 struct Kept {
     input: Option<Tensor<2>>,
     output: Tensor<2>,
+    /// The dropout mask of the rows the split hubs' runs read here (`Hubs::mask_rows`).
+    hub_mask: Option<Vec<f32>>,
 }
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -171,15 +180,21 @@ fn project(cx: &Context, model: &Gnn, typed: &TypedFeatures, dropout: Option<Dro
     GroupTensors::new(&typed.groups, device).gather(parts)
 }
 
-/// The dropout mask of a later layer's input rows, `[rows, width]`.
-fn mask(ids: &[i64], width: usize, d: Dropout, layer: usize, device: &Device) -> Tensor<2> {
+/// Multiplies `values` by the dropout mask of node `id`'s row in layer `layer`'s input.
+fn mask_row(d: Dropout, id: i64, layer: usize, values: &mut [f32]) {
     let scale = 1.0 / (1.0 - d.rate);
-    let mut values = Vec::with_capacity(ids.len() * width);
-    for &id in ids {
-        let mut s = row_stream(d, id, layer);
-        values.extend((0..width).map(|_| if s.unit() < d.rate { 0.0 } else { scale }));
+    let mut s = row_stream(d, id, layer);
+    values.iter_mut().for_each(|v| *v *= if s.unit() < d.rate { 0.0 } else { scale });
+}
+
+/// The dropout mask of a later layer's input rows, `rows x width` values: the rows of `ids`,
+/// then ones (virtual rows, their partials masked where they were summed).
+fn mask(ids: &[i64], rows: usize, width: usize, d: Dropout, layer: usize) -> Vec<f32> {
+    let mut values = vec![1.0; rows * width];
+    for (row, &id) in values.chunks_mut(width.max(1)).zip(ids) {
+        mask_row(d, id, layer, row);
     }
-    Tensor::from_data(TensorData::new(values, [ids.len(), width]), device)
+    values
 }
 
 /// GAT's attention dropout mask, `[edges + own rows, heads]`: the edges', then the self-loops'.
@@ -197,26 +212,26 @@ fn attention_mask(local: &LocalGraph, heads: usize, d: Dropout, layer: usize, de
 }
 
 /// Layer `l`'s input rows (`rows`, `width` each) on `device`: in training a leaf that tracks
-/// its gradient (after layer 0), the rows after dropout, and GAT's attention mask.
+/// its gradient (after layer 0), the rows after dropout (`row_mask`, from [`mask`]), and GAT's
+/// attention mask.
 fn layer_input(
     cx: &Context,
     l: usize,
-    rows: Vec<f32>,
-    width: usize,
-    dropout: Option<Dropout>,
+    (rows, width): (Vec<f32>, usize),
+    (dropout, row_mask): (Option<Dropout>, Option<Vec<f32>>),
     device: &Device,
 ) -> (Option<Tensor<2>>, Tensor<2>, Option<Tensor<2>>) {
-    let x = Tensor::<2>::from_data(TensorData::new(rows, [cx.local.ids.len(), width]), device);
+    let count = rows.len() / width.max(1);
+    let x = Tensor::<2>::from_data(TensorData::new(rows, [count, width]), device);
     // A typed graph's layer-0 input is the projection's output: its gradient goes back to the
     // projection, and its features were dropped before it (as a typed record batch's).
     let projected = matches!(cx.features, Features::Typed(_));
     let (leaf, x) = match dropout {
-        Some(d) if l > 0 || projected => {
+        Some(_) if l > 0 || projected => {
             let leaf = x.require_grad();
-            let masked = if d.rate > 0.0 && l > 0 {
-                leaf.clone() * mask(&cx.local.ids, width, d, l, device)
-            } else {
-                leaf.clone()
+            let masked = match row_mask {
+                Some(m) => leaf.clone() * Tensor::<2>::from_data(TensorData::new(m, [count, width]), device),
+                None => leaf.clone(),
             };
             (Some(leaf), masked)
         }
@@ -261,15 +276,29 @@ fn forward(
             };
             rows.extend(halo);
             phases.exchange_seconds += lap.lap();
-            kept.push(Kept { input: None, output: projected });
+            kept.push(Kept { input: None, output: projected, hub_mask: None });
             (rows, cx.spec.hidden, 1)
         }
     };
     for l in 0..cx.spec.layers {
-        let (leaf, x, keep) = layer_input(cx, l, input, width, dropout, &device);
+        // Layer 0's features were dropped already; evaluation drops nothing.
+        let rows = input.len() / width.max(1) + cx.hubs.virtual_rows();
+        let row_mask = dropout.filter(|d| d.rate > 0.0 && l > 0).map(|d| mask(&cx.local.ids, rows, width, d, l));
+        let mut hub_mask = None;
+        if cx.hubs.active() {
+            hub_mask = row_mask.as_ref().map(|m| cx.hubs.mask_rows(m, width));
+            phases.tensors_seconds += lap.lap();
+            let partials = cx.hubs.forward(worker, &input, width, hub_mask.as_deref());
+            if let Some((_, exchange)) = &mut training {
+                exchange.traffic.count(cx.hubs.rows_sent(), cx.hubs.rows_sent(), width);
+            }
+            input.extend(partials);
+            phases.exchange_seconds += lap.lap();
+        }
+        let (leaf, x, keep) = layer_input(cx, l, (input, width), (dropout, row_mask), &device);
         phases.tensors_seconds += lap.lap();
         let output = model.train_layer(cx.spec, l, x, edges, keep);
-        kept.push(Kept { input: leaf, output: output.clone() });
+        kept.push(Kept { input: leaf, output: output.clone(), hub_mask });
         if l + 1 == cx.spec.layers {
             phases.forward_seconds += lap.lap();
             break;
@@ -329,7 +358,7 @@ pub fn train_pass(
 ) -> Trained {
     let mut kept = forward(worker, cx, model, edges, Some((dropout, &mut *exchange)), phases);
     let mut lap = Lap::start();
-    let Kept { input: mut leaf, output: last } = kept.pop().expect("a model has layers");
+    let Kept { input: mut leaf, output: last, hub_mask: mut leaf_mask } = kept.pop().expect("a model has layers");
     let [own, _] = last.dims();
     let (mut surrogate, mut grad, count, stats) = match objective {
         Objective::Node => {
@@ -356,14 +385,19 @@ pub fn train_pass(
         let [rows, width] = input.dims();
         let mut g = input.grad(&grads).map_or_else(|| vec![0.0; rows * width], values);
         phases.backward_seconds += lap.lap();
+        let (g, virtual_grads) = g.split_at_mut((own + cx.halo.len()) * width);
+        if cx.hubs.active() {
+            cx.hubs.backward(worker, virtual_grads, width, leaf_mask.as_deref(), g);
+            exchange.traffic.count(cx.hubs.virtual_rows(), cx.hubs.virtual_rows(), width);
+        }
         let (own_grads, halo_grads) = g.split_at_mut(own * width);
         exchange.push_back(worker, cx.halo, kept.len() - 1, halo_grads, width, own_grads);
         phases.exchange_seconds += lap.lap();
-        let Kept { input: below, output } = kept.pop().expect("a layer below");
+        let Kept { input: below, output, hub_mask: below_mask } = kept.pop().expect("a layer below");
         let device = output.device();
         let upstream = Tensor::<2>::from_data(TensorData::new(own_grads.to_vec(), [own, width]), &device);
         surrogate = (output * upstream).sum();
-        leaf = below;
+        (leaf, leaf_mask) = (below, below_mask);
     }
     phases.backward_seconds += lap.lap();
     Trained { grad, count, stats }

@@ -1,7 +1,8 @@
 //! The halo: the rows of remote in-neighbors a worker reads, and the two exchanges over them,
 //! rows forward ([`Halo::pull`]) and their gradients backward ([`Halo::push_back`]).
 //!
-//! Built once after round 0 ([`Halo::plan`]). Every in-edge arrived with its source's slot at
+//! Built once after round 0 ([`Halo::plan`], over [`in_edge_sources`] and the split hubs'
+//! runs). Every in-edge arrived with its source's slot at
 //! the source's owner (`NodeStore::take_source_slots`, with the `ELSEWHERE` bit when that is
 //! another worker), so a remote source is (owner, slot),
 //! found without an id lookup. The reader numbers its remote sources in first-read order (its
@@ -66,6 +67,37 @@ pub struct Halo {
     read_at: Vec<u32>,
 }
 
+/// A node a worker reads: its id, its owner and its slot there.
+#[derive(Debug, Clone, Copy)]
+pub struct Source {
+    pub id: i64,
+    pub owner: usize,
+    pub slot: u32,
+}
+
+/// The sources of the in-edges of `nodes`' own slots but those `skip` names, in slot order,
+/// then in-edge order; `source_slots` is aligned with the in-edges
+/// (`NodeStore::take_source_slots`: the slot at the source's owner, with the [`ELSEWHERE`]
+/// bit when that is another worker).
+pub fn in_edge_sources<'a>(
+    nodes: &'a NodeStore,
+    source_slots: &'a [u32],
+    skip: impl Fn(usize) -> bool + 'a,
+) -> impl Iterator<Item = Source> + 'a {
+    let mut first = 0;
+    (0..nodes.len()).flat_map(move |slot| {
+        let edges = nodes.sampled(slot);
+        let at = first;
+        first += edges.len();
+        let edges = if skip(slot) { &edges[..0] } else { edges };
+        edges.iter().zip(&source_slots[at..]).map(|(edge, &s)| Source {
+            id: edge.src,
+            owner: nodes.owners.of(edge.src),
+            slot: s & !ELSEWHERE,
+        })
+    })
+}
+
 /// Where a worker's nodes are: each node's owner and, for its own nodes, their slots (what
 /// [`Halo::of_ids`] reads, kept after the node store is dropped).
 #[derive(Debug, Clone)]
@@ -102,37 +134,29 @@ fn trade(worker: &mut Worker, out: Vec<Rows>) -> Vec<Rows> {
 }
 
 impl Halo {
-    /// The halo of this worker's nodes, and each in-edge's source row (in slot order, then
-    /// in-edge order): an own slot, or `own +` the source's halo row. `source_slots` is
-    /// aligned with the in-edges. Every worker calls it in step.
-    pub fn plan(worker: &mut Worker, nodes: &NodeStore, source_slots: &[u32]) -> (Halo, Vec<i64>) {
+    /// The halo of the sources this worker reads, and each source's input row: an own slot,
+    /// or `own +` its halo row. `sources` are its nodes' in-edges' (in slot order, then in-edge
+    /// order; a split hub's none) and then its hub runs' (`crate::full::hubs`). Every worker
+    /// calls it in step.
+    pub fn plan(worker: &mut Worker, nodes: &NodeStore, sources: impl Iterator<Item = Source>) -> (Halo, Vec<i64>) {
         let (me, peers) = (worker.index(), worker.peers());
         let own = nodes.len();
         let mut halo = Halo { me, peers, own, reads: vec![Vec::new(); peers], ..Halo::default() };
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); peers];
         // Each remote source's halo row, by (owner, slot) packed into one key: a lookup per edge.
         let mut found: IdTable<u32> = IdTable::default();
-        let mut rows = Vec::with_capacity(source_slots.len());
-        let mut e = 0;
-        for slot in 0..own {
-            for edge in nodes.sampled(slot) {
-                // The slot at the source's owner, flagged when that owner is another worker.
-                let (owner, at) = (nodes.owners.of(edge.src), source_slots[e] & !ELSEWHERE);
-                e += 1;
-                if owner == me {
-                    rows.push(i64::from(at));
-                    continue;
-                }
-                let next = halo.ids.len() as u32;
-                let (row, new) = found.get_or_insert_with(((owner as i64) << 32) | i64::from(at), || next);
-                let row = *row;
-                if new {
-                    halo.ids.push(edge.src);
-                    halo.reads[owner].push(row);
-                    lists[owner].push(at);
-                }
-                rows.push((own + row as usize) as i64);
+        let mut rows = Vec::with_capacity(sources.size_hint().0);
+        for Source { id, owner, slot } in sources {
+            if owner == me {
+                rows.push(i64::from(slot));
+                continue;
             }
+            rows.push(halo.remote_row(
+                &mut found,
+                &mut lists,
+                ((owner as i64) << 32) | i64::from(slot),
+                (id, owner, slot),
+            ));
         }
         halo.sends = halo.tell_owners(worker, lists);
         halo.index_reads();
@@ -161,15 +185,7 @@ impl Halo {
                 rows.push(slot.map_or(0, |s| s as i64));
                 continue;
             }
-            let next = halo.ids.len() as u32;
-            let (row, new) = found.get_or_insert_with(id, || next);
-            let row = *row;
-            if new {
-                halo.ids.push(id);
-                halo.reads[owner].push(row);
-                lists[owner].push(id);
-            }
-            rows.push((own + row as usize) as i64);
+            rows.push(halo.remote_row(&mut found, &mut lists, id, (id, owner, id)));
         }
         for list in halo.tell_owners(worker, lists) {
             let slots: Vec<u32> = list.iter().map(|&id| nodes.slot(id).map_or(u32::MAX, |s| s as u32)).collect();
@@ -182,6 +198,27 @@ impl Halo {
         halo.index_reads();
         let failed = cluster::sum(worker, u64::from(missing));
         (failed == 0).then_some((halo, rows))
+    }
+
+    /// The input row of remote node `id`, found by `key`: the first time, a new halo row,
+    /// named `item` in the list of its `owner`.
+    fn remote_row<T>(
+        &mut self,
+        found: &mut IdTable<u32>,
+        lists: &mut [Vec<T>],
+        key: i64,
+        read: (i64, usize, T),
+    ) -> i64 {
+        let (id, owner, item) = read;
+        let next = self.ids.len() as u32;
+        let (row, new) = found.get_or_insert_with(key, || next);
+        let row = *row;
+        if new {
+            self.ids.push(id);
+            self.reads[owner].push(row);
+            lists[owner].push(item);
+        }
+        (self.own + row as usize) as i64
     }
 
     /// Which own slots some reader reads, and where each is among them.

@@ -1,5 +1,6 @@
-//! A worker's part of the graph as every layer reads it: input rows `[own nodes | halo]`,
-//! output rows the own nodes, one edge per in-edge of an own node. Full-graph training reads
+//! A worker's part of the graph as every layer reads it: input rows `[own nodes | halo |
+//! virtual]`, output rows the own nodes, one edge per in-edge of an own node (a split hub's
+//! one per run, from its virtual row: `crate::full::hubs`). Full-graph training reads
 //! every in-edge at every layer, so one [`LayerEdges`] serves all layers; it is built once and
 //! kept on the device ([`LocalGraph::tensors`]).
 //!
@@ -23,6 +24,7 @@ use schemas::label::Label;
 use schemas::typed::GraphTypes;
 
 use crate::full::halo::Halo;
+use crate::full::hubs::Hubs;
 
 /// See the module doc.
 pub struct LocalGraph {
@@ -36,26 +38,47 @@ pub struct LocalGraph {
 }
 
 impl LocalGraph {
-    /// `sources`: each in-edge's input row, as [`Halo::plan`] gave them; `edge_dim`: the edge
-    /// feature width the model reads (0: none; the node store's features are then not read);
+    /// `sources`: each in-edge's input row, as [`Halo::plan`] gave them (none for a split
+    /// hub, whose in-edges are its runs' virtual rows, `hubs`); `edge_dim`: the edge feature
+    /// width the model reads (0: none; the node store's features are then not read);
     /// `threads`: the aggregation kernel's.
     pub fn new(
         nodes: &NodeStore,
-        halo: &Halo,
+        (halo, hubs): (&Halo, &Hubs),
         sources: Vec<i64>,
         (edge_dim, attention, threads): (usize, bool, usize),
         types: Option<&GraphTypes>,
     ) -> Self {
         let own = nodes.len();
-        let mut dst = Vec::with_capacity(sources.len());
-        let mut relations = Vec::with_capacity(if types.is_some() { sources.len() } else { 0 });
-        let mut edge_keys = Vec::with_capacity(sources.len());
-        let mut features = Vec::with_capacity(if edge_dim > 0 { sources.len() * edge_dim } else { 0 });
+        let first_virtual = own + halo.len();
+        let mut src = Vec::with_capacity(sources.len());
+        let mut sources = sources.into_iter();
+        let mut dst = Vec::with_capacity(src.capacity());
+        let mut relations = Vec::with_capacity(if types.is_some() { src.capacity() } else { 0 });
+        let mut edge_keys = Vec::with_capacity(src.capacity());
+        let mut features = Vec::with_capacity(if edge_dim > 0 { src.capacity() * edge_dim } else { 0 });
         let mut relation_features = Vec::new();
         let relation_widths = types.filter(|t| t.has_edge_features()).map(|t| t.relations.iter().map(|r| r.edge_dim));
         let relation_widths: Vec<usize> = relation_widths.map_or_else(Vec::new, Iterator::collect);
         for slot in 0..own {
-            let count = nodes.sampled(slot).len();
+            let count = match hubs.is_hub(slot) {
+                true => {
+                    let rows = hubs.virtual_rows_of(slot);
+                    src.extend(rows.clone().map(|v| (first_virtual + v as usize) as i64));
+                    if edge_dim > 0 {
+                        push_run_features(nodes, slot, hubs, edge_dim, &mut features);
+                    }
+                    rows.len()
+                }
+                false => {
+                    let count = nodes.sampled(slot).len();
+                    src.extend(sources.by_ref().take(count));
+                    if edge_dim > 0 {
+                        features.extend_from_slice(nodes.sampled_features(slot));
+                    }
+                    count
+                }
+            };
             dst.extend(std::iter::repeat_n(slot as i64, count));
             edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
             if types.is_some() {
@@ -64,18 +87,16 @@ impl LocalGraph {
             if !relation_widths.is_empty() {
                 push_relation_rows(nodes, slot, &relation_widths, &mut relation_features);
             }
-            if edge_dim > 0 {
-                features.extend_from_slice(nodes.sampled_features(slot));
-            }
         }
         let degree: Vec<f32> = nodes.in_degree.iter().map(|&d| d as f32).chain(halo.degrees.iter().copied()).collect();
-        let mut edges = LayerEdges {
-            edge_dim,
-            features,
-            threads,
-            attention,
-            ..LayerEdges::new(own + halo.len(), own, sources, dst, &degree)
-        };
+        let rows_in = first_virtual + hubs.virtual_rows();
+        let degree: Vec<f32> = degree.into_iter().chain(std::iter::repeat_n(0.0, hubs.virtual_rows())).collect();
+        let mut edges =
+            LayerEdges { edge_dim, features, threads, attention, ..LayerEdges::new(rows_in, own, src, dst, &degree) };
+        // A virtual row is its run's partial, already weighed edge by edge.
+        for (e, _) in edges.src.iter().enumerate().filter(|(_, s)| **s as usize >= first_virtual) {
+            (edges.gcn_coef[e], edges.mean_coef[e]) = (1.0, 1.0);
+        }
         let mut labels = nodes.labels.clone();
         if let Some(types) = types {
             // Each relation's in-edges over the same rows, each relation's mean over its own.
@@ -103,6 +124,20 @@ impl LocalGraph {
     /// read them.
     pub fn labels_in(&self, split: Split) -> Vec<Option<Label>> {
         self.labels.iter().zip(&self.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect()
+    }
+}
+
+/// Appends a split hub's virtual in-edges' features: each its run's edges' features times the
+/// mean's coefficient (the virtual edge's is 1), so the layer's mean of them is the hub's.
+fn push_run_features(nodes: &NodeStore, slot: usize, hubs: &Hubs, width: usize, out: &mut Vec<f32>) {
+    let rows = nodes.sampled_features(slot);
+    let count = nodes.sampled(slot).len();
+    for run in hubs.runs_of(count) {
+        let mut sum = vec![0.0f32; width];
+        for row in rows[run.start * width..run.end * width].chunks(width) {
+            sum.iter_mut().zip(row).for_each(|(s, v)| *s += v / count as f32);
+        }
+        out.extend(sum);
     }
 }
 

@@ -9,7 +9,10 @@
 //!    (sampler `all`) and each in-edge's source slot at its owner;
 //! 2. the **halo** ([`halo`]): the remote in-neighbors the worker reads, their owners told
 //!    which rows to send, in which order; their in-degrees;
-//! 3. the **local graph** ([`local`]): one layer's edges over the input rows `[own | halo]`,
+//! 3. the **split hubs** ([`hubs`]): a node with more in-edges than `hub_threshold` has them
+//!    summed in runs on other workers (GCN, GraphSAGE), each run's partial a *virtual* input
+//!    row of its owner; the runs' sources are their reducers' halo;
+//! 4. the **local graph** ([`local`]): one layer's edges over the input rows `[own | halo | virtual]`,
 //!    on the device, shared by every layer; layer 0's input rows (the features, the halo's
 //!    pulled once).
 //!
@@ -32,10 +35,11 @@
 //! its rows exchanged as a layer's outputs ([`local::TypedFeatures`], [`epoch`]).
 //!
 //! Not yet: learned embeddings, checkpoints, typed link tasks ([`setup::check_keys`] refuses
-//! them) and split hubs (a hub's in-edges are aggregated by its owner).
+//! them), and split hubs of GAT, GINE and typed models (aggregated by their owner).
 
 pub mod epoch;
 pub mod halo;
+pub mod hubs;
 pub mod link;
 pub mod local;
 pub mod memory;
@@ -59,6 +63,7 @@ use timely::worker::Worker;
 use crate::error::Error;
 use crate::full::epoch::{Context, Features};
 use crate::full::halo::Halo;
+use crate::full::hubs::Hubs;
 use crate::full::link::LinkTask;
 use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::setup::{FullReads, LabelCounts};
@@ -134,6 +139,7 @@ fn open_output(
 struct Graph {
     local: LocalGraph,
     halo: Halo,
+    hubs: Hubs,
     /// Layer 0's input rows, `[own | halo]`; a typed graph's own rows by type instead.
     features: Input,
     labels: LabelCounts,
@@ -194,20 +200,35 @@ fn load(
     let spec = agree(worker, setup::spec(config, &nodes, &labels, declared.typed.as_ref()))?;
     nodes.keep_edge_features_for(&spec);
     let source_slots = nodes.take_source_slots();
-    let (halo, sources) = Halo::plan(worker, &nodes, &source_slots);
+    let weighting = setup::hub_weighting(&spec);
+    if weighting.is_none() && config.hub_threshold.is_some_and(|t| t > 0) && worker.index() == 0 {
+        let kind = if spec.types.is_some() { "a typed graph" } else { spec.kind.name() };
+        tracing::info!("train: hub_threshold splits GCN's and GraphSAGE's sums; {kind} aggregates hubs at their owner");
+    }
+    let threshold = weighting.map(|_| config.hub_threshold.unwrap_or(schemas::job::flatten::DEFAULT_HUB_THRESHOLD));
+    let mut hubs = Hubs::cut(worker, &nodes, &source_slots, threshold);
+    let reads = halo::in_edge_sources(&nodes, &source_slots, |slot| hubs.is_hub(slot)).chain(hubs.run_sources());
+    let (halo, mut sources) = Halo::plan(worker, &nodes, reads);
     drop(source_slots);
+    let run_rows = sources.split_off(sources.len() - hubs.run_edges());
+    if let Some(weighting) = weighting {
+        let own = nodes.len();
+        let degree = |row: usize| if row < own { nodes.in_degree[row] as f32 } else { halo.degrees[row - own] };
+        hubs.place(run_rows, degree, weighting);
+    }
     let pairs = link.as_ref().map_or(0, LinkTask::pairs) as u64;
     let features = match nodes.is_typed() {
         true => (0..nodes.len()).map(|s| nodes.features(s).len() as u64).sum(),
         false => (nodes.len() + halo.len()) as u64 * spec.input_dim as u64,
     };
-    let (own, halo_rows, edges) = (nodes.len() as u64, halo.len() as u64, sources.len() as u64);
+    let halo_rows = (halo.len() + hubs.virtual_rows()) as u64;
+    let (own, edges) = (nodes.len() as u64, (sources.len() + hubs.virtual_rows() + hubs.run_edges()) as u64);
     let share = memory::Share { own, halo: halo_rows, edges, pairs, features };
     let fit = fits(worker, config, &spec, share, threads);
     agree(worker, fit)?;
     let gat = spec.kind == schemas::model::ModelKind::Gat;
     let layer = (spec.edge_dim, gat, config.kernel_threads);
-    let mut local = LocalGraph::new(&nodes, &halo, sources, layer, spec.types.as_ref());
+    let mut local = LocalGraph::new(&nodes, (&halo, &hubs), sources, layer, spec.types.as_ref());
     // The kernel's plans, built once for the training and the evaluation edges.
     if gnn::kernel::uses_kernel(config.aggregation, &gnn::device(config.device)?) {
         local.edges.plans = Some(local.edges.plans());
@@ -217,7 +238,7 @@ fn load(
     }
     if let Some(types) = &spec.types {
         let features = Input::Typed(TypedFeatures::new(&nodes, types, spec.normalize_features));
-        return Ok(Graph { local, halo, features, labels, spec, link });
+        return Ok(Graph { local, halo, hubs, features, labels, spec, link });
     }
     let mut own_rows = Vec::with_capacity(nodes.len() * spec.input_dim);
     for slot in 0..nodes.len() {
@@ -225,7 +246,7 @@ fn load(
     }
     let halo_rows = halo.pull(worker, &own_rows, spec.input_dim);
     own_rows.extend(halo_rows);
-    Ok(Graph { local, halo, features: Input::Rows(own_rows), labels, spec, link })
+    Ok(Graph { local, halo, hubs, features: Input::Rows(own_rows), labels, spec, link })
 }
 
 /// Whether the workers of this process fit the memory they may use (see [`memory`]); the
@@ -265,14 +286,18 @@ fn fits(
 
 /// The summary's line on what crossed between workers in the training passes, every
 /// worker's: per epoch, against what the exact exchange sends.
-fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64) -> String {
+fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64, hubs: &Hubs) -> String {
     let all = cluster::all_gather(worker, vec![(worker.index(), *mine)]);
     let mut total = Traffic::default();
     all.iter().for_each(|(_, t)| total.add(*t));
     let per_epoch = |v: u64| v as f64 / epochs.max(1) as f64 / 1e6;
     let share = |a: u64, b: u64| if b == 0 { 100.0 } else { 100.0 * a as f64 / b as f64 };
+    let split = match hubs.split_everywhere {
+        0 => String::new(),
+        n => format!(" and {} partials of {n} split hubs", hubs.runs_everywhere),
+    };
     format!(
-        "{rows} halo rows a layer; training passes sent {:.2} MB an epoch of the exact exchange's {:.2} MB ({:.1}%), \
+        "{rows} halo rows{split} a layer; training passes sent {:.2} MB an epoch of the exact exchange's {:.2} MB ({:.1}%), \
          {:.1}% of its rows",
         per_epoch(total.bytes),
         per_epoch(total.exact_bytes),
@@ -314,17 +339,32 @@ fn train_worker(
         spec: &graph.spec,
         local: &graph.local,
         halo: &graph.halo,
+        hubs: &graph.hubs,
         features: graph.features.features(),
         link: graph.link.as_ref(),
     };
     let mut trainer = Trainer::new(worker, config, &cx, keys.weight_decay)?;
     let sent = cluster::sum(worker, graph.halo.rows_sent() as u64);
+    // The edges each worker sums a layer (its in-edges, its hub runs'): the slowest sets the pace.
+    let summed = (graph.local.edges.src.len() + graph.hubs.run_edges()) as u64;
+    let summed = cluster::all_gather(worker, vec![(worker.index(), summed)]);
     let reporter = worker.index() == 0;
     if reporter {
         let layers = graph.spec.layers;
+        let (largest, total) = summed.iter().fold((0, 0), |(m, t), (_, e)| (m.max(*e), t + e));
+        let balance = largest as f64 * summed.len() as f64 / total.max(1) as f64;
         let ready = started.elapsed().as_secs_f64();
+        let hubs = match graph.hubs.split_everywhere {
+            0 => String::new(),
+            n => format!(
+                "; {n} hubs split into {} runs (more in-edges than hub_threshold = {})",
+                graph.hubs.runs_everywhere,
+                graph.hubs.threshold()
+            ),
+        };
         tracing::info!(
-            "train: full graph, {layers} layers; {sent} halo rows cross between workers a layer; ready in {ready:.1}s"
+            "train: full graph, {layers} layers; {sent} halo rows cross between workers a layer{hubs}; the most \
+             edges a worker sums: {largest} ({balance:.2}x the mean); ready in {ready:.1}s"
         );
     }
     let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None).counting_nodes());
@@ -350,7 +390,7 @@ fn train_worker(
     }
     let best = keys.patience > 0 && !tracker.best_params.is_empty();
     let params = if best { tracker.best_params.clone() } else { trainer.params.clone() };
-    let exchange = traffic_line(worker, &trainer.exchange.traffic, tracker.epochs, sent);
+    let exchange = traffic_line(worker, &trainer.exchange.traffic, tracker.epochs, sent, &graph.hubs);
     if let (Some(lease), Some(log)) = (lease, &log) {
         let facts = RunFacts {
             seconds: started.elapsed().as_secs_f64(),

@@ -13,6 +13,7 @@ use stage::Reads;
 use timely::worker::Worker;
 
 use crate::error::Error;
+use crate::full::hubs::Weighting;
 use crate::task_keys::TaskKeys;
 
 /// The model's layers when `layers` is not set: two, as the records' usual hops.
@@ -274,6 +275,18 @@ fn graph_types(graph: &TypedGraph, target: u8, nodes: &NodeStore, reads: bool) -
         ..Relation::new(&relation.name, relation.src, relation.dst)
     });
     GraphTypes { node_types: node_types.collect(), relations: relations.collect(), target }
+}
+
+/// How a split hub's runs weigh their in-edges (`crate::full::hubs`): GCN's and GraphSAGE's
+/// mean on a homogeneous graph. `None`: the kind is not one sum over the in-edges (GAT, GINE)
+/// or the graph is typed (a sum per relation), and hubs are aggregated at their owner.
+pub fn hub_weighting(spec: &ModelSpec) -> Option<Weighting> {
+    match spec.kind {
+        _ if spec.types.is_some() => None,
+        ModelKind::Gcn => Some(Weighting::Gcn),
+        ModelKind::Sage => Some(Weighting::Mean),
+        _ => None,
+    }
 }
 
 /// The run's task keys (weight decay, patience): `can_validate` when there are labeled

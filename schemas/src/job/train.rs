@@ -149,6 +149,11 @@ pub struct TrainConfig {
     /// not sent while its copy is younger than `halo_staleness` epochs.
     #[serde(default, skip_serializing_if = "is_zero_f32")]
     pub halo_threshold: f32,
+    /// Full-graph training: a node with more in-edges than this has them cut into runs summed
+    /// on other workers and merged at its owner (GCN and GraphSAGE on homogeneous graphs;
+    /// default `[flatten]`'s, 100000; 0 splits none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_threshold: Option<u64>,
     /// Full-graph training on a typed graph (the job's `[graph]`, instead of `nodes` and
     /// `edges`): the node type whose labeled nodes the model learns from and scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,6 +351,7 @@ impl Default for TrainConfig {
             memory_mb: None,
             halo_staleness: 0,
             halo_threshold: 0.0,
+            hub_threshold: None,
             target_type: None,
             graph: None,
             negatives: None,
@@ -634,14 +640,15 @@ impl TrainConfig {
             || self.memory_mb.is_some()
             || self.halo_staleness > 0
             || self.halo_threshold != 0.0
+            || self.hub_threshold.is_some()
             || self.negatives.is_some()
             || self.negative_sampler.is_some()
             || typed;
         if !graph && full_keys {
             return Err(JobError::invalid(
                 "train",
-                "layers, partition, memory_mb, halo_staleness, halo_threshold, negatives, negative_sampler and \
-                 target_type are keys of full-graph training (nodes and edges, or a typed [graph]); records fix \
+                "layers, partition, memory_mb, halo_staleness, halo_threshold, hub_threshold, negatives, \
+                 negative_sampler and target_type are keys of full-graph training (nodes and edges, or a typed [graph]); records fix \
                  their layers, target type and negatives when they are flattened",
             ));
         }

@@ -1,0 +1,333 @@
+//! Split hubs: a node with more in-edges than `hub_threshold` has them cut into runs of
+//! consecutive in-edges (round 0's order), as GraphInfer cuts them: run `s` of hub `h` is
+//! reduced on the worker of routing key `owners.reducer_key(h, s)` (run 0 at the hub's owner,
+//! run `s` that many workers further), so a hub's edges and their work spread over the
+//! cluster instead of landing on one worker.
+//!
+//! GCN and GraphSAGE (mean) layers read a node's in-edges only through one sum, `Σ c_e x_src`
+//! (GCN transforms the rows first, which is the same sum times the weights). A run's part of
+//! it, its *partial* `Σ_{e in run} c_e (m_src ⊙ x_src)` over the source rows after dropout
+//! (`m`), is summed by the run's reducer ([`Hubs::forward`]) and sent to the hub's owner, which
+//! reads it as the input row of one *virtual* in-edge of coefficient 1 (input row
+//! `own + halo + v`, never masked again). Backward ([`Hubs::backward`]), the owner sends the
+//! gradient `g` of each virtual row to its reducer, which adds `c_e (m_src ⊙ g)` to each source
+//! row's gradient before its halo's gradients go to their owners. So the step is the same
+//! full-batch gradient, with a hub's sum grouped by runs.
+//!
+//! The runs depend on the hub and the threshold alone, never on the worker count; a run's
+//! partial sums its edges in their order, and the owner adds the partials in run order. GAT
+//! (a softmax over the in-edges) and GINE (a nonlinearity per edge) are not one linear sum:
+//! their hubs, and typed graphs' (a sum per relation), are aggregated at their owner.
+//!
+//! Partials and their gradients always cross exactly (stale copies are the halo's): they are
+//! few, one row per run, and they are counted in the exchange's bytes as sent.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use timely::worker::Worker;
+
+use sampling::{ELSEWHERE, NodeStore};
+
+use crate::full::halo::Source;
+
+/// How a virtual edge's partial weighs each in-edge (the layer's coefficients,
+/// `gnn::LayerEdges::new`'s formulas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weighting {
+    /// GCN: `1 / sqrt((d_dst + 1)(d_src + 1))`, from the whole graph's in-degrees.
+    Gcn,
+    /// The mean: `1 / in-edges of the destination`.
+    Mean,
+}
+
+/// A run, from the hub's owner to its reducer (sent once).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RunTask {
+    to: u32,
+    owner: u32,
+    /// The run's virtual row at the owner.
+    at: u32,
+    /// The hub's in-degree (GCN) and its in-edge count (the mean).
+    degree: f32,
+    count: u32,
+    /// Each in-edge's source: its id, its owner and its slot there.
+    sources: Vec<(i64, u32, u32)>,
+}
+
+/// A reducer's answer to a run's owner: where the run is among the reducer's runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Placed {
+    to: u32,
+    at: u32,
+    run: u32,
+}
+
+/// A partial (forward, `at` a virtual row of `to`) or its gradient (backward, `at` a run of
+/// `to`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Partial {
+    to: u32,
+    at: u32,
+    values: Vec<f32>,
+}
+
+/// A run this worker reduces.
+#[derive(Debug, Clone)]
+struct Run {
+    owner: u32,
+    at: u32,
+    /// Its in-edges in [`Hubs::coefs`] and [`Hubs::distinct_at`].
+    edges: Range<usize>,
+}
+
+/// One worker's split hubs: those it owns (their virtual rows) and the runs it reduces.
+#[derive(Debug, Default)]
+pub struct Hubs {
+    /// Per own slot, its virtual rows (empty: not a split hub).
+    virtual_of: Vec<Range<u32>>,
+    /// Per virtual row here, the reducer of its run and the run's place there.
+    reducers: Vec<(u32, u32)>,
+    /// The runs this worker reduces, by (owner, virtual row).
+    runs: Vec<Run>,
+    /// Each run edge's source and its hub's degrees, then (after [`Hubs::place`]) its
+    /// coefficient and its input row.
+    sources: Vec<Source>,
+    degrees: Vec<(f32, u32)>,
+    coefs: Vec<f32>,
+    /// The input rows the runs read, ascending, and each run edge's place among them.
+    distinct: Vec<u32>,
+    distinct_at: Vec<u32>,
+    threshold: u64,
+    /// Hubs split on this worker, on all, and their runs on all.
+    pub split: u64,
+    pub split_everywhere: u64,
+    pub runs_everywhere: u64,
+}
+
+/// The in-edge ranges `count` in-edges are cut into, at most `threshold` each and at least 2
+/// (the count depends on the hub alone, as GraphInfer's).
+pub fn runs(count: usize, threshold: u64) -> impl Iterator<Item = Range<usize>> {
+    let n = (count as u64).div_ceil(threshold.max(1)).max(2) as usize;
+    let size = count.div_ceil(n);
+    (0..n).map(move |s| (s * size).min(count)..((s + 1) * size).min(count)).filter(|r| !r.is_empty())
+}
+
+impl Hubs {
+    /// Cuts the hubs of this worker's nodes (more in-edges than `threshold`; `None`: no hub is
+    /// split) into runs and sends each to its reducer. `source_slots` is aligned with the
+    /// in-edges (`NodeStore::take_source_slots`). Every worker calls it in step, with the
+    /// same `threshold`.
+    pub fn cut(worker: &mut Worker, nodes: &NodeStore, source_slots: &[u32], threshold: Option<u64>) -> Hubs {
+        let own = nodes.len();
+        let mut hubs = Hubs { virtual_of: vec![0..0; own], ..Hubs::default() };
+        let Some(threshold) = threshold.filter(|&t| t > 0) else { return hubs };
+        hubs.threshold = threshold;
+        let (me, peers) = (worker.index() as u32, worker.peers() as u64);
+        let mut tasks = Vec::new();
+        let mut e = 0;
+        for slot in 0..own {
+            let edges = nodes.sampled(slot);
+            let first = e;
+            e += edges.len();
+            if edges.len() as u64 <= threshold {
+                continue;
+            }
+            let hub = nodes.ids[slot];
+            let from = hubs.reducers.len() as u32;
+            for (salt, run) in runs(edges.len(), threshold).enumerate() {
+                let to = (nodes.owners.reducer_key(hub, salt as u64) % peers) as u32;
+                let at = hubs.reducers.len() as u32;
+                hubs.reducers.push((to, 0));
+                let sources = edges[run.clone()].iter().zip(&source_slots[first + run.start..first + run.end]);
+                let sources = sources.map(|(edge, &s)| (edge.src, nodes.owners.of(edge.src) as u32, s & !ELSEWHERE));
+                let degree = nodes.in_degree[slot] as f32;
+                let count = edges.len() as u32;
+                tasks.push(RunTask { to, owner: me, at, degree, count, sources: sources.collect() });
+            }
+            hubs.virtual_of[slot] = from..hubs.reducers.len() as u32;
+            hubs.split += 1;
+        }
+        let mut received = cluster::exchange(worker, tasks, |t: &RunTask| u64::from(t.to));
+        received.sort_unstable_by_key(|t| (t.owner, t.at));
+        let mut placed = Vec::with_capacity(received.len());
+        for (run, task) in received.into_iter().enumerate() {
+            let start = hubs.sources.len();
+            hubs.sources.extend(task.sources.iter().map(|&(id, owner, slot)| Source {
+                id,
+                owner: owner as usize,
+                slot,
+            }));
+            hubs.degrees.extend(std::iter::repeat_n((task.degree, task.count), task.sources.len()));
+            hubs.runs.push(Run { owner: task.owner, at: task.at, edges: start..hubs.sources.len() });
+            placed.push(Placed { to: task.owner, at: task.at, run: run as u32 });
+        }
+        for p in cluster::exchange(worker, placed, |p: &Placed| u64::from(p.to)) {
+            hubs.reducers[p.at as usize].1 = p.run;
+        }
+        hubs.split_everywhere = cluster::sum(worker, hubs.split);
+        hubs.runs_everywhere = cluster::sum(worker, hubs.runs.len() as u64);
+        hubs
+    }
+
+    /// Whether some worker split a hub: then every pass exchanges partials, on every worker.
+    pub fn active(&self) -> bool {
+        self.split_everywhere > 0
+    }
+
+    /// In-edges a hub has at most without being split (0: none is).
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// The runs a split hub's `count` in-edges are cut into.
+    pub fn runs_of(&self, count: usize) -> impl Iterator<Item = Range<usize>> {
+        runs(count, self.threshold)
+    }
+
+    /// Whether own slot `slot` is a split hub (its in-edges are its runs').
+    pub fn is_hub(&self, slot: usize) -> bool {
+        self.virtual_of.get(slot).is_some_and(|r| !r.is_empty())
+    }
+
+    /// Own slot `slot`'s virtual rows (0-based among the virtual rows), in run order.
+    pub fn virtual_rows_of(&self, slot: usize) -> Range<u32> {
+        self.virtual_of.get(slot).cloned().unwrap_or(0..0)
+    }
+
+    /// Virtual rows this worker reads: its hubs' runs.
+    pub fn virtual_rows(&self) -> usize {
+        self.reducers.len()
+    }
+
+    /// In-edges of the runs this worker reduces.
+    pub fn run_edges(&self) -> usize {
+        self.sources.len().max(self.distinct_at.len())
+    }
+
+    /// The sources of the runs this worker reduces, in run order (the halo plan reads them).
+    pub fn run_sources(&self) -> impl Iterator<Item = Source> + '_ {
+        self.sources.iter().copied()
+    }
+
+    /// Each run edge's input row (`rows`, aligned with [`Hubs::run_sources`]) and its
+    /// coefficient, from its source's in-degree `degree(row)`.
+    pub fn place(&mut self, rows: Vec<i64>, degree: impl Fn(usize) -> f32, weighting: Weighting) {
+        self.coefs = rows
+            .iter()
+            .zip(&self.degrees)
+            .map(|(&row, &(d, count))| match weighting {
+                Weighting::Gcn => 1.0 / ((d + 1.0) * (degree(row as usize) + 1.0)).sqrt(),
+                Weighting::Mean => 1.0 / count as f32,
+            })
+            .collect();
+        self.distinct = rows.iter().map(|&r| r as u32).collect();
+        self.distinct.sort_unstable();
+        self.distinct.dedup();
+        let place = |row: i64| self.distinct.binary_search(&(row as u32)).expect("a run's row") as u32;
+        self.distinct_at = rows.iter().map(|&r| place(r)).collect();
+        self.sources = Vec::new();
+        self.degrees = Vec::new();
+    }
+
+    /// The partials of the runs reduced here over the input rows `x` (`width` each), each
+    /// source row first multiplied by its dropout mask (`mask`, from [`Hubs::mask_rows`];
+    /// `None`: no dropout), sent to their hubs' owners: returns this worker's virtual rows.
+    /// Every worker calls it in step.
+    pub fn forward(&self, worker: &mut Worker, x: &[f32], width: usize, mask: Option<&[f32]>) -> Vec<f32> {
+        // Each source row masked once, however many runs read it.
+        let mut masked = Vec::with_capacity(self.distinct.len() * width);
+        for (i, &row) in self.distinct.iter().enumerate() {
+            let at = masked.len();
+            masked.extend_from_slice(&x[row as usize * width..(row as usize + 1) * width]);
+            if let Some(mask) = mask {
+                let m = &mask[i * width..(i + 1) * width];
+                masked[at..].iter_mut().zip(m).for_each(|(v, m)| *v *= m);
+            }
+        }
+        let mut out = Vec::with_capacity(self.runs.len());
+        for run in &self.runs {
+            let mut sum = vec![0.0f32; width];
+            for e in run.edges.clone() {
+                let (c, at) = (self.coefs[e], self.distinct_at[e] as usize * width);
+                sum.iter_mut().zip(&masked[at..at + width]).for_each(|(s, v)| *s += c * v);
+            }
+            out.push(Partial { to: run.owner, at: run.at, values: sum });
+        }
+        let mut virtual_rows = vec![0.0; self.virtual_rows() * width];
+        for p in cluster::exchange(worker, out, |p: &Partial| u64::from(p.to)) {
+            let at = p.at as usize * width;
+            virtual_rows[at..at + width].copy_from_slice(&p.values);
+        }
+        virtual_rows
+    }
+
+    /// Sends the gradients of this worker's virtual rows (`grads`, `width` each) to their
+    /// reducers, and adds to `x_grads` (this worker's input rows `[own | halo]`) each run
+    /// edge's share of its run's gradient, times the mask its forward pass read. Every worker
+    /// calls it in step.
+    pub fn backward(
+        &self,
+        worker: &mut Worker,
+        grads: &[f32],
+        width: usize,
+        mask: Option<&[f32]>,
+        x_grads: &mut [f32],
+    ) {
+        let out = self.reducers.iter().enumerate().map(|(v, &(to, run))| Partial {
+            to,
+            at: run,
+            values: grads[v * width..(v + 1) * width].to_vec(),
+        });
+        let mut received = cluster::exchange(worker, out.collect(), |p: &Partial| u64::from(p.to));
+        // Run order: the sums into a source row have one order on every run of a shape.
+        received.sort_unstable_by_key(|p| p.at);
+        // Each source row's share summed over its runs, then masked once (the mask is linear).
+        let mut shares = vec![0.0f32; self.distinct.len() * width];
+        for p in received {
+            for e in self.runs[p.at as usize].edges.clone() {
+                let (c, at) = (self.coefs[e], self.distinct_at[e] as usize * width);
+                shares[at..at + width].iter_mut().zip(&p.values).for_each(|(s, g)| *s += c * g);
+            }
+        }
+        for (i, (&row, share)) in self.distinct.iter().zip(shares.chunks_mut(width.max(1))).enumerate() {
+            if let Some(mask) = mask {
+                share.iter_mut().zip(&mask[i * width..(i + 1) * width]).for_each(|(s, m)| *s *= m);
+            }
+            let at = row as usize * width;
+            x_grads[at..at + width].iter_mut().zip(share.iter()).for_each(|(x, s)| *x += s);
+        }
+    }
+
+    /// The dropout mask of the rows the runs read, `width` each, out of a layer's `mask` (every
+    /// input row's): what [`Hubs::forward`] and [`Hubs::backward`] read.
+    pub fn mask_rows(&self, mask: &[f32], width: usize) -> Vec<f32> {
+        let mut rows = Vec::with_capacity(self.distinct.len() * width);
+        for &row in &self.distinct {
+            rows.extend_from_slice(&mask[row as usize * width..(row as usize + 1) * width]);
+        }
+        rows
+    }
+
+    /// Rows this worker sends each pass, either way: its runs' partials.
+    pub fn rows_sent(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_every_in_edge_once_in_order_and_depend_on_the_count_alone() {
+        for (count, threshold) in [(5, 4), (8, 4), (9, 4), (100, 7), (3, 1), (1000, 999)] {
+            let cut: Vec<Range<usize>> = runs(count, threshold).collect();
+            assert!(cut.len() >= 2, "{count}/{threshold}: a hub is split");
+            assert_eq!(cut.first().unwrap().start, 0);
+            assert_eq!(cut.last().unwrap().end, count);
+            assert!(cut.windows(2).all(|w| w[0].end == w[1].start), "{cut:?}");
+            assert!(cut.iter().all(|r| r.len() as u64 <= threshold.max(count.div_ceil(2) as u64)), "{cut:?}");
+        }
+    }
+}
