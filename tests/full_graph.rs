@@ -583,6 +583,8 @@ fn full_graph_keys_are_checked() {
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlearned_embedding_dim = 4"), "learned_embedding_dim"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmode = \"async\""), "async"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlayers = 0"), "layers must be"),
+        (format!("records = \"{d}/r\"\nhub_threshold = 4"), "keys of full-graph training"),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhub_threshold = -1"), "hub_threshold"),
     ];
     for (i, (keys, words)) in cases.iter().enumerate() {
         let job = dir.join(format!("bad{i}.toml"));
@@ -590,6 +592,13 @@ fn full_graph_keys_are_checked() {
         assert_fails(&run(&job, &[]), 64, &[words]);
         assert!(!dir.join(format!("m{i}")).exists(), "{keys}: nothing written");
     }
+    // The record trainer's keys are said to be idle, not refused (one job file, either mode).
+    let job = dir.join("idle.toml");
+    let keys = format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nbatch_size = 64\ncache_mb = 8\nepochs = 1");
+    std::fs::write(&job, format!("[train]\n{keys}\noutput = \"{}/idle\"\n", dir.display())).unwrap();
+    let out = run(&job, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("batch_size, cache_mb are keys of training on records"), "{}", text(&out));
     // A link task on edges without a split: nothing to learn, a data error.
     let job = dir.join("no-split.toml");
     let keys = format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\"");

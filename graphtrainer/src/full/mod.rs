@@ -77,6 +77,13 @@ use crate::train::{Saving, TrainConfig, TrainSummary, metric_of, save_model};
 /// ends every worker.
 pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
     setup::check_keys(config).map_err(Failure::Worker)?;
+    let idle = setup::idle_keys(config);
+    if !idle.is_empty() && cluster.process == 0 {
+        tracing::info!(
+            "train: full graph: {} are keys of training on records; this job has no use for them",
+            idle.join(", ")
+        );
+    }
     let mut config = config.clone();
     if config.kernel_threads == 0 {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

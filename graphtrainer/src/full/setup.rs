@@ -98,6 +98,22 @@ fn check_typed_keys(config: &TrainConfig, link: bool, typed: bool) -> Result<(),
     Ok(())
 }
 
+/// The record trainer's keys this job sets that full-graph training has no use for (it reads
+/// no records and takes one step an epoch): said in the log, not refused, so that one job file
+/// can switch between the modes.
+pub fn idle_keys(config: &TrainConfig) -> Vec<&'static str> {
+    let default = TrainConfig::default();
+    let set = [
+        (config.batch_size != default.batch_size, "batch_size"),
+        (config.prune != default.prune, "prune"),
+        (config.prefetch != default.prefetch, "prefetch"),
+        (config.cache_mb != default.cache_mb, "cache_mb"),
+        (config.shuffle_mb != default.shuffle_mb, "shuffle_mb"),
+        (config.staleness != default.staleness, "staleness"),
+    ];
+    set.iter().filter(|(set, _)| *set).map(|(_, key)| *key).collect()
+}
+
 /// Round 0 for full-graph training: every in-edge, with its source's slot, and for the link
 /// task every supervision edge.
 pub struct FullReads {
