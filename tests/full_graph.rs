@@ -409,8 +409,60 @@ fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
 fn typed_models_read_relations_edge_features_as_the_record_trainer() {
     // Buys edges carry 4 features and follows edges 2; returns and sells none. Both kinds
     // read them, standardized per relation or raw.
-    let cases = [("rgcn", "", 2), ("sage", "normalize_edge_features = false\n", 3)];
+    let cases = [("rgcn", "normalize_edge_features = true\n", 2), ("sage", "", 3)];
     typed_steps_match_records("full-graph-typed-edges", &["--edge-feature-dim", "4"], &cases);
+}
+
+#[test]
+fn typed_link_models_step_as_the_record_trainer_on_typed_link_records_of_every_edge() {
+    // Buys (users to items, 4 edge features) split into train, valid and test edges.
+    let dir = scratch("full-graph-typed-link");
+    let data = typed::split_typed(&dir);
+    let graph = typed_graph(&data);
+    let flat = dir.join("flat");
+    let job = format!(
+        "{graph}[flatten]\noutput = {:?}\ntask = \"link\"\nlink_relation = \"buys\"\nnegatives = 2\nhops = 2\n\
+         sampler = \"all\"\nseed = 11\n",
+        flat.display().to_string()
+    );
+    run_ok(&write_job(&dir, "flat", &job), &[]);
+    for (model, decoder, workers) in [("rgcn", "dot", 1), ("sage", "mlp", 3)] {
+        let name = format!("{model}-{workers}");
+        let keys = format!(
+            "{}task = \"link\"\ndecoder = \"{decoder}\"\nembedding_dim = 4\npatience = 0\nnormalize_edge_features = true\n",
+            train_keys(model, 1)
+        );
+        let full = dir.join(format!("full-{name}"));
+        let job = format!(
+            "{graph}[cluster]\nworkers = {workers}\n[train]\nlink_relation = \"buys\"\nnegatives = 2\nlayers = 2\n\
+             output = {:?}\n{keys}",
+            full.display().to_string()
+        );
+        run_ok(&write_job(&dir, &format!("full-{name}"), &job), &[]);
+        // Every training record in one batch, no batch negatives: the record trainer's one step.
+        let on_records = dir.join(format!("records-{name}"));
+        let job = format!(
+            "[cluster]\nworkers = 1\n[train]\nrecords = {:?}\noutput = {:?}\n{keys}batch_size = 100000\n\
+             batch_negatives = \"none\"\n",
+            flat.display().to_string(),
+            on_records.display().to_string()
+        );
+        run_ok(&write_job(&dir, &format!("records-{name}"), &job), &[]);
+        let ((full_meta, full_params), (record_meta, record)) = (params(&full), params(&on_records));
+        assert_eq!(full_meta.spec.types, record_meta.spec.types, "{name}");
+        assert_eq!(full_meta.link_relation, record_meta.link_relation, "{name}");
+        assert!(largest_gap(&full_params, &params_at_start(&full_meta)) > 1e-3, "{name}: the step moved it");
+        // The weights agree to 1e-6; a bias's gradient sums every row's, which records repeat
+        // once per record that holds them (1,500 nodes, a loss near 8): summed in other groups.
+        let gap = largest_gap(&full_params, &record);
+        assert!(gap < 5e-5, "{name}: {gap}");
+    }
+    // A typed link task names its relation.
+    let job = format!(
+        "{graph}[train]\ntarget_type = \"user\"\nmodel = \"rgcn\"\ntask = \"link\"\noutput = \"{}/m\"\n",
+        dir.display()
+    );
+    assert_fails(&run(&write_job(&dir, "bad", &job), &[]), 64, &["needs [train] link_relation"]);
 }
 
 /// On a generated typed graph (`generate` given `args` too), each case's (kind, extra keys,
@@ -447,7 +499,8 @@ fn typed_steps_match_records(name: &str, args: &[&str], cases: &[(&str, &str, us
         run_ok(&write_job(&dir, &format!("records-{name}"), &job), &[]);
         let ((full_meta, full_params), (record_meta, record)) = (params(&full), params(&on_records));
         assert_eq!(full_meta.spec.types, record_meta.spec.types, "{name}");
-        assert_eq!(full_meta.spec.normalize_edge_features, record_meta.spec.normalize_edge_features, "{name}");
+        assert_eq!(full_meta.spec.normalize_edge_features, extra.contains("normalize_edge_features"), "{name}");
+        assert_eq!(full_meta.spec.relation_edge_stats, record_meta.spec.relation_edge_stats, "{name}");
         if !args.is_empty() {
             let types = full_meta.spec.types.as_ref().unwrap();
             assert!(types.has_edge_features(), "{name}: the model reads the relations' edge features");
@@ -507,7 +560,7 @@ fn typed_full_graph_keys_are_checked() {
     // Checked before any table is read: the graph need not exist.
     for (keys, words) in [
         ("model = \"gat\"", "\"rgcn\" and \"sage\""),
-        ("model = \"rgcn\"\ntask = \"link\"", "node tasks on typed graphs"),
+        ("model = \"rgcn\"\nlink_relation = \"buys\"", "a key of the link task"),
         ("model = \"rgcn\"\nnodes = \"n\"", "names nodes, and the job has a [graph]"),
         ("model = \"rgcn\"\nrecords = \"r\"", "or a typed [graph] and target_type"),
         ("model = \"rgcn\"\ntarget_type = \"buyer\"", "not a node type"),

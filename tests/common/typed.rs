@@ -224,3 +224,34 @@ pub fn read_typed_scores(dir: &Path) -> BTreeMap<Node, TypedScored> {
     }
     out
 }
+
+/// A generated typed graph (buys with 4 edge features) whose buys table has a split column:
+/// `dir/data`, with the other tables linked from the generated graph.
+pub fn split_typed(dir: &Path) -> PathBuf {
+    let generated = dir.join("generated");
+    let out = generated.to_str().unwrap();
+    super::graphflat_ok(&[
+        "generate",
+        "--hetero",
+        "--out",
+        out,
+        "--nodes",
+        "1500",
+        "--seed",
+        "6",
+        "--edge-feature-dim",
+        "4",
+    ]);
+    let data = dir.join("data");
+    std::fs::create_dir_all(data.join("edges")).unwrap();
+    std::os::unix::fs::symlink(generated.join("nodes"), data.join("nodes")).unwrap();
+    for r in ["returns", "follows", "sells"] {
+        std::os::unix::fs::symlink(generated.join("edges").join(r), data.join("edges").join(r)).unwrap();
+    }
+    let (buys, split) = (generated.join("edges/buys"), data.join("edges/buys"));
+    let args = ["--valid", "0.1", "--test", "0.1", "--seed", "2"];
+    super::graphflat_ok(
+        &[&["split-edges", "--edges", buys.to_str().unwrap(), "--out", split.to_str().unwrap()], &args[..]].concat(),
+    );
+    data
+}

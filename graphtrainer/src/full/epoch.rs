@@ -388,7 +388,7 @@ pub fn train_pass(
         let (g, virtual_grads) = g.split_at_mut((own + cx.halo.len()) * width);
         if cx.hubs.active() {
             cx.hubs.backward(worker, virtual_grads, width, leaf_mask.as_deref(), g);
-            exchange.traffic.count(cx.hubs.virtual_rows(), cx.hubs.virtual_rows(), width);
+            exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), width);
         }
         let (own_grads, halo_grads) = g.split_at_mut(own * width);
         exchange.push_back(worker, cx.halo, kept.len() - 1, halo_grads, width, own_grads);

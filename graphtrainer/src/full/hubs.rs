@@ -99,6 +99,7 @@ pub struct Hubs {
     distinct: Vec<u32>,
     distinct_at: Vec<u32>,
     threshold: u64,
+    me: u32,
     /// Hubs split on this worker, on all, and their runs on all.
     pub split: u64,
     pub split_everywhere: u64,
@@ -124,6 +125,7 @@ impl Hubs {
         let Some(threshold) = threshold.filter(|&t| t > 0) else { return hubs };
         hubs.threshold = threshold;
         let (me, peers) = (worker.index() as u32, worker.peers() as u64);
+        hubs.me = me;
         let mut tasks = Vec::new();
         let mut e = 0;
         for slot in 0..own {
@@ -309,9 +311,14 @@ impl Hubs {
         rows
     }
 
-    /// Rows this worker sends each pass, either way: its runs' partials.
+    /// Partials this worker sends another worker each forward pass (run 0 stays at its owner).
     pub fn rows_sent(&self) -> usize {
-        self.runs.len()
+        self.runs.iter().filter(|r| r.owner != self.me).count()
+    }
+
+    /// Partials' gradients this worker sends another worker each backward pass.
+    pub fn grads_sent(&self) -> usize {
+        self.reducers.iter().filter(|(to, _)| *to != self.me).count()
     }
 }
 

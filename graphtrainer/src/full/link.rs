@@ -104,17 +104,21 @@ pub struct LinkTask {
     pub eval: Scoring,
     /// Every worker's validation edges.
     pub valid_edges: u64,
+    /// The supervision edges' table, as errors name it.
+    table: String,
 }
 
 impl LinkTask {
-    /// The task over round 0's `supervision` edges (this worker's); every worker in step.
-    /// Nothing to learn is an error on every worker alike.
+    /// The task over round 0's `supervision` edges (this worker's; `edges_table` names their
+    /// table in errors), negatives drawn from the nodes of `negatives_type` (a typed graph's
+    /// link relation's destination type; `None`: every node); every worker in step. Nothing to
+    /// learn is an error on every worker alike.
     pub fn new(
         worker: &mut Worker,
         config: &TrainConfig,
         nodes: &NodeStore,
         supervision: Vec<SupervisionEdge>,
-        edges_table: &str,
+        (edges_table, negatives_type): (&str, Option<u8>),
     ) -> Result<LinkTask, Error> {
         let negatives = config.negatives.unwrap_or(DEFAULT_NEGATIVES);
         let sampler = config.negative_sampler.unwrap_or(NegativeSampler::Uniform);
@@ -123,7 +127,7 @@ impl LinkTask {
         let train_edges = cluster::sum(worker, train.len() as u64);
         let valid_edges = cluster::sum(worker, count(Split::Valid));
         check_learnable(train_edges, edges_table)?;
-        let draws = Negatives::new(worker, nodes, sampler, None);
+        let draws = Negatives::new(worker, nodes, sampler, negatives_type);
         if !draws.can_draw() {
             return Err(Error::NothingToLearn(format!(
                 "{edges_table}: no node can be drawn as a negative: every node has weight 0 under negative_sampler = \
@@ -135,7 +139,8 @@ impl LinkTask {
         let pairs: Vec<(i64, i64)> = eval.iter().map(|e| (e.src, e.dst)).collect();
         let drawn = draws.draw(worker, config.seed, &pairs, negatives)?;
         let eval = Scoring::plan(worker, &directory, &eval, &drawn, negatives)?;
-        Ok(LinkTask { nodes: directory, draws, negatives, seed: config.seed, train, eval, valid_edges })
+        let table = edges_table.to_owned();
+        Ok(LinkTask { nodes: directory, draws, negatives, seed: config.seed, train, eval, valid_edges, table })
     }
 
     /// Pairs this worker scores: its training edges' and its valid and test edges', each
@@ -165,11 +170,12 @@ fn check_learnable(train: u64, table: &str) -> Result<(), Error> {
 
 impl LinkTask {
     /// Early stopping needs validation edges (the same on every worker).
-    pub fn check_patience(&self, patience: usize, table: &str) -> Result<(), Error> {
+    pub fn check_patience(&self, patience: usize) -> Result<(), Error> {
         if patience > 0 && self.valid_edges == 0 {
             return Err(Error::NothingToLearn(format!(
-                "{table}: patience = {patience} stops early on the validation AUC, and no edge has split \"valid\"; set \
-                 patience = 0, or split valid edges (graphflat split-edges --valid)"
+                "{}: patience = {patience} stops early on the validation AUC, and no edge has split \"valid\"; set \
+                 patience = 0, or split valid edges (graphflat split-edges --valid)",
+                self.table
             )));
         }
         Ok(())

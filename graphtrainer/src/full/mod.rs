@@ -29,13 +29,14 @@
 //! when they moved enough, copies are reused otherwise, and what crossed is counted.
 //!
 //! A link task ([`link`]) scores pairs of the last layer's rows at the owner of each pair's
-//! source, its other endpoint pulled as the halo's rows are.
+//! source, its other endpoint pulled as the halo's rows are; on a typed graph the pairs are
+//! its `link_relation`'s edges and negatives of its destination type.
 //!
 //! On a typed graph the per-type input projection runs before layer 0 at each node's owner,
 //! its rows exchanged as a layer's outputs ([`local::TypedFeatures`], [`epoch`]).
 //!
-//! Not yet: learned embeddings, checkpoints, typed link tasks ([`setup::check_keys`] refuses
-//! them), and split hubs of GAT, GINE and typed models (aggregated by their owner).
+//! Not yet: learned embeddings and checkpoints ([`setup::check_keys`] refuses them), and split
+//! hubs of GAT, GINE and typed models (aggregated by their owner).
 
 pub mod epoch;
 pub mod halo;
@@ -113,7 +114,7 @@ fn declared<'a>(config: &'a TrainConfig, shared: &'a SharedOwnerMap) -> Declared
         settings: serde_json::Value::Null,
         extras: Vec::new(),
         typed: config.typed(),
-        link_relation: None,
+        link_relation: config.link_relation_index(),
         partition: None,
     }
     .with_partition(config.partition.as_deref(), shared)
@@ -196,9 +197,17 @@ fn load(
     let reads = FullReads { seed: config.seed, link, nodes: schemas::redact(declared.nodes), types, relations };
     let loaded = stage::load_graph(&mut stage_worker, declared, &reads)?;
     let mut nodes = loaded.graph.nodes;
-    let edges_table = schemas::redact(declared.edges);
+    // The supervision edges' table, and on a typed graph the type negatives are drawn from.
+    let (edges_table, negatives_type) = match (&declared.typed, declared.link_relation) {
+        (Some((graph, _)), Some(r)) => {
+            let table = graph.tables.iter().find(|t| t.forward == r).map_or("", |t| t.table.as_str());
+            let relation = &graph.relations[usize::from(r)];
+            (format!("relation {} ({})", relation.name, schemas::redact(table)), Some(relation.dst))
+        }
+        _ => (schemas::redact(declared.edges), None),
+    };
     let link = match reads.link {
-        true => Some(LinkTask::new(worker, config, &nodes, loaded.graph.supervision, &edges_table)),
+        true => Some(LinkTask::new(worker, config, &nodes, loaded.graph.supervision, (&edges_table, negatives_type))),
         false => None,
     };
     let link = agree(worker, link.transpose())?;
@@ -297,11 +306,18 @@ fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64, h
     let all = cluster::all_gather(worker, vec![(worker.index(), *mine)]);
     let mut total = Traffic::default();
     all.iter().for_each(|(_, t)| total.add(*t));
+    if total.exact_rows == 0 {
+        let split = match hubs.split_everywhere {
+            0 => String::new(),
+            n => format!("; {n} split {} summed in {} runs", plural(n, "hub"), hubs.runs_everywhere),
+        };
+        return format!("nothing crosses between workers (one worker, or no edge between them){split}");
+    }
     let per_epoch = |v: u64| v as f64 / epochs.max(1) as f64 / 1e6;
     let share = |a: u64, b: u64| if b == 0 { 100.0 } else { 100.0 * a as f64 / b as f64 };
     let split = match hubs.split_everywhere {
         0 => String::new(),
-        n => format!(" and {} partials of {n} split hubs", hubs.runs_everywhere),
+        n => format!(" and {} partials of {n} split {}", hubs.runs_everywhere, plural(n, "hub")),
     };
     format!(
         "{rows} halo rows{split} a layer; training passes sent {:.2} MB an epoch of the exact exchange's {:.2} MB ({:.1}%), \
@@ -311,6 +327,11 @@ fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64, h
         share(total.bytes, total.exact_bytes),
         share(total.rows, total.exact_rows)
     )
+}
+
+/// `noun`, with an `s` unless `n` is 1.
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 { noun.to_owned() } else { format!("{noun}s") }
 }
 
 /// One worker's whole run: load, the epochs, the model.
@@ -328,7 +349,7 @@ fn train_worker(
     let keys = match &graph.link {
         Some(link) => {
             let keys = setup::task_keys(config, link.valid_edges > 0);
-            agree(worker, link.check_patience(keys.patience, &schemas::redact(declared.edges)))?;
+            agree(worker, link.check_patience(keys.patience))?;
             keys
         }
         None => {
@@ -364,7 +385,8 @@ fn train_worker(
         let hubs = match graph.hubs.split_everywhere {
             0 => String::new(),
             n => format!(
-                "; {n} hubs split into {} runs (more in-edges than hub_threshold = {})",
+                "; {n} {} split into {} runs (more in-edges than hub_threshold = {})",
+                plural(n, "hub"),
                 graph.hubs.runs_everywhere,
                 graph.hubs.threshold()
             ),
@@ -406,7 +428,7 @@ fn train_worker(
             lines: vec![("epochs".into(), tracker.epochs.to_string()), ("exchanged".into(), exchange.clone())],
             ..RunFacts::default()
         };
-        let meta = setup::meta(&graph.spec, params.len());
+        let meta = setup::meta(&graph.spec, params.len(), config.link_relation_index());
         let saved = Saving { log, meta, io, params: &params, device: &trainer.base, facts, table: Vec::new() };
         save_model(config, &output, lease, saved)?;
     }

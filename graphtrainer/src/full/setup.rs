@@ -72,14 +72,13 @@ pub fn check_keys(config: &TrainConfig) -> Result<(), Error> {
     Ok(())
 }
 
-/// A typed graph trains R-GCN or heterogeneous GraphSAGE on its target type's nodes; R-GCN
-/// needs a typed graph.
+/// A typed graph trains R-GCN or heterogeneous GraphSAGE on its target type's nodes, or on
+/// its link relation's edges; R-GCN needs a typed graph.
 fn check_typed_keys(config: &TrainConfig, link: bool, typed: bool) -> Result<(), Error> {
-    let records = "flatten the graph and train on its records ([flatten], then [train] records = ...)";
     if typed && !matches!(config.model, ModelKind::Rgcn | ModelKind::Sage) {
         return Err(Error::Usage(format!(
-            "[train] target_type trains on a typed graph, whose models are model = \"rgcn\" and \"sage\" \
-             (heterogeneous GraphSAGE), and this job sets model = \"{}\"",
+            "[train] trains on the job's typed [graph] (target_type or link_relation), whose models are model = \
+             \"rgcn\" and \"sage\" (heterogeneous GraphSAGE), and this job sets model = \"{}\"",
             config.model.name()
         )));
     }
@@ -90,10 +89,10 @@ fn check_typed_keys(config: &TrainConfig, link: bool, typed: bool) -> Result<(),
                 .into(),
         ));
     }
-    if typed && link {
-        return Err(Error::Usage(format!(
-            "full-graph training takes node tasks on typed graphs so far, and this job sets task = \"link\": {records}"
-        )));
+    if typed && link && config.link_relation.is_none() {
+        return Err(Error::Usage(
+            "a link task on a typed graph needs [train] link_relation: the relation whose edges it predicts".into(),
+        ));
     }
     Ok(())
 }
@@ -244,8 +243,8 @@ pub fn spec(
         None => nodes.edge_dim > 0,
     };
     if config.edge_features == Some(true) && !available {
-        let tables = if typed.is_some() { "no relation's edge table has" } else { "the edge table has no" };
-        return Err(Error::Usage(format!("[train] edge_features = true, and {tables} a features column")));
+        let tables = if typed.is_some() { "no relation's edge table has a" } else { "the edge table has no" };
+        return Err(Error::Usage(format!("[train] edge_features = true, and {tables} features column")));
     }
     // As the record trainer decides: read when the tables have them, the job does not say no,
     // and the kind has a place for them (GCN has none).
@@ -315,7 +314,7 @@ pub fn task_keys(config: &TrainConfig, can_validate: bool) -> TaskKeys {
 
 /// The model's description: every in-edge at every layer (no fanouts), as GraphInfer then
 /// reads the graph.
-pub fn meta(spec: &ModelSpec, parameters: usize) -> ModelMeta {
+pub fn meta(spec: &ModelSpec, parameters: usize, link_relation: Option<u8>) -> ModelMeta {
     ModelMeta {
         format: 1,
         spec: spec.clone(),
@@ -326,6 +325,6 @@ pub fn meta(spec: &ModelSpec, parameters: usize) -> ModelMeta {
         parameters,
         // Every in-edge of every relation: GraphInfer reads the graph as trained.
         relation_fanouts: vec![Vec::new(); spec.types.as_ref().map_or(0, |t| t.relations.len())],
-        link_relation: None,
+        link_relation,
     }
 }

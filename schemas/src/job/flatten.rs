@@ -234,7 +234,9 @@ impl FlattenConfig {
         let bad = |problem: String| Err(JobError::invalid("flatten", problem));
         match graph {
             Some(graph) if self.task == Task::Link => {
-                self.target_type = Some(self.link_source_type(&graph.resolve()?)?);
+                let graph = graph.resolve()?;
+                let (relation, target) = (self.link_relation.as_deref(), self.target_type.as_deref());
+                self.target_type = Some(super::graph::link_source_type("flatten", &graph, relation, target)?);
             }
             None if self.link_relation.is_some() => {
                 return bad("link_relation names a relation of [graph], and the job has no [graph]".into());
@@ -255,34 +257,6 @@ impl FlattenConfig {
         }
         self.graph = graph.cloned();
         Ok(())
-    }
-
-    /// A typed link job's target type: its link relation's source type (`target_type` may
-    /// name it, and nothing else). The relation is one of `[graph.relations]`, not a reversed
-    /// one: its table holds the supervision edges.
-    fn link_source_type(&self, graph: &TypedGraph) -> Result<String, JobError> {
-        let bad = |problem: String| Err(JobError::invalid("flatten", problem));
-        let Some(name) = &self.link_relation else {
-            return bad("a link job on a typed graph needs link_relation: the relation whose edges it predicts".into());
-        };
-        let relation = graph.relations.iter().position(|r| &r.name == name).map(|r| r as u8);
-        let Some(r) = relation.filter(|&r| graph.tables.iter().any(|t| t.forward == r)) else {
-            let names: Vec<&str> =
-                graph.tables.iter().map(|t| graph.relations[usize::from(t.forward)].name.as_str()).collect();
-            return bad(format!(
-                "link_relation = {name:?} is not a relation of [graph] ({}; a reversed relation's edges are its \
-                 table's: predict the relation itself)",
-                names.join(", ")
-            ));
-        };
-        let source = graph.node_types[usize::from(graph.relations[usize::from(r)].src)].0.clone();
-        match &self.target_type {
-            Some(target) if *target != source => bad(format!(
-                "target_type = {target:?}, and a link job's target type is its link relation's source type \
-                 ({name}: {source}); leave target_type out"
-            )),
-            _ => Ok(source),
-        }
     }
 
     /// A typed link job's relation, numbered (`None`: a node job, or a homogeneous graph).

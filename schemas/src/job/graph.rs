@@ -195,6 +195,39 @@ impl GraphConfig {
     }
 }
 
+/// A typed link job's target type: its link relation's source type (`target_type` may name
+/// it, and nothing else). The relation is one of `[graph.relations]`, not a reversed one: its
+/// table holds the supervision edges.
+pub fn link_source_type(
+    section: &'static str,
+    graph: &TypedGraph,
+    link_relation: Option<&str>,
+    target_type: Option<&str>,
+) -> Result<String, JobError> {
+    let bad = |problem: String| Err(JobError::invalid(section, problem));
+    let Some(name) = link_relation else {
+        return bad("a link job on a typed graph needs link_relation: the relation whose edges it predicts".into());
+    };
+    let relation = graph.relations.iter().position(|r| r.name == name).map(|r| r as u8);
+    let Some(r) = relation.filter(|&r| graph.tables.iter().any(|t| t.forward == r)) else {
+        let names: Vec<&str> =
+            graph.tables.iter().map(|t| graph.relations[usize::from(t.forward)].name.as_str()).collect();
+        return bad(format!(
+            "link_relation = {name:?} is not a relation of [graph] ({}; a reversed relation's edges are its \
+             table's: predict the relation itself)",
+            names.join(", ")
+        ));
+    };
+    let source = graph.node_types[usize::from(graph.relations[usize::from(r)].src)].0.clone();
+    match target_type {
+        Some(target) if target != source => bad(format!(
+            "target_type = {target:?}, and a link job's target type is its link relation's source type \
+             ({name}: {source}); leave target_type out"
+        )),
+        _ => Ok(source),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -154,6 +154,10 @@ pub struct TrainConfig {
     /// default `[flatten]`'s, 100000; 0 splits none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub_threshold: Option<u64>,
+    /// Full-graph link task on a typed graph: the relation whose edges (its table's `split`
+    /// column) the model learns to predict; the target type is then its source type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_relation: Option<String>,
     /// Full-graph training on a typed graph (the job's `[graph]`, instead of `nodes` and
     /// `edges`): the node type whose labeled nodes the model learns from and scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -352,6 +356,7 @@ impl Default for TrainConfig {
             halo_staleness: 0,
             halo_threshold: 0.0,
             hub_threshold: None,
+            link_relation: None,
             target_type: None,
             graph: None,
             negatives: None,
@@ -595,6 +600,19 @@ impl TrainConfig {
     /// Takes the job's `[graph]` when this section trains on it (`target_type` set): the
     /// tables are then the graph's, and the target type one of its node types.
     pub fn set_graph(&mut self, graph: Option<&super::GraphConfig>) -> Result<(), JobError> {
+        if let Some(relation) = self.link_relation.as_deref() {
+            let Some(graph) = graph else {
+                let problem = "link_relation names a relation of [graph], and the job has no [graph]";
+                return Err(JobError::invalid("train", problem));
+            };
+            if self.task != Some(Task::Link) {
+                let problem = "link_relation is a key of the link task: set task = \"link\", or leave it out";
+                return Err(JobError::invalid("train", problem));
+            }
+            let target = self.target_type.as_deref();
+            let source = super::graph::link_source_type("train", &graph.resolve()?, Some(relation), target)?;
+            self.target_type = Some(source);
+        }
         let Some(target) = self.target_type.as_deref() else { return Ok(()) };
         let tables = (self.nodes.as_deref().unwrap_or_default(), self.edges.as_deref().unwrap_or_default());
         super::graph::section_graph("train", tables, Some(target), graph)?;
@@ -608,6 +626,13 @@ impl TrainConfig {
         let graph = self.graph.as_ref()?.resolve().expect("resolved when the job was parsed");
         let target = self.target_type.as_deref().and_then(|t| graph.node_type(t)).expect("checked with the job");
         Some((graph, target))
+    }
+
+    /// A typed link task's relation, numbered (`None`: a node task, or a homogeneous graph).
+    pub fn link_relation_index(&self) -> Option<u8> {
+        let (graph, _) = self.typed()?;
+        let name = self.link_relation.as_deref()?;
+        graph.relations.iter().position(|r| r.name == name).map(|r| r as u8)
     }
 
     /// The input tables: `records`, or `nodes`, `edges` and `partition` (full-graph training;
