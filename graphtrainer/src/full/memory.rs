@@ -21,7 +21,9 @@
 //! - the features layer 0 reads, twice (host and device): the `n + h` input rows', or on a
 //!   typed graph the own rows' (their projections cross as a layer's outputs);
 //! - split hubs ([`crate::full::hubs`]): a run's virtual row and in-edge at the hub's owner,
-//!   counted as a halo row and an in-edge, and its in-edges at its reducer, counted as in-edges;
+//!   counted as a halo row and an in-edge, and its in-edges at its reducer, counted as in-edges
+//!   (not counted: the reducer's copy of its source rows' dropout mask, `4 x width_in` per
+//!   distinct source row and layer, kept for backward);
 //! - **per scored pair** of a link task (`p`: the worker's supervision edges times `1 +
 //!   negatives`), [`PAIR_BYTES`] (its rows, label, weight, score and the score's gradient) and at
 //!   most one endpoint row and its gradient (`8 x width_out`).
