@@ -150,26 +150,30 @@ impl Hubs {
             hubs.virtual_of[slot] = from..hubs.reducers.len() as u32;
             hubs.split += 1;
         }
-        let mut received = cluster::exchange(worker, tasks, |t: &RunTask| u64::from(t.to));
-        received.sort_unstable_by_key(|t| (t.owner, t.at));
-        let mut placed = Vec::with_capacity(received.len());
-        for (run, task) in received.into_iter().enumerate() {
-            let start = hubs.sources.len();
-            hubs.sources.extend(task.sources.iter().map(|&(id, owner, slot)| Source {
-                id,
-                owner: owner as usize,
-                slot,
-            }));
-            hubs.degrees.extend(std::iter::repeat_n((task.degree, task.count), task.sources.len()));
-            hubs.runs.push(Run { owner: task.owner, at: task.at, edges: start..hubs.sources.len() });
-            placed.push(Placed { to: task.owner, at: task.at, run: run as u32 });
-        }
+        let received = cluster::exchange(worker, tasks, |t: &RunTask| u64::from(t.to));
+        let placed = hubs.take_runs(received);
         for p in cluster::exchange(worker, placed, |p: &Placed| u64::from(p.to)) {
             hubs.reducers[p.at as usize].1 = p.run;
         }
         hubs.split_everywhere = cluster::sum(worker, hubs.split);
         hubs.runs_everywhere = cluster::sum(worker, hubs.runs.len() as u64);
         hubs
+    }
+
+    /// Takes the runs sent here to reduce, in (owner, virtual row) order; returns where each
+    /// landed, for its owner.
+    fn take_runs(&mut self, mut received: Vec<RunTask>) -> Vec<Placed> {
+        received.sort_unstable_by_key(|t| (t.owner, t.at));
+        let mut placed = Vec::with_capacity(received.len());
+        for (run, task) in received.into_iter().enumerate() {
+            let start = self.sources.len();
+            let sources = task.sources.iter().map(|&(id, owner, slot)| Source { id, owner: owner as usize, slot });
+            self.sources.extend(sources);
+            self.degrees.extend(std::iter::repeat_n((task.degree, task.count), task.sources.len()));
+            self.runs.push(Run { owner: task.owner, at: task.at, edges: start..self.sources.len() });
+            placed.push(Placed { to: task.owner, at: task.at, run: run as u32 });
+        }
+        placed
     }
 
     /// Whether some worker split a hub: then every pass exchanges partials, on every worker.
