@@ -524,8 +524,9 @@ fn no_split(files: &[ParquetFile]) -> Result<(), Error> {
     match files.first() {
         Some(file) if file.arrow.schema().column_with_name(edges::SPLIT).is_some() => {
             let at = Location::file(file.name()).column(edges::SPLIT);
-            let problem = "a relation table of a typed graph must have no split column: every edge passes messages \
-                           (drop the column; only a link job's link_relation may have one)";
+            let problem = "a relation table of a typed graph has no split column unless its relation is the link \
+                           job's link_relation, and this one is not: every edge passes messages (drop the column, or \
+                           name this relation as link_relation)";
             Err(BadInput::new(at, problem).into())
         }
         _ => Ok(()),
