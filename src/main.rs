@@ -377,6 +377,9 @@ fn scheduled_index() -> Option<Result<usize>> {
 /// Runs the job's stages, then writes its report (process 0; see `job_report`).
 fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
     let (job, text) = read_job(path, overrides)?;
+    if job.train.as_ref().is_some_and(|t| t.full_graph()) {
+        alloc::keep_arena_heaps();
+    }
     // One I/O runtime for the job, carrying its `[storage]` to every stage.
     let io = Io::new(&job.storage).cause(Cause::Internal)?;
     let page = match &job.report {

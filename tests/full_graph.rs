@@ -254,6 +254,33 @@ fn stale_copies_send_fewer_bytes_and_a_zero_threshold_changes_nothing() {
 }
 
 #[test]
+fn bfloat16_rows_cross_at_half_the_bytes_and_move_the_model_by_their_rounding() {
+    let dir = scratch("full-graph-bf16");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 6, 17);
+    let keys = train_keys("gcn", 6);
+    let bf16 = format!("{keys}halo_precision = \"bf16\"\n");
+    let exact = params(&train_full(&dir, &data, "exact", 3, &keys)).1;
+    let (rounded, summary) = train_full_summary(&dir, &data, "bf16", 3, &bf16);
+    assert_eq!(bytes_sent(&summary), 50.0, "{summary}");
+    assert!(summary.contains("at bfloat16"), "{summary}");
+    // Each crossing value moves by at most 2^-8 of itself: the model moves, a little.
+    let (rounded, scale) = (params(&rounded).1, exact.iter().fold(0f32, |m, v| m.max(v.abs())));
+    let gap = largest_gap(&exact, &rounded);
+    assert!(gap > 1e-7 && gap < 1e-2 * scale, "{gap} of {scale}");
+    // One worker: nothing crosses, nothing is rounded.
+    let one = (train_full(&dir, &data, "one", 1, &keys), train_full(&dir, &data, "one-bf16", 1, &bf16));
+    assert_eq!(params(&one.0).1, params(&one.1).1);
+    // With stale copies, the rows that still cross cross at half the bytes.
+    let stale = format!("{keys}halo_staleness = 3\nhalo_threshold = 0.5\n");
+    let (_, f32_summary) = train_full_summary(&dir, &data, "stale", 3, &stale);
+    let (_, bf16_summary) =
+        train_full_summary(&dir, &data, "stale-bf16", 3, &format!("{stale}halo_precision = \"bf16\"\n"));
+    let (f32_sent, bf16_sent) = (bytes_sent(&f32_summary), bytes_sent(&bf16_summary));
+    assert!(bf16_sent < 0.75 * f32_sent, "{bf16_sent}% against {f32_sent}%");
+}
+
+#[test]
 fn graphinfer_scores_a_full_graph_model_as_the_dense_forward_pass() {
     let dir = scratch("full-graph-infer");
     let data = dir.join("g");
@@ -637,6 +664,8 @@ fn full_graph_keys_are_checked() {
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmode = \"async\""), "async"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlayers = 0"), "layers must be"),
         (format!("records = \"{d}/r\"\nhub_threshold = 4"), "keys of full-graph training"),
+        (format!("records = \"{d}/r\"\nhalo_precision = \"bf16\""), "keys of full-graph training"),
+        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_precision = \"f16\""), "halo_precision"),
         (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhub_threshold = -1"), "hub_threshold"),
     ];
     for (i, (keys, words)) in cases.iter().enumerate() {

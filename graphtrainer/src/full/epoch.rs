@@ -42,6 +42,7 @@ use crate::full::hubs::Hubs;
 use crate::full::link::{self, LinkTask, Scoring};
 use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::stale::{LayerCopies, Staleness, Traffic};
+use crate::full::wire::Precision;
 use crate::phases::{Lap, Phases};
 use crate::ps::{Score, Stats};
 
@@ -80,10 +81,11 @@ pub struct Trained {
     pub stats: Stats,
 }
 
-/// How training passes exchange the halo: exactly, or with stale copies (`crate::full::stale`),
-/// and what crossed.
+/// How training passes exchange the halo: every row every pass, or with stale copies
+/// (`crate::full::stale`), at a precision (`crate::full::wire`), and what crossed.
 pub struct Exchange {
     pub staleness: Staleness,
+    pub precision: Precision,
     /// Per exchanged layer (the outputs of layers `0..k - 1`), its copies.
     layers: Vec<LayerCopies>,
     /// What this worker sent, over the run's training passes.
@@ -91,34 +93,38 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new(staleness: Staleness, layers: usize) -> Self {
+    pub fn new(staleness: Staleness, precision: Precision, layers: usize) -> Self {
         Exchange {
             staleness,
+            precision,
             layers: vec![LayerCopies::default(); layers.saturating_sub(1)],
             traffic: Traffic::default(),
         }
     }
 
-    fn exact(&self) -> bool {
+    /// Whether every row crosses every pass (no copy is reused).
+    fn every_row(&self) -> bool {
         self.staleness.epochs == 0
     }
 
     /// The halo's rows of layer `l`'s output (`own_rows`, `width` each).
     fn pull(&mut self, worker: &mut Worker, halo: &Halo, l: usize, own_rows: &[f32], width: usize) -> Vec<f32> {
-        if self.exact() {
-            self.traffic.count(halo.rows_sent(), halo.rows_sent(), width);
-            return halo.pull(worker, own_rows, width);
+        let how = (self.staleness, self.precision);
+        if self.every_row() {
+            self.traffic.count(halo.rows_sent(), halo.rows_sent(), width, self.precision);
+            return halo.pull_at(worker, own_rows, width, self.precision);
         }
-        halo.pull_stale(worker, &mut self.layers[l], own_rows, width, self.staleness, &mut self.traffic)
+        halo.pull_stale(worker, &mut self.layers[l], own_rows, width, how, &mut self.traffic)
     }
 
     /// The halo's gradients of layer `l`'s output back to their owners, added to `own_grads`.
     fn push_back(&mut self, worker: &mut Worker, halo: &Halo, l: usize, grads: &[f32], width: usize, own: &mut [f32]) {
-        if self.exact() {
-            self.traffic.count(halo.len(), halo.len(), width);
-            return halo.push_back(worker, grads, width, own);
+        let how = (self.staleness, self.precision);
+        if self.every_row() {
+            self.traffic.count(halo.len(), halo.len(), width, self.precision);
+            return halo.push_back_at(worker, grads, width, own, self.precision);
         }
-        halo.push_back_stale(worker, &mut self.layers[l], grads, width, own, self.staleness, &mut self.traffic);
+        halo.push_back_stale(worker, &mut self.layers[l], grads, width, own, how, &mut self.traffic);
     }
 }
 
@@ -290,7 +296,7 @@ fn forward(
             phases.tensors_seconds += lap.lap();
             let partials = cx.hubs.forward(worker, &input, width, hub_mask.as_deref());
             if let Some((_, exchange)) = &mut training {
-                exchange.traffic.count(cx.hubs.rows_sent(), cx.hubs.rows_sent(), width);
+                exchange.traffic.count(cx.hubs.rows_sent(), cx.hubs.rows_sent(), width, Precision::F32);
             }
             input.extend(partials);
             phases.exchange_seconds += lap.lap();
@@ -388,7 +394,7 @@ pub fn train_pass(
         let (g, virtual_grads) = g.split_at_mut((own + cx.halo.len()) * width);
         if cx.hubs.active() {
             cx.hubs.backward(worker, virtual_grads, width, leaf_mask.as_deref(), g);
-            exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), width);
+            exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), width, Precision::F32);
         }
         let (own_grads, halo_grads) = g.split_at_mut(own * width);
         exchange.push_back(worker, cx.halo, kept.len() - 1, halo_grads, width, own_grads);

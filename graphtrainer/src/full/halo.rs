@@ -24,6 +24,8 @@ use timely::worker::Worker;
 use cluster::IdTable;
 use sampling::{ELSEWHERE, NodeStore};
 
+use crate::full::wire::{Precision, Values};
+
 /// Values a message carries at most (4 MiB of `f32`): a reader's rows are cut into chunks.
 const CHUNK_VALUES: usize = 1 << 20;
 
@@ -33,7 +35,7 @@ struct Rows {
     to: u32,
     from: u32,
     at: u32,
-    values: Vec<f32>,
+    values: Values,
 }
 
 /// A reader's list, to the owner of its rows (sent once, by [`Halo::plan`] as slots, by
@@ -298,7 +300,7 @@ impl Halo {
 
     /// The rows `lists[w]` names of `rows` (`width` each), to each worker `w`, in list order and
     /// in chunks that carry their first position.
-    fn messages(&self, lists: &[Vec<u32>], rows: &[f32], width: usize) -> Vec<Rows> {
+    fn messages(&self, lists: &[Vec<u32>], rows: &[f32], width: usize, precision: Precision) -> Vec<Rows> {
         let mut out = Vec::new();
         for (to, list) in lists.iter().enumerate() {
             for (c, chunk) in list.chunks(chunk_rows(width)).enumerate() {
@@ -307,6 +309,7 @@ impl Halo {
                     values.extend_from_slice(&rows[row as usize * width..(row as usize + 1) * width]);
                 }
                 let at = (c * chunk_rows(width)) as u32;
+                let values = Values::encode(values, precision);
                 out.push(Rows { to: to as u32, from: self.me as u32, at, values });
             }
         }
@@ -316,14 +319,19 @@ impl Halo {
     /// The halo's copies of `own_rows` (this worker's rows, `width` each) on every worker:
     /// this worker's halo rows, `width` each. Every worker calls it in step.
     pub fn pull(&self, worker: &mut Worker, own_rows: &[f32], width: usize) -> Vec<f32> {
+        self.pull_at(worker, own_rows, width, Precision::F32)
+    }
+
+    /// [`Halo::pull`], the rows crossing at `precision` (`crate::full::wire`).
+    pub fn pull_at(&self, worker: &mut Worker, own_rows: &[f32], width: usize, precision: Precision) -> Vec<f32> {
         let mut halo = vec![0.0; self.len() * width];
         if self.peers == 1 {
             return halo;
         }
-        let out = self.messages(&self.sends, own_rows, width);
+        let out = self.messages(&self.sends, own_rows, width, precision);
         for rows in trade(worker, out) {
             let list = &self.reads[rows.from as usize][rows.at as usize..];
-            for (values, &row) in rows.values.chunks(width).zip(list) {
+            for (values, &row) in rows.values.decode().chunks(width).zip(list) {
                 halo[row as usize * width..(row as usize + 1) * width].copy_from_slice(values);
             }
         }
@@ -334,13 +342,25 @@ impl Halo {
     /// owners and adds the gradients of its own rows' copies on other workers to `own_grads`.
     /// Every worker calls it in step.
     pub fn push_back(&self, worker: &mut Worker, halo_grads: &[f32], width: usize, own_grads: &mut [f32]) {
+        self.push_back_at(worker, halo_grads, width, own_grads, Precision::F32);
+    }
+
+    /// [`Halo::push_back`], the gradients crossing at `precision` (`crate::full::wire`).
+    pub fn push_back_at(
+        &self,
+        worker: &mut Worker,
+        halo_grads: &[f32],
+        width: usize,
+        own_grads: &mut [f32],
+        precision: Precision,
+    ) {
         if self.peers == 1 {
             return;
         }
-        let out = self.messages(&self.reads, halo_grads, width);
+        let out = self.messages(&self.reads, halo_grads, width, precision);
         for rows in trade(worker, out) {
             let list = &self.sends[rows.from as usize][rows.at as usize..];
-            for (values, &slot) in rows.values.chunks(width).zip(list) {
+            for (values, &slot) in rows.values.decode().chunks(width).zip(list) {
                 let own = &mut own_grads[slot as usize * width..(slot as usize + 1) * width];
                 own.iter_mut().zip(values).for_each(|(g, v)| *g += v);
             }

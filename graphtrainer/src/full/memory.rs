@@ -24,6 +24,11 @@
 //!   counted as a halo row and an in-edge, and its in-edges at its reducer, counted as in-edges
 //!   (not counted: the reducer's copy of its source rows' dropout mask, `4 x width_in` per
 //!   distinct source row and layer, kept for backward);
+//! - with stale copies (`halo_staleness`, [`crate::full::stale`]), per exchanged layer of width
+//!   `w` (the outputs of layers `0..k - 1`, and a typed graph's projection): per halo row the
+//!   reader's copy, the last gradient it sent and the copy a pull returns (`3 x 4 x w`) and the
+//!   gradient's age (4); per row the worker sends a pull ([`Share::sent`]) the owner's last row
+//!   sent and the last gradient got (`2 x 4 x w`) and the row's age (4);
 //! - **per scored pair** of a link task (`p`: the worker's supervision edges times `1 +
 //!   negatives`), [`PAIR_BYTES`] (its rows, label, weight, score and the score's gradient) and at
 //!   most one endpoint row and its gradient (`8 x width_out`).
@@ -50,6 +55,10 @@ pub struct Share {
     pub pairs: u64,
     /// Feature values layer 0 reads: `(own + halo) x dim`, or a typed graph's own rows'.
     pub features: u64,
+    /// Rows a pull sends from this worker (its readers' lists, together), and whether the
+    /// exchange keeps stale copies of them.
+    pub sent: u64,
+    pub stale: bool,
 }
 
 /// The bytes a worker holds while it trains `spec` on `share` (see the module doc).
@@ -71,7 +80,17 @@ pub fn estimate(spec: &ModelSpec, share: Share) -> u64 {
                 _ => 0,
             };
     }
+    if share.stale {
+        bytes += exchanged_widths(spec).map(|w| share.halo * (12 * w + 4) + share.sent * (8 * w + 4)).sum::<u64>();
+    }
     bytes
+}
+
+/// The widths of the rows a training pass exchanges: a typed graph's projection, then the
+/// outputs of every layer but the last.
+fn exchanged_widths(spec: &ModelSpec) -> impl Iterator<Item = u64> + '_ {
+    let projection = spec.types.as_ref().map(|_| spec.hidden as u64);
+    projection.into_iter().chain((1..spec.layers).map(|l| spec.layer_input(l) as u64))
 }
 
 /// The edge features' width an edge holds: the graph's, or on a typed graph at most its
@@ -136,7 +155,8 @@ mod tests {
 
     #[test]
     fn the_estimate_grows_with_every_part_of_the_share() {
-        let share = Share { own: 1000, halo: 200, edges: 5000, pairs: 0, features: 1200 * 100 };
+        let share =
+            Share { own: 1000, halo: 200, edges: 5000, pairs: 0, features: 1200 * 100, sent: 300, stale: false };
         let base = estimate(&spec(ModelKind::Gcn), share);
         let more = [
             Share { own: 2000, ..share },
@@ -153,6 +173,10 @@ mod tests {
         // Attention and per-edge messages keep per-edge state a GCN does not.
         assert!(estimate(&spec(ModelKind::Gat), share) > base);
         assert!(estimate(&spec(ModelKind::Gine), share) > base);
+        // Stale copies: one exchanged layer of 16, its halo's and its sent rows' copies.
+        let stale = Share { stale: true, ..share };
+        assert_eq!(estimate(&spec(ModelKind::Gcn), stale) - base, 200 * (12 * 16 + 4) + 300 * (8 * 16 + 4));
+        assert!(estimate(&spec(ModelKind::Gcn), Share { sent: 600, ..stale }) > estimate(&spec(ModelKind::Gcn), stale));
     }
 
     #[test]

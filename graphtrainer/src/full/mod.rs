@@ -26,7 +26,8 @@
 //!
 //! What a worker holds is stated in `docs/full-graph.md` (bytes per node and per edge).
 //! With `halo_staleness` the exchange is SANCUS's ([`stale`]): rows and gradients cross only
-//! when they moved enough, copies are reused otherwise, and what crossed is counted.
+//! when they moved enough, copies are reused otherwise, and what crossed is counted. With
+//! `halo_precision = "bf16"` they cross at half the bytes ([`wire`]).
 //!
 //! A link task ([`link`]) scores pairs of the last layer's rows at the owner of each pair's
 //! source, its other endpoint pulled as the halo's rows are; on a typed graph the pairs are
@@ -47,6 +48,7 @@ pub mod memory;
 pub mod setup;
 pub mod stale;
 pub mod steps;
+pub mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -62,7 +64,7 @@ use tables::{Io, Place};
 use timely::worker::Worker;
 
 use crate::error::Error;
-use crate::full::epoch::{Context, Features};
+use crate::full::epoch::{Context, Exchange, Features};
 use crate::full::halo::Halo;
 use crate::full::hubs::Hubs;
 use crate::full::link::LinkTask;
@@ -70,6 +72,7 @@ use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::setup::{FullReads, LabelCounts};
 use crate::full::stale::Traffic;
 use crate::full::steps::Trainer;
+use crate::full::wire::Precision;
 use crate::metrics::MetricsLog;
 use crate::tracker::Tracker;
 use crate::train::{Saving, TrainConfig, TrainSummary, metric_of, save_model};
@@ -239,7 +242,8 @@ fn load(
     };
     let halo_rows = (halo.len() + hubs.virtual_rows()) as u64;
     let (own, edges) = (nodes.len() as u64, (sources.len() + hubs.virtual_rows() + hubs.run_edges()) as u64);
-    let share = memory::Share { own, halo: halo_rows, edges, pairs, features };
+    let (sent, stale) = (halo.rows_sent() as u64, config.halo_staleness > 0);
+    let share = memory::Share { own, halo: halo_rows, edges, pairs, features, sent, stale };
     let fit = fits(worker, config, &spec, share, threads);
     agree(worker, fit)?;
     let gat = spec.kind == schemas::model::ModelKind::Gat;
@@ -302,8 +306,8 @@ fn fits(
 
 /// The summary's line on what crossed between workers in the training passes, every
 /// worker's: per epoch, against what the exact exchange sends.
-fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64, hubs: &Hubs) -> String {
-    let all = cluster::all_gather(worker, vec![(worker.index(), *mine)]);
+fn traffic_line(worker: &mut Worker, exchange: &Exchange, epochs: usize, rows: u64, hubs: &Hubs) -> String {
+    let all = cluster::all_gather(worker, vec![(worker.index(), exchange.traffic)]);
     let mut total = Traffic::default();
     all.iter().for_each(|(_, t)| total.add(*t));
     if total.exact_rows == 0 {
@@ -320,9 +324,10 @@ fn traffic_line(worker: &mut Worker, mine: &Traffic, epochs: usize, rows: u64, h
         n => format!(" and {} partials of {n} split {}", hubs.runs_everywhere, plural(n, "hub")),
     };
     format!(
-        "{rows} halo rows{split} a layer; training passes sent {:.2} MB an epoch of the exact exchange's {:.2} MB ({:.1}%), \
-         {:.1}% of its rows",
+        "{rows} halo rows{split} a layer; training passes sent {:.2} MB an epoch{} of the exact exchange's {:.2} MB \
+         ({:.1}%), {:.1}% of its rows",
         per_epoch(total.bytes),
+        if exchange.precision == Precision::Bf16 { " (rows at bfloat16)" } else { "" },
         per_epoch(total.exact_bytes),
         share(total.bytes, total.exact_bytes),
         share(total.rows, total.exact_rows)
@@ -419,7 +424,7 @@ fn train_worker(
     }
     let best = keys.patience > 0 && !tracker.best_params.is_empty();
     let params = if best { tracker.best_params.clone() } else { trainer.params.clone() };
-    let exchange = traffic_line(worker, &trainer.exchange.traffic, tracker.epochs, sent, &graph.hubs);
+    let exchange = traffic_line(worker, &trainer.exchange, tracker.epochs, sent, &graph.hubs);
     if let (Some(lease), Some(log)) = (lease, &log) {
         let facts = RunFacts {
             seconds: started.elapsed().as_secs_f64(),

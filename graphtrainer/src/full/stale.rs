@@ -16,12 +16,14 @@
 //! `docs/full-graph.md`).
 //!
 //! [`Traffic`] counts what crossed against what the exact exchange would have sent: rows and
-//! bytes (a skipped row costs nothing; a sent row its values and its position, 4 bytes each).
+//! bytes (a skipped row costs nothing; a sent row its values, at the wire's precision, and its
+//! position, 4 bytes), the exact exchange's at 4 bytes a value.
 
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::full::halo::Halo;
+use crate::full::wire::{self, Precision, Values};
 
 /// How stale a halo row may get (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,24 +51,33 @@ impl Traffic {
         self.exact_bytes += other.exact_bytes;
     }
 
-    /// `rows` of `width` values sent, of `exact` the exact exchange sends.
-    pub fn count(&mut self, rows: usize, exact: usize, width: usize) {
+    /// `rows` of `width` values sent at `precision`, of `exact` the exact exchange sends.
+    pub fn count(&mut self, rows: usize, exact: usize, width: usize, precision: Precision) {
         self.rows += rows as u64;
         self.exact_rows += exact as u64;
         // A row skipped by no one goes without its position: the exact exchange's lists.
         let positions = if rows == exact { 0 } else { rows };
-        self.bytes += (rows * width * 4 + positions * 4) as u64;
+        self.bytes += (rows * width * wire::value_bytes(precision) + positions * 4) as u64;
         self.exact_bytes += (exact * width * 4) as u64;
     }
 }
 
 /// Rows of a list that changed: their positions in the list and their values.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 struct Changed {
     to: u32,
     from: u32,
     positions: Vec<u32>,
     values: Vec<f32>,
+}
+
+/// [`Changed`] as it crosses, its values at the wire's precision.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Sent {
+    to: u32,
+    from: u32,
+    positions: Vec<u32>,
+    values: Values,
 }
 
 /// One exchanged layer's copies (see the module doc).
@@ -124,41 +135,44 @@ fn decide(rows: &[f32], last: &mut Vec<f32>, age: &mut Vec<u32>, width: usize, s
 /// absolute, so chunks may arrive in any order).
 const CHUNK_ROWS: usize = 1 << 16;
 
-/// `changed` cut into messages of at most [`CHUNK_ROWS`] rows.
-fn chunks(changed: Changed, width: usize) -> Vec<Changed> {
-    if changed.positions.len() <= CHUNK_ROWS {
-        return vec![changed];
-    }
+/// `changed` cut into messages of at most [`CHUNK_ROWS`] rows, at `precision`.
+fn chunks(changed: Changed, width: usize, precision: Precision) -> Vec<Sent> {
     let Changed { to, from, positions, values } = changed;
+    if positions.len() <= CHUNK_ROWS {
+        return vec![Sent { to, from, positions, values: Values::encode(values, precision) }];
+    }
     positions
         .chunks(CHUNK_ROWS)
         .zip(values.chunks(CHUNK_ROWS * width))
-        .map(|(p, v)| Changed { to, from, positions: p.to_vec(), values: v.to_vec() })
+        .map(|(p, v)| Sent { to, from, positions: p.to_vec(), values: Values::encode(v.to_vec(), precision) })
         .collect()
 }
 
 /// Sends `out` to its `to`s; returns what arrived here, in (sender, first position) order.
-fn trade(worker: &mut Worker, out: Vec<Changed>) -> Vec<Changed> {
-    let mut received = cluster::exchange(worker, out, |c: &Changed| u64::from(c.to));
+fn trade(worker: &mut Worker, out: Vec<Sent>) -> Vec<Changed> {
+    let mut received = cluster::exchange(worker, out, |c: &Sent| u64::from(c.to));
     received.sort_unstable_by_key(|c| (c.from, c.positions.first().copied()));
-    received
+    let decode = |c: Sent| Changed { to: c.to, from: c.from, positions: c.positions, values: c.values.decode() };
+    received.into_iter().map(decode).collect()
 }
 
 impl Halo {
     /// [`Halo::pull`] with stale copies: returns this worker's halo rows, fresh where their
-    /// owners sent them, its copies elsewhere.
+    /// owners sent them, its copies elsewhere. Rows cross at `precision`, rounded before the
+    /// decision (the last row sent is what its readers hold).
     pub fn pull_stale(
         &self,
         worker: &mut Worker,
         cache: &mut LayerCopies,
         own_rows: &[f32],
         width: usize,
-        s: Staleness,
+        (s, precision): (Staleness, Precision),
         traffic: &mut Traffic,
     ) -> Vec<f32> {
         let read = self.read_rows();
         let mut rows = Vec::with_capacity(read.len() * width);
         read.iter().for_each(|&slot| rows.extend_from_slice(&own_rows[slot as usize * width..][..width]));
+        wire::round(&mut rows, precision);
         let sent = decide(&rows, &mut cache.sent, &mut cache.sent_age, width, s);
         let mut out = Vec::new();
         for (reader, list) in self.lists_by_reader() {
@@ -171,8 +185,8 @@ impl Halo {
                     changed.values.extend_from_slice(&rows[at * width..(at + 1) * width]);
                 }
             }
-            traffic.count(changed.positions.len(), list.len(), width);
-            out.extend(chunks(changed, width));
+            traffic.count(changed.positions.len(), list.len(), width, precision);
+            out.extend(chunks(changed, width, precision));
         }
         if cache.copies.len() != self.len() * width {
             cache.copies = vec![0.0; self.len() * width];
@@ -188,7 +202,7 @@ impl Halo {
     }
 
     /// [`Halo::push_back`] with stale gradients: adds to `own_grads` the last gradient got from
-    /// every reader for each of its rows.
+    /// every reader for each of its rows. Gradients cross at `precision`, rounded as rows are.
     #[allow(clippy::too_many_arguments)]
     pub fn push_back_stale(
         &self,
@@ -197,10 +211,12 @@ impl Halo {
         halo_grads: &[f32],
         width: usize,
         own_grads: &mut [f32],
-        s: Staleness,
+        (s, precision): (Staleness, Precision),
         traffic: &mut Traffic,
     ) {
-        let sent = decide(halo_grads, &mut cache.grads_sent, &mut cache.grads_age, width, s);
+        let mut halo_grads = halo_grads.to_vec();
+        wire::round(&mut halo_grads, precision);
+        let sent = decide(&halo_grads, &mut cache.grads_sent, &mut cache.grads_age, width, s);
         let mut out = Vec::new();
         for (owner, rows) in self.rows_by_owner() {
             let mut changed =
@@ -209,8 +225,8 @@ impl Halo {
                 changed.positions.push(p as u32);
                 changed.values.extend_from_slice(&halo_grads[row as usize * width..(row as usize + 1) * width]);
             }
-            traffic.count(changed.positions.len(), rows.len(), width);
-            out.extend(chunks(changed, width));
+            traffic.count(changed.positions.len(), rows.len(), width, precision);
+            out.extend(chunks(changed, width, precision));
         }
         let received = trade(worker, out);
         if cache.grads_got.is_empty() {
@@ -263,9 +279,12 @@ mod tests {
     #[test]
     fn traffic_counts_positions_only_when_rows_were_skipped() {
         let mut t = Traffic::default();
-        t.count(10, 10, 4);
+        t.count(10, 10, 4, Precision::F32);
         assert_eq!((t.bytes, t.exact_bytes), (160, 160));
-        t.count(5, 10, 4);
+        t.count(5, 10, 4, Precision::F32);
         assert_eq!((t.rows, t.exact_rows, t.bytes, t.exact_bytes), (15, 20, 160 + 100, 320));
+        // bfloat16: 2 bytes a value, positions still 4; the exact exchange's at 4 a value.
+        t.count(5, 10, 4, Precision::Bf16);
+        assert_eq!((t.bytes, t.exact_bytes), (260 + 40 + 20, 480));
     }
 }

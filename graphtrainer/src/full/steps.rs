@@ -63,7 +63,7 @@ impl Trainer {
             crate::full::stale::Staleness { epochs: config.halo_staleness as u32, threshold: config.halo_threshold };
         // A typed graph's projection is exchanged as a layer's output is.
         let exchanged = cx.spec.layers + usize::from(matches!(cx.features, Features::Typed(_)));
-        let exchange = Exchange::new(staleness, exchanged);
+        let exchange = Exchange::new(staleness, config.halo_precision, exchanged);
         Ok(Trainer { template, params, server, base, device, train_edges, eval_edges, exchange })
     }
 

@@ -85,6 +85,17 @@ pub enum OptimizerKind {
     Sgd,
 }
 
+/// The precision full-graph training's halo rows and gradients cross at (`halo_precision`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HaloPrecision {
+    /// As computed: the exact exchange.
+    #[default]
+    F32,
+    /// bfloat16 (`f32`'s range, 8 significant bits): half the bytes.
+    Bf16,
+}
+
 /// The optimizer of the learned embedding rows: each step updates only the rows it touched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -149,6 +160,10 @@ pub struct TrainConfig {
     /// not sent while its copy is younger than `halo_staleness` epochs.
     #[serde(default, skip_serializing_if = "is_zero_f32")]
     pub halo_threshold: f32,
+    /// Full-graph training: the precision halo rows and their gradients cross at in training
+    /// passes (`bf16`: half the bytes, each value within 2^-8 of itself; default `f32`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub halo_precision: HaloPrecision,
     /// Full-graph training: a node with more in-edges than this has them cut into runs summed
     /// on other workers and merged at its owner (GCN and GraphSAGE on homogeneous graphs;
     /// default `[flatten]`'s, 100000; 0 splits none).
@@ -355,6 +370,7 @@ impl Default for TrainConfig {
             memory_mb: None,
             halo_staleness: 0,
             halo_threshold: 0.0,
+            halo_precision: HaloPrecision::F32,
             hub_threshold: None,
             link_relation: None,
             target_type: None,
@@ -665,6 +681,7 @@ impl TrainConfig {
             || self.memory_mb.is_some()
             || self.halo_staleness > 0
             || self.halo_threshold != 0.0
+            || self.halo_precision != HaloPrecision::F32
             || self.hub_threshold.is_some()
             || self.negatives.is_some()
             || self.negative_sampler.is_some()
@@ -672,8 +689,8 @@ impl TrainConfig {
         if !graph && full_keys {
             return Err(JobError::invalid(
                 "train",
-                "layers, partition, memory_mb, halo_staleness, halo_threshold, hub_threshold, negatives, \
-                 negative_sampler and target_type are keys of full-graph training (nodes and edges, or a typed [graph]); records fix \
+                "layers, partition, memory_mb, halo_staleness, halo_threshold, halo_precision, hub_threshold, \
+                 negatives, negative_sampler, link_relation and target_type are keys of full-graph training (nodes and edges, or a typed [graph]); records fix \
                  their layers, target type and negatives when they are flattened",
             ));
         }
@@ -700,6 +717,10 @@ impl TrainConfig {
         }
         Ok(())
     }
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 fn is_zero(n: &usize) -> bool {
