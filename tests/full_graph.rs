@@ -428,7 +428,8 @@ fn typed_graph(data: &Path) -> String {
 
 #[test]
 fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
-    let cases = [("rgcn", "", 1), ("rgcn", "bases = 2\n", 3), ("sage", "", 2)];
+    // Users with more than 3 in-edges split by run and relation (R-GCN) over 3 workers.
+    let cases = [("rgcn", "", 1), ("rgcn", "bases = 2\nhub_threshold = 3\n", 3), ("sage", "", 2)];
     typed_steps_match_records("full-graph-typed", &[], &cases);
 }
 
@@ -436,8 +437,51 @@ fn typed_models_step_as_the_record_trainer_on_typed_records_of_every_edge() {
 fn typed_models_read_relations_edge_features_as_the_record_trainer() {
     // Buys edges carry 4 features and follows edges 2; returns and sells none. Both kinds
     // read them, standardized per relation or raw.
-    let cases = [("rgcn", "normalize_edge_features = true\n", 2), ("sage", "", 3)];
+    // GraphSAGE with its hubs split: the virtual edges carry their pieces' mean features.
+    let cases = [("rgcn", "normalize_edge_features = true\n", 2), ("sage", "hub_threshold = 2\n", 3)];
     typed_steps_match_records("full-graph-typed-edges", &["--edge-feature-dim", "4"], &cases);
+}
+
+#[test]
+fn typed_split_hubs_take_the_steps_of_hubs_kept_whole_under_dropout() {
+    let dir = scratch("full-graph-typed-hubs");
+    let data = dir.join("graph");
+    let data_arg = data.to_str().unwrap();
+    graphflat_ok(&[
+        "generate",
+        "--hetero",
+        "--out",
+        data_arg,
+        "--nodes",
+        "400",
+        "--seed",
+        "6",
+        "--edge-feature-dim",
+        "4",
+    ]);
+    let graph = typed_graph(&data);
+    // Each piece's sources masked as their owners' rows are, each relation's mean of edge
+    // features carried by its virtual edges: three epochs split by run and relation on 3
+    // workers equal every hub whole on 2.
+    for model in ["rgcn", "sage"] {
+        let keys = train_keys(model, 3).replace("dropout = 0.0", "dropout = 0.5");
+        let train = |name: String, workers: usize, threshold: u64| {
+            let out = dir.join(&name);
+            let job = format!(
+                "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\nlayers = 2\noutput = {:?}\n\
+                 {keys}hub_threshold = {threshold}\n",
+                out.display().to_string()
+            );
+            (out.clone(), run_ok(&write_job(&dir, &name, &job), &[]))
+        };
+        let (whole, _) = train(format!("{model}-whole"), 2, 0);
+        let (split, summary) = train(format!("{model}-split"), 3, 2);
+        assert!(split_hubs(&summary) > 10, "{summary}");
+        let ((meta, whole), split) = (params(&whole), params(&split).1);
+        assert!(meta.spec.types.as_ref().unwrap().has_edge_features(), "{model}: the model reads edge features");
+        assert!(largest_gap(&whole, &params_at_start(&meta)) > 1e-3, "{model}: the steps moved it");
+        assert!(largest_gap(&whole, &split) < 1e-5, "{model}: {}", largest_gap(&whole, &split));
+    }
 }
 
 #[test]
@@ -453,7 +497,8 @@ fn typed_link_models_step_as_the_record_trainer_on_typed_link_records_of_every_e
         flat.display().to_string()
     );
     run_ok(&write_job(&dir, "flat", &job), &[]);
-    for (model, decoder, workers) in [("rgcn", "dot", 1), ("sage", "mlp", 3)] {
+    // GraphSAGE's hubs split by run and relation (the full-graph job's key alone).
+    for (model, decoder, workers, hubs) in [("rgcn", "dot", 1, ""), ("sage", "mlp", 3, "hub_threshold = 2\n")] {
         let name = format!("{model}-{workers}");
         let keys = format!(
             "{}task = \"link\"\ndecoder = \"{decoder}\"\nembedding_dim = 4\npatience = 0\nnormalize_edge_features = true\n",
@@ -462,10 +507,11 @@ fn typed_link_models_step_as_the_record_trainer_on_typed_link_records_of_every_e
         let full = dir.join(format!("full-{name}"));
         let job = format!(
             "{graph}[cluster]\nworkers = {workers}\n[train]\nlink_relation = \"buys\"\nnegatives = 2\nlayers = 2\n\
-             output = {:?}\n{keys}",
+             output = {:?}\n{keys}{hubs}",
             full.display().to_string()
         );
-        run_ok(&write_job(&dir, &format!("full-{name}"), &job), &[]);
+        let summary = run_ok(&write_job(&dir, &format!("full-{name}"), &job), &[]);
+        assert_eq!(split_hubs(&summary) > 0, !hubs.is_empty(), "{name}: {summary}");
         // Every training record in one batch, no batch negatives: the record trainer's one step.
         let on_records = dir.join(format!("records-{name}"));
         let job = format!(
@@ -494,7 +540,8 @@ fn typed_link_models_step_as_the_record_trainer_on_typed_link_records_of_every_e
 
 /// On a generated typed graph (`generate` given `args` too), each case's (kind, extra keys,
 /// workers) full-graph step equals the record trainer's one batch of typed records of every
-/// edge; GraphInfer scores the first case's models alike.
+/// edge; GraphInfer scores the first case's models alike. A `hub_threshold` among the extra
+/// keys is the full-graph job's alone, and must split hubs.
 fn typed_steps_match_records(name: &str, args: &[&str], cases: &[(&str, &str, usize)]) {
     let dir = scratch(name);
     let data = dir.join("graph");
@@ -509,14 +556,17 @@ fn typed_steps_match_records(name: &str, args: &[&str], cases: &[(&str, &str, us
     run_ok(&write_job(&dir, "flat", &job), &[]);
     for (i, &(model, extra, workers)) in cases.iter().enumerate() {
         let name = format!("{model}-{workers}");
+        let (hubs, extra): (Vec<&str>, Vec<&str>) = extra.lines().partition(|l| l.starts_with("hub_threshold"));
+        let (hubs, extra) = (hubs.concat(), extra.iter().map(|l| format!("{l}\n")).collect::<String>());
         // One batch of every training record: the record trainer's step is then the full batch's.
         let keys = format!("{}{extra}batch_size = 100000\n", train_keys(model, 2));
         let full = dir.join(format!("full-{name}"));
         let job = format!(
-            "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\nlayers = 2\noutput = {:?}\n{keys}",
+            "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\nlayers = 2\noutput = {:?}\n{keys}{hubs}\n",
             full.display().to_string()
         );
-        run_ok(&write_job(&dir, &format!("full-{name}"), &job), &[]);
+        let summary = run_ok(&write_job(&dir, &format!("full-{name}"), &job), &[]);
+        assert_eq!(split_hubs(&summary) > 0, !hubs.is_empty(), "{name}: {summary}");
         let on_records = dir.join(format!("records-{name}"));
         let job = format!(
             "[cluster]\nworkers = 1\n[train]\nrecords = {:?}\noutput = {:?}\n{keys}",
@@ -560,23 +610,26 @@ fn typed_steps_match_records(name: &str, args: &[&str], cases: &[(&str, &str, us
 #[test]
 fn typed_workers_that_own_no_node_take_part_in_every_exchange() {
     // 40 typed nodes on 16 workers: some own none, and their empty projection still runs
-    // backward in step (it was a panic: the empty rows were no autodiff tensor).
+    // backward in step (it was a panic: the empty rows were no autodiff tensor), as do
+    // GraphSAGE's per-type self weights over no rows (a panic too: no type had rows).
     let dir = scratch("full-graph-typed-empty");
     let data = dir.join("graph");
     graphflat_ok(&["generate", "--hetero", "--out", data.to_str().unwrap(), "--nodes", "40", "--seed", "2"]);
     let graph = typed_graph(&data);
-    let train = |workers: usize| {
-        let out = dir.join(format!("m{workers}"));
-        let job = format!(
-            "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\noutput = {:?}\n{}",
-            out.display().to_string(),
-            train_keys("rgcn", 2)
-        );
-        run_ok(&write_job(&dir, &format!("m{workers}"), &job), &[]);
-        params(&out).1
-    };
-    let (few, many) = (train(1), train(16));
-    assert!(largest_gap(&few, &many) < 1e-5, "{}", largest_gap(&few, &many));
+    for model in ["rgcn", "sage"] {
+        let train = |workers: usize| {
+            let out = dir.join(format!("{model}-{workers}"));
+            let job = format!(
+                "{graph}[cluster]\nworkers = {workers}\n[train]\ntarget_type = \"user\"\noutput = {:?}\n{}",
+                out.display().to_string(),
+                train_keys(model, 2)
+            );
+            run_ok(&write_job(&dir, &format!("{model}-{workers}"), &job), &[]);
+            params(&out).1
+        };
+        let (few, many) = (train(1), train(16));
+        assert!(largest_gap(&few, &many) < 1e-5, "{model}: {}", largest_gap(&few, &many));
+    }
 }
 
 #[test]

@@ -60,10 +60,12 @@ impl GroupTensors {
         }
     }
 
-    /// `f(t, rows of h of type t)` for each type with rows, in row order.
+    /// `f(t, rows of h of type t)` for each type with rows, in row order. With no rows at all
+    /// (a full-graph worker that owns no node) it is `f(0, h)`: no rows, computed as every
+    /// worker's are, so that its backward runs in step with theirs.
     pub fn map(&self, h: Tensor<2>, f: impl Fn(usize, Tensor<2>) -> Tensor<2>) -> Tensor<2> {
         if self.inverse.is_none() {
-            let t = self.rows.iter().position(Option::is_some).expect("a group with rows");
+            let t = self.rows.iter().position(Option::is_some).unwrap_or(0);
             return f(t, h);
         }
         let parts = self
@@ -98,5 +100,10 @@ mod tests {
         // One type: no reordering at all.
         let one = GroupTensors::new(&TypeGroups::new(&[1, 1], 2), &device);
         assert!(one.inverse.is_none());
+
+        // No rows: the first type's function of no rows, no rows.
+        let none = GroupTensors::new(&TypeGroups::new(&[], 3), &device);
+        let empty = none.map(Tensor::<2>::zeros([0, 2], &device), |_, rows| rows.matmul(Tensor::ones([2, 4], &device)));
+        assert_eq!(empty.dims(), [0, 4]);
     }
 }

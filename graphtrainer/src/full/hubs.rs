@@ -14,10 +14,15 @@
 //! row's gradient before its halo's gradients go to their owners. So the step is the same
 //! full-batch gradient, with a hub's sum grouped by runs.
 //!
-//! The runs depend on the hub and the threshold alone, never on the worker count; a run's
-//! partial sums its edges in their order, and the owner adds the partials in run order. GAT
+//! Typed graphs' layers (R-GCN, heterogeneous GraphSAGE) read one mean per relation: a run is
+//! cut further into its *pieces*, one per relation it holds, each its own partial (weighed by
+//! the mean over the hub's in-edges of that relation) and its own virtual in-edge of that
+//! relation ([`pieces`]). On a homogeneous graph a run is one piece.
+//!
+//! The runs depend on the hub and the threshold alone, never on the worker count; a piece's
+//! partial sums its edges in their order, and the owner adds the partials in piece order. GAT
 //! (a softmax over the in-edges) and GINE (a nonlinearity per edge) are not one linear sum:
-//! their hubs, and typed graphs' (a sum per relation), are aggregated at their owner.
+//! their hubs are aggregated at their owner.
 //!
 //! Partials and their gradients always cross exactly (stale copies are the halo's): they are
 //! few, one row per run, and they are counted in the exchange's bytes as sent.
@@ -41,14 +46,14 @@ pub enum Weighting {
     Mean,
 }
 
-/// A run, from the hub's owner to its reducer (sent once).
+/// A piece of a run, from the hub's owner to its reducer (sent once).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct RunTask {
     to: u32,
     owner: u32,
-    /// The run's virtual row at the owner.
+    /// The piece's virtual row at the owner.
     at: u32,
-    /// The hub's in-degree (GCN) and its in-edge count (the mean).
+    /// The hub's in-degree (GCN) and its in-edge count of the piece's relation (the mean).
     degree: f32,
     count: u32,
     /// Each in-edge's source: its id, its owner and its slot there.
@@ -100,10 +105,12 @@ pub struct Hubs {
     distinct_at: Vec<u32>,
     threshold: u64,
     me: u32,
-    /// Hubs split on this worker, on all, and their runs on all.
+    /// Hubs split on this worker, on all, their pieces (partials) on all, and the partials
+    /// that cross between workers (the others are reduced at their hub's owner).
     pub split: u64,
     pub split_everywhere: u64,
-    pub runs_everywhere: u64,
+    pub partials_everywhere: u64,
+    pub crossing_everywhere: u64,
 }
 
 /// The in-edge ranges `count` in-edges are cut into, at most `threshold` each and at least 2
@@ -112,6 +119,27 @@ pub fn runs(count: usize, threshold: u64) -> impl Iterator<Item = Range<usize>> 
     let n = (count as u64).div_ceil(threshold.max(1)).max(2) as usize;
     let size = count.div_ceil(n);
     (0..n).map(move |s| (s * size).min(count)..((s + 1) * size).min(count)).filter(|r| !r.is_empty())
+}
+
+/// A hub's virtual rows, from its in-edges' relations (all 0 on a homogeneous graph): per run
+/// in run order, one piece per relation the run holds, ascending, as (the run's index, the
+/// run's in-edges, the relation). A piece sums the run's in-edges of its relation.
+pub fn pieces(relations: &[u8], threshold: u64) -> Vec<(usize, Range<usize>, u8)> {
+    let mut pieces = Vec::new();
+    for (s, run) in runs(relations.len(), threshold).enumerate() {
+        let mut held: Vec<u8> = relations[run.clone()].to_vec();
+        held.sort_unstable();
+        held.dedup();
+        pieces.extend(held.into_iter().map(|r| (s, run.clone(), r)));
+    }
+    pieces
+}
+
+/// Each relation's in-edge count among `relations` (the mean's denominator of a piece).
+pub fn counts(relations: &[u8]) -> [u32; 256] {
+    let mut counts = [0u32; 256];
+    relations.iter().for_each(|&r| counts[usize::from(r)] += 1);
+    counts
 }
 
 impl Hubs {
@@ -137,14 +165,17 @@ impl Hubs {
             }
             let hub = nodes.ids[slot];
             let from = hubs.reducers.len() as u32;
-            for (salt, run) in runs(edges.len(), threshold).enumerate() {
+            let relations: Vec<u8> = edges.iter().map(|e| e.relation).collect();
+            let counts = counts(&relations);
+            for (salt, run, relation) in pieces(&relations, threshold) {
                 let to = (nodes.owners.reducer_key(hub, salt as u64) % peers) as u32;
                 let at = hubs.reducers.len() as u32;
                 hubs.reducers.push((to, 0));
                 let sources = edges[run.clone()].iter().zip(&source_slots[first + run.start..first + run.end]);
+                let sources = sources.filter(|(edge, _)| edge.relation == relation);
                 let sources = sources.map(|(edge, &s)| (edge.src, nodes.owners.of(edge.src) as u32, s & !ELSEWHERE));
                 let degree = nodes.in_degree[slot] as f32;
-                let count = edges.len() as u32;
+                let count = counts[usize::from(relation)];
                 tasks.push(RunTask { to, owner: me, at, degree, count, sources: sources.collect() });
             }
             hubs.virtual_of[slot] = from..hubs.reducers.len() as u32;
@@ -156,7 +187,8 @@ impl Hubs {
             hubs.reducers[p.at as usize].1 = p.run;
         }
         hubs.split_everywhere = cluster::sum(worker, hubs.split);
-        hubs.runs_everywhere = cluster::sum(worker, hubs.runs.len() as u64);
+        hubs.partials_everywhere = cluster::sum(worker, hubs.runs.len() as u64);
+        hubs.crossing_everywhere = cluster::sum(worker, hubs.rows_sent() as u64);
         hubs
     }
 
@@ -186,9 +218,10 @@ impl Hubs {
         self.threshold
     }
 
-    /// The runs a split hub's `count` in-edges are cut into.
-    pub fn runs_of(&self, count: usize) -> impl Iterator<Item = Range<usize>> {
-        runs(count, self.threshold)
+    /// The pieces a split hub's in-edges (their relations) are cut into: its virtual rows
+    /// ([`pieces`]).
+    pub fn pieces_of(&self, relations: &[u8]) -> Vec<(usize, Range<usize>, u8)> {
+        pieces(relations, self.threshold)
     }
 
     /// Whether own slot `slot` is a split hub (its in-edges are its runs').
@@ -196,7 +229,7 @@ impl Hubs {
         self.virtual_of.get(slot).is_some_and(|r| !r.is_empty())
     }
 
-    /// Own slot `slot`'s virtual rows (0-based among the virtual rows), in run order.
+    /// Own slot `slot`'s virtual rows (0-based among the virtual rows), in piece order.
     pub fn virtual_rows_of(&self, slot: usize) -> Range<u32> {
         self.virtual_of.get(slot).cloned().unwrap_or(0..0)
     }
@@ -340,5 +373,23 @@ mod tests {
             assert!(cut.windows(2).all(|w| w[0].end == w[1].start), "{cut:?}");
             assert!(cut.iter().all(|r| r.len() as u64 <= threshold.max(count.div_ceil(2) as u64)), "{cut:?}");
         }
+    }
+
+    #[test]
+    fn pieces_hold_each_in_edge_once_with_its_relation_and_are_runs_on_one_relation() {
+        let relations = [2u8, 0, 2, 1, 1, 0, 2, 2, 0];
+        let pieces = pieces(&relations, 4);
+        // Runs 0..3, 3..6 and 6..9, holding relations {0, 2}, {0, 1} and {0, 2}, ascending.
+        let held: Vec<(usize, u8)> = pieces.iter().map(|(s, _, r)| (*s, *r)).collect();
+        assert_eq!(held, [(0, 0), (0, 2), (1, 0), (1, 1), (2, 0), (2, 2)]);
+        let mut seen = vec![0; relations.len()];
+        for (_, run, r) in &pieces {
+            run.clone().filter(|&e| relations[e] == *r).for_each(|e| seen[e] += 1);
+        }
+        assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
+        assert_eq!(counts(&relations)[..3], [3, 2, 4]);
+        // One relation: a piece per run.
+        let runs: Vec<Range<usize>> = runs(9, 4).collect();
+        assert_eq!(super::pieces(&[0; 9], 4).into_iter().map(|(_, run, _)| run).collect::<Vec<_>>(), runs);
     }
 }

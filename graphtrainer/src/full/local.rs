@@ -12,6 +12,8 @@
 //! own rows grouped by type, as in a typed record batch; only the target type's labels are
 //! kept.
 
+use std::ops::Range;
+
 use burn::prelude::Device;
 use gnn::LayerEdges;
 use gnn::aggregate::EdgeTensors;
@@ -24,7 +26,7 @@ use schemas::label::Label;
 use schemas::typed::GraphTypes;
 
 use crate::full::halo::Halo;
-use crate::full::hubs::Hubs;
+use crate::full::hubs::{self, Hubs};
 
 /// See the module doc.
 pub struct LocalGraph {
@@ -65,8 +67,17 @@ impl LocalGraph {
                 true => {
                     let rows = hubs.virtual_rows_of(slot);
                     src.extend(rows.clone().map(|v| (first_virtual + v as usize) as i64));
+                    let held: Vec<u8> = nodes.sampled(slot).iter().map(|e| e.relation).collect();
+                    let pieces = hubs.pieces_of(&held);
                     if edge_dim > 0 {
-                        push_run_features(nodes, slot, hubs, edge_dim, &mut features);
+                        push_piece_features(nodes, slot, &pieces, |_| edge_dim, &mut features);
+                    }
+                    if types.is_some() {
+                        relations.extend(pieces.iter().map(|&(_, _, r)| r));
+                    }
+                    if !relation_widths.is_empty() {
+                        let width = |r: u8| relation_widths[usize::from(r)];
+                        push_piece_features(nodes, slot, &pieces, width, &mut relation_features);
                     }
                     rows.len()
                 }
@@ -76,32 +87,30 @@ impl LocalGraph {
                     if edge_dim > 0 {
                         features.extend_from_slice(nodes.sampled_features(slot));
                     }
+                    if types.is_some() {
+                        relations.extend(nodes.sampled(slot).iter().map(|e| e.relation));
+                    }
+                    if !relation_widths.is_empty() {
+                        push_relation_rows(nodes, slot, &relation_widths, &mut relation_features);
+                    }
                     count
                 }
             };
             dst.extend(std::iter::repeat_n(slot as i64, count));
             edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
-            if types.is_some() {
-                relations.extend(nodes.sampled(slot).iter().map(|e| e.relation));
-            }
-            if !relation_widths.is_empty() {
-                push_relation_rows(nodes, slot, &relation_widths, &mut relation_features);
-            }
         }
         let degree: Vec<f32> = nodes.in_degree.iter().map(|&d| d as f32).chain(halo.degrees.iter().copied()).collect();
         let rows_in = first_virtual + hubs.virtual_rows();
         let degree: Vec<f32> = degree.into_iter().chain(std::iter::repeat_n(0.0, hubs.virtual_rows())).collect();
         let mut edges =
             LayerEdges { edge_dim, features, threads, attention, ..LayerEdges::new(rows_in, own, src, dst, &degree) };
-        // A virtual row is its run's partial, already weighed edge by edge.
-        for (e, _) in edges.src.iter().enumerate().filter(|(_, s)| **s as usize >= first_virtual) {
-            (edges.gcn_coef[e], edges.mean_coef[e]) = (1.0, 1.0);
-        }
+        unit_virtual_edges(&mut edges, first_virtual);
         let mut labels = nodes.labels.clone();
         if let Some(types) = types {
             // Each relation's in-edges over the same rows, each relation's mean over its own.
             let own_types = &nodes.types[..own];
-            let split = LayerRelations::split(&edges, &relations, types, &relation_features, own_types);
+            let mut split = LayerRelations::split(&edges, &relations, types, &relation_features, own_types);
+            split.relations.iter_mut().for_each(|r| unit_virtual_edges(r, first_virtual));
             edges.typed = Some(Box::new(split));
             // Only the target type's nodes carry the loss and the scores.
             labels.iter_mut().zip(own_types).filter(|(_, t)| **t != types.target).for_each(|(l, _)| *l = None);
@@ -127,15 +136,35 @@ impl LocalGraph {
     }
 }
 
-/// Appends a split hub's virtual in-edges' features: each its run's edges' features times the
-/// mean's coefficient (the virtual edge's is 1), so the layer's mean of them is the hub's.
-fn push_run_features(nodes: &NodeStore, slot: usize, hubs: &Hubs, width: usize, out: &mut Vec<f32>) {
-    let rows = nodes.sampled_features(slot);
-    let count = nodes.sampled(slot).len();
-    for run in hubs.runs_of(count) {
+/// Gives the virtual in-edges of `edges` (from input rows `first_virtual..`) coefficient 1: a
+/// virtual row is its piece's partial, already weighed edge by edge.
+fn unit_virtual_edges(edges: &mut LayerEdges, first_virtual: usize) {
+    for (e, _) in edges.src.iter().enumerate().filter(|(_, s)| **s as usize >= first_virtual) {
+        (edges.gcn_coef[e], edges.mean_coef[e]) = (1.0, 1.0);
+    }
+}
+
+/// Appends a split hub's virtual in-edges' features (`pieces`, [`Hubs::pieces_of`]): each the
+/// sum of its piece's edges' features, cut to `width(relation)`, times the mean's coefficient
+/// (one over the hub's in-edges of that relation; the virtual edge's is 1), so the layer's mean
+/// of them is the hub's.
+fn push_piece_features(
+    nodes: &NodeStore,
+    slot: usize,
+    pieces: &[(usize, Range<usize>, u8)],
+    width: impl Fn(u8) -> usize,
+    out: &mut Vec<f32>,
+) {
+    let edges = nodes.sampled(slot);
+    let counts = hubs::counts(&edges.iter().map(|e| e.relation).collect::<Vec<_>>());
+    let rows: Vec<&[f32]> = nodes.sampled_features(slot).chunks(nodes.edge_dim.max(1)).collect();
+    for (_, run, relation) in pieces {
+        let (width, count) = (width(*relation), counts[usize::from(*relation)]);
         let mut sum = vec![0.0f32; width];
-        for row in rows[run.start * width..run.end * width].chunks(width) {
-            sum.iter_mut().zip(row).for_each(|(s, v)| *s += v / count as f32);
+        for (edge, row) in edges[run.clone()].iter().zip(&rows[run.clone()]) {
+            if edge.relation == *relation {
+                sum.iter_mut().zip(&row[..width]).for_each(|(s, v)| *s += v / count as f32);
+            }
         }
         out.extend(sum);
     }

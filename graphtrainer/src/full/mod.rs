@@ -10,8 +10,9 @@
 //! 2. the **halo** ([`halo`]): the remote in-neighbors the worker reads, their owners told
 //!    which rows to send, in which order; their in-degrees;
 //! 3. the **split hubs** ([`hubs`]): a node with more in-edges than `hub_threshold` has them
-//!    summed in runs on other workers (GCN, GraphSAGE), each run's partial a *virtual* input
-//!    row of its owner; the runs' sources are their reducers' halo;
+//!    summed in runs on other workers (GCN, GraphSAGE, R-GCN; by relation on a typed graph),
+//!    each run's partial a *virtual* input row of its owner; the runs' sources are their
+//!    reducers' halo;
 //! 4. the **local graph** ([`local`]): one layer's edges over the input rows `[own | halo | virtual]`,
 //!    on the device, shared by every layer; layer 0's input rows (the features, the halo's
 //!    pulled once).
@@ -37,7 +38,7 @@
 //! its rows exchanged as a layer's outputs ([`local::TypedFeatures`], [`epoch`]).
 //!
 //! Not yet: learned embeddings and checkpoints ([`setup::check_keys`] refuses them), and split
-//! hubs of GAT, GINE and typed models (aggregated by their owner).
+//! hubs of GAT and GINE (aggregated by their owner).
 
 pub mod epoch;
 pub mod halo;
@@ -222,7 +223,9 @@ fn load(
     let weighting = setup::hub_weighting(&spec);
     if weighting.is_none() && config.hub_threshold.is_some_and(|t| t > 0) && worker.index() == 0 {
         let kind = if spec.types.is_some() { "a typed graph" } else { spec.kind.name() };
-        tracing::info!("train: hub_threshold splits GCN's and GraphSAGE's sums; {kind} aggregates hubs at their owner");
+        tracing::info!(
+            "train: hub_threshold splits GCN's, GraphSAGE's and R-GCN's sums; {kind} aggregates hubs at their owner"
+        );
     }
     let threshold = weighting.map(|_| config.hub_threshold.unwrap_or(schemas::job::flatten::DEFAULT_HUB_THRESHOLD));
     let mut hubs = Hubs::cut(worker, &nodes, &source_slots, threshold);
@@ -313,7 +316,7 @@ fn traffic_line(worker: &mut Worker, exchange: &Exchange, epochs: usize, rows: u
     if total.exact_rows == 0 {
         let split = match hubs.split_everywhere {
             0 => String::new(),
-            n => format!("; {n} split {} summed in {} runs", plural(n, "hub"), hubs.runs_everywhere),
+            n => format!("; {n} split {} summed in {} partials", plural(n, "hub"), hubs.partials_everywhere),
         };
         return format!("nothing crosses between workers (one worker, or no edge between them){split}");
     }
@@ -321,7 +324,7 @@ fn traffic_line(worker: &mut Worker, exchange: &Exchange, epochs: usize, rows: u
     let share = |a: u64, b: u64| if b == 0 { 100.0 } else { 100.0 * a as f64 / b as f64 };
     let split = match hubs.split_everywhere {
         0 => String::new(),
-        n => format!(" and {} partials of {n} split {}", hubs.runs_everywhere, plural(n, "hub")),
+        n => format!(" and {} partials of {n} split {}", hubs.crossing_everywhere, plural(n, "hub")),
     };
     format!(
         "{rows} halo rows{split} a layer; training passes sent {:.2} MB an epoch{} of the exact exchange's {:.2} MB \
@@ -390,9 +393,9 @@ fn train_worker(
         let hubs = match graph.hubs.split_everywhere {
             0 => String::new(),
             n => format!(
-                "; {n} {} split into {} runs (more in-edges than hub_threshold = {})",
+                "; {n} {} split into {} partial sums (more in-edges than hub_threshold = {})",
                 plural(n, "hub"),
-                graph.hubs.runs_everywhere,
+                graph.hubs.partials_everywhere,
                 graph.hubs.threshold()
             ),
         };

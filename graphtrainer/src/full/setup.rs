@@ -292,12 +292,12 @@ fn graph_types(graph: &TypedGraph, target: u8, nodes: &NodeStore, reads: bool) -
     GraphTypes { node_types: node_types.collect(), relations: relations.collect(), target }
 }
 
-/// How a split hub's runs weigh their in-edges (`crate::full::hubs`): GCN's and GraphSAGE's
-/// mean on a homogeneous graph. `None`: the kind is not one sum over the in-edges (GAT, GINE)
-/// or the graph is typed (a sum per relation), and hubs are aggregated at their owner.
+/// How a split hub's runs weigh their in-edges (`crate::full::hubs`): GCN's, or the mean
+/// (GraphSAGE; on a typed graph R-GCN's and GraphSAGE's, one per relation). `None`: the kind is
+/// not one sum over the in-edges (GAT, GINE), and hubs are aggregated at their owner.
 pub fn hub_weighting(spec: &ModelSpec) -> Option<Weighting> {
     match spec.kind {
-        _ if spec.types.is_some() => None,
+        _ if spec.types.is_some() => Some(Weighting::Mean),
         ModelKind::Gcn => Some(Weighting::Gcn),
         ModelKind::Sage => Some(Weighting::Mean),
         _ => None,
