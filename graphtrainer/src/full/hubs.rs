@@ -25,7 +25,7 @@
 //! their hubs are aggregated at their owner.
 //!
 //! Partials and their gradients always cross exactly (stale copies are the halo's): they are
-//! few, one row per run, and they are counted in the exchange's bytes as sent.
+//! few, one row per piece, and those that leave their owner are counted in the exchange's bytes.
 
 use std::ops::Range;
 

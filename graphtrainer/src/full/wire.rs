@@ -11,7 +11,7 @@
 //! copies (`crate::full::stale`) the owner's "last sent" is that copy, so a row's change is
 //! measured against what its readers hold. The owner's own reads of its rows stay `f32`; so
 //! does the evaluation pass (the scores are the model's), and so do the split hubs' partials
-//! (one row per run). As stale copies, rounding changes the steps: the model then depends on
+//! (one row per piece). As stale copies, rounding changes the steps: the model then depends on
 //! which rows cross, so on the cluster's shape.
 
 use serde::{Deserialize, Serialize};
