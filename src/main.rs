@@ -354,6 +354,7 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> 
         }
     }
     job.cluster.check().map_err(Exit::usage)?;
+    job.cluster.job = fingerprint(&job);
     if stages_of(&job).is_empty() {
         return Err(Exit::usage(format!(
             "{} names no stage: add [generate], [partition], [flatten], [train] or [infer]",
@@ -414,6 +415,15 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         }
     }
     result
+}
+
+/// The job as every process must read it (every key but `cluster.process`, after the command
+/// line's options) as a 64-bit FNV-1a hash: the processes compare it when they connect.
+fn fingerprint(job: &JobFile) -> u64 {
+    let mut same = job.clone();
+    same.cluster.process = 0;
+    let text = serde_json::to_vec(&same).unwrap_or_default();
+    text.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// "2 processes x 4 workers each".

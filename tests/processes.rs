@@ -118,6 +118,48 @@ fn a_killed_process_ends_the_other_two_with_no_output() {
     assert!(!out.join("scores").join("_SUCCESS").exists());
 }
 
+/// Processes that read different jobs (another `epochs`, or another option on one command
+/// line) both end before any stage with the error naming them, and write nothing; the same
+/// file with only `--process` differing runs.
+#[test]
+fn processes_that_read_different_jobs_refuse_to_start() {
+    let dir = scratch("processes-jobs");
+    let data = dir.join("graph");
+    generate(&data, 300, 4, 6, 4);
+    let out = dir.join("run");
+    let hosts = cluster(2);
+    let (a, b) = (
+        hosts.clone().and(stages(&data, &out, 2)).write(&dir, "a"),
+        hosts.and(stages(&data, &out, 3)).write(&dir, "b"),
+    );
+    let pair = |jobs: [&Path; 2], extra: [&[&str]; 2]| {
+        let spawn = |p: usize| {
+            graphflat()
+                .args(["run", jobs[p].to_str().unwrap(), "--processes", "2", "--process", &p.to_string()])
+                .args(extra[p])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut children = Children(vec![spawn(0), spawn(1)]);
+        let started = Instant::now();
+        let results: Vec<_> = children.0.drain(..).map(|c| c.wait_with_output().unwrap()).collect();
+        assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+        results
+    };
+    for (jobs, extra) in [([&a, &b], [&[][..], &[][..]]), ([&a, &a], [&[][..], &["--workers", "2"][..]])] {
+        for result in pair([jobs[0].as_path(), jobs[1].as_path()], extra) {
+            assert!(!result.status.success(), "{}", text(&result));
+            assert!(text(&result).contains("processes 0 and 1 read different jobs"), "{}", text(&result));
+        }
+        assert!(!out.join("flat").exists(), "nothing is written");
+    }
+    for result in pair([a.as_path(), a.as_path()], [&[], &[]]) {
+        assert!(result.status.success(), "{}", text(&result));
+    }
+}
+
 /// `scripts/launch-local.sh` with a stand-in binary (a shell script): its exit code and what it
 /// prints, on success, on one process's failure, and on TERM.
 #[test]

@@ -1,9 +1,12 @@
 //! The TCP connections between the processes of a cluster, made here rather than by timely so
 //! that a peer that never starts is given up on after a deadline (timely retries forever and
 //! prints a line a second on stdout). Each pair of processes has two connections: one for
-//! timely's data and one for [`crate::heartbeat`]. The handshake is timely's plus one byte:
+//! timely's data and one for [`crate::heartbeat`]. The handshake is timely's plus a job check:
 //! process `i` connects to every process below it and sends its index as a big-endian u64,
-//! then the connection's [`Channel`]; it accepts the processes above it.
+//! the connection's [`Channel`] and its job's fingerprint (`ClusterConfig::job`, a u64); the
+//! lower process answers one byte, 1 when the fingerprint is its own, 0 when it is not, and
+//! then both end with an error naming the two processes: a cluster whose processes read
+//! different job files never starts.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -45,7 +48,7 @@ impl Connections {
 }
 
 /// Connects this process (`me`) to every other in `addresses` within `timeout`.
-pub fn connect(addresses: &[String], me: usize, timeout: Duration) -> Result<Connections, String> {
+pub fn connect(addresses: &[String], me: usize, job: u64, timeout: Duration) -> Result<Connections, String> {
     let deadline = Instant::now() + timeout;
     let listen = listen_address(&addresses[me]).map_err(|e| format!("process {me}: [cluster] hosts: {e}"))?;
     let listener = TcpListener::bind(listen)
@@ -59,12 +62,12 @@ pub fn connect(addresses: &[String], me: usize, timeout: Duration) -> Result<Con
             for channel in CHANNELS {
                 let slot = &mut connections.slot(channel)[peer];
                 if slot.is_none() {
-                    *slot = try_connect(address, me, channel);
+                    *slot = try_connect((peer, address), (me, job), channel)?;
                 }
             }
         }
         while let Ok((stream, _)) = listener.accept() {
-            if let Some((peer, channel, stream)) = accept(stream, me, addresses.len())? {
+            if let Some((peer, channel, stream)) = accept(stream, (me, job), addresses.len())? {
                 connections.slot(channel)[peer] = Some(stream);
             }
         }
@@ -118,10 +121,14 @@ fn unspecified(ip: IpAddr, port: u16) -> SocketAddr {
 
 /// Reads an accepted connection's handshake; a stray connection that does not send one within
 /// a few seconds, or names no process above this one, is dropped (`None`).
-fn accept(mut stream: TcpStream, me: usize, processes: usize) -> Result<Option<(usize, Channel, TcpStream)>, String> {
+fn accept(
+    mut stream: TcpStream,
+    (me, job): (usize, u64),
+    processes: usize,
+) -> Result<Option<(usize, Channel, TcpStream)>, String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    let mut hello = [0u8; 9];
+    let mut hello = [0u8; HELLO];
     if stream.read_exact(&mut hello).is_err() {
         return Ok(None);
     }
@@ -134,20 +141,59 @@ fn accept(mut stream: TcpStream, me: usize, processes: usize) -> Result<Option<(
     if peer <= me || peer >= processes {
         return Ok(None);
     }
+    let same = u64::from_be_bytes(hello[9..].try_into().expect("eight bytes")) == job;
+    if stream.write_all(&[u8::from(same)]).is_err() {
+        return Ok(None);
+    }
+    if !same {
+        return Err(different_jobs(me, peer));
+    }
     stream.set_read_timeout(None).map_err(|e| e.to_string())?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     Ok(Some((peer, channel, stream)))
 }
 
-/// One attempt to connect to a lower process and send our index and the channel.
-fn try_connect(address: &str, me: usize, channel: Channel) -> Option<TcpStream> {
-    let addr = address.to_socket_addrs().ok()?.next()?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_nodelay(true).ok()?;
-    let mut hello = [0u8; 9];
+/// The handshake's bytes: the index, the channel, the job's fingerprint.
+const HELLO: usize = 8 + 1 + 8;
+
+/// The error both processes end with when their jobs differ.
+fn different_jobs(a: usize, b: usize) -> String {
+    format!(
+        "processes {} and {} read different jobs: every process runs the same job file with the same options \
+         (only --process differs)",
+        a.min(b),
+        a.max(b)
+    )
+}
+
+/// One attempt to connect to a lower process, send our index, the channel and the job's
+/// fingerprint, and read the answer (`None`: not reached, try again; an error: the jobs
+/// differ).
+fn try_connect(
+    (peer, address): (usize, &str),
+    (me, job): (usize, u64),
+    channel: Channel,
+) -> Result<Option<TcpStream>, String> {
+    let Some(mut stream) = reach(address) else { return Ok(None) };
+    let mut hello = [0u8; HELLO];
     hello[..8].copy_from_slice(&(me as u64).to_be_bytes());
     hello[8] = channel as u8;
-    stream.write_all(&hello).ok()?;
+    hello[9..].copy_from_slice(&job.to_be_bytes());
+    let mut answer = [0u8; 1];
+    let answered = stream.write_all(&hello).and_then(|()| stream.read_exact(&mut answer));
+    match (answered, answer[0]) {
+        (Ok(()), 1) => Ok(stream.set_read_timeout(None).ok().map(|()| stream)),
+        (Ok(()), _) => Err(format!("{} (process {peer} is {address})", different_jobs(me, peer))),
+        (Err(_), _) => Ok(None),
+    }
+}
+
+/// A connection to `address` with the handshake's answer awaited at most a few seconds.
+fn reach(address: &str) -> Option<TcpStream> {
+    let addr = address.to_socket_addrs().ok()?.next()?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_nodelay(true).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     Some(stream)
 }
 

@@ -137,7 +137,7 @@ fn allocators(cluster: &ClusterConfig) -> Result<(Vec<AllocatorBuilder>, Box<dyn
     }
     let addresses = cluster.addresses();
     let timeout = Duration::from_secs(cluster.connect_timeout_s);
-    let connections = crate::connect::connect(&addresses, cluster.process, timeout)?;
+    let connections = crate::connect::connect(&addresses, cluster.process, cluster.job, timeout)?;
     let heartbeats =
         crate::heartbeat::start(connections.heartbeat, &addresses, Duration::from_secs(cluster.peer_timeout_s))
             .map_err(|e| format!("cannot start the heartbeats between processes: {e}"))?;

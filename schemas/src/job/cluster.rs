@@ -41,6 +41,11 @@ pub struct ClusterConfig {
     /// stopped process, a network cut without a reset) and ends the job. Every process sends a
     /// heartbeat each second on its own connection, so busy peers are never judged gone.
     pub peer_timeout_s: u64,
+    /// A fingerprint of the job as this process read it (every key but `process`), set by the
+    /// binary, not a key of the file: processes whose jobs differ refuse to connect (each runs
+    /// its stages on its own reading of the job, so a difference would go unseen).
+    #[serde(skip)]
+    pub job: u64,
 }
 
 /// The placeholder of a `hosts` template: the process index.
@@ -87,6 +92,7 @@ impl Default for ClusterConfig {
             hosts: Vec::new(),
             connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
             peer_timeout_s: DEFAULT_PEER_TIMEOUT_S,
+            job: 0,
         }
     }
 }
