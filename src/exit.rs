@@ -37,6 +37,7 @@ impl Exit {
             Failure::Worker(e) => cause(e),
             Failure::Panic(_) => Cause::Internal,
             Failure::PeerLost(_) | Failure::Connect(_) => Cause::Retry,
+            Failure::DifferentJobs(_) => Cause::Usage,
         };
         Exit { cause, error: anyhow::Error::new(failure).context(context) }
     }

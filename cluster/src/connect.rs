@@ -12,6 +12,21 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+/// Why the processes did not connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    /// A peer was not reached, or a socket failed: it may pass.
+    Unreached(String),
+    /// Two processes read different jobs: it will not pass until the job files agree.
+    DifferentJobs(String),
+}
+
+impl From<String> for ConnectError {
+    fn from(message: String) -> Self {
+        ConnectError::Unreached(message)
+    }
+}
+
 /// One socket per process, `None` at this process's own index.
 pub type Sockets = Vec<Option<TcpStream>>;
 
@@ -48,7 +63,7 @@ impl Connections {
 }
 
 /// Connects this process (`me`) to every other in `addresses` within `timeout`.
-pub fn connect(addresses: &[String], me: usize, job: u64, timeout: Duration) -> Result<Connections, String> {
+pub fn connect(addresses: &[String], me: usize, job: u64, timeout: Duration) -> Result<Connections, ConnectError> {
     let deadline = Instant::now() + timeout;
     let listen = listen_address(&addresses[me]).map_err(|e| format!("process {me}: [cluster] hosts: {e}"))?;
     let listener = TcpListener::bind(listen)
@@ -77,12 +92,12 @@ pub fn connect(addresses: &[String], me: usize, job: u64, timeout: Duration) -> 
         }
         if Instant::now() >= deadline {
             let named: Vec<String> = missing.iter().map(|&p| format!("{p} ({})", addresses[p])).collect();
-            return Err(format!(
+            return Err(ConnectError::Unreached(format!(
                 "process {me} could not reach process {} within {}s: is every process started with the \
                  same [cluster] hosts? (the limit is [cluster] connect_timeout_s)",
                 named.join(", "),
                 timeout.as_secs()
-            ));
+            )));
         }
         if !announced && deadline - Instant::now() < timeout / 2 {
             tracing::info!("cluster: process {me} is waiting for process(es) {missing:?}");
@@ -125,7 +140,7 @@ fn accept(
     mut stream: TcpStream,
     (me, job): (usize, u64),
     processes: usize,
-) -> Result<Option<(usize, Channel, TcpStream)>, String> {
+) -> Result<Option<(usize, Channel, TcpStream)>, ConnectError> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let mut hello = [0u8; HELLO];
@@ -146,7 +161,7 @@ fn accept(
         return Ok(None);
     }
     if !same {
-        return Err(different_jobs(me, peer));
+        return Err(ConnectError::DifferentJobs(different_jobs(me, peer)));
     }
     stream.set_read_timeout(None).map_err(|e| e.to_string())?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -173,7 +188,7 @@ fn try_connect(
     (peer, address): (usize, &str),
     (me, job): (usize, u64),
     channel: Channel,
-) -> Result<Option<TcpStream>, String> {
+) -> Result<Option<TcpStream>, ConnectError> {
     let Some(mut stream) = reach(address) else { return Ok(None) };
     let mut hello = [0u8; HELLO];
     hello[..8].copy_from_slice(&(me as u64).to_be_bytes());
@@ -183,7 +198,9 @@ fn try_connect(
     let answered = stream.write_all(&hello).and_then(|()| stream.read_exact(&mut answer));
     match (answered, answer[0]) {
         (Ok(()), 1) => Ok(stream.set_read_timeout(None).ok().map(|()| stream)),
-        (Ok(()), _) => Err(format!("{} (process {peer} is {address})", different_jobs(me, peer))),
+        (Ok(()), _) => {
+            Err(ConnectError::DifferentJobs(format!("{} (process {peer} is {address})", different_jobs(me, peer))))
+        }
         (Err(_), _) => Ok(None),
     }
 }

@@ -23,6 +23,7 @@ use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
 use timely::communication::{Config as CommunicationConfig, Hooks};
 use timely::worker::Worker;
 
+use crate::connect::ConnectError;
 use crate::wait::{Aborted, PEER_LOST, lost_because, peer_lost, set_abort_flag};
 
 /// How long the other workers of a process get to stop after one failed.
@@ -40,6 +41,8 @@ pub enum Failure<E> {
     PeerLost(String),
     /// The processes of the cluster could not connect.
     Connect(String),
+    /// The processes read different jobs (`crate::connect`): the job files must agree.
+    DifferentJobs(String),
 }
 
 impl<E: fmt::Display> fmt::Display for Failure<E> {
@@ -48,7 +51,7 @@ impl<E: fmt::Display> fmt::Display for Failure<E> {
             Failure::Worker(e) => write!(f, "{e}"),
             Failure::Panic(m) => write!(f, "internal error (a bug; please report it): {m}"),
             Failure::PeerLost(m) => write!(f, "lost a peer process of the cluster: {m}"),
-            Failure::Connect(m) => write!(f, "{m}"),
+            Failure::Connect(m) | Failure::DifferentJobs(m) => write!(f, "{m}"),
         }
     }
 }
@@ -70,6 +73,7 @@ impl<E> Failure<E> {
             Failure::Panic(m) => Failure::Panic(m),
             Failure::PeerLost(m) => Failure::PeerLost(m),
             Failure::Connect(m) => Failure::Connect(m),
+            Failure::DifferentJobs(m) => Failure::DifferentJobs(m),
         }
     }
 }
@@ -129,11 +133,11 @@ pub fn install_panic_hook() {
 /// timely's allocators for this process: one thread, several, or a cluster process whose
 /// connections are made by [`crate::connect`] within the configured timeout and watched by
 /// [`crate::heartbeat`] (its threads stop when timely drops the returned guard).
-fn allocators(cluster: &ClusterConfig) -> Result<(Vec<AllocatorBuilder>, Box<dyn Any + Send>), String> {
+fn allocators(cluster: &ClusterConfig) -> Result<(Vec<AllocatorBuilder>, Box<dyn Any + Send>), ConnectError> {
     let threads = cluster.threads();
     if cluster.processes <= 1 {
         let config = if threads == 1 { CommunicationConfig::Thread } else { CommunicationConfig::Process(threads) };
-        return config.try_build();
+        return Ok(config.try_build()?);
     }
     let addresses = cluster.addresses();
     let timeout = Duration::from_secs(cluster.connect_timeout_s);
@@ -157,7 +161,10 @@ where
     E: Send + 'static,
     F: Fn(&mut Worker) -> Result<T, E> + Send + Sync + 'static,
 {
-    let (builders, others) = allocators(cluster).map_err(Failure::Connect)?;
+    let (builders, others) = allocators(cluster).map_err(|e| match e {
+        ConnectError::Unreached(m) => Failure::Connect(m),
+        ConnectError::DifferentJobs(m) => Failure::DifferentJobs(m),
+    })?;
     let threads = builders.len();
     let abort = Arc::new(AtomicBool::new(false));
     let (report, outcomes) = mpsc::channel::<(usize, Outcome<T, E>)>();
