@@ -204,20 +204,24 @@ fn split_hubs_step_by_the_dense_gradient_and_as_hubs_kept_whole() {
     let procs = params(&train_two_processes(&dir, &data, &keys)).1;
     assert!(largest_gap(&procs, &expected) < 1e-5, "2 processes: {}", largest_gap(&procs, &expected));
     // With dropout (each run's source rows masked as the owner's copies are) and an edge
-    // term (GraphSAGE reads the edges' features), three epochs: the same model as with every
-    // hub whole, on another cluster shape.
+    // term (GraphSAGE, GAT and GINE read the edges' features), three epochs: the same model as
+    // with every hub whole, on another cluster shape. GAT's and GINE's pieces run the layer
+    // (GAT's softmax merged at the owner, with attention dropout drawn per in-edge).
     let data = dir.join("e");
     let mut args = generate_args(data.to_str().unwrap(), NODES, 4, 6, 5);
     args.extend(["--edge-feature-dim".into(), "3".into()]);
     graphflat_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    for model in ["gcn", "sage"] {
-        let keys = train_keys(model, 3).replace("dropout = 0.0", "dropout = 0.5");
+    for model in ["gcn", "sage", "gat", "gine"] {
+        let mut keys = train_keys(model, 3).replace("dropout = 0.0", "dropout = 0.5");
+        if model == "gat" {
+            keys.push_str("attention_dropout = 0.3\n");
+        }
         let whole = train_full(&dir, &data, &format!("{model}-whole"), 2, &format!("{keys}hub_threshold = 0\n"));
         let split = format!("{keys}hub_threshold = 3\n");
         let (split, summary) = train_full_summary(&dir, &data, &format!("{model}-split"), 3, &split);
         assert!(split_hubs(&summary) > 10, "{summary}");
         let ((meta, whole), split) = (params(&whole), params(&split).1);
-        assert_eq!(meta.spec.edge_dim, if model == "sage" { 3 } else { 0 });
+        assert_eq!(meta.spec.edge_dim, if model == "gcn" { 0 } else { 3 });
         assert!(largest_gap(&whole, &params_at_start(&meta)) > 1e-3, "{model}: the steps moved it");
         assert!(largest_gap(&whole, &split) < 1e-5, "{model}: {}", largest_gap(&whole, &split));
     }
@@ -338,6 +342,13 @@ fn every_kind_steps_as_the_record_trainer_on_records_of_every_edge() {
         // One batch of every training record: the record trainer's step is then the full batch's.
         let keys = format!("{}batch_size = 100000\n", train_keys(model, 2));
         let full = train_full(&dir, &data, &format!("full-{model}"), 2, &keys);
+        // GAT's and GINE's hubs split too: their pieces run the layer on 3 workers.
+        let split = matches!(model, "gat" | "gine").then(|| {
+            let keys = format!("{keys}hub_threshold = 2\n");
+            let (split, summary) = train_full_summary(&dir, &data, &format!("split-{model}"), 3, &keys);
+            assert!(split_hubs(&summary) > 10, "{summary}");
+            split
+        });
         let on_records = dir.join(format!("records-{model}"));
         let job = format!(
             "[cluster]\nworkers = 1\n[train]\nrecords = \"{}\"\noutput = \"{}\"\n{keys}",
@@ -350,6 +361,10 @@ fn every_kind_steps_as_the_record_trainer_on_records_of_every_edge() {
         assert_eq!(full_meta.spec.edge_dim, record_meta.spec.edge_dim, "{model}");
         assert_eq!(full_meta.spec.edge_dim, if model == "gcn" { 0 } else { 2 }, "{model}");
         assert!(largest_gap(&full, &record) < 2e-5, "{model}: {}", largest_gap(&full, &record));
+        if let Some(split) = split {
+            let split = params(&split).1;
+            assert!(largest_gap(&split, &record) < 2e-5, "{model} split: {}", largest_gap(&split, &record));
+        }
     }
 }
 
@@ -361,14 +376,24 @@ fn a_link_epoch_steps_as_the_record_trainer_on_link_records_of_every_edge() {
     let records = flatten(&dir, &data, "flat", &[], |job| {
         job.key("hops", 2).key("sampler", "all").key("task", "link").key("negatives", 2).key("seed", 11)
     });
-    for (model, decoder, workers) in [("gcn", "dot", 1), ("gcn", "dot", 3), ("sage", "mlp", 2), ("gat", "dot", 2)] {
+    // GAT's and GINE's hubs split (the full-graph job's key alone): their pieces run the layer.
+    let cases = [
+        ("gcn", "dot", 1, ""),
+        ("gcn", "dot", 3, ""),
+        ("sage", "mlp", 2, ""),
+        ("gat", "dot", 2, ""),
+        ("gat", "mlp", 3, "hub_threshold = 2\n"),
+        ("gine", "dot", 3, "hub_threshold = 2\n"),
+    ];
+    for (model, decoder, workers, hubs) in cases {
         let keys = format!(
             "{}task = \"link\"\ndecoder = \"{decoder}\"\nembedding_dim = 4\npatience = 0\n",
             train_keys(model, 1)
         );
         let name = format!("{model}-{decoder}-{workers}");
-        let full_keys = format!("{keys}negatives = 2\n");
-        let full = train_full(&dir, &data, &format!("full-{name}"), workers, &full_keys);
+        let full_keys = format!("{keys}negatives = 2\n{hubs}");
+        let (full, summary) = train_full_summary(&dir, &data, &format!("full-{name}"), workers, &full_keys);
+        assert_eq!(split_hubs(&summary) > 0, !hubs.is_empty(), "{name}: {summary}");
         // Every training record in one batch, no batch negatives: the record trainer's one step.
         let on_records = dir.join(format!("records-{name}"));
         let job = format!(
@@ -672,16 +697,17 @@ fn infer_typed(graph: &str, model: &Path) -> BTreeMap<typed::Node, typed::TypedS
 
 #[test]
 fn workers_that_own_no_node_take_part_in_every_exchange() {
-    // 12 nodes on 16 workers: some own nothing (GAT's softmax over no rows was a panic).
+    // 12 nodes on 16 workers: some own nothing (GAT's softmax over no rows was a panic), and
+    // with every node of 2 in-edges or more split, some reduce pieces of hubs they do not own.
     let dir = scratch("full-graph-empty-workers");
     let data = dir.join("g");
     generate(&data, 12, 2, 3, 2);
     for model in ["gcn", "sage", "gat", "gine"] {
         let keys = train_keys(model, 2);
-        let (few, many) = (
-            train_full(&dir, &data, &format!("{model}-1"), 1, &keys),
-            train_full(&dir, &data, &format!("{model}-16"), 16, &keys),
-        );
+        let few = train_full(&dir, &data, &format!("{model}-1"), 1, &keys);
+        let split = format!("{keys}hub_threshold = 1\n");
+        let (many, summary) = train_full_summary(&dir, &data, &format!("{model}-16"), 16, &split);
+        assert!(split_hubs(&summary) > 0, "{summary}");
         let (few, many) = (params(&few).1, params(&many).1);
         assert!(largest_gap(&few, &many) < 1e-5, "{model}: {}", largest_gap(&few, &many));
     }

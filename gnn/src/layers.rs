@@ -9,10 +9,11 @@
 
 use burn::module::{Param, ParamId};
 use burn::prelude::*;
-use burn::tensor::TensorData;
 use burn::tensor::activation::{leaky_relu, relu};
+use burn::tensor::{IndexingUpdateOp, TensorData};
 
 use crate::aggregate::{EdgeTensors, End};
+use crate::hub::{HubTerms, Merged};
 use crate::rng::Stream;
 
 /// A parameter whose id derives from its seed: burn draws ids at random otherwise, and the
@@ -23,6 +24,11 @@ pub(crate) fn param<const D: usize>(tensor: Tensor<D>, seed: &[u64], tag: u64) -
     let mut param = Param::from_tensor(tensor);
     param.id = ParamId::from(Stream::new(&key).next_u64());
     param
+}
+
+/// A parameter's value, tracked by autodiff or not.
+pub(crate) fn value<const D: usize>(p: &Param<Tensor<D>>, track: bool) -> Tensor<D> {
+    if track { p.val() } else { p.val().detach() }
 }
 
 /// Glorot-uniform weights from a seeded stream: the same on every worker and backend.
@@ -166,7 +172,13 @@ impl GatLayer {
     /// `[edge_dim, heads]`: column `h` is `p_h = W_e[:, head h] a_e[h]`, so an edge's logit
     /// term for head `h` is `e . p_h`; `None` without edge features.
     pub fn edge_projection(&self) -> Option<Tensor<2>> {
+        self.edge_projection_tracked(true)
+    }
+
+    /// [`GatLayer::edge_projection`], of the weights' values detached unless `track`.
+    pub(crate) fn edge_projection_tracked(&self, track: bool) -> Option<Tensor<2>> {
         let (w, a) = (self.edge_weight.as_ref()?.val(), self.att_edge.as_ref()?.val());
+        let (w, a) = if track { (w, a) } else { (w.detach(), a.detach()) };
         let edge_dim = w.dims()[0];
         let per_head = w.reshape([edge_dim, self.heads, self.out]) * a.unsqueeze::<3>();
         Some(per_head.sum_dim(2).reshape([edge_dim, self.heads]))
@@ -174,23 +186,30 @@ impl GatLayer {
 
     /// The edge terms of the logits, `[edges + rows_out, heads]` (the edges, then the
     /// self-loops with their mean-filled features); `None` without edge features.
-    fn edge_logits(&self, e: &EdgeTensors) -> Option<Tensor<2>> {
+    fn edge_logits(&self, e: &EdgeTensors, hubs: Option<&HubTerms>) -> Option<Tensor<2>> {
         let p = self.edge_projection()?;
-        let (features, fill) =
+        let (features, mut fill) =
             (e.features.clone().expect(NEEDS_FEATURES), e.mean_edge_features().expect(NEEDS_FEATURES));
+        // A split hub's in-edges are its pieces': its fill comes with them.
+        if let Some(HubTerms { rows, merged: Merged::Softmax(merged) }) = hubs
+            && let Some(hub_fill) = &merged.fill
+        {
+            fill = fill.select_assign(0, rows.clone(), hub_fill.clone(), IndexingUpdateOp::Add);
+        }
         let looped = if e.edges == 0 { fill } else { Tensor::cat(vec![features, fill], 0) };
         Some(looped.matmul(p))
     }
 
-    pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors, keep: AttentionMask) -> Tensor<2> {
+    /// `hubs`: the merged pieces of output rows without in-edges here (`crate::hub`).
+    pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors, keep: AttentionMask, hubs: Option<&HubTerms>) -> Tensor<2> {
         let (heads, out) = (self.heads, self.out);
         let rows_in = x.dims()[0];
         let z = x.matmul(self.weight.val()).reshape([rows_in, heads, out]);
         let score_src = (z.clone() * self.att_src.val().unsqueeze::<3>()).sum_dim(2).reshape([rows_in, heads]);
         let z_out = e.own_rows(z.clone());
         let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
-        let logits = e.looped_rows(score_src, End::Src) + e.looped_rows(score_dst, End::Dst);
-        let logits = match self.edge_logits(e) {
+        let logits = e.looped_rows(score_src, End::Src) + e.looped_rows(score_dst.clone(), End::Dst);
+        let logits = match self.edge_logits(e, hubs) {
             Some(edge) => logits + edge,
             None => logits,
         };
@@ -198,18 +217,47 @@ impl GatLayer {
         // Softmax over each node's in-edges; shifting by a constant per head keeps exp finite and
         // cancels in the ratio.
         // (No rows: a full-graph worker that owns no node; there is no maximum to shift by.)
-        let weights = if scores.dims()[0] == 0 {
-            scores.exp()
+        let hub = hubs.and_then(|h| match &h.merged {
+            Merged::Softmax(m) => Some((&h.rows, &m.max, (&m.total, &m.d_total), (&m.weighted, &m.d_weighted))),
+            Merged::Sum(_) => None,
+        });
+        let (weights, shift) = if scores.dims()[0] == 0 {
+            (scores.exp(), None)
         } else {
             let shift = scores.clone().detach().max_dim(0);
-            (scores - shift).exp()
+            let shift = match hub {
+                Some((_, max, ..)) if max.dims()[0] > 0 => {
+                    Tensor::cat(vec![shift, max.clone().max_dim(0)], 0).max_dim(0)
+                }
+                _ => shift,
+            };
+            ((scores - shift.clone()).exp(), Some(shift))
         };
-        let total = e.sum_looped_rows(weights.clone());
+        let mut total = e.sum_looped_rows(weights.clone());
+        // A split hub's pieces: their parts shifted to the layer's maximum, and linear in the
+        // hub's destination score (`crate::hub`).
+        let mut hub_weighted = None;
+        if let (Some((rows, max, (s, ds), (w, dw))), Some(shift)) = (hub, shift) {
+            let hubs = rows.dims()[0];
+            let scale = (max.clone() - shift).exp();
+            let moved = score_dst.select(0, rows.clone());
+            let moved = moved.clone() - moved.detach();
+            let hub_total = (s.clone() + ds.clone() * moved.clone()) * scale.clone();
+            total = total.select_assign(0, rows.clone(), hub_total, IndexingUpdateOp::Add);
+            let per_head = |t: &Tensor<2>| t.clone().reshape([hubs, heads, out]);
+            let column = |t: Tensor<2>| t.reshape([hubs, heads, 1]);
+            let sums = (per_head(w) + per_head(dw) * column(moved)) * column(scale);
+            hub_weighted = Some((rows, sums / column(total.clone().select(0, rows.clone()))));
+        }
         let mut alpha = weights / e.looped_rows(total, End::Dst);
         if let Some(keep) = keep {
             alpha = alpha * keep;
         }
-        let summed = e.sum_with_self_loops(z.reshape([rows_in, heads * out]), alpha);
+        let mut summed = e.sum_with_self_loops(z.reshape([rows_in, heads * out]), alpha);
+        if let Some((rows, weighted)) = hub_weighted {
+            let weighted = weighted.reshape([rows.dims()[0], heads * out]);
+            summed = summed.select_assign(0, rows.clone(), weighted, IndexingUpdateOp::Add);
+        }
         let combined = if self.concat {
             summed
         } else {
@@ -261,8 +309,9 @@ impl GineLayer {
         self.weight2.val().dims()[1]
     }
 
-    pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
-        let neighbors = self.neighbor_sum(x.clone(), e);
+    /// `hubs`: the neighbor sums of output rows without in-edges here (`crate::hub`).
+    pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors, hubs: Option<&HubTerms>) -> Tensor<2> {
+        let neighbors = GineLayer::with_hubs(self.neighbor_sum(x.clone(), e), hubs);
         self.mlp(e.own_rows(x) + neighbors)
     }
 
@@ -284,5 +333,17 @@ impl GineLayer {
     pub fn mlp(&self, h: Tensor<2>) -> Tensor<2> {
         let hidden = relu(h.matmul(self.weight.val()) + self.bias.val().unsqueeze::<2>());
         hidden.matmul(self.weight2.val()) + self.bias2.val().unsqueeze::<2>()
+    }
+}
+
+impl GineLayer {
+    /// The hubs' neighbor sums added to a neighbor sum of the layer's output rows.
+    pub(crate) fn with_hubs(neighbors: Tensor<2>, hubs: Option<&HubTerms>) -> Tensor<2> {
+        match hubs {
+            Some(HubTerms { rows, merged: Merged::Sum(sums) }) => {
+                neighbors.select_assign(0, rows.clone(), sums.clone(), IndexingUpdateOp::Add)
+            }
+            _ => neighbors,
+        }
     }
 }

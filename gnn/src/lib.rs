@@ -11,6 +11,8 @@
 //!   the losses and scores (accuracy, micro-F1);
 //! - [`hetero`]: the typed models, R-GCN and heterogeneous GraphSAGE, with a projection per node
 //!   type and a kernel pass per relation;
+//! - [`hub`]: split hubs of GAT and GINE in full-graph training: pieces of a hub's in-edges
+//!   that run the layer away from its owner, and their parts merged into its output;
 //! - [`link`], [`decoder`]: link models: a batch of link records (their endpoints' records),
 //!   the pair decoders (`dot`, `mlp`; also on the host for GraphInfer) and the link loss;
 //! - [`params`]: a model's parameters as one flat vector, for the parameter server;
@@ -25,12 +27,14 @@ pub mod device;
 mod error;
 pub mod features;
 pub mod hetero;
+pub mod hub;
 pub mod io;
 pub mod kernel;
 pub mod layers;
 pub mod link;
 pub mod model;
 pub mod params;
+mod pieces;
 pub mod rng;
 pub mod rows;
 pub mod slice;

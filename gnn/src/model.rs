@@ -12,7 +12,9 @@ use crate::aggregate::EdgeTensors;
 use crate::batch::{Batch, TypedInputs};
 use crate::decoder::MlpDecoder;
 use crate::hetero::{GroupTensors, HeteroSageLayer, Projection, RgcnLayer};
+use crate::hub::{HubTerms, PieceEdges, PieceInputs, PieceParts};
 use crate::kernel::Aggregation;
+use crate::layers::value;
 use crate::layers::{AttentionMask, GatLayer, GcnLayer, GineLayer, SageLayer};
 use crate::rng::Stream;
 
@@ -206,7 +208,7 @@ impl Gnn {
     /// is the last layer (whose outputs are the logits). GraphInfer runs the model this way,
     /// one round per layer; [`Gnn::forward`] is these layers in sequence.
     pub fn forward_layer(&self, spec: &ModelSpec, l: usize, h: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
-        self.apply_layer(spec, l, h, e, None)
+        self.train_layer(spec, l, h, (e, None), None)
     }
 
     /// [`Gnn::forward_layer`] in training: `keep` is GAT's attention dropout mask,
@@ -217,18 +219,14 @@ impl Gnn {
         spec: &ModelSpec,
         l: usize,
         h: Tensor<2>,
-        e: &EdgeTensors,
-        keep: AttentionMask,
+        (e, keep): (&EdgeTensors, AttentionMask),
+        hubs: Option<&HubTerms>,
     ) -> Tensor<2> {
-        self.apply_layer(spec, l, h, e, keep)
-    }
-
-    fn apply_layer(&self, spec: &ModelSpec, l: usize, h: Tensor<2>, e: &EdgeTensors, keep: AttentionMask) -> Tensor<2> {
         let h = match &self.layers[l] {
             Layer::Gcn(g) => g.forward(h, e),
             Layer::Sage(s) => s.forward(h, e),
-            Layer::Gat(g) => g.forward(h, e, keep),
-            Layer::Gine(g) => g.forward(h, e),
+            Layer::Gat(g) => g.forward(h, e, keep, hubs),
+            Layer::Gine(g) => g.forward(h, e, hubs),
             Layer::Rgcn(r) => r.forward(h, e),
             Layer::HeteroSage(s) => s.forward(h, e),
         };
@@ -285,7 +283,7 @@ impl Gnn {
                     .map(|d| attention_mask(batch, l, g.heads, d, &h.device())),
                 _ => None,
             };
-            h = self.apply_layer(spec, l, h, e, keep);
+            h = self.train_layer(spec, l, h, (e, keep), None);
         }
         h.slice(0..batch.roots.len())
     }
@@ -454,4 +452,55 @@ fn attention_mask(batch: &Batch, layer: usize, heads: usize, d: Dropout, device:
     }
     let rows = mask.len() / heads;
     Tensor::from_data(TensorData::new(mask, [rows, heads]), device)
+}
+
+impl Gnn {
+    /// Whether layer `l` splits its hubs into pieces that run the layer (GAT, GINE), not into
+    /// partial sums of its input rows.
+    pub fn splits_by_pieces(&self, l: usize) -> bool {
+        matches!(self.layers[l], Layer::Gat(_) | Layer::Gine(_))
+    }
+
+    /// GAT layer `l`'s destination scores of the rows `x` (`[rows, in]`, the hubs' own input
+    /// rows): `[rows, heads]`, a constant (what a piece's logits read).
+    pub fn destination_scores(&self, l: usize, x: Tensor<2>) -> Tensor<2> {
+        let Layer::Gat(g) = &self.layers[l] else { panic!("destination scores of a GAT layer") };
+        let rows = x.dims()[0];
+        let z = x.matmul(value(&g.weight, false)).reshape([rows, g.heads, g.out]);
+        (z * value(&g.att_dst, false).unsqueeze::<3>()).sum_dim(2).reshape([rows, g.heads])
+    }
+
+    /// Layer `l`'s parts of the pieces `e` over their source rows `x` (after dropout), as
+    /// constants: GAT's with the hubs' destination scores `score_dst` (`[pieces, heads]`) and its
+    /// attention dropout `keep` (`[edges, heads]`), on the host.
+    pub fn piece_parts(&self, l: usize, x: Tensor<2>, e: &PieceEdges, (score_dst, keep): PieceInputs) -> PieceParts {
+        match &self.layers[l] {
+            Layer::Gine(g) => PieceParts::Sum(g.piece_sums(x, e, false)),
+            Layer::Gat(g) => PieceParts::Softmax(g.piece_softmax(x, e, (score_dst.expect("a hub's score"), keep))),
+            _ => panic!("pieces of a GAT or GINE layer"),
+        }
+    }
+
+    /// A scalar whose gradient (on an autodiff device) is that of the weights of layer `l` and
+    /// of the rows `x` (a leaf) through the parts of the pieces `e`, given the parts' gradients
+    /// `grads` (per piece: GINE's sum's; GAT's `S`'s then `Z`'s).
+    pub fn piece_surrogate(
+        &self,
+        l: usize,
+        x: Tensor<2>,
+        e: &PieceEdges,
+        inputs: PieceInputs,
+        grads: &[f32],
+    ) -> Tensor<1> {
+        match &self.layers[l] {
+            Layer::Gine(g) => {
+                let sums = g.piece_sums(x, e, true);
+                let [pieces, width] = sums.dims();
+                let g = Tensor::<2>::from_data(TensorData::new(grads.to_vec(), [pieces, width]), &sums.device());
+                (sums * g).sum()
+            }
+            Layer::Gat(g) => g.piece_surrogate(x, e, (inputs.0.expect("a hub's score"), inputs.1), grads),
+            _ => panic!("pieces of a GAT or GINE layer"),
+        }
+    }
 }

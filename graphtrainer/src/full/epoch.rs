@@ -41,6 +41,7 @@ use crate::full::halo::Halo;
 use crate::full::hubs::Hubs;
 use crate::full::link::{self, LinkTask, Scoring};
 use crate::full::local::{LocalGraph, TypedFeatures};
+use crate::full::pieces::LayerHubs;
 use crate::full::stale::{LayerCopies, Staleness, Traffic};
 use crate::full::wire::Precision;
 use crate::phases::{Lap, Phases};
@@ -135,6 +136,8 @@ struct Kept {
     output: Tensor<2>,
     /// The dropout mask of the rows the split hubs' runs read here (`Hubs::mask_rows`).
     hub_mask: Option<Vec<f32>>,
+    /// The split hubs' pieces, when they run the layer.
+    pieces: Option<LayerHubs>,
 }
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -205,16 +208,50 @@ fn mask(ids: &[i64], rows: usize, width: usize, d: Dropout, layer: usize) -> Vec
 
 /// GAT's attention dropout mask, `[edges + own rows, heads]`: the edges', then the self-loops'.
 fn attention_mask(local: &LocalGraph, heads: usize, d: Dropout, layer: usize, device: &Device) -> Tensor<2> {
-    let scale = 1.0 / (1.0 - d.attention_rate);
     let own = &local.ids[..local.own()];
     let keys = local.edge_keys.iter().map(|&(dst, j)| (dst, u64::from(j), 0)).chain(own.iter().map(|&id| (id, 0, 1)));
-    let mut values = Vec::with_capacity((local.edge_keys.len() + own.len()) * heads);
+    let values = attention_keep(keys, heads, d, layer);
+    let rows = values.len() / heads;
+    Tensor::from_data(TensorData::new(values, [rows, heads]), device)
+}
+
+/// The attention dropout mask of the looped edges `keys` (destination, place among its
+/// in-edges, whether a self-loop), `heads` each: drawn per key, wherever the edge is summed.
+fn attention_keep(keys: impl Iterator<Item = (i64, u64, u64)>, heads: usize, d: Dropout, layer: usize) -> Vec<f32> {
+    let scale = 1.0 / (1.0 - d.attention_rate);
+    let mut values = Vec::with_capacity(keys.size_hint().0 * heads);
     for (dst, j, self_loop) in keys {
         let mut s = Stream::new(&[d.seed, d.step, dst as u64, j, self_loop, layer as u64, FULL_GRAPH]);
         values.extend((0..heads).map(|_| if s.unit() < d.attention_rate { 0.0 } else { scale }));
     }
-    let rows = values.len() / heads;
-    Tensor::from_data(TensorData::new(values, [rows, heads]), device)
+    values
+}
+
+/// Layer `l`'s split hubs whose pieces run the layer (GAT, GINE; `crate::full::pieces`) over
+/// its input rows `x` and their dropout `row_mask`; in training leaves, and the exchange counted.
+fn layer_pieces(
+    worker: &mut Worker,
+    cx: &Context,
+    model: &Gnn,
+    (l, x, width): (usize, &[f32], usize),
+    (training, row_mask): (&mut Option<(Dropout, &mut Exchange)>, Option<&[f32]>),
+    device: &Device,
+) -> LayerHubs {
+    let heads = if l + 1 == cx.spec.layers { cx.spec.output_heads } else { cx.spec.heads };
+    let dropout = training.as_ref().map(|(d, _)| *d);
+    let keep = dropout.filter(|d| d.attention_rate > 0.0 && cx.spec.kind == ModelKind::Gat).map(|d| {
+        let keys = cx.hubs.run_edge_keys().map(|(hub, j)| (hub, u64::from(j), 0));
+        attention_keep(keys, heads, d, l)
+    });
+    let pieces = cx.hubs.layer_forward(worker, model, l, (x, width, row_mask), keep, dropout.is_some(), device);
+    if let Some((_, exchange)) = training {
+        let (sent, asked) = (cx.hubs.rows_sent(), cx.hubs.grads_sent());
+        if cx.spec.kind == ModelKind::Gat {
+            exchange.traffic.count(asked, asked, heads, Precision::F32);
+        }
+        exchange.traffic.count(sent, sent, Hubs::part_width(model, l, width), Precision::F32);
+    }
+    pieces
 }
 
 /// Layer `l`'s input rows (`rows`, `width` each) on `device`: in training a leaf that tracks
@@ -282,7 +319,7 @@ fn forward(
             };
             rows.extend(halo);
             phases.exchange_seconds += lap.lap();
-            kept.push(Kept { input: None, output: projected, hub_mask: None });
+            kept.push(Kept { input: None, output: projected, hub_mask: None, pieces: None });
             (rows, cx.spec.hidden, 1)
         }
     };
@@ -290,8 +327,16 @@ fn forward(
         // Layer 0's features were dropped already; evaluation drops nothing.
         let rows = input.len() / width.max(1) + cx.hubs.virtual_rows();
         let row_mask = dropout.filter(|d| d.rate > 0.0 && l > 0).map(|d| mask(&cx.local.ids, rows, width, d, l));
-        let mut hub_mask = None;
-        if cx.hubs.active() {
+        let (mut hub_mask, mut pieces) = (None, None);
+        if cx.hubs.active() && cx.hubs.layered() {
+            phases.tensors_seconds += lap.lap();
+            let how = (&mut training, row_mask.as_deref());
+            let layer = layer_pieces(worker, cx, model, (l, &input, width), how, &device);
+            let seconds = lap.lap();
+            phases.forward_seconds += layer.seconds;
+            phases.exchange_seconds += seconds - layer.seconds;
+            pieces = Some(layer);
+        } else if cx.hubs.active() {
             hub_mask = row_mask.as_ref().map(|m| cx.hubs.mask_rows(m, width));
             phases.tensors_seconds += lap.lap();
             let partials = cx.hubs.forward(worker, &input, width, hub_mask.as_deref());
@@ -303,8 +348,9 @@ fn forward(
         }
         let (leaf, x, keep) = layer_input(cx, l, (input, width), (dropout, row_mask), &device);
         phases.tensors_seconds += lap.lap();
-        let output = model.train_layer(cx.spec, l, x, edges, keep);
-        kept.push(Kept { input: leaf, output: output.clone(), hub_mask });
+        let terms = pieces.as_ref().and_then(|p| p.terms.as_ref());
+        let output = model.train_layer(cx.spec, l, x, (edges, keep), terms);
+        kept.push(Kept { input: leaf, output: output.clone(), hub_mask, pieces });
         if l + 1 == cx.spec.layers {
             phases.forward_seconds += lap.lap();
             break;
@@ -364,8 +410,9 @@ pub fn train_pass(
 ) -> Trained {
     let mut kept = forward(worker, cx, model, edges, Some((dropout, &mut *exchange)), phases);
     let mut lap = Lap::start();
-    let Kept { input: mut leaf, output: last, hub_mask: mut leaf_mask } = kept.pop().expect("a model has layers");
-    let [own, _] = last.dims();
+    let last = kept.pop().expect("a model has layers");
+    let Kept { input: mut leaf, output: last, hub_mask: mut leaf_mask, pieces: mut leaf_pieces } = last;
+    let ([own, _], device) = (last.dims(), last.device());
     let (mut surrogate, mut grad, count, stats) = match objective {
         Objective::Node => {
             let (sum, count, stats) = node_loss(cx, last);
@@ -387,23 +434,35 @@ pub fn train_pass(
         } else {
             grad.iter_mut().zip(layer).for_each(|(g, l)| *g += l);
         }
-        let Some(input) = leaf else { break };
-        let [rows, width] = input.dims();
-        let mut g = input.grad(&grads).map_or_else(|| vec![0.0; rows * width], values);
+        let mut g = leaf.as_ref().map(|input| {
+            let [rows, width] = input.dims();
+            input.grad(&grads).map_or_else(|| vec![0.0; rows * width], values)
+        });
         phases.backward_seconds += lap.lap();
+        if let Some(pieces) = leaf_pieces.take() {
+            let back = pieces.grad_values(model);
+            let computed =
+                cx.hubs.layer_backward(worker, model, pieces, &grads, (g.as_deref_mut(), &mut grad), &device);
+            exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), back, Precision::F32);
+            let seconds = lap.lap();
+            phases.backward_seconds += computed;
+            phases.exchange_seconds += seconds - computed;
+        }
+        let (Some(input), Some(g)) = (leaf, g.as_mut()) else { break };
+        let width = input.dims()[1];
         let (g, virtual_grads) = g.split_at_mut((own + cx.halo.len()) * width);
-        if cx.hubs.active() {
+        if cx.hubs.active() && !cx.hubs.layered() {
             cx.hubs.backward(worker, virtual_grads, width, leaf_mask.as_deref(), g);
             exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), width, Precision::F32);
         }
         let (own_grads, halo_grads) = g.split_at_mut(own * width);
         exchange.push_back(worker, cx.halo, kept.len() - 1, halo_grads, width, own_grads);
         phases.exchange_seconds += lap.lap();
-        let Kept { input: below, output, hub_mask: below_mask } = kept.pop().expect("a layer below");
-        let device = output.device();
+        let Kept { input: below, output, hub_mask: below_mask, pieces: below_pieces } =
+            kept.pop().expect("a layer below");
         let upstream = Tensor::<2>::from_data(TensorData::new(own_grads.to_vec(), [own, width]), &device);
         surrogate = (output * upstream).sum();
-        (leaf, leaf_mask) = (below, below_mask);
+        (leaf, leaf_mask, leaf_pieces) = (below, below_mask, below_pieces);
     }
     phases.backward_seconds += lap.lap();
     Trained { grad, count, stats }

@@ -21,8 +21,9 @@
 //!
 //! The runs depend on the hub and the threshold alone, never on the worker count; a piece's
 //! partial sums its edges in their order, and the owner adds the partials in piece order. GAT
-//! (a softmax over the in-edges) and GINE (a nonlinearity per edge) are not one linear sum:
-//! their hubs are aggregated at their owner.
+//! (a softmax over the in-edges) and GINE (a ReLU per edge) are not one linear sum: their runs
+//! ([`Weighting::Layer`]) carry their edges' features and run the layer's per-edge part at the
+//! reducer, with no virtual row (`crate::full::pieces`).
 //!
 //! Partials and their gradients always cross exactly (stale copies are the halo's): they are
 //! few, one row per piece, and those that leave their owner are counted in the exchange's bytes.
@@ -44,6 +45,9 @@ pub enum Weighting {
     Gcn,
     /// The mean: `1 / in-edges of the destination`.
     Mean,
+    /// No coefficient: the pieces run the layer itself on their edges (GAT, GINE;
+    /// `crate::full::pieces`).
+    Layer,
 }
 
 /// A piece of a run, from the hub's owner to its reducer (sent once).
@@ -58,6 +62,12 @@ struct RunTask {
     count: u32,
     /// Each in-edge's source: its id, its owner and its slot there.
     sources: Vec<(i64, u32, u32)>,
+    /// The hub and the place of the piece's first edge among its in-edges (GAT's attention
+    /// dropout is keyed by them).
+    hub: i64,
+    first: u32,
+    /// The pieces that run the layer: their edges' features, as the layer reads them.
+    features: Vec<f32>,
 }
 
 /// A reducer's answer to a run's owner: where the run is among the reducer's runs.
@@ -79,11 +89,14 @@ struct Partial {
 
 /// A run this worker reduces.
 #[derive(Debug, Clone)]
-struct Run {
-    owner: u32,
-    at: u32,
+pub(super) struct Run {
+    pub(super) owner: u32,
+    pub(super) at: u32,
     /// Its in-edges in [`Hubs::coefs`] and [`Hubs::distinct_at`].
-    edges: Range<usize>,
+    pub(super) edges: Range<usize>,
+    /// Its hub and the place of its first edge among the hub's in-edges.
+    pub(super) hub: i64,
+    pub(super) first: u32,
 }
 
 /// One worker's split hubs: those it owns (their virtual rows) and the runs it reduces.
@@ -92,17 +105,25 @@ pub struct Hubs {
     /// Per own slot, its virtual rows (empty: not a split hub).
     virtual_of: Vec<Range<u32>>,
     /// Per virtual row here, the reducer of its run and the run's place there.
-    reducers: Vec<(u32, u32)>,
+    pub(super) reducers: Vec<(u32, u32)>,
     /// The runs this worker reduces, by (owner, virtual row).
-    runs: Vec<Run>,
+    pub(super) runs: Vec<Run>,
+    /// Pieces that run the layer (GAT, GINE): no virtual row or edge; the own hubs' slots, in
+    /// slot order, their self-loop features (the mean of their in-edges', `edge_dim` each),
+    /// and the run edges' features.
+    pub(super) layered: bool,
+    pub(super) hub_slots: Vec<u32>,
+    pub(super) fills: Vec<f32>,
+    pub(super) features: Vec<f32>,
+    pub(super) edge_dim: usize,
     /// Each run edge's source and its hub's degrees, then (after [`Hubs::place`]) its
     /// coefficient and its input row.
     sources: Vec<Source>,
     degrees: Vec<(f32, u32)>,
     coefs: Vec<f32>,
     /// The input rows the runs read, ascending, and each run edge's place among them.
-    distinct: Vec<u32>,
-    distinct_at: Vec<u32>,
+    pub(super) distinct: Vec<u32>,
+    pub(super) distinct_at: Vec<u32>,
     threshold: u64,
     me: u32,
     /// Hubs split on this worker, on all, their pieces (partials) on all, and the partials
@@ -135,6 +156,15 @@ pub fn pieces(relations: &[u8], threshold: u64) -> Vec<(usize, Range<usize>, u8)
     pieces
 }
 
+/// The mean of `rows` (`width` each; none: zeros).
+fn mean_rows(rows: &[f32], width: usize) -> Vec<f32> {
+    let mut mean = vec![0.0f32; width];
+    let count = rows.len() / width.max(1);
+    let c = 1.0 / count.max(1) as f32;
+    rows.chunks(width.max(1)).for_each(|r| mean.iter_mut().zip(r).for_each(|(m, v)| *m += v * c));
+    mean
+}
+
 /// Each relation's in-edge count among `relations` (the mean's denominator of a piece).
 pub fn counts(relations: &[u8]) -> [u32; 256] {
     let mut counts = [0u32; 256];
@@ -143,14 +173,24 @@ pub fn counts(relations: &[u8]) -> [u32; 256] {
 }
 
 impl Hubs {
-    /// Cuts the hubs of this worker's nodes (more in-edges than `threshold`; `None`: no hub is
-    /// split) into runs and sends each to its reducer. `source_slots` is aligned with the
-    /// in-edges (`NodeStore::take_source_slots`). Every worker calls it in step, with the
-    /// same `threshold`.
-    pub fn cut(worker: &mut Worker, nodes: &NodeStore, source_slots: &[u32], threshold: Option<u64>) -> Hubs {
+    /// Cuts the hubs of this worker's nodes (more in-edges than `threshold`; 0: no hub is
+    /// split) into runs and sends each to its reducer; with [`Weighting::Layer`], each with
+    /// its edges' features (`nodes.edge_dim` each). `source_slots` is aligned with the in-edges
+    /// (`NodeStore::take_source_slots`). Every worker calls it in step, with the same
+    /// arguments.
+    pub fn cut(
+        worker: &mut Worker,
+        nodes: &NodeStore,
+        source_slots: &[u32],
+        (threshold, weighting): (u64, Weighting),
+    ) -> Hubs {
         let own = nodes.len();
-        let mut hubs = Hubs { virtual_of: vec![0..0; own], ..Hubs::default() };
-        let Some(threshold) = threshold.filter(|&t| t > 0) else { return hubs };
+        let layered = weighting == Weighting::Layer;
+        let edge_dim = if layered { nodes.edge_dim } else { 0 };
+        let mut hubs = Hubs { virtual_of: vec![0..0; own], layered, edge_dim, ..Hubs::default() };
+        if threshold == 0 {
+            return hubs;
+        }
         hubs.threshold = threshold;
         let (me, peers) = (worker.index() as u32, worker.peers() as u64);
         hubs.me = me;
@@ -176,9 +216,18 @@ impl Hubs {
                 let sources = sources.map(|(edge, &s)| (edge.src, nodes.owners.of(edge.src) as u32, s & !ELSEWHERE));
                 let degree = nodes.in_degree[slot] as f32;
                 let count = counts[usize::from(relation)];
-                tasks.push(RunTask { to, owner: me, at, degree, count, sources: sources.collect() });
+                let features = match layered {
+                    true => nodes.sampled_features(slot)[run.start * edge_dim..run.end * edge_dim].to_vec(),
+                    false => Vec::new(),
+                };
+                let (sources, first) = (sources.collect(), run.start as u32);
+                tasks.push(RunTask { to, owner: me, at, degree, count, sources, hub, first, features });
             }
             hubs.virtual_of[slot] = from..hubs.reducers.len() as u32;
+            if layered {
+                hubs.hub_slots.push(slot as u32);
+                hubs.fills.extend(mean_rows(nodes.sampled_features(slot), edge_dim));
+            }
             hubs.split += 1;
         }
         let received = cluster::exchange(worker, tasks, |t: &RunTask| u64::from(t.to));
@@ -202,7 +251,9 @@ impl Hubs {
             let sources = task.sources.iter().map(|&(id, owner, slot)| Source { id, owner: owner as usize, slot });
             self.sources.extend(sources);
             self.degrees.extend(std::iter::repeat_n((task.degree, task.count), task.sources.len()));
-            self.runs.push(Run { owner: task.owner, at: task.at, edges: start..self.sources.len() });
+            self.features.extend(task.features);
+            let edges = start..self.sources.len();
+            self.runs.push(Run { owner: task.owner, at: task.at, edges, hub: task.hub, first: task.first });
             placed.push(Placed { to: task.owner, at: task.at, run: run as u32 });
         }
         placed
@@ -234,9 +285,14 @@ impl Hubs {
         self.virtual_of.get(slot).cloned().unwrap_or(0..0)
     }
 
-    /// Virtual rows this worker reads: its hubs' runs.
+    /// Virtual rows this worker reads: its hubs' runs (none when the pieces run the layer).
     pub fn virtual_rows(&self) -> usize {
-        self.reducers.len()
+        if self.layered { 0 } else { self.reducers.len() }
+    }
+
+    /// Whether the pieces run the layer (GAT, GINE; `crate::full::pieces`), not partial sums.
+    pub fn layered(&self) -> bool {
+        self.layered
     }
 
     /// In-edges of the runs this worker reduces.
@@ -258,6 +314,7 @@ impl Hubs {
             .map(|(&row, &(d, count))| match weighting {
                 Weighting::Gcn => 1.0 / ((d + 1.0) * (degree(row as usize) + 1.0)).sqrt(),
                 Weighting::Mean => 1.0 / count as f32,
+                Weighting::Layer => 1.0,
             })
             .collect();
         self.distinct = rows.iter().map(|&r| r as u32).collect();

@@ -1,6 +1,7 @@
 //! A worker's part of the graph as every layer reads it: input rows `[own nodes | halo |
 //! virtual]`, output rows the own nodes, one edge per in-edge of an own node (a split hub's
-//! one per run, from its virtual row: `crate::full::hubs`). Full-graph training reads
+//! one per piece, from its virtual row: `crate::full::hubs`; none for GAT's and GINE's, whose
+//! pieces run the layer: `crate::full::pieces`). Full-graph training reads
 //! every in-edge at every layer, so one [`LayerEdges`] serves all layers; it is built once and
 //! kept on the device ([`LocalGraph::tensors`]).
 //!
@@ -64,6 +65,8 @@ impl LocalGraph {
         let relation_widths: Vec<usize> = relation_widths.map_or_else(Vec::new, Iterator::collect);
         for slot in 0..own {
             let count = match hubs.is_hub(slot) {
+                // Pieces that run the layer: the hub's in-edges are all theirs.
+                true if hubs.layered() => 0,
                 true => {
                     let rows = hubs.virtual_rows_of(slot);
                     src.extend(rows.clone().map(|v| (first_virtual + v as usize) as i64));

@@ -23,7 +23,8 @@
 //! - split hubs ([`crate::full::hubs`]): a run's virtual row and in-edge at the hub's owner,
 //!   counted as a halo row and an in-edge, and its in-edges at its reducer, counted as in-edges
 //!   (not counted: the reducer's copy of its source rows' dropout mask, `4 x width_in` per
-//!   distinct source row and layer, kept for backward);
+//!   distinct source row and layer, kept for backward, and GAT's and GINE's copy of the masked
+//!   rows as much again; their hubs' merged parts at the owner, a few rows per hub and layer);
 //! - with stale copies (`halo_staleness`, [`crate::full::stale`]), per exchanged layer of width
 //!   `w` (the outputs of layers `0..k - 1`, and a typed graph's projection): per halo row the
 //!   reader's copy, the last gradient it sent and the copy a pull returns (`3 x 4 x w`) and the

@@ -11,8 +11,9 @@
 //!    which rows to send, in which order; their in-degrees;
 //! 3. the **split hubs** ([`hubs`]): a node with more in-edges than `hub_threshold` has them
 //!    summed in runs on other workers (GCN, GraphSAGE, R-GCN; by relation on a typed graph),
-//!    each run's partial a *virtual* input row of its owner; the runs' sources are their
-//!    reducers' halo;
+//!    each run's partial a *virtual* input row of its owner; GAT's and GINE's runs are
+//!    *pieces* that run the layer's per-edge part, merged into the hub's output by its owner
+//!    ([`pieces`]); the runs' sources are their reducers' halo;
 //! 4. the **local graph** ([`local`]): one layer's edges over the input rows `[own | halo | virtual]`,
 //!    on the device, shared by every layer; layer 0's input rows (the features, the halo's
 //!    pulled once).
@@ -37,8 +38,7 @@
 //! On a typed graph the per-type input projection runs before layer 0 at each node's owner,
 //! its rows exchanged as a layer's outputs ([`local::TypedFeatures`], [`epoch`]).
 //!
-//! Not yet: learned embeddings and checkpoints ([`setup::check_keys`] refuses them), and split
-//! hubs of GAT and GINE (aggregated by their owner).
+//! Not yet: learned embeddings and checkpoints ([`setup::check_keys`] refuses them).
 
 pub mod epoch;
 pub mod halo;
@@ -46,6 +46,7 @@ pub mod hubs;
 pub mod link;
 pub mod local;
 pub mod memory;
+pub mod pieces;
 pub mod setup;
 pub mod stale;
 pub mod steps;
@@ -221,23 +222,15 @@ fn load(
     nodes.keep_edge_features_for(&spec);
     let source_slots = nodes.take_source_slots();
     let weighting = setup::hub_weighting(&spec);
-    if weighting.is_none() && config.hub_threshold.is_some_and(|t| t > 0) && worker.index() == 0 {
-        let kind = if spec.types.is_some() { "a typed graph" } else { spec.kind.name() };
-        tracing::info!(
-            "train: hub_threshold splits GCN's, GraphSAGE's and R-GCN's sums; {kind} aggregates hubs at their owner"
-        );
-    }
-    let threshold = weighting.map(|_| config.hub_threshold.unwrap_or(schemas::job::flatten::DEFAULT_HUB_THRESHOLD));
-    let mut hubs = Hubs::cut(worker, &nodes, &source_slots, threshold);
+    let threshold = config.hub_threshold.unwrap_or(schemas::job::flatten::DEFAULT_HUB_THRESHOLD);
+    let mut hubs = Hubs::cut(worker, &nodes, &source_slots, (threshold, weighting));
     let reads = halo::in_edge_sources(&nodes, &source_slots, |slot| hubs.is_hub(slot)).chain(hubs.run_sources());
     let (halo, mut sources) = Halo::plan(worker, &nodes, reads);
     drop(source_slots);
     let run_rows = sources.split_off(sources.len() - hubs.run_edges());
-    if let Some(weighting) = weighting {
-        let own = nodes.len();
-        let degree = |row: usize| if row < own { nodes.in_degree[row] as f32 } else { halo.degrees[row - own] };
-        hubs.place(run_rows, degree, weighting);
-    }
+    let own = nodes.len();
+    let degree = |row: usize| if row < own { nodes.in_degree[row] as f32 } else { halo.degrees[row - own] };
+    hubs.place(run_rows, degree, weighting);
     let pairs = link.as_ref().map_or(0, LinkTask::pairs) as u64;
     let features = match nodes.is_typed() {
         true => (0..nodes.len()).map(|s| nodes.features(s).len() as u64).sum(),

@@ -293,14 +293,14 @@ fn graph_types(graph: &TypedGraph, target: u8, nodes: &NodeStore, reads: bool) -
 }
 
 /// How a split hub's runs weigh their in-edges (`crate::full::hubs`): GCN's, or the mean
-/// (GraphSAGE; on a typed graph R-GCN's and GraphSAGE's, one per relation). `None`: the kind is
-/// not one sum over the in-edges (GAT, GINE), and hubs are aggregated at their owner.
-pub fn hub_weighting(spec: &ModelSpec) -> Option<Weighting> {
+/// (GraphSAGE; on a typed graph R-GCN's and GraphSAGE's, one per relation); GAT's and GINE's
+/// run the layer on their edges (`crate::full::pieces`).
+pub fn hub_weighting(spec: &ModelSpec) -> Weighting {
     match spec.kind {
-        _ if spec.types.is_some() => Some(Weighting::Mean),
-        ModelKind::Gcn => Some(Weighting::Gcn),
-        ModelKind::Sage => Some(Weighting::Mean),
-        _ => None,
+        _ if spec.types.is_some() => Weighting::Mean,
+        ModelKind::Gcn => Weighting::Gcn,
+        ModelKind::Sage | ModelKind::Rgcn => Weighting::Mean,
+        ModelKind::Gat | ModelKind::Gine => Weighting::Layer,
     }
 }
 

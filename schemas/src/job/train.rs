@@ -164,9 +164,10 @@ pub struct TrainConfig {
     /// passes (`bf16`: half the bytes, each value within 2^-8 of itself; default `f32`).
     #[serde(default, skip_serializing_if = "is_default")]
     pub halo_precision: HaloPrecision,
-    /// Full-graph training: a node with more in-edges than this has them cut into runs summed
-    /// on other workers and merged at its owner (GCN, GraphSAGE and R-GCN; GAT and GINE keep
-    /// hubs whole; default `[flatten]`'s, 100000; 0 splits none).
+    /// Full-graph training: a node with more in-edges than this has them cut into runs reduced
+    /// on other workers and merged at its owner (partial sums for GCN, GraphSAGE and R-GCN,
+    /// the layer's per-edge part for GAT and GINE; default `[flatten]`'s, 100000; 0 splits
+    /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub_threshold: Option<u64>,
     /// Full-graph link task on a typed graph: the relation whose edges (its table's `split`
