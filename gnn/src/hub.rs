@@ -6,14 +6,14 @@
 //!
 //! - **GINE**'s neighbor sum `Σ_u ReLU(x_u + e_uw W_e + b_e)` is a sum over the in-edges: a
 //!   piece's part is the sum over its edges, and the owner adds its pieces' parts to the hub's
-//!   row before the MLP ([`HubTerms::Sum`]).
+//!   row before the MLP ([`Merged::Sum`]).
 //! - **GAT**'s softmax over a hub's in-edges and its self-loop merges as GraphInfer's does
 //!   (online softmax). A piece's logits read the hub's destination score `s_dst` per head
 //!   (`Gnn::destination_scores`, sent by the owner); per head the piece returns its largest
 //!   logit `m`, `S = Σ exp(l_e - m)` and `Z = Σ exp(l_e - m) keep_e z_u` (attention dropout
 //!   `keep_e`, which leaves `S` alone, as the layer's normalizer). The owner shifts every part to
 //!   one maximum and adds `S` to the hub's normalizer and `Z / normalizer` to its output
-//!   ([`HubTerms::Softmax`]). The maximum is a shift that cancels in the ratio, so it is a
+//!   ([`Merged::Softmax`]). The maximum is a shift that cancels in the ratio, so it is a
 //!   constant on both sides.
 //!
 //! **Backward.** The parts are leaves at the owner: its backward gives their gradients, which

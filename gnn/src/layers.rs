@@ -214,32 +214,31 @@ impl GatLayer {
             None => logits,
         };
         let scores = leaky_relu(logits, 0.2);
-        // Softmax over each node's in-edges; shifting by a constant per head keeps exp finite and
-        // cancels in the ratio.
-        // (No rows: a full-graph worker that owns no node; there is no maximum to shift by.)
+        // Softmax over each node's in-edges and its self-loop.
         let hub = hubs.and_then(|h| match &h.merged {
             Merged::Softmax(m) => Some((&h.rows, &m.max, (&m.total, &m.d_total), (&m.weighted, &m.d_weighted))),
             Merged::Sum(_) => None,
         });
-        let (weights, shift) = if scores.dims()[0] == 0 {
-            (scores.exp(), None)
-        } else {
-            let shift = scores.clone().detach().max_dim(0);
-            let shift = match hub {
-                Some((_, max, ..)) if max.dims()[0] > 0 => {
-                    Tensor::cat(vec![shift, max.clone().max_dim(0)], 0).max_dim(0)
-                }
-                _ => shift,
-            };
-            ((scores - shift.clone()).exp(), Some(shift))
-        };
+        // Shifted by each node's largest score per head, a constant that cancels in the ratio
+        // and keeps exp finite: one shift for every node would underflow all the weights of a
+        // node whose scores lie some 88 below the largest anywhere, and 0 / 0 is NaN. A split
+        // hub's shift covers its pieces' maxima too.
+        let mut largest = Tensor::<2>::full([e.rows_out, heads], f32::NEG_INFINITY, &scores.device());
+        if e.rows_out > 0 {
+            let (_, dst) = e.with_self_loops();
+            largest = largest.select_assign(0, dst, scores.clone().detach(), IndexingUpdateOp::Max);
+        }
+        if let Some((rows, max, ..)) = hub {
+            largest = largest.select_assign(0, rows.clone(), max.clone(), IndexingUpdateOp::Max);
+        }
+        let weights = (scores - e.looped_rows(largest.clone(), End::Dst)).exp();
         let mut total = e.sum_looped_rows(weights.clone());
-        // A split hub's pieces: their parts shifted to the layer's maximum, and linear in the
-        // hub's destination score (`crate::hub`).
+        // A split hub's pieces: their parts shifted to the hub's shift, and linear in the hub's
+        // destination score (`crate::hub`).
         let mut hub_weighted = None;
-        if let (Some((rows, max, (s, ds), (w, dw))), Some(shift)) = (hub, shift) {
+        if let Some((rows, max, (s, ds), (w, dw))) = hub {
             let hubs = rows.dims()[0];
-            let scale = (max.clone() - shift).exp();
+            let scale = (max.clone() - largest.select(0, rows.clone())).exp();
             let moved = score_dst.select(0, rows.clone());
             let moved = moved.clone() - moved.detach();
             let hub_total = (s.clone() + ds.clone() * moved.clone()) * scale.clone();

@@ -680,6 +680,11 @@ mod tests {
     }
 
     fn check(spec: ModelSpec) {
+        check_at(spec, 1.0);
+    }
+
+    /// [`check`] on inputs `scale` times larger.
+    fn check_at(spec: ModelSpec, scale: f32) {
         let device = Device::flex();
         // Random values in every parameter, the biases included (they start at zero).
         let model = Gnn::new(&spec, &device);
@@ -689,7 +694,7 @@ mod tests {
         let n = 40;
         let e = graph(n, spec.edge_dim);
         let mut s = Stream::new(&[5]);
-        let x: Vec<f32> = (0..n * spec.input_dim).map(|_| 2.0 * s.unit() - 1.0).collect();
+        let x: Vec<f32> = (0..n * spec.input_dim).map(|_| scale * (2.0 * s.unit() - 1.0)).collect();
         let mut h = x.clone();
         let mut width = spec.input_dim;
         for l in 0..spec.layers {
@@ -730,6 +735,15 @@ mod tests {
     #[test]
     fn multi_head_gat_slices_equal_the_layer() {
         check(spec(ModelKind::Gat, (3, 2), Activation::Elu, 0));
+    }
+
+    #[test]
+    fn gat_softmaxes_each_node_by_its_own_largest_score() {
+        // Scores far apart: shifted by the largest anywhere, a node whose scores lie 88 below
+        // it would have every weight 0 and its output NaN; GraphInfer's online softmax is
+        // exact at any scale.
+        check_at(spec(ModelKind::Gat, (1, 1), Activation::Elu, 0), 300.0);
+        check_at(spec(ModelKind::Gat, (3, 2), Activation::Elu, 4), 300.0);
     }
 
     #[test]
