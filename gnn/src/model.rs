@@ -455,12 +455,6 @@ fn attention_mask(batch: &Batch, layer: usize, heads: usize, d: Dropout, device:
 }
 
 impl Gnn {
-    /// Whether layer `l` splits its hubs into pieces that run the layer (GAT, GINE), not into
-    /// partial sums of its input rows.
-    pub fn splits_by_pieces(&self, l: usize) -> bool {
-        matches!(self.layers[l], Layer::Gat(_) | Layer::Gine(_))
-    }
-
     /// GAT layer `l`'s destination scores of the rows `x` (`[rows, in]`, the hubs' own input
     /// rows): `[rows, heads]`, a constant (what a piece's logits read).
     pub fn destination_scores(&self, l: usize, x: Tensor<2>) -> Tensor<2> {

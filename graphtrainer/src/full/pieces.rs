@@ -335,7 +335,7 @@ fn part_rows(parts: PieceParts, pieces: usize) -> Vec<Vec<f32>> {
     match parts {
         PieceParts::Sum(sums) => {
             let cols = sums.dims()[1];
-            values(sums).chunks(cols.max(1)).map(<[f32]>::to_vec).take(pieces).collect()
+            values(sums).chunks(cols.max(1)).map(<[f32]>::to_vec).collect()
         }
         PieceParts::Softmax(p) => {
             let (heads, wide) = (p.total.dims()[1], p.weighted.dims()[1]);
