@@ -66,20 +66,81 @@ impl<T, E: Into<anyhow::Error>> WithCause<T> for Result<T, E> {
     }
 }
 
-/// SIGTERM (and SIGINT) end the job at once with a message: nothing is committed after it, so
-/// no `_SUCCESS` appears for this run.
+/// The stage running now, for what a stop says: its name, whether it is the job's last, and
+/// how many outputs this process had committed when it began.
+static RUNNING: std::sync::Mutex<Option<(&'static str, bool, usize)>> = std::sync::Mutex::new(None);
+
+/// Records that `stage` begins (`last`: no stage of the job runs after it).
+pub fn running(stage: &'static str, last: bool) {
+    let mut running = RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    *running = Some((stage, last, tables::stop::committed_count()));
+}
+
+/// SIGTERM (and SIGINT) end the job with a message: a commit switching its outputs in
+/// finishes first (milliseconds on a local disk) and no commit starts after the signal
+/// (`tables::stop`), so every output is either this run's, whole, or the one it replaced,
+/// whole; the message says which. The exit code is 143 (130 for SIGINT), or 0 when the stop
+/// came during the last stage's switch, which finished: the job's every output is committed.
 pub fn exit_on_signals() {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) else { return };
     let _ = std::thread::Builder::new().name("graphflat-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
-            let _ = writeln!(
-                std::io::stderr(),
-                "error: stopped by {name}; the stage that was running committed nothing (stages that \
-                 finished before it keep their outputs) and no report was written"
-            );
-            std::process::exit(if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 });
+            let stopped = tables::stop::stop();
+            let running = *RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let (done, message) = stopped_message(name, running, &stopped);
+            let _ = writeln!(std::io::stderr(), "{message}");
+            let code = if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 };
+            std::process::exit(if done { 0 } else { code });
         }
     });
+}
+
+/// What a stop says, and whether the job had committed its every output (exit 0).
+fn stopped_message(
+    signal: &str,
+    running: Option<(&'static str, bool, usize)>,
+    stopped: &tables::stop::Stopped,
+) -> (bool, String) {
+    let (stage, last, before) = running.unwrap_or(("the job", false, stopped.committed.len()));
+    let list = |outputs: &[(String, String)]| {
+        outputs.iter().map(|(output, run)| format!("{output} (run {run})")).collect::<Vec<_>>().join(", ")
+    };
+    let (earlier, now) = stopped.committed.split_at(before.min(stopped.committed.len()));
+    let how = if stopped.waited { "; its switch was under way when the signal came and finished" } else { "" };
+    if !now.is_empty() {
+        let after = if last { "every stage of the job committed" } else { "the stages after it did not run" };
+        let message =
+            format!("stopped by {signal} after [{stage}] committed {}{how}; {after}; no report was written", list(now));
+        return (last, if last { message } else { format!("error: {message}") });
+    }
+    let before = if earlier.is_empty() { String::new() } else { format!("; committed before it: {}", list(earlier)) };
+    let message = format!(
+        "error: stopped by {signal}; [{stage}] committed nothing (an output it would replace is whole as it \
+         was){before}; no report was written"
+    );
+    (false, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tables::stop::Stopped;
+
+    fn outputs(n: usize) -> Vec<(String, String)> {
+        (0..n).map(|i| (format!("out{i}"), format!("r{i}"))).collect()
+    }
+
+    #[test]
+    fn a_stop_says_what_committed() {
+        let stopped = Stopped { waited: true, committed: outputs(2) };
+        let (done, m) = stopped_message("SIGTERM", Some(("infer", true, 1)), &stopped);
+        assert!(done && m.contains("[infer] committed out1 (run r1)") && m.contains("finished"), "{m}");
+        let (done, m) = stopped_message("SIGTERM", Some(("train", false, 1)), &stopped);
+        assert!(!done && m.contains("did not run"), "{m}");
+        let stopped = Stopped { waited: false, committed: outputs(1) };
+        let (done, m) = stopped_message("SIGINT", Some(("train", true, 1)), &stopped);
+        assert!(!done && m.contains("[train] committed nothing") && m.contains("before it: out0 (run r0)"), "{m}");
+    }
 }

@@ -31,6 +31,15 @@ pub fn inspect(target: &str) -> Result<()> {
     let place = io.place(target).map_err(|e| Exit::new(e.cause(), e))?;
     let manifest = io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?;
     let is_model = manifest.as_ref().is_some_and(|m| m.stage == tables::commit::Stage::Train);
+    // What a killed switch left beside a local output goes (or comes back: tables::switch).
+    let layout = if is_model { gnn::io::LAYOUT } else { tables::names::Layout::TABLE };
+    if let Err(e) = io.block_on(tables::commit::settle(&place, &layout)) {
+        tracing::warn!("{}: cannot settle what an earlier switch left: {e}", place.shown());
+    }
+    let manifest = match manifest {
+        None => io.block_on(tables::commit::read_manifest(&place)).map_err(|e| Exit::new(e.cause(), e))?,
+        read => read,
+    };
     if is_model || io.block_on(place.child("model.json").exists()) {
         inspect_model(&io, &place)?;
         return point_at_report(&io, &place);

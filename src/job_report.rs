@@ -140,8 +140,20 @@ fn in_table_dir(io: &Io, out: &Place) -> bool {
     table && !model
 }
 
-/// A page inside a table's directory (see [`in_table_dir`]): refused.
+/// A page inside a table's directory (see [`in_table_dir`]), or in a folder inside any
+/// committed output (`tables::guard`): refused.
 fn refuse_table_dirs(io: &Io, out: &Place) -> crate::Result<()> {
+    if let Some((dir, what)) = out.parent().and_then(|d| io.block_on(tables::guard::output_above(&d))) {
+        return Err(Exit::new(
+            Cause::CantCreate,
+            anyhow::anyhow!(
+                "{} lies inside {}, which holds {what}; a report is never written into another output: choose a \
+                 place outside it",
+                out.shown(),
+                dir.shown()
+            ),
+        ));
+    }
     match in_table_dir(io, out) {
         true => Err(Exit::new(
             Cause::CantCreate,

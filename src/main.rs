@@ -122,6 +122,10 @@ enum Command {
         featureless: Vec<String>,
         #[arg(long, default_value_t = generate::DEFAULT_SEED)]
         seed: u64,
+        /// Replace the tables of an earlier `generate` there. Another command's or stage's output
+        /// is never replaced, nor written into (exit 73).
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Import a dataset into node and edge tables.
     Import {
@@ -154,6 +158,10 @@ enum Command {
         /// both directions, as OGB's and Cora's are).
         #[arg(long)]
         undirected: bool,
+        /// Replace the table of an earlier `split-edges` there. Another command's or stage's output
+        /// is never replaced, nor written into (exit 73).
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Build the report of committed outputs as one HTML page: each output's run facts
     /// (phases, memory, distributions), and a model's loss and scores per epoch.
@@ -189,6 +197,10 @@ enum ImportFormat {
         /// Which folder under split/ to use (default: the only one).
         #[arg(long)]
         split: Option<String>,
+        /// Replace the tables of an earlier `import` there. Another command's or stage's output
+        /// is never replaced, nor written into (exit 73).
+        #[arg(long)]
+        overwrite: bool,
     },
 }
 
@@ -245,6 +257,7 @@ fn run(cli: Cli) -> Result<()> {
             erased,
             featureless,
             seed,
+            overwrite,
         } => {
             let config = GenerateConfig {
                 nodes,
@@ -261,17 +274,19 @@ fn run(cli: Cli) -> Result<()> {
                 erased,
                 featureless,
                 seed,
+                overwrite,
                 ..GenerateConfig::with_output(out)
             };
             // Commands without a job file use the environment's store settings.
             generate(&*Io::new(&StorageConfig::default()).cause(Cause::Internal)?, &config).map(|_| ())
         }
-        Command::Import { format: ImportFormat::Ogb { dir, out, split } } => {
+        Command::Import { format: ImportFormat::Ogb { dir, out, split, overwrite } } => {
             // Commands without a job file use the environment's store settings.
             let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
-            let imported = graphflat::import::import_ogb(&io, &dir, &out, split.as_deref()).map_err(|e| {
-                Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display())))
-            })?;
+            let imported =
+                graphflat::import::import_ogb(&io, &dir, &out, split.as_deref(), overwrite).map_err(|e| {
+                    Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display())))
+                })?;
             println!(
                 "imported {} nodes ({} features), {} edges ({} features), split {} into {out}",
                 imported.nodes,
@@ -282,8 +297,8 @@ fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
-        Command::SplitEdges { edges, out, valid, test, seed, undirected } => {
-            let config = split::SplitEdges { edges, out, valid, test, seed, undirected };
+        Command::SplitEdges { edges, out, valid, test, seed, undirected, overwrite } => {
+            let config = split::SplitEdges { edges, out, valid, test, seed, undirected, overwrite };
             // Commands without a job file use the environment's store settings.
             let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
             let counts = split::split_edges(&io, &config).map_err(|e| {
@@ -391,6 +406,7 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         }
         None => None,
     };
+    check_outputs_apart(&job, &io)?;
     let mut ledger = Ledger::default();
     let result = run_stages(&job, &io, &mut ledger);
     if job.cluster.process != 0 {
@@ -456,6 +472,47 @@ fn stages_of(job: &JobFile) -> Vec<(Stage, &str)> {
     stages
 }
 
+/// The directories the job's stages write, each named as the job names it: `[generate]`'s
+/// tables (not its output, which holds them beside other stages' outputs), every other
+/// stage's output.
+fn written_dirs(job: &JobFile) -> Vec<(String, String)> {
+    let mut dirs = Vec::new();
+    if let Some(c) = &job.generate {
+        let tables = match c.hetero {
+            false => vec!["nodes".to_owned(), "edges".to_owned()],
+            true => graphflat::hetero::table_dirs(c.erased),
+        };
+        let root = c.output.trim_end_matches('/');
+        dirs.extend(tables.into_iter().map(|t| ("[generate] output".to_owned(), format!("{root}/{t}"))));
+    }
+    for (stage, output) in stages_of(job).into_iter().filter(|(s, _)| *s != Stage::Generate) {
+        dirs.push((format!("[{}] output", stage.name()), output.to_owned()));
+    }
+    if let Some(pairs) = job.infer.as_ref().and_then(|c| c.pairs_output.as_deref()) {
+        dirs.push(("[infer] pairs_output".to_owned(), pairs.to_owned()));
+    }
+    dirs
+}
+
+/// Refuses (64) a job two of whose stages write one directory, or one inside another's,
+/// before anything runs: the later stage would replace or pollute what the earlier committed.
+fn check_outputs_apart(job: &JobFile, io: &Io) -> Result<()> {
+    let dirs = written_dirs(job);
+    let places: Vec<(&str, Place)> =
+        dirs.iter().filter_map(|(key, uri)| io.output(uri).ok().map(|p| (key.as_str(), p))).collect();
+    for (i, (key, place)) in places.iter().enumerate() {
+        if let Some((other, theirs)) = places[..i].iter().find(|(_, p)| p.overlaps(place)) {
+            return Err(Exit::usage(format!(
+                "{other} {} and {key} {}: one is, holds or lies inside the other; each stage of a job \
+                 writes a directory of its own",
+                theirs.shown(),
+                place.shown()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The places of `uris` that parse (a report goes there only if the stage may write there).
 fn places(io: &Io, uris: &[&str]) -> Vec<Place> {
     uris.iter().filter_map(|uri| io.output(uri).ok()).collect()
@@ -472,7 +529,11 @@ fn settle<T>(ledger: &mut Ledger, io: &Io, stage: Stage, uris: &[&str], result: 
 }
 
 fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Result<()> {
+    // What a stop (a signal) says depends on the stage running and whether it is the last.
+    let last = stages_of(job).last().map(|(stage, _)| *stage);
+    let begin = |stage: Stage| exit::running(stage.name(), Some(stage) == last);
     if let Some(config) = &job.generate {
+        begin(Stage::Generate);
         let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
         let tables: Vec<String> = match config.hetero {
             false => vec!["nodes".into(), "edges".into()],
@@ -507,6 +568,7 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
         }
     }
     if let Some(config) = &job.partition {
+        begin(Stage::Partition);
         let parts = config.parts_for(job.cluster.processes * job.cluster.threads());
         tracing::info!(
             "partition: {parts} parts (balance {}), {} workers x {} processes",
@@ -524,6 +586,7 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
         }
     }
     if let Some(config) = &job.flatten {
+        begin(Stage::Flatten);
         tracing::info!(
             "flatten: {} hops, sampler {}, fanouts {:?}, {} workers x {} processes",
             config.hops,
@@ -541,6 +604,7 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
         }
     }
     if let Some(config) = &job.train {
+        begin(Stage::Train);
         let input = match config.typed() {
             Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
             None => schemas::redact(config.inputs().first().copied().unwrap_or_default()),
@@ -560,6 +624,7 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
         }
     }
     if let Some(config) = &job.infer {
+        begin(Stage::Infer);
         let graph = match config.typed() {
             Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
             None => format!("{} and {}", schemas::redact(&config.nodes), schemas::redact(&config.edges)),
@@ -615,6 +680,11 @@ fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::Train
     if let Some(exchanged) = &summary.exchanged {
         println!("  exchanged:    {exchanged}");
     }
+    let which = match summary.written_epoch == summary.best_epoch && !summary.best_valid.is_nan() {
+        true => "the best validation's",
+        false => "the last; patience = 0 keeps the last epoch's weights, not the best's",
+    };
+    println!("  weights of:   epoch {} ({which})", summary.written_epoch);
     println!("  model:        {} (the weights, the description, metrics.jsonl, timings.jsonl)", config.output);
 }
 

@@ -783,3 +783,37 @@ fn full_graph_keys_are_checked() {
     assert_fails(&run(&job, &[]), 64, &["nodes"]);
     assert!(!data.join("nodes/m").exists());
 }
+
+/// A label at or above `[train] classes` is bad input (65) naming its file, row and column,
+/// found again by an independent read of the node table with pyarrow's view: the generated
+/// table's largest class, whose first row the message must name.
+#[test]
+fn a_label_above_classes_names_its_file_row_and_column() {
+    let dir = scratch("full-label-above");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 8, 3);
+    let labels = read_column_i64(&data.join("nodes"), "label");
+    let largest = *labels.iter().map(|(_, _, c)| c).max().unwrap();
+    let (file, row, _) = labels.iter().find(|(_, _, c)| *c == largest).unwrap().clone();
+    let job = format!(
+        "[train]\nnodes = \"{0}/nodes\"\nedges = \"{0}/edges\"\noutput = \"{1}\"\nclasses = {largest}\n{2}",
+        data.display(),
+        dir.join("model").display(),
+        train_keys("gcn", 1)
+    );
+    let path = dir.join("above.toml");
+    std::fs::write(&path, job).unwrap();
+    let out = run(&path, &[]);
+    let at = format!("{file}, row {row}, column \"label\"");
+    assert_fails(&out, 65, &[&at, &format!("not below [train] classes = {largest}")]);
+}
+
+/// A model written with patience = 0 is the last epoch's, and the summary says so.
+#[test]
+fn the_summary_names_the_epoch_whose_weights_were_written() {
+    let dir = scratch("full-written-epoch");
+    let data = dir.join("g");
+    generate(&data, NODES, 4, 8, 3);
+    let (_, summary) = train_full_summary(&dir, &data, "last", 1, &format!("{}patience = 0\n", train_keys("gcn", 3)));
+    assert!(summary.contains("weights of:   epoch 3"), "{summary}");
+}

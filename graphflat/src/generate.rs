@@ -201,8 +201,8 @@ pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
     let m = config.nodes * config.avg_degree;
 
     // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
-    let nodes = TableWriter::start(io, &out.child("nodes"), Stage::Generate, &[])?;
-    let edges = TableWriter::start(io, &out.child("edges"), Stage::Generate, &[])?;
+    let nodes = TableWriter::start(io, &out.child("nodes"), Stage::Generate, &[], config.overwrite)?;
+    let edges = TableWriter::start(io, &out.child("edges"), Stage::Generate, &[], config.overwrite)?;
     parallel(n.div_ceil(NODES_PER_PART), |part| {
         let lo = part * NODES_PER_PART;
         let batch = node_batch(&model, lo..(lo + NODES_PER_PART).min(n));

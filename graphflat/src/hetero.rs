@@ -181,7 +181,7 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
     }
     let shape = Shape::new(config);
     let out = io.output(&config.output)?;
-    let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[]);
+    let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[], config.overwrite);
     let node_writers = NODE_TYPES.iter().map(|t| start(out.child("nodes").child(t))).collect::<Result<Vec<_>, _>>()?;
     let edge_writers =
         RELATIONS.iter().map(|(r, _, _)| start(out.child("edges").child(r))).collect::<Result<Vec<_>, _>>()?;

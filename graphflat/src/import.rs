@@ -101,7 +101,7 @@ fn label_kind(path: &Path, labels: &[Option<Label>]) -> Result<LabelKind, Error>
 
 /// Reads `dir` (an OGB dataset folder) and writes `<out>/nodes/` and `<out>/edges/`.
 /// `split`: the folder under `split/` to use; `None` picks the only one there, if any.
-pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result<Imported, Error> {
+pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>, overwrite: bool) -> Result<Imported, Error> {
     let raw = dir.join("raw");
     let feat_path = raw.join("node-feat.csv.gz");
     let mut features: Vec<f32> = Vec::new();
@@ -181,8 +181,8 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>) -> Result
     // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
     let outp = io.output(out)?;
     let source = io.output(&dir.to_string_lossy())?;
-    let nodes_table = TableWriter::start(io, &outp.child("nodes"), Stage::Import, &[&source])?;
-    let edges_table = TableWriter::start(io, &outp.child("edges"), Stage::Import, &[&source])?;
+    let nodes_table = TableWriter::start(io, &outp.child("nodes"), Stage::Import, &[&source], overwrite)?;
+    let edges_table = TableWriter::start(io, &outp.child("edges"), Stage::Import, &[&source], overwrite)?;
     {
         let table = &nodes_table;
         for (part, lo) in (0..nodes).step_by(ROWS_PER_PART).enumerate() {

@@ -49,6 +49,8 @@ pub struct SplitEdges {
     pub seed: u64,
     /// Whether `src -> dst` and `dst -> src` share one split.
     pub undirected: bool,
+    /// Replace an earlier split table there (see `tables::guard`).
+    pub overwrite: bool,
 }
 
 /// Edges written per split.
@@ -109,7 +111,7 @@ impl SplitEdges {
 pub fn split_edges(io: &Io, config: &SplitEdges) -> Result<SplitCounts, Error> {
     config.check()?;
     let input = io.place(&config.edges)?;
-    let table = TableWriter::start(io, &io.output(&config.out)?, Stage::SplitEdges, &[&input])?;
+    let table = TableWriter::start(io, &io.output(&config.out)?, Stage::SplitEdges, &[&input], config.overwrite)?;
     let mut counts = SplitCounts::default();
     let mut part = Part::default();
     let files = open_table(io, &input)?;
@@ -183,7 +185,7 @@ mod tests {
     use super::*;
 
     fn config(valid: f64, test: f64, undirected: bool) -> SplitEdges {
-        SplitEdges { edges: "in".into(), out: "out".into(), valid, test, seed: 4, undirected }
+        SplitEdges { edges: "in".into(), out: "out".into(), valid, test, seed: 4, undirected, overwrite: false }
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct TrainSummary {
     pub wait_seconds: f64,
     /// The final flat parameters (the best epoch's when `patience` > 0).
     pub params: Vec<f32>,
+    /// The epoch whose parameters the model holds (1-based): the best validation's when
+    /// `patience` > 0, else the last.
+    pub written_epoch: usize,
     /// This process's peak resident memory, where the platform reports it.
     pub peak_rss: Option<u64>,
     /// Decoded records worker 0 kept between epochs (see `cache_mb`).
@@ -147,7 +150,13 @@ pub fn check_task(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
 fn check_output(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let output = set.io.output(&config.output)?;
     let replace = config.overwrite || config.resume;
-    Ok(set.io.block_on(tables::commit::check_output(&output, &[&set.place], replace, &gnn::io::LAYOUT))?)
+    Ok(set.io.block_on(tables::commit::check_output(
+        &output,
+        &[&set.place],
+        tables::commit::Stage::Train,
+        replace,
+        &gnn::io::LAYOUT,
+    ))?)
 }
 
 /// A worker's share of the process's `cache_mb`.
@@ -789,6 +798,7 @@ pub fn train_fed<T: Learner>(
         seconds: started.elapsed().as_secs_f64(),
         wait_seconds: waited.as_secs_f64(),
         params,
+        written_epoch: if best { tracker.best_epoch } else { tracker.epochs },
         peak_rss: cluster::memory::peak_rss_bytes(),
         cached_bytes: setup.source.cached_bytes(),
         learned: table_line,

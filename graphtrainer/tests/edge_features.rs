@@ -102,7 +102,7 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
     };
     let schema = Arc::new(record_schema(&meta));
     let place = io.place(dir.to_str().unwrap()).unwrap();
-    let writer = TableWriter::start(io, &place, Stage::Flatten, &[]).unwrap();
+    let writer = TableWriter::start(io, &place, Stage::Flatten, &[], true).unwrap();
     writer.write(0, schema.clone(), &[to_batch(&records, &schema).unwrap()]).unwrap();
     writer.commit().unwrap();
     dir.to_str().unwrap().to_owned()

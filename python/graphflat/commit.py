@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import secrets
+import shutil
 import time
 import zlib
 from typing import Any
@@ -26,14 +27,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from graphflat import switch
+from graphflat.guard import CommittedError, guard
 from graphflat.manifest import BLOCK_BYTES, FORMAT, KEY, MANIFEST, SUCCESS, Manifest, read_manifest
 from graphflat.paths import filesystem_and_path, join
 
 TEMPORARY = "_temporary"
 
-
-class CommittedError(FileExistsError):
-    """The output holds a committed output already and the commit was not asked to replace it."""
+__all__ = ["CommittedError", "commit", "new_run_id", "part_entry"]
 
 
 def new_run_id() -> str:
@@ -68,16 +69,15 @@ def commit(
 ) -> dict[str, Any]:
     """Commits ``files`` (name -> bytes; a name may lie in a folder, ``embeddings/part-...``) as
     run ``run``'s output at ``path``, with ``rows`` the rows of each Parquet part among them;
-    returns the manifest. Raises :class:`CommittedError` when ``path`` holds a committed output
-    of another stage, or of this stage and not ``overwrite``."""
+    returns the manifest. Raises :class:`CommittedError` where graphflat's own rule
+    (:func:`graphflat.guard.guard`) refuses: ``path`` holds, lies in or holds in a folder a
+    committed output of another kind, or one of this stage and not ``overwrite``."""
     fs, root = filesystem_and_path(path, filesystem)
+    guard(path, stage, overwrite, filesystem)
     previous = read_manifest(path, filesystem)
-    if previous is not None and previous.stage != stage:
-        # overwrite replaces an output of the same stage (a model a model), never a table.
-        raise CommittedError(f"{path}: holds a {previous.stage} output of run {previous.run}, not a {stage} output")
-    if previous is not None and not overwrite:
-        raise CommittedError(f"{path}: holds run {previous.run}'s committed output; pass overwrite=True to replace it")
     _no_foreign_files(fs, root, previous, files)
+    if isinstance(fs, pafs.LocalFileSystem):
+        return _commit_local(root, run, files, stage, settings, overwrite, rows)
     staging = join(root, f"{TEMPORARY}/{run}")
     fs.create_dir(staging, recursive=True)
     for name, data in files.items():
@@ -89,18 +89,7 @@ def commit(
         if os.path.dirname(name):
             fs.create_dir(join(root, os.path.dirname(name)), recursive=True)
         fs.move(join(staging, f"{name}.staged"), join(root, name))
-    rows = rows or {}
-    parts = [part_entry(name, files[name], rows.get(name, 0)) for name in sorted(files)]
-    manifest = {
-        "format": FORMAT,
-        "run": run,
-        "stage": stage,
-        "rows": sum(p["rows"] for p in parts),
-        "bytes": sum(p["bytes"] for p in parts),
-        "block_bytes": BLOCK_BYTES,
-        "parts": parts,
-        "settings": settings,
-    }
+    manifest = _manifest(run, files, stage, settings, rows)
     try:
         _publish(fs, root, staging, manifest, create=not overwrite)
     except CommittedError:
@@ -121,6 +110,49 @@ def commit(
             _remove_empty(fs, join(root, folder))
     fs.delete_dir(staging)
     _remove_empty(fs, join(root, TEMPORARY))
+    return manifest
+
+
+def _manifest(run: str, files: dict[str, bytes], stage: str, settings: Any, rows: dict[str, int] | None) -> dict:
+    """The manifest of run ``run`` committing ``files``."""
+    rows = rows or {}
+    parts = [part_entry(name, files[name], rows.get(name, 0)) for name in sorted(files)]
+    return {
+        "format": FORMAT,
+        "run": run,
+        "stage": stage,
+        "rows": sum(p["rows"] for p in parts),
+        "bytes": sum(p["bytes"] for p in parts),
+        "block_bytes": BLOCK_BYTES,
+        "parts": parts,
+        "settings": settings,
+    }
+
+
+def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """``_manifest.parquet``: no rows, no columns, the manifest in its footer."""
+    schema = pa.schema([], metadata={KEY: json.dumps(manifest, separators=(",", ":")).encode()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({}, schema=schema), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _commit_local(
+    root: str, run: str, files: dict[str, bytes], stage: str, settings: Any, overwrite: bool, rows: dict | None
+) -> dict[str, Any]:
+    """:func:`commit` on a local file system: the version built beside the output and
+    exchanged with it in one step, under the parent's lock (:mod:`graphflat.switch`); the
+    replaced version is removed after."""
+    manifest = _manifest(run, files, stage, settings, rows)
+    os.makedirs(root, exist_ok=True)
+    with switch.ParentLock(root):
+        previous = read_manifest(root)
+        if previous is not None and not overwrite:
+            raise CommittedError(f"{root}: another run committed an output here meanwhile")
+        listed = {part.name for part in previous.parts} if previous is not None else set()
+        own = (lambda name: name in listed or f"-{previous.run}" in name) if previous is not None else (lambda _: False)
+        switch.switch_in(root, run, files, _manifest_bytes(manifest), own)
+    shutil.rmtree(switch.sibling(root, run), ignore_errors=True)
     return manifest
 
 

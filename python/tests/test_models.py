@@ -256,7 +256,7 @@ def test_a_module_is_saved_only_with_records_it_reads(node_records: Path, link_r
     assert not (tmp_path / "model").exists()
     # overwrite replaces a model only: never the records (or any table) at the path.
     before = sorted(p.name for p in node_records.iterdir())
-    with pytest.raises(FileExistsError, match="flatten output"):
+    with pytest.raises(FileExistsError, match=r"holds a record set \(written by \[flatten\]\)"):
         save_model(model, str(node_records), records=str(node_records), overwrite=True)
     assert sorted(p.name for p in node_records.iterdir()) == before
     assert len(open_records(str(node_records))) > 0
@@ -286,3 +286,42 @@ def test_of_two_saves_racing_for_one_directory_one_commits(node_records: Path, t
         (run,) = [p.name[len("model-") : -len(".bpk")] for p in out.glob("model-*.bpk")]
         assert run in runs and load_model(str(out)) is not None
         assert not (out / "_temporary").exists()
+
+
+def test_weights_that_do_not_fit_their_description_are_refused(node_records: Path, tmp_path: Path) -> None:
+    meta = open_records(str(node_records)).meta
+    out = tmp_path / "model"
+    # A layer swapped for one of another width: the description (its spec) says otherwise.
+    model = kinds.GCN(meta, WIDTH, WIDTH)
+    reference = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    name = next(n for n, shape in reference.items() if len(shape) == 2)
+    with torch.no_grad():
+        holder, attribute = model, name.split(".")
+        for part in attribute[:-1]:
+            holder = getattr(holder, part)
+        wider = torch.nn.Parameter(torch.zeros(reference[name][0] + 1, reference[name][1]))
+        setattr(holder, attribute[-1], wider)
+    with pytest.raises(ValueError, match=rf"tensor {name} has shape \[{reference[name][0] + 1}, "):
+        save_model(model, str(out), records=str(node_records))
+    assert not out.exists()
+    # A module of the user's own: a clear error, not an AttributeError.
+    with pytest.raises(TypeError, match="save_model saves this package's models"):
+        save_model(torch.nn.Linear(2, 2), str(out), records=str(node_records))
+
+
+def test_load_model_on_records_says_they_are_records(node_records: Path) -> None:
+    with pytest.raises(ValueError, match=r"holds a record set \(written by \[flatten\]\).*not a model"):
+        load_model(str(node_records))
+
+
+def test_the_guard_refuses_in_graphflats_words(node_records: Path, tmp_path: Path) -> None:
+    from graphflat.guard import CommittedError, guard
+
+    with pytest.raises(CommittedError, match=r"lies inside .*which holds a record set"):
+        guard(str(node_records / "inside"), "train", True)
+    with pytest.raises(CommittedError, match=r"holds .*which is a record set"):
+        guard(str(node_records.parent), "train", True)
+    with pytest.raises(CommittedError, match=r"already holds a record set .*overwrite=True in Python"):
+        guard(str(node_records), "flatten", False)
+    guard(str(node_records), "flatten", True)
+    guard(str(tmp_path / "new"), "train", False)

@@ -9,7 +9,7 @@
 //!   later manifest cannot be written the earlier ones are taken back, so a failed run leaves
 //!   its `_SUCCESS` in no output.
 
-use tables::commit::check_output;
+use tables::commit::{Stage, check_output};
 use tables::lease::Lease;
 use tables::names::Layout;
 use tables::{Error, Io, Place};
@@ -35,7 +35,13 @@ pub fn places(io: &Io, extras: &[Extra]) -> Result<Vec<ExtraPlace>, Error> {
 
 /// Checks each extra output apart from the main output `main`, the extras before it and every
 /// input, then as an output (see the module doc).
-pub async fn check(extras: &[ExtraPlace], main: &Place, inputs: &[&Place], overwrite: bool) -> Result<(), Error> {
+pub async fn check(
+    extras: &[ExtraPlace],
+    main: &Place,
+    inputs: &[&Place],
+    stage: Stage,
+    overwrite: bool,
+) -> Result<(), Error> {
     for (i, extra) in extras.iter().enumerate() {
         let outputs = std::iter::once(("output", main)).chain(extras[..i].iter().map(|e| (e.key, &e.place)));
         for (key, other) in outputs {
@@ -48,7 +54,7 @@ pub async fn check(extras: &[ExtraPlace], main: &Place, inputs: &[&Place], overw
                 )));
             }
         }
-        check_output(&extra.place, inputs, overwrite, &Layout::TABLE).await.map_err(|e| named(extra.key, e))?;
+        check_output(&extra.place, inputs, stage, overwrite, &Layout::TABLE).await.map_err(|e| named(extra.key, e))?;
     }
     Ok(())
 }

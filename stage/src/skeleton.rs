@@ -370,8 +370,8 @@ fn open_output(
     let index = timely.index();
     let leases = (index == 0).then(|| {
         io.block_on(async {
-            check_output(&output, inputs, declared.overwrite, &Layout::TABLE).await?;
-            extra_output::check(extras, &output, inputs, declared.overwrite).await?;
+            check_output(&output, inputs, declared.stage, declared.overwrite, &Layout::TABLE).await?;
+            extra_output::check(extras, &output, inputs, declared.stage, declared.overwrite).await?;
             let stage = declared.stage.name();
             let lease = Lease::take(&output, &new_run_id(), stage).await?;
             let extra_leases = extra_output::take(extras, lease.run(), stage).await?;

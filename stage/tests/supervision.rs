@@ -40,9 +40,14 @@ fn edge_list() -> Vec<(i64, i64, Option<Split>)> {
 
 /// Writes the node and edge tables under `dir`.
 fn write_graph(io: &Io, dir: &Path) {
-    let nodes =
-        TableWriter::start(io, &io.output(&dir.join("nodes").display().to_string()).unwrap(), Stage::Generate, &[])
-            .unwrap();
+    let nodes = TableWriter::start(
+        io,
+        &io.output(&dir.join("nodes").display().to_string()).unwrap(),
+        Stage::Generate,
+        &[],
+        true,
+    )
+    .unwrap();
     let n = NODES as usize;
     let batch = NodeRows {
         ids: (0..NODES).collect(),
@@ -56,9 +61,14 @@ fn write_graph(io: &Io, dir: &Path) {
     nodes.write(0, batch.schema(), &[batch]).unwrap();
     nodes.commit().unwrap();
 
-    let table =
-        TableWriter::start(io, &io.output(&dir.join("edges").display().to_string()).unwrap(), Stage::Generate, &[])
-            .unwrap();
+    let table = TableWriter::start(
+        io,
+        &io.output(&dir.join("edges").display().to_string()).unwrap(),
+        Stage::Generate,
+        &[],
+        true,
+    )
+    .unwrap();
     // Two parts, so that several workers read.
     let list = edge_list();
     for (part, chunk) in list.chunks(list.len() / 2 + 1).enumerate() {

@@ -51,15 +51,17 @@ pub async fn remove_own(output: &Place, run: &str, layout: &Layout) {
     }
 }
 
-/// The temporary directories of other runs that have ended (their marker gone, or saying they
-/// are dead), with the uploads they record aborted.
-async fn remove_ended_runs(output: &Place, run: &str) -> Result<(), Error> {
+/// The temporary directories of runs other than `run` that have ended (their marker gone, or
+/// saying they are dead), with the uploads they record aborted.
+pub(crate) async fn remove_ended_runs(output: &Place, run: &str) -> Result<(), Error> {
     for entry in entries(&output.child(TEMPORARY)).await? {
         if entry.name == run || !is_run_id(&entry.name) || entry.kind == Kind::Other {
             continue;
         }
         match lease::read(&lease::marker_place(output, &entry.name)).await? {
             Some(marker) if marker.alive() => {}
+            // A run that began moments ago may be writing its marker yet.
+            None if lease::started_recently(&entry.name) => {}
             _ => remove_run_dir(output, &entry.name, true).await,
         }
     }

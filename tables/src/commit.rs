@@ -1,28 +1,35 @@
 //! How a stage's output becomes visible: the commit protocol.
 //!
 //! 1. **Check** ([`check_output`]): the output is neither an input nor inside one, nor holds
-//!    one, after symlinks ([`Place::overlaps`]). It holds nothing this project did not write
-//!    (see [`crate::names`]) unless the job sets `overwrite`, and then such files are kept and
-//!    never read; an output that already holds a committed output is kept unless the job sets
-//!    `overwrite`. Nothing is deleted here: yesterday's output stays readable until the new
-//!    one commits.
+//!    one, after symlinks ([`Place::overlaps`]); the rule of [`crate::guard`] (never another
+//!    kind's output, never inside or around another output, the same kind only with
+//!    `overwrite`). It holds nothing this project did not write (see [`crate::names`]) unless
+//!    the job sets `overwrite`, and then such files are kept and never read. On a local disk,
+//!    what a killed switch left beside it is settled first ([`settle`]). Nothing is deleted
+//!    here: yesterday's output stays readable until the new one commits.
 //! 2. **Write**: the committing worker takes a [`Lease`] (the run's marker in
 //!    `_temporary/<run>/`), then every worker stages parts named by the run
 //!    (`part-<run>-<worker>-<n>.parquet`, see [`crate::parts`] and [`crate::staging`]): no
 //!    directory reader sees them, and two runs never write the same name.
 //! 3. **Commit** ([`commit_all`]): the committing worker checks that its marker is still in
-//!    place, publishes every worker's parts under their names ([`crate::staging::publish`]),
-//!    then writes the [`Manifest`] ([`MANIFEST`]: the parts with their rows, sizes and
-//!    checksums, and the job's settings) and an empty `_SUCCESS`. Without `overwrite` the
-//!    manifest is a create-if-absent put, so of two runs racing for one output exactly one
-//!    commits; the other takes its parts back and fails. Then the parts of the manifest it
-//!    replaced go, at once, and the files of runs that have ended ([`crate::cleanup`]).
+//!    place, then switches the run's version in. On a local disk ([`crate::switch`]) the whole
+//!    version is built beside the output and exchanged with it in one step, under the parent
+//!    directory's lock, which also makes "no manifest there yet" (without `overwrite`) a check
+//!    no other run can race. Elsewhere it publishes every worker's parts under their names
+//!    ([`crate::staging::publish`]), then writes the [`Manifest`] ([`MANIFEST`]: the parts with
+//!    their rows, sizes and checksums, and the job's settings) and an empty `_SUCCESS`; without
+//!    `overwrite` the manifest is a create-if-absent put, so of two runs racing for one output
+//!    exactly one commits; the other takes its parts back and fails. Then the replaced version
+//!    (its manifest's parts, elsewhere) goes, at once, and the files of runs that have ended
+//!    ([`crate::cleanup`]). A stop (a signal) lets the switch finish and starts none after it
+//!    ([`crate::stop`]).
 //!
-//! **What a directory reader sees.** Committed parts only, but during the switch: from the
-//! first part published to the last part of the replaced manifest out of sight, a listing may
-//! find both runs' parts (renames on a local disk, 4 ms for 9 parts; on S3 as long as the
-//! store takes to complete the uploads: `BENCHMARKS.md` section 18), and a run killed inside
-//! that window leaves its published parts visible until the next commit.
+//! **What a directory reader sees.** On a local disk, one committed version at every instant
+//! (or "not found" when the exchange lands between its listing and its opening of a file).
+//! Elsewhere, committed parts only, but during the switch: from the first part published to
+//! the last part of the replaced manifest out of sight, a listing may find both runs' parts (on
+//! S3 as long as the store takes to complete the uploads: `BENCHMARKS.md` section 18), and a
+//! run killed inside that window leaves its published parts visible until the next commit.
 //! Readers of this project take only the parts the manifest lists, and so see one run whole.
 //!
 //! A run that writes several outputs (GraphInfer's scores and pair scores) commits them in
@@ -48,17 +55,26 @@ use parquet::file::metadata::KeyValue;
 use crate::entries::{Entry, Kind, entries};
 use crate::error::Error;
 use crate::lease::Lease;
-use crate::names::{Layout, MANIFEST, TEMPORARY, run_dir, run_of};
+use crate::names::{Layout, MANIFEST, TEMPORARY, run_of};
 use crate::place::Place;
-use crate::staging::{StagedFile, already_exists, publish, put_whole, remove_run_dir, withdraw};
+use crate::staging::{StagedFile, already_exists, publish, put_whole, withdraw};
+use crate::stop::Switch;
+use crate::switch::{self, ParentLock};
 
 pub use crate::cleanup::cleanup;
 pub use crate::manifest::{MANIFEST_FORMAT, Manifest, PartEntry, Stage, read_manifest};
 pub use crate::names::new_run_id;
 
 /// Step 1 (see the module doc). `inputs` are every input of the job's stage (tables, records,
-/// a model); `layout` names the files the stage's output holds besides run-named ones.
-pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, layout: &Layout) -> Result<(), Error> {
+/// a model); `layout` names the files the stage's output holds besides run-named ones; `stage`
+/// is what asks, for the rule of [`crate::guard`].
+pub async fn check_output(
+    output: &Place,
+    inputs: &[&Place],
+    stage: Stage,
+    overwrite: bool,
+    layout: &Layout,
+) -> Result<(), Error> {
     for input in inputs {
         if output.overlaps(input) {
             return Err(Error::Usage(format!(
@@ -71,6 +87,7 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
     if output.local_dir().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(Error::Output(format!("{}: the output is a file, not a directory", output.shown())));
     }
+    settle(output, layout).await?;
     let entries = entries(output).await?;
     // A run writes into its layout's directories (a model's `checkpoints/`) and `_temporary/`:
     // one that is a symlink or a file would lead its writes and its cleanup elsewhere, so not
@@ -107,14 +124,7 @@ pub async fn check_output(output: &Place, inputs: &[&Place], overwrite: bool, la
             if foreign.len() > shown.len() { ", ..." } else { "" }
         )));
     }
-    let committed = |e: &Entry| e.name == schemas::SUCCESS_MARKER || e.name == MANIFEST;
-    if !overwrite && entries.iter().any(committed) {
-        return Err(Error::Output(format!(
-            "{} already holds a finished output (_SUCCESS); set overwrite = true to replace it",
-            output.shown()
-        )));
-    }
-    Ok(())
+    crate::guard::guard(output, stage, overwrite).await
 }
 
 /// One output of a run, ready to commit: its manifest, every file the run staged for it (its
@@ -149,7 +159,21 @@ pub async fn commit_all(pending: Vec<Pending<'_>>, overwrite: bool) -> Result<()
         leases.push(p.lease);
         outputs.push(Output { place: p.output, manifest: p.manifest, files: p.files, layout: p.layout });
     }
-    let committed = publish_all(&outputs, &leases, overwrite).await;
+    // A stop (a signal) waits for the switch to end, and the markers to go after it; none
+    // starts after the stop (crate::stop).
+    let switch = Switch::enter();
+    let committed = match &switch {
+        Ok(switch) => {
+            let committed = publish_all(&outputs, &leases, overwrite).await;
+            if committed.is_ok() {
+                for output in &outputs {
+                    switch.committed(output.place.shown(), &output.manifest.run);
+                }
+            }
+            committed
+        }
+        Err(stopping) => Err(Error::Retry(stopping.to_string())),
+    };
     if committed.is_err() {
         for output in &outputs {
             crate::cleanup::remove_own(output.place, &output.manifest.run, output.layout).await;
@@ -160,18 +184,19 @@ pub async fn commit_all(pending: Vec<Pending<'_>>, overwrite: bool) -> Result<()
     for lease in leases {
         lease.release(committed.is_err()).await;
     }
+    drop(switch);
     for (output, replaced) in outputs.iter().zip(committed?) {
-        let (removed, hidden_in) = hide_replaced(output, &replaced).await;
+        let removing = std::time::Instant::now();
+        let removed = remove_replaced(output, &replaced).await;
         tracing::info!(
-            "{}: run {} committed {} parts, {removed} parts of the run it replaced removed; the switch took {:.3} s",
+            "{}: run {} committed {} parts; the switch took {:.3} s; removing the {removed} parts of the run it \
+             replaced took {:.3} s",
             output.place.shown(),
             output.manifest.run,
             output.files.len(),
-            replaced.started.elapsed().as_secs_f64()
+            replaced.took.as_secs_f64(),
+            removing.elapsed().as_secs_f64()
         );
-        if let Some(run) = hidden_in {
-            remove_run_dir(output.place, &run, false).await;
-        }
         cleanup(output.place, &output.manifest, output.layout).await;
     }
     Ok(())
@@ -187,12 +212,15 @@ struct Output<'a> {
 
 /// What an output held before this run committed it.
 struct Replaced {
-    /// When this run began to publish there: the switch's start.
-    started: std::time::Instant,
+    /// How long the switch took: from the first file published (on a local disk, the
+    /// version's first link) to the manifest in place (the exchange).
+    took: std::time::Duration,
     /// Its manifest, whose parts go once every output has committed.
     manifest: Option<Manifest>,
     /// The files it held, kept where a later output may fail and this one be taken back.
     bytes: Option<Held>,
+    /// On a local disk, where the replaced version lies after the exchange ([`crate::switch`]).
+    version: Option<std::path::PathBuf>,
 }
 
 /// The bytes of `_manifest.parquet` and of `_SUCCESS` an output held (`None`: no such file).
@@ -204,6 +232,13 @@ struct Held {
 /// Steps 1 and 2 of [`commit_all`]: what each output held before.
 async fn publish_all(outputs: &[Output<'_>], leases: &[Lease], overwrite: bool) -> Result<Vec<Replaced>, Error> {
     for (output, lease) in outputs.iter().zip(leases) {
+        // On a local disk another run's switch moves `_temporary/` for a moment, under the
+        // parent's lock: the marker is looked for under it.
+        let out = output.place.local_dir().map(|d| switch::real(&d));
+        let _lock = match &out {
+            Some(out) => ParentLock::take(out)?,
+            None => None,
+        };
         if !lease.held().await? {
             return Err(Error::Retry(format!(
                 "{}: this run's marker ({}) is gone: another run judged it dead and removed its files; run it again",
@@ -232,16 +267,14 @@ async fn publish_all(outputs: &[Output<'_>], leases: &[Lease], overwrite: bool) 
 /// One output: its files published, then its manifest and `_SUCCESS`. On an error, what it
 /// published is taken back.
 async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<Replaced, Error> {
+    if let Some(out) = output.place.local_dir().map(|d| switch::real(&d))
+        && let Some(replaced) = commit_local(output, &out, overwrite).await?
+    {
+        return Ok(replaced);
+    }
     let place = output.place;
     let (manifest_place, success) = (place.child(MANIFEST), place.child(schemas::SUCCESS_MARKER));
-    let previous = match read_manifest(place).await {
-        // What an overwrite replaces need not read: its parts are left to the cleanup of ended runs.
-        Err(e) if overwrite && e.cause() == schemas::Cause::BadData => {
-            tracing::warn!("{}: replacing an output whose manifest does not read: {e}", place.shown());
-            None
-        }
-        read => read?,
-    };
+    let previous = previous_manifest(place, overwrite).await?;
     if !overwrite && previous.is_some() {
         return Err(lost_race(place));
     }
@@ -262,13 +295,121 @@ async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<
         put_whole(place, run, schemas::SUCCESS_MARKER, Vec::new(), false).await
     };
     match written.await {
-        Ok(()) => Ok(Replaced { started, manifest: previous, bytes }),
+        Ok(()) => Ok(Replaced { took: started.elapsed(), manifest: previous, bytes, version: None }),
         Err(e) => {
-            let replaced = Replaced { started, manifest: previous, bytes };
+            let replaced = Replaced { took: started.elapsed(), manifest: previous, bytes, version: None };
             take_back(output, replaced).await;
             Err(e)
         }
     }
+}
+
+/// The manifest an output holds before this run commits there.
+async fn previous_manifest(place: &Place, overwrite: bool) -> Result<Option<Manifest>, Error> {
+    match read_manifest(place).await {
+        // What an overwrite replaces need not read: its parts are left to the cleanup of ended runs.
+        Err(e) if overwrite && e.cause() == schemas::Cause::BadData => {
+            tracing::warn!("{}: replacing an output whose manifest does not read: {e}", place.shown());
+            Ok(None)
+        }
+        read => read,
+    }
+}
+
+/// [`commit_one`] on a local disk: the run's version built beside the output and exchanged
+/// with it in one step, under the parent's lock ([`crate::switch`]).
+/// `None` where the parent directory cannot be locked or written (a read-only parent around a
+/// writable output): the commit then publishes in place, as on a store, saying so.
+async fn commit_local(output: &Output<'_>, out: &std::path::Path, overwrite: bool) -> Result<Option<Replaced>, Error> {
+    let (place, run, layout) = (output.place, &output.manifest.run, output.layout);
+    let next = switch::sibling(out, run)?;
+    let Some(_lock) = ParentLock::take(out)?.filter(|_| switch::can_build(&next)) else {
+        tracing::warn!(
+            "{}: its parent directory cannot be locked or written, so the commit publishes in place and a directory \
+             reader may see both runs' parts for milliseconds",
+            place.shown()
+        );
+        return Ok(None);
+    };
+    settle_locked(place, out, layout).await?;
+    let previous = previous_manifest(place, overwrite).await?;
+    if !overwrite && previous.is_some() {
+        return Err(lost_race(place));
+    }
+    let started = std::time::Instant::now();
+    switch::build(out, &next, run, &output.files, previous.as_ref(), layout)?;
+    match switch_in(output, out, &next) {
+        Ok(()) => Ok(Some(Replaced { took: started.elapsed(), manifest: previous, bytes: None, version: Some(next) })),
+        Err(e) => {
+            if let Err(back) = switch::move_folders(&next, out, layout) {
+                tracing::error!("{}: cannot move folders back from {}: {back}", place.shown(), next.display());
+            }
+            switch::remove_version(&next);
+            Err(e)
+        }
+    }
+}
+
+/// [`commit_local`]'s second half: the manifest and `_SUCCESS` written into the version
+/// `next`, the folders moved in, and the exchange.
+fn switch_in(output: &Output<'_>, out: &std::path::Path, next: &std::path::Path) -> Result<(), Error> {
+    let schema = local_schema(next, &output.manifest, output.layout)?;
+    let encoded = output.manifest.to_parquet(schema.as_ref().map(|(d, kv)| (d, kv.clone())))?;
+    std::fs::write(next.join(MANIFEST), encoded).map_err(|e| switch::written(next, e))?;
+    std::fs::write(next.join(schemas::SUCCESS_MARKER), b"").map_err(|e| switch::written(next, e))?;
+    switch::move_folders(out, next, output.layout).map_err(|e| switch::written(out, e))?;
+    switch::pause_for_tests();
+    switch::exchange(next, out).map_err(|e| switch::written(out, e))
+}
+
+/// The schema of a table's parts in the local version `next` (see [`table_schema`]).
+fn local_schema(
+    next: &std::path::Path,
+    manifest: &Manifest,
+    layout: &Layout,
+) -> Result<Option<(parquet::schema::types::SchemaDescriptor, Vec<KeyValue>)>, Error> {
+    use parquet::file::reader::FileReader;
+    let Some(first) = manifest.parts.first().filter(|_| layout.files.is_empty()) else { return Ok(None) };
+    let path = next.join(&first.name);
+    let shown = path.display().to_string();
+    let file = std::fs::File::open(&path).map_err(|source| Error::Read { file: shown.clone(), source })?;
+    let reader = parquet::file::reader::SerializedFileReader::new(file)
+        .map_err(|source| Error::Parquet { file: shown, source })?;
+    let meta = reader.metadata().file_metadata();
+    Ok(Some((meta.schema_descr().clone(), meta.key_value_metadata().cloned().unwrap_or_default())))
+}
+
+/// Settles what killed switches left beside the local output `out` ([`switch::recover`]); the
+/// caller holds the parent's lock. A sibling of a run whose marker says it is alive stays.
+async fn settle_locked(place: &Place, out: &std::path::Path, layout: &Layout) -> Result<(), Error> {
+    let mut alive = std::collections::HashSet::new();
+    for run in switch::sibling_runs(out)? {
+        if crate::lease::read_run(place, &run).await.ok().flatten().is_some_and(|m| m.alive()) {
+            alive.insert(run);
+        }
+    }
+    for done in switch::recover(out, layout, &|run| alive.contains(run))? {
+        tracing::warn!("{}: {done}", place.shown());
+    }
+    Ok(())
+}
+
+/// Settles what killed runs left in and beside a local output: under the parent's lock, what
+/// a killed switch left beside it ([`crate::switch`]), then the temporary directories of runs
+/// that have ended (polars reads every file below a directory). The commands that write an
+/// output and `inspect` call it first. Elsewhere nothing: a store's next commit cleans up.
+pub async fn settle(place: &Place, layout: &Layout) -> Result<(), Error> {
+    let Some(out) = place.local_dir().map(|d| switch::real(&d)) else { return Ok(()) };
+    if out.parent().is_some_and(|p| p.is_dir())
+        && switch::has_siblings(&out)
+        && let Some(_lock) = ParentLock::take(&out)?
+    {
+        settle_locked(place, &out, layout).await?;
+    }
+    if let Err(e) = crate::cleanup::remove_ended_runs(place, "").await {
+        tracing::warn!("{}: cannot remove the temporary files of ended runs: {e}", place.shown());
+    }
+    Ok(())
 }
 
 fn lost_race(output: &Place) -> Error {
@@ -308,6 +449,10 @@ async fn table_schema(
 /// Best effort: a failure is logged.
 async fn take_back(output: &Output<'_>, replaced: Replaced) {
     let place = output.place;
+    if let (Some(version), Some(out)) = (&replaced.version, place.local_dir().map(|d| switch::real(&d))) {
+        take_back_local(output, &out, version).await;
+        return;
+    }
     let ours = matches!(read_manifest(place).await, Ok(Some(m)) if m.run == output.manifest.run);
     if ours {
         let held = replaced.bytes.unwrap_or(Held { manifest: None, success: None });
@@ -330,51 +475,54 @@ async fn take_back(output: &Output<'_>, replaced: Replaced) {
     withdraw(place, &output.files).await;
 }
 
-/// The switch's second half: the parts of the manifest this run's replaced, taken out of every
-/// directory reader's sight at once (while the manifest there is still this run's: otherwise a
-/// later commit removes them). Returns how many, and the run whose temporary directory then
-/// holds them to delete: on a local disk they are renamed there (a rename takes microseconds,
-/// where freeing a 256 MB file takes tens of milliseconds), elsewhere deleted.
-async fn hide_replaced(output: &Output<'_>, replaced: &Replaced) -> (usize, Option<String>) {
-    let Some(previous) = &replaced.manifest else { return (0, None) };
+/// [`take_back`] on a local disk: the replaced version exchanged back in (while the output is
+/// still this run's), then this run's version removed.
+async fn take_back_local(output: &Output<'_>, out: &std::path::Path, version: &std::path::Path) {
+    let place = output.place;
+    let undone = async {
+        let _lock = ParentLock::take(out)?;
+        // A version built beside the output means the parent was locked and written before.
+        if matches!(read_manifest(place).await, Ok(Some(m)) if m.run == output.manifest.run) {
+            let io = |source| Error::List { dir: place.shown(), source };
+            switch::move_folders(out, version, output.layout).map_err(io)?;
+            switch::exchange(version, out).map_err(io)?;
+            tracing::warn!("{}: this run's commit was taken back", place.shown());
+        }
+        Ok::<(), Error>(())
+    };
+    if let Err(e) = undone.await {
+        tracing::error!("{}: cannot take this run's commit back: {e}", place.shown());
+    }
+    switch::remove_version(version);
+}
+
+/// The switch's second half: the replaced version removed. On a local disk it left the output
+/// whole at the exchange, and its directory goes; elsewhere the parts of the manifest this
+/// run's replaced are deleted (while the manifest there is still this run's: otherwise a later
+/// commit removes them). Returns how many parts went.
+async fn remove_replaced(output: &Output<'_>, replaced: &Replaced) -> usize {
+    if let Some(version) = &replaced.version {
+        switch::remove_version(version);
+        return replaced.manifest.as_ref().map_or(0, |m| m.parts.len());
+    }
+    let Some(previous) = &replaced.manifest else { return 0 };
     let place = output.place;
     if !matches!(read_manifest(place).await, Ok(Some(m)) if m.run == output.manifest.run) {
-        return (0, None);
+        return 0;
     }
     let listed: std::collections::HashSet<&str> = output.manifest.parts.iter().map(|p| p.name.as_str()).collect();
-    let local = place.is_local();
     // Only names the replaced run gave (or an earlier version's fixed names of a model's
     // files): a manifest that lists anything else is not followed into removing it.
     let its_own = |name: &str| run_of(name) == Some(previous.run.as_str()) || output.layout.files.contains(&name);
     let replaced = previous.parts.iter().filter(|p| its_own(&p.name) && !listed.contains(p.name.as_str()));
     let gone = replaced.map(|p| async move {
         let part = place.child(&p.name);
-        let hidden = place.child(&format!("{}/{}.replaced", run_dir(&previous.run), p.name));
-        let done = match local {
-            true => place.store.rename(&part.path, &hidden.path).await,
-            false => place.store.delete(&part.path).await,
-        };
-        match done {
+        match place.store.delete(&part.path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => tracing::warn!("cannot remove {}: {e}", part.shown()),
         }
     });
-    let count = futures::stream::iter(gone).buffer_unordered(16).collect::<Vec<()>>().await.len();
-    remove_emptied_folders(place, previous.parts.iter().filter(|p| !listed.contains(p.name.as_str())));
-    (count, local.then(|| previous.run.clone()))
-}
-
-/// On a local file system, the folders of the replaced `parts` (a model's `embeddings/`) that
-/// no part is left in: a folder with anything in it stays (`remove_dir` removes only an empty
-/// one), and an object store has no folders.
-fn remove_emptied_folders<'p>(place: &Place, parts: impl Iterator<Item = &'p PartEntry>) {
-    let Some(root) = place.local_dir() else { return };
-    let folders: std::collections::BTreeSet<&str> =
-        parts.filter_map(|p| p.name.rsplit_once('/').map(|(folder, _)| folder)).collect();
-    // The deepest first, so that a folder emptied by removing its own empty folders goes too.
-    for folder in folders.iter().rev() {
-        let _ = std::fs::remove_dir(root.join(folder));
-    }
+    futures::stream::iter(gone).buffer_unordered(16).collect::<Vec<()>>().await.len()
 }
 
 #[cfg(test)]
@@ -390,17 +538,27 @@ mod tests {
 
     /// Commits run `run` to `outputs` together, with a lease taken on each.
     fn commit_both(io: &Io, outputs: &[&Place], run: &str, overwrite: bool) -> Result<(), Error> {
+        commit_broken(io, outputs, run, overwrite, None)
+    }
+
+    /// [`commit_both`], the output `broken` with a manifest listing a part no one wrote: its
+    /// commit cannot read the part's schema, and fails.
+    fn commit_broken(
+        io: &Io,
+        outputs: &[&Place],
+        run: &str,
+        overwrite: bool,
+        broken: Option<&Place>,
+    ) -> Result<(), Error> {
         io.block_on(async {
             let mut pending = Vec::new();
             for &output in outputs {
                 let lease = Lease::take(output, run, "infer").await?;
-                pending.push(Pending {
-                    output,
-                    manifest: manifest(run),
-                    files: Vec::new(),
-                    layout: &Layout::TABLE,
-                    lease,
-                });
+                let mut manifest = manifest(run);
+                if broken.is_some_and(|b| b.shown() == output.shown()) {
+                    manifest.parts.push(PartEntry::of(&format!("part-{run}-00000.parquet"), 1, b"PAR1"));
+                }
+                pending.push(Pending { output, manifest, files: Vec::new(), layout: &Layout::TABLE, lease });
             }
             commit_all(pending, overwrite).await
         })
@@ -437,18 +595,16 @@ mod tests {
         assert_eq!(success(&b), Some(other));
         assert_eq!((markers(&a), markers(&b)), (0, 0));
 
-        // Under overwrite, `a` had an earlier manifest, and `b`'s cannot be written at all.
+        // Under overwrite, `a` had an earlier manifest, and `b` cannot commit at all.
         let earlier = manifest(&new_run_id()).to_parquet(None).unwrap();
         std::fs::write(a.join(MANIFEST), &earlier).unwrap();
         std::fs::remove_file(b.join(MANIFEST)).unwrap();
-        std::fs::create_dir(b.join(MANIFEST)).unwrap();
-        assert!(commit_both(&io, &[&pa, &pb], &new_run_id(), true).is_err());
+        assert!(commit_broken(&io, &[&pa, &pb], &new_run_id(), true, Some(&pb)).is_err());
         assert_eq!(success(&a), Some(earlier), "the replaced manifest of a is put back");
         assert!(!a.join(schemas::SUCCESS_MARKER).exists(), "and the _SUCCESS it replaced: none");
         assert_eq!((markers(&a), markers(&b)), (0, 0));
 
         // Both commit when both can.
-        std::fs::remove_dir(b.join(MANIFEST)).unwrap();
         let run = new_run_id();
         commit_both(&io, &[&pa, &pb], &run, true).unwrap();
         for output in [&pa, &pb] {

@@ -99,6 +99,7 @@ impl Lease {
             }
         });
         let runtime = tokio::runtime::Handle::current();
+        hold(output, run, true);
         Ok(Lease { output: output.clone(), place, run: run.into(), heartbeat, runtime, released: false })
     }
 
@@ -116,6 +117,7 @@ impl Lease {
     pub async fn release(mut self, abort: bool) {
         self.heartbeat.abort();
         self.released = true;
+        hold(&self.output, &self.run, false);
         crate::staging::remove_run_dir(&self.output, &self.run, abort).await;
     }
 
@@ -137,6 +139,7 @@ impl Drop for Lease {
         if self.released {
             return;
         }
+        hold(&self.output, &self.run, false);
         if self.output.is_local() && tokio::runtime::Handle::try_current().is_err() {
             self.runtime.block_on(crate::staging::remove_run_dir(&self.output, &self.run, true));
             return;
@@ -153,6 +156,37 @@ impl Drop for Lease {
         if let Err(e) = removed {
             tracing::debug!("{}: cannot remove this run's marker: {e}", self.place.shown());
         }
+    }
+}
+
+/// Whether run `run` began less than [`STALE_AFTER`] ago, by the start its id carries
+/// ([`crate::names::new_run_id`]): its directory may not hold its marker yet.
+pub fn started_recently(run: &str) -> bool {
+    let Some(started) = run.get(..11).and_then(|ms| u64::from_str_radix(ms, 16).ok()) else { return false };
+    now_ms().saturating_sub(started) < STALE_AFTER.as_millis() as u64
+}
+
+/// The temporary directories of the runs this process holds a lease for on a local disk.
+static HELD: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn hold(output: &Place, run: &str, held: bool) {
+    let Some(dir) = output.child(&run_dir(run)).local_dir() else { return };
+    let mut all = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|d| *d != dir);
+    if held {
+        all.push(dir);
+    }
+}
+
+/// Removes the temporary directories of every run this process holds a lease for on a local
+/// disk (and `_temporary/` where it is left empty): a process stopped by a signal leaves
+/// nothing a directory reader sees (polars reads every file below a directory). The caller
+/// is about to exit; elsewhere the next commit removes what a stopped run left.
+pub fn remove_held_local() {
+    let all = std::mem::take(&mut *HELD.lock().unwrap_or_else(|e| e.into_inner()));
+    for dir in all {
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = dir.parent().map(std::fs::remove_dir);
     }
 }
 

@@ -17,8 +17,12 @@
 //! - [`names`]: the names runs give their files, told apart from files this project did not write;
 //! - [`lease`]: a run's marker, and whether the run that wrote one is alive;
 //! - [`manifest`]: the list of what a run committed, in the footer of `_manifest.parquet`;
+//! - [`guard`]: the rule every writer follows before it writes: never another kind's output,
+//!   never inside or around another output, the same kind only with overwrite;
 //! - [`commit`]: the commit protocol: run-named parts staged, published, the manifest written
-//!   last; then the cleanup of ended runs (`cleanup`, over the directory's `entries`).
+//!   last; then the cleanup of ended runs (`cleanup`, over the directory's `entries`);
+//! - [`switch`]: on a local disk, the version built beside the output and exchanged with it in
+//!   one step; [`stop`]: a signal lets a switch in flight finish and starts none after it.
 
 pub mod backends;
 pub mod checksum;
@@ -30,6 +34,7 @@ mod entries;
 pub mod error;
 mod fetch;
 pub mod files;
+pub mod guard;
 pub mod io;
 pub mod lease;
 pub mod manifest;
@@ -39,7 +44,9 @@ pub mod place;
 pub mod read;
 pub mod report_page;
 pub mod staging;
+pub mod stop;
 pub mod streamed;
+pub mod switch;
 pub mod table;
 mod upload;
 

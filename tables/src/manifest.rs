@@ -266,21 +266,23 @@ async fn bounded_size(place: &Place) -> Result<Option<u64>, Error> {
 
 /// The manifest in the footer of `bytes`, the content of [`MANIFEST`] at `place`.
 fn parse_parquet_manifest(place: &Place, bytes: Vec<u8>) -> Result<Manifest, Error> {
+    parse_manifest_file(&place.shown(), bytes)
+}
+
+/// The manifest in the footer of a [`MANIFEST`] file's bytes; `shown` names the file.
+pub(crate) fn parse_manifest_file(shown: &str, bytes: Vec<u8>) -> Result<Manifest, Error> {
     let footer = parquet::file::metadata::ParquetMetaDataReader::new()
         .parse_and_finish(&bytes::Bytes::from(bytes))
-        .map_err(|source| Error::Parquet { file: place.shown(), source })?;
+        .map_err(|source| Error::Parquet { file: shown.to_owned(), source })?;
     let json = footer
         .file_metadata()
         .key_value_metadata()
         .and_then(|kv| kv.iter().find(|kv| kv.key == MANIFEST_KEY))
         .and_then(|kv| kv.value.as_deref())
         .ok_or_else(|| {
-            Error::BadData(format!(
-                "{}: not a manifest of this project (no {MANIFEST_KEY} in its footer)",
-                place.shown()
-            ))
+            Error::BadData(format!("{shown}: not a manifest of this project (no {MANIFEST_KEY} in its footer)"))
         })?;
-    serde_json::from_str(json).map_err(|source| Error::Decode { file: place.shown(), what: "manifest", source })
+    serde_json::from_str(json).map_err(|source| Error::Decode { file: shown.to_owned(), what: "manifest", source })
 }
 
 #[cfg(test)]

@@ -28,11 +28,12 @@ pub struct TableWriter<'a> {
 }
 
 impl<'a> TableWriter<'a> {
-    /// Checks `dir` as an output apart from `inputs` (an earlier table there is replaced;
-    /// files this project did not write are kept) and takes a new run's lease on it.
-    pub fn start(io: &'a Io, dir: &Place, stage: Stage, inputs: &[&Place]) -> Result<Self, Error> {
+    /// Checks `dir` as an output of `stage` apart from `inputs` (an earlier table of the same
+    /// command there is replaced only with `overwrite`, see [`crate::guard`]; files this project
+    /// did not write are kept) and takes a new run's lease on it.
+    pub fn start(io: &'a Io, dir: &Place, stage: Stage, inputs: &[&Place], overwrite: bool) -> Result<Self, Error> {
         let lease = io.block_on(async {
-            check_output(dir, inputs, true, &Layout::TABLE).await?;
+            check_output(dir, inputs, stage, overwrite, &Layout::TABLE).await?;
             Lease::take(dir, &new_run_id(), stage.name()).await
         })?;
         Ok(TableWriter { io, dir: dir.clone(), stage, lease, parts: Mutex::new(Vec::new()) })
@@ -57,6 +58,7 @@ impl<'a> TableWriter<'a> {
         let manifest = Manifest::new(self.lease.run(), self.stage, entries, serde_json::Value::Null);
         let files = parts.iter().map(StagedPart::file).collect();
         let pending = Pending { output: &self.dir, manifest, files, layout: &Layout::TABLE, lease: self.lease };
+        // The guard at the start allowed the replacement (or found nothing to replace).
         self.io.block_on(commit_all(vec![pending], true))
     }
 }

@@ -113,7 +113,7 @@ pub fn write_link_set(dir: &Path, meta: &FlattenMeta, parts: &[Vec<LinkRecord>])
     let io = local_io();
     let schema = Arc::new(record_schema(meta));
     let place = io.place(dir.to_str().unwrap()).unwrap();
-    let writer = TableWriter::start(&io, &place, Stage::Flatten, &[]).unwrap();
+    let writer = TableWriter::start(&io, &place, Stage::Flatten, &[], true).unwrap();
     for (i, part) in parts.iter().enumerate() {
         let batches: Vec<RecordBatch> = part.chunks(512).map(|c| links_to_batch(c, &schema).unwrap()).collect();
         writer.write(i, schema.clone(), &batches).unwrap();

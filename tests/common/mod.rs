@@ -26,7 +26,9 @@ pub use records::{
     read_listed_records, read_records,
 };
 pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
-pub use tables::{Graph, batches_in, parquet_files, read_batches, read_graph, sorted_rows, write_parquet};
+pub use tables::{
+    Graph, batches_in, parquet_files, read_batches, read_column_i64, read_graph, sorted_rows, write_parquet,
+};
 
 /// How long `run` waits for a job before it fails the test as hung.
 const HANG: Duration = Duration::from_secs(120);

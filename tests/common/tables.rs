@@ -89,3 +89,23 @@ pub fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
     rows.sort();
     rows
 }
+
+/// Every value of the int64 column `column` of the table `dir` with its part's file name and
+/// 0-based row in that file, parts in name order.
+pub fn read_column_i64(dir: &Path, column: &str) -> Vec<(String, u64, i64)> {
+    let mut values = Vec::new();
+    for path in parquet_files(dir) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let mut row = 0;
+        for batch in batches_in([path]) {
+            let array = batch.column_by_name(column).unwrap().as_primitive::<Int64Type>().clone();
+            for i in 0..array.len() {
+                if array.is_valid(i) {
+                    values.push((name.clone(), row, array.value(i)));
+                }
+                row += 1;
+            }
+        }
+    }
+    values
+}

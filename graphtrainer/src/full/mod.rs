@@ -138,7 +138,7 @@ fn open_output(
         io.block_on(async {
             let inputs = stage::graph_inputs(io, declared)?;
             let inputs: Vec<&Place> = inputs.iter().collect();
-            tables::commit::check_output(&output, &inputs, config.overwrite, &gnn::io::LAYOUT).await?;
+            tables::commit::check_output(&output, &inputs, Stage::Train, config.overwrite, &gnn::io::LAYOUT).await?;
             Lease::take(&output, &new_run_id(), Stage::Train.name()).await
         })
     });
@@ -218,6 +218,17 @@ fn load(
     let link = agree(worker, link.transpose())?;
     let target = declared.typed.as_ref().map(|(_, t)| *t);
     let labels = LabelCounts::gather(worker, &nodes, target);
+    if let Some(classes) =
+        config.classes.filter(|&c| config.task != Some(schemas::Task::Link) && labels.classes as usize > c)
+    {
+        // A label above classes, named by its file, row and column (every worker finds it).
+        let table = match &declared.typed {
+            Some((graph, t)) => graph.node_types[usize::from(*t)].1.clone(),
+            None => declared.nodes.to_owned(),
+        };
+        let found = setup::label_above(io, &table, classes).and_then(|bad| bad.map_or(Ok(()), |b| Err(b.into())));
+        agree(worker, found)?;
+    }
     let spec = agree(worker, setup::spec(config, &nodes, &labels, declared.typed.as_ref()))?;
     nodes.keep_edge_features_for(&spec);
     let source_slots = nodes.take_source_slots();
@@ -442,6 +453,7 @@ fn train_worker(
         seconds: started.elapsed().as_secs_f64(),
         wait_seconds: 0.0,
         params,
+        written_epoch: if best { tracker.best_epoch } else { tracker.epochs },
         peak_rss: cluster::memory::peak_rss_bytes(),
         cached_bytes: 0,
         learned: None,

@@ -163,6 +163,38 @@ impl Reads for FullReads {
     }
 }
 
+/// The first row of the node table `table` whose class is not below `classes`, as bad input
+/// naming its file, row and column: where a label above `[train] classes` lies (read again
+/// only when one is known to be there).
+pub fn label_above(io: &tables::Io, table: &str, classes: usize) -> Result<Option<schemas::BadInput>, Error> {
+    let place = io.place(table)?;
+    for file in tables::open_table(io, &place)? {
+        let name = file.name();
+        let mut found = None;
+        for group in 0..file.row_groups() {
+            file.read_row_group(io, group, |batch, first_row| {
+                let nodes = schemas::nodes::NodeBatch::from_batch(&batch, &name, first_row)?;
+                for i in 0..nodes.len() {
+                    let row = first_row + i as u64;
+                    let Some(schemas::Label::Class(c)) = nodes.label(i, &name, row)? else { continue };
+                    if c as u64 >= classes as u64 && found.is_none() {
+                        let at = schemas::Location::file(name.clone()).row(row).column(schemas::nodes::LABEL);
+                        found = Some(schemas::BadInput::new(
+                            at,
+                            format!("class {c} is not below [train] classes = {classes}"),
+                        ));
+                    }
+                }
+                Ok(())
+            })?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// The labels of every worker's nodes, counted: classes (the largest class plus one, or the
 /// targets' width), labeled training and validation nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]

@@ -25,6 +25,7 @@ import torch
 from graphflat import burnpack
 from graphflat.checked import CheckedFile
 from graphflat.commit import commit, new_run_id
+from graphflat.guard import kind
 from graphflat.manifest import Manifest, read_manifest
 from graphflat.meta import RecordsMeta, Relation
 from graphflat.paths import filesystem_and_path, join
@@ -50,6 +51,12 @@ def load_model(path: str, *, filesystem: pafs.FileSystem | None = None, sparse: 
     manifest = read_manifest(path, filesystem)
     if manifest is None:
         raise NotCommittedError(f"{path}: no committed model (no manifest): not a training output, or not committed")
+    if manifest.stage != "train":
+        # The words of graphflat.guard, as open_records says a model is not records.
+        raise ValueError(
+            f"{path} holds {kind(manifest.stage)} (run {manifest.run}), not a model: load_model reads a [train] "
+            "output or save_model's"
+        )
     fs, root = filesystem_and_path(path, filesystem)
     described = json.loads(_read(fs, root, manifest, ".json"))
     spec = described["spec"]
@@ -88,9 +95,17 @@ def save_model(
     """Commits ``module`` as a model directory at ``path`` that GraphInfer runs, described with
     the settings of the records at ``records`` (which it was trained on); returns the run id.
 
-    Raises ``FileExistsError`` (``CommittedError``) when ``path`` holds a committed output and
-    not ``overwrite``, or any committed output but a model, and
-    ``ValueError`` when the module does not fit the records (hops, feature widths, types)."""
+    Raises ``FileExistsError`` (``CommittedError``) where graphflat's rule refuses
+    (:mod:`graphflat.guard`: a committed model there and not ``overwrite``, or any other kind
+    of output there, around or inside), ``TypeError`` when ``module`` is not one of this
+    package's models, and ``ValueError`` when it does not fit the records (hops, feature
+    widths, types) or its weights do not fit the description it would be saved with (each
+    tensor's shape against hidden, layers, classes, heads and edge width, named)."""
+    if not isinstance(module, GraphModel):
+        raise TypeError(
+            f"save_model saves this package's models (graphflat.pyg.models: GCN, SAGE, GAT, GINE, RGCN, ...), "
+            f"which GraphInfer runs; got a {type(module).__module__}.{type(module).__qualname__}"
+        )
     source = open_records(records)
     meta, spec = source.meta, module.spec
     _check_fits(spec, meta, records)
@@ -109,6 +124,7 @@ def save_model(
     }
     variant = "HeteroSage" if spec["kind"] == "sage" and spec.get("types") else VARIANTS[spec["kind"]]
     weights = burnpack.write({_burn_name(name, variant): value for name, value in state.items()})
+    _check_weights(module, state, meta)
     described = {
         "format": MODEL_FORMAT,
         "spec": spec,
@@ -161,6 +177,28 @@ def records_meta(described: dict[str, Any]) -> RecordsMeta:
         relation_fanouts=tuple(tuple(f) for f in described.get("relation_fanouts", [])),
         link_relation=relations[link].name if link is not None else None,
     )
+
+
+def _check_weights(module: GraphModel, state: dict[str, np.ndarray], meta: RecordsMeta) -> None:
+    """Raises ``ValueError`` naming the first tensor of ``state`` (the module's weights, learned
+    rows aside) whose shape is not what a model of the module's spec over records of ``meta``
+    has (the model GraphInfer and :func:`load_model` would build from the description), or
+    that such a model has not, or lacks."""
+    reference = GraphModel(module.spec, meta, dropout=0.0, learned=None)
+    expected = {n: tuple(v.shape) for n, v in reference.state_dict().items() if not n.startswith("learned.")}
+    for name, value in state.items():
+        if name not in expected:
+            raise ValueError(f"the module's tensor {name} is not a weight of a {module.spec['kind']} model of its spec")
+        if tuple(value.shape) != expected[name]:
+            raise ValueError(
+                f"the module's tensor {name} has shape {list(value.shape)}, where its spec (hidden "
+                f"{module.spec.get('hidden')}, {module.spec.get('layers')} layers, {module.spec.get('classes')} classes, "
+                f"heads {module.spec.get('heads', 1)}, edge width {module.spec.get('edge_dim', 0)}) makes "
+                f"{list(expected[name])}"
+            )
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise ValueError(f"the module lacks the tensors {missing} of a {module.spec['kind']} model of its spec")
 
 
 def _check_fits(spec: dict[str, Any], meta: RecordsMeta, records: str) -> None:

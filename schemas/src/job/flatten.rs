@@ -82,8 +82,9 @@ pub struct FlattenConfig {
     /// A worker starts a new part file when its current one passes this size.
     #[serde(default = "default_part_size_mb")]
     pub part_size_mb: u64,
-    /// Replace an output that already holds a finished run (`_SUCCESS`). Without it such a job
-    /// fails and leaves the output as it was.
+    /// Replace an output that already holds a finished run of this stage. Without it such a
+    /// job fails and leaves the output as it was; another kind of output is never replaced
+    /// (`tables::guard`).
     #[serde(default)]
     pub overwrite: bool,
     /// `node`: one record per target node. `link`: one record per supervision edge (an edge

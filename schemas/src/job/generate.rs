@@ -86,6 +86,10 @@ pub struct GenerateConfig {
     pub featureless: Vec<String>,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Replace the tables of an earlier `generate` there (never another command's or stage's
+    /// output: `tables::guard`).
+    #[serde(default)]
+    pub overwrite: bool,
 }
 
 serde_defaults! {
@@ -124,6 +128,7 @@ impl Default for GenerateConfig {
             hetero: false,
             featureless: Vec::new(),
             seed: DEFAULT_SEED,
+            overwrite: false,
         }
     }
 }

@@ -86,7 +86,7 @@ pub struct InferConfig {
     /// A worker starts a new part file when its current one passes this size.
     #[serde(default = "default_part_size_mb")]
     pub part_size_mb: u64,
-    /// Replace an output that already holds a finished run (`_SUCCESS`), as in `[flatten]`.
+    /// Replace an output that already holds a finished run of this stage, as in `[flatten]`.
     #[serde(default)]
     pub overwrite: bool,
     /// Link models: a table of candidate pairs (`src: int64`, `dst: int64`, Parquet) to score

@@ -57,7 +57,8 @@ pub struct PartitionConfig {
     /// A worker starts a new part file when its current one passes this size.
     #[serde(default = "default_part_size_mb")]
     pub part_size_mb: u64,
-    /// Replace an output that already holds a finished run (`_SUCCESS`).
+    /// Replace an output that already holds a finished run of this stage (never another kind
+    /// of output: `tables::guard`).
     #[serde(default)]
     pub overwrite: bool,
     /// Every node is partitioned; kept for the stage skeleton.

@@ -1,0 +1,307 @@
+//! The one rule of every command that writes (`tables::guard`): a directory holding a committed
+//! output of another kind is never replaced or written into, with or without overwrite (exit
+//! 73, naming both kinds); the same kind only with overwrite; a job naming one output twice is
+//! refused before anything runs (64). Every writer here runs over every kind of output, and
+//! the directory it was pointed at is compared, file by file, with what it held before. The
+//! Python package's rule (`graphflat.guard`) is held to the same words.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::*;
+
+/// Every file under `dir` with its bytes: what "untouched" is compared on.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// One committed output of each kind, made by the command or stage that writes it.
+struct Outputs {
+    dir: Scratch,
+    /// The graph the stages under test read, apart from every output.
+    inputs: PathBuf,
+    kinds: Vec<(&'static str, PathBuf)>,
+}
+
+fn outputs() -> Outputs {
+    let dir = scratch("guard");
+    let graph = dir.join("graph");
+    generate(&graph, 300, 4, 8, 1);
+    let inputs = dir.join("inputs");
+    generate(&inputs, 300, 4, 8, 2);
+    let flat = flatten(&dir, &graph, "flat", &[], |j| j.key("fanouts", vec![3, 3]));
+    let model = dir.join("model");
+    run_ok(&Job::train(&flat, &model).key("epochs", 1).key("hidden", 8).write(&dir, "train"), &[]);
+    let scores = dir.join("scores");
+    run_ok(&Job::infer(&graph, &model, &scores).write(&dir, "infer"), &[]);
+    let parts = dir.join("parts");
+    let partition = Job::table_named("partition")
+        .key("nodes", location(graph.join("nodes")))
+        .key("edges", location(graph.join("edges")))
+        .key("output", location(&parts));
+    run_ok(&partition.write(&dir, "partition"), &[]);
+    let split = dir.join("split");
+    graphflat_ok(&["split-edges", "--edges", graph.join("edges").to_str().unwrap(), "--out", split.to_str().unwrap()]);
+    let mut kinds = vec![
+        ("a generated graph table", graph.join("nodes")),
+        ("a record set", flat),
+        ("a model", model),
+        ("scores", scores),
+        ("a partition table", parts),
+        ("a split edge table", split),
+    ];
+    if let Some(cora) = cora() {
+        let imported = dir.join("imported");
+        graphflat_ok(&["import", "ogb", cora.to_str().unwrap(), "--out", imported.to_str().unwrap()]);
+        kinds.push(("an imported graph table", imported.join("nodes")));
+    }
+    Outputs { dir, inputs, kinds }
+}
+
+/// A command that writes, pointed at `target` with overwrite: its kind, its inputs, and how
+/// it runs.
+struct Writer {
+    kind: &'static str,
+    inputs: Vec<PathBuf>,
+    run: Box<dyn Fn(&Path) -> Output>,
+}
+
+fn writers(o: &Outputs) -> Vec<Writer> {
+    let (dir, inputs) = (o.dir.to_path_buf(), o.inputs.clone());
+    let records = o.kinds[1].1.clone();
+    let model = o.kinds[2].1.clone();
+    let job = move |name: &str, job: Job| run(&job.write(&dir, name), &[]);
+    let (j1, j2, j3, j4) = (job.clone(), job.clone(), job.clone(), job);
+    let (i1, i2, i3, i4) = (inputs.clone(), inputs.clone(), inputs.clone(), inputs.clone());
+    let (records2, model2) = (records.clone(), model.clone());
+    let graph = [inputs.join("nodes"), inputs.join("edges")];
+    let mut all = vec![
+        Writer {
+            kind: "a generated graph table",
+            inputs: Vec::new(),
+            run: Box::new(|t| bounded(&["generate", "--out", t.to_str().unwrap(), "--nodes", "50", "--overwrite"])),
+        },
+        Writer {
+            kind: "a split edge table",
+            inputs: vec![inputs.join("edges")],
+            run: Box::new(move |t| {
+                let edges = i4.join("edges");
+                bounded(&[
+                    "split-edges",
+                    "--edges",
+                    edges.to_str().unwrap(),
+                    "--out",
+                    t.to_str().unwrap(),
+                    "--overwrite",
+                ])
+            }),
+        },
+        Writer {
+            kind: "a record set",
+            inputs: graph.to_vec(),
+            run: Box::new(move |t| j1("w-flatten", Job::flatten(&i1, t).key("overwrite", true))),
+        },
+        Writer {
+            kind: "a model",
+            inputs: vec![records],
+            run: Box::new(move |t| j2("w-train", Job::train(&records2, t).key("epochs", 1).key("overwrite", true))),
+        },
+        Writer {
+            kind: "scores",
+            inputs: [graph.to_vec(), vec![model]].concat(),
+            run: Box::new(move |t| j3("w-infer", Job::infer(&i2, &model2, t).key("overwrite", true))),
+        },
+        Writer {
+            kind: "a partition table",
+            inputs: graph.to_vec(),
+            run: Box::new(move |t| {
+                let partition = Job::table_named("partition")
+                    .key("nodes", location(i3.join("nodes")))
+                    .key("edges", location(i3.join("edges")))
+                    .key("output", location(t))
+                    .key("overwrite", true);
+                j4("w-partition", partition)
+            }),
+        },
+    ];
+    if let Some(cora) = cora() {
+        all.push(Writer {
+            kind: "an imported graph table",
+            inputs: vec![cora.clone()],
+            run: Box::new(move |t| {
+                bounded(&["import", "ogb", cora.to_str().unwrap(), "--out", t.to_str().unwrap(), "--overwrite"])
+            }),
+        });
+    }
+    all
+}
+
+/// The directory a writer writes for `target`: `generate` and `import` write `nodes/` and
+/// `edges/` inside it.
+fn written(writer: &Writer, target: &Path) -> PathBuf {
+    match writer.kind {
+        "a generated graph table" | "an imported graph table" => target.join("nodes"),
+        _ => target.to_path_buf(),
+    }
+}
+
+/// Every writer, with overwrite, over every other kind's output, over a folder inside it,
+/// and over a directory holding it (for the writers of that directory itself): refused (73, or 64 where the output is the writer's own
+/// input), and the output is byte for byte what it was. Over its own kind, overwrite replaces.
+#[test]
+fn no_writer_replaces_or_writes_into_another_kind_of_output() {
+    let o = outputs();
+    let writers = writers(&o);
+    for writer in &writers {
+        for (kind, output) in &o.kinds {
+            let mut before = snapshot(output);
+            let around = output.parent().unwrap().to_path_buf();
+            let targets = [output.clone(), output.join("inside"), around];
+            for target in targets {
+                let own = *kind == writer.kind && written(writer, &target) == *output;
+                // generate and import write nodes/ and edges/ inside their directory: beside
+                // another output there is where they belong (data/quickstart/{nodes,flat}).
+                if !own && written(writer, &target) != target && !target.starts_with(output) {
+                    continue;
+                }
+                let out = (writer.run)(&target);
+                let what = format!("{} over {} at {}:\n{}", writer.kind, kind, target.display(), text(&out));
+                if own {
+                    assert!(out.status.success(), "the same kind with overwrite replaces: {what}");
+                    before = snapshot(output);
+                    continue;
+                }
+                let input = writer.inputs.iter().any(|i| i.starts_with(&target) || target.starts_with(i));
+                let code = out.status.code();
+                assert!(code == Some(73) || (input && code == Some(64)), "{what}");
+                if code == Some(73) {
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    assert!(stderr.contains(kind) && stderr.contains("choose another output directory"), "{what}");
+                }
+                assert_eq!(snapshot(output).keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "{what}");
+                assert!(snapshot(output) == before, "{what}: the bytes changed");
+                assert!(!output.join("inside").exists(), "{what}");
+            }
+        }
+    }
+}
+
+/// The same kind without overwrite: refused (73) with the way to say overwrite, and kept.
+#[test]
+fn the_same_kind_is_replaced_only_with_overwrite() {
+    let dir = scratch("guard-same-kind");
+    let graph = dir.join("graph");
+    generate(&graph, 200, 4, 8, 1);
+    let before = snapshot(&graph);
+    let again = bounded(&["generate", "--out", graph.to_str().unwrap(), "--nodes", "50"]);
+    assert_fails(&again, 73, &["already holds a generated graph table", "--overwrite"]);
+    assert!(snapshot(&graph) == before);
+    let flat = flatten(&dir, &graph, "flat", &[], |j| j);
+    let before = snapshot(&flat);
+    let out = run(&Job::flatten(&graph, &flat).write(&dir, "again"), &[]);
+    assert_fails(&out, 73, &["already holds a record set", "overwrite = true"]);
+    assert!(snapshot(&flat) == before);
+}
+
+/// Two stages of one job naming one directory, or one inside the other: 64 before anything
+/// runs (the first stage writes nothing).
+#[test]
+fn a_job_whose_stages_share_an_output_is_refused_before_it_runs() {
+    let dir = scratch("guard-one-output-twice");
+    let graph = dir.join("graph");
+    generate(&graph, 200, 4, 8, 1);
+    for (name, flat_output) in [("same", dir.join("x")), ("inside", dir.join("x/flat"))] {
+        let partition = Job::table_named("partition")
+            .key("nodes", location(graph.join("nodes")))
+            .key("edges", location(graph.join("edges")))
+            .key("output", location(dir.join("x")))
+            .key("overwrite", true);
+        let job = partition.and(Job::flatten(&graph, &flat_output).key("overwrite", true));
+        let out = run(&job.write(&dir, name), &[]);
+        assert_fails(&out, 64, &["[partition] output", "[flatten] output", "a directory of its own"]);
+        assert!(!dir.join("x").exists(), "{name}: nothing ran");
+    }
+}
+
+/// The Python package's rule says what the binary says, word for word, on the same cases.
+#[test]
+fn python_refuses_in_the_binarys_words() {
+    let Some(python) = python() else { return };
+    let o = outputs();
+    let flat = o.kinds[1].1.clone();
+    let model = o.kinds[2].1.clone();
+    let graph = o.kinds[0].1.parent().unwrap().to_path_buf();
+    let cases: Vec<(&str, PathBuf, Output)> = vec![
+        (
+            "infer",
+            flat.clone(),
+            run(&Job::infer(&o.inputs, &model, &flat).key("overwrite", true).write(&o.dir, "p1"), &[]),
+        ),
+        (
+            "flatten",
+            model.clone(),
+            run(&Job::flatten(&o.inputs, &model).key("overwrite", true).write(&o.dir, "p2"), &[]),
+        ),
+        ("flatten", flat.clone(), run(&Job::flatten(&o.inputs, &flat).write(&o.dir, "p3"), &[])),
+        (
+            "flatten",
+            graph.clone(),
+            run(&Job::flatten(&o.inputs, &graph).key("overwrite", true).write(&o.dir, "p4"), &[]),
+        ),
+        ("infer", flat.join("m"), run(&Job::infer(&o.inputs, &model, flat.join("m")).write(&o.dir, "p5"), &[])),
+    ];
+    for (asked, target, out) in cases {
+        let overwrite = asked != "flatten" || target != flat;
+        let script = format!(
+            "import sys\nfrom graphflat.guard import guard, CommittedError\ntry:\n    guard(sys.argv[1], '{asked}', {})\n\
+             except CommittedError as e:\n    print(e)\n",
+            if overwrite { "True" } else { "False" }
+        );
+        let said = Command::new(python)
+            .args(["-c", &script, target.to_str().unwrap()])
+            .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
+            .output()
+            .unwrap();
+        let words = String::from_utf8_lossy(&said.stdout).trim().to_owned();
+        assert!(!words.is_empty(), "Python allowed {asked} over {}: {}", target.display(), text(&said));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&words),
+            "{asked} over {}:\n the binary: {stderr}\n Python:     {words}",
+            target.display()
+        );
+    }
+}
+
+/// `report` writes a page into a model's directory, and never into a table's directory nor a
+/// folder inside any committed output.
+#[test]
+fn a_report_never_goes_into_another_output() {
+    let dir = scratch("guard-report");
+    let graph = dir.join("graph");
+    generate(&graph, 200, 4, 8, 1);
+    let flat = flatten(&dir, &graph, "flat", &[], |j| j);
+    let model = dir.join("model");
+    run_ok(&Job::train(&flat, &model).key("epochs", 1).key("hidden", 8).write(&dir, "train"), &[]);
+    let before = snapshot(&flat);
+    for page in [flat.join("report.html"), flat.join("sub/report.html"), model.join("sub/report.html")] {
+        let out = bounded(&["report", model.to_str().unwrap(), "--out", page.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(73), "{}:\n{}", page.display(), text(&out));
+        assert!(!page.exists());
+    }
+    assert!(snapshot(&flat) == before);
+    graphflat_ok(&["report", model.to_str().unwrap(), "--out", model.join("report.html").to_str().unwrap()]);
+}

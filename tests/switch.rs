@@ -1,0 +1,207 @@
+//! The switch on a local disk (`tables::switch`): readers of a directory see one committed
+//! version at every instant, while a job replaces it, after a stop inside the switch, and after
+//! kill -9 at any moment; what a killed switch leaves beside the output is settled by the next
+//! command that opens it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// The pause `tables::switch` makes between moving folders in and the exchange, for tests.
+const PAUSE: &str = "GRAPHFLAT_TEST_SWITCH_PAUSE_MS";
+
+/// The job flattening `graph` into `out` with overwrite: every record (`all`) or the train
+/// split's (so two versions differ in rows, and a mix of them repeats root ids).
+fn job(dir: &Path, graph: &Path, out: &Path, all: bool, name: &str) -> PathBuf {
+    let job = Job::flatten(graph, out).key("overwrite", true).key("fanouts", vec![4, 4]);
+    let job = if all { job } else { job.key("targets", vec!["train"]) };
+    job.write(dir, name)
+}
+
+fn spawn(job: &Path, pause_ms: Option<u64>) -> Child {
+    let mut command = graphflat();
+    command.args(["run", job.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(ms) = pause_ms {
+        command.env(PAUSE, ms.to_string());
+    }
+    command.spawn().unwrap()
+}
+
+/// The hidden siblings a switch builds beside `out`.
+fn siblings(out: &Path) -> Vec<PathBuf> {
+    let name = format!(".{}.graphflat-", out.file_name().unwrap().to_string_lossy());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&name))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Waits until a switch of `out` is paused before its exchange (its version holds the manifest).
+fn wait_for_the_switch(out: &Path, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !siblings(out).iter().any(|s| s.join("_manifest.parquet").exists()) {
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before its switch");
+        assert!(Instant::now() < deadline, "no switch began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
+}
+
+/// The manifest `out` holds, read as this project's readers read it.
+fn read_committed(out: &Path) -> ::tables::commit::Manifest {
+    let place = ::tables::Place::parse(out.to_str().unwrap(), &schemas::StorageConfig::default()).unwrap();
+    local_io().block_on(::tables::commit::read_manifest(&place)).unwrap().unwrap()
+}
+
+fn manifest_run(out: &Path) -> String {
+    read_committed(out).run
+}
+
+/// Readers in a loop (pandas, DuckDB's glob) while eight overwrites alternate two versions of
+/// different sizes: every read holds one version's rows exactly (no repeated root, a count of
+/// one of the two), or is a "not found" of a file the switch took away between the reader's
+/// listing and its opening; never a mix.
+#[test]
+fn readers_see_one_version_while_a_job_replaces_it() {
+    let Some(python) = python() else { return };
+    let dir = scratch("switch-readers");
+    let graph = dir.join("graph");
+    generate(&graph, 3000, 5, 8, 1);
+    let out = dir.join("flat");
+    let (all, train) = (job(&dir, &graph, &out, true, "all"), job(&dir, &graph, &out, false, "train"));
+    run_ok(&all, &[]);
+    let rows_all = manifest_rows(&out);
+    run_ok(&train, &[]);
+    let rows_train = manifest_rows(&out);
+    assert_ne!(rows_all, rows_train);
+    let stop = dir.join("stop");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/read_loop.py");
+    let mut readers = Command::new(python)
+        .args([script.to_str().unwrap(), out.to_str().unwrap(), "root_id", stop.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(readers.stdout.take().unwrap()));
+    // The readers' imports take seconds: the overwrites start once they read.
+    assert!(lines.next().unwrap().unwrap().contains("ready"));
+    for i in 0..8 {
+        run_ok(if i % 2 == 0 { &all } else { &train }, &[]);
+    }
+    std::fs::write(&stop, b"").unwrap();
+    let lines: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(readers.wait().unwrap().success());
+    let (mut reads, mut not_found) = (0, 0);
+    for line in &lines {
+        let read: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(rows) = read["rows"].as_u64() {
+            assert!(rows == rows_all || rows == rows_train, "a mix: {line} (versions of {rows_all} and {rows_train})");
+            assert_eq!(read["distinct"].as_u64(), Some(rows), "a mix: {line}");
+            reads += 1;
+        } else {
+            assert_eq!(read["not_found"], true, "a reader failed otherwise: {line}");
+            not_found += 1;
+        }
+    }
+    eprintln!("{reads} whole reads, {not_found} not found (a switch between listing and opening)");
+    assert!(reads > 0, "no read finished:\n{}", lines.join("\n"));
+    assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
+}
+
+fn manifest_rows(out: &Path) -> u64 {
+    read_committed(out).rows
+}
+
+/// SIGTERM (and SIGINT) inside the switch: it finishes, the job (whose last stage it was) exits
+/// 0 saying so, and every reader reads the new version. Before the switch: 143 (130), the
+/// message says nothing was committed, and the old version is whole.
+#[test]
+fn a_stop_inside_the_switch_finishes_it_and_one_before_commits_nothing() {
+    let dir = scratch("switch-stop");
+    let graph = dir.join("graph");
+    generate(&graph, 2000, 5, 8, 1);
+    let out = dir.join("flat");
+    let (all, train) = (job(&dir, &graph, &out, true, "all"), job(&dir, &graph, &out, false, "train"));
+    run_ok(&all, &[]);
+    // A graph that takes long enough to flatten to be stopped midway.
+    let larger = dir.join("larger");
+    generate(&larger, 60_000, 8, 16, 2);
+    let long = job(&dir, &larger, &out, true, "long");
+    for (signal_name, code) in [("TERM", 143), ("INT", 130)] {
+        let before = manifest_run(&out);
+        let mut child = spawn(&train, Some(1500));
+        wait_for_the_switch(&out, &mut child);
+        signal(&child, signal_name);
+        let ended = child.wait_with_output().unwrap();
+        assert_eq!(ended.status.code(), Some(0), "{}", text(&ended));
+        let said = text(&ended);
+        assert!(said.contains("[flatten] committed") && said.contains("finished"), "{said}");
+        assert_ne!(manifest_run(&out), before, "the switch finished");
+        assert_every_reader_reads_the_manifest(&[&out]);
+
+        // Before the switch: nothing committed, the old version whole.
+        let before = manifest_run(&out);
+        let mut child = spawn(&long, None);
+        // Once the run holds its output (its marker is there), well before its switch.
+        while !out.join("_temporary").exists() {
+            assert!(child.try_wait().unwrap().is_none(), "the job ended before the signal");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(siblings(&out).is_empty(), "the switch began before the signal");
+        signal(&child, signal_name);
+        let ended = child.wait_with_output().unwrap();
+        assert_eq!(ended.status.code(), Some(code), "{}", text(&ended));
+        assert!(text(&ended).contains("[flatten] committed nothing"), "{}", text(&ended));
+        assert_eq!(manifest_run(&out), before);
+        assert!(!out.join("_temporary").exists(), "the stopped run's temporary files stay");
+        assert_every_reader_reads_the_manifest(&[&out]);
+    }
+    // What the stopped runs left beside the output goes with the next command that opens it.
+    graphflat_ok(&["inspect", out.to_str().unwrap()]);
+    assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
+}
+
+/// kill -9 at random moments of a flatten, half of them inside the switch: the output is one
+/// whole version every time (every reader reads exactly the manifest's rows, `_SUCCESS` beside
+/// it), and the next run settles what the killed one left and commits.
+#[test]
+fn a_kill_at_any_moment_leaves_one_whole_version() {
+    let dir = scratch("switch-kill");
+    let graph = dir.join("graph");
+    generate(&graph, 2000, 5, 8, 1);
+    let out = dir.join("flat");
+    let (all, train) = (job(&dir, &graph, &out, true, "all"), job(&dir, &graph, &out, false, "train"));
+    run_ok(&all, &[]);
+    let started = Instant::now();
+    run_ok(&train, &[]);
+    let whole = started.elapsed();
+    for i in 0..8u32 {
+        let inside = i % 2 == 1;
+        let mut child = spawn(if i % 4 < 2 { &all } else { &train }, inside.then_some(1000));
+        if inside {
+            wait_for_the_switch(&out, &mut child);
+        } else {
+            // A moment of the run drawn from the test's index: spread over the whole run.
+            std::thread::sleep(whole.mul_f64(f64::from(i) / 8.0));
+        }
+        signal(&child, "KILL");
+        let _ = child.wait();
+        assert!(out.join("_SUCCESS").exists() && out.join("_manifest.parquet").exists(), "kill {i}");
+        // The next command that opens the output settles what the killed run left (its
+        // temporary files, which polars would read, and its version beside the output).
+        graphflat_ok(&["inspect", out.to_str().unwrap()]);
+        assert!(siblings(&out).is_empty() && !out.join("_temporary").exists(), "kill {i}: {:?}", siblings(&out));
+        assert_every_reader_reads_the_manifest(&[&out]);
+    }
+    run_ok(&all, &[]);
+    assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
+    assert_every_reader_reads_the_manifest(&[&out]);
+}
