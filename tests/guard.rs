@@ -305,3 +305,56 @@ fn a_report_never_goes_into_another_output() {
     assert!(snapshot(&flat) == before);
     graphflat_ok(&["report", model.to_str().unwrap(), "--out", model.join("report.html").to_str().unwrap()]);
 }
+
+/// Symlinks do not lead past the rule: an output that is a symlink into a committed output,
+/// and one holding a symlink to one (pandas follows it), are refused like the real places.
+#[test]
+fn symlinks_lead_no_writer_into_another_output() {
+    let dir = scratch("guard-symlinks");
+    let graph = dir.join("graph");
+    generate(&graph, 200, 4, 8, 1);
+    let flat = flatten(&dir, &graph, "flat", &[], |j| j);
+    let before = snapshot(&flat);
+    std::fs::create_dir(flat.join("extra")).unwrap();
+    std::os::unix::fs::symlink(flat.join("extra"), dir.join("into")).unwrap();
+    std::fs::create_dir(dir.join("wrap")).unwrap();
+    std::os::unix::fs::symlink(&flat, dir.join("wrap/inner")).unwrap();
+    let edges = graph.join("edges");
+    for (target, words) in [("into", "lies inside"), ("wrap", "which is a record set")] {
+        let out = dir.join(target);
+        let args = ["split-edges", "--edges", edges.to_str().unwrap(), "--out", out.to_str().unwrap(), "--overwrite"];
+        assert_fails(&bounded(&args), 73, &[words]);
+    }
+    std::fs::remove_dir(flat.join("extra")).unwrap();
+    assert!(snapshot(&flat) == before);
+}
+
+/// An output of another kind committed while a run wrote (the guard passed at the run's
+/// start) is not replaced at the commit either, with overwrite: 73, and the other output
+/// stays.
+#[test]
+fn another_kind_committed_meanwhile_is_not_replaced() {
+    let dir = scratch("guard-meanwhile");
+    let (small, large) = (dir.join("small"), dir.join("large"));
+    generate(&small, 300, 4, 8, 1);
+    generate(&large, 60_000, 8, 16, 2);
+    let flat = flatten(&dir, &small, "flat", &[], |j| j);
+    let x = dir.join("x");
+    let slow = Job::flatten(&large, &x).key("overwrite", true).write(&dir, "slow");
+    let mut child =
+        graphflat().args(["run", slow.to_str().unwrap()]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    while !x.join("_temporary").exists() {
+        assert!(child.try_wait().unwrap().is_none(), "the flatten ended before the model came");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    run_ok(&Job::train(&flat, &x).key("epochs", 1).key("hidden", 8).key("overwrite", true).write(&dir, "train"), &[]);
+    let model = snapshot(&x);
+    let ended = child.wait_with_output().unwrap();
+    assert_fails(&ended, 73, &["holds a model", "committed while this run wrote"]);
+    let after = snapshot(&x);
+    for (name, bytes) in &model {
+        if !name.starts_with("_temporary") {
+            assert!(after.get(name) == Some(bytes), "{} changed", name.display());
+        }
+    }
+}

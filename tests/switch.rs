@@ -205,3 +205,32 @@ fn a_kill_at_any_moment_leaves_one_whole_version() {
     assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
     assert_every_reader_reads_the_manifest(&[&out]);
 }
+
+/// An overwrite keeps what this project did not write, folders inside a model's folders
+/// included, and the directory's owner, group and mode.
+#[test]
+fn an_overwrite_keeps_what_it_did_not_write_and_the_directorys_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = scratch("switch-keeps");
+    let graph = dir.join("graph");
+    generate(&graph, 300, 4, 8, 1);
+    let flat = flatten(&dir, &graph, "flat", &[], |j| j);
+    let model = dir.join("model");
+    let train = Job::train(&flat, &model).key("epochs", 1).key("hidden", 8).key("overwrite", true).write(&dir, "train");
+    run_ok(&train, &[]);
+    std::fs::create_dir_all(model.join("checkpoints/mine")).unwrap();
+    std::fs::write(model.join("checkpoints/mine/notes.txt"), b"keep").unwrap();
+    std::fs::create_dir_all(model.join("_mine")).unwrap();
+    std::fs::set_permissions(&model, std::fs::Permissions::from_mode(0o2775)).unwrap();
+    // A group and owner of their own, where this process may give them (as root).
+    let owned = std::os::unix::fs::chown(&model, Some(65534), Some(65534)).is_ok();
+    let before = std::fs::metadata(&model).unwrap();
+    run_ok(&train, &[]);
+    assert_eq!(std::fs::read(model.join("checkpoints/mine/notes.txt")).unwrap(), b"keep");
+    assert!(model.join("_mine").is_dir());
+    let after = std::fs::metadata(&model).unwrap();
+    assert_eq!(after.mode() & 0o7777, before.mode() & 0o7777);
+    if owned {
+        assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+    }
+}

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from graphflat import switch
-from graphflat.guard import CommittedError, guard
+from graphflat.guard import CommittedError, guard, kind
 from graphflat.manifest import BLOCK_BYTES, FORMAT, KEY, MANIFEST, SUCCESS, Manifest, read_manifest
 from graphflat.paths import filesystem_and_path, join
 
@@ -77,7 +77,9 @@ def commit(
     previous = read_manifest(path, filesystem)
     _no_foreign_files(fs, root, previous, files)
     if isinstance(fs, pafs.LocalFileSystem):
-        return _commit_local(root, run, files, stage, settings, overwrite, rows)
+        os.makedirs(root, exist_ok=True)
+        if switch.can_build(root, run):
+            return _commit_local(root, run, files, stage, settings, overwrite, rows)
     staging = join(root, f"{TEMPORARY}/{run}")
     fs.create_dir(staging, recursive=True)
     for name, data in files.items():
@@ -147,6 +149,12 @@ def _commit_local(
     os.makedirs(root, exist_ok=True)
     with switch.ParentLock(root):
         previous = read_manifest(root)
+        if previous is not None and previous.stage != stage:
+            raise CommittedError(
+                f"{root} holds {kind(previous.stage)} (run {previous.run}), committed while this run wrote, and "
+                f"{stage} asked to write {kind(stage)}; an output of another kind is never replaced, with or without "
+                "overwrite: choose another output directory"
+            )
         if previous is not None and not overwrite:
             raise CommittedError(f"{root}: another run committed an output here meanwhile")
         listed = {part.name for part in previous.parts} if previous is not None else set()

@@ -13,6 +13,7 @@ Each refusal is a :class:`CommittedError` (a ``FileExistsError``), as graphflat'
 
 from __future__ import annotations
 
+import os
 import posixpath
 
 import pyarrow.fs as pafs
@@ -89,7 +90,8 @@ def guard(path: str, asked: str, overwrite: bool, filesystem: pafs.FileSystem | 
     doc); ``overwrite`` allows replacing an output of the same kind."""
     fs, root = filesystem_and_path(path, filesystem)
     shown = _shown(path, root)
-    above = root
+    # On a local disk, where the output really lies: a symlink may lead into another output.
+    above = os.path.realpath(root) if isinstance(fs, pafs.LocalFileSystem) else root
     while (parent := posixpath.dirname(above)) and parent != above:
         above = parent
         what = _committed_here(fs, above)

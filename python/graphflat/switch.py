@@ -55,6 +55,15 @@ class ParentLock:
         os.close(self.fd)
 
 
+def can_build(root: str, run: str) -> bool:
+    """Whether ``root``'s version can be built beside it: on the same file system (not a
+    mount point), under a name the file system takes, in a parent this process may write."""
+    parent = os.path.dirname(root)
+    same = os.stat(parent).st_dev == os.stat(root).st_dev
+    named = len(os.fsencode(os.path.basename(sibling(root, run)))) + len(".aside") <= 255
+    return same and named and os.access(parent, os.W_OK | os.X_OK)
+
+
 def sibling(root: str, run: str) -> str:
     """Where run ``run``'s version of ``root`` is built (and the replaced version lies after)."""
     parent, name = os.path.split(root)
@@ -88,10 +97,11 @@ def _keep_into(root: str, nxt: str, replaced: Callable[[str], bool], folder: str
         if replaced(listed):
             continue
         if entry.is_dir(follow_symlinks=False):
-            if top and entry.name in LAYOUT_DIRS:
+            # A layout's folder, and any folder inside one (another tool's, kept as it is).
+            if not top or entry.name in LAYOUT_DIRS:
                 os.mkdir(os.path.join(nxt, listed))
                 _keep_into(root, nxt, replaced, listed)
-                if entry.name in TABLE_DIRS and not os.listdir(os.path.join(nxt, listed)):
+                if top and entry.name in TABLE_DIRS and not os.listdir(os.path.join(nxt, listed)):
                     os.rmdir(os.path.join(nxt, listed))
             continue
         os.link(entry.path, os.path.join(nxt, listed), follow_symlinks=False)
@@ -114,7 +124,12 @@ def switch_in(root: str, run: str, files: dict[str, bytes], manifest: bytes, rep
     nxt = sibling(root, run)
     os.mkdir(nxt)
     try:
-        os.chmod(nxt, os.stat(root).st_mode & 0o7777)
+        kept = os.stat(root)
+        try:
+            os.chown(nxt, kept.st_uid, kept.st_gid)
+        except PermissionError:
+            pass
+        os.chmod(nxt, kept.st_mode & 0o7777)
         _keep_into(root, nxt, replaced)
         for name, data in files.items():
             os.makedirs(os.path.dirname(os.path.join(nxt, name)), exist_ok=True)

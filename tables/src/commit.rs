@@ -275,6 +275,7 @@ async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<
     let place = output.place;
     let (manifest_place, success) = (place.child(MANIFEST), place.child(schemas::SUCCESS_MARKER));
     let previous = previous_manifest(place, overwrite).await?;
+    same_kind(place, previous.as_ref(), output.manifest.stage)?;
     if !overwrite && previous.is_some() {
         return Err(lost_race(place));
     }
@@ -323,19 +324,31 @@ async fn previous_manifest(place: &Place, overwrite: bool) -> Result<Option<Mani
 async fn commit_local(output: &Output<'_>, out: &std::path::Path, overwrite: bool) -> Result<Option<Replaced>, Error> {
     let (place, run, layout) = (output.place, &output.manifest.run, output.layout);
     let next = switch::sibling(out, run)?;
-    let Some(_lock) = ParentLock::take(out)?.filter(|_| switch::can_build(&next)) else {
+    let Some(_lock) = ParentLock::take(out)?.filter(|_| switch::can_build(out, &next)) else {
         tracing::warn!(
-            "{}: its parent directory cannot be locked or written, so the commit publishes in place and a directory \
-             reader may see both runs' parts for milliseconds",
+            "{}: its version cannot be built beside it (a parent that cannot be locked or written, a mount point, \
+             a name too long), so the commit publishes in place and a directory reader may see both runs' parts \
+             for milliseconds",
             place.shown()
         );
         return Ok(None);
     };
-    settle_locked(place, out, layout).await?;
-    let previous = previous_manifest(place, overwrite).await?;
-    if !overwrite && previous.is_some() {
-        return Err(lost_race(place));
-    }
+    let checked = async {
+        settle_locked(place, out, layout).await?;
+        let previous = previous_manifest(place, overwrite).await?;
+        same_kind(place, previous.as_ref(), output.manifest.stage)?;
+        match !overwrite && previous.is_some() {
+            true => Err(lost_race(place)),
+            false => Ok(previous),
+        }
+    };
+    let previous = match checked.await {
+        Ok(previous) => previous,
+        Err(e) => {
+            switch::remove_version(&next);
+            return Err(e);
+        }
+    };
     let started = std::time::Instant::now();
     switch::build(out, &next, run, &output.files, previous.as_ref(), layout)?;
     match switch_in(output, out, &next) {
@@ -410,6 +423,23 @@ pub async fn settle(place: &Place, layout: &Layout) -> Result<(), Error> {
         tracing::warn!("{}: cannot remove the temporary files of ended runs: {e}", place.shown());
     }
     Ok(())
+}
+
+/// An output that another kind's run committed while this run wrote (the guard passed at its
+/// start): never replaced, as [`crate::guard`] says.
+fn same_kind(output: &Place, previous: Option<&Manifest>, stage: Stage) -> Result<(), Error> {
+    match previous {
+        Some(found) if found.stage != stage => Err(Error::Output(format!(
+            "{} holds {} (run {}), committed while this run wrote, and {} asked to write {}; an output of another \
+             kind is never replaced, with or without overwrite: choose another output directory",
+            output.shown(),
+            crate::guard::kind(found.stage),
+            found.run,
+            stage.name(),
+            crate::guard::kind(stage)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn lost_race(output: &Place) -> Error {

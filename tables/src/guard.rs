@@ -57,7 +57,9 @@ const REPLACE: &str =
 /// Rules 1 to 3 (see the module doc) for `output`, which `asked` is about to write.
 pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), Error> {
     let asked_kind = kind(asked);
-    if let Some((dir, what)) = output_above(output).await {
+    // On a local disk, where the output really lies: a symlink may lead into another output.
+    let real = output.local_dir().and_then(|d| resolved(&d));
+    if let Some((dir, what)) = output_above(real.as_ref().unwrap_or(output)).await {
         return Err(Error::Output(format!(
             "{} lies inside {}, which holds {what}; {} is never written into another output: {ELSEWHERE}",
             output.shown(),
@@ -122,6 +124,19 @@ pub async fn output_above(place: &Place) -> Option<(Place, String)> {
     None
 }
 
+/// The local path `dir` with every symlink of its longest existing part resolved, as a place.
+fn resolved(dir: &std::path::Path) -> Option<Place> {
+    let mut existing = dir.to_path_buf();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?.to_path_buf();
+    }
+    let mut real = std::fs::canonicalize(&existing).ok()?;
+    real.extend(rest.iter().rev());
+    Place::parse_output(real.to_str()?, &schemas::StorageConfig::default()).ok()
+}
+
 /// "generate" or "[flatten]", as the refusals name the one asking.
 fn stage_of(kind: &'static str) -> &'static str {
     // The kind's "written by ..." names it: the part inside the parentheses after "by ".
@@ -159,8 +174,10 @@ async fn committed_here(dir: &Place) -> Option<String> {
 async fn folders(dir: &Place) -> Result<Vec<Place>, Error> {
     let entries = crate::entries::entries(dir).await?;
     let shown = |name: &str| !name.starts_with(['_', '.']);
-    let mut names: Vec<String> =
-        entries.into_iter().filter(|e| e.kind == crate::entries::Kind::Dir && shown(&e.name)).map(|e| e.name).collect();
+    // A symlink to a directory too: pandas follows it.
+    let folder =
+        |e: &crate::entries::Entry| e.kind == crate::entries::Kind::Dir || e.local.as_ref().is_some_and(|p| p.is_dir());
+    let mut names: Vec<String> = entries.into_iter().filter(|e| folder(e) && shown(&e.name)).map(|e| e.name).collect();
     // In name order: the first refused is the same on every file system (and in Python's).
     names.sort();
     Ok(names.iter().map(|name| dir.child(name)).collect())

@@ -114,8 +114,13 @@ pub fn build(
     layout: &Layout,
 ) -> Result<(), Error> {
     fs::create_dir_all(next).map_err(|e| written(next, e))?;
-    // The directory readers find keeps its mode (a group's shared directory stays shared).
-    let kept = fs::metadata(out).and_then(|m| fs::set_permissions(next, m.permissions()));
+    // The directory readers find keeps its mode, owner and group (a group's shared directory
+    // stays shared); a process that may not give it the owner keeps its own.
+    let kept = fs::metadata(out).and_then(|m| {
+        use std::os::unix::fs::MetadataExt;
+        let _ = std::os::unix::fs::chown(next, Some(m.uid()), Some(m.gid()));
+        fs::set_permissions(next, m.permissions())
+    });
     let built = kept.map_err(|e| written(next, e)).and_then(|()| fill(out, next, run, files, previous, layout));
     if built.is_err() {
         remove_tree(next);
@@ -123,11 +128,18 @@ pub fn build(
     built
 }
 
-/// Whether the version `next` can be made beside its output: made now (empty: [`build`] fills
-/// it), or refused for want of permission or on a read-only file system.
-pub fn can_build(next: &Path) -> bool {
+/// Whether the version `next` can be made beside the output `out`: on the same file system
+/// (an output that is a mount point, a container's volume, cannot be exchanged with a
+/// directory of its parent's), under a name the file system takes, and made now (empty:
+/// [`build`] fills it), not refused for want of permission or on a read-only file system.
+pub fn can_build(out: &Path, next: &Path) -> bool {
     use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem};
-    !matches!(fs::create_dir(next), Err(e) if matches!(e.kind(), PermissionDenied | ReadOnlyFilesystem))
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| fs::metadata(p).map(|m| m.dev()).ok();
+    let same = out.parent().is_some_and(|parent| device(parent) == device(out) || device(out).is_none());
+    let named = next.file_name().is_some_and(|n| n.len() + ASIDE.len() <= 255);
+    same && named
+        && !matches!(fs::create_dir(next), Err(e) if matches!(e.kind(), PermissionDenied | ReadOnlyFilesystem))
 }
 
 /// A local file or directory that cannot be written, as the commit's error.
@@ -185,10 +197,11 @@ fn keep_into(
             continue;
         }
         if entry.file_type()?.is_dir() {
-            if top && layout.dirs.contains(&name.as_str()) {
+            // A layout's folder, and any folder inside one (another tool's, kept as it is).
+            if !top || layout.dirs.contains(&name.as_str()) {
                 fs::create_dir(next.join(&listed))?;
                 keep_into(out, next, &listed, layout, replaced)?;
-                if layout.tables.contains(&name.as_str()) {
+                if top && layout.tables.contains(&name.as_str()) {
                     // A table's folder that only the replaced version's parts filled goes
                     // with them (this run's own parts make it again).
                     let _ = fs::remove_dir(next.join(&listed));
