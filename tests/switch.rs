@@ -144,6 +144,7 @@ fn a_stop_inside_the_switch_finishes_it_and_one_before_commits_nothing() {
         let said = text(&ended);
         assert!(said.contains("[flatten] committed") && said.contains("finished"), "{said}");
         assert_ne!(manifest_run(&out), before, "the switch finished");
+        assert!(siblings(&out).is_empty(), "the replaced version stays: {:?}", siblings(&out));
         assert_every_reader_reads_the_manifest(&[&out]);
 
         // Before the switch: nothing committed, the old version whole.

@@ -352,7 +352,10 @@ async fn commit_local(output: &Output<'_>, out: &std::path::Path, overwrite: boo
     let started = std::time::Instant::now();
     switch::build(out, &next, run, &output.files, previous.as_ref(), layout)?;
     match switch_in(output, out, &next) {
-        Ok(()) => Ok(Some(Replaced { took: started.elapsed(), manifest: previous, bytes: None, version: Some(next) })),
+        Ok(()) => {
+            switch::pending(&next);
+            Ok(Some(Replaced { took: started.elapsed(), manifest: previous, bytes: None, version: Some(next) }))
+        }
         Err(e) => {
             if let Err(back) = switch::move_folders(&next, out, layout) {
                 tracing::error!("{}: cannot move folders back from {}: {back}", place.shown(), next.display());

@@ -95,10 +95,12 @@ pub struct Stopped {
 
 /// Stops switches: none starts after this call, and it returns once the ones in flight ended;
 /// then the temporary directories of this process's runs on a local disk go
-/// ([`crate::lease::remove_held_local`]): the caller exits.
+/// ([`crate::lease::remove_held_local`]), and the versions its switches replaced
+/// ([`crate::switch::remove_pending_versions`]): the caller exits.
 pub fn stop() -> Stopped {
     let stopped = GATE.stop();
     crate::lease::remove_held_local();
+    crate::switch::remove_pending_versions();
     stopped
 }
 

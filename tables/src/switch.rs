@@ -270,10 +270,30 @@ fn aside(version: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The replaced versions this process's switches left beside their outputs, until
+/// [`remove_version`] removes them: a stop removes them before the process exits
+/// ([`remove_pending_versions`]).
+static PENDING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes `version`, a replaced version beside its output, for [`remove_pending_versions`].
+pub fn pending(version: &Path) {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner()).push(version.to_path_buf());
+}
+
 /// Removes a version's directory (the replaced one, after every output of its run committed),
 /// tolerating files that another cleanup removes meanwhile.
 pub fn remove_version(version: &Path) {
     remove_tree(version);
+    PENDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|v| v != version);
+}
+
+/// Removes every replaced version this process's switches left (the caller, stopped by a
+/// signal, is about to exit): nothing of its stays beside an output.
+pub fn remove_pending_versions() {
+    let all = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
+    for version in all {
+        remove_tree(&version);
+    }
 }
 
 fn remove_tree(path: &Path) {
