@@ -146,7 +146,6 @@ def _commit_local(
     exchanged with it in one step, under the parent's lock (:mod:`graphflat.switch`); the
     replaced version is removed after."""
     manifest = _manifest(run, files, stage, settings, rows)
-    os.makedirs(root, exist_ok=True)
     with switch.ParentLock(root):
         previous = read_manifest(root)
         if previous is not None and previous.stage != stage:

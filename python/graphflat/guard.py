@@ -49,10 +49,21 @@ def kind(stage: str) -> str:
     return KINDS.get(stage, f"an output of {stage}")
 
 
+#: The one asking, as the job file or the command line names it.
+ASKERS: dict[str, str] = {
+    "flatten": "[flatten]",
+    "train": "[train]",
+    "infer": "[infer]",
+    "partition": "[partition]",
+    "generate": "generate",
+    "import": "import",
+    "split-edges": "split-edges",
+}
+
+
 def _asker(stage: str) -> str:
-    """'[train]' or 'generate': the one asking, as the job file or the command line names it."""
-    who = kind(stage).rsplit("by ", 1)[-1].rstrip(")")
-    return who.split(" or ")[0]
+    """'[train]' or 'generate': the one asking (see :data:`ASKERS`)."""
+    return ASKERS.get(stage, stage)
 
 
 def _held(fs: pafs.FileSystem, root: str) -> tuple[str, Manifest | str | None]:
