@@ -235,3 +235,40 @@ fn an_overwrite_keeps_what_it_did_not_write_and_the_directorys_owner() {
         assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
     }
 }
+
+/// A training reading records while flattens replace them, again and again: it reads the
+/// version it opened to the end and exits 0 (it held that version, kept beside the output
+/// while it read), and the next command that opens the output removes the kept version.
+#[test]
+fn a_training_reads_the_records_it_opened_while_they_are_replaced() {
+    let dir = scratch("switch-held");
+    let graph = dir.join("graph");
+    generate(&graph, 3000, 5, 8, 1);
+    let out = dir.join("flat");
+    let (all, train) = (job(&dir, &graph, &out, true, "all"), job(&dir, &graph, &out, false, "train"));
+    run_ok(&all, &[]);
+    let training = Job::train(&out, dir.join("model")).key("epochs", 400).key("patience", 0).key("hidden", 8);
+    // Its log goes to a file: a pipe nobody reads would stop it once full.
+    let log = dir.join("training.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut trainer = graphflat()
+        .args(["run", training.write(&dir, "training").to_str().unwrap()])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let (mut replaced, mut kept_seen) = (0, false);
+    for i in 0..40 {
+        if trainer.try_wait().unwrap().is_some() {
+            break;
+        }
+        run_ok(if i % 2 == 0 { &train } else { &all }, &[]);
+        replaced += 1;
+        kept_seen |= siblings(&out).iter().any(|s| s.to_string_lossy().ends_with(".kept"));
+    }
+    let trained = trainer.wait().unwrap();
+    assert!(trained.success(), "{trained}: {}", std::fs::read_to_string(&log).unwrap());
+    assert!(kept_seen, "no flatten replaced the records while the training read them ({replaced} ran)");
+    graphflat_ok(&["inspect", out.to_str().unwrap()]);
+    assert_eq!(siblings(&out), Vec::<PathBuf>::new(), "the kept version goes once its reader ended");
+}

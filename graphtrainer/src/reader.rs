@@ -121,6 +121,26 @@ impl RecordSet {
         Ok(RecordSet { io, place, files, meta, keys: true })
     }
 
+    /// Checks that every process of the job opened one version of the record set (each holds
+    /// the one it opened, see `tables::pin`): a flatten that replaced it between two
+    /// processes' opens would have them train on two. A retryable error (75) naming both runs,
+    /// on every worker alike.
+    pub fn one_version(&self, worker: &mut timely::worker::Worker) -> Result<(), Error> {
+        let mine = self.files.first().and_then(|f| f.run()).unwrap_or_default().to_owned();
+        let mut runs = cluster::all_gather(worker, vec![mine]);
+        runs.dedup();
+        match runs.len() {
+            0 | 1 => Ok(()),
+            _ => Err(tables::Error::Retry(format!(
+                "{}: the job's processes opened different versions of these records (runs {}): a flatten replaced \
+                 them as the job started; run again",
+                self.place.shown(),
+                runs.join(", ")
+            ))
+            .into()),
+        }
+    }
+
     /// The columns a record read decodes: all of them, or all but `node_keys` without
     /// [`RecordSet::keys`] (`None`: all).
     fn columns(&self, file: &ParquetFile) -> Option<Vec<String>> {

@@ -637,6 +637,7 @@ pub fn train_fed<T: Learner>(
     let index = worker.index();
     let setup = Setup::new(worker, config, source.clone())?;
     let set = source.set();
+    set.one_version(worker)?;
     let io = set.io.clone();
     let output = io.output(&config.output)?;
     // Worker 0 holds the run's lease on the output (see `tables::commit`) and commits.

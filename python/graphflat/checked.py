@@ -26,30 +26,32 @@ class ChangedError(ValueError):
     commit, or another run replaced the output while it was read."""
 
 
-def refuse_special(fs: pafs.FileSystem, where: str, run: str) -> None:
+def refuse_special(fs: pafs.FileSystem, where: str, run: str, shown: str | None = None) -> None:
     """Raises :class:`ChangedError` when a local FIFO, socket or device lies where run ``run``'s
-    manifest lists a part: opening or reading one would block, or never end."""
+    manifest lists a part: opening or reading one would block, or never end. ``shown`` names
+    ``where`` in the message (a held version's path, see :mod:`graphflat.hold`)."""
     if isinstance(fs, pafs.LocalFileSystem) and os.path.exists(where) and not stat.S_ISREG(os.stat(where).st_mode):
-        raise ChangedError(f"{where}: not a regular file where the manifest of run {run} lists a part")
+        raise ChangedError(f"{shown or where}: not a regular file where the manifest of run {run} lists a part")
 
 
 class CheckedFile(io.RawIOBase):
-    """The part ``part`` of the output committed by ``manifest``, at ``where`` on ``fs``.
+    """The part ``part`` of the output committed by ``manifest``, at ``where`` on ``fs``
+    (named ``shown`` in messages where that differs: a held version's path).
 
     A read-only, seekable binary file (``pyarrow.parquet.ParquetFile`` takes it) that raises
     :class:`ChangedError` naming the part, the bytes and both CRCs when a block differs.
     """
 
-    def __init__(self, fs: pafs.FileSystem, where: str, manifest: Manifest, part: Part) -> None:
+    def __init__(self, fs: pafs.FileSystem, where: str, manifest: Manifest, part: Part, shown: str | None = None) -> None:
         super().__init__()
-        refuse_special(fs, where, manifest.run)
+        refuse_special(fs, where, manifest.run, shown)
         self._file = fs.open_input_file(where)
-        self._where, self._run, self._part = where, manifest.run, part
+        self._where, self._run, self._part = shown or where, manifest.run, part
         size = self._file.size()
         if size != part.bytes:
             self._file.close()
             raise ChangedError(
-                f"{where}: {size} bytes where the manifest of run {manifest.run} says {part.bytes}: "
+                f"{self._where}: {size} bytes where the manifest of run {manifest.run} says {part.bytes}: "
                 "the part changed after its commit"
             )
         self._pos = 0

@@ -18,7 +18,6 @@ import base64
 import json
 import os
 import secrets
-import shutil
 import time
 import zlib
 from typing import Any
@@ -159,7 +158,7 @@ def _commit_local(
         listed = {part.name for part in previous.parts} if previous is not None else set()
         own = (lambda name: name in listed or f"-{previous.run}" in name) if previous is not None else (lambda _: False)
         switch.switch_in(root, run, files, _manifest_bytes(manifest), own)
-    shutil.rmtree(switch.sibling(root, run), ignore_errors=True)
+    switch.remove_version(switch.sibling(root, run))
     return manifest
 
 

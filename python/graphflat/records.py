@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from graphflat.checked import ChangedError, CheckedFile
 from graphflat.collate import collate, edge_offsets, take
+from graphflat.hold import Hold
 from graphflat.manifest import Manifest, Part, read_manifest
 from graphflat.meta import RecordsMeta
 from graphflat.paths import filesystem_and_path, join
@@ -98,13 +99,17 @@ class Records:
     """A committed record set (GraphFlat's output) at ``path``, a local directory or an
     ``s3://`` URI: its settings (:attr:`meta`) and its records in batches (:meth:`batches`).
 
-    Opening reads the manifest and each part's footer (checked); no record is read.
+    Opening reads the manifest and each part's footer (checked); no record is read. On a local
+    disk the record set holds the version it opened (:mod:`graphflat.hold`) until :meth:`close`
+    or until it is collected: a flatten that replaces it meanwhile changes nothing it reads.
     """
 
     def __init__(self, path: str, filesystem: pafs.FileSystem | None = None) -> None:
         self.path = path
         self._fs, self._root = filesystem_and_path(path, filesystem)
-        manifest = read_manifest(path, filesystem)
+        # Every read goes to the version opened here, whatever replaces it meanwhile.
+        self._hold = Hold(self._fs, self._root)
+        manifest = read_manifest(self._hold.reading, self._fs)
         if manifest is None:
             raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
         if manifest.stage != "flatten":
@@ -126,6 +131,17 @@ class Records:
 
     def __len__(self) -> int:
         return self.manifest.rows
+
+    def close(self) -> None:
+        """Lets the version go (see :mod:`graphflat.hold`); later reads read the output's
+        current version's files, and fail with :class:`ChangedError` where it was replaced."""
+        self._hold.close()
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
 
     @property
     def keyed_by_strings(self) -> bool:
@@ -213,9 +229,9 @@ class Records:
     def _open(self, part: Part) -> CheckedFile:
         where = join(self._root, part.name)
         try:
-            return CheckedFile(self._fs, where, self.manifest, part)
+            return CheckedFile(self._fs, join(self._hold.reading, part.name), self.manifest, part, where)
         except FileNotFoundError as e:
-            now = read_manifest(self._root, self._fs)
+            now = read_manifest(self._hold.reading, self._fs)
             if now is not None and now.run != self.manifest.run:
                 raise ChangedError(
                     f"{where}: run {now.run} replaced the records while they were read; open them again"

@@ -4,7 +4,10 @@ whole version of the output directory is built as a hidden sibling ``.<name>.gra
 ``_temporary/`` and folders this project did not write are moved into it, and it is exchanged
 with the output in one ``renameat2(RENAME_EXCHANGE)`` (three renames where the file system
 lacks it), under the lock (``flock``) of the parent directory that graphflat's switches take.
-A reader of the directory sees the old version or the new one, whole, at every instant.
+A reader of the directory sees the old version or the new one, whole, at every instant. The
+replaced version goes at once unless a reader holds it (:mod:`graphflat.hold`): it is then
+renamed ``<sibling>.kept`` and stays until graphflat's next command over the output finds it
+free.
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ import shutil
 import time
 from collections.abc import Callable
 
+from graphflat.hold import try_lock
+
 #: How a version's sibling is named: ``.<name>`` then this, then the run.
 INFIX = ".graphflat-"
 #: Folders of a model directory that hold run-named files (``gnn::io::LAYOUT``); the second
 #: holds a table.
 LAYOUT_DIRS = ("checkpoints", "embeddings")
 TABLE_DIRS = ("embeddings",)
+#: The suffix of a replaced version a reader holds (graphflat's ``KEPT``).
+KEPT = ".kept"
 #: How long a switch waits for another's lock (graphflat's ``LOCK_WAIT``).
 LOCK_WAIT = 60.0
 
@@ -145,3 +152,21 @@ def switch_in(root: str, run: str, files: dict[str, bytes], manifest: bytes, rep
             move_folders(nxt, root)
         shutil.rmtree(nxt, ignore_errors=True)
         raise
+
+
+def remove_version(path: str) -> None:
+    """Removes the replaced version ``path`` under its exclusive lock, or, while a reader holds
+    it, renames it ``path + KEPT`` for graphflat's next command to remove."""
+    try:
+        fd = try_lock(path, exclusive=True)
+    except FileNotFoundError:
+        return
+    if fd is None:
+        if not path.endswith(KEPT):
+            os.rename(path, path + KEPT)
+            remove_version(path + KEPT)  # the reader may have let go meanwhile
+        return
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(fd)

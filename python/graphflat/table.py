@@ -10,6 +10,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from graphflat.checked import ChangedError, refuse_special
+from graphflat.hold import Hold
 from graphflat.manifest import Manifest, Part, read_manifest
 from graphflat.paths import filesystem_and_path, join
 
@@ -45,40 +46,46 @@ def read_table(
         ChangedError: a part whose size, CRC-32 or rows differ from the manifest's.
     """
     fs, root = filesystem_and_path(path, filesystem)
-    manifest = read_manifest(path, filesystem)
-    if manifest is None:
-        return _read_folder(path, columns, filesystem)
-    if not all(part.name.endswith(".parquet") for part in manifest.parts):
-        raise ValueError(
-            f"{path} holds a model (its weights are no table): read its learned embedding table with "
-            f"read_table({path.rstrip('/') + '/embeddings'!r}), its weights with graphflat.pyg.load_model"
-        )
-    tables = [_read_part(fs, root, manifest, part, columns) for part in manifest.parts]
-    if not tables:
-        return _empty(fs, root, columns)
-    return pa.concat_tables(tables)
+    with Hold(fs, root) as hold:
+        manifest = read_manifest(hold.reading, fs)
+        if manifest is None:
+            return _read_folder(path, columns, filesystem)
+        if not all(part.name.endswith(".parquet") for part in manifest.parts):
+            raise ValueError(
+                f"{path} holds a model (its weights are no table): read its learned embedding table with "
+                f"read_table({path.rstrip('/') + '/embeddings'!r}), its weights with graphflat.pyg.load_model"
+            )
+        tables = [_read_part(fs, hold, manifest, part, columns) for part in manifest.parts]
+        if not tables:
+            return _empty(fs, hold.reading, columns)
+        return pa.concat_tables(tables)
 
 
 def _read_folder(path: str, columns, filesystem: pafs.FileSystem | None) -> pa.Table:
     """The parts the parent directory's manifest lists in the folder ``path``."""
     parent, _, folder = path.rstrip("/").rpartition("/")
-    manifest = read_manifest(parent, filesystem) if parent and folder else None
-    parts = [p for p in manifest.parts if p.name.startswith(folder + "/")] if manifest else []
-    if manifest is None or not parts:
+    if not (parent and folder):
         raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
     fs, root = filesystem_and_path(parent, filesystem)
-    return pa.concat_tables([_read_part(fs, root, manifest, part, columns) for part in parts])
+    with Hold(fs, root) as hold:
+        manifest = read_manifest(hold.reading, fs)
+        parts = [p for p in manifest.parts if p.name.startswith(folder + "/")] if manifest else []
+        if manifest is None or not parts:
+            raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
+        return pa.concat_tables([_read_part(fs, hold, manifest, part, columns) for part in parts])
 
 
-def _read_part(fs: pafs.FileSystem, root: str, manifest: Manifest, part: Part, columns) -> pa.Table:
-    """One part's rows, its bytes and rows checked against ``part``."""
-    where = join(root, part.name)
-    refuse_special(fs, where, manifest.run)
+def _read_part(fs: pafs.FileSystem, hold: Hold, manifest: Manifest, part: Part, columns) -> pa.Table:
+    """One part's rows, its bytes and rows checked against ``part``, read in the version
+    ``hold`` holds."""
+    path = join(hold.reading, part.name)
+    where = hold.shown(path)
+    refuse_special(fs, path, manifest.run, where)
     try:
-        with fs.open_input_file(where) as f:
+        with fs.open_input_file(path) as f:
             data = f.read()
     except FileNotFoundError as e:
-        now = read_manifest(root, fs)
+        now = read_manifest(hold.reading, fs)
         if now is not None and now.run != manifest.run:
             raise ChangedError(f"{where}: run {now.run} replaced the output while it was read; read it again") from e
         raise

@@ -196,6 +196,37 @@ def test_records_replaced_while_read_are_one_error_naming_the_new_run(node_recor
         next(records.batches(split=None))
 
 
+def test_records_read_the_version_they_opened_while_a_flatten_replaces_it(tmp_path_factory) -> None:
+    from conftest import graphflat
+
+    tmp = scratch(tmp_path_factory, "held")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "500", "--feature-dim", "4")
+
+    def flatten(targets: str) -> None:
+        keys = f'nodes = "{tmp}/g/nodes"\nedges = "{tmp}/g/edges"\noutput = "{tmp}/flat"\noverwrite = true\n'
+        run_job(tmp, "flatten", f"[flatten]\n{keys}fanouts = [3, 2]\n{targets}")
+
+    def roots(records) -> list[int]:
+        return sorted(r for b in records.batches(split=None, shuffle=False) for r in b.table["root_id"].to_pylist())
+
+    def beside() -> list[str]:
+        return sorted(p.name for p in tmp.iterdir() if p.name.startswith(".flat."))
+
+    flatten("")
+    records = open_records(str(tmp / "flat"))
+    first = records.manifest.run
+    flatten('targets = ["train"]\n')
+    # The records read the version they opened, whole, after another run replaced it.
+    assert roots(records) == list(range(500))
+    assert records.manifest.run == first and len(beside()) == 1 and beside()[0].endswith(".kept")
+    assert len(read_table(str(tmp / "flat"), columns=["root_id"])) < 500
+    records.close()
+    graphflat("inspect", str(tmp / "flat"))
+    assert beside() == [], "the kept version goes once its reader let go"
+    with open_records(str(tmp / "flat")) as now:
+        assert len(roots(now)) == len(now) < 500
+
+
 def test_records_of_string_ids_carry_each_nodes_string(string_records: Path) -> None:
     records = open_records(str(string_records))
     for batch in records.batches(split=None, batch_size=50, shuffle=True, seed=1):

@@ -128,3 +128,25 @@ def test_a_models_learned_table_is_read_from_its_folder_and_the_model_itself_is_
         read_table(str(tmp_path / "model"))
     with pytest.raises(NotCommittedError):
         read_table(str(tmp_path / "model" / "checkpoints"))
+
+
+def test_a_held_version_is_kept_until_its_reader_lets_go(tmp_path: Path) -> None:
+    import pyarrow.fs as pafs
+
+    from graphflat import switch
+    from graphflat.hold import Hold
+
+    version = tmp_path / ".out.graphflat-run"
+    version.mkdir()
+    (version / "part").write_bytes(b"old")
+    hold = Hold(pafs.LocalFileSystem(), str(version))
+    assert hold.held and open(f"{hold.reading}/part", "rb").read() == b"old"
+    switch.remove_version(str(version))
+    kept = tmp_path / (version.name + switch.KEPT)
+    assert not version.exists() and (kept / "part").exists()
+    # Read through the hold wherever the version went; messages name the path opened.
+    assert open(f"{hold.reading}/part", "rb").read() == b"old"
+    assert hold.shown(f"{hold.reading}/part") == f"{version}/part"
+    hold.close()
+    switch.remove_version(str(kept))
+    assert list(tmp_path.iterdir()) == []

@@ -40,3 +40,85 @@ use timely::worker::Worker;
 pub fn agree<T>(worker: &mut Worker, local: Result<T, Error>) -> Result<T, Error> {
     cluster::agree::<T, Error, tables::error::Report>(worker, local)
 }
+
+/// `table` opened by every worker ([`tables::open_table`], failures agreed on), and one version
+/// of it on all of them: each process holds the version it opened ([`tables::pin`]), and a
+/// table replaced between two processes' opens would have them read two runs' rows. That is a
+/// retryable error (75) naming both runs, on every worker alike.
+pub fn open_agreed(
+    worker: &mut Worker,
+    io: &tables::Io,
+    table: &tables::Place,
+) -> Result<Vec<tables::ParquetFile>, Error> {
+    let files = agree(worker, tables::open_table(io, table))?;
+    let mine = files.first().and_then(|f| f.run()).unwrap_or_default().to_owned();
+    let mut runs = cluster::all_gather(worker, vec![mine]);
+    runs.dedup();
+    match runs.len() {
+        0 | 1 => Ok(files),
+        _ => Err(Error::Retry(format!(
+            "{}: the job's processes opened different versions of this table (runs {}): it was replaced as the \
+             job started; run again",
+            table.shown(),
+            runs.join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use schemas::{Cause, StorageConfig};
+    use tables::commit::Stage;
+    use tables::table::TableWriter;
+    use tables::{Io, Place};
+
+    use super::open_agreed;
+
+    fn commit(io: &Io, dir: &std::path::Path) {
+        let place = Place::parse_output(dir.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let writer = TableWriter::start(io, &place, Stage::Generate, &[], true).unwrap();
+        let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
+        let batch = RecordBatch::try_from_iter([("node_id", ids)]).unwrap();
+        writer.write(0, batch.schema(), &[batch]).unwrap();
+        writer.commit().unwrap();
+    }
+
+    /// Workers that opened two versions of a table (here two runs' outputs, as processes would
+    /// across a replacement) all fail alike, retryably, naming both runs; one version opens.
+    #[test]
+    fn workers_that_opened_two_versions_of_a_table_fail_alike() {
+        let root = std::env::temp_dir().join(format!("sampling-agreed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let io = Arc::new(Io::new(&StorageConfig::default()).unwrap());
+        for name in ["a", "b"] {
+            commit(&io, &root.join(name));
+        }
+        for (names, fails) in [(["a", "a"], false), (["a", "b"], true)] {
+            let (io, root) = (io.clone(), root.clone());
+            let config = schemas::ClusterConfig { workers: 2, ..schemas::ClusterConfig::default() };
+            let outcomes = cluster::execute(&config, move |worker| {
+                let dir = root.join(names[worker.index()]);
+                let table = Place::parse(dir.to_str().unwrap(), &StorageConfig::default()).unwrap();
+                Ok::<_, String>(
+                    open_agreed(worker, &io, &table).map(|f| f.len()).map_err(|e| (e.cause(), e.to_string())),
+                )
+            })
+            .map_err(|_| "the cluster failed")
+            .unwrap();
+            for outcome in outcomes {
+                match (outcome, fails) {
+                    (Ok(files), false) => assert_eq!(files, 1),
+                    (Err((cause, message)), true) => {
+                        assert_eq!(cause, Cause::Retry, "{message}");
+                        assert!(message.contains("different versions"), "{message}");
+                    }
+                    (other, _) => panic!("{names:?}: {other:?}"),
+                }
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -30,17 +30,17 @@ use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
 
 use crate::Error;
-use crate::agree;
 use crate::graph::RelationEdges;
 use crate::graph::{NodeStore, NodeStrings};
 use crate::owner_map::{self, GraphKeys, PartitionTable};
 pub use crate::same_kind::same_id_kind;
 use crate::supervision::{self, SupervisionEdge, SupervisionSample};
+use crate::{agree, open_agreed};
 use cluster::IdTable;
 use cluster::all_gather;
 use cluster::hash::IdSet;
 use cluster::shuffle;
-use tables::{Io, ParquetFile, Place, open_table, units};
+use tables::{Io, ParquetFile, Place, units};
 
 /// A row's place: file number (in the table's file order) and 0-based row in that file.
 pub type RowAt = (u32, u64);
@@ -116,7 +116,7 @@ pub fn load_nodes(
     table: &Place,
     partition: Option<PartitionTable>,
 ) -> Result<NodeStore, Error> {
-    let files = agree(worker, open_table(io, table))?;
+    let files = open_agreed(worker, io, table)?;
     agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT]))?;
     // The table's feature length is its first row's, and the targets' length (multi-label) its
     // first labeled row's: every worker reads those rows itself.
@@ -156,7 +156,7 @@ pub fn load_typed_nodes(
     let mut kinds = Vec::with_capacity(tables.len());
     for (t, (name, table)) in tables.iter().enumerate() {
         let named = |e| in_type(e, &format!("node type {name}"));
-        let files = agree(worker, open_table(io, table)).map_err(named)?;
+        let files = open_agreed(worker, io, table).map_err(named)?;
         agree(worker, same_optional_columns(&files, &[FEATURES, LABEL, SPLIT])).map_err(named)?;
         kinds.push(agree(worker, id_kind(&files, &[NODE_ID])).map_err(named)?);
         let unlabeled = !files.iter().all(|f| f.arrow.schema().column_with_name(LABEL).is_some());
@@ -862,7 +862,7 @@ pub fn load_edges(
     nodes: &Rc<RefCell<NodeStore>>,
     read: EdgeRead,
 ) -> Result<ReadEdges, Error> {
-    let files = agree(worker, open_table(io, table))?;
+    let files = open_agreed(worker, io, table)?;
     agree(worker, same_optional_columns(&files, &[LABEL, edges::SPLIT, edges::FEATURES]))?;
     let kind = nodes.borrow().id_kind();
     agree(worker, same_id_kind(&files, &[edges::SRC, edges::DST], kind))?;

@@ -10,11 +10,13 @@
 //!   directly in it;
 //! - a glob: the files of its directory whose names match.
 //!
-//! **A table replaced while it is read.** Runs never reuse a part's name, and a commit removes
-//! the parts of the run it replaced. A reader that finds a part of its manifest gone reads the
-//! manifest again: when another run's manifest stands there now, the reader fails with one
-//! retryable error (75) that names that run ([`replaced`]); running the job again reads the new
-//! output whole. A reader never mixes two runs' parts.
+//! **A table replaced while it is read.** On a local disk a reader holds the version it opened
+//! ([`crate::pin`]) and reads it whole whatever commits meanwhile. Elsewhere (a store, or an
+//! output published in place): runs never reuse a part's name, and a commit removes the parts
+//! of the run it replaced. A reader that finds a part of its manifest gone reads the manifest
+//! again: when another run's manifest stands there now, the reader fails with one retryable
+//! error (75) that names that run ([`replaced`]); running the job again reads the new output
+//! whole. A reader never mixes two runs' parts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -211,8 +213,8 @@ mod tests {
         io.block_on(crate::manifest::read_manifest(dir)).unwrap().unwrap().run
     }
 
-    /// A reader that opened run A's output, which run B then replaced, fails its next read with
-    /// the retryable error naming B; a reader that starts after B reads B whole.
+    /// A reader that opened run A's output without a hold on it (as on a store), which run B
+    /// then replaced, fails its next read with the retryable error naming B.
     #[test]
     fn a_reader_of_a_replaced_table_fails_with_a_retry_naming_the_new_run() {
         let io = Io::new(&StorageConfig::default()).unwrap();
@@ -220,13 +222,60 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let dir = Place::parse_output(root.to_str().unwrap(), &StorageConfig::default()).unwrap();
         commit(&io, &dir, 10);
-        let files = open_table(&io, &dir).unwrap();
+        let chunks = Arc::new(crate::chunks::ChunkBuffers::default());
+        let files = io.block_on(async {
+            let mut files = Vec::new();
+            for file in super::table_files(&dir).await.unwrap() {
+                files.push(crate::ParquetFile::open(&dir, file, chunks.clone()).await.unwrap());
+            }
+            files
+        });
         let replacing = commit(&io, &dir, 20);
         let error = files[0].read_row_group(&io, 0, |_, _| Ok(())).unwrap_err();
         assert_eq!(error.cause(), Cause::Retry, "{error}");
         assert!(error.to_string().contains(&format!("run {replacing} replaced this output")), "{error}");
-        let files = open_table(&io, &dir).unwrap();
-        assert_eq!(files.iter().map(|f| f.rows()).sum::<u64>(), 40);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A reader of this project holds the local version it opened: replaced under it, it reads
+    /// that version whole, which stays beside the output (hidden, kept) until the reader ends;
+    /// a reader that starts after reads the new version, and the next settle removes the kept
+    /// one. Messages name the reader's own path.
+    #[test]
+    fn a_reader_reads_the_version_it_opened_while_another_replaces_it() {
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let parent = std::env::temp_dir().join(format!("tables-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        let root = parent.join("out");
+        let dir = Place::parse_output(root.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        let first = commit(&io, &dir, 10);
+        let files = open_table(&io, &dir).unwrap();
+        assert!(files[0].name().starts_with(&root.display().to_string()), "{}", files[0].name());
+        commit(&io, &dir, 20);
+        let rows = |files: &[crate::ParquetFile]| {
+            let mut read = 0;
+            for file in files {
+                file.read_row_group(&io, 0, |batch, _| {
+                    read += batch.num_rows();
+                    Ok(())
+                })
+                .unwrap();
+            }
+            read
+        };
+        assert_eq!(rows(&files), 20, "both parts of run {first}, read after the switch");
+        assert_eq!(files[0].run(), Some(first.as_str()));
+        let hidden = |p: &std::path::Path| {
+            std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect::<Vec<_>>()
+        };
+        let beside: Vec<String> = hidden(&parent).into_iter().filter(|n| n != "out").collect();
+        assert!(beside.len() == 1 && beside[0].starts_with(".out.") && beside[0].ends_with(".kept"), "{beside:?}");
+
+        drop(files);
+        let files = open_table(&io, &dir).unwrap();
+        assert_eq!(rows(&files), 40);
+        io.block_on(crate::commit::settle(&dir, &crate::names::Layout::TABLE)).unwrap();
+        assert_eq!(hidden(&parent), vec!["out".to_owned()], "the kept version goes once its reader ended");
+        std::fs::remove_dir_all(&parent).unwrap();
     }
 }

@@ -22,7 +22,8 @@
 //! - [`commit`]: the commit protocol: run-named parts staged, published, the manifest written
 //!   last; then the cleanup of ended runs (`cleanup`, over the directory's `entries`);
 //! - [`switch`]: on a local disk, the version built beside the output and exchanged with it in
-//!   one step; [`stop`]: a signal lets a switch in flight finish and starts none after it.
+//!   one step; [`stop`]: a signal lets a switch in flight finish and starts none after it;
+//!   [`pin`]: a reader holds the version it opened, which stays until its last reader goes.
 
 pub mod backends;
 pub mod checksum;
@@ -40,6 +41,7 @@ pub mod lease;
 pub mod manifest;
 pub mod names;
 pub mod parts;
+pub mod pin;
 pub mod place;
 pub mod read;
 pub mod report_page;

@@ -12,6 +12,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use schemas::{Cause, StorageConfig};
 
 use crate::error::Error;
+use crate::pin::Pin;
 
 /// A file or directory in some store, with the text that names it in messages.
 #[derive(Clone)]
@@ -35,6 +36,9 @@ pub struct Place {
     /// missing bucket is an output that cannot be written (73) here, an input that cannot be
     /// read (66) anywhere else ([`Place::store_error`]).
     output: bool,
+    /// The version of a local directory this place reads through ([`crate::pin`]): `path`
+    /// then lies under the pin's key, and messages show the reader's own path.
+    pin: Option<Arc<Pin>>,
 }
 
 impl std::fmt::Debug for Place {
@@ -112,6 +116,7 @@ impl Place {
             pattern: None,
             local: false,
             output: false,
+            pin: None,
         })
     }
 
@@ -134,6 +139,7 @@ impl Place {
             pattern: None,
             local: true,
             output: false,
+            pin: None,
         })
     }
 
@@ -148,19 +154,49 @@ impl Place {
             pattern: None,
             local: self.local,
             output: self.output,
+            pin: self.pin.clone(),
         }
     }
 
-    /// The directory this place lies in; `None` at a store's root.
+    /// The directory this place lies in; `None` at a store's root. A held version's parent
+    /// is the directory its reader named's: nothing holds it.
     pub fn parent(&self) -> Option<Place> {
-        let parts: Vec<_> = self.path.parts().collect();
+        let path = self.unpinned(&self.path);
+        let parts: Vec<_> = path.parts().collect();
         let (_, above) = parts.split_last()?;
-        Some(Place { path: above.iter().cloned().collect(), pattern: None, ..self.clone() })
+        Some(Place { path: above.iter().cloned().collect(), pattern: None, pin: None, ..self.clone() })
+    }
+
+    /// This place reading through a hold on the version its local directory holds now
+    /// ([`crate::pin`]), which every place made from it keeps; itself where nothing can be held
+    /// (a store, a file, a glob, no `/proc`).
+    pub fn held(&self) -> Place {
+        let dir = self.local_dir().filter(|d| self.pattern.is_none() && self.pin.is_none() && d.is_dir());
+        match dir.and_then(|d| crate::pin::shared(&d, &self.path)) {
+            Some(pin) => self.pinned(pin),
+            None => self.clone(),
+        }
+    }
+
+    /// This place reading through `pin`, a hold on its directory's version.
+    fn pinned(&self, pin: Arc<Pin>) -> Place {
+        let below: Vec<_> = self.path.prefix_match(&pin.shown).map(|p| p.collect()).unwrap_or_default();
+        let path = below.into_iter().fold(pin.key.clone(), |path, part| path.join(part));
+        Place { path, pin: Some(pin), ..self.clone() }
+    }
+
+    /// `path` with a held version's key replaced by the path its reader named.
+    fn unpinned(&self, path: &Path) -> Path {
+        let Some(pin) = &self.pin else { return path.clone() };
+        match path.prefix_match(&pin.key) {
+            Some(below) => below.fold(pin.shown.clone(), |path, part| path.join(part)),
+            None => path.clone(),
+        }
     }
 
     /// How an object of this store is named in messages.
     pub fn show(&self, path: &Path) -> String {
-        format!("{}{}", self.prefix, path)
+        format!("{}{}", self.prefix, self.unpinned(path))
     }
 
     pub fn shown(&self) -> String {

@@ -67,6 +67,11 @@ impl ParquetFile {
         self.place.show(&self.meta.location)
     }
 
+    /// The run whose committed output this file is a part of; `None` without a manifest.
+    pub fn run(&self) -> Option<&str> {
+        self.listed.as_ref().map(|l| l.run.as_str())
+    }
+
     pub fn row_groups(&self) -> usize {
         self.arrow.metadata().num_row_groups()
     }
@@ -305,8 +310,10 @@ fn check_chunks(metadata: &ParquetMetaData, size: u64, file: &str) -> Result<(),
 }
 
 /// Every (file, row group) of a table, numbered the same way on every worker; worker `i` of
-/// `n` takes the units whose number is `i` mod `n`.
+/// `n` takes the units whose number is `i` mod `n`. A local directory is read through a hold on
+/// the version it holds now ([`crate::pin`]), which its files keep while they live.
 pub fn open_table(io: &Io, table: &Place) -> Result<Vec<ParquetFile>, Error> {
+    let table = &table.held();
     io.block_on(async {
         let mut files = Vec::new();
         let chunks = Arc::new(ChunkBuffers::default());
@@ -321,6 +328,7 @@ pub fn open_table(io: &Io, table: &Place) -> Result<Vec<ParquetFile>, Error> {
 /// its weights and description, and its learned embedding table's `part-*.parquet`): the
 /// manifest's entries whose names `keep` accepts.
 pub fn open_listed(io: &Io, dir: &Place, keep: impl Fn(&str) -> bool) -> Result<Vec<ParquetFile>, Error> {
+    let dir = &dir.held();
     io.block_on(async {
         let mut files = Vec::new();
         let chunks = Arc::new(ChunkBuffers::default());

@@ -17,7 +17,9 @@
 //!    version's name): a reader between the first two finds no directory ("not found", which
 //!    it may retry), never a mix. The sibling then holds the replaced version, which goes when
 //!    every output of the run has committed ([`remove_version`]), or comes back when a later
-//!    output fails ([`exchange`] again).
+//!    output fails ([`exchange`] again). A replaced version that a reader of this project still
+//!    reads ([`crate::pin`]) is renamed `<sibling>.kept` instead, and goes when the next command
+//!    that settles the output finds no reader holding it.
 //!
 //! **A kill at any moment** leaves the output whole (the exchange is one step) and at most a
 //! sibling behind, which [`recover`] settles under the lock when the next command opens the
@@ -39,6 +41,9 @@ const INFIX: &str = ".graphflat-";
 
 /// The suffix of the replaced version while three renames stand in for the exchange.
 const ASIDE: &str = ".aside";
+
+/// The suffix of a replaced version that stays while a reader holds it ([`crate::pin`]).
+const KEPT: &str = ".kept";
 
 /// How long a switch waits for another to release the parent's lock before it gives up.
 const LOCK_WAIT: Duration = Duration::from_secs(60);
@@ -281,19 +286,51 @@ pub fn pending(version: &Path) {
 }
 
 /// Removes a version's directory (the replaced one, after every output of its run committed),
-/// tolerating files that another cleanup removes meanwhile.
+/// unless a reader holds it ([`unread_gone`]).
 pub fn remove_version(version: &Path) {
-    remove_tree(version);
+    unread_gone(version);
     PENDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|v| v != version);
 }
 
 /// Removes every replaced version this process's switches left (the caller, stopped by a
-/// signal, is about to exit): nothing of its stays beside an output.
+/// signal, is about to exit): nothing of its stays beside an output but what a reader holds.
 pub fn remove_pending_versions() {
     let all = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
     for version in all {
-        remove_tree(&version);
+        unread_gone(&version);
     }
+}
+
+/// Removes the version `dir` under its exclusive lock ([`crate::pin::unread`]); one a reader
+/// holds is renamed to its [`KEPT`] name and stays for [`recover`] to remove once no reader
+/// holds it. Whether it is gone.
+fn unread_gone(dir: &Path) -> bool {
+    match crate::pin::unread(dir) {
+        Ok(Some(_lock)) => remove_tree(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("cannot lock {} to remove it: {e}", dir.display()),
+        Ok(None) => {
+            let kept = kept(dir);
+            if kept != dir && fs::rename(dir, &kept).is_ok() {
+                tracing::info!("{}: a reader still reads this version; it stays until the reader ends", kept.display());
+                // The reader may have ended between the first look and the rename.
+                return unread_gone(&kept);
+            }
+            return false;
+        }
+    }
+    true
+}
+
+/// The name a version keeps while a reader holds it: its own name, then [`KEPT`].
+fn kept(version: &Path) -> PathBuf {
+    let name = version.as_os_str();
+    if name.as_encoded_bytes().ends_with(KEPT.as_bytes()) {
+        return version.to_path_buf();
+    }
+    let mut name = name.to_owned();
+    name.push(KEPT);
+    PathBuf::from(name)
 }
 
 fn remove_tree(path: &Path) {
@@ -311,15 +348,27 @@ fn remove_tree(path: &Path) {
     }
 }
 
-/// The run of a sibling of `out` named as [`sibling`] names one (or its [`ASIDE`]), if `entry`
-/// is one: `(run, aside)`.
-fn sibling_run<'a>(name: &'a str, out_name: &str) -> Option<(&'a str, bool)> {
+/// What a sibling of an output is, by its name's suffix.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sibling {
+    /// A run's version: built for its switch, or the one it replaced.
+    Version,
+    /// The replaced version while three renames stand in for the exchange.
+    Aside,
+    /// A replaced version that a reader held when it was to go.
+    Kept,
+}
+
+/// The run of a sibling of `out` named as [`sibling`] names one (or its [`ASIDE`] or [`KEPT`]),
+/// if `entry` is one, and what it is.
+fn sibling_run<'a>(name: &'a str, out_name: &str) -> Option<(&'a str, Sibling)> {
     let rest = name.strip_prefix('.')?.strip_prefix(out_name)?.strip_prefix(INFIX)?;
-    let (run, aside) = match rest.strip_suffix(ASIDE) {
-        Some(run) => (run, true),
-        None => (rest, false),
+    let (run, kind) = match (rest.strip_suffix(ASIDE), rest.strip_suffix(KEPT)) {
+        (Some(run), _) => (run, Sibling::Aside),
+        (_, Some(run)) => (run.strip_suffix(ASIDE).unwrap_or(run), Sibling::Kept),
+        _ => (rest, Sibling::Version),
     };
-    is_run_id(run).then_some((run, aside))
+    is_run_id(run).then_some((run, kind))
 }
 
 /// The runs of the siblings beside `out` (see [`sibling`]).
@@ -350,16 +399,17 @@ fn manifest_run(dir: &Path) -> Option<String> {
 
 /// Settles what a killed switch left beside `out` (see the module doc); the caller holds the
 /// [`ParentLock`]. `alive` says whether a run may still be running (its sibling is then its
-/// switch's, and stays). Returns what it did, for the log.
+/// switch's, and stays). A version a reader holds stays, [`KEPT`], until no reader holds it.
+/// Returns what it did, for the log.
 pub fn recover(out: &Path, layout: &Layout, alive: &dyn Fn(&str) -> bool) -> Result<Vec<String>, Error> {
     let (parent, name) = parts(out)?;
     let list = |source| Error::List { dir: parent.display().to_string(), source };
-    let mut siblings: Vec<(PathBuf, String, bool)> = Vec::new();
+    let mut siblings: Vec<(PathBuf, String, Sibling)> = Vec::new();
     for entry in fs::read_dir(parent).map_err(list)? {
         let entry = entry.map_err(list)?;
         let file = entry.file_name().to_string_lossy().into_owned();
-        if let Some((run, aside)) = sibling_run(&file, &name) {
-            siblings.push((entry.path(), run.to_owned(), aside));
+        if let Some((run, kind)) = sibling_run(&file, &name) {
+            siblings.push((entry.path(), run.to_owned(), kind));
         }
     }
     let mut done = Vec::new();
@@ -367,23 +417,28 @@ pub fn recover(out: &Path, layout: &Layout, alive: &dyn Fn(&str) -> bool) -> Res
     if fs::symlink_metadata(out).is_err() {
         // Three renames stopped between the first two: the version whose manifest is its own
         // run's is the new one, whole; else the one put aside goes back.
-        let whole = siblings.iter().find(|(p, run, aside)| !aside && manifest_run(p).as_deref() == Some(run));
-        let back = whole.or_else(|| siblings.iter().find(|(_, _, aside)| *aside));
+        let whole = |(p, run, kind): &&(PathBuf, String, Sibling)| {
+            *kind == Sibling::Version && manifest_run(p).as_deref() == Some(run)
+        };
+        let back = siblings.iter().find(whole).or_else(|| siblings.iter().find(|(_, _, k)| *k == Sibling::Aside));
         if let Some((path, run, _)) = back {
             fs::rename(path, out).map_err(|e| io(out, e))?;
             done.push(format!("put run {run}'s version back in place (a switch stopped half way)"));
         }
     }
-    for (path, run, _) in siblings {
-        if !fs::exists(&path).unwrap_or(false) || alive(&run) {
+    for (path, run, kind) in siblings {
+        if !fs::exists(&path).unwrap_or(false) || (kind != Sibling::Kept && alive(&run)) {
             continue;
         }
         // A build stopped after step 2: what it moved goes back.
-        if fs::exists(out).unwrap_or(false) {
+        if kind != Sibling::Kept && fs::exists(out).unwrap_or(false) {
             move_folders(&path, out, layout).map_err(|e| io(&path, e))?;
         }
-        remove_tree(&path);
-        done.push(format!("removed {} (left by run {run}, which ended)", path.display()));
+        match (unread_gone(&path), kind) {
+            (true, Sibling::Kept) => done.push(format!("removed {} (its readers ended)", path.display())),
+            (true, _) => done.push(format!("removed {} (left by run {run}, which ended)", path.display())),
+            (false, _) => {}
+        }
     }
     Ok(done)
 }
@@ -417,8 +472,11 @@ mod tests {
     #[test]
     fn siblings_are_told_by_their_names() {
         let run = crate::names::new_run_id();
-        assert_eq!(sibling_run(&format!(".flat{INFIX}{run}"), "flat"), Some((run.as_str(), false)));
-        assert_eq!(sibling_run(&format!(".flat{INFIX}{run}{ASIDE}"), "flat"), Some((run.as_str(), true)));
+        assert_eq!(sibling_run(&format!(".flat{INFIX}{run}"), "flat"), Some((run.as_str(), Sibling::Version)));
+        assert_eq!(sibling_run(&format!(".flat{INFIX}{run}{ASIDE}"), "flat"), Some((run.as_str(), Sibling::Aside)));
+        assert_eq!(sibling_run(&format!(".flat{INFIX}{run}{KEPT}"), "flat"), Some((run.as_str(), Sibling::Kept)));
+        let both = format!(".flat{INFIX}{run}{ASIDE}{KEPT}");
+        assert_eq!(sibling_run(&both, "flat"), Some((run.as_str(), Sibling::Kept)));
         assert_eq!(sibling_run(&format!(".flat2{INFIX}{run}"), "flat"), None);
         assert_eq!(sibling_run(&format!(".flat{INFIX}xyz"), "flat"), None);
         assert_eq!(sibling(Path::new("/a/flat"), &run).unwrap(), Path::new(&format!("/a/.flat{INFIX}{run}")));
@@ -442,6 +500,38 @@ mod tests {
         assert_eq!(manifest_run(&out), Some(run.clone()), "{done:?}");
         assert!(!next.exists() && !old.exists(), "{done:?}");
         assert!(out.join(TEMPORARY).is_dir(), "the replaced version's _temporary/ comes back: {done:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A replaced version a reader holds is not removed: it is renamed kept, stays through a
+    /// recovery while held, and goes at the first recovery after its reader let go.
+    #[test]
+    fn a_held_version_stays_until_its_reader_goes() {
+        let dir = std::env::temp_dir().join(format!("tables-switch-held-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let out = dir.join("out");
+        fs::create_dir_all(&out).unwrap();
+        let run = crate::names::new_run_id();
+        let replaced = sibling(&out, &run).unwrap();
+        fs::create_dir_all(&replaced).unwrap();
+        fs::write(replaced.join("part"), b"old").unwrap();
+        let reader = fs::File::open(&replaced).unwrap();
+        reader.lock_shared().unwrap();
+
+        pending(&replaced);
+        remove_version(&replaced);
+        let kept = kept(&replaced);
+        assert!(!replaced.exists() && kept.join("part").exists(), "{:?}", tree(&dir));
+        remove_pending_versions();
+        assert!(recover(&out, &Layout::TABLE, &|_| true).unwrap().is_empty());
+        assert!(kept.exists(), "held, it stays, whether its run is alive or not");
+        assert!(recover(&out, &Layout::TABLE, &|_| false).unwrap().is_empty());
+        assert!(kept.exists());
+
+        drop(reader);
+        let done = recover(&out, &Layout::TABLE, &|_| true).unwrap();
+        assert!(!kept.exists(), "{done:?}");
+        assert_eq!(tree(&dir), vec!["out".to_owned()]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }
