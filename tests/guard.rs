@@ -358,3 +358,28 @@ fn another_kind_committed_meanwhile_is_not_replaced() {
         }
     }
 }
+
+/// A directory named as a version the switch keeps beside an output (a hidden sibling, its
+/// `.aside` or `.kept`) is never an output: the next command over that output would remove it.
+/// Python's guard says the same words.
+#[test]
+fn no_writer_writes_a_directory_named_as_a_kept_version() {
+    let o = outputs();
+    let id = ::tables::names::new_run_id();
+    for suffix in ["", ".aside", ".kept"] {
+        let target = o.dir.join(format!(".flat.graphflat-{id}{suffix}"));
+        let out = run(&Job::flatten(&o.inputs, &target).key("overwrite", true).write(&o.dir, "kept"), &[]);
+        assert_fails(&out, 73, &["is named as a version graphflat keeps beside an output"]);
+        assert!(!target.exists(), "{}", target.display());
+        let Some(python) = python() else { continue };
+        let script = "import sys\nfrom graphflat.guard import guard, CommittedError\ntry:\n    guard(sys.argv[1], \
+                      'flatten', True)\nexcept CommittedError as e:\n    print(e)\n";
+        let said = Command::new(python)
+            .args(["-c", script, target.to_str().unwrap()])
+            .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("python"))
+            .output()
+            .unwrap();
+        let words = String::from_utf8_lossy(&said.stdout).trim().to_owned();
+        assert!(!words.is_empty() && String::from_utf8_lossy(&out.stderr).contains(&words), "Python: {words}");
+    }
+}

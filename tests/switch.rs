@@ -272,3 +272,38 @@ fn a_training_reads_the_records_it_opened_while_they_are_replaced() {
     graphflat_ok(&["inspect", out.to_str().unwrap()]);
     assert_eq!(siblings(&out), Vec::<PathBuf>::new(), "the kept version goes once its reader ended");
 }
+
+/// The two processes of a training open the records on either side of a flatten that replaces
+/// them: each holds a whole version, but not the same one; both end with 75 naming both runs
+/// (they once panicked on a plan of two versions' units, and the survivor hung).
+#[test]
+fn processes_that_opened_two_versions_of_the_records_both_exit_75() {
+    let dir = scratch("switch-two-versions");
+    let graph = dir.join("graph");
+    generate(&graph, 3000, 5, 8, 1);
+    let out = dir.join("flat");
+    let (all, train) = (job(&dir, &graph, &out, true, "all"), job(&dir, &graph, &out, false, "train"));
+    run_ok(&all, &[]);
+    let first = manifest_run(&out);
+    let learn = Job::loopback(2)
+        .and(Job::train(&out, dir.join("model")).key("epochs", 2).key("hidden", 8))
+        .write(&dir, "learn");
+    let start = |p: &str| {
+        graphflat()
+            .args(["run", learn.to_str().unwrap(), "--process", p])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let early = start("0");
+    // Process 0 opens the records before it waits for its peer; the flatten takes longer.
+    std::thread::sleep(Duration::from_millis(300));
+    run_ok(&train, &[]);
+    let second = manifest_run(&out);
+    let late = start("1");
+    for child in [early, late] {
+        let said = child.wait_with_output().unwrap();
+        assert_fails(&said, 75, &["opened different versions of these records", &first, &second]);
+    }
+}

@@ -29,7 +29,8 @@ pub struct Plan {
 
 impl Plan {
     /// Counts the set's units on all workers and plans them; every worker gets the same plan,
-    /// or the same first error.
+    /// or the same first error. The processes must have opened one version of the set (their
+    /// units are numbered within it: see [`RecordSet::one_version`]).
     pub fn gather(worker: &mut Worker, set: &RecordSet, classes: Option<usize>) -> Result<Plan, Error> {
         let units = set.units();
         let (index, peers) = (worker.index(), worker.peers());

@@ -308,6 +308,8 @@ impl<T: Learner> Setup<T> {
     pub fn new(worker: &mut Worker, config: &TrainConfig, source: Arc<Source<T>>) -> Result<Setup<T>, Error> {
         let started = Instant::now();
         let set = source.set();
+        // Before anything the processes compare: each checks the version it opened alone.
+        set.one_version(worker)?;
         check_task(config, set)?;
         check_kind(config, set)?;
         if set.meta.task() != T::TASK {
@@ -637,7 +639,6 @@ pub fn train_fed<T: Learner>(
     let index = worker.index();
     let setup = Setup::new(worker, config, source.clone())?;
     let set = source.set();
-    set.one_version(worker)?;
     let io = set.io.clone();
     let output = io.output(&config.output)?;
     // Worker 0 holds the run's lease on the output (see `tables::commit`) and commits.

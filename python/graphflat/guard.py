@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 
 from graphflat.manifest import MANIFEST, SUCCESS, Manifest, read_manifest
 from graphflat.paths import filesystem_and_path, join
+from graphflat.switch import is_version_name
 
 
 class CommittedError(FileExistsError):
@@ -103,6 +104,12 @@ def guard(path: str, asked: str, overwrite: bool, filesystem: pafs.FileSystem | 
     shown = _shown(path, root)
     # On a local disk, where the output really lies: a symlink may lead into another output.
     above = os.path.realpath(root) if isinstance(fs, pafs.LocalFileSystem) else root
+    if isinstance(fs, pafs.LocalFileSystem) and is_version_name(posixpath.basename(above)):
+        raise CommittedError(
+            f"{shown} is named as a version graphflat keeps beside an output while it switches or while a reader "
+            f"reads it, which the next command over that output removes; {_asker(asked)} is never written there: "
+            f"{ELSEWHERE}"
+        )
     while (parent := posixpath.dirname(above)) and parent != above:
         above = parent
         what = _committed_here(fs, above)

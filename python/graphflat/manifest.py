@@ -104,28 +104,33 @@ class Manifest:
             )
 
 
-def read_manifest(path: str, filesystem: pafs.FileSystem | None = None) -> Manifest | None:
+def read_manifest(path: str, filesystem: pafs.FileSystem | None = None, shown: str | None = None) -> Manifest | None:
     """The manifest of the output at ``path`` (a local directory or an ``s3://`` URI).
 
     Returns ``None`` for a directory that holds none (not committed, or another tool's).
+    ``shown`` names the directory in messages where ``path`` is not the user's (a held
+    version's, see :mod:`graphflat.hold`).
     """
     fs, root = filesystem_and_path(path, filesystem)
-    manifest = join(root, MANIFEST)
+    manifest, named = join(root, MANIFEST), join(shown or root, MANIFEST)
     if fs.get_file_info(manifest).type == pafs.FileType.File:
         # One read of the whole file: a manifest a commit replaces meanwhile is read whole.
         with fs.open_input_stream(manifest) as f:
             data = f.read()
-        metadata = pq.read_metadata(pa.BufferReader(data)).metadata or {}
+        try:
+            metadata = pq.read_metadata(pa.BufferReader(data)).metadata or {}
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"{named}: not a Parquet file ({e})") from e
         if KEY not in metadata:
-            raise ValueError(f"{manifest}: not a manifest of graphflat (no {KEY.decode()} in its footer)")
-        return Manifest.from_json(json.loads(metadata[KEY]), manifest)
+            raise ValueError(f"{named}: not a manifest of graphflat (no {KEY.decode()} in its footer)")
+        return Manifest.from_json(json.loads(metadata[KEY]), named)
     success = join(root, SUCCESS)
     if fs.get_file_info(success).type != pafs.FileType.File:
         return None
     with fs.open_input_file(success) as f:
         text = f.read().decode("utf-8", errors="replace").strip()
     # Hadoop and Spark write an empty _SUCCESS: no manifest.
-    return Manifest.from_json(json.loads(text), success) if text.startswith("{") else None
+    return Manifest.from_json(json.loads(text), join(shown or root, SUCCESS)) if text.startswith("{") else None
 
 
 def _plain_name(name: str) -> bool:

@@ -109,7 +109,7 @@ class Records:
         self._fs, self._root = filesystem_and_path(path, filesystem)
         # Every read goes to the version opened here, whatever replaces it meanwhile.
         self._hold = Hold(self._fs, self._root)
-        manifest = read_manifest(self._hold.reading, self._fs)
+        manifest = read_manifest(self._hold.reading, self._fs, self._root)
         if manifest is None:
             raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
         if manifest.stage != "flatten":
@@ -231,12 +231,12 @@ class Records:
         try:
             return CheckedFile(self._fs, join(self._hold.reading, part.name), self.manifest, part, where)
         except FileNotFoundError as e:
-            now = read_manifest(self._hold.reading, self._fs)
+            now = read_manifest(self._hold.reading, self._fs, self._root)
             if now is not None and now.run != self.manifest.run:
                 raise ChangedError(
                     f"{where}: run {now.run} replaced the records while they were read; open them again"
                 ) from e
-            raise
+            raise FileNotFoundError(f"{where}: missing; the manifest of run {self.manifest.run} lists it") from e
 
 
 def open_records(path: str, filesystem: pafs.FileSystem | None = None) -> Records:

@@ -16,11 +16,13 @@ import ctypes
 import errno
 import fcntl
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
 
 from graphflat.hold import try_lock
+from graphflat.manifest import read_manifest
 
 #: How a version's sibling is named: ``.<name>`` then this, then the run.
 INFIX = ".graphflat-"
@@ -28,6 +30,8 @@ INFIX = ".graphflat-"
 #: holds a table.
 LAYOUT_DIRS = ("checkpoints", "embeddings")
 TABLE_DIRS = ("embeddings",)
+#: A run's id as graphflat gives one (``tables::names::is_run_id``).
+_RUN = re.compile("[0-9a-f]{19}")
 #: The suffix of a replaced version a reader holds (graphflat's ``KEPT``).
 KEPT = ".kept"
 #: How long a switch waits for another's lock (graphflat's ``LOCK_WAIT``).
@@ -154,19 +158,43 @@ def switch_in(root: str, run: str, files: dict[str, bytes], manifest: bytes, rep
         raise
 
 
+def is_version_name(name: str) -> bool:
+    """Whether ``name`` is named as a version the switch keeps beside some output
+    (``.<output>.graphflat-<run>``, or that with ``.aside`` or ``.kept``): graphflat removes
+    such a directory, so no writer writes one (:func:`graphflat.guard.guard`)."""
+    output, infix, run = name.rpartition(INFIX)
+    run = run.removesuffix(KEPT).removesuffix(".aside")
+    return bool(infix) and output.startswith(".") and len(output) > 1 and _RUN.fullmatch(run) is not None
+
+
 def remove_version(path: str) -> None:
     """Removes the replaced version ``path`` under its exclusive lock, or, while a reader holds
-    it, renames it ``path + KEPT`` for graphflat's next command to remove."""
+    it, renames it ``.<output>.graphflat-<the run it holds>.kept`` for graphflat's next command
+    to remove."""
     try:
         fd = try_lock(path, exclusive=True)
     except FileNotFoundError:
         return
     if fd is None:
         if not path.endswith(KEPT):
-            os.rename(path, path + KEPT)
-            remove_version(path + KEPT)  # the reader may have let go meanwhile
+            kept = _kept_name(path)
+            os.rename(path, kept)
+            remove_version(kept)  # the reader may have let go meanwhile
         return
     try:
         shutil.rmtree(path, ignore_errors=True)
     finally:
         os.close(fd)
+
+
+def _kept_name(version: str) -> str:
+    """The name a version keeps while a reader holds it (graphflat's ``switch::kept``): named
+    after the run whose manifest it holds, or its own name then ``KEPT``."""
+    output, infix, _ = version.rpartition(INFIX)
+    try:
+        manifest = read_manifest(version)
+    except (OSError, ValueError):
+        manifest = None
+    if infix and manifest is not None:
+        return f"{output}{INFIX}{manifest.run}{KEPT}"
+    return version + KEPT

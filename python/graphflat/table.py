@@ -47,7 +47,7 @@ def read_table(
     """
     fs, root = filesystem_and_path(path, filesystem)
     with Hold(fs, root) as hold:
-        manifest = read_manifest(hold.reading, fs)
+        manifest = read_manifest(hold.reading, fs, hold.root)
         if manifest is None:
             return _read_folder(path, columns, filesystem)
         if not all(part.name.endswith(".parquet") for part in manifest.parts):
@@ -68,7 +68,7 @@ def _read_folder(path: str, columns, filesystem: pafs.FileSystem | None) -> pa.T
         raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
     fs, root = filesystem_and_path(parent, filesystem)
     with Hold(fs, root) as hold:
-        manifest = read_manifest(hold.reading, fs)
+        manifest = read_manifest(hold.reading, fs, hold.root)
         parts = [p for p in manifest.parts if p.name.startswith(folder + "/")] if manifest else []
         if manifest is None or not parts:
             raise NotCommittedError(f"{path}: no manifest of a committed graphflat output")
@@ -85,10 +85,10 @@ def _read_part(fs: pafs.FileSystem, hold: Hold, manifest: Manifest, part: Part, 
         with fs.open_input_file(path) as f:
             data = f.read()
     except FileNotFoundError as e:
-        now = read_manifest(hold.reading, fs)
+        now = read_manifest(hold.reading, fs, hold.root)
         if now is not None and now.run != manifest.run:
             raise ChangedError(f"{where}: run {now.run} replaced the output while it was read; read it again") from e
-        raise
+        raise FileNotFoundError(f"{where}: missing; the manifest of run {manifest.run} lists it") from e
     crc = zlib.crc32(data)
     if len(data) != part.bytes or crc != part.crc32:
         raise ChangedError(

@@ -142,7 +142,7 @@ def test_a_held_version_is_kept_until_its_reader_lets_go(tmp_path: Path) -> None
     hold = Hold(pafs.LocalFileSystem(), str(version))
     assert hold.held and open(f"{hold.reading}/part", "rb").read() == b"old"
     switch.remove_version(str(version))
-    kept = tmp_path / (version.name + switch.KEPT)
+    kept = tmp_path / (version.name + switch.KEPT)  # no manifest: its own name, then KEPT
     assert not version.exists() and (kept / "part").exists()
     # Read through the hold wherever the version went; messages name the path opened.
     assert open(f"{hold.reading}/part", "rb").read() == b"old"
@@ -150,3 +150,22 @@ def test_a_held_version_is_kept_until_its_reader_lets_go(tmp_path: Path) -> None
     hold.close()
     switch.remove_version(str(kept))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_part_and_a_broken_manifest_are_named_by_the_readers_path(node_records: Path, tmp_path: Path) -> None:
+    import re
+
+    from graphflat import open_records
+
+    copy = tmp_path / "flat"
+    shutil.copytree(node_records, copy)
+    manifest = read_manifest(str(copy))
+    (copy / manifest.parts[0].name).unlink()
+    missing = re.escape(f"{copy}/{manifest.parts[0].name}: missing; the manifest of run {manifest.run} lists it")
+    with pytest.raises(FileNotFoundError, match=missing):
+        read_table(str(copy))
+    with pytest.raises(FileNotFoundError, match=missing):
+        [len(b) for b in open_records(str(copy)).batches(split=None)]
+    (copy / "_manifest.parquet").write_bytes(b"PAR1 truncated")
+    with pytest.raises(ValueError, match=re.escape(f"{copy}/_manifest.parquet: not a Parquet file")):
+        read_table(str(copy))

@@ -270,6 +270,7 @@ mod tests {
         };
         let beside: Vec<String> = hidden(&parent).into_iter().filter(|n| n != "out").collect();
         assert!(beside.len() == 1 && beside[0].starts_with(".out.") && beside[0].ends_with(".kept"), "{beside:?}");
+        assert!(beside[0].contains(&first), "named after the run it holds: {beside:?}");
 
         drop(files);
         let files = open_table(&io, &dir).unwrap();

@@ -10,6 +10,10 @@
 //!    output's rows (pandas reads a directory's folders too);
 //! 3. an output **of the same kind** is replaced only with overwrite.
 //!
+//! And before those, a directory **named as a version that a switch keeps beside an output**
+//! (`.<name>.graphflat-<run>`, with `.aside` or `.kept`; see [`crate::switch`]) is never
+//! written: the next command over that output removes it.
+//!
 //! Each refusal is [`Error::Output`] (exit 73), naming what wrote the output there and what
 //! was asked. "Committed" means a manifest ([`MANIFEST`], or an earlier version's `_SUCCESS`
 //! manifest); a `_SUCCESS` alone is a committed output this project did not write (Spark's,
@@ -59,6 +63,15 @@ pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), 
     let asked_kind = kind(asked);
     // On a local disk, where the output really lies: a symlink may lead into another output.
     let real = output.local_dir().and_then(|d| resolved(&d));
+    let name = real.as_ref().unwrap_or(output).path.filename().unwrap_or_default().to_owned();
+    if output.is_local() && crate::switch::is_version_name(&name) {
+        return Err(Error::Output(format!(
+            "{} is named as a version graphflat keeps beside an output while it switches or while a reader \
+             reads it, which the next command over that output removes; {} is never written there: {ELSEWHERE}",
+            output.shown(),
+            asker(asked)
+        )));
+    }
     if let Some((dir, what)) = output_above(real.as_ref().unwrap_or(output)).await {
         return Err(Error::Output(format!(
             "{} lies inside {}, which holds {what}; {} is never written into another output: {ELSEWHERE}",

@@ -18,8 +18,8 @@
 //!    it may retry), never a mix. The sibling then holds the replaced version, which goes when
 //!    every output of the run has committed ([`remove_version`]), or comes back when a later
 //!    output fails ([`exchange`] again). A replaced version that a reader of this project still
-//!    reads ([`crate::pin`]) is renamed `<sibling>.kept` instead, and goes when the next command
-//!    that settles the output finds no reader holding it.
+//!    reads ([`crate::pin`]) is renamed `.<name>.graphflat-<its own run>.kept` instead, and goes
+//!    when the next command that settles the output finds no reader holding it.
 //!
 //! **A kill at any moment** leaves the output whole (the exchange is one step) and at most a
 //! sibling behind, which [`recover`] settles under the lock when the next command opens the
@@ -306,9 +306,12 @@ pub fn remove_pending_versions() {
 /// holds it. Whether it is gone.
 fn unread_gone(dir: &Path) -> bool {
     match crate::pin::unread(dir) {
-        Ok(Some(_lock)) => remove_tree(dir),
+        Ok(Some(_lock)) => return remove_tree(dir),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => tracing::warn!("cannot lock {} to remove it: {e}", dir.display()),
+        Err(e) => {
+            tracing::warn!("cannot lock {} to remove it: {e}", dir.display());
+            return false;
+        }
         Ok(None) => {
             let kept = kept(dir);
             if kept != dir && fs::rename(dir, &kept).is_ok() {
@@ -322,29 +325,35 @@ fn unread_gone(dir: &Path) -> bool {
     true
 }
 
-/// The name a version keeps while a reader holds it: its own name, then [`KEPT`].
+/// The name a version keeps while a reader holds it: `.<output>.graphflat-<run>.kept`, with
+/// the run whose manifest it holds (the sibling's own name carries the run that replaced it),
+/// or its own name then [`KEPT`] where its manifest does not read.
 fn kept(version: &Path) -> PathBuf {
-    let name = version.as_os_str();
-    if name.as_encoded_bytes().ends_with(KEPT.as_bytes()) {
+    let name = version.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if name.ends_with(KEPT) {
         return version.to_path_buf();
     }
-    let mut name = name.to_owned();
-    name.push(KEPT);
-    PathBuf::from(name)
+    match (name.rsplit_once(INFIX), manifest_run(version)) {
+        (Some((output, _)), Some(run)) => version.with_file_name(format!("{output}{INFIX}{run}{KEPT}")),
+        _ => version.with_file_name(format!("{name}{KEPT}")),
+    }
 }
 
-fn remove_tree(path: &Path) {
+/// Removes the tree at `path`; whether it is gone (a failure is logged).
+fn remove_tree(path: &Path) -> bool {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     match fs::remove_dir_all(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Ok(()) => true,
+        Err(e) if gone(&e) => true,
         // Another removal of the same tree raced this one: try once more.
-        Err(_) => {
-            if let Err(e) = fs::remove_dir_all(path)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
+        Err(_) => match fs::remove_dir_all(path) {
+            Ok(()) => true,
+            Err(e) if gone(&e) => true,
+            Err(e) => {
                 tracing::warn!("cannot remove {}: {e}", path.display());
+                false
             }
-        }
+        },
     }
 }
 
@@ -369,6 +378,14 @@ fn sibling_run<'a>(name: &'a str, out_name: &str) -> Option<(&'a str, Sibling)> 
         _ => (rest, Sibling::Version),
     };
     is_run_id(run).then_some((run, kind))
+}
+
+/// Whether `name` is named as a version a switch keeps beside some output
+/// (`.<output>.graphflat-<run>`, or its [`ASIDE`] or [`KEPT`]): this project removes such a
+/// directory, so no command writes one ([`crate::guard`]).
+pub fn is_version_name(name: &str) -> bool {
+    let Some((output, _)) = name.strip_prefix('.').and_then(|n| n.rsplit_once(INFIX)) else { return false };
+    sibling_run(name, output).is_some()
 }
 
 /// The runs of the siblings beside `out` (see [`sibling`]).
@@ -477,6 +494,8 @@ mod tests {
         assert_eq!(sibling_run(&format!(".flat{INFIX}{run}{KEPT}"), "flat"), Some((run.as_str(), Sibling::Kept)));
         let both = format!(".flat{INFIX}{run}{ASIDE}{KEPT}");
         assert_eq!(sibling_run(&both, "flat"), Some((run.as_str(), Sibling::Kept)));
+        assert!(is_version_name(&both) && is_version_name(&format!(".a.b{INFIX}{run}")));
+        assert!(!is_version_name(&format!("flat{INFIX}{run}")) && !is_version_name(&format!(".flat{INFIX}x")));
         assert_eq!(sibling_run(&format!(".flat2{INFIX}{run}"), "flat"), None);
         assert_eq!(sibling_run(&format!(".flat{INFIX}xyz"), "flat"), None);
         assert_eq!(sibling(Path::new("/a/flat"), &run).unwrap(), Path::new(&format!("/a/.flat{INFIX}{run}")));
