@@ -296,14 +296,30 @@ fn processes_that_opened_two_versions_of_the_records_both_exit_75() {
             .spawn()
             .unwrap()
     };
-    let early = start("0");
-    // Process 0 opens the records before it waits for its peer; the flatten takes longer.
-    std::thread::sleep(Duration::from_millis(300));
+    let mut early = start("0");
+    // Process 0 opens (and holds) the records before it waits for its peer.
+    wait_until_it_holds(&mut early, &out);
     run_ok(&train, &[]);
     let second = manifest_run(&out);
     let late = start("1");
     for child in [early, late] {
         let said = child.wait_with_output().unwrap();
         assert_fails(&said, 75, &["opened different versions of these records", &first, &second]);
+    }
+}
+
+/// Waits until `child` has the directory `dir` open (a reader's hold, `tables::pin`).
+fn wait_until_it_holds(child: &mut Child, dir: &Path) {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let holds = || {
+        std::fs::read_dir(&fds)
+            .is_ok_and(|d| d.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == dir)))
+    };
+    while !holds() {
+        assert!(child.try_wait().unwrap().is_none(), "the process ended before it opened {}", dir.display());
+        assert!(Instant::now() < deadline, "the process never opened {}", dir.display());
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
