@@ -33,6 +33,7 @@ mod owner_map;
 mod partition;
 mod processes;
 mod readers;
+mod refresh;
 mod report;
 mod s3;
 mod sampling;

@@ -24,6 +24,7 @@ use tables::parts::PartsOf;
 use crate::error::Error;
 use crate::links::flatten_links;
 use crate::record::AssembledColumns;
+use crate::refresh::{self, Refreshed};
 use crate::round::{Answered, Request, rounds};
 use crate::write::{RecordStats, write_batches};
 
@@ -42,6 +43,14 @@ pub struct RecordSizes {
     /// Node rows answered in the rounds over the cluster, and those sent between workers.
     pub answered: u64,
     pub exchanged: u64,
+    /// A run with `incremental`: what the refresh did, and the parts it carried over
+    /// untouched, wrote again without their affected records (holding `kept` records), and
+    /// wrote new.
+    pub refreshed: Option<Refreshed>,
+    pub carried: u64,
+    pub rewritten: u64,
+    pub kept: u64,
+    pub new_parts: u64,
 }
 
 impl Details for RecordSizes {
@@ -53,12 +62,23 @@ impl Details for RecordSizes {
     }
 
     fn lines(&self, summary: &Summary) -> Vec<(&'static str, String)> {
-        vec![
+        let mut lines = vec![
             ("records", format!("{} targets ({:.0} records/s)", summary.targets, summary.rate())),
             ("record nodes", format!("mean {:.1}, max {}", self.mean_nodes, self.max_nodes)),
             ("record edges", format!("mean {:.1}, max {}", self.mean_edges, self.max_edges)),
             ("exchanged", format!("{} of {} node rows between workers", self.exchanged, self.answered)),
-        ]
+        ];
+        if let Some(refreshed) = &self.refreshed {
+            lines.push(("refresh", refreshed.line()));
+            lines.push((
+                "parts",
+                format!(
+                    "{} carried over, {} written again without their affected records ({} records kept), {} new",
+                    self.carried, self.rewritten, self.kept, self.new_parts
+                ),
+            ));
+        }
+        lines
     }
 }
 
@@ -73,9 +93,22 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
     let threads = cluster.threads();
     let owner_map = SharedOwnerMap::default();
     stage::execute(cluster, move |worker| {
-        let declared = Declared::of(Stage::Flatten, &*config)
+        let mut declared = Declared::of(Stage::Flatten, &*config)
             .with_link_relation(config.link_relation_index())
             .with_partition(config.partition.as_deref(), &owner_map);
+        // A refresh replaces the version it starts from, and keeps its digests beside it.
+        declared.overwrite |= config.incremental;
+        let state = config.incremental.then(|| refresh::state_uri(&config.output)).flatten();
+        if config.incremental && state.is_none() {
+            return Err(tables::Error::Usage(format!(
+                "output {}: incremental keeps the nodes' digests beside the output, which needs a directory \
+                 around it (not a bucket's root)",
+                config.output
+            )));
+        }
+        if let Some(state) = &state {
+            declared = declared.with_extra("the refresh's digests", state);
+        }
         let body = Records::new(&config);
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
@@ -87,6 +120,8 @@ struct Records<'a> {
     layers: Layers,
     /// A typed graph, and each relation's layer rule and recorded fanouts.
     typed: Option<Typed>,
+    /// With `incremental`: what the refresh did.
+    refreshed: Option<Refreshed>,
 }
 
 /// What a typed job adds to the records: the graph's relations and target type, and each
@@ -103,7 +138,7 @@ impl<'a> Records<'a> {
             let fanouts = graph.relations.iter().map(|r| config.relation_fanouts(r.fanouts.as_deref())).collect();
             Typed { graph, target, fanouts }
         });
-        Records { config, layers: config.layers(), typed }
+        Records { config, layers: config.layers(), typed, refreshed: None }
     }
 
     /// Each relation's layer rule (the job's one rule for a homogeneous graph).
@@ -188,7 +223,15 @@ impl Body for Records<'_> {
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let layers = self.relation_layers();
         let written = if meta.link.is_some() {
+            if self.config.incremental {
+                self.refreshed =
+                    Some(Refreshed::full("link records are computed in full (their refresh is not built)"));
+            }
             flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
+        } else if self.config.incremental {
+            let (written, refreshed) = refresh_targets(worker, self.config, graph, layers, schema, output)?;
+            self.refreshed = Some(refreshed);
+            written
         } else {
             let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
             flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
@@ -212,6 +255,11 @@ impl Body for Records<'_> {
             edge_counts: Log2Counts::sum(all.iter().map(|s| &s.own.edge_counts)),
             answered: all.iter().map(|s| s.own.answered).sum(),
             exchanged: all.iter().map(|s| s.own.exchanged).sum(),
+            refreshed: self.refreshed.clone(),
+            carried: all.iter().map(|s| s.carried.len() as u64).sum(),
+            rewritten: all.iter().map(|s| s.own.rewritten).sum(),
+            kept: all.iter().map(|s| s.own.kept).sum(),
+            new_parts: all.iter().map(|s| s.own.new_parts).sum(),
         }
     }
 }
@@ -241,4 +289,43 @@ fn flatten_targets(
     })?;
     (written.own.answered, written.own.exchanged) = answered.counts();
     Ok(written)
+}
+
+/// A node job with `incremental` (see [`crate::refresh`]): today's digests kept beside the
+/// output, then, over a previous version that qualifies, its parts carried or written again
+/// and the affected targets through the rounds; otherwise every target, as a full run. Returns
+/// what the refresh did, the same on every worker.
+fn refresh_targets(
+    worker: &mut Worker,
+    config: &FlattenConfig,
+    graph: Graph,
+    layers: Vec<Layers>,
+    schema: SchemaRef,
+    output: &PartsOf,
+) -> Result<(Written<RecordStats>, Refreshed), Error> {
+    let nodes = graph.nodes;
+    let digests = sampling::digest::digests(&nodes);
+    let kept = worker.extra_outputs[0].clone();
+    let state = sampling::agree(worker.timely, refresh::write_state(worker.io, &kept, &nodes, &digests))?;
+    worker.clock.lap("digests");
+    let mut targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
+    let (refreshed, base) = refresh::plan(worker, (output, &kept.dir), config, &schema, (&nodes, &digests), &targets)?;
+    worker.clock.lap("affected set");
+    drop(digests);
+    let mut carried = refresh::Carried::default();
+    if let Some((base, affected)) = base {
+        carried = refresh::carry_parts(worker, base, &affected, output, &schema, config.part_size_mb << 20)?;
+        targets.retain(|&t| affected.contains(t));
+        worker.clock.lap("parts carried or rewritten");
+    }
+    let mut written = flatten_targets(worker, config, nodes, &targets, layers, schema, output)?;
+    written.own.new_parts = written.entries.len() as u64;
+    written.own.rewritten = carried.rewritten.len() as u64;
+    written.own.kept = carried.kept_rows;
+    written.bytes += carried.bytes;
+    written.parts += carried.rewritten.len() as u32;
+    written.entries.extend(carried.rewritten);
+    written.extra_entries = vec![state];
+    written.carried = carried.carried;
+    Ok((written, refreshed))
 }

@@ -23,6 +23,7 @@ pub mod hetero;
 pub mod import;
 pub mod links;
 pub mod record;
+pub mod refresh;
 pub mod round;
 pub mod sink;
 pub mod split;

@@ -37,6 +37,11 @@ pub struct RecordStats {
     /// Node rows this worker answered in the rounds, and those it sent to another worker.
     pub answered: u64,
     pub exchanged: u64,
+    /// A refresh: the parts this worker wrote again without their affected records, the
+    /// records those kept, and the parts its rounds wrote.
+    pub rewritten: u64,
+    pub kept: u64,
+    pub new_parts: u64,
 }
 
 impl RecordStats {

@@ -329,6 +329,7 @@ fn with_pairs(written: Written<RoundStats>, pairs: pairs::PairsWritten) -> Writt
         bytes: written.bytes + pairs.bytes,
         parts: written.parts + pairs.parts,
         extra_entries: vec![pairs.entries],
+        carried: Vec::new(),
         own: RoundStats { pairs: pairs.rows, pair_scores: pairs.scores, ..written.own },
         ..written
     }
@@ -583,6 +584,7 @@ fn write(
         parts: writer.parts_written,
         entries: writer.parts.clone(),
         extra_entries: Vec::new(),
+        carried: Vec::new(),
         own: RoundStats { predictions, ..RoundStats::default() },
     })
 }

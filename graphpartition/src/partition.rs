@@ -275,6 +275,7 @@ impl Partitioner<'_> {
             parts: writer.parts_written,
             entries: writer.parts.clone(),
             extra_entries: Vec::new(),
+            carried: Vec::new(),
             own: CutStats::default(),
         })
     }

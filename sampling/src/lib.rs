@@ -8,6 +8,8 @@
 //! - [`sample`]: hash-keyed samplers and the per-layer plan;
 //! - [`reindex`]: every node's sampled in-edges, hubs spread over salted reducers and merged;
 //! - [`runs`]: the owner's counting sort of the in-edges it samples itself;
+//! - [`digest`] and [`affected`]: a refresh's node digests, and the roots a change of the
+//!   graph can reach (on differential-dataflow);
 //! - [`supervision`]: the link task's supervision edges (those with a split), collected on
 //!   request and kept at the owner of their source.
 //!
@@ -17,6 +19,8 @@
 //! Errors are the table layer's ([`tables::Error`]); [`agree`] makes every worker return the
 //! same one.
 
+pub mod affected;
+pub mod digest;
 pub mod graph;
 pub mod load;
 pub mod negatives;

@@ -24,7 +24,7 @@ use sampling::{
 use schemas::facts::{Log2Counts, RunFacts};
 use schemas::job::TypedGraph;
 use schemas::{ClusterConfig, FlattenConfig, InferConfig, PartitionConfig, Sampler, Targets};
-use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run_id};
+use tables::commit::{Manifest, PartEntry, Pending, Stage, check_output, commit_all, new_run_id};
 use tables::lease::Lease;
 use tables::names::Layout;
 use tables::parts::PartsOf;
@@ -274,6 +274,7 @@ pub fn run<B: Body>(
         parts: written.parts,
         entries: written.entries,
         extra_entries: written.extra_entries,
+        carried: written.carried,
         peak_rss: peak_rss_bytes().unwrap_or(0),
         in_degrees,
         own: written.own,
@@ -331,12 +332,12 @@ async fn commit_outputs<X>(
     all: &[WorkerStats<X>],
     facts: RunFacts,
 ) -> Result<(), Error> {
-    let pending = |place, lease, parts: Vec<&StagedPart>| Pending {
+    let pending = |place, lease, parts: Vec<&StagedPart>, carried: Vec<PartEntry>| Pending {
         output: place,
         manifest: Manifest::new(
             &output.run,
             declared.stage,
-            parts.iter().map(|p| p.entry.clone()).collect(),
+            parts.iter().map(|p| p.entry.clone()).chain(carried).collect(),
             declared.settings.clone(),
         )
         .with_facts(facts.clone()),
@@ -344,10 +345,11 @@ async fn commit_outputs<X>(
         layout: &Layout::TABLE,
         lease,
     };
-    let mut all_pending = vec![pending(&output.dir, lease, all.iter().flat_map(|s| &s.entries).collect())];
+    let carried = all.iter().flat_map(|s| s.carried.iter().cloned()).collect();
+    let mut all_pending = vec![pending(&output.dir, lease, all.iter().flat_map(|s| &s.entries).collect(), carried)];
     for (i, (extra, lease)) in extras.iter().zip(extra_leases).enumerate() {
         let parts = all.iter().flat_map(|s| s.extra_entries.get(i).into_iter().flatten()).collect();
-        all_pending.push(pending(&extra.place, lease, parts));
+        all_pending.push(pending(&extra.place, lease, parts, Vec::new()));
     }
     let pending = all_pending;
     commit_all(pending, declared.overwrite).await

@@ -4,7 +4,7 @@
 
 use schemas::facts::{Histogram, Log2Counts, RunFacts};
 use serde::{Deserialize, Serialize};
-use tables::commit::Stage;
+use tables::commit::{PartEntry, Stage};
 use tables::staging::StagedPart;
 
 /// What a body wrote on one worker, with its own facts `X`.
@@ -18,6 +18,9 @@ pub struct Written<X> {
     pub entries: Vec<StagedPart>,
     /// This worker's finished parts of each extra output, in `Declared::extras` order.
     pub extra_entries: Vec<Vec<StagedPart>>,
+    /// Parts of the version this run replaces that its manifest lists again, untouched (a
+    /// refresh's): committed without a copy (`tables::commit::check_carried`).
+    pub carried: Vec<PartEntry>,
     pub own: X,
 }
 
@@ -35,6 +38,7 @@ pub struct WorkerStats<X> {
     pub parts: u32,
     pub entries: Vec<StagedPart>,
     pub extra_entries: Vec<Vec<StagedPart>>,
+    pub carried: Vec<PartEntry>,
     pub peak_rss: u64,
     /// In-degrees of this worker's nodes (message-passing edges).
     pub in_degrees: Log2Counts,

@@ -113,7 +113,9 @@ async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Re
                     true => own.push(entry),
                     false => mine.push(entry),
                 }
-            } else {
+            } else if !(top && listed.contains(entry.name.as_str())) {
+                // A part an earlier run wrote that this run's manifest carries over (a
+                // refresh's untouched part) is this run's now.
                 by_run.entry(run).or_default().push(entry);
             }
         }

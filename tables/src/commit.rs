@@ -279,6 +279,7 @@ async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<
     if !overwrite && previous.is_some() {
         return Err(lost_race(place));
     }
+    check_carried(output, previous.as_ref())?;
     let bytes = match keep {
         true => Some(Held { manifest: manifest_place.get().await?, success: success.get().await? }),
         false => None,
@@ -302,6 +303,27 @@ async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<
             take_back(output, replaced).await;
             Err(e)
         }
+    }
+}
+
+/// A run that carries parts of the version it replaces into its own (a refresh's untouched
+/// parts: listed by its manifest, staged by no one) commits only over that version: the parts
+/// are there, and stay, only while its manifest lists them. Another run that committed since
+/// the refresh read the output makes the refresh retryable (75), never a manifest that lists
+/// a part that is gone.
+fn check_carried(output: &Output<'_>, previous: Option<&Manifest>) -> Result<(), Error> {
+    let staged: std::collections::HashSet<&str> = output.files.iter().map(|f| f.name.as_str()).collect();
+    let listed_before = |name: &str| previous.is_some_and(|m| m.parts.iter().any(|p| p.name == name));
+    let mut carried = output.manifest.parts.iter().filter(|p| !staged.contains(p.name.as_str()));
+    match carried.find(|p| !listed_before(&p.name)) {
+        None => Ok(()),
+        Some(part) => Err(Error::Retry(format!(
+            "{}: this run carries {} over from the version it read, which another run has replaced since (the \
+             manifest there is run {}'s); run it again",
+            output.place.shown(),
+            part.name,
+            previous.map_or("none", |m| m.run.as_str())
+        ))),
     }
 }
 
@@ -337,10 +359,11 @@ async fn commit_local(output: &Output<'_>, out: &std::path::Path, overwrite: boo
         settle_locked(place, out, layout).await?;
         let previous = previous_manifest(place, overwrite).await?;
         same_kind(place, previous.as_ref(), output.manifest.stage)?;
-        match !overwrite && previous.is_some() {
-            true => Err(lost_race(place)),
-            false => Ok(previous),
+        if !overwrite && previous.is_some() {
+            return Err(lost_race(place));
         }
+        check_carried(output, previous.as_ref())?;
+        Ok(previous)
     };
     let previous = match checked.await {
         Ok(previous) => previous,
@@ -350,7 +373,7 @@ async fn commit_local(output: &Output<'_>, out: &std::path::Path, overwrite: boo
         }
     };
     let started = std::time::Instant::now();
-    switch::build(out, &next, run, &output.files, previous.as_ref(), layout)?;
+    switch::build(out, &next, &output.files, (previous.as_ref(), &output.manifest), layout)?;
     match switch_in(output, out, &next) {
         Ok(()) => {
             switch::pending(&next);
@@ -536,7 +559,9 @@ async fn take_back_local(output: &Output<'_>, out: &std::path::Path, version: &s
 async fn remove_replaced(output: &Output<'_>, replaced: &Replaced) -> usize {
     if let Some(version) = &replaced.version {
         switch::remove_version(version);
-        return replaced.manifest.as_ref().map_or(0, |m| m.parts.len());
+        // Parts this run carried over stay, linked into its version.
+        let carried = |name: &str| output.manifest.parts.iter().any(|p| p.name == name);
+        return replaced.manifest.as_ref().map_or(0, |m| m.parts.iter().filter(|p| !carried(&p.name)).count());
     }
     let Some(previous) = &replaced.manifest else { return 0 };
     let place = output.place;
@@ -666,6 +691,57 @@ mod tests {
         assert!(!ours.join(REPORT).exists(), "the earlier report is gone");
         assert_eq!(std::fs::read_to_string(foreign.join(REPORT)).unwrap(), "someone's page");
         assert!(std::fs::symlink_metadata(fifo.join(REPORT)).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run whose manifest lists a part of the version it replaces (a refresh's untouched
+    /// part) keeps it: linked into its version, never removed as an ended run's file. Over a
+    /// version that no longer lists it (another run committed since), the commit is refused as
+    /// retryable and the output stays as it is.
+    #[test]
+    fn a_carried_part_stays_and_is_carried_only_over_the_version_that_lists_it() {
+        use arrow_array::{Int64Array, RecordBatch};
+        let io = Io::new(&StorageConfig::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("tables-commit-carried-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = dir.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let place = Place::parse_output(out.to_str().unwrap(), &StorageConfig::default()).unwrap();
+        // Run a's version: one real part and its manifest.
+        let a = new_run_id();
+        let name = format!("part-{a}-00000-00000.parquet");
+        let batch =
+            RecordBatch::try_from_iter([("x", std::sync::Arc::new(Int64Array::from(vec![1, 2])) as _)]).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        std::fs::write(out.join(&name), &bytes).unwrap();
+        let entry = PartEntry::of(&name, 2, &bytes);
+        let listed = Manifest::new(&a, Stage::Infer, vec![entry.clone()], serde_json::Value::Null);
+        std::fs::write(out.join(MANIFEST), listed.to_parquet(None).unwrap()).unwrap();
+        let commit = |run: &str, parts: Vec<PartEntry>| {
+            io.block_on(async {
+                let lease = Lease::take(&place, run, "infer").await?;
+                let manifest = Manifest::new(run, Stage::Infer, parts, serde_json::Value::Null);
+                let pending = Pending { output: &place, manifest, files: Vec::new(), layout: &Layout::TABLE, lease };
+                commit_all(vec![pending], true).await
+            })
+        };
+
+        let b = new_run_id();
+        commit(&b, vec![entry.clone()]).unwrap();
+        assert_eq!(std::fs::read(out.join(&name)).unwrap(), bytes, "the carried part is there, whole");
+        let now = io.block_on(read_manifest(&place)).unwrap().unwrap();
+        assert_eq!((now.run.as_str(), now.parts.len()), (b.as_str(), 1));
+
+        // Run c replaces b's version without the part; a refresh that read b's comes too late.
+        commit(&new_run_id(), Vec::new()).unwrap();
+        assert!(!out.join(&name).exists(), "the part goes with the last version that listed it");
+        let c = io.block_on(read_manifest(&place)).unwrap().unwrap().run;
+        let error = commit(&new_run_id(), vec![entry]).unwrap_err();
+        assert!(matches!(&error, Error::Retry(m) if m.contains(&name)), "{error}");
+        assert_eq!(io.block_on(read_manifest(&place)).unwrap().unwrap().run, c, "the output is as it was");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -82,8 +82,12 @@ pub async fn table_files(table: &Place) -> Result<Vec<TableFile>, Error> {
 /// The parts a manifest lists, as objects of the table's directory of the listed sizes.
 /// Listed parts carry no modification time; readers do not use it.
 fn listed(table: &Place, manifest: &Manifest) -> Vec<TableFile> {
-    manifest
-        .parts
+    listed_entries(table, &manifest.run, &manifest.parts)
+}
+
+/// `entries` of run `run`'s manifest, as [`listed`] gives its parts.
+pub(crate) fn listed_entries(table: &Place, run: &str, entries: &[PartEntry]) -> Vec<TableFile> {
+    entries
         .iter()
         .map(|p| TableFile {
             meta: ObjectMeta {
@@ -93,11 +97,7 @@ fn listed(table: &Place, manifest: &Manifest) -> Vec<TableFile> {
                 e_tag: None,
                 version: None,
             },
-            listed: Some(Arc::new(Listed {
-                run: manifest.run.clone(),
-                entry: p.clone(),
-                expected: Arc::new(p.expected()),
-            })),
+            listed: Some(Arc::new(Listed { run: run.to_owned(), entry: p.clone(), expected: Arc::new(p.expected()) })),
         })
         .collect()
 }

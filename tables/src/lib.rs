@@ -56,4 +56,4 @@ pub use error::Error;
 pub use files::table_files;
 pub use io::Io;
 pub use place::Place;
-pub use read::{ParquetFile, open_listed, open_table, units};
+pub use read::{ParquetFile, Version, open_listed, open_table, open_version, units};

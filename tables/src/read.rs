@@ -17,8 +17,9 @@ use schemas::{BadInput, Location};
 use crate::chunks::ChunkBuffers;
 use crate::error::{Error, is_fetch, is_missing};
 use crate::fetch::{Changed, ObjectReader};
-use crate::files::{Listed, TableFile, replaced, table_files};
+use crate::files::{Listed, TableFile, listed_entries, replaced, table_files};
 use crate::io::Io;
+use crate::manifest::Manifest;
 use crate::place::Place;
 
 /// What one decoded batch of a row group should hold (see [`ParquetFile::batch_rows`]).
@@ -65,6 +66,11 @@ impl ParquetFile {
 
     pub fn name(&self) -> String {
         self.place.show(&self.meta.location)
+    }
+
+    /// Its manifest's entry; `None` for a file of a table without a manifest.
+    pub fn listed_entry(&self) -> Option<crate::manifest::PartEntry> {
+        self.listed.as_ref().map(|l| l.entry.clone())
     }
 
     /// The run whose committed output this file is a part of; `None` without a manifest.
@@ -338,6 +344,27 @@ pub fn open_listed(io: &Io, dir: &Place, keep: impl Fn(&str) -> bool) -> Result<
             }
         }
         Ok(files)
+    })
+}
+
+/// A committed version of an output, as this process holds it ([`crate::pin`]): its manifest
+/// and its parts, each opened and checked as any listed part is.
+pub struct Version {
+    pub manifest: Manifest,
+    pub parts: Vec<ParquetFile>,
+}
+
+/// The version the output `dir` holds now; `None` where it holds no manifest.
+pub fn open_version(io: &Io, dir: &Place) -> Result<Option<Version>, Error> {
+    let dir = &dir.held();
+    io.block_on(async {
+        let Some(manifest) = crate::manifest::read_manifest(dir).await? else { return Ok(None) };
+        let chunks = Arc::new(ChunkBuffers::default());
+        let mut parts = Vec::with_capacity(manifest.parts.len());
+        for file in listed_entries(dir, &manifest.run, &manifest.parts) {
+            parts.push(ParquetFile::open(dir, file, chunks.clone()).await?);
+        }
+        Ok(Some(Version { manifest, parts }))
     })
 }
 

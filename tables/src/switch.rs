@@ -108,14 +108,14 @@ impl ParentLock {
 }
 
 /// Step 1 (see the module doc): run `run`'s version of `out` at `next`, holding what `out`
-/// keeps (all but `previous`'s files), `files` (staged under `out/_temporary/<run>/`) and the
+/// keeps (all but `previous`'s files, except the parts `manifest` carries over from it: a
+/// refresh's untouched parts), `files` (staged under `out/_temporary/<run>/`) and the
 /// `manifest` with `_SUCCESS`. On an error, `next` is removed.
 pub fn build(
     out: &Path,
     next: &Path,
-    run: &str,
     files: &[StagedFile],
-    previous: Option<&Manifest>,
+    (previous, manifest): (Option<&Manifest>, &Manifest),
     layout: &Layout,
 ) -> Result<(), Error> {
     fs::create_dir_all(next).map_err(|e| written(next, e))?;
@@ -126,7 +126,7 @@ pub fn build(
         let _ = std::os::unix::fs::chown(next, Some(m.uid()), Some(m.gid()));
         fs::set_permissions(next, m.permissions())
     });
-    let built = kept.map_err(|e| written(next, e)).and_then(|()| fill(out, next, run, files, previous, layout));
+    let built = kept.map_err(|e| written(next, e)).and_then(|()| fill(out, next, files, (previous, manifest), layout));
     if built.is_err() {
         remove_tree(next);
     }
@@ -156,13 +156,15 @@ pub fn written(path: &Path, source: std::io::Error) -> Error {
 fn fill(
     out: &Path,
     next: &Path,
-    run: &str,
     files: &[StagedFile],
-    previous: Option<&Manifest>,
+    (previous, manifest): (Option<&Manifest>, &Manifest),
     layout: &Layout,
 ) -> Result<(), Error> {
+    let run = manifest.run.as_str();
+    let carried: std::collections::HashSet<&str> = manifest.parts.iter().map(|p| p.name.as_str()).collect();
     let replaced = |name: &str| {
         previous.is_some_and(|m| run_of(name) == Some(m.run.as_str()) || m.parts.iter().any(|p| p.name == name))
+            && !carried.contains(name)
     };
     keep_into(out, next, "", layout, &replaced).map_err(|e| written(out, e))?;
     for file in files {

@@ -87,6 +87,12 @@ pub struct FlattenConfig {
     /// (`tables::guard`).
     #[serde(default)]
     pub overwrite: bool,
+    /// Refresh the output instead of recomputing it: over a version this stage committed with
+    /// the same settings, recompute only the records today's graph can change and carry the
+    /// others over (`docs/refresh.md`). A run with no such version runs in full, and says why.
+    /// Implies `overwrite`; every run with it keeps its nodes' digests in `_state/`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incremental: bool,
     /// `node`: one record per target node. `link`: one record per supervision edge (an edge
     /// whose `split` is train, valid or test), holding the neighborhoods of its source, its
     /// destination and its negatives.
@@ -143,6 +149,7 @@ impl Default for FlattenConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
+            incremental: false,
             task: Task::Node,
             negatives: DEFAULT_NEGATIVES,
             negative_sampler: NegativeSampler::Uniform,

@@ -1,0 +1,46 @@
+"""Day 2 of a generated graph for bench/refresh.sh: the node table as it is (a link to day 1's)
+and the edge table with `fraction` of its edges replaced by as many new random edges, either
+anywhere (`random`) or with both ends among 1% of the nodes (`concentrated`).
+
+    python bench/refresh_delta.py DAY1 DAY2 FRACTION random|concentrated SEED
+"""
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def main(day1: str, day2: str, fraction: float, how: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    edges = pq.read_table(os.path.join(day1, "edges"))
+    nodes = pq.read_table(os.path.join(day1, "nodes"), columns=["node_id"]).column(0).to_numpy()
+    m = edges.num_rows
+    k = max(1, round(m * fraction))
+    pool = nodes if how == "random" else rng.choice(nodes, max(1, len(nodes) // 100), replace=False)
+    if how == "random":
+        gone = rng.choice(m, k, replace=False)
+    else:
+        # Edges whose destination is in the pool, as many as there are (at most k).
+        dst = edges.column("dst").to_numpy()
+        hit = np.flatnonzero(np.isin(dst, pool))
+        gone = rng.choice(hit, min(k, len(hit)), replace=False)
+    keep = np.ones(m, bool)
+    keep[gone] = False
+    added = pa.table(
+        {
+            "src": pa.array(rng.choice(pool, k), pa.int64()),
+            "dst": pa.array(rng.choice(pool, k), pa.int64()),
+            "weight": pa.array(np.ones(k, np.float32)),
+        }
+    ).cast(edges.schema)
+    os.makedirs(os.path.join(day2, "edges"), exist_ok=True)
+    pq.write_table(pa.concat_tables([edges.filter(pa.array(keep)), added]), os.path.join(day2, "edges", "part-0.parquet"))
+    if not os.path.exists(os.path.join(day2, "nodes")):
+        os.symlink(os.path.abspath(os.path.join(day1, "nodes")), os.path.join(day2, "nodes"))
+    print(f"{how}: {len(gone)} of {m} edges removed, {k} added")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5]))

@@ -1,0 +1,329 @@
+//! The refresh of a node job's records (`incremental = true`, `docs/refresh.md`): over a
+//! series of days, each a random change of the graph (features, labels and splits changed,
+//! edges added and removed, nodes added and removed, a hub gaining hundreds of in-edges, no
+//! change at all), the refreshed output holds exactly the records a full run over that day's
+//! tables writes, bit for bit, on 1, 2 and 3 workers and 2 processes, while it computes only
+//! the affected ones and carries untouched parts over; every reader reads it; a refresh that
+//! cannot start from the output runs in full and says why; a refresh killed at any moment
+//! leaves a version that reads whole, and the next refresh is exact again.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
+use crate::common::*;
+
+/// A node row: (id, features, label, split).
+type Node = (i64, Vec<f32>, Option<i64>, Option<String>);
+
+/// A day's change of the graph, named.
+type Change<'a> = (&'a str, &'a dyn Fn(&mut Day, &mut Rng));
+
+/// A graph as plain rows, to change between days.
+#[derive(Clone)]
+struct Day {
+    nodes: Vec<Node>,
+    /// (src, dst, weight)
+    edges: Vec<(i64, i64, f32)>,
+}
+
+/// A small deterministic generator (xorshift), so that a failing day can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+impl Day {
+    fn read(data: &Path) -> Day {
+        let mut nodes = Vec::new();
+        for b in read_batches(&data.join("nodes")) {
+            let ids = b.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
+            let features = b.column_by_name("features").unwrap().as_list::<i32>();
+            let labels = b.column_by_name("label").unwrap().as_primitive::<Int64Type>();
+            let splits = b.column_by_name("split").unwrap().as_string::<i32>();
+            for r in 0..b.num_rows() {
+                let f = features.value(r).as_primitive::<Float32Type>().values().to_vec();
+                let split = splits.is_valid(r).then(|| splits.value(r).to_owned());
+                nodes.push((ids.value(r), f, labels.is_valid(r).then(|| labels.value(r)), split));
+            }
+        }
+        let mut edges = Vec::new();
+        for b in read_batches(&data.join("edges")) {
+            let (s, d) = (b.column(0).as_primitive::<Int64Type>(), b.column(1).as_primitive::<Int64Type>());
+            let w = b.column_by_name("weight").unwrap().as_primitive::<Float32Type>();
+            edges.extend((0..b.num_rows()).map(|r| (s.value(r), d.value(r), w.value(r))));
+        }
+        Day { nodes, edges }
+    }
+
+    /// The day's tables in `data/nodes` and `data/edges`, one file each.
+    fn write(&self, data: &Path) {
+        let _ = std::fs::remove_dir_all(data);
+        let mut features =
+            ListBuilder::new(Float32Builder::new()).with_field(Field::new("item", DataType::Float32, false));
+        for (_, f, _, _) in &self.nodes {
+            features.values().append_slice(f);
+            features.append(true);
+        }
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("node_id", Arc::new(Int64Array::from_iter_values(self.nodes.iter().map(|n| n.0)))),
+            ("features", Arc::new(features.finish())),
+            ("label", Arc::new(self.nodes.iter().map(|n| n.2).collect::<Int64Array>())),
+            ("split", Arc::new(self.nodes.iter().map(|n| n.3.clone()).collect::<StringArray>())),
+        ];
+        write_parquet(&data.join("nodes/part-0.parquet"), &RecordBatch::try_from_iter(columns).unwrap());
+        let schema = Schema::new(vec![
+            Field::new("src", DataType::Int64, false),
+            Field::new("dst", DataType::Int64, false),
+            Field::new("weight", DataType::Float32, false),
+        ]);
+        let edges = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(self.edges.iter().map(|e| e.0))),
+                Arc::new(Int64Array::from_iter_values(self.edges.iter().map(|e| e.1))),
+                Arc::new(Float32Array::from_iter_values(self.edges.iter().map(|e| e.2))),
+            ],
+        )
+        .unwrap();
+        write_parquet(&data.join("edges/part-0.parquet"), &edges);
+    }
+
+    fn some_node(&self, rng: &mut Rng) -> i64 {
+        self.nodes[rng.below(self.nodes.len())].0
+    }
+
+    /// Features of `n` nodes changed (one value by one ulp: every bit counts), a label and a
+    /// split changed.
+    fn change_nodes(&mut self, rng: &mut Rng, n: usize) {
+        for _ in 0..n {
+            let i = rng.below(self.nodes.len());
+            let v = &mut self.nodes[i].1[0];
+            *v = f32::from_bits(v.to_bits() + 1);
+        }
+        let i = rng.below(self.nodes.len());
+        self.nodes[i].2 = self.nodes[i].2.map(|l| (l + 1) % 7);
+        let i = rng.below(self.nodes.len());
+        self.nodes[i].3 = Some(if self.nodes[i].3.as_deref() == Some("train") { "test" } else { "train" }.into());
+    }
+
+    /// `n` edges removed and `n` added between existing nodes.
+    fn change_edges(&mut self, rng: &mut Rng, n: usize) {
+        for _ in 0..n {
+            let i = rng.below(self.edges.len());
+            self.edges.swap_remove(i);
+            let (s, d) = (self.some_node(rng), self.some_node(rng));
+            self.edges.push((s, d, 0.5 + (rng.below(100) as f32) / 100.0));
+        }
+    }
+
+    /// `n` nodes removed with their edges, and `n` new ones added with an in-edge and an
+    /// out-edge each.
+    fn change_node_set(&mut self, rng: &mut Rng, n: usize) {
+        let next = self.nodes.iter().map(|n| n.0).max().unwrap() + 1;
+        for k in 0..n {
+            let gone = self.nodes.swap_remove(rng.below(self.nodes.len())).0;
+            self.edges.retain(|e| e.0 != gone && e.1 != gone);
+            let id = next + k as i64;
+            let (a, b) = (self.some_node(rng), self.some_node(rng));
+            self.nodes.push((id, vec![0.25; self.nodes[0].1.len()], Some(1), Some("train".into())));
+            self.edges.extend([(a, id, 1.0), (id, b, 1.0)]);
+        }
+    }
+
+    /// One node gains `n` in-edges.
+    fn grow_hub(&mut self, rng: &mut Rng, n: usize) {
+        let hub = self.some_node(rng);
+        for _ in 0..n {
+            let src = self.some_node(rng);
+            self.edges.push((src, hub, 1.0));
+        }
+    }
+}
+
+/// The flatten job of the test over `data` into `output`.
+fn job(data: &Path, output: &Path, incremental: bool) -> Job {
+    Job::flatten(data, output)
+        .key("hops", 2)
+        .key("fanouts", vec![4, 3])
+        .key("seed", 5)
+        .key("hub_threshold", 40)
+        .key("batch_size", 97)
+        .key("part_size_mb", 1)
+        .key("incremental", incremental)
+        .key("overwrite", true)
+}
+
+/// The summary's `refresh:` line.
+fn refresh_line(stdout: &str) -> String {
+    let line = stdout.lines().find(|l| l.trim_start().starts_with("refresh:"));
+    let line = line.unwrap_or_else(|| panic!("no refresh line:\n{stdout}"));
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The affected records the `refresh:` line counts, and the records in all.
+fn affected(line: &str) -> (u64, u64) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "of").expect("an 'of' in the line");
+    (words[at - 1].parse().unwrap(), words[at + 1].parse().unwrap())
+}
+
+/// Asserts that `refreshed` holds the records of a full run over `data` (written to `full`).
+fn assert_exact(dir: &Path, data: &Path, refreshed: &Path, full: &Path, day: &str) {
+    run_ok(&job(data, full, false).write(dir, "full"), &[]);
+    let (got, want) = (read_listed_records(refreshed), read_records(full));
+    assert_eq!(got.len(), want.len(), "{day}: record count");
+    assert!(got == want, "{day}: the refreshed records differ from a full run's");
+    let manifest = manifest(refreshed);
+    let listed = manifest["parts"].as_array().unwrap().iter().map(|p| refreshed.join(p["name"].as_str().unwrap()));
+    assert_eq!(sorted_rows(&batches_in(listed)), sorted_rows(&read_batches(full)), "{day}: rows as stored");
+}
+
+#[test]
+fn a_refresh_writes_what_a_full_run_writes_day_after_day() {
+    let dir = scratch("refresh");
+    generate(&dir.join("g"), 1_500, 6, 5, 7);
+    let mut day = Day::read(&dir.join("g"));
+    let (data, out, full) = (dir.join("data"), dir.join("flat"), dir.join("full"));
+    day.write(&data);
+    let first = run_ok(&job(&data, &out, true).write(&dir, "day0"), &["--workers", "2"]);
+    assert!(refresh_line(&first).contains("full: the output holds no committed version"), "{first}");
+    assert!(dir.join(".flat.graphflat-state/_SUCCESS").exists(), "the digests are kept beside the output");
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let changes: [Change; 7] = [
+        ("no change", &|_, _| {}),
+        ("features, a label and a split", &|d, r| d.change_nodes(r, 6)),
+        ("edges removed and added", &|d, r| d.change_edges(r, 8)),
+        ("nodes removed and added", &|d, r| d.change_node_set(r, 3)),
+        ("a hub gains 300 in-edges", &|d, r| d.grow_hub(r, 300)),
+        ("everything at once", &|d, r| {
+            d.change_nodes(r, 3);
+            d.change_edges(r, 3);
+            d.change_node_set(r, 2);
+        }),
+        ("a third of the edges replaced", &|d, r| d.change_edges(r, 3_000)),
+    ];
+    for (i, (name, change)) in changes.iter().enumerate() {
+        change(&mut day, &mut rng);
+        day.write(&data);
+        let workers = ["1", "2", "3"][i % 3];
+        let stdout = run_ok(&job(&data, &out, true).write(&dir, "day"), &["--workers", workers]);
+        let line = refresh_line(&stdout);
+        if i == changes.len() - 1 {
+            assert!(line.contains("a full run is cheaper"), "{name}: {line}");
+        } else {
+            assert!(line.starts_with("refresh: incremental over run"), "{name}: {line}");
+            let (hit, all) = affected(&line);
+            assert!(hit * 4 <= all, "{name}: {line}");
+            match i {
+                0 => assert!(hit == 0 && stdout.contains("0 written again"), "{name}: nothing is rewritten:\n{stdout}"),
+                _ => assert!(hit > 0, "{name}: {line}"),
+            }
+        }
+        assert_exact(&dir, &data, &out, &full, name);
+    }
+    assert_every_reader_reads_the_manifest(&[&out]);
+}
+
+#[test]
+fn a_refresh_on_two_processes_is_exact() {
+    let dir = scratch("refresh-procs");
+    generate(&dir.join("g"), 1_200, 6, 4, 9);
+    let mut day = Day::read(&dir.join("g"));
+    let (data, out, full) = (dir.join("data"), dir.join("flat"), dir.join("full"));
+    day.write(&data);
+    run_ok(&job(&data, &out, true).write(&dir, "day0"), &[]);
+    let mut rng = Rng(77);
+    day.change_edges(&mut rng, 5);
+    day.change_nodes(&mut rng, 4);
+    day.write(&data);
+    let procs = Job::loopback(2).and(job(&data, &out, true));
+    run_two_processes(&procs.write(&dir, "procs"), &dir);
+    assert_exact(&dir, &data, &out, &full, "two processes");
+}
+
+#[test]
+fn a_refresh_that_cannot_start_from_the_output_runs_in_full_and_says_why() {
+    let dir = scratch("refresh-full");
+    generate(&dir.join("g"), 600, 5, 3, 4);
+    let (data, out) = (dir.join("g"), dir.join("flat"));
+    let incremental = |name: &str, edit: &dyn Fn(Job) -> Job| {
+        let stdout = run_ok(&edit(job(&data, &out, true)).write(&dir, name), &[]);
+        refresh_line(&stdout)
+    };
+    run_ok(&job(&data, &out, false).write(&dir, "plain"), &[]);
+    assert!(incremental("no-digests", &|j| j).contains("no digests of run"));
+    assert!(incremental("fanouts", &|j| j.key("fanouts", vec![4, 2])).contains("another `fanouts`"));
+    assert!(incremental("same", &|j| j.key("fanouts", vec![4, 2])).starts_with("refresh: incremental"));
+    // Digests of another run than the output's (a copy of yesterday's).
+    let state = dir.join(".flat.graphflat-state");
+    let old = dir.join("old-state");
+    std::fs::rename(&state, &old).unwrap();
+    run_ok(&job(&data, &out, true).key("fanouts", vec![4, 2]).write(&dir, "again"), &[]);
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::rename(&old, &state).unwrap();
+    let line = incremental("stale", &|j| j.key("fanouts", vec![4, 2]));
+    assert!(line.contains("the digests beside the output are run"), "{line}");
+    // Digests that fail their checks.
+    let part = parquet_files(&state).into_iter().next().unwrap();
+    let bytes = std::fs::read(&part).unwrap();
+    std::fs::write(&part, &bytes[..bytes.len() / 2]).unwrap();
+    let line = incremental("broken", &|j| j.key("fanouts", vec![4, 2]));
+    assert!(line.contains("does not read"), "{line}");
+    // Link records are computed in full.
+    let link = split_graph(&dir, 400, 6, 3, 2);
+    let links = Job::flatten(&link, dir.join("links")).key("task", "link").key("incremental", true);
+    let stdout = run_ok(&links.write(&dir, "links"), &[]);
+    assert!(refresh_line(&stdout).contains("link records are computed in full"), "{stdout}");
+}
+
+#[test]
+fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact() {
+    let dir = scratch("refresh-kill");
+    // Large enough that a refresh takes a few hundred milliseconds, so that the kills land in
+    // each of its phases.
+    generate(&dir.join("g"), 20_000, 6, 8, 11);
+    let mut day = Day::read(&dir.join("g"));
+    let (data, out, full) = (dir.join("data"), dir.join("flat"), dir.join("full"));
+    day.write(&data);
+    run_ok(&job(&data, &out, true).write(&dir, "day0"), &["--workers", "2"]);
+    let before = read_records(&out);
+    let mut rng = Rng(5);
+    day.change_edges(&mut rng, 60);
+    day.write(&data);
+    run_ok(&job(&data, &full, false).write(&dir, "full"), &[]);
+    let after = read_records(&full);
+    let refresh = job(&data, &out, true).write(&dir, "day1");
+    for delay_ms in [15, 40, 70, 100, 140, 200, 300] {
+        let mut child = graphflat()
+            .args(["run", refresh.to_str().unwrap(), "--workers", "2"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        child.wait().unwrap();
+        let now = read_listed_records(&out);
+        assert!(now == before || now == after, "killed after {delay_ms} ms: neither day's version");
+    }
+    let stdout = run_ok(&refresh, &["--workers", "2"]);
+    assert!(refresh_line(&stdout).starts_with("refresh:"), "{stdout}");
+    assert_exact(&dir, &data, &out, &full, "after the kills");
+}
