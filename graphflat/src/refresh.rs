@@ -42,6 +42,7 @@ use tables::{Io, ParquetFile, Place, Version};
 
 use crate::error::Error;
 use crate::sink::{Encoder, Piece};
+use crate::writer_thread::WriterThread;
 
 /// Settings that change no record: the tables' and the output's places, how the work is cut
 /// and how the commit treats an output. Every other key must equal the previous run's.
@@ -241,8 +242,8 @@ fn differing_setting(before: &serde_json::Value, now: &serde_json::Value) -> Opt
 
 /// A refresh that would compute more than 1 in this many records again runs in full: it writes
 /// again, without their affected records, the parts it does not carry, which costs about what
-/// writing them anew costs (BENCHMARKS.md, section 25: at 24% affected a refresh took 1.09x a
-/// full run, at 74% 1.38x).
+/// writing them anew costs, and computes most records besides (BENCHMARKS.md, section 25: at
+/// 24% affected a refresh took 0.86x a full run; at 74%, before this rule, 1.38x).
 const FULL_PAST: u64 = 4;
 
 /// Steps 1 and 2 for the output (`output`, and the place of its digests), today's `nodes` with
@@ -341,23 +342,45 @@ pub fn carry_parts(
 ) -> Result<Carried, Error> {
     let (index, peers) = (worker.timely.index(), worker.timely.peers());
     let to = PartsOf { worker: peers + index, ..output.clone() };
-    let mut encoder = Encoder::new(worker.io.clone(), to, schema.clone(), part_limit);
+    let encoder = Encoder::new(worker.io.clone(), to, schema.clone(), part_limit);
     let mut done = Carried::default();
-    let carried = (|| {
-        for part in &base.parts {
-            let touched = touched_row_groups(worker.io, part, affected)?;
-            match touched.iter().any(|&t| t) {
-                false if part.rows() > 0 => done.carried.push(part.listed_entry().expect("a listed part")),
-                false => {}
-                true => done.kept_rows += rewrite(worker.io, part, affected, schema, &mut encoder)?,
+    // The encoder on a thread of its own, as the rounds' is: decoding and filtering a part
+    // runs beside encoding the one before.
+    let written = WriterThread::spawn(encoder, format!("graphflat:rewriter-{index}")).and_then(|mut thread| {
+        let mut carry = || {
+            for part in &base.parts {
+                let touched = touched_row_groups(worker.io, part, affected)?;
+                match touched.iter().any(|&t| t) {
+                    false if part.rows() > 0 => done.carried.push(part.listed_entry().expect("a listed part")),
+                    false => {}
+                    true => done.kept_rows += rewrite(worker.io, part, affected, schema, &mut thread)?,
+                }
             }
+            Ok::<(), Rewrite>(())
+        };
+        match carry() {
+            Ok(()) | Err(Rewrite::Stopped) => thread.finish(),
+            // The thread stops without closing its part (see crate::writer_thread).
+            Err(Rewrite::Failed(e)) => Err(e),
         }
-        encoder.finish()
-    })();
-    agree(worker.timely, carried)?;
-    done.rewritten = encoder.entries();
-    done.bytes = encoder.bytes_written();
+    });
+    let written = agree(worker.timely, written)?;
+    done.rewritten = written.entries;
+    done.bytes = written.bytes_written;
     Ok(done)
+}
+
+/// Why writing a part again stopped: the writer's thread stopped (its error comes with
+/// [`WriterThread::finish`]), or a part did not read.
+enum Rewrite {
+    Stopped,
+    Failed(Error),
+}
+
+impl From<Error> for Rewrite {
+    fn from(e: Error) -> Self {
+        Rewrite::Failed(e)
+    }
 }
 
 /// Whether each row group of `part` holds a root that `affected` holds (its `root_id` column
@@ -391,9 +414,10 @@ fn rewrite(
     part: &ParquetFile,
     affected: &Affected,
     schema: &SchemaRef,
-    encoder: &mut Encoder,
-) -> Result<u64, Error> {
+    writer: &mut WriterThread,
+) -> Result<u64, Rewrite> {
     let mut kept = 0u64;
+    let mut stopped = false;
     for rg in 0..part.row_groups() {
         part.read_row_group(io, rg, |batch, _| {
             let keep: BooleanArray =
@@ -403,9 +427,13 @@ fn rewrite(
                 .map_err(|e| Error::BadData(format!("{}: row group {rg}: {e}", part.name())))?;
             kept += rows.num_rows() as u64;
             let bytes = rows.get_array_memory_size();
-            encoder.write(&Piece::Batch(rows, bytes))
+            stopped |= !stopped && writer.push(vec![Piece::Batch(rows, bytes)]).is_err();
+            Ok(())
         })?;
-        encoder.write(&Piece::EndRowGroup)?;
+        stopped |= !stopped && writer.push(vec![Piece::EndRowGroup]).is_err();
+        if stopped {
+            return Err(Rewrite::Stopped);
+        }
     }
     Ok(kept)
 }
