@@ -70,6 +70,8 @@ impl Details for RecordSizes {
         ];
         if let Some(refreshed) = &self.refreshed {
             lines.push(("refresh", refreshed.line()));
+        }
+        if self.refreshed.as_ref().is_some_and(|r| r.from.is_some()) {
             lines.push((
                 "parts",
                 format!(
@@ -228,6 +230,12 @@ impl Body for Records<'_> {
                     Some(Refreshed::full("link records are computed in full (their refresh is not built)"));
             }
             flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
+        } else if self.config.incremental && self.typed.is_some() {
+            // Typed records hold type-local root ids, where the affected set holds the internal
+            // ones: their refresh is not built.
+            self.refreshed = Some(Refreshed::full("typed records are computed in full (their refresh is not built)"));
+            let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
+            flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
         } else if self.config.incremental {
             let (written, refreshed) = refresh_targets(worker, self.config, graph, layers, schema, output)?;
             self.refreshed = Some(refreshed);

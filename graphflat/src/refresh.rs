@@ -161,7 +161,7 @@ fn open_previous(
         return Ok(Err(Refreshed::full(reason)));
     }
     let run = version.manifest.run.clone();
-    let digests = match open_agreed(worker, state, "the digests kept beside it") {
+    let digests = match open_agreed(worker, state, "the digests kept beside the output") {
         Ok(Some(digests)) if digests.manifest.run == run => digests,
         Ok(Some(digests)) => {
             let other = digests.manifest.run;
@@ -191,7 +191,9 @@ use NotOpened::{Failed, Unreadable};
 fn open_agreed(worker: &mut Worker, place: &Place, what: &str) -> Result<Option<Version>, NotOpened> {
     let version = match agree(worker.timely, tables::open_version(worker.io, place)) {
         Ok(version) => version,
-        Err(e) if e.cause() == schemas::Cause::BadData => return Err(Unreadable(format!("{what} does not read: {e}"))),
+        Err(e) if e.cause() == schemas::Cause::BadData => {
+            return Err(Unreadable(format!("{what} cannot be read: {e}")));
+        }
         Err(e) => return Err(Failed(e)),
     };
     let run = version.as_ref().map(|v| v.manifest.run.clone()).unwrap_or_default();
@@ -263,7 +265,7 @@ pub fn plan(
     };
     let affected = match affected_set(worker, &base, nodes, digests, config.hops) {
         Err(e) if e.cause() == schemas::Cause::BadData => {
-            return Ok((Refreshed::full(format!("the digests run {} kept do not read: {e}", base.run)), None));
+            return Ok((Refreshed::full(format!("the digests run {} kept cannot be read: {e}", base.run)), None));
         }
         Err(e) => return Err(e),
         Ok(affected) => affected,
@@ -426,8 +428,11 @@ fn rewrite(
                 .and_then(|rows| RecordBatch::try_new(schema.clone(), rows.columns().to_vec()))
                 .map_err(|e| Error::BadData(format!("{}: row group {rg}: {e}", part.name())))?;
             kept += rows.num_rows() as u64;
-            let bytes = rows.get_array_memory_size();
-            stopped |= !stopped && writer.push(vec![Piece::Batch(rows, bytes)]).is_err();
+            // No batch of no rows: a part whose every record is affected is not written at all.
+            if rows.num_rows() > 0 {
+                let bytes = rows.get_array_memory_size();
+                stopped |= !stopped && writer.push(vec![Piece::Batch(rows, bytes)]).is_err();
+            }
             Ok(())
         })?;
         stopped |= !stopped && writer.push(vec![Piece::EndRowGroup]).is_err();

@@ -32,6 +32,11 @@
 //! run killed inside that window leaves its published parts visible until the next commit.
 //! Readers of this project take only the parts the manifest lists, and so see one run whole.
 //!
+//! A run may list again parts of the version it replaces (a refresh's untouched parts, named
+//! after the run that wrote them): the switch links them into its version, the cleanup of ended
+//! runs keeps what a manifest lists, and such a run commits only over the version that lists
+//! them (`check_carried`; another run that committed since makes it retryable).
+//!
 //! A run that writes several outputs (GraphInfer's scores and pair scores) commits them in
 //! order: every marker is checked first, and an output that cannot commit takes back those
 //! committed before it (their replaced manifest restored, their published parts removed), so a

@@ -90,7 +90,8 @@ pub struct FlattenConfig {
     /// Refresh the output instead of recomputing it: over a version this stage committed with
     /// the same settings, recompute only the records today's graph can change and carry the
     /// others over (`docs/refresh.md`). A run with no such version runs in full, and says why.
-    /// Implies `overwrite`; every run with it keeps its nodes' digests in `_state/`.
+    /// Implies `overwrite`; every run with it keeps its nodes' digests beside the output, in
+    /// `.<name>.graphflat-state/`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incremental: bool,
     /// `node`: one record per target node. `link`: one record per supervision edge (an edge
