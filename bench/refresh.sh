@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# GraphFlat's refresh (`incremental = true`, docs/refresh.md) against a full run over the same
-# day-2 snapshot, same session: a generated graph (average degree 10, 32 features), night 1 a
-# full run that keeps the digests, then for each delta (a fraction of the edges replaced at
-# random, or concentrated on 1% of the nodes) a refresh over night 1's output and a full run,
-# both from the same tables. Prints wall time, peak RSS and the summary's refresh lines.
+# The refresh (`incremental = true`, docs/refresh.md) of GraphFlat's records and of GraphInfer's
+# scores against a full run over the same day-2 snapshot, same session: a generated graph
+# (average degree 10, 32 features), night 1 a full run that keeps the digests (and a 2-layer GCN,
+# hidden 16, trained one epoch on night 1's records), then for each delta (a fraction of the
+# edges replaced at random, or concentrated on 1% of the nodes) a refresh over night 1's output
+# and a full run, both from the same tables. Prints wall time, peak RSS and the summary's
+# refresh lines.
 #
-#   PYTHON=.ci/venv/bin/python bench/refresh.sh [nodes] [work_dir]
+#   PYTHON=.ci/venv/bin/python STAGES="flatten infer" bench/refresh.sh [nodes] [work_dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000000}
@@ -13,6 +15,7 @@ WORK=${2:-/tmp/graphflat-refresh}
 WORKERS=${WORKERS:-2}
 PYTHON=${PYTHON:-.ci/venv/bin/python}
 DELTAS=${DELTAS:-"0.00001 0.0001 0.001 0.01"}
+STAGES=${STAGES:-"flatten infer"}
 BIN=$PWD/target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
@@ -37,6 +40,27 @@ incremental = $4
 TOML
 }
 
+infer_job() { # name data output incremental
+  cat > "$WORK/$1.toml" <<TOML
+[cluster]
+workers = $WORKERS
+[infer]
+nodes = "$2/nodes"
+edges = "$2/edges"
+model = "$WORK/model"
+output = "$3"
+overwrite = true
+incremental = $4
+TOML
+}
+
+# A copy of night 1's output `from` (hard links) and its digests as `to`, for a refresh.
+night_copy() { # from to
+  rm -rf "$WORK/$2" "$WORK/.$2.graphflat-state"
+  cp -al "$WORK/$1" "$WORK/$2"
+  cp -al "$WORK/.$1.graphflat-state" "$WORK/.$2.graphflat-state"
+}
+
 timed() { # name
   /usr/bin/time -f "%e s %M KB" $BIN run "$WORK/$1.toml" > "$WORK/$1.out" 2> "$WORK/$1.err"
   local t; t=$(tail -1 "$WORK/$1.err")
@@ -47,20 +71,36 @@ timed() { # name
 job night1 "$WORK/g$NODES" "$WORK/night1" true
 echo "== night 1 (full, keeps the digests)"
 timed night1
+if [[ " $STAGES " == *" infer "* ]]; then
+  if [ ! -f "$WORK/model/_SUCCESS" ]; then
+    printf '[cluster]\nworkers = %s\n[train]\nrecords = "%s"\noutput = "%s"\nepochs = 1\nhidden = 16\n' \
+      "$WORKERS" "$WORK/night1" "$WORK/model" > "$WORK/train.toml"
+    $BIN run "$WORK/train.toml" > "$WORK/train.log" 2>&1
+  fi
+  infer_job scores1 "$WORK/g$NODES" "$WORK/scores1" true
+  timed scores1
+fi
 for how in random concentrated; do
   for d in $DELTAS; do
     [ "$how" = concentrated ] && [ "$d" != 0.0001 ] && continue
     day="$WORK/day2-$how-$d"
     rm -rf "$day"
     $PYTHON bench/refresh_delta.py "$WORK/g$NODES" "$day" "$d" "$how" 3
-    rm -rf "$WORK/refreshed" "$WORK/.refreshed.graphflat-state"
-    cp -al "$WORK/night1" "$WORK/refreshed"
-    cp -al "$WORK/.night1.graphflat-state" "$WORK/.refreshed.graphflat-state"
-    job refresh "$day" "$WORK/refreshed" true
-    job full "$day" "$WORK/full" false
     echo "== $how, $d of the edges"
-    timed refresh
-    timed full
-    rm -rf "$WORK/full" "$day/edges"
+    if [[ " $STAGES " == *" flatten "* ]]; then
+      night_copy night1 refreshed
+      job refresh "$day" "$WORK/refreshed" true
+      job full "$day" "$WORK/full" false
+      timed refresh
+      timed full
+    fi
+    if [[ " $STAGES " == *" infer "* ]]; then
+      night_copy scores1 rescored
+      infer_job rescore "$day" "$WORK/rescored" true
+      infer_job full-scores "$day" "$WORK/full-scores" false
+      timed rescore
+      timed full-scores
+    fi
+    rm -rf "$WORK/full" "$WORK/full-scores" "$day/edges"
   done
 done

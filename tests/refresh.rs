@@ -4,9 +4,9 @@
 //! change at all), the refreshed output holds exactly the records a full run over that day's
 //! tables writes, bit for bit, on 1, 2 and 3 workers and 2 processes, while it computes only
 //! the affected ones and carries untouched parts over; every reader reads it; a refresh that
-//! cannot start from the output (or a typed or link job, whose refresh is not built) runs in
-//! full and says why; a refresh killed at any moment
-//! leaves a version that reads whole, and the next refresh is exact again.
+//! cannot start from the output (or a link job, whose refresh is not built) runs in full and
+//! says why; a typed graph's refresh is exact too; a refresh killed at any moment leaves a
+//! version that reads whole, and the next refresh is exact again.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -263,6 +263,89 @@ fn a_refresh_on_two_processes_is_exact() {
     assert_exact(&dir, &data, &out, &full, "two processes");
 }
 
+/// The tables of the generated typed graph (`crate::common::typed`), each a folder.
+const TYPED_TABLES: [&str; 7] =
+    ["nodes/user", "nodes/item", "nodes/shop", "edges/buys", "edges/returns", "edges/follows", "edges/sells"];
+
+/// A day of the typed graph: its name, and the rows `i` of table `t` it drops (`drop(t, i)`).
+type TypedDay<'a> = (&'a str, &'a dyn Fn(&str, usize) -> bool);
+
+/// The typed graph of `source` into `data`, each table one file, without the rows `i` of
+/// table `t` for which `drop(t, i)`.
+fn write_typed_day(source: &Path, data: &Path, drop: &dyn Fn(&str, usize) -> bool) {
+    for table in TYPED_TABLES {
+        let batches = read_batches(&source.join(table));
+        let all = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
+        let keep: arrow_array::BooleanArray = (0..all.num_rows()).map(|i| Some(!drop(table, i))).collect();
+        let _ = std::fs::remove_dir_all(data.join(table));
+        let rows = arrow_select::filter::filter_record_batch(&all, &keep).unwrap();
+        write_parquet(&data.join(table).join("part-0.parquet"), &rows);
+    }
+}
+
+/// A typed graph's records and scores (an R-GCN's, every type's rows, hubs split) refreshed
+/// day after day equal a full run's.
+#[test]
+fn a_typed_refresh_writes_what_a_full_run_writes() {
+    let dir = scratch("refresh-typed");
+    let (source, data, out, full) = (dir.join("source"), dir.join("data"), dir.join("flat"), dir.join("full"));
+    graphflat_ok(&["generate", "--hetero", "--out", source.to_str().unwrap(), "--nodes", "2000", "--seed", "3"]);
+    let at = |p: &Path| p.display().to_string();
+    let job = |section: &str, keys: String, incremental: bool, name: &str| {
+        let text = format!(
+            "{}[{section}]\n{keys}target_type = \"user\"\nincremental = {incremental}\noverwrite = true\n\
+             part_size_mb = 1\nbatch_size = 31\n",
+            crate::common::typed::graph_tables(&data),
+        );
+        write_job(&dir, name, &text)
+    };
+    let flatten = |output: &Path, incremental: bool, name: &str| {
+        job("flatten", format!("output = {:?}\n", at(output)), incremental, name)
+    };
+    let (model, scores, full_scores) = (dir.join("model"), dir.join("scores"), dir.join("full-scores"));
+    let infer = |output: &Path, incremental: bool, name: &str| {
+        let keys = format!("model = {:?}\noutput = {:?}\nhub_threshold = 6\n", at(&model), at(output));
+        job("infer", keys, incremental, name)
+    };
+    write_typed_day(&source, &data, &|_, _| false);
+    let first = run_ok(&flatten(&out, true, "day0"), &[]);
+    assert!(refresh_line(&first).contains("full: the output holds no committed version"), "{first}");
+    let train = format!(
+        "[train]\nrecords = {:?}\noutput = {:?}\nmodel = \"rgcn\"\nhidden = 8\nepochs = 1\n",
+        at(&out),
+        at(&model)
+    );
+    run_ok(&write_job(&dir, "train", &train), &[]);
+    run_ok(&infer(&scores, true, "infer0"), &[]);
+    // Each day's edges, dropped from the generated ones: users' own, items' (which users reach
+    // through the reversed buys), and shops' (two hops away).
+    let days: [TypedDay; 4] = [
+        ("no change", &|_, _| false),
+        ("follows", &|t, i| t == "edges/follows" && [3, 70].contains(&i)),
+        ("buys", &|t, i| t == "edges/buys" && i == 5),
+        ("sells", &|t, i| t == "edges/sells" && i == 1),
+    ];
+    for (i, (name, drop)) in days.iter().enumerate() {
+        write_typed_day(&source, &data, drop);
+        let workers = ["--workers", ["1", "2"][i % 2]];
+        for (stdout, what) in [
+            (run_ok(&flatten(&out, true, "day"), &workers), "records"),
+            (run_ok(&infer(&scores, true, "infer"), &workers), "scores"),
+        ] {
+            let line = refresh_line(&stdout);
+            assert!(line.starts_with("refresh: incremental over run"), "{name}, {what}: {line}");
+            let (hit, _) = affected(&line);
+            assert_eq!(hit == 0, i == 0, "{name}, {what}: {line}");
+        }
+        run_ok(&flatten(&full, false, "full"), &[]);
+        let (got, want) = (read_listed_records(&out), read_records(&full));
+        assert_eq!(got.len(), want.len(), "{name}: record count");
+        assert!(got == want, "{name}: the refreshed records differ from a full run's");
+        run_ok(&infer(&full_scores, false, "full-infer"), &[]);
+        assert_eq!(listed_rows(&scores), sorted_rows(&read_batches(&full_scores)), "{name}: scores");
+    }
+}
+
 #[test]
 fn a_refresh_that_cannot_start_from_the_output_runs_in_full_and_says_why() {
     let dir = scratch("refresh-full");
@@ -291,18 +374,6 @@ fn a_refresh_that_cannot_start_from_the_output_runs_in_full_and_says_why() {
     std::fs::write(&part, &bytes[..bytes.len() / 2]).unwrap();
     let line = incremental("broken", &|j| j.key("fanouts", vec![4, 2]));
     assert!(line.contains("cannot be read"), "{line}");
-    // Typed records are computed in full (their records hold type-local root ids).
-    let typed = dir.join("typed");
-    graphflat_ok(&["generate", "--hetero", "--out", typed.to_str().unwrap(), "--nodes", "300", "--seed", "1"]);
-    let output = dir.join("typed-flat").display().to_string();
-    let text = format!(
-        "{}[flatten]\noutput = {output:?}\ntarget_type = \"user\"\nincremental = true\n",
-        crate::common::typed::graph_tables(&typed)
-    );
-    let job = write_job(&dir, "typed", &text);
-    run_ok(&job, &[]);
-    let stdout = run_ok(&job, &[]);
-    assert!(refresh_line(&stdout).contains("typed records are computed in full"), "{stdout}");
     // Link records are computed in full.
     let link = split_graph(&dir, 400, 6, 3, 2);
     let links = Job::flatten(&link, dir.join("links")).key("task", "link").key("incremental", true);
@@ -343,4 +414,75 @@ fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact()
     let stdout = run_ok(&refresh, &["--workers", "2"]);
     assert!(refresh_line(&stdout).starts_with("refresh:"), "{stdout}");
     assert_exact(&dir, &data, &out, &full, "after the kills");
+}
+
+/// The infer job of the test: `model` over `data` into `output`, hubs split past 5 in-edges.
+fn infer_job(data: &Path, model: &Path, output: &Path, incremental: bool) -> Job {
+    Job::infer(data, model, output)
+        .key("hub_threshold", 5)
+        .key("batch_size", 64)
+        .key("part_size_mb", 1)
+        .key("incremental", incremental)
+        .key("overwrite", true)
+}
+
+/// The rows of the parts `dir`'s manifest lists, each as text, sorted (floats printed to
+/// their last bit).
+fn listed_rows(dir: &Path) -> Vec<String> {
+    let manifest = manifest(dir);
+    let listed = manifest["parts"].as_array().unwrap().iter().map(|p| dir.join(p["name"].as_str().unwrap()));
+    sorted_rows(&batches_in(listed))
+}
+
+#[test]
+fn an_infer_refresh_writes_what_a_full_run_writes_day_after_day() {
+    let dir = scratch("refresh-infer");
+    generate(&dir.join("g"), 1_500, 6, 5, 7);
+    let mut day = Day::read(&dir.join("g"));
+    let (data, model, out, full) = (dir.join("data"), dir.join("model"), dir.join("scores"), dir.join("full"));
+    day.write(&data);
+    let flat = flatten(&dir, &data, "flat", &[], |job| job.key("fanouts", vec![4, 3]).key("seed", 5));
+    let train = |name: &str| {
+        let job =
+            Job::train(&flat, &model).key("epochs", 1).key("hidden", 8).key("model", "sage").key("overwrite", true);
+        run_ok(&job.write(&dir, name), &[]);
+    };
+    train("train");
+    let first = run_ok(&infer_job(&data, &model, &out, true).write(&dir, "day0"), &["--workers", "2"]);
+    assert!(refresh_line(&first).contains("full: the output holds no committed version"), "{first}");
+
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    let changes: [Change; 6] = [
+        ("no change", &|_, _| {}),
+        ("features, a label and a split", &|d, r| d.change_nodes(r, 5)),
+        ("edges removed and added", &|d, r| d.change_edges(r, 6)),
+        ("nodes removed and added", &|d, r| d.change_node_set(r, 3)),
+        ("a hub gains 300 in-edges", &|d, r| d.grow_hub(r, 300)),
+        ("a third of the edges replaced", &|d, r| d.change_edges(r, 3_000)),
+    ];
+    for (i, (name, change)) in changes.iter().enumerate() {
+        change(&mut day, &mut rng);
+        day.write(&data);
+        let workers = ["1", "2", "3"][i % 3];
+        let stdout = run_ok(&infer_job(&data, &model, &out, true).write(&dir, "day"), &["--workers", workers]);
+        let line = refresh_line(&stdout);
+        if i == changes.len() - 1 {
+            assert!(line.contains("a full run is cheaper"), "{name}: {line}");
+        } else {
+            assert!(line.starts_with("refresh: incremental over run"), "{name}: {line}");
+            let (hit, all) = affected(&line);
+            assert_eq!(hit == 0, i == 0, "{name}: {line}");
+            assert!(hit * 4 <= all, "{name}: {line}");
+        }
+        run_ok(&infer_job(&data, &model, &full, false).write(&dir, "full"), &[]);
+        assert_eq!(listed_rows(&out), sorted_rows(&read_batches(&full)), "{name}: the rows differ from a full run's");
+    }
+    assert_every_reader_reads_the_manifest(&[&out]);
+
+    // Another training of the model: every row is computed again.
+    train("train-again");
+    let stdout = run_ok(&infer_job(&data, &model, &out, true).write(&dir, "retrained"), &[]);
+    assert!(refresh_line(&stdout).contains("schema or metadata changed"), "{stdout}");
+    run_ok(&infer_job(&data, &model, &full, false).write(&dir, "full"), &[]);
+    assert_eq!(listed_rows(&out), sorted_rows(&read_batches(&full)), "after retraining");
 }

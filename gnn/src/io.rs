@@ -108,6 +108,8 @@ pub fn save(io: &Io, dir: &Place, lease: Lease, saved: Saved, device: &Device) -
 /// A committed model's metadata and weights, checked against its manifest.
 pub struct ModelFiles {
     pub meta: ModelMeta,
+    /// The run that committed it (its manifest's): another training is another run.
+    pub run: String,
     weights: Vec<u8>,
     /// The weights' and the description's files.
     pub weights_place: Place,
@@ -142,7 +144,7 @@ impl ModelFiles {
             .and_then(|()| check_edge_inputs(&meta))
             .and_then(|()| check_types(&meta))
             .map_err(|problem| Error::Corrupt { path: meta_place.shown(), problem })?;
-        Ok(ModelFiles { meta, weights, weights_place, meta_place })
+        Ok(ModelFiles { meta, run: manifest.run, weights, weights_place, meta_place })
     }
 
     /// The size of the weights.

@@ -24,9 +24,10 @@ use tables::parts::PartsOf;
 use crate::error::Error;
 use crate::links::flatten_links;
 use crate::record::AssembledColumns;
-use crate::refresh::{self, Refreshed};
+use crate::refresh;
 use crate::round::{Answered, Request, rounds};
 use crate::write::{RecordStats, write_batches};
+use stage::refresh::Refreshed;
 
 /// The job's summary.
 pub type Summary = stage::Summary<RecordSizes>;
@@ -100,7 +101,7 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
             .with_partition(config.partition.as_deref(), &owner_map);
         // A refresh replaces the version it starts from, and keeps its digests beside it.
         declared.overwrite |= config.incremental;
-        let state = config.incremental.then(|| refresh::state_uri(&config.output)).flatten();
+        let state = config.incremental.then(|| stage::refresh::state_uri(&config.output)).flatten();
         if config.incremental && state.is_none() {
             return Err(tables::Error::Usage(format!(
                 "output {}: incremental keeps the nodes' digests beside the output, which needs a directory \
@@ -230,14 +231,9 @@ impl Body for Records<'_> {
                     Some(Refreshed::full("link records are computed in full (their refresh is not built)"));
             }
             flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
-        } else if self.config.incremental && self.typed.is_some() {
-            // Typed records hold type-local root ids, where the affected set holds the internal
-            // ones: their refresh is not built.
-            self.refreshed = Some(Refreshed::full("typed records are computed in full (their refresh is not built)"));
-            let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-            flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
         } else if self.config.incremental {
-            let (written, refreshed) = refresh_targets(worker, self.config, graph, layers, schema, output)?;
+            let target = self.typed.as_ref().map(|t| t.target);
+            let (written, refreshed) = refresh_targets(worker, self.config, graph, (layers, target), schema, output)?;
             self.refreshed = Some(refreshed);
             written
         } else {
@@ -307,22 +303,27 @@ fn refresh_targets(
     worker: &mut Worker,
     config: &FlattenConfig,
     graph: Graph,
-    layers: Vec<Layers>,
+    (layers, target): (Vec<Layers>, Option<u8>),
     schema: SchemaRef,
     output: &PartsOf,
 ) -> Result<(Written<RecordStats>, Refreshed), Error> {
     let nodes = graph.nodes;
     let digests = sampling::digest::digests(&nodes);
     let kept = worker.extra_outputs[0].clone();
-    let state = sampling::agree(worker.timely, refresh::write_state(worker.io, &kept, &nodes, &digests))?;
+    let state = sampling::agree(worker.timely, stage::refresh::write_state(worker.io, &kept, &nodes, &digests))?;
     worker.clock.lap("digests");
+    // Keys: a typed graph's target type is packed in them (`schemas::typed`).
     let mut targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-    let (refreshed, base) = refresh::plan(worker, (output, &kept.dir), config, &schema, (&nodes, &digests), &targets)?;
+    let qualify = refresh::qualify(config, &schema);
+    let places = (&output.dir, &kept.dir);
+    let (refreshed, base) = stage::refresh::plan(worker, places, &qualify, (&nodes, &digests), config.hops, &targets)?;
     worker.clock.lap("affected set");
     drop(digests);
     let mut carried = refresh::Carried::default();
     if let Some((base, affected)) = base {
-        carried = refresh::carry_parts(worker, base, &affected, output, &schema, config.part_size_mb << 20)?;
+        let key = refresh::key(target);
+        let limit = config.part_size_mb << 20;
+        carried = refresh::carry_parts(worker, (base, &key), &affected, output, &schema, limit)?;
         targets.retain(|&t| affected.contains(t));
         worker.clock.lap("parts carried or rewritten");
     }

@@ -15,13 +15,14 @@ use burn::prelude::Device;
 use cluster::Failure;
 use gnn::Gnn;
 use gnn::decoder::PairScorer;
-use parquet::file::properties::EnabledStatistics;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use sampling::{NodeStore, ReadEdges, SampleSpec, SharedOwnerMap, agree};
 use schemas::job::MissingEmbedding;
 use schemas::job::TypedGraph;
 use schemas::model::ModelMeta;
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
+use stage::refresh::Refreshed;
 use stage::{Body, Clock, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::commit::Stage;
 use tables::parts::{PartWriter, PartsOf, part_properties};
@@ -35,6 +36,7 @@ use crate::model::{
 use crate::output::{self, Head, TypedRows};
 use crate::pairs::{self, Candidates, Embeddings, PairTypes};
 use crate::plan::{Plan, plan};
+use crate::refresh::Refresh;
 use crate::round::{Context, Input, LearnedInput, layer};
 use crate::rule::LayerRule;
 use schemas::facts::{Bins, Histogram, LinearCounts};
@@ -57,6 +59,12 @@ pub struct Rounds {
     /// A model with learned embeddings: nodes without a row (given zeros), and rows of nodes
     /// the graph does not hold.
     pub learned: Option<(u64, u64)>,
+    /// A run with `incremental`: what the refresh did, and the parts it carried over untouched
+    /// and wrote again without their affected rows (holding `kept` rows).
+    pub refreshed: Option<Refreshed>,
+    pub carried: u64,
+    pub rewritten: u64,
+    pub kept: u64,
 }
 
 impl Details for Rounds {
@@ -74,6 +82,16 @@ impl Details for Rounds {
                 format!("{missing} nodes without a learned row (zeros), {unknown} rows of nodes not in the graph");
             lines.push(("learned", line));
         }
+        if let Some(refreshed) = &self.refreshed {
+            lines.push(("refresh", refreshed.line()));
+        }
+        if self.refreshed.as_ref().is_some_and(|r| r.from.is_some()) {
+            let line = format!(
+                "{} carried over, {} written again without their affected rows ({} rows kept)",
+                self.carried, self.rewritten, self.kept
+            );
+            lines.push(("parts", line));
+        }
         lines
     }
 
@@ -81,8 +99,10 @@ impl Details for Rounds {
         let mut histograms = Vec::new();
         if !self.predictions.is_empty() {
             let classes = (0..self.predictions.len()).map(|c| c.to_string()).collect();
+            // A refresh counts the rows it computed, not those it carried over.
+            let refreshed = self.refreshed.as_ref().is_some_and(|r| r.from.is_some());
             histograms.push(Histogram::new(
-                "predicted class",
+                if refreshed { "predicted class (rows computed again)" } else { "predicted class" },
                 "nodes",
                 Bins::Categories(classes),
                 self.predictions.clone(),
@@ -139,11 +159,25 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         if let Some(uri) = &config.pairs_output {
             declared = declared.with_extra("pairs_output", uri);
         }
+        // A refresh replaces the version it starts from, and keeps its digests beside it.
+        declared.overwrite |= config.incremental;
+        let state = config.incremental.then(|| stage::refresh::state_uri(&config.output)).flatten();
+        if config.incremental && state.is_none() {
+            return Err(Error::Usage(format!(
+                "output {}: incremental keeps the nodes' digests beside the output, which needs a directory around \
+                 it (not a bucket's root)",
+                config.output
+            )));
+        }
+        if let Some(state) = &state {
+            declared = declared.with_extra("the refresh's digests", state);
+        }
         let scorer = candidates.is_some().then(|| PairScorer::of(&meta.spec, model.decoder.as_ref()));
         let pairs = candidates.as_ref().zip(scorer);
         let body = Scores {
             config: &config,
             dir,
+            model_run: &files.run,
             meta: &meta,
             model: &model,
             device: &device,
@@ -151,6 +185,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
             typed: typed.as_ref().as_ref(),
             embedding,
             pairs,
+            refreshed: None,
         };
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
@@ -184,6 +219,8 @@ fn check_pairs(config: &InferConfig, meta: &ModelMeta, dir: &Place) -> Result<()
 struct Scores<'a> {
     config: &'a InferConfig,
     dir: &'a Place,
+    /// The training run that committed the model.
+    model_run: &'a str,
     meta: &'a ModelMeta,
     model: &'a Gnn,
     device: &'a Device,
@@ -193,6 +230,8 @@ struct Scores<'a> {
     embedding: usize,
     /// The candidate pairs and the decoder that scores them.
     pairs: Option<(&'a Candidates, PairScorer)>,
+    /// With `incremental`: what the refresh did.
+    refreshed: Option<Refreshed>,
 }
 
 /// Rows read from other workers: the only fact of a worker's rounds the summary needs that
@@ -210,6 +249,9 @@ pub struct RoundStats {
     pub pair_scores: LinearCounts,
     /// Learned embeddings: this worker's nodes without a row, and rows of unknown nodes.
     pub learned: (u64, u64),
+    /// A refresh: parts written again without their affected rows, and the rows they kept.
+    pub rewritten: u64,
+    pub kept: u64,
 }
 
 impl Reads for Scores<'_> {
@@ -257,18 +299,24 @@ impl Body for Scores<'_> {
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<RoundStats>, Error> {
         let mut nodes = graph.nodes;
         nodes.keep_edge_features_for(&self.meta.spec);
+        let table = self.table(&nodes);
+        let mut rows = self.output_rows(&nodes, graph.targets);
+        let refresh = match self.config.incremental {
+            true => Some(self.refresh(worker, &nodes, &mut rows, (output, &table))?),
+            false => None,
+        };
         let source_slots = nodes.take_source_slots();
         // Layer 1 reads them once and frees them (see `round::Input`).
         let features = nodes.take_features();
         let nodes = Rc::new(nodes);
         let k = self.meta.hops;
-        let rows = self.output_rows(&nodes, graph.targets);
         let wanted: Vec<(u32, usize)> =
             rows.iter().map(|r| (r.slot, if r.scored { k } else { self.embedding })).collect();
         // A candidate pair may name any node: with pairs, every node's layers are computed.
         let every_row =
             self.typed.is_none_or(|(g, _)| (0..g.node_types.len()).all(|t| self.config.has_rows(g, t as u8)));
-        let all = (self.config.targets == Targets::All && every_row) || self.pairs.is_some();
+        let partial = refresh.as_ref().is_some_and(|r| r.partial.is_some());
+        let all = (self.config.targets == Targets::All && every_row && !partial) || self.pairs.is_some();
         let plan = plan(worker.timely, &nodes, source_slots, &self.rule, &wanted, all, self.config.hub_threshold)?;
         worker.clock.lap("plan");
         let cx = Context {
@@ -284,8 +332,9 @@ impl Body for Scores<'_> {
         };
         let (first, learned) = self.first_input(worker, &nodes, features, &plan)?;
         let Outputs { last, width, embedding } = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, first)?;
-        let written = write(worker, self, &cx, output, &rows, &last, embedding.as_deref().unwrap_or(&last))?;
+        let written = write(worker, self, &cx, (output, &table), &rows, &last, embedding.as_deref().unwrap_or(&last))?;
         worker.clock.lap("head and write");
+        let written = with_refresh(written, refresh);
         // The embedding layer's rows go; the last layer stays for the pairs round.
         drop(embedding);
         let own = RoundStats {
@@ -295,6 +344,8 @@ impl Body for Scores<'_> {
             predictions: written.own.predictions.clone(),
             pair_scores: LinearCounts::default(),
             learned,
+            rewritten: written.own.rewritten,
+            kept: written.own.kept,
         };
         let written = Written { own, ..written };
         let Some((candidates, scorer)) = &self.pairs else { return Ok(written) };
@@ -305,6 +356,10 @@ impl Body for Scores<'_> {
 
     fn details(&self, all: &[WorkerStats<RoundStats>]) -> Rounds {
         Rounds {
+            refreshed: self.refreshed.clone(),
+            carried: all.iter().map(|s| s.carried.len() as u64).sum(),
+            rewritten: all.iter().map(|s| s.own.rewritten).sum(),
+            kept: all.iter().map(|s| s.own.kept).sum(),
             hubs_split: all.first().map(|s| s.own.hubs_split.clone()).unwrap_or_default(),
             remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
             pairs: self.pairs.as_ref().map(|_| all.iter().map(|s| s.own.pairs).sum()),
@@ -323,12 +378,28 @@ impl Body for Scores<'_> {
     }
 }
 
+/// What the worker wrote, with what its refresh adds: today's digests (the extra output after
+/// any `pairs_output`), and over a previous version its parts carried and written again.
+fn with_refresh(mut written: Written<RoundStats>, refresh: Option<Refresh>) -> Written<RoundStats> {
+    let Some(refresh) = refresh else { return written };
+    written.extra_entries.push(refresh.state);
+    if let Some((carried, writer)) = refresh.partial {
+        written.own.rewritten = writer.parts.len() as u64;
+        written.own.kept = carried.kept_rows;
+        written.bytes += writer.bytes_written;
+        written.parts += writer.parts_written;
+        written.entries.extend(writer.parts);
+        written.carried = carried.carried;
+    }
+    written
+}
+
 /// What the worker wrote, with its part of the pair output (the extra output).
 fn with_pairs(written: Written<RoundStats>, pairs: pairs::PairsWritten) -> Written<RoundStats> {
     Written {
         bytes: written.bytes + pairs.bytes,
         parts: written.parts + pairs.parts,
-        extra_entries: vec![pairs.entries],
+        extra_entries: std::iter::once(pairs.entries).chain(written.extra_entries).collect(),
         carried: Vec::new(),
         own: RoundStats { pairs: pairs.rows, pair_scores: pairs.scores, ..written.own },
         ..written
@@ -394,6 +465,87 @@ impl Scores<'_> {
         }
         rows
     }
+}
+
+/// The output table's shape: the head, the score and embedding widths, and the schema.
+struct Table {
+    head: Head,
+    classes: usize,
+    width: usize,
+    schema: SchemaRef,
+}
+
+impl Scores<'_> {
+    /// The output table of this model over `nodes` (see [`crate::output`]); its metadata names
+    /// the model, its training run and the settings.
+    fn table(&self, nodes: &NodeStore) -> Table {
+        let (config, meta, embedding_layer) = (self.config, self.meta, self.embedding);
+        let head = match (meta.spec.task, meta.spec.multi_label) {
+            (Task::Link, _) => Head::Embedding,
+            (Task::Node, true) => Head::MultiHot,
+            (Task::Node, false) => Head::Classes,
+        };
+        // A link model's last layer is its embedding: no logits are written.
+        let classes = if head == Head::Embedding { 0 } else { meta.spec.classes };
+        let width = self.model.slice(&meta.spec, embedding_layer - 1).output_width();
+        let metadata = HashMap::from([
+            ("graphinfer.model".to_owned(), self.dir.shown()),
+            ("graphinfer.model_run".to_owned(), self.model_run.to_owned()),
+            ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),
+            ("graphinfer.embedding_layer".to_owned(), embedding_layer.to_string()),
+            ("graphinfer.targets".to_owned(), config.targets.to_string()),
+            ("graphinfer.hub_threshold".to_owned(), config.hub_threshold.to_string()),
+        ]);
+        let naming = output::Naming { ids: nodes.id_kind(), typed: self.typed.is_some() };
+        let schema = Arc::new(output::schema(head, width, classes, naming, metadata));
+        Table { head, classes, width, schema }
+    }
+
+    /// With `incremental` (see [`crate::refresh`]): today's digests kept beside the output,
+    /// then, over a previous version that qualifies, its parts carried or written again and
+    /// `rows` cut to the affected nodes'; otherwise every row, as in a full run.
+    fn refresh(
+        &mut self,
+        worker: &mut Worker,
+        nodes: &NodeStore,
+        rows: &mut Vec<OutputRow>,
+        (output, table): (&PartsOf, &Table),
+    ) -> Result<Refresh, Error> {
+        let digests = sampling::digest::digests(nodes);
+        // The digests' table comes after `pairs_output` among the extra outputs.
+        let kept = worker.extra_outputs[usize::from(self.pairs.is_some())].clone();
+        let state = agree(worker.timely, stage::refresh::write_state(worker.io, &kept, nodes, &digests))?;
+        worker.clock.lap("digests");
+        let mut refresh = Refresh { state, ..Refresh::default() };
+        if let Some(reason) = crate::refresh::in_full(self.config, nodes) {
+            refresh.refreshed = Refreshed::full(reason);
+        } else {
+            let keys: Vec<i64> = rows.iter().map(|r| r.key).collect();
+            let qualify = crate::refresh::qualify(self.config, &table.schema);
+            let places = (&output.dir, &kept.dir);
+            let hops = self.meta.hops;
+            let (refreshed, base) = stage::refresh::plan(worker, places, &qualify, (nodes, &digests), hops, &keys)?;
+            worker.clock.lap("affected set");
+            refresh.refreshed = refreshed;
+            if let Some((base, affected)) = base {
+                let names = self.typed.map(|(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
+                let key = crate::refresh::key(names);
+                let writing = (part_properties_of_scores(), self.config.part_size_mb << 20);
+                let carried = crate::refresh::carry(worker, (base, &key), &affected, (output, &table.schema), writing)?;
+                rows.retain(|r| affected.contains(r.key));
+                refresh.partial = Some(carried);
+                worker.clock.lap("parts carried or rewritten");
+            }
+        }
+        self.refreshed = Some(refresh.refreshed.clone());
+        Ok(refresh)
+    }
+}
+
+/// The output's part properties: statistics of `node_id` per column chunk, for readers that
+/// skip row groups by id.
+fn part_properties_of_scores() -> WriterProperties {
+    part_properties().set_column_statistics_enabled(ColumnPath::from(output::NODE_ID), EnabledStatistics::Chunk).build()
 }
 
 /// What the layers leave for the writer and the pairs round.
@@ -508,35 +660,17 @@ fn write(
     worker: &mut Worker,
     body: &Scores,
     cx: &Context,
-    output: &PartsOf,
+    (output, table): (&PartsOf, &Table),
     targets: &[OutputRow],
     last: &[f32],
     embedding: &[f32],
 ) -> Result<Written<RoundStats>, Error> {
-    let (config, meta, embedding_layer) = (body.config, body.meta, body.embedding);
-    let head = match (meta.spec.task, meta.spec.multi_label) {
-        (Task::Link, _) => Head::Embedding,
-        (Task::Node, true) => Head::MultiHot,
-        (Task::Node, false) => Head::Classes,
-    };
+    let Table { head, classes, width, ref schema } = *table;
+    let config = body.config;
     let n = targets.len();
-    // A link model's last layer is its embedding: no logits are written.
-    let classes = if head == Head::Embedding { 0 } else { meta.spec.classes };
-    let width = cx.model.slice(cx.spec, embedding_layer - 1).output_width();
-    let metadata = HashMap::from([
-        ("graphinfer.model".to_owned(), body.dir.shown()),
-        ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),
-        ("graphinfer.embedding_layer".to_owned(), embedding_layer.to_string()),
-        ("graphinfer.targets".to_owned(), config.targets.to_string()),
-        ("graphinfer.hub_threshold".to_owned(), config.hub_threshold.to_string()),
-    ]);
     let names: Vec<String> =
         body.typed.map_or_else(Vec::new, |(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
-    let naming = output::Naming { ids: cx.nodes.id_kind(), typed: body.typed.is_some() };
-    let schema: SchemaRef = Arc::new(output::schema(head, width, classes, naming, metadata));
-    let props = part_properties()
-        .set_column_statistics_enabled(ColumnPath::from(output::NODE_ID), EnabledStatistics::Chunk)
-        .build();
+    let props = part_properties_of_scores();
     let mut writer =
         PartWriter::new(worker.io.clone(), output.clone(), schema.clone(), props, config.part_size_mb << 20);
     let phase = cx.progress.last_phase();
@@ -564,7 +698,7 @@ fn write(
                 Some(_) => Arc::new(chunk.iter().map(|r| cx.nodes.key(r.slot as usize)).collect::<StringArray>()),
                 None => Arc::new(Int64Array::from(ids)),
             };
-            let batch = output::batch(&schema, head, ids, typed, &embedding, &logits)
+            let batch = output::batch(schema, head, ids, typed, &embedding, &logits)
                 .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
             writer.write(&batch)?;
             cx.progress.advance(phase, (end - start) as u64);

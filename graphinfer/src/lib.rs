@@ -12,6 +12,9 @@
 //! - round k + 1: the [`output`] head: scores, predictions and embeddings as Parquet parts;
 //! - for a link model given `pairs`, the [`pairs`] round: each candidate pair routed to the
 //!   owner of `src`, then of `dst`, and scored there by the decoder, into `pairs_output`;
+//! - with `incremental`, the [`refresh`] after round 0: today's digests kept beside the output,
+//!   and over yesterday's version the rows a change can reach computed again, the others
+//!   carried over (`stage::refresh`);
 //! - `_SUCCESS` in the output, then in `pairs_output` (see `stage::extra_output`).
 //!
 //! Memory per worker: its share of the nodes (features, in-degrees, sampled in-edges), the
@@ -25,6 +28,7 @@ pub mod model;
 pub mod output;
 pub mod pairs;
 pub mod plan;
+pub mod refresh;
 pub mod round;
 pub mod rule;
 

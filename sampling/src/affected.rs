@@ -1,5 +1,5 @@
-//! Which outputs a change of the graph can reach, on differential-dataflow: the refresh's
-//! changed and affected sets.
+//! Which outputs a change of the graph can reach: the refresh's changed set, on
+//! differential-dataflow, and its affected set.
 //!
 //! **Changed nodes.** The previous run kept every node's digest ([`crate::digest`]); this run
 //! computes today's. Both go into one collection, yesterday's with multiplicity -1 and today's
@@ -11,7 +11,13 @@
 //! the sources of the sampled in-edges of each hop's nodes, k hops deep, and of each node its
 //! content and its sample. The affected set is every node within k hops downstream of a
 //! changed node over today's sampled edges (`src -> dst` for each sampled in-edge of `dst`):
-//! k rounds of a join with the sampled edges, arranged once by source.
+//! k hops of a breadth-first search. Each worker holds its own nodes' sampled in-edges; at each
+//! hop it scans them for a source in the frontier (the same on every worker), and the new
+//! destinations are gathered into the next frontier. A hop costs one pass over the local edges
+//! and the frontier's ids on the wire. The hops ran on differential-dataflow first (a
+//! `join_core` with the edges arranged by source, k times): arranging every sampled edge cost
+//! 0.7-0.8 s at 1M nodes whatever the change, more than a GraphInfer run's layers, where the
+//! scans cost a tenth of it (`BENCHMARKS.md`, section 25).
 //!
 //! **Why today's graph alone is enough, and the result exact.** Take a root `r` with no changed
 //! node within k hops downstream of it in today's sampled graph: every node of its tree today
@@ -24,13 +30,14 @@
 //! has a new in-degree, so it is changed itself.
 //!
 //! The set over-approximates: a label is read at hop 0 only, and a changed node's in-edges
-//! only below hop k; counting them at every hop keeps the rule one join and costs a little
+//! only below hop k; counting them at every hop keeps the rule one search and costs a little
 //! more recomputation, never a wrong record.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use differential_dataflow::input::Input;
+use schemas::mix::IdSet;
 use timely::dataflow::ProbeHandle;
 use timely::worker::Worker;
 
@@ -52,32 +59,52 @@ impl Affected {
 }
 
 /// The changed and affected sets (see the module doc) from this worker's share of
-/// yesterday's digests (`old`), today's (`new`) and today's sampled edges as `(src, dst)`,
-/// any share of each: the dataflow routes them by node. Every worker calls it; all get the
-/// whole result.
-pub fn affected(
+/// yesterday's digests (`old`) and today's (`new`), any share of each (the dataflow routes them
+/// by node), and this worker's nodes' sampled in-edges as `(src, dst)`, each call of `edges` a
+/// pass over them. Every worker calls it; all get the whole result.
+pub fn affected<E: Iterator<Item = (i64, i64)>>(
     worker: &mut Worker,
     old: impl IntoIterator<Item = (i64, Digest)>,
     new: impl IntoIterator<Item = (i64, Digest)>,
-    edges: impl IntoIterator<Item = (i64, i64)>,
+    edges: impl Fn() -> E,
     hops: usize,
 ) -> Affected {
+    let changed = changed(worker, old, new);
+    let mut ids = changed.clone();
+    let mut frontier: IdSet<i64> = changed.iter().copied().collect();
+    // The frontier is the same on every worker, so all stop at the same hop.
+    for _ in 0..hops {
+        if frontier.is_empty() {
+            break;
+        }
+        let mut reached: Vec<i64> = edges().filter(|(src, _)| frontier.contains(src)).map(|(_, dst)| dst).collect();
+        reached.sort_unstable();
+        reached.dedup();
+        let mut next = cluster::all_gather(worker, reached);
+        next.dedup();
+        next.retain(|id| ids.binary_search(id).is_err());
+        frontier = next.iter().copied().collect();
+        ids.extend(next);
+        ids.sort_unstable();
+    }
+    Affected { changed: changed.len() as u64, ids }
+}
+
+/// The nodes whose digest is on one side only (added, removed or changed), sorted, on every
+/// worker: yesterday's digests at -1 and today's at +1 in one collection, and `distinct`.
+fn changed(
+    worker: &mut Worker,
+    old: impl IntoIterator<Item = (i64, Digest)>,
+    new: impl IntoIterator<Item = (i64, Digest)>,
+) -> Vec<i64> {
     let changed: Rc<RefCell<Vec<i64>>> = Rc::default();
-    let reached: Rc<RefCell<Vec<i64>>> = Rc::default();
     let probe = ProbeHandle::new();
-    let (mut old_in, mut new_in, mut edge_in) = worker.dataflow::<u64, _, _>(|scope| {
+    let (mut old_in, mut new_in) = worker.dataflow::<u64, _, _>(|scope| {
         let (old_in, old) = scope.new_collection::<(i64, Digest), isize>();
         let (new_in, new) = scope.new_collection::<(i64, Digest), isize>();
-        let (edge_in, edges) = scope.new_collection::<(i64, i64), isize>();
         // Digests on one side only: `distinct` keeps a -1 as one, as it keeps a +1.
         let changes = new.concat(old.negate()).distinct().map(|(id, _)| id).distinct();
-        let by_source = edges.arrange_by_key();
-        let mut reach = changes.clone();
-        for _ in 0..hops {
-            let next = reach.clone().map(|id| (id, ())).join_core(by_source.clone(), |_, _, &dst| Some(dst));
-            reach = reach.concat(next).distinct();
-        }
-        let (c, r) = (changed.clone(), reached.clone());
+        let c = changed.clone();
         changes
             .inspect(move |(id, _, diff)| {
                 if *diff > 0 {
@@ -85,28 +112,17 @@ pub fn affected(
                 }
             })
             .probe_with(&probe);
-        reach
-            .inspect(move |(id, _, diff)| {
-                if *diff > 0 {
-                    r.borrow_mut().push(*id)
-                }
-            })
-            .probe_with(&probe);
-        (old_in, new_in, edge_in)
+        (old_in, new_in)
     });
     old.into_iter().for_each(|d| old_in.insert(d));
     new.into_iter().for_each(|d| new_in.insert(d));
-    edges.into_iter().for_each(|e| edge_in.insert(e));
-    drop((old_in, new_in, edge_in));
+    drop((old_in, new_in));
     while !probe.done() {
         worker.step();
     }
-    let changed = changed.take().len() as u64;
-    let mine = reached.take();
-    let changed = cluster::all_gather(worker, vec![changed]).iter().sum();
-    let mut ids = cluster::all_gather(worker, mine);
-    ids.dedup();
-    Affected { changed, ids }
+    let mut all = cluster::all_gather(worker, changed.take());
+    all.dedup();
+    all
 }
 
 #[cfg(test)]
@@ -139,7 +155,7 @@ mod tests {
             let (i, n) = (worker.index(), worker.peers());
             let share = |v: &[(i64, Digest)]| v.iter().skip(i).step_by(n).copied().collect::<Vec<_>>();
             let edges = edges.iter().skip(i).step_by(n).copied().collect::<Vec<_>>();
-            affected(worker, share(&old), share(&new), edges, hops)
+            affected(worker, share(&old), share(&new), || edges.iter().copied(), hops)
         })
         .expect("timely runs")
         .join();

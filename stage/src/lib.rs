@@ -13,12 +13,15 @@
 //! 5. gather every worker's [`WorkerStats`] into the [`Summary`], then commit the manifest
 //!    (and those of the body's extra outputs after it, together: [`extra_output`]).
 //!
+//! A stage run with `incremental` refreshes its output instead ([`refresh`]).
+//!
 //! A body sees only what it needs: the sampled [`Graph`] and where its parts go. Progress on
 //! long work goes through [`Progress`]; phase times through [`Clock`].
 
 pub mod clock;
 pub mod extra_output;
 pub mod progress;
+pub mod refresh;
 pub mod skeleton;
 pub mod summary;
 

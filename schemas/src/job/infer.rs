@@ -89,6 +89,13 @@ pub struct InferConfig {
     /// Replace an output that already holds a finished run of this stage, as in `[flatten]`.
     #[serde(default)]
     pub overwrite: bool,
+    /// Refresh the output instead of recomputing it: over a version this stage committed with
+    /// the same settings and the same model (the same training run), compute only the rows
+    /// today's graph can change and carry the others over (`docs/refresh.md`). A run with no
+    /// such version runs in full, and says why. Implies `overwrite`; every run with it keeps
+    /// its nodes' digests beside the output, in `.<name>.graphflat-state/`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incremental: bool,
     /// Link models: a table of candidate pairs (`src: int64`, `dst: int64`, Parquet) to score
     /// with the model's decoder; every id must be a node of the node table.
     #[serde(default)]
@@ -127,6 +134,7 @@ impl Default for InferConfig {
             missing_embedding: MissingEmbedding::Zero,
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
+            incremental: false,
             pairs: None,
             pairs_output: None,
         }

@@ -1,0 +1,107 @@
+//! GraphInfer's side of a refresh (`[infer] incremental = true`, `docs/refresh.md`; the phases
+//! are `stage::refresh`'s): which settings shape the rows, the columns that name a row's node,
+//! and yesterday's parts written again through this stage's part writer.
+//!
+//! A row of node `v` is its layer-k output (or the embedding layer's, which is earlier), a
+//! function of `v`'s k-hop sampled tree: the rule GraphFlat's records follow, with k the
+//! model's layers. The rows a refresh computes are the affected nodes'; the plan then computes
+//! at each layer only the nodes those need (`crate::plan`), as for `targets` of some splits,
+//! and a node's bits do not depend on which others are computed beside it (transforms padded
+//! to `batch_size` rows, in-edges folded in rank order, hubs split by their in-edge count).
+
+use arrow_schema::SchemaRef;
+use parquet::file::properties::WriterProperties;
+use sampling::affected::Affected;
+use sampling::{NodeStore, agree};
+use schemas::InferConfig;
+use stage::Worker;
+use stage::refresh::carry::Rewrite;
+use stage::refresh::{Base, Carried, Key, Qualify, Refreshed, RowSink};
+use tables::commit::Stage;
+use tables::parts::{PartWriter, PartsOf};
+use tables::staging::StagedPart;
+
+use crate::Error;
+use crate::output::{NODE_ID, NODE_TYPE};
+
+/// Settings that change no row: the tables' and the output's places, how parts are cut and
+/// how the commit treats an output. Every other key must equal the previous run's (the batch
+/// size and the hub threshold too: they shape how a row's sums are taken).
+const NOT_IN_ROWS: &[&str] = &["nodes", "edges", "output", "overwrite", "incremental", "partition", "part_size_mb"];
+
+/// What a previous version must be for a refresh of `config`'s rows with `schema` (whose
+/// metadata names the model's training run).
+pub fn qualify<'a>(config: &InferConfig, schema: &'a SchemaRef) -> Qualify<'a> {
+    Qualify {
+        stage: Stage::Infer,
+        settings: serde_json::to_value(config).unwrap_or_default(),
+        not_compared: NOT_IN_ROWS,
+        schema,
+        schema_holds: "another model or training run, embedding layer, width or id kind",
+        rows: "rows",
+    }
+}
+
+/// The node a row is about: `node_id`, and in a typed graph `node_type` by the graph's type
+/// names.
+pub fn key(types: Option<Vec<String>>) -> Key {
+    match types {
+        None => Key::Id { column: NODE_ID, node_type: None },
+        Some(types) => Key::Typed { id: NODE_ID, type_name: NODE_TYPE, types },
+    }
+}
+
+/// What a refresh adds to the rows a run writes.
+#[derive(Default)]
+pub struct Refresh {
+    pub refreshed: Refreshed,
+    /// This worker's parts of today's digests.
+    pub state: Vec<StagedPart>,
+    /// Over a previous version: what became of this worker's share of yesterday's parts, and
+    /// the writer of those written again (finished).
+    pub partial: Option<(Carried, PartWriter)>,
+}
+
+/// Why a refresh computes every row though a version qualifies, or `None`.
+pub fn in_full(config: &InferConfig, nodes: &NodeStore) -> Option<&'static str> {
+    if config.pairs.is_some() {
+        return Some("a job with `pairs` scores every candidate again, from every node's last layer");
+    }
+    nodes.strings.is_some().then_some("rows keyed by strings are computed in full (their refresh is not built)")
+}
+
+/// Yesterday's parts of this worker's share of `base`, carried or written again without the
+/// rows whose node `affected` holds, through a part writer named as worker `peers + index` of
+/// this run (apart from the rows computed today).
+pub fn carry(
+    worker: &mut Worker,
+    (base, key): (Base, &Key),
+    affected: &Affected,
+    (output, schema): (&PartsOf, &SchemaRef),
+    (props, part_limit): (WriterProperties, u64),
+) -> Result<(Carried, PartWriter), Error> {
+    let (index, peers) = (worker.timely.index(), worker.timely.peers());
+    let to = PartsOf { worker: peers + index, ..output.clone() };
+    let mut sink = Parts(PartWriter::new(worker.io.clone(), to, schema.clone(), props, part_limit));
+    let carried = stage::refresh::carry_parts(worker.io, &base.parts, key, affected, schema, &mut sink)
+        .map_err(|e| match e {
+            Rewrite::Failed(e) => e,
+            Rewrite::Stopped => Error::Internal("the part writer stopped".into()),
+        })
+        .and_then(|carried| sink.0.finish().map(|()| carried));
+    let carried = agree(worker.timely, carried)?;
+    Ok((carried, sink.0))
+}
+
+/// The part writer as the sink of rows written again (row groups cut by size, as today's).
+struct Parts(PartWriter);
+
+impl RowSink for Parts {
+    fn push(&mut self, rows: arrow_array::RecordBatch) -> Result<(), Rewrite> {
+        Ok(self.0.write(&rows)?)
+    }
+
+    fn end_row_group(&mut self) -> Result<(), Rewrite> {
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! The refresh of a stage's output (`incremental = true`, `docs/refresh.md`): over the version
+//! of the output that the same stage committed with the same settings, only the rows that
+//! today's graph can change are computed again; the others are carried over. GraphFlat's
+//! records and GraphInfer's scores share these phases; each stage says which settings shape
+//! its rows ([`Qualify`]) and which column names a row's node ([`Key`]).
+//!
+//! **The phases**, every worker in step:
+//!
+//! 1. **the previous version** ([`previous`]): every process opens the version the output
+//!    holds (and holds it, `tables::pin`); all must have opened the same one. It qualifies
+//!    when this stage wrote it with the same settings (those that change no row aside), its
+//!    schema and metadata are today's, and it kept its digests;
+//! 2. **the affected set** (`sampling::affected`): yesterday's digests against today's on
+//!    differential-dataflow, then k hops downstream over today's sampled edges ([`plan`]);
+//! 3. **the parts** ([`carry`]): of yesterday's parts, one with no affected row is carried
+//!    into the new version as it is (a hard link on a local disk, nothing at all on a store:
+//!    the manifest lists it again); one with some is written again without them; the stage
+//!    computes the affected rows into new parts, as a full run does;
+//! 4. **the state** ([`state`]): every run with `incremental` keeps today's digests in a table
+//!    of its own beside the output, `.<output>.graphflat-state`, committed with the output as
+//!    its extra output (`crate::extra_output`). Not inside it: polars reads every file below
+//!    the directory it is given, hidden folders included. A refresh reads the digests only when
+//!    their run is the output's.
+//!
+//! The new version holds exactly one row per target, each what a full run writes: the
+//! affected set's are new, the others yesterday's, which `sampling::affected` argues equal.
+//! A run that cannot refresh runs in full and says why in its summary.
+
+pub mod carry;
+pub mod previous;
+pub mod state;
+
+use sampling::affected::Affected;
+use sampling::digest::Digest;
+use sampling::{NodeStore, agree};
+use tables::{Error, Place};
+
+pub use carry::{Carried, Key, RowSink, carry_parts};
+pub use previous::{Base, Qualify};
+pub use state::{state_uri, write_state};
+
+/// What the refresh did, the same on every worker, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct Refreshed {
+    /// The run whose version this one refreshed; `None` for a full run.
+    pub from: Option<String>,
+    /// Why the run was full.
+    pub full: Option<String>,
+    pub changed: u64,
+    pub affected: u64,
+    /// Rows today.
+    pub targets: u64,
+    /// What a row is, for the summary: "records", "rows".
+    pub rows: &'static str,
+}
+
+impl Refreshed {
+    pub fn full(reason: impl Into<String>) -> Self {
+        Refreshed { full: Some(reason.into()), ..Refreshed::default() }
+    }
+
+    /// This refresh as a full run: more than 1 in `past` rows affected.
+    fn too_many(self, past: u64) -> Self {
+        let share = 100.0 * self.affected as f64 / self.targets.max(1) as f64;
+        Refreshed::full(format!(
+            "{} nodes changed since run {}, and {} of {} {} ({share:.1}%) would be computed again: past 1 in \
+             {past}, a full run is cheaper",
+            self.changed,
+            self.from.as_deref().unwrap_or("?"),
+            self.affected,
+            self.targets,
+            self.rows,
+        ))
+    }
+
+    /// The summary's line.
+    pub fn line(&self) -> String {
+        match (&self.from, &self.full) {
+            (Some(from), _) => format!(
+                "incremental over run {from}: {} nodes changed, {} of {} {} affected ({:.2}%)",
+                self.changed,
+                self.affected,
+                self.targets,
+                self.rows,
+                100.0 * self.affected as f64 / self.targets.max(1) as f64
+            ),
+            (None, Some(reason)) => format!("full: {reason}"),
+            (None, None) => "full".into(),
+        }
+    }
+}
+
+/// A refresh that would compute more than 1 in this many rows again runs in full: it writes
+/// again, without their affected rows, the parts it does not carry, which costs about what
+/// writing them anew costs, and computes most rows besides (BENCHMARKS.md, section 25: at 24%
+/// of GraphFlat's records affected a refresh took 0.86x a full run; at 74%, before this rule,
+/// 1.38x).
+pub const FULL_PAST: u64 = 4;
+
+/// Steps 1 and 2 for the output (`output`, and `kept`, the place of its digests), today's
+/// `nodes` with their `digests`, and this worker's rows' nodes (`rows`): what the refresh is,
+/// and, unless it runs in full, the version it starts from and the nodes whose rows a change
+/// within `hops` can reach.
+pub fn plan(
+    worker: &mut crate::Worker,
+    (output, kept): (&Place, &Place),
+    qualify: &Qualify,
+    (nodes, digests): (&NodeStore, &[Digest]),
+    hops: usize,
+    rows: &[i64],
+) -> Result<(Refreshed, Option<(Base, Affected)>), Error> {
+    let base = match previous::open(worker, output, kept, qualify)? {
+        Err(full) => return Ok((full, None)),
+        Ok(base) => base,
+    };
+    let affected = match affected_set(worker, &base, nodes, digests, hops) {
+        Err(e) if e.cause() == schemas::Cause::BadData => {
+            return Ok((Refreshed::full(format!("the digests run {} kept cannot be read: {e}", base.run)), None));
+        }
+        Err(e) => return Err(e),
+        Ok(affected) => affected,
+    };
+    let mine = rows.iter().filter(|&&t| affected.contains(t)).count() as u64;
+    let counts = cluster::all_gather(worker.timely, vec![(mine, rows.len() as u64)]);
+    let (hit, all) = counts.iter().fold((0, 0), |(h, a), &(m, t)| (h + m, a + t));
+    let refreshed = Refreshed {
+        from: Some(base.run.clone()),
+        full: None,
+        changed: affected.changed,
+        affected: hit,
+        targets: all,
+        rows: qualify.rows,
+    };
+    Ok(match hit > all / FULL_PAST {
+        true => (refreshed.too_many(FULL_PAST), None),
+        false => (refreshed, Some((base, affected))),
+    })
+}
+
+/// Step 2: yesterday's digests from `base`'s state, today's of `nodes` (`digests`, by slot),
+/// and the nodes a change can reach within `hops`. State that fails its checks is an error
+/// (the caller runs in full).
+fn affected_set(
+    worker: &mut crate::Worker,
+    base: &Base,
+    nodes: &NodeStore,
+    digests: &[Digest],
+    hops: usize,
+) -> Result<Affected, Error> {
+    let old = agree(worker.timely, state::read_digests(worker.io, &base.state))?;
+    let new = nodes.ids.iter().copied().zip(digests.iter().copied());
+    let edges = || (0..nodes.len()).flat_map(|slot| nodes.sampled(slot).iter().map(move |e| (e.src, nodes.ids[slot])));
+    Ok(sampling::affected::affected(worker.timely, old, new, edges, hops))
+}
