@@ -255,6 +255,14 @@ fn pair_scores_are_the_same_on_one_worker_two_workers_and_two_processes() {
     for out in &outputs[1..] {
         assert_eq!(pair_rows(&out.join("pairs")), first, "{}", out.display());
     }
+    // With `incremental`, pairs are scored in full (every node's last layer), the digests kept
+    // beside the embeddings, committed with both outputs.
+    let out = dir.join("two");
+    let job = infer_pairs(&data, &model, &table, &out).key("incremental", true).write(&dir, "incremental");
+    let stdout = run_ok(&job, &["--workers", "2"]);
+    assert!(stdout.contains("full: a job with `pairs` scores every candidate again"), "{stdout}");
+    assert!(out.join(".embeddings.graphflat-state/_SUCCESS").exists());
+    assert_eq!(pair_rows(&out.join("pairs")), first, "an incremental run's pairs");
 }
 
 /// No `_SUCCESS` in the job's output nor in its pair output.
