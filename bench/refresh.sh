@@ -2,12 +2,12 @@
 # The refresh (`incremental = true`, docs/refresh.md) of GraphFlat's records and of GraphInfer's
 # scores against a full run over the same day-2 snapshot, same session: a generated graph
 # (average degree 10, 32 features), night 1 a full run that keeps the digests (and a 2-layer GCN,
-# hidden 16, trained one epoch on night 1's records), then for each delta (a fraction of the
+# hidden $HIDDEN (16), trained one epoch on night 1's records), then for each delta (a fraction of the
 # edges replaced at random, or concentrated on 1% of the nodes) a refresh over night 1's output
 # and a full run, both from the same tables. Prints wall time, peak RSS and the summary's
 # refresh lines.
 #
-#   PYTHON=.ci/venv/bin/python STAGES="flatten infer" bench/refresh.sh [nodes] [work_dir]
+#   PYTHON=.ci/venv/bin/python STAGES="flatten infer" HIDDEN=16 bench/refresh.sh [nodes] [work_dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000000}
@@ -16,6 +16,8 @@ WORKERS=${WORKERS:-2}
 PYTHON=${PYTHON:-.ci/venv/bin/python}
 DELTAS=${DELTAS:-"0.00001 0.0001 0.001 0.01"}
 STAGES=${STAGES:-"flatten infer"}
+HIDDEN=${HIDDEN:-16}
+MODEL=$WORK/model-h$HIDDEN
 BIN=$PWD/target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
@@ -47,7 +49,7 @@ workers = $WORKERS
 [infer]
 nodes = "$2/nodes"
 edges = "$2/edges"
-model = "$WORK/model"
+model = "$MODEL"
 output = "$3"
 overwrite = true
 incremental = $4
@@ -72,12 +74,12 @@ job night1 "$WORK/g$NODES" "$WORK/night1" true
 echo "== night 1 (full, keeps the digests)"
 timed night1
 if [[ " $STAGES " == *" infer "* ]]; then
-  if [ ! -f "$WORK/model/_SUCCESS" ]; then
-    printf '[cluster]\nworkers = %s\n[train]\nrecords = "%s"\noutput = "%s"\nepochs = 1\nhidden = 16\n' \
-      "$WORKERS" "$WORK/night1" "$WORK/model" > "$WORK/train.toml"
+  if [ ! -f "$MODEL/_SUCCESS" ]; then
+    printf '[cluster]\nworkers = %s\n[train]\nrecords = "%s"\noutput = "%s"\nepochs = 1\nhidden = %s\n' \
+      "$WORKERS" "$WORK/night1" "$MODEL" "$HIDDEN" > "$WORK/train.toml"
     $BIN run "$WORK/train.toml" > "$WORK/train.log" 2>&1
   fi
-  infer_job scores1 "$WORK/g$NODES" "$WORK/scores1" true
+  infer_job scores1 "$WORK/g$NODES" "$WORK/scores1-h$HIDDEN" true
   timed scores1
 fi
 for how in random concentrated; do
@@ -95,7 +97,7 @@ for how in random concentrated; do
       timed full
     fi
     if [[ " $STAGES " == *" infer "* ]]; then
-      night_copy scores1 rescored
+      night_copy "scores1-h$HIDDEN" rescored
       infer_job rescore "$day" "$WORK/rescored" true
       infer_job full-scores "$day" "$WORK/full-scores" false
       timed rescore

@@ -316,15 +316,19 @@ fn refresh_targets(
     let mut targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
     let qualify = refresh::qualify(config, &schema);
     let places = (&output.dir, &kept.dir);
-    let (refreshed, base) = stage::refresh::plan(worker, places, &qualify, (&nodes, &digests), config.hops, &targets)?;
+    let (mut refreshed, base) =
+        stage::refresh::plan(worker, places, &qualify, (&nodes, &digests), config.hops, &targets)?;
     worker.clock.lap("affected set");
     drop(digests);
     let mut carried = refresh::Carried::default();
     if let Some((base, affected)) = base {
         let key = refresh::key(target);
-        let limit = config.part_size_mb << 20;
-        carried = refresh::carry_parts(worker, (base, &key), &affected, output, &schema, limit)?;
-        targets.retain(|&t| affected.contains(t));
+        let (run, limit) = (base.run.clone(), config.part_size_mb << 20);
+        let done = refresh::carry_parts(worker, (base, &key), &affected, output, &schema, limit);
+        if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refreshed)? {
+            carried = done;
+            targets.retain(|&t| affected.contains(t));
+        }
         worker.clock.lap("parts carried or rewritten");
     }
     let mut written = flatten_targets(worker, config, nodes, &targets, layers, schema, output)?;

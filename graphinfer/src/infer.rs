@@ -530,10 +530,12 @@ impl Scores<'_> {
             if let Some((base, affected)) = base {
                 let names = self.typed.map(|(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
                 let key = crate::refresh::key(names);
-                let writing = (part_properties_of_scores(), self.config.part_size_mb << 20);
-                let carried = crate::refresh::carry(worker, (base, &key), &affected, (output, &table.schema), writing)?;
-                rows.retain(|r| affected.contains(r.key));
-                refresh.partial = Some(carried);
+                let (run, writing) = (base.run.clone(), (part_properties_of_scores(), self.config.part_size_mb << 20));
+                let done = crate::refresh::carry(worker, (base, &key), &affected, (output, &table.schema), writing);
+                if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refresh.refreshed)? {
+                    rows.retain(|r| affected.contains(r.key));
+                    refresh.partial = Some(done);
+                }
                 worker.clock.lap("parts carried or rewritten");
             }
         }

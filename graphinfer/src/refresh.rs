@@ -39,8 +39,15 @@ pub fn qualify<'a>(config: &InferConfig, schema: &'a SchemaRef) -> Qualify<'a> {
         schema,
         schema_holds: "another model or training run, embedding layer, width or id kind",
         rows: "rows",
+        full_past: FULL_PAST,
     }
 }
+
+/// A refresh of GraphInfer's rows that would compute more than 1 in this many again runs in
+/// full. Lower than GraphFlat's: a row computed again needs its in-neighbors' earlier layers
+/// too, so the work grows faster than the affected share (BENCHMARKS.md, section 25: at 24% of
+/// the rows affected a refresh took 1.1-1.4x a full run, at 3.3% 0.97-1.03x).
+const FULL_PAST: u64 = 10;
 
 /// The node a row is about: `node_id`, and in a typed graph `node_type` by the graph's type
 /// names.

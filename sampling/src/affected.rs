@@ -48,8 +48,12 @@ use crate::digest::Digest;
 pub struct Affected {
     /// Nodes added, removed or changed.
     pub changed: u64,
-    /// Every node a change can reach within `hops`, changed ones included, sorted.
+    /// Every node a change can reach within `hops`, changed ones included, sorted; empty when
+    /// `past_limit`.
     pub ids: Vec<i64>,
+    /// The search stopped at a hop whose set passed the limit the caller gave: the set is not
+    /// known, only that it is larger.
+    pub past_limit: bool,
 }
 
 impl Affected {
@@ -61,15 +65,21 @@ impl Affected {
 /// The changed and affected sets (see the module doc) from this worker's share of
 /// yesterday's digests (`old`) and today's (`new`), any share of each (the dataflow routes them
 /// by node), and this worker's nodes' sampled in-edges as `(src, dst)`, each call of `edges` a
-/// pass over them. Every worker calls it; all get the whole result.
+/// pass over them. The search stops as soon as the set holds more than `limit` nodes (a caller
+/// that would then run in full needs no more, and every worker holds the set). Every worker
+/// calls it; all get the whole result.
 pub fn affected<E: Iterator<Item = (i64, i64)>>(
     worker: &mut Worker,
-    old: impl IntoIterator<Item = (i64, Digest)>,
-    new: impl IntoIterator<Item = (i64, Digest)>,
+    (old, new): (impl IntoIterator<Item = (i64, Digest)>, impl IntoIterator<Item = (i64, Digest)>),
     edges: impl Fn() -> E,
     hops: usize,
+    limit: usize,
 ) -> Affected {
     let changed = changed(worker, old, new);
+    let past = |changed: &[i64]| Affected { changed: changed.len() as u64, ids: Vec::new(), past_limit: true };
+    if changed.len() > limit {
+        return past(&changed);
+    }
     let mut ids = changed.clone();
     let mut frontier: IdSet<i64> = changed.iter().copied().collect();
     // The frontier is the same on every worker, so all stop at the same hop.
@@ -85,9 +95,12 @@ pub fn affected<E: Iterator<Item = (i64, i64)>>(
         next.retain(|id| ids.binary_search(id).is_err());
         frontier = next.iter().copied().collect();
         ids.extend(next);
+        if ids.len() > limit {
+            return past(&changed);
+        }
         ids.sort_unstable();
     }
-    Affected { changed: changed.len() as u64, ids }
+    Affected { changed: changed.len() as u64, ids, past_limit: false }
 }
 
 /// The nodes whose digest is on one side only (added, removed or changed), sorted, on every
@@ -149,13 +162,13 @@ mod tests {
         old: Vec<(i64, Digest)>,
         new: Vec<(i64, Digest)>,
         edges: Vec<(i64, i64)>,
-        hops: usize,
+        (hops, limit): (usize, usize),
     ) -> Affected {
         let results = timely::execute(timely::Config::process(workers), move |worker| {
             let (i, n) = (worker.index(), worker.peers());
             let share = |v: &[(i64, Digest)]| v.iter().skip(i).step_by(n).copied().collect::<Vec<_>>();
             let edges = edges.iter().skip(i).step_by(n).copied().collect::<Vec<_>>();
-            affected(worker, share(&old), share(&new), || edges.iter().copied(), hops)
+            affected(worker, (share(&old), share(&new)), || edges.iter().copied(), hops, limit)
         })
         .expect("timely runs")
         .join();
@@ -178,9 +191,15 @@ mod tests {
         let changed: BTreeSet<i64> = [2, 21, 30, 40].into();
         for workers in [1, 3] {
             for hops in 0..4 {
-                let got = run(workers, old.clone(), new.clone(), edges.clone(), hops);
+                let want = by_bfs(&changed, &edges, hops);
+                let got = run(workers, old.clone(), new.clone(), edges.clone(), (hops, want.len()));
                 assert_eq!(got.changed, 4);
-                assert_eq!(got.ids, by_bfs(&changed, &edges, hops), "{workers} workers, {hops} hops");
+                assert_eq!(got.ids, want, "{workers} workers, {hops} hops");
+                assert!(!got.past_limit);
+                // One node fewer allowed: the search stops, and says so.
+                let stopped = run(workers, old.clone(), new.clone(), edges.clone(), (hops, want.len() - 1));
+                assert!(stopped.past_limit && stopped.ids.is_empty(), "{workers} workers, {hops} hops");
+                assert_eq!(stopped.changed, 4);
             }
         }
     }
@@ -189,7 +208,7 @@ mod tests {
     fn no_change_affects_nothing() {
         let old: Vec<(i64, Digest)> = (0..100).map(|n| (n, n as u128)).collect();
         let edges: Vec<(i64, i64)> = (0..99).map(|n| (n, n + 1)).collect();
-        let got = run(2, old.clone(), old, edges, 2);
+        let got = run(2, old.clone(), old, edges, (2, 0));
         assert_eq!(got, Affected::default());
     }
 }

@@ -55,11 +55,19 @@ pub fn open_agreed(
     table: &tables::Place,
 ) -> Result<Vec<tables::ParquetFile>, Error> {
     let files = agree(worker, tables::open_table(io, table))?;
-    let mine = files.first().and_then(|f| f.run()).unwrap_or_default().to_owned();
-    let mut runs = cluster::all_gather(worker, vec![mine]);
+    let run = files.first().and_then(|f| f.run()).unwrap_or_default().to_owned();
+    one_run(worker, table, run)?;
+    Ok(files)
+}
+
+/// Checks that every worker opened run `run`'s version of `table` (the empty run: none), else
+/// a retryable error (75) naming the runs, on every worker alike: the table was replaced
+/// between two processes' opens.
+pub fn one_run(worker: &mut Worker, table: &tables::Place, run: String) -> Result<(), Error> {
+    let mut runs = cluster::all_gather(worker, vec![run]);
     runs.dedup();
     match runs.len() {
-        0 | 1 => Ok(files),
+        0 | 1 => Ok(()),
         _ => Err(Error::Retry(format!(
             "{}: the job's processes opened different versions of this table (runs {}): it was replaced as the \
              job started; run again",

@@ -90,13 +90,6 @@ impl Refreshed {
     }
 }
 
-/// A refresh that would compute more than 1 in this many rows again runs in full: it writes
-/// again, without their affected rows, the parts it does not carry, which costs about what
-/// writing them anew costs, and computes most rows besides (BENCHMARKS.md, section 25: at 24%
-/// of GraphFlat's records affected a refresh took 0.86x a full run; at 74%, before this rule,
-/// 1.38x).
-pub const FULL_PAST: u64 = 4;
-
 /// Steps 1 and 2 for the output (`output`, and `kept`, the place of its digests), today's
 /// `nodes` with their `digests`, and this worker's rows' nodes (`rows`): what the refresh is,
 /// and, unless it runs in full, the version it starts from and the nodes whose rows a change
@@ -113,11 +106,21 @@ pub fn plan(
         Err(full) => return Ok((full, None)),
         Ok(base) => base,
     };
-    let affected = match affected_set(worker, &base, nodes, digests, hops) {
+    // Past 1 in `past` of the graph's nodes the search stops: the run is then a full one.
+    let (total, past) = (cluster::sum(worker.timely, nodes.len() as u64), qualify.full_past);
+    let affected = match affected_set(worker, &base, (nodes, digests), hops, (total / past) as usize) {
         Err(e) if e.cause() == schemas::Cause::BadData => {
             return Ok((Refreshed::full(format!("the digests run {} kept cannot be read: {e}", base.run)), None));
         }
         Err(e) => return Err(e),
+        Ok(affected) if affected.past_limit => {
+            let reason = format!(
+                "{} nodes changed since run {}, and more than 1 in {past} of the graph's {} nodes lie within \
+                 {hops} hops of them: a full run is cheaper",
+                affected.changed, base.run, total
+            );
+            return Ok((Refreshed::full(reason), None));
+        }
         Ok(affected) => affected,
     };
     let mine = rows.iter().filter(|&&t| affected.contains(t)).count() as u64;
@@ -131,24 +134,39 @@ pub fn plan(
         targets: all,
         rows: qualify.rows,
     };
-    Ok(match hit > all / FULL_PAST {
-        true => (refreshed.too_many(FULL_PAST), None),
+    Ok(match hit > all / past {
+        true => (refreshed.too_many(past), None),
         false => (refreshed, Some((base, affected))),
     })
 }
 
+/// Step 3's outcome, `carried` (yesterday's parts carried or written again), as the run goes on:
+/// `Some` to refresh, `None` when a part of run `run` did not read (changed after its commit, or
+/// not what this stage writes), which makes `refreshed` a full run that says so; other errors
+/// end the job. Every worker has the same outcome (the carry's errors are agreed on).
+pub fn carried_or_full<T>(carried: Result<T, Error>, run: &str, refreshed: &mut Refreshed) -> Result<Option<T>, Error> {
+    match carried {
+        Ok(carried) => Ok(Some(carried)),
+        Err(e) if e.cause() == schemas::Cause::BadData => {
+            *refreshed = Refreshed::full(format!("a part of run {run} cannot be read: {e}"));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Step 2: yesterday's digests from `base`'s state, today's of `nodes` (`digests`, by slot),
-/// and the nodes a change can reach within `hops`. State that fails its checks is an error
+/// and the nodes a change can reach within `hops`, unless they are more than `limit`. State that fails its checks is an error
 /// (the caller runs in full).
 fn affected_set(
     worker: &mut crate::Worker,
     base: &Base,
-    nodes: &NodeStore,
-    digests: &[Digest],
+    (nodes, digests): (&NodeStore, &[Digest]),
     hops: usize,
+    limit: usize,
 ) -> Result<Affected, Error> {
     let old = agree(worker.timely, state::read_digests(worker.io, &base.state))?;
     let new = nodes.ids.iter().copied().zip(digests.iter().copied());
     let edges = || (0..nodes.len()).flat_map(|slot| nodes.sampled(slot).iter().map(move |e| (e.src, nodes.ids[slot])));
-    Ok(sampling::affected::affected(worker.timely, old, new, edges, hops))
+    Ok(sampling::affected::affected(worker.timely, (old, new), edges, hops, limit))
 }

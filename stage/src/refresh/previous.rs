@@ -23,6 +23,9 @@ pub struct Qualify<'a> {
     pub schema_holds: &'a str,
     /// What a row is, for the summary: "records", "rows".
     pub rows: &'static str,
+    /// A refresh that would compute more than 1 in this many rows again (or whose changes
+    /// reach more than 1 in this many nodes) runs in full.
+    pub full_past: u64,
 }
 
 /// The version a refresh starts from, once it qualifies.
@@ -79,7 +82,7 @@ enum NotOpened {
 use NotOpened::{Failed, Unreadable};
 
 /// The version `place` holds, opened by every worker; every process must have opened the same
-/// one (else a retryable error naming both runs, as `sampling::open_agreed` says it).
+/// one (`sampling::one_run`).
 fn open_agreed(worker: &mut crate::Worker, place: &Place, what: &str) -> Result<Option<Version>, NotOpened> {
     let version = match agree(worker.timely, tables::open_version(worker.io, place)) {
         Ok(version) => version,
@@ -89,16 +92,7 @@ fn open_agreed(worker: &mut crate::Worker, place: &Place, what: &str) -> Result<
         Err(e) => return Err(Failed(e)),
     };
     let run = version.as_ref().map(|v| v.manifest.run.clone()).unwrap_or_default();
-    let mut runs = cluster::all_gather(worker.timely, vec![run]);
-    runs.dedup();
-    if runs.len() > 1 {
-        return Err(Failed(Error::Retry(format!(
-            "{}: the job's processes opened different versions of it (runs {}): it was replaced as the job \
-             started; run it again",
-            place.shown(),
-            runs.join(", ")
-        ))));
-    }
+    sampling::one_run(worker.timely, place, run).map_err(Failed)?;
     Ok(version)
 }
 
