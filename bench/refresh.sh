@@ -4,10 +4,12 @@
 # (average degree 10, 32 features), night 1 a full run that keeps the digests (and a 2-layer GCN,
 # hidden $HIDDEN (16), trained one epoch on night 1's records), then for each delta (a fraction of the
 # edges replaced at random, or concentrated on 1% of the nodes) a refresh over night 1's output
-# and a full run, both from the same tables. Prints wall time, peak RSS and the summary's
-# refresh lines.
+# and a full run, both from the same tables; with WAYS including delta, also a refresh from the
+# same change as an edge delta table, over the graph night 1 kept (`keep_graph`). Prints wall
+# time, peak RSS and the summary's refresh lines.
 #
-#   PYTHON=.ci/venv/bin/python STAGES="flatten infer" HIDDEN=16 bench/refresh.sh [nodes] [work_dir]
+#   PYTHON=.ci/venv/bin/python STAGES="flatten infer" WAYS="snapshot delta" HIDDEN=16 \
+#     bench/refresh.sh [nodes] [work_dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000000}
@@ -17,6 +19,7 @@ PYTHON=${PYTHON:-.ci/venv/bin/python}
 DELTAS=${DELTAS:-"0.00001 0.0001 0.001 0.01"}
 STAGES=${STAGES:-"flatten infer"}
 HIDDEN=${HIDDEN:-16}
+WAYS=${WAYS:-"snapshot delta"}
 MODEL=$WORK/model-h$HIDDEN
 BIN=$PWD/target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
@@ -26,13 +29,22 @@ if [ ! -f "$WORK/g$NODES/edges/_SUCCESS" ]; then
   $BIN generate --out "$WORK/g$NODES" --nodes "$NODES" --avg-degree 10 --feature-dim 32 --seed 1 > /dev/null
 fi
 
+# The graph a job reads: `DIR/nodes` and `DIR/edges`, or with `delta:DIR` the edge delta in
+# `DIR/delta/edges` over the kept graph; `keep:DIR` keeps DIR's graph beside the output.
+tables() {
+  case "$1" in
+    delta:*) echo "delta_edges = \"${1#delta:}/delta/edges\"" ;;
+    keep:*) printf 'nodes = "%s/nodes"\nedges = "%s/edges"\nkeep_graph = true\n' "${1#keep:}" "${1#keep:}" ;;
+    *) printf 'nodes = "%s/nodes"\nedges = "%s/edges"\n' "$1" "$1" ;;
+  esac
+}
+
 job() { # name data output incremental
   cat > "$WORK/$1.toml" <<TOML
 [cluster]
 workers = $WORKERS
 [flatten]
-nodes = "$2/nodes"
-edges = "$2/edges"
+$(tables "$2")
 output = "$3"
 hops = 2
 fanouts = [10, 5]
@@ -47,8 +59,7 @@ infer_job() { # name data output incremental
 [cluster]
 workers = $WORKERS
 [infer]
-nodes = "$2/nodes"
-edges = "$2/edges"
+$(tables "$2")
 model = "$MODEL"
 output = "$3"
 overwrite = true
@@ -56,21 +67,25 @@ incremental = $4
 TOML
 }
 
-# A copy of night 1's output `from` (hard links) and its digests as `to`, for a refresh.
+# A copy of night 1's output `from` (hard links), its digests and its kept graph as `to`, for
+# a refresh.
 night_copy() { # from to
-  rm -rf "$WORK/$2" "$WORK/.$2.graphflat-state"
-  cp -al "$WORK/$1" "$WORK/$2"
-  cp -al "$WORK/.$1.graphflat-state" "$WORK/.$2.graphflat-state"
+  for kept in "" graphflat-state graphflat-nodes graphflat-edges; do
+    local a=$1 b=$2
+    [ -n "$kept" ] && a=".$1.$kept" && b=".$2.$kept"
+    rm -rf "${WORK:?}/$b"
+    if [ -e "$WORK/$a" ]; then cp -al "$WORK/$a" "$WORK/$b"; fi
+  done
 }
 
 timed() { # name
   /usr/bin/time -f "%e s %M KB" $BIN run "$WORK/$1.toml" > "$WORK/$1.out" 2> "$WORK/$1.err"
   local t; t=$(tail -1 "$WORK/$1.err")
   echo "  $1: $t"
-  grep -E "refresh:|parts:" "$WORK/$1.out" | sed 's/^/    /' || true
+  grep -E "refresh:|parts:|kept graph:" "$WORK/$1.out" | sed 's/^/    /' || true
 }
 
-job night1 "$WORK/g$NODES" "$WORK/night1" true
+job night1 "keep:$WORK/g$NODES" "$WORK/night1" true
 echo "== night 1 (full, keeps the digests)"
 timed night1
 if [[ " $STAGES " == *" infer "* ]]; then
@@ -79,7 +94,7 @@ if [[ " $STAGES " == *" infer "* ]]; then
       "$WORKERS" "$WORK/night1" "$MODEL" "$HIDDEN" > "$WORK/train.toml"
     $BIN run "$WORK/train.toml" > "$WORK/train.log" 2>&1
   fi
-  infer_job scores1 "$WORK/g$NODES" "$WORK/scores1-h$HIDDEN" true
+  infer_job scores1 "keep:$WORK/g$NODES" "$WORK/scores1-h$HIDDEN" true
   timed scores1
 fi
 for how in random concentrated; do
@@ -90,19 +105,23 @@ for how in random concentrated; do
     $PYTHON bench/refresh_delta.py "$WORK/g$NODES" "$day" "$d" "$how" 3
     echo "== $how, $d of the edges"
     if [[ " $STAGES " == *" flatten "* ]]; then
-      night_copy night1 refreshed
-      job refresh "$day" "$WORK/refreshed" true
       job full "$day" "$WORK/full" false
-      timed refresh
+      for way in $WAYS; do
+        night_copy night1 refreshed
+        job "refresh-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/refreshed" true
+        timed "refresh-$way"
+      done
       timed full
     fi
     if [[ " $STAGES " == *" infer "* ]]; then
-      night_copy "scores1-h$HIDDEN" rescored
-      infer_job rescore "$day" "$WORK/rescored" true
       infer_job full-scores "$day" "$WORK/full-scores" false
-      timed rescore
+      for way in $WAYS; do
+        night_copy "scores1-h$HIDDEN" rescored
+        infer_job "rescore-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/rescored" true
+        timed "rescore-$way"
+      done
       timed full-scores
     fi
-    rm -rf "$WORK/full" "$WORK/full-scores" "$day/edges"
+    rm -rf "$WORK/full" "$WORK/full-scores" "$day/edges" "$day/delta"
   done
 done

@@ -1,6 +1,8 @@
 """Day 2 of a generated graph for bench/refresh.sh: the node table as it is (a link to day 1's)
 and the edge table with `fraction` of its edges replaced by as many new random edges, either
-anywhere (`random`) or with both ends among 1% of the nodes (`concentrated`).
+anywhere (`random`) or with both ends among 1% of the nodes (`concentrated`); and the same change
+as an edge delta table (`DAY2/delta/edges`, schemas/README.md's "Delta tables"): for every
+`(src, dst)` whose edges changed, its day-2 edges upserted, or a delete where it has none left.
 
     python bench/refresh_delta.py DAY1 DAY2 FRACTION random|concentrated SEED
 """
@@ -36,10 +38,25 @@ def main(day1: str, day2: str, fraction: float, how: str, seed: int) -> None:
         }
     ).cast(edges.schema)
     os.makedirs(os.path.join(day2, "edges"), exist_ok=True)
-    pq.write_table(pa.concat_tables([edges.filter(pa.array(keep)), added]), os.path.join(day2, "edges", "part-0.parquet"))
+    today = pa.concat_tables([edges.filter(pa.array(keep)), added])
+    pq.write_table(today, os.path.join(day2, "edges", "part-0.parquet"))
+    write_delta(edges.take(pa.array(gone)), added, today, int(nodes.max()) + 1, os.path.join(day2, "delta", "edges"))
     if not os.path.exists(os.path.join(day2, "nodes")):
         os.symlink(os.path.abspath(os.path.join(day1, "nodes")), os.path.join(day2, "nodes"))
     print(f"{how}: {len(gone)} of {m} edges removed, {k} added")
+
+
+def write_delta(removed: pa.Table, added: pa.Table, today: pa.Table, n: int, out: str) -> None:
+    """The edge delta from the edges `removed` and `added` to `today` (ids below `n`)."""
+    pair = lambda t: t.column("src").to_numpy() * n + t.column("dst").to_numpy()
+    changed = np.union1d(pair(removed), pair(added))
+    upserts = today.filter(pa.array(np.isin(pair(today), changed)))
+    gone = np.setdiff1d(changed, pair(upserts))
+    deletes = pa.table({"src": gone // n, "dst": gone % n, "weight": np.ones(len(gone), np.float32)}).cast(today.schema)
+    ops = ["upsert"] * upserts.num_rows + ["delete"] * len(gone)
+    delta = pa.concat_tables([upserts, deletes]).append_column("op", pa.array(ops, pa.string()))
+    os.makedirs(out, exist_ok=True)
+    pq.write_table(delta, os.path.join(out, "part-0.parquet"))
 
 
 if __name__ == "__main__":

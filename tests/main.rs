@@ -34,6 +34,7 @@ mod partition;
 mod processes;
 mod readers;
 mod refresh;
+mod refresh_delta;
 mod report;
 mod s3;
 mod sampling;

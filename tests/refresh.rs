@@ -20,21 +20,21 @@ use arrow_schema::{DataType, Field, Schema};
 use crate::common::*;
 
 /// A node row: (id, features, label, split).
-type Node = (i64, Vec<f32>, Option<i64>, Option<String>);
+pub(crate) type Node = (i64, Vec<f32>, Option<i64>, Option<String>);
 
 /// A day's change of the graph, named.
-type Change<'a> = (&'a str, &'a dyn Fn(&mut Day, &mut Rng));
+pub(crate) type Change<'a> = (&'a str, &'a dyn Fn(&mut Day, &mut Rng));
 
 /// A graph as plain rows, to change between days.
 #[derive(Clone)]
-struct Day {
-    nodes: Vec<Node>,
+pub(crate) struct Day {
+    pub(crate) nodes: Vec<Node>,
     /// (src, dst, weight)
-    edges: Vec<(i64, i64, f32)>,
+    pub(crate) edges: Vec<(i64, i64, f32)>,
 }
 
 /// A small deterministic generator (xorshift), so that a failing day can be replayed.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -50,7 +50,7 @@ impl Rng {
 }
 
 impl Day {
-    fn read(data: &Path) -> Day {
+    pub(crate) fn read(data: &Path) -> Day {
         let mut nodes = Vec::new();
         for b in read_batches(&data.join("nodes")) {
             let ids = b.column_by_name("node_id").unwrap().as_primitive::<Int64Type>();
@@ -73,36 +73,10 @@ impl Day {
     }
 
     /// The day's tables in `data/nodes` and `data/edges`, one file each.
-    fn write(&self, data: &Path) {
+    pub(crate) fn write(&self, data: &Path) {
         let _ = std::fs::remove_dir_all(data);
-        let mut features =
-            ListBuilder::new(Float32Builder::new()).with_field(Field::new("item", DataType::Float32, false));
-        for (_, f, _, _) in &self.nodes {
-            features.values().append_slice(f);
-            features.append(true);
-        }
-        let columns: Vec<(&str, ArrayRef)> = vec![
-            ("node_id", Arc::new(Int64Array::from_iter_values(self.nodes.iter().map(|n| n.0)))),
-            ("features", Arc::new(features.finish())),
-            ("label", Arc::new(self.nodes.iter().map(|n| n.2).collect::<Int64Array>())),
-            ("split", Arc::new(self.nodes.iter().map(|n| n.3.clone()).collect::<StringArray>())),
-        ];
-        write_parquet(&data.join("nodes/part-0.parquet"), &RecordBatch::try_from_iter(columns).unwrap());
-        let schema = Schema::new(vec![
-            Field::new("src", DataType::Int64, false),
-            Field::new("dst", DataType::Int64, false),
-            Field::new("weight", DataType::Float32, false),
-        ]);
-        let edges = RecordBatch::try_new(
-            Arc::new(schema),
-            vec![
-                Arc::new(Int64Array::from_iter_values(self.edges.iter().map(|e| e.0))),
-                Arc::new(Int64Array::from_iter_values(self.edges.iter().map(|e| e.1))),
-                Arc::new(Float32Array::from_iter_values(self.edges.iter().map(|e| e.2))),
-            ],
-        )
-        .unwrap();
-        write_parquet(&data.join("edges/part-0.parquet"), &edges);
+        write_parquet(&data.join("nodes/part-0.parquet"), &nodes_batch(&self.nodes));
+        write_parquet(&data.join("edges/part-0.parquet"), &edges_batch(&self.edges));
     }
 
     fn some_node(&self, rng: &mut Rng) -> i64 {
@@ -111,7 +85,7 @@ impl Day {
 
     /// Features of `n` nodes changed (one value by one ulp: every bit counts), a label and a
     /// split changed.
-    fn change_nodes(&mut self, rng: &mut Rng, n: usize) {
+    pub(crate) fn change_nodes(&mut self, rng: &mut Rng, n: usize) {
         for _ in 0..n {
             let i = rng.below(self.nodes.len());
             let v = &mut self.nodes[i].1[0];
@@ -124,7 +98,7 @@ impl Day {
     }
 
     /// `n` edges removed and `n` added between existing nodes.
-    fn change_edges(&mut self, rng: &mut Rng, n: usize) {
+    pub(crate) fn change_edges(&mut self, rng: &mut Rng, n: usize) {
         for _ in 0..n {
             let i = rng.below(self.edges.len());
             self.edges.swap_remove(i);
@@ -135,7 +109,7 @@ impl Day {
 
     /// `n` nodes removed with their edges, and `n` new ones added with an in-edge and an
     /// out-edge each.
-    fn change_node_set(&mut self, rng: &mut Rng, n: usize) {
+    pub(crate) fn change_node_set(&mut self, rng: &mut Rng, n: usize) {
         let next = self.nodes.iter().map(|n| n.0).max().unwrap() + 1;
         for k in 0..n {
             let gone = self.nodes.swap_remove(rng.below(self.nodes.len())).0;
@@ -148,7 +122,7 @@ impl Day {
     }
 
     /// One node gains `n` in-edges.
-    fn grow_hub(&mut self, rng: &mut Rng, n: usize) {
+    pub(crate) fn grow_hub(&mut self, rng: &mut Rng, n: usize) {
         let hub = self.some_node(rng);
         for _ in 0..n {
             let src = self.some_node(rng);
@@ -157,8 +131,55 @@ impl Day {
     }
 }
 
+/// Node rows as the node table's columns.
+pub(crate) fn nodes_batch(nodes: &[Node]) -> RecordBatch {
+    let mut features = ListBuilder::new(Float32Builder::new()).with_field(Field::new("item", DataType::Float32, false));
+    for (_, f, _, _) in nodes {
+        features.values().append_slice(f);
+        features.append(true);
+    }
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("node_id", Arc::new(Int64Array::from_iter_values(nodes.iter().map(|n| n.0)))),
+        ("features", Arc::new(features.finish())),
+        ("label", Arc::new(nodes.iter().map(|n| n.2).collect::<Int64Array>())),
+        ("split", Arc::new(nodes.iter().map(|n| n.3.clone()).collect::<StringArray>())),
+    ];
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// `(src, dst, weight)` rows as the edge table's columns.
+pub(crate) fn edges_batch(edges: &[(i64, i64, f32)]) -> RecordBatch {
+    let schema = Schema::new(vec![
+        Field::new("src", DataType::Int64, false),
+        Field::new("dst", DataType::Int64, false),
+        Field::new("weight", DataType::Float32, false),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| e.0))),
+        Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| e.1))),
+        Arc::new(Float32Array::from_iter_values(edges.iter().map(|e| e.2))),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+}
+
+/// The days of the tests: each a change of the graph.
+pub(crate) fn changes() -> [Change<'static>; 6] {
+    [
+        ("no change", &|_, _| {}),
+        ("features, a label and a split", &|d, r| d.change_nodes(r, 6)),
+        ("edges removed and added", &|d, r| d.change_edges(r, 8)),
+        ("nodes removed and added", &|d, r| d.change_node_set(r, 3)),
+        ("a hub gains 300 in-edges", &|d, r| d.grow_hub(r, 300)),
+        ("everything at once", &|d, r| {
+            d.change_nodes(r, 3);
+            d.change_edges(r, 3);
+            d.change_node_set(r, 2);
+        }),
+    ]
+}
+
 /// The flatten job of the test over `data` into `output`.
-fn job(data: &Path, output: &Path, incremental: bool) -> Job {
+pub(crate) fn job(data: &Path, output: &Path, incremental: bool) -> Job {
     Job::flatten(data, output)
         .key("hops", 2)
         .key("fanouts", vec![4, 3])
@@ -171,21 +192,21 @@ fn job(data: &Path, output: &Path, incremental: bool) -> Job {
 }
 
 /// The summary's `refresh:` line.
-fn refresh_line(stdout: &str) -> String {
+pub(crate) fn refresh_line(stdout: &str) -> String {
     let line = stdout.lines().find(|l| l.trim_start().starts_with("refresh:"));
     let line = line.unwrap_or_else(|| panic!("no refresh line:\n{stdout}"));
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The affected records the `refresh:` line counts, and the records in all.
-fn affected(line: &str) -> (u64, u64) {
+pub(crate) fn affected(line: &str) -> (u64, u64) {
     let words: Vec<&str> = line.split_whitespace().collect();
     let at = words.iter().position(|w| *w == "of").expect("an 'of' in the line");
     (words[at - 1].parse().unwrap(), words[at + 1].parse().unwrap())
 }
 
 /// Asserts that `refreshed` holds the records of a full run over `data` (written to `full`).
-fn assert_exact(dir: &Path, data: &Path, refreshed: &Path, full: &Path, day: &str) {
+pub(crate) fn assert_exact(dir: &Path, data: &Path, refreshed: &Path, full: &Path, day: &str) {
     run_ok(&job(data, full, false).write(dir, "full"), &[]);
     let (got, want) = (read_listed_records(refreshed), read_records(full));
     assert_eq!(got.len(), want.len(), "{day}: record count");
@@ -211,19 +232,8 @@ fn a_refresh_writes_what_a_full_run_writes_day_after_day() {
     assert!(dir.join(".flat.graphflat-state/_SUCCESS").exists(), "the digests are kept beside the output");
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let changes: [Change; 7] = [
-        ("no change", &|_, _| {}),
-        ("features, a label and a split", &|d, r| d.change_nodes(r, 6)),
-        ("edges removed and added", &|d, r| d.change_edges(r, 8)),
-        ("nodes removed and added", &|d, r| d.change_node_set(r, 3)),
-        ("a hub gains 300 in-edges", &|d, r| d.grow_hub(r, 300)),
-        ("everything at once", &|d, r| {
-            d.change_nodes(r, 3);
-            d.change_edges(r, 3);
-            d.change_node_set(r, 2);
-        }),
-        ("a third of the edges replaced", &|d, r| d.change_edges(r, 3_000)),
-    ];
+    let mut changes = changes().to_vec();
+    changes.push(("a third of the edges replaced", &|d, r| d.change_edges(r, 3_000)));
     for (i, (name, change)) in changes.iter().enumerate() {
         change(&mut day, &mut rng);
         day.write(&data);
@@ -408,15 +418,7 @@ fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact()
     let after = read_records(&full);
     let refresh = job(&data, &out, true).write(&dir, "day1");
     for delay_ms in [15, 40, 70, 100, 140, 200, 300] {
-        let mut child = graphflat()
-            .args(["run", refresh.to_str().unwrap(), "--workers", "2"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        let _ = child.kill();
-        child.wait().unwrap();
+        killed_after(&refresh, delay_ms);
         let now = read_listed_records(&out);
         assert!(now == before || now == after, "killed after {delay_ms} ms: neither day's version");
     }
@@ -459,6 +461,19 @@ fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact()
 
 /// Waits until a switch of `out` holds its new version beside it, paused before the exchange
 /// (`tables::switch::PAUSE_VAR`); the digests' own folder is not a switch.
+/// Runs `job` on 2 workers and kills it (SIGKILL) after `delay_ms`.
+pub(crate) fn killed_after(job: &Path, delay_ms: u64) {
+    let mut child = graphflat()
+        .args(["run", job.to_str().unwrap(), "--workers", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
 fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
     let name = format!(".{}.graphflat-", out.file_name().unwrap().to_string_lossy());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -478,7 +493,7 @@ fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
 }
 
 /// The infer job of the test: `model` over `data` into `output`, hubs split past 5 in-edges.
-fn infer_job(data: &Path, model: &Path, output: &Path, incremental: bool) -> Job {
+pub(crate) fn infer_job(data: &Path, model: &Path, output: &Path, incremental: bool) -> Job {
     Job::infer(data, model, output)
         .key("hub_threshold", 5)
         .key("batch_size", 64)
@@ -489,7 +504,7 @@ fn infer_job(data: &Path, model: &Path, output: &Path, incremental: bool) -> Job
 
 /// The rows of the parts `dir`'s manifest lists, each as text, sorted (floats printed to
 /// their last bit).
-fn listed_rows(dir: &Path) -> Vec<String> {
+pub(crate) fn listed_rows(dir: &Path) -> Vec<String> {
     let manifest = manifest(dir);
     let listed = manifest["parts"].as_array().unwrap().iter().map(|p| dir.join(p["name"].as_str().unwrap()));
     sorted_rows(&batches_in(listed))

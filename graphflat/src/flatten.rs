@@ -52,6 +52,8 @@ pub struct RecordSizes {
     pub rewritten: u64,
     pub kept: u64,
     pub new_parts: u64,
+    /// With `keep_graph` or delta tables: what making the kept graph did.
+    pub graph: Option<String>,
 }
 
 impl Details for RecordSizes {
@@ -69,6 +71,9 @@ impl Details for RecordSizes {
             ("record edges", format!("mean {:.1}, max {}", self.mean_edges, self.max_edges)),
             ("exchanged", format!("{} of {} node rows between workers", self.exchanged, self.answered)),
         ];
+        if let Some(graph) = &self.graph {
+            lines.push(("kept graph", graph.clone()));
+        }
         if let Some(refreshed) = &self.refreshed {
             lines.push(("refresh", refreshed.line()));
         }
@@ -96,9 +101,17 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
     let threads = cluster.threads();
     let owner_map = SharedOwnerMap::default();
     stage::execute(cluster, move |worker| {
+        let kept = match stage::kept::Source::of(&config.arrival()) {
+            Some(source) => Some(stage::kept::keep(worker, &io, (&config.output, Stage::Flatten), &source)?),
+            None => None,
+        };
         let mut declared = Declared::of(Stage::Flatten, &*config)
             .with_link_relation(config.link_relation_index())
             .with_partition(config.partition.as_deref(), &owner_map);
+        // A delta day reads the graph it kept.
+        if let Some(kept) = kept.as_ref().filter(|k| k.applied.delta.is_some()) {
+            (declared.nodes, declared.edges) = (&kept.nodes, &kept.edges);
+        }
         // A refresh replaces the version it starts from, and keeps its digests beside it.
         declared.overwrite |= config.incremental;
         let state = config.incremental.then(|| stage::refresh::state_uri(&config.output)).flatten();
@@ -112,7 +125,8 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
         if let Some(state) = &state {
             declared = declared.with_extra("the refresh's digests", state);
         }
-        let body = Records::new(&config);
+        let mut body = Records::new(&config);
+        body.graph = kept.as_ref().map(|k| k.applied.line());
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
 }
@@ -125,6 +139,8 @@ struct Records<'a> {
     typed: Option<Typed>,
     /// With `incremental`: what the refresh did.
     refreshed: Option<Refreshed>,
+    /// With `keep_graph` or delta tables: the summary's line on the kept graph.
+    graph: Option<String>,
 }
 
 /// What a typed job adds to the records: the graph's relations and target type, and each
@@ -141,7 +157,7 @@ impl<'a> Records<'a> {
             let fanouts = graph.relations.iter().map(|r| config.relation_fanouts(r.fanouts.as_deref())).collect();
             Typed { graph, target, fanouts }
         });
-        Records { config, layers: config.layers(), typed, refreshed: None }
+        Records { config, layers: config.layers(), typed, refreshed: None, graph: None }
     }
 
     /// Each relation's layer rule (the job's one rule for a homogeneous graph).
@@ -264,6 +280,7 @@ impl Body for Records<'_> {
             rewritten: all.iter().map(|s| s.own.rewritten).sum(),
             kept: all.iter().map(|s| s.own.kept).sum(),
             new_parts: all.iter().map(|s| s.own.new_parts).sum(),
+            graph: self.graph.clone(),
         }
     }
 }

@@ -17,20 +17,10 @@ use crate::error::Error;
 use crate::sink::{Encoder, Piece};
 use crate::writer_thread::WriterThread;
 
-/// Settings that change no record: the tables' and the output's places, how the work is cut
-/// and how the commit treats an output. Every other key must equal the previous run's.
-const NOT_IN_RECORDS: &[&str] = &[
-    "nodes",
-    "edges",
-    "output",
-    "overwrite",
-    "incremental",
-    "partition",
-    "batch_size",
-    "max_in_flight",
-    "part_size_mb",
-    "hub_threshold",
-];
+/// Settings that change no record besides those no stage compares
+/// (`stage::refresh::Qualify::not_compared`): how the work is cut. Every other key must equal
+/// the previous run's.
+const NOT_IN_RECORDS: &[&str] = &["batch_size", "max_in_flight", "hub_threshold"];
 
 /// What a previous version must be for a refresh of `config`'s records with `schema`.
 pub fn qualify<'a>(config: &FlattenConfig, schema: &'a SchemaRef) -> Qualify<'a> {

@@ -65,6 +65,8 @@ pub struct Rounds {
     pub carried: u64,
     pub rewritten: u64,
     pub kept: u64,
+    /// With `keep_graph` or delta tables: what making the kept graph did.
+    pub graph: Option<String>,
 }
 
 impl Details for Rounds {
@@ -81,6 +83,9 @@ impl Details for Rounds {
             let line =
                 format!("{missing} nodes without a learned row (zeros), {unknown} rows of nodes not in the graph");
             lines.push(("learned", line));
+        }
+        if let Some(graph) = &self.graph {
+            lines.push(("kept graph", graph.clone()));
         }
         if let Some(refreshed) = &self.refreshed {
             lines.push(("refresh", refreshed.line()));
@@ -153,11 +158,19 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
                 meta.fanouts
             );
         }
+        let kept = match stage::kept::Source::of(&config.arrival()) {
+            Some(source) => Some(stage::kept::keep(worker, &io, (&config.output, Stage::Infer), &source)?),
+            None => None,
+        };
         let mut declared = Declared::of(Stage::Infer, &*config)
             .with_link_relation(meta.link_relation)
             .with_partition(config.partition.as_deref(), &owner_map);
         if let Some(uri) = &config.pairs_output {
             declared = declared.with_extra("pairs_output", uri);
+        }
+        // A delta day reads the graph it kept.
+        if let Some(kept) = kept.as_ref().filter(|k| k.applied.delta.is_some()) {
+            (declared.nodes, declared.edges) = (&kept.nodes, &kept.edges);
         }
         // A refresh replaces the version it starts from, and keeps its digests beside it.
         declared.overwrite |= config.incremental;
@@ -186,6 +199,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
             embedding,
             pairs,
             refreshed: None,
+            graph: kept.as_ref().map(|k| k.applied.line()),
         };
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
@@ -232,6 +246,8 @@ struct Scores<'a> {
     pairs: Option<(&'a Candidates, PairScorer)>,
     /// With `incremental`: what the refresh did.
     refreshed: Option<Refreshed>,
+    /// With `keep_graph` or delta tables: the summary's line on the kept graph.
+    graph: Option<String>,
 }
 
 /// Rows read from other workers: the only fact of a worker's rounds the summary needs that
@@ -356,6 +372,7 @@ impl Body for Scores<'_> {
 
     fn details(&self, all: &[WorkerStats<RoundStats>]) -> Rounds {
         Rounds {
+            graph: self.graph.clone(),
             refreshed: self.refreshed.clone(),
             carried: all.iter().map(|s| s.carried.len() as u64).sum(),
             rewritten: all.iter().map(|s| s.own.rewritten).sum(),

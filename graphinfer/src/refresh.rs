@@ -24,10 +24,10 @@ use tables::staging::StagedPart;
 use crate::Error;
 use crate::output::{NODE_ID, NODE_TYPE};
 
-/// Settings that change no row: the tables' and the output's places, how parts are cut and
-/// how the commit treats an output. Every other key must equal the previous run's (the batch
-/// size and the hub threshold too: they shape how a row's sums are taken).
-const NOT_IN_ROWS: &[&str] = &["nodes", "edges", "output", "overwrite", "incremental", "partition", "part_size_mb"];
+/// Settings that change no row besides those no stage compares
+/// (`stage::refresh::Qualify::not_compared`): none. Every other key must equal the previous
+/// run's, the batch size and the hub threshold too: they shape how a row's sums are taken.
+const NOT_IN_ROWS: &[&str] = &[];
 
 /// What a previous version must be for a refresh of `config`'s rows with `schema` (whose
 /// metadata names the model's training run).

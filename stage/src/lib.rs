@@ -20,6 +20,7 @@
 
 pub mod clock;
 pub mod extra_output;
+pub mod kept;
 pub mod progress;
 pub mod refresh;
 pub mod skeleton;

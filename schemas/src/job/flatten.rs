@@ -4,6 +4,7 @@ use super::JobError;
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::Arrival;
 use super::graph::{GraphConfig, TypedGraph, section_graph};
 use super::targets::Targets;
 use crate::layers::Layers;
@@ -94,6 +95,20 @@ pub struct FlattenConfig {
     /// `.<name>.graphflat-state/`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incremental: bool,
+    /// Keep a copy of this run's graph beside the output (`.<name>.graphflat-nodes/` and
+    /// `.<name>.graphflat-edges/`), so that the runs after it can take delta tables instead of
+    /// a full snapshot. A run with `delta_nodes` or `delta_edges` keeps the graph it makes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_graph: bool,
+    /// Changes to the kept node table since the previous run: the node table's columns and
+    /// `op` (`upsert` or `delete`); see `schemas/README.md`, "Delta tables". With it (or
+    /// `delta_edges`) the graph is the kept one with the changes applied, and `nodes` and
+    /// `edges` are not named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_nodes: Option<String>,
+    /// Changes to the kept edge table, as `delta_nodes`: rows of `(src, dst)` pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_edges: Option<String>,
     /// `node`: one record per target node. `link`: one record per supervision edge (an edge
     /// whose `split` is train, valid or test), holding the neighborhoods of its source, its
     /// destination and its negatives.
@@ -151,6 +166,9 @@ impl Default for FlattenConfig {
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
             incremental: false,
+            keep_graph: false,
+            delta_nodes: None,
+            delta_edges: None,
             task: Task::Node,
             negatives: DEFAULT_NEGATIVES,
             negative_sampler: NegativeSampler::Uniform,
@@ -162,6 +180,17 @@ impl Default for FlattenConfig {
 }
 
 impl FlattenConfig {
+    /// How this section's graph arrives (see `super::changes`).
+    pub fn arrival(&self) -> Arrival<'_> {
+        Arrival {
+            nodes: &self.nodes,
+            edges: &self.edges,
+            keep_graph: self.keep_graph,
+            delta_nodes: self.delta_nodes.as_deref(),
+            delta_edges: self.delta_edges.as_deref(),
+        }
+    }
+
     pub fn check(&self) -> Result<(), JobError> {
         super::check_partition("flatten", self.partition.as_deref())?;
         if self.hops == 0 || self.hops > MAX_HOPS {
@@ -252,7 +281,12 @@ impl FlattenConfig {
             }
             _ => {}
         }
-        let tables = (self.nodes.as_str(), self.edges.as_str());
+        self.arrival().check("flatten", graph.is_some())?;
+        // A delta day's tables are the kept graph's.
+        let tables = match self.arrival().is_delta() {
+            true => ("kept", "kept"),
+            false => (self.nodes.as_str(), self.edges.as_str()),
+        };
         let Some(resolved) = section_graph("flatten", tables, self.target_type.as_deref(), graph)? else {
             return Ok(());
         };

@@ -7,6 +7,7 @@ use super::JobError;
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::Arrival;
 use super::device::{DEFAULT_DEVICE, DeviceKind};
 use super::flatten::{DEFAULT_HUB_THRESHOLD, DEFAULT_PART_SIZE_MB};
 use super::graph::{GraphConfig, TypedGraph, section_graph};
@@ -96,6 +97,20 @@ pub struct InferConfig {
     /// its nodes' digests beside the output, in `.<name>.graphflat-state/`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incremental: bool,
+    /// Keep a copy of this run's graph beside the output (`.<name>.graphflat-nodes/` and
+    /// `.<name>.graphflat-edges/`), so that the runs after it can take delta tables instead of
+    /// a full snapshot. A run with `delta_nodes` or `delta_edges` keeps the graph it makes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_graph: bool,
+    /// Changes to the kept node table since the previous run: the node table's columns and
+    /// `op` (`upsert` or `delete`); see `schemas/README.md`, "Delta tables". With it (or
+    /// `delta_edges`) the graph is the kept one with the changes applied, and `nodes` and
+    /// `edges` are not named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_nodes: Option<String>,
+    /// Changes to the kept edge table, as `delta_nodes`: rows of `(src, dst)` pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_edges: Option<String>,
     /// Link models: a table of candidate pairs (`src: int64`, `dst: int64`, Parquet) to score
     /// with the model's decoder; every id must be a node of the node table.
     #[serde(default)]
@@ -135,6 +150,9 @@ impl Default for InferConfig {
             part_size_mb: DEFAULT_PART_SIZE_MB,
             overwrite: false,
             incremental: false,
+            keep_graph: false,
+            delta_nodes: None,
+            delta_edges: None,
             pairs: None,
             pairs_output: None,
         }
@@ -142,10 +160,26 @@ impl Default for InferConfig {
 }
 
 impl InferConfig {
+    /// How this section's graph arrives (see `super::changes`).
+    pub fn arrival(&self) -> Arrival<'_> {
+        Arrival {
+            nodes: &self.nodes,
+            edges: &self.edges,
+            keep_graph: self.keep_graph,
+            delta_nodes: self.delta_nodes.as_deref(),
+            delta_edges: self.delta_edges.as_deref(),
+        }
+    }
+
     /// Takes the job's `[graph]` (or its absence), as `[flatten]` does; `node_types` names
     /// types of it.
     pub fn set_graph(&mut self, graph: Option<&GraphConfig>) -> Result<(), JobError> {
-        let tables = (self.nodes.as_str(), self.edges.as_str());
+        self.arrival().check("infer", graph.is_some())?;
+        // A delta day's tables are the kept graph's.
+        let tables = match self.arrival().is_delta() {
+            true => ("kept", "kept"),
+            false => (self.nodes.as_str(), self.edges.as_str()),
+        };
         let resolved = section_graph("infer", tables, self.target_type.as_deref(), graph)?;
         match (&resolved, &self.node_types) {
             (None, Some(_)) => {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 #[macro_use]
 mod serde_defaults;
 
+pub mod changes;
 pub mod cluster;
 pub mod device;
 pub mod flatten;

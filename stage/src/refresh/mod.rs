@@ -37,7 +37,7 @@ use tables::{Error, Place};
 
 pub use carry::{Carried, Key, RowSink, carry_parts};
 pub use previous::{Base, Qualify};
-pub use state::{state_uri, write_state};
+pub use state::{beside, state_uri, write_state};
 
 /// What the refresh did, the same on every worker, for the summary.
 #[derive(Debug, Clone, Default)]

@@ -14,8 +14,8 @@ pub struct Qualify<'a> {
     pub stage: Stage,
     /// Today's settings: the job's section, serialized as the manifest keeps it.
     pub settings: serde_json::Value,
-    /// Keys of `settings` that change no row (places, how the work is cut): every other key
-    /// must equal the previous run's.
+    /// Keys of `settings` that change no row in this stage (how the work is cut), besides
+    /// [`PLACES`]: every other key must equal the previous run's.
     pub not_compared: &'a [&'a str],
     /// Today's schema, metadata included: the previous parts' must be equal.
     pub schema: &'a SchemaRef,
@@ -27,6 +27,21 @@ pub struct Qualify<'a> {
     /// reach more than 1 in this many nodes) runs in full.
     pub full_past: u64,
 }
+
+/// Keys no stage compares: where the graph comes from, where the output goes and how the
+/// commit treats it, and how parts are cut.
+pub const PLACES: &[&str] = &[
+    "nodes",
+    "edges",
+    "keep_graph",
+    "delta_nodes",
+    "delta_edges",
+    "output",
+    "overwrite",
+    "incremental",
+    "partition",
+    "part_size_mb",
+];
 
 /// The version a refresh starts from, once it qualifies.
 pub struct Base {
@@ -123,7 +138,8 @@ fn differing_setting(before: &serde_json::Value, now: &serde_json::Value, not_co
     all.extend(keys(now));
     all.sort();
     all.dedup();
-    all.into_iter().filter(|k| !not_compared.contains(&k.as_str())).find(|k| before.get(k) != now.get(k))
+    let compared = |k: &String| !not_compared.contains(&k.as_str()) && !PLACES.contains(&k.as_str());
+    all.into_iter().filter(compared).find(|k| before.get(k) != now.get(k))
 }
 
 #[cfg(test)]
@@ -132,7 +148,7 @@ mod tests {
 
     #[test]
     fn only_settings_that_shape_rows_must_match() {
-        let ignored = ["nodes", "batch_size"];
+        let ignored = ["batch_size"];
         let a = serde_json::json!({"nodes": "day1/nodes", "hops": 2, "fanouts": [10, 5], "batch_size": 10});
         let b = serde_json::json!({"nodes": "day2/nodes", "hops": 2, "fanouts": [10, 5], "batch_size": 99});
         assert_eq!(differing_setting(&a, &b, &ignored), None);
@@ -140,6 +156,6 @@ mod tests {
         assert_eq!(differing_setting(&a, &c, &ignored).as_deref(), Some("fanouts"));
         let d = serde_json::json!({"hops": 2, "fanouts": [10, 5], "seed": 3});
         assert_eq!(differing_setting(&a, &d, &ignored).as_deref(), Some("seed"));
-        assert_eq!(differing_setting(&a, &b, &[]).as_deref(), Some("batch_size"));
+        assert_eq!(differing_setting(&a, &b, &[]).as_deref(), Some("batch_size"), "nodes is never compared");
     }
 }

@@ -29,6 +29,12 @@ const STATE_BATCH: usize = 1 << 20;
 /// Where the digests of the output `output` are kept: `.<name>.graphflat-state` beside it;
 /// `None` for an output with no directory around it (a bucket).
 pub fn state_uri(output: &str) -> Option<String> {
+    beside(output, STATE_SUFFIX)
+}
+
+/// `.<name><suffix>` beside the output `output` (named `<name>`); `None` for an output with
+/// no directory around it (a bucket).
+pub fn beside(output: &str, suffix: &str) -> Option<String> {
     let trimmed = output.trim_end_matches('/');
     let (parent, name) = match trimmed.rsplit_once('/') {
         Some((parent, name)) => (Some(parent), name),
@@ -38,8 +44,8 @@ pub fn state_uri(output: &str) -> Option<String> {
     if name.is_empty() || matches!(name, "." | "..") || at_root && output.contains("://") {
         return None;
     }
-    let state = format!(".{name}{STATE_SUFFIX}");
-    Some(parent.map_or(state.clone(), |p| format!("{p}/{state}")))
+    let hidden = format!(".{name}{suffix}");
+    Some(parent.map_or(hidden.clone(), |p| format!("{p}/{hidden}")))
 }
 
 /// This worker's nodes' digests (`digests`, by slot of `nodes`), as parts of the state table
