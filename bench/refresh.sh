@@ -70,7 +70,7 @@ TOML
 # A copy of night 1's output `from` (hard links), its digests and its kept graph as `to`, for
 # a refresh.
 night_copy() { # from to
-  for kept in "" graphflat-state graphflat-nodes graphflat-edges; do
+  for kept in "" graphflat-state graphflat-nodes-a graphflat-edges-a graphflat-nodes-b graphflat-edges-b; do
     local a=$1 b=$2
     [ -n "$kept" ] && a=".$1.$kept" && b=".$2.$kept"
     rm -rf "${WORK:?}/$b"

@@ -91,7 +91,8 @@ fn a_refresh_from_delta_tables_writes_what_a_full_run_writes_day_after_day() {
     day.write(&data);
     let first = run_ok(&job(&data, &out, true).key("keep_graph", true).write(&dir, "day0"), &["--workers", "2"]);
     assert!(graph_line(&first).contains("the snapshot copied beside the output"), "{first}");
-    for kept in [".flat.graphflat-nodes", ".flat.graphflat-edges"] {
+    assert_eq!(manifest(&out)["settings"]["kept_graph"], "a", "the output names the slot it kept");
+    for kept in [".flat.graphflat-nodes-a", ".flat.graphflat-edges-a"] {
         assert!(dir.join(kept).join("_SUCCESS").exists(), "{kept} is committed");
     }
 
@@ -169,8 +170,11 @@ fn a_bad_delta_is_an_error_that_names_file_row_and_column_and_changes_nothing() 
     assert!(text(&failed).contains("keep_graph = true"), "{}", text(&failed));
 
     run_ok(&job(&data, &out, true).key("keep_graph", true).write(&dir, "day0"), &[]);
-    let runs =
-        || [".flat.graphflat-nodes", ".flat.graphflat-edges", "flat"].map(|d| manifest(&dir.join(d))["run"].clone());
+    let runs = || {
+        let slot = manifest(&out)["settings"]["kept_graph"].as_str().unwrap().to_owned();
+        let kept = [format!(".flat.graphflat-nodes-{slot}"), format!(".flat.graphflat-edges-{slot}"), "flat".into()];
+        kept.map(|d| manifest(&dir.join(d))["run"].clone())
+    };
     let before = runs();
     let mut changed = day.clone();
     changed.nodes[0].1[0] += 1.0;
@@ -211,7 +215,20 @@ fn a_bad_delta_is_an_error_that_names_file_row_and_column_and_changes_nothing() 
     assert_eq!(failed.status.code(), Some(64), "{}", text(&failed));
     assert!(text(&failed).contains("starts over"), "{}", text(&failed));
 
+    // An upsert the graph's checks refuse (an edge to no node) fails when the stage reads the
+    // new slot: the current slot and the output stay, and the next delta applies to them.
+    let missing = vec![(changed.nodes[1].0, 999_999, 1.0)];
+    write_delta(&day, &changed, &delta);
+    let edges_file = delta.join("edges/part-0.parquet");
+    write_parquet(&edges_file, &with_op(&edges_batch(&missing), vec!["upsert"]));
+    let failed = run(&delta_job().write(&dir, "missing"), &[]);
+    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
+    assert!(text(&failed).contains("999999"), "{}", text(&failed));
     assert_eq!(runs(), before, "a failed delta run leaves the kept graph and the output as they were");
+    write_delta(&day, &changed, &delta);
+    changed.write(&data);
+    run_ok(&delta_job().write(&dir, "after"), &[]);
+    assert_exact(&dir, &data, &out, &dir.join("full"), "a delta after a failed one");
     assert_every_reader_reads_the_manifest(&[&out]);
 }
 
@@ -274,9 +291,12 @@ fn a_delta_run_killed_at_any_moment_leaves_whole_versions_and_its_retry_is_exact
     assert_exact(&dir, &data, &out, &full, "after the kills");
 }
 
-/// The rows the kept graph's manifests list beside `dir/flat`, nodes then edges, as text.
+/// The rows the manifests of the kept graph that `dir/flat` names list, nodes then edges, as
+/// text.
 fn kept_rows(dir: &Path) -> Vec<String> {
-    [".flat.graphflat-nodes", ".flat.graphflat-edges"].iter().flat_map(|kept| listed_rows(&dir.join(kept))).collect()
+    let slot = manifest(&dir.join("flat"))["settings"]["kept_graph"].as_str().unwrap().to_owned();
+    let kept = [format!(".flat.graphflat-nodes-{slot}"), format!(".flat.graphflat-edges-{slot}")];
+    kept.iter().flat_map(|kept| listed_rows(&dir.join(kept))).collect()
 }
 
 /// `batch` with its integer id columns `columns` as strings (`n<id>`).

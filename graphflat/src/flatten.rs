@@ -108,9 +108,12 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
         let mut declared = Declared::of(Stage::Flatten, &*config)
             .with_link_relation(config.link_relation_index())
             .with_partition(config.partition.as_deref(), &owner_map);
-        // A delta day reads the graph it kept.
-        if let Some(kept) = kept.as_ref().filter(|k| k.applied.delta.is_some()) {
-            (declared.nodes, declared.edges) = (&kept.nodes, &kept.edges);
+        // A delta day reads the graph it kept; the output names the slot it kept it in.
+        if let Some(kept) = &kept {
+            declared.settings = kept.settings(declared.settings);
+            if kept.applied.delta.is_some() {
+                (declared.nodes, declared.edges) = (&kept.nodes, &kept.edges);
+            }
         }
         // A refresh replaces the version it starts from, and keeps its digests beside it.
         declared.overwrite |= config.incremental;

@@ -217,3 +217,22 @@ async fn abort_recorded(dir: &Place, record: &Path, name: &str) {
         tracing::debug!("cannot abort the upload of {}: {e}", dir.child(part).shown());
     }
 }
+
+/// Stages, under its own name in `dir`, a copy of `file`, a listed part of another table of
+/// the same store (a graph's kept table carried into its other slot, `stage::kept`): a
+/// server-side copy (on a local disk, `object_store`'s copy of a file), else its bytes read
+/// and written (a part is small: `stage::kept` closes them at 16 MB). Its manifest entry is
+/// the source's: the bytes are the same.
+pub async fn stage_copy(dir: &Place, run: &str, file: &crate::ParquetFile) -> Result<StagedPart, Error> {
+    let entry = file
+        .listed_entry()
+        .ok_or_else(|| Error::Internal(format!("{}: not a listed part, not copied", file.name())))?;
+    let staged = dir.child(&staged_name(run, &entry.name));
+    if dir.store.copy(&file.meta.location, &staged.path).await.is_err() {
+        let read = |source| file.place.store_error("cannot read", source);
+        let got = file.place.store.get(&file.meta.location).await.map_err(read)?;
+        let bytes = got.bytes().await.map_err(read)?;
+        dir.store.put(&staged.path, bytes.into()).await.map_err(|source| staged.store_error("cannot stage", source))?;
+    }
+    Ok(StagedPart { entry, staged: Staged::File })
+}

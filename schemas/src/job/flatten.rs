@@ -95,9 +95,10 @@ pub struct FlattenConfig {
     /// `.<name>.graphflat-state/`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incremental: bool,
-    /// Keep a copy of this run's graph beside the output (`.<name>.graphflat-nodes/` and
-    /// `.<name>.graphflat-edges/`), so that the runs after it can take delta tables instead of
-    /// a full snapshot. A run with `delta_nodes` or `delta_edges` keeps the graph it makes.
+    /// Keep a copy of this run's graph beside the output (`.<name>.graphflat-nodes-<slot>/` and
+    /// `.<name>.graphflat-edges-<slot>/`, the slot the output's manifest then names), so that
+    /// the runs after it can take delta tables instead of a full snapshot. A run with
+    /// `delta_nodes` or `delta_edges` keeps the graph it makes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_graph: bool,
     /// Changes to the kept node table since the previous run: the node table's columns and

@@ -1,5 +1,5 @@
 //! The kept tables' new version, one file at a time: a snapshot's files copied, a kept part
-//! carried when the delta names none of its rows (else written again without them), and the
+//! copied as it is when the delta names none of its rows (else written again without them), and the
 //! delta's upserts written as parts of their own.
 
 use std::sync::Arc;
@@ -9,7 +9,6 @@ use arrow_schema::SchemaRef;
 use arrow_select::filter::filter_record_batch;
 use parquet::basic::Compression;
 use schemas::ids::IdKind;
-use tables::commit::PartEntry;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::staging::StagedPart;
 use tables::{Error, Io, ParquetFile};
@@ -17,7 +16,7 @@ use tables::{Error, Io, ParquetFile};
 use super::delta::{Changes, OP, Op, ids_of, key};
 
 /// Bytes past which a kept table's part closes: small enough that a change concentrated in a
-/// few nodes leaves most parts carried.
+/// few nodes leaves most parts copied as they are, not written again.
 const KEPT_PART_BYTES: u64 = 16 << 20;
 
 /// The kept tables' codec: LZ4, where the outputs have zstd. Only this project reads and
@@ -71,17 +70,17 @@ impl Table {
 /// What a worker did to one kept table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Done {
-    /// Parts written.
+    /// Parts written or copied.
     pub staged: Vec<StagedPart>,
-    /// Kept parts carried as they are.
-    pub carried: Vec<PartEntry>,
+    /// Kept parts copied as they are (a server-side copy, a link on a local disk).
+    pub copied: u64,
     /// Kept parts written again, and the kept rows they dropped.
     pub rewritten: u64,
     pub dropped: u64,
 }
 
-/// A kept part on a delta day: carried when `changes` names none of its rows, else written
-/// again without them (into `to`).
+/// A kept part of the current slot on a delta day: copied into `to` as it is when `changes`
+/// names none of its rows, else written again there without them.
 pub fn carry_or_rewrite(
     io: &Arc<Io>,
     (file, table): (&ParquetFile, Table),
@@ -99,8 +98,8 @@ pub fn carry_or_rewrite(
         })?;
     }
     if dropped == 0 {
-        let entry = file.listed_entry().ok_or_else(|| Error::Internal(format!("{name}: a kept part unlisted")))?;
-        done.carried.push(entry);
+        done.staged.push(io.block_on(tables::staging::stage_copy(&to.dir, &to.run, file))?);
+        done.copied += 1;
         return Ok(());
     }
     let schema = file.arrow.schema().clone();

@@ -2,22 +2,23 @@
 //! instead of a full snapshot (`keep_graph`, `delta_nodes`, `delta_edges`; `docs/refresh.md`,
 //! "Delta tables"; the contract in `schemas/README.md`).
 //!
-//! Two tables beside the output `<name>`, `.<name>.graphflat-nodes/` and
-//! `.<name>.graphflat-edges/`, hold the node and edge tables as the last run read them: a
-//! day that starts over from a snapshot copies it there, file by file; a delta day writes a
-//! new version of each, in which a kept part that holds no row the delta names is carried as
-//! it is, one that holds some is written again without them, and the delta's upserts come as
-//! parts of their own ([`delta`] says which rows a delta replaces). The stage then reads the
-//! graph from the kept tables, so a refresh over it (`incremental`) finds the changed nodes by
-//! their digests, as from a snapshot, and its output is what a full run over the same graph
-//! writes.
+//! Two slots of two tables beside the output `<name>`, `.<name>.graphflat-nodes-a/` and
+//! `.<name>.graphflat-edges-a/`, and the same with `-b`. The output's manifest names the
+//! current slot (its settings' `kept_graph`): the graph as the run that wrote the output read
+//! it. A run that keeps a graph writes the other slot: a day that starts over from a snapshot
+//! copies it there, file by file; a delta day writes there the current slot with the delta
+//! applied: a kept part that holds no row the delta names is copied as it is (a link on a local disk, a server-side copy on a store), one that holds
+//! some is written again without them, and the delta's upserts come as parts of their own
+//! ([`delta`] says which rows a delta replaces). The stage then reads the graph from that slot,
+//! so a refresh over it (`incremental`) finds the changed nodes by their digests, as from a
+//! snapshot, and its output is what a full run over the same graph writes.
 //!
-//! **The order of the commits.** The kept tables are committed before the stage computes
-//! anything, as one run of their own (both, or neither: `tables::commit::commit_all`). A run
-//! that fails after it leaves the graph one day ahead of the output; its retry applies the
-//! same delta again, which leaves the graph as it is (a delta's rows replace every row of
-//! their keys), and the refresh then compares today's digests with those of the output's
-//! run, whatever the graph held in between. Each process opens the same kept version
+//! **Why two slots.** The new slot is committed before the stage computes anything (as a run of
+//! its own, both tables together: `tables::commit::commit_all`), because the stage reads it;
+//! it becomes the current one only when the output commits, naming it. A run that fails after
+//! the slot's commit (a delta row the graph's checks refuse, an output that refuses the
+//! commit, a kill) leaves the current slot and the output as they were, and the next run
+//! writes the other slot again from the current one. Each process opens the same versions
 //! (`sampling::one_run`), worker 0 holds both tables' leases, and the files are split among
 //! the workers; every worker reads the delta's keys.
 
@@ -40,8 +41,11 @@ use tables::{Error, Io, ParquetFile, Place};
 use apply::{Done, Table};
 use delta::{Changes, OP};
 
-/// What the kept tables' directories add to the output's name.
+/// What the kept tables' directories add to the output's name, before the slot.
 const SUFFIXES: [&str; 2] = [".graphflat-nodes", ".graphflat-edges"];
+
+/// The output's settings key that names the current slot.
+pub const SLOT_KEY: &str = "kept_graph";
 const TABLES: [Table; 2] = [Table::Nodes, Table::Edges];
 
 /// Where a run's graph comes from, when it keeps one.
@@ -78,18 +82,32 @@ impl<'a> Source<'a> {
 pub struct Kept {
     pub nodes: String,
     pub edges: String,
+    /// The slot written: the output's manifest names it once the output commits.
+    pub slot: String,
     pub applied: Applied,
+}
+
+impl Kept {
+    /// The output's settings, naming this run's slot as the current one.
+    pub fn settings(&self, mut settings: serde_json::Value) -> serde_json::Value {
+        if let Some(object) = settings.as_object_mut() {
+            object.insert(SLOT_KEY.into(), self.slot.clone().into());
+        }
+        settings
+    }
 }
 
 /// What making the kept graph did, the same on every worker, for the summary.
 #[derive(Debug, Clone, Default)]
 pub struct Applied {
     pub run: String,
+    /// The slot written.
+    pub slot: String,
     /// A delta day: the node and edge delta rows applied.
     pub delta: Option<(u64, u64)>,
-    /// Kept parts carried as they are, and written again (without `dropped` rows); parts
+    /// Kept parts copied as they are, and written again (without `dropped` rows); parts
     /// written in all (those, a snapshot's copy, the delta's upserts).
-    pub carried: u64,
+    pub copied: u64,
     pub rewritten: u64,
     pub dropped: u64,
     pub written: u64,
@@ -102,20 +120,21 @@ impl Applied {
     pub fn line(&self) -> String {
         match self.delta {
             None => format!(
-                "the snapshot copied beside the output in {:.2}s (run {}, {} parts)",
-                self.seconds, self.run, self.written
+                "the snapshot copied beside the output in {:.2}s (run {}, slot {}, {} parts)",
+                self.seconds, self.run, self.slot, self.written
             ),
             Some((nodes, edges)) => format!(
-                "{nodes} node and {edges} edge delta rows applied in {:.2}s (run {}): {} parts carried over, {} written \
-                 again without {} rows, {} parts written in all",
-                self.seconds, self.run, self.carried, self.rewritten, self.dropped, self.written
+                "{nodes} node and {edges} edge delta rows applied in {:.2}s (run {}, slot {}): {} parts copied as \
+                 they are, {} written again without {} rows, {} parts in all",
+                self.seconds, self.run, self.slot, self.copied, self.rewritten, self.dropped, self.written
             ),
         }
     }
 }
 
-/// Makes the kept graph of the output `output` from `source` and commits it (see the module
-/// doc); every worker of every process calls it, in step.
+/// Makes the kept graph of the output `output` from `source` and commits it into the slot
+/// that is not the current one (see the module doc); every worker of every process calls it,
+/// in step.
 pub fn keep(
     timely: &mut timely::worker::Worker,
     io: &Arc<Io>,
@@ -123,17 +142,28 @@ pub fn keep(
     source: &Source,
 ) -> Result<Kept, Error> {
     let started = std::time::Instant::now();
-    let uris = SUFFIXES.map(|s| stage_uri(output, s));
-    let [Ok(nodes), Ok(edges)] = uris else {
-        return Err(Error::Usage(format!(
+    let bad_place = || {
+        Error::Usage(format!(
             "output {output}: keep_graph and delta tables keep the graph beside the output, which needs a directory \
              around it (not a bucket's root)"
-        )));
+        ))
     };
-    let places = agree(timely, places(io, [&nodes, &edges], source))?;
+    let current = current_slot(timely, io, output)?;
+    let slot = if current.as_deref() == Some("a") { "b" } else { "a" };
+    let uris = |slot: &str| SUFFIXES.map(|s| stage_uri(output, &format!("{s}-{slot}")));
+    let [Ok(nodes), Ok(edges)] = uris(slot) else { return Err(bad_place()) };
+    let from = match (source, &current) {
+        (Source::Snapshot { .. }, _) => None,
+        (Source::Delta { .. }, Some(current)) => match uris(current) {
+            [Ok(nodes), Ok(edges)] => Some([nodes, edges]),
+            _ => return Err(bad_place()),
+        },
+        (Source::Delta { .. }, None) => return Err(no_kept_graph(output)),
+    };
+    let places = agree(timely, places(io, [&nodes, &edges], from.as_ref(), source))?;
     let (leases, run) = take_leases(timely, io, &places, stage)?;
     let base = agree(timely, open_base(io, &places, source))?;
-    for (place, version) in places.kept.iter().zip(&base.runs) {
+    for (place, version) in places.from.iter().zip(&base.runs) {
         one_run(timely, place, version.clone())?;
     }
     let changes = agree(timely, read_changes(io, &base))?;
@@ -144,14 +174,36 @@ pub fn keep(
     agree(timely, committed.transpose())?;
     let applied = Applied {
         run,
+        slot: slot.into(),
         delta: changes.as_ref().map(|c| (c.node_rows, c.edge_rows)),
-        carried: tables.iter().map(|t| t.carried.len() as u64).sum(),
+        copied: tables.iter().map(|t| t.copied).sum(),
         rewritten: tables.iter().map(|t| t.rewritten).sum(),
         dropped: tables.iter().map(|t| t.dropped).sum(),
         written: tables.iter().map(|t| t.staged.len() as u64).sum(),
         seconds: started.elapsed().as_secs_f64(),
     };
-    Ok(Kept { nodes, edges, applied })
+    Ok(Kept { nodes, edges, slot: slot.into(), applied })
+}
+
+/// The slot the output's manifest names (read by worker 0, shared with every worker); `None`
+/// where the output holds no version, or one that kept no graph.
+fn current_slot(timely: &mut timely::worker::Worker, io: &Io, output: &str) -> Result<Option<String>, Error> {
+    let read = (timely.index() == 0).then(|| {
+        let place = io.output(output)?;
+        let manifest = io.block_on(tables::manifest::read_manifest(&place))?;
+        let slot = manifest.and_then(|m| m.settings.get(SLOT_KEY).and_then(|s| s.as_str()).map(str::to_owned));
+        Ok(slot.filter(|s| s == "a" || s == "b"))
+    });
+    let read = agree(timely, read.transpose())?;
+    Ok(broadcast(timely, read.map(|slot| slot.unwrap_or_default())).filter(|s| !s.is_empty()))
+}
+
+/// The error of a delta day with no kept graph.
+fn no_kept_graph(output: &str) -> Error {
+    Error::NoInput(format!(
+        "delta_nodes, delta_edges: a delta applies to the graph a previous run kept beside the output, and \
+         {output}'s committed version kept none: run once with nodes, edges and keep_graph = true"
+    ))
 }
 
 /// `.<name><suffix>` beside `output`, or why there is none.
@@ -159,17 +211,20 @@ fn stage_uri(output: &str, suffix: &str) -> Result<String, ()> {
     crate::refresh::beside(output, suffix).ok_or(())
 }
 
-/// The kept tables' places, and the tables the source reads into each.
+/// The kept tables' places (the slot written), those of the current slot a delta applies to,
+/// and the tables the source reads into each.
 struct Places {
     kept: [Place; 2],
+    from: Vec<Place>,
     inputs: [Option<Place>; 2],
 }
 
-fn places(io: &Io, kept: [&str; 2], source: &Source) -> Result<Places, Error> {
+fn places(io: &Io, kept: [&str; 2], from: Option<&[String; 2]>, source: &Source) -> Result<Places, Error> {
     let kept = [io.output(kept[0])?, io.output(kept[1])?];
+    let from = from.map_or(Ok(Vec::new()), |f| f.iter().map(|uri| io.place(uri)).collect())?;
     let [nodes, edges] = source.tables();
     let input = |uri: Option<&str>| uri.map(|u| io.place(u)).transpose();
-    Ok(Places { kept, inputs: [input(nodes)?, input(edges)?] })
+    Ok(Places { kept, from, inputs: [input(nodes)?, input(edges)?] })
 }
 
 /// Worker 0 checks both kept tables as outputs of `stage` (apart from every input) and takes
@@ -182,7 +237,7 @@ fn take_leases(
 ) -> Result<(Option<[Lease; 2]>, String), Error> {
     let leases = (timely.index() == 0).then(|| {
         io.block_on(async {
-            let inputs: Vec<&Place> = places.inputs.iter().flatten().collect();
+            let inputs: Vec<&Place> = places.inputs.iter().flatten().chain(&places.from).collect();
             for kept in &places.kept {
                 check_output(kept, &inputs, stage, true, &Layout::TABLE).await?;
             }
@@ -197,12 +252,12 @@ fn take_leases(
     Ok((leases, run))
 }
 
-/// What the new version starts from: by kept table, the files copied or carried, and the run
+/// What the new version starts from: by kept table, the files copied or filtered, and the runs
 /// of the kept version (empty for a snapshot).
 struct Base {
     files: [Vec<ParquetFile>; 2],
     deltas: [Vec<ParquetFile>; 2],
-    runs: [String; 2],
+    runs: Vec<String>,
     delta: bool,
 }
 
@@ -210,14 +265,15 @@ fn open_base(io: &Io, places: &Places, source: &Source) -> Result<Base, Error> {
     let open = |place: &Option<Place>| place.as_ref().map_or(Ok(Vec::new()), |p| tables::open_table(io, p));
     if let Source::Snapshot { .. } = source {
         let files = [open(&places.inputs[0])?, open(&places.inputs[1])?];
-        return Ok(Base { files, deltas: [Vec::new(), Vec::new()], runs: Default::default(), delta: false });
+        return Ok(Base { files, deltas: [Vec::new(), Vec::new()], runs: Vec::new(), delta: false });
     }
     let mut versions = Vec::with_capacity(2);
-    for (place, table) in places.kept.iter().zip(TABLES) {
+    for (place, table) in places.from.iter().zip(TABLES) {
         let Some(version) = tables::open_version(io, place)? else {
             return Err(Error::NoInput(format!(
-                "delta_{}: a delta applies to the graph a previous run kept beside the output, and {} holds none: \
-                 run once with nodes, edges and keep_graph = true",
+                "delta_{}: the kept {} table {} named by the output holds no version: run once with nodes, edges \
+                 and keep_graph = true",
+                table.name(),
                 table.name(),
                 place.shown()
             )));
@@ -229,7 +285,7 @@ fn open_base(io: &Io, places: &Places, source: &Source) -> Result<Base, Error> {
     for (table, (files, kept)) in TABLES.iter().zip(deltas.iter().zip([&nodes.parts, &edges.parts])) {
         same_columns(*table, files, kept)?;
     }
-    let runs = [nodes.manifest.run.clone(), edges.manifest.run.clone()];
+    let runs = vec![nodes.manifest.run.clone(), edges.manifest.run.clone()];
     Ok(Base { files: [nodes.parts, edges.parts], deltas, runs, delta: true })
 }
 
@@ -308,7 +364,7 @@ fn merged<'a>(all: impl Iterator<Item = &'a Done>) -> Done {
     let mut merged = Done::default();
     for done in all {
         merged.staged.extend(done.staged.iter().cloned());
-        merged.carried.extend(done.carried.iter().cloned());
+        merged.copied += done.copied;
         merged.rewritten += done.rewritten;
         merged.dropped += done.dropped;
     }
@@ -327,7 +383,7 @@ async fn commit(
         .zip(tables.iter().zip(TABLES))
         .zip(&places.kept)
         .map(|((lease, (done, table)), place)| {
-            let entries = done.staged.iter().map(|p| p.entry.clone()).chain(done.carried.iter().cloned()).collect();
+            let entries = done.staged.iter().map(|p| p.entry.clone()).collect();
             let settings = serde_json::json!({ "kept_graph": table.name() });
             Pending {
                 output: place,

@@ -36,6 +36,7 @@ pub const PLACES: &[&str] = &[
     "keep_graph",
     "delta_nodes",
     "delta_edges",
+    "kept_graph",
     "output",
     "overwrite",
     "incremental",
