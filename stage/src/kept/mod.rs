@@ -150,12 +150,12 @@ pub fn keep(
     };
     let current = current_slot(timely, io, output)?;
     let slot = if current.as_deref() == Some("a") { "b" } else { "a" };
-    let uris = |slot: &str| SUFFIXES.map(|s| stage_uri(output, &format!("{s}-{slot}")));
-    let [Ok(nodes), Ok(edges)] = uris(slot) else { return Err(bad_place()) };
+    let uris = |slot: &str| SUFFIXES.map(|s| crate::refresh::beside(output, &format!("{s}-{slot}")));
+    let [Some(nodes), Some(edges)] = uris(slot) else { return Err(bad_place()) };
     let from = match (source, &current) {
         (Source::Snapshot { .. }, _) => None,
         (Source::Delta { .. }, Some(current)) => match uris(current) {
-            [Ok(nodes), Ok(edges)] => Some([nodes, edges]),
+            [Some(nodes), Some(edges)] => Some([nodes, edges]),
             _ => return Err(bad_place()),
         },
         (Source::Delta { .. }, None) => return Err(no_kept_graph(output)),
@@ -204,11 +204,6 @@ fn no_kept_graph(output: &str) -> Error {
         "delta_nodes, delta_edges: a delta applies to the graph a previous run kept beside the output, and \
          {output}'s committed version kept none: run once with nodes, edges and keep_graph = true"
     ))
-}
-
-/// `.<name><suffix>` beside `output`, or why there is none.
-fn stage_uri(output: &str, suffix: &str) -> Result<String, ()> {
-    crate::refresh::beside(output, suffix).ok_or(())
 }
 
 /// The kept tables' places (the slot written), those of the current slot a delta applies to,
@@ -316,11 +311,14 @@ fn read_changes(io: &Io, base: &Base) -> Result<Option<Changes>, Error> {
     if !base.delta {
         return Ok(None);
     }
-    let kind = base.files[0]
-        .first()
-        .and_then(|f| f.arrow.schema().field_with_name("node_id").ok().and_then(|c| IdKind::of(c.data_type())))
-        .unwrap_or(IdKind::Int);
+    let kind = base.files[0].first().map_or(IdKind::Int, |f| id_kind(f, "node_id"));
     Changes::read(io, &base.deltas[0], &base.deltas[1], kind).map(Some)
+}
+
+/// The kind of the ids in `column` of a kept part.
+fn id_kind(file: &ParquetFile, column: &str) -> IdKind {
+    let field = file.arrow.schema().field_with_name(column).ok().cloned();
+    field.and_then(|c| IdKind::of(c.data_type())).unwrap_or(IdKind::Int)
 }
 
 /// This worker's share of the files: every table's base files, then its delta files, are
@@ -333,9 +331,6 @@ fn write_share(
     changes: Option<&Changes>,
 ) -> Result<[Done; 2], Error> {
     let (index, peers) = (timely.index(), timely.peers());
-    let kind = |file: &ParquetFile, column: &str| {
-        file.arrow.schema().field_with_name(column).ok().and_then(|c| IdKind::of(c.data_type())).unwrap_or(IdKind::Int)
-    };
     let mut done: [Done; 2] = Default::default();
     for (t, table) in TABLES.into_iter().enumerate() {
         let to = |unit: usize| PartsOf { dir: places.kept[t].clone(), run: run.to_owned(), worker: unit };
@@ -344,8 +339,8 @@ fn write_share(
             match changes {
                 None => done[t].staged.extend(apply::whole(io, file, to(unit))?),
                 Some(changes) => {
-                    let id_kind = kind(file, if table == Table::Nodes { "node_id" } else { "src" });
-                    apply::carry_or_rewrite(io, (file, table), (changes, id_kind), to(unit), &mut done[t])?
+                    let kind = id_kind(file, if table == Table::Nodes { "node_id" } else { "src" });
+                    apply::carry_or_rewrite(io, (file, table), (changes, kind), to(unit), &mut done[t])?
                 }
             }
         }
