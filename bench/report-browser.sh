@@ -2,7 +2,7 @@
 # The job's report in a real browser. Runs the quickstart pipeline (jobs/quickstart.toml) in a
 # scratch directory, builds one page per stage with `graphflat report`, loads each in headless
 # Chromium (Debian's `chromium` package) and fails on any console message; saves the
-# screenshots shown in the README as docs/report-<stage>.png. Not part of CI: Chromium and its
+# screenshots shown in docs/report.md as docs/report-<stage>.png. Not part of CI: Chromium and its
 # libraries are about 300 MB to install; the tests check the page's content and that it is
 # self-contained (tests/report.rs).
 #

@@ -7,7 +7,7 @@
 #
 # The first process to fail stops the others (the cluster layer would end them within its
 # bound anyway; this is faster). The script's exit code is the first failure's, so a scheduler
-# sees the cause (see the README's exit codes), or 0 when every process succeeded; on TERM or
+# sees the cause (see docs/failures.md), or 0 when every process succeeded; on TERM or
 # INT it stops every process and exits 143 or 130.
 set -uo pipefail
 if [ $# -lt 2 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then

@@ -1,6 +1,6 @@
 """Train a GCN in PyTorch on Cora's records, then hand it to GraphInfer.
 
-The records come from graphflat (the repository's README, "From PyTorch"):
+The records come from graphflat (the repository's docs/pytorch.md):
 
     graphflat import ogb ../shared/data/cora --out data/cora
     graphflat run jobs/cora.toml                     # data/cora/flat: exact 2-hop records

@@ -3,8 +3,8 @@
 //!
 //! One module per table, each holding its config, its `DEFAULT_*` constants and its checks. The
 //! constants are the one statement of each default: serde, the `Default` impls and the command
-//! line read them, and `schemas/tests/documented_defaults.rs` holds the README's job reference
-//! to them.
+//! line read them, and `schemas/tests/documented_defaults.rs` holds the job-file
+//! reference, `docs/jobs.md`, to them, and to the keys the code has.
 
 use serde::{Deserialize, Serialize};
 
