@@ -7,7 +7,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use gnn::io::ModelFiles;
 use schemas::{Cause, StorageConfig};
-use tables::{Io, Place, open_table};
+use tables::{Io, ParquetFile, Place, open_table};
 
 use crate::Result;
 use crate::exit::{Exit, WithCause};
@@ -48,14 +48,20 @@ pub fn inspect(target: &str) -> Result<()> {
         list_unlisted(&io, &place, manifest)?;
     }
     let files = open_table(&io, &place).map_err(|e| Exit::new(e.cause(), e))?;
+    if files.is_empty() {
+        say!("{}: a committed table of no rows (its manifest lists no parts)", place.shown());
+        return Ok(());
+    }
+    print_table_head(&io, &place, &files);
+    print_contents(&io, &files)?;
+    point_at_report(&io, &place)
+}
+
+/// A table's rows, files, size and marker, then its schema and the schema's metadata.
+fn print_table_head(io: &Io, place: &Place, files: &[ParquetFile]) {
     let marker = io.block_on(place.child(schemas::SUCCESS_MARKER).exists());
     let rows: u64 = files.iter().map(|f| f.rows()).sum();
     let bytes: u64 = files.iter().map(|f| f.meta.size).sum();
-    let Some(first) = files.first() else {
-        say!("{}: a committed table of no rows (its manifest lists no parts)", place.shown());
-        return Ok(());
-    };
-    let schema = first.arrow.schema();
     say!(
         "{}: {} rows in {} files, {:.1} MB, _SUCCESS {}",
         place.shown(),
@@ -68,6 +74,7 @@ pub fn inspect(target: &str) -> Result<()> {
             "absent (the trainer refuses such a record set; node and edge tables are read whole)"
         }
     );
+    let schema = files[0].arrow.schema();
     say!("schema:");
     for field in schema.fields() {
         say!("  {}: {}{}", field.name(), field.data_type(), if field.is_nullable() { " (nullable)" } else { "" });
@@ -77,11 +84,16 @@ pub fn inspect(target: &str) -> Result<()> {
     for (k, v) in metadata {
         say!("  metadata {k} = {v}");
     }
+}
+
+/// Every row read (each checked against the manifest as it is): the label and split counts,
+/// then the first row, each column shortened to a line.
+fn print_contents(io: &Io, files: &[ParquetFile]) -> Result<()> {
     let mut counts = Counts::default();
     let mut first: Option<RecordBatch> = None;
-    for file in &files {
+    for file in files {
         for rg in 0..file.row_groups() {
-            file.read_row_group(&io, rg, |batch, _| {
+            file.read_row_group(io, rg, |batch, _| {
                 counts.add(&batch);
                 if first.is_none() && batch.num_rows() > 0 {
                     first = Some(batch.slice(0, 1));
@@ -98,7 +110,7 @@ pub fn inspect(target: &str) -> Result<()> {
             say!("  {}: {}", field.name(), shorten(&format!("{:?}", column.as_ref()), 160));
         }
     }
-    point_at_report(&io, &place)
+    Ok(())
 }
 
 /// Prints the files in a committed table's directory that its manifest does not list: the

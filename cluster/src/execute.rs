@@ -186,6 +186,29 @@ where
     })
     .map_err(|e| Failure::Connect(format!("cannot start the timely workers: {e}")))?;
 
+    let (results, failure, heard) = gather(&outcomes, threads, &abort);
+    if let Some(failure) = failure {
+        // Joining could wait forever on a worker stuck in timely; the process exits instead.
+        std::mem::forget(guards);
+        return Err(failure);
+    }
+    if heard < threads {
+        std::mem::forget(guards);
+        return Err(Failure::Panic("a worker thread ended without reporting".into()));
+    }
+    drop(guards.join());
+    Ok(results.into_iter().map(|r| r.expect("every worker reported")).collect())
+}
+
+/// Every worker's report, as they come: each one's value, the job's failure, and how many
+/// reported. The first failure raises `abort`, which ends the others; a worker's own error
+/// says more than the peer losses it causes, and wins over them. It waits at most [`GRACE`]
+/// after the first failure, and notices a lost peer while no worker reports.
+fn gather<T, E>(
+    outcomes: &mpsc::Receiver<(usize, Outcome<T, E>)>,
+    threads: usize,
+    abort: &AtomicBool,
+) -> (Vec<Option<T>>, Option<Failure<E>>, usize) {
     let mut results: Vec<Option<T>> = (0..threads).map(|_| None).collect();
     let (mut failure, mut failed_at, mut heard) = (None, None::<Instant>, 0);
     while heard < threads {
@@ -223,15 +246,5 @@ where
             failure = Some(this);
         }
     }
-    if let Some(failure) = failure {
-        // Joining could wait forever on a worker stuck in timely; the process exits instead.
-        std::mem::forget(guards);
-        return Err(failure);
-    }
-    if heard < threads {
-        std::mem::forget(guards);
-        return Err(Failure::Panic("a worker thread ended without reporting".into()));
-    }
-    drop(guards.join());
-    Ok(results.into_iter().map(|r| r.expect("every worker reported")).collect())
+    (results, failure, heard)
 }

@@ -205,47 +205,28 @@ impl GatLayer {
         let (heads, out) = (self.heads, self.out);
         let rows_in = x.dims()[0];
         let z = x.matmul(self.weight.val()).reshape([rows_in, heads, out]);
-        let score_src = (z.clone() * self.att_src.val().unsqueeze::<3>()).sum_dim(2).reshape([rows_in, heads]);
-        let z_out = e.own_rows(z.clone());
-        let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
-        let logits = e.looped_rows(score_src, End::Src) + e.looped_rows(score_dst.clone(), End::Dst);
-        let logits = match self.edge_logits(e, hubs) {
-            Some(edge) => logits + edge,
-            None => logits,
-        };
-        let scores = leaky_relu(logits, 0.2);
+        let (scores, score_dst) = self.scores(&z, e, hubs);
         // Softmax over each node's in-edges and its self-loop.
         let hub = hubs.and_then(|h| match &h.merged {
-            Merged::Softmax(m) => Some((&h.rows, &m.max, (&m.total, &m.d_total), (&m.weighted, &m.d_weighted))),
+            Merged::Softmax(m) => Some((&h.rows, m)),
             Merged::Sum(_) => None,
         });
-        // Shifted by each node's largest score per head, a constant that cancels in the ratio
-        // and keeps exp finite: one shift for every node would underflow all the weights of a
-        // node whose scores lie some 88 below the largest anywhere, and 0 / 0 is NaN. A split
-        // hub's shift covers its pieces' maxima too.
-        let mut largest = Tensor::<2>::full([e.rows_out, heads], f32::NEG_INFINITY, &scores.device());
-        if e.rows_out > 0 {
-            let (_, dst) = e.with_self_loops();
-            largest = largest.select_assign(0, dst, scores.clone().detach(), IndexingUpdateOp::Max);
-        }
-        if let Some((rows, max, ..)) = hub {
-            largest = largest.select_assign(0, rows.clone(), max.clone(), IndexingUpdateOp::Max);
-        }
+        let largest = largest_scores(e, &scores, hub.map(|(rows, m)| (rows, &m.max)));
         let weights = (scores - e.looped_rows(largest.clone(), End::Dst)).exp();
         let mut total = e.sum_looped_rows(weights.clone());
         // A split hub's pieces: their parts shifted to the hub's shift, and linear in the hub's
         // destination score (`crate::hub`).
         let mut hub_weighted = None;
-        if let Some((rows, max, (s, ds), (w, dw))) = hub {
+        if let Some((rows, m)) = hub {
             let hubs = rows.dims()[0];
-            let scale = (max.clone() - largest.select(0, rows.clone())).exp();
+            let scale = (m.max.clone() - largest.select(0, rows.clone())).exp();
             let moved = score_dst.select(0, rows.clone());
             let moved = moved.clone() - moved.detach();
-            let hub_total = (s.clone() + ds.clone() * moved.clone()) * scale.clone();
+            let hub_total = (m.total.clone() + m.d_total.clone() * moved.clone()) * scale.clone();
             total = total.select_assign(0, rows.clone(), hub_total, IndexingUpdateOp::Add);
             let per_head = |t: &Tensor<2>| t.clone().reshape([hubs, heads, out]);
             let column = |t: Tensor<2>| t.reshape([hubs, heads, 1]);
-            let sums = (per_head(w) + per_head(dw) * column(moved)) * column(scale);
+            let sums = (per_head(&m.weighted) + per_head(&m.d_weighted) * column(moved)) * column(scale);
             hub_weighted = Some((rows, sums / column(total.clone().select(0, rows.clone()))));
         }
         let mut alpha = weights / e.looped_rows(total, End::Dst);
@@ -264,6 +245,39 @@ impl GatLayer {
         };
         combined + self.bias.val().unsqueeze::<2>()
     }
+
+    /// Each looped edge's attention score per head, `LeakyReLU(a_src . z_u + a_dst . z_w + edge
+    /// term)`, `[looped edges, heads]`, and each output row's destination score
+    /// `[rows_out, heads]` (a split hub's pieces are linear in it).
+    fn scores(&self, z: &Tensor<3>, e: &EdgeTensors, hubs: Option<&HubTerms>) -> (Tensor<2>, Tensor<2>) {
+        let [rows_in, heads, _] = z.dims();
+        let score_src = (z.clone() * self.att_src.val().unsqueeze::<3>()).sum_dim(2).reshape([rows_in, heads]);
+        let z_out = e.own_rows(z.clone());
+        let score_dst = (z_out * self.att_dst.val().unsqueeze::<3>()).sum_dim(2).reshape([e.rows_out, heads]);
+        let logits = e.looped_rows(score_src, End::Src) + e.looped_rows(score_dst.clone(), End::Dst);
+        let logits = match self.edge_logits(e, hubs) {
+            Some(edge) => logits + edge,
+            None => logits,
+        };
+        (leaky_relu(logits, 0.2), score_dst)
+    }
+}
+
+/// Each output row's largest score per head over its looped in-edges (and a split hub's
+/// pieces' maxima, `hub`), `[rows_out, heads]`: the softmax's shift. It is a constant that
+/// cancels in the ratio and keeps exp finite; one shift for every node would underflow all
+/// the weights of a node whose scores lie some 88 below the largest anywhere, and 0 / 0 is NaN.
+fn largest_scores(e: &EdgeTensors, scores: &Tensor<2>, hub: Option<(&Tensor<1, Int>, &Tensor<2>)>) -> Tensor<2> {
+    let heads = scores.dims()[1];
+    let mut largest = Tensor::<2>::full([e.rows_out, heads], f32::NEG_INFINITY, &scores.device());
+    if e.rows_out > 0 {
+        let (_, dst) = e.with_self_loops();
+        largest = largest.select_assign(0, dst, scores.clone().detach(), IndexingUpdateOp::Max);
+    }
+    if let Some((rows, max)) = hub {
+        largest = largest.select_assign(0, rows.clone(), max.clone(), IndexingUpdateOp::Max);
+    }
+    largest
 }
 
 /// GINE (Hu et al. 2020): `h'_w = MLP((1 + eps) x_w + sum over u in N(w) of ReLU(x_u + e_uw W_e + b_e))`

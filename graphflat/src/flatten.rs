@@ -16,7 +16,7 @@ use schemas::layers::Layers;
 use schemas::record::{FlattenMeta, record_schema};
 use schemas::typed::{GraphTypes, NodeType, Relation};
 use schemas::{ClusterConfig, FlattenConfig};
-use stage::{Body, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
+use stage::{Body, Day, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::Io;
 use tables::commit::Stage;
 use tables::parts::PartsOf;
@@ -101,35 +101,14 @@ pub fn run(io: &Arc<Io>, config: &FlattenConfig, cluster: &ClusterConfig) -> Res
     let threads = cluster.threads();
     let owner_map = SharedOwnerMap::default();
     stage::execute(cluster, move |worker| {
-        let kept = match stage::kept::Source::of(&config.arrival()) {
-            Some(source) => Some(stage::kept::keep(worker, &io, (&config.output, Stage::Flatten), &source)?),
-            None => None,
-        };
-        let mut declared = Declared::of(Stage::Flatten, &*config)
-            .with_link_relation(config.link_relation_index())
-            .with_partition(config.partition.as_deref(), &owner_map);
-        // A delta day reads the graph it kept; the output names the slot it kept it in.
-        if let Some(kept) = &kept {
-            declared.settings = kept.settings(declared.settings);
-            if kept.applied.delta.is_some() {
-                (declared.nodes, declared.edges) = (&kept.nodes, &kept.edges);
-            }
-        }
-        // A refresh replaces the version it starts from, and keeps its digests beside it.
-        declared.overwrite |= config.incremental;
-        let state = config.incremental.then(|| stage::refresh::state_uri(&config.output)).flatten();
-        if config.incremental && state.is_none() {
-            return Err(tables::Error::Usage(format!(
-                "output {}: incremental keeps the nodes' digests beside the output, which needs a directory \
-                 around it (not a bucket's root)",
-                config.output
-            )));
-        }
-        if let Some(state) = &state {
-            declared = declared.with_extra("the refresh's digests", state);
-        }
+        let day = Day::begin(worker, &io, (&config.output, Stage::Flatten), &config.arrival(), config.incremental)?;
+        let declared = day.declare(
+            Declared::of(Stage::Flatten, &*config)
+                .with_link_relation(config.link_relation_index())
+                .with_partition(config.partition.as_deref(), &owner_map),
+        );
         let mut body = Records::new(&config);
-        body.graph = kept.as_ref().map(|k| k.applied.line());
+        body.graph = day.graph_line();
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
 }

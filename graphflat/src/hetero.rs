@@ -164,6 +164,30 @@ impl Shape {
 
 /// Writes the typed graph's tables, each with `_SUCCESS` (all written before any commits).
 pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
+    check(config)?;
+    let shape = Shape::new(config);
+    let out = io.output(&config.output)?;
+    let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[], config.overwrite);
+    let node_writers = NODE_TYPES.iter().map(|t| start(out.child("nodes").child(t))).collect::<Result<Vec<_>, _>>()?;
+    let edge_writers =
+        RELATIONS.iter().map(|(r, _, _)| start(out.child("edges").child(r))).collect::<Result<Vec<_>, _>>()?;
+    let erased = match config.erased {
+        true => Some((start(out.child("erased").child("nodes"))?, start(out.child("erased").child("edges"))?)),
+        false => None,
+    };
+    write_nodes(&shape, config, &node_writers, erased.as_ref().map(|(nodes, _)| nodes))?;
+    let max_in_degree = write_edges(&shape, &edge_writers, erased.as_ref().map(|(_, edges)| edges))?;
+    let erased_writers = erased.into_iter().flat_map(|(nodes, edges)| [nodes, edges]);
+    for writer in node_writers.into_iter().chain(edge_writers).chain(erased_writers) {
+        writer.commit()?;
+    }
+    let edges = (0..RELATIONS.len()).map(|r| shape.edge_count(r)).sum();
+    Ok(Generated { nodes: config.nodes, edges, max_in_degree })
+}
+
+/// What a typed graph's generation cannot do: fewer than 10 nodes, multi-hot labels, an
+/// erased view with edge features or featureless types, a featureless type it does not have.
+fn check(config: &GenerateConfig) -> Result<(), Error> {
     config.check()?;
     if config.nodes < 10 || config.multi_label || (config.erased && config.edge_feature_dim > 0) {
         return Err(Error::Usage(
@@ -179,26 +203,25 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
             NODE_TYPES.join(", ")
         )));
     }
-    let shape = Shape::new(config);
-    let out = io.output(&config.output)?;
-    let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[], config.overwrite);
-    let node_writers = NODE_TYPES.iter().map(|t| start(out.child("nodes").child(t))).collect::<Result<Vec<_>, _>>()?;
-    let edge_writers =
-        RELATIONS.iter().map(|(r, _, _)| start(out.child("edges").child(r))).collect::<Result<Vec<_>, _>>()?;
-    let erased = match config.erased {
-        true => Some((start(out.child("erased").child("nodes"))?, start(out.child("erased").child("edges"))?)),
-        false => None,
-    };
-    // The erased view's parts follow the typed ones: type t's part p is its part
-    // `first_part[t] + p`.
+    Ok(())
+}
+
+/// Every node type's table, part by part in parallel, and the erased view's node parts: type
+/// t's part p is the erased table's part `first_part[t] + p`.
+fn write_nodes(
+    shape: &Shape,
+    config: &GenerateConfig,
+    writers: &[TableWriter],
+    erased: Option<&TableWriter>,
+) -> Result<(), Error> {
     let node_parts: Vec<u64> = shape.counts.iter().map(|c| c.div_ceil(ROWS_PER_PART)).collect();
-    for (t, writer) in node_writers.iter().enumerate() {
+    for (t, writer) in writers.iter().enumerate() {
         let first: u64 = node_parts[..t].iter().sum();
         parallel(node_parts[t], |part| {
             let lo = part * ROWS_PER_PART;
-            let rows = node_rows(&shape, t, lo..(lo + ROWS_PER_PART).min(shape.counts[t]));
-            if let Some((nodes, _)) = &erased {
-                let batch = rows.erased(&shape, t).into_batch(true);
+            let rows = node_rows(shape, t, lo..(lo + ROWS_PER_PART).min(shape.counts[t]));
+            if let Some(nodes) = erased {
+                let batch = rows.erased(shape, t).into_batch(true);
                 nodes.write((first + part) as usize, batch.schema(), &[batch])?;
             }
             let mut batch = rows.into_batch(t == 0);
@@ -209,15 +232,21 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
             Ok(())
         })?;
     }
+    Ok(())
+}
+
+/// Every relation's table, part by part in parallel, and the erased view's edge parts (after
+/// the relations before it); returns the largest in-degree of a hub.
+fn write_edges(shape: &Shape, writers: &[TableWriter], erased: Option<&TableWriter>) -> Result<u64, Error> {
     let mut max_in_degree = 0;
     let edge_parts: Vec<u64> = (0..RELATIONS.len()).map(|r| shape.edge_count(r).div_ceil(ROWS_PER_PART)).collect();
-    for (r, writer) in edge_writers.iter().enumerate() {
+    for (r, writer) in writers.iter().enumerate() {
         let (m, first) = (shape.edge_count(r), edge_parts[..r].iter().sum::<u64>());
         let hubs = parallel(edge_parts[r], |part| {
             let lo = part * ROWS_PER_PART;
-            let (ends, hub) = edge_ends(&shape, r, part, lo..(lo + ROWS_PER_PART).min(m));
-            if let Some((_, edges)) = &erased {
-                let batch = ends.erased(&shape, r).into_batch();
+            let (ends, hub) = edge_ends(shape, r, part, lo..(lo + ROWS_PER_PART).min(m));
+            if let Some(edges) = erased {
+                let batch = ends.erased(shape, r).into_batch();
                 edges.write((first + part) as usize, batch.schema(), &[batch])?;
             }
             let batch = ends.into_batch();
@@ -226,12 +255,7 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
         })?;
         max_in_degree = max_in_degree.max(hubs.iter().sum());
     }
-    let erased_writers = erased.into_iter().flat_map(|(nodes, edges)| [nodes, edges]);
-    for writer in node_writers.into_iter().chain(edge_writers).chain(erased_writers) {
-        writer.commit()?;
-    }
-    let edges = (0..RELATIONS.len()).map(|r| shape.edge_count(r)).sum();
-    Ok(Generated { nodes: config.nodes, edges, max_in_degree })
+    Ok(max_in_degree)
 }
 
 /// One part of a node table's rows.

@@ -23,7 +23,7 @@ use schemas::job::TypedGraph;
 use schemas::model::ModelMeta;
 use schemas::{ClusterConfig, InferConfig, Targets, Task};
 use stage::refresh::Refreshed;
-use stage::{Body, Clock, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
+use stage::{Body, Clock, Day, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::commit::Stage;
 use tables::parts::{PartWriter, PartsOf, part_properties};
 use tables::{Io, Place};
@@ -149,45 +149,16 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         agree(worker, check_pairs(&config, &meta, dir))?;
         let candidates = agree(worker, config.pairs.as_deref().map(|p| Candidates::open(&io, p)).transpose())?;
         if worker.index().is_multiple_of(threads) {
-            tracing::info!(
-                "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
-                meta.spec.kind,
-                dir.shown(),
-                meta.hops,
-                meta.sampler.name(),
-                meta.fanouts
-            );
+            log_model(&meta, dir, embedding);
         }
-        let kept = match stage::kept::Source::of(&config.arrival()) {
-            Some(source) => Some(stage::kept::keep(worker, &io, (&config.output, Stage::Infer), &source)?),
-            None => None,
-        };
+        let day = Day::begin(worker, &io, (&config.output, Stage::Infer), &config.arrival(), config.incremental)?;
         let mut declared = Declared::of(Stage::Infer, &*config)
             .with_link_relation(meta.link_relation)
             .with_partition(config.partition.as_deref(), &owner_map);
         if let Some(uri) = &config.pairs_output {
             declared = declared.with_extra("pairs_output", uri);
         }
-        // A delta day reads the graph it kept; the output names the slot it kept it in.
-        if let Some(kept) = &kept {
-            declared.settings = kept.settings(declared.settings);
-            if kept.applied.delta.is_some() {
-                (declared.nodes, declared.edges) = (&kept.nodes, &kept.edges);
-            }
-        }
-        // A refresh replaces the version it starts from, and keeps its digests beside it.
-        declared.overwrite |= config.incremental;
-        let state = config.incremental.then(|| stage::refresh::state_uri(&config.output)).flatten();
-        if config.incremental && state.is_none() {
-            return Err(Error::Usage(format!(
-                "output {}: incremental keeps the nodes' digests beside the output, which needs a directory around \
-                 it (not a bucket's root)",
-                config.output
-            )));
-        }
-        if let Some(state) = &state {
-            declared = declared.with_extra("the refresh's digests", state);
-        }
+        let declared = day.declare(declared);
         let scorer = candidates.is_some().then(|| PairScorer::of(&meta.spec, model.decoder.as_ref()));
         let pairs = candidates.as_ref().zip(scorer);
         let body = Scores {
@@ -202,10 +173,22 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
             embedding,
             pairs,
             refreshed: None,
-            graph: kept.as_ref().map(|k| k.applied.line()),
+            graph: day.graph_line(),
         };
         stage::run(worker, &io, &progress, threads, &declared, body)
     })
+}
+
+/// The log's line on the model a job runs.
+fn log_model(meta: &ModelMeta, dir: &Place, embedding: usize) {
+    tracing::info!(
+        "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
+        meta.spec.kind,
+        dir.shown(),
+        meta.hops,
+        meta.sampler.name(),
+        meta.fanouts
+    );
 }
 
 /// The layer whose output is the embedding: `[infer] embedding`, by default the last hidden
@@ -687,49 +670,15 @@ fn write(
     last: &[f32],
     embedding: &[f32],
 ) -> Result<Written<RoundStats>, Error> {
-    let Table { head, classes, width, ref schema } = *table;
-    let config = body.config;
     let n = targets.len();
-    let names: Vec<String> =
-        body.typed.map_or_else(Vec::new, |(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
     let props = part_properties_of_scores();
-    let mut writer =
-        PartWriter::new(worker.io.clone(), output.clone(), schema.clone(), props, config.part_size_mb << 20);
+    let limit = body.config.part_size_mb << 20;
+    let mut writer = PartWriter::new(worker.io.clone(), output.clone(), table.schema.clone(), props, limit);
     let phase = cx.progress.last_phase();
     cx.progress.add_total(phase, n as u64);
-    let mut predictions = vec![0u64; classes];
-    let result = (|| {
-        let rows = crate::round::transform_rows(config.batch_size, width + classes);
-        for start in (0..n).step_by(rows) {
-            let end = (start + rows).min(n);
-            let chunk = &targets[start..end];
-            // A typed graph's keys hold the type: the table has it in `node_type`, and the id.
-            let (types, ids): (Vec<u8>, Vec<i64>) = match body.typed {
-                Some(_) => chunk.iter().map(|r| schemas::typed::unpack(r.key)).unzip(),
-                None => chunk.iter().map(|r| (0, r.key)).unzip(),
-            };
-            let typed = body.typed.map(|(_, target)| TypedRows { types: &types, names: &names, target: *target });
-            // The batch's rows, gathered by slot (a node task's last layer is its logits).
-            let (logits, embedding) = (rows_of(last, classes, chunk), rows_of(embedding, width, chunk));
-            for (i, row) in logits.chunks_exact(classes.max(1)).enumerate() {
-                if typed.as_ref().is_none_or(|t| t.types[i] == t.target) {
-                    output::count_predictions(head, row, &mut predictions);
-                }
-            }
-            let ids: ArrayRef = match cx.nodes.strings {
-                Some(_) => Arc::new(chunk.iter().map(|r| cx.nodes.key(r.slot as usize)).collect::<StringArray>()),
-                None => Arc::new(Int64Array::from(ids)),
-            };
-            let batch = output::batch(schema, head, ids, typed, &embedding, &logits)
-                .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
-            writer.write(&batch)?;
-            cx.progress.advance(phase, (end - start) as u64);
-            if cx.reporter {
-                cx.progress.report(phase, Duration::from_secs(2), false);
-            }
-        }
-        writer.finish()
-    })();
+    let mut predictions = vec![0u64; table.classes];
+    let result = write_rows(&mut writer, body, cx, table, targets, (last, embedding), &mut predictions)
+        .and_then(|()| writer.finish());
     if cx.reporter {
         cx.progress.report(phase, Duration::ZERO, true);
     }
@@ -743,4 +692,50 @@ fn write(
         carried: Vec::new(),
         own: RoundStats { predictions, ..RoundStats::default() },
     })
+}
+
+/// `targets`' rows in batches of as many as one transform holds: their ids (the strings,
+/// where the graph has them), embeddings and logits, gathered by slot; counts the target
+/// type's predictions into `predictions`.
+fn write_rows(
+    writer: &mut PartWriter,
+    body: &Scores,
+    cx: &Context,
+    table: &Table,
+    targets: &[OutputRow],
+    (last, embedding): (&[f32], &[f32]),
+    predictions: &mut [u64],
+) -> Result<(), Error> {
+    let Table { head, classes, width, ref schema } = *table;
+    let names: Vec<String> =
+        body.typed.map_or_else(Vec::new, |(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
+    let phase = cx.progress.last_phase();
+    let rows = crate::round::transform_rows(body.config.batch_size, width + classes);
+    for chunk in targets.chunks(rows) {
+        // A typed graph's keys hold the type: the table has it in `node_type`, and the id.
+        let (types, ids): (Vec<u8>, Vec<i64>) = match body.typed {
+            Some(_) => chunk.iter().map(|r| schemas::typed::unpack(r.key)).unzip(),
+            None => chunk.iter().map(|r| (0, r.key)).unzip(),
+        };
+        let typed = body.typed.map(|(_, target)| TypedRows { types: &types, names: &names, target: *target });
+        // The batch's rows, gathered by slot (a node task's last layer is its logits).
+        let (logits, embedding) = (rows_of(last, classes, chunk), rows_of(embedding, width, chunk));
+        for (i, row) in logits.chunks_exact(classes.max(1)).enumerate() {
+            if typed.as_ref().is_none_or(|t| t.types[i] == t.target) {
+                output::count_predictions(head, row, predictions);
+            }
+        }
+        let ids: ArrayRef = match cx.nodes.strings {
+            Some(_) => Arc::new(chunk.iter().map(|r| cx.nodes.key(r.slot as usize)).collect::<StringArray>()),
+            None => Arc::new(Int64Array::from(ids)),
+        };
+        let batch = output::batch(schema, head, ids, typed, &embedding, &logits)
+            .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
+        writer.write(&batch)?;
+        cx.progress.advance(phase, chunk.len() as u64);
+        if cx.reporter {
+            cx.progress.report(phase, Duration::from_secs(2), false);
+        }
+    }
+    Ok(())
 }

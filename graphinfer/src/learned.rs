@@ -79,57 +79,20 @@ pub fn read(
     needed: impl Fn(usize) -> bool,
 ) -> Result<LearnedRows, Error> {
     let dim = table.dim;
-    let names = table.types.map(|(names, _)| names);
     let files = open(io, dir)?;
     agree(worker, sampling::load::same_id_kind(&files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
     let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
-    let peers = worker.peers();
-    let mine = units(&files, worker.index(), peers);
-    let kept = Rc::new(RefCell::new((vec![0.0f32; nodes.len() * dim], vec![false; nodes.len()], 0u64, None)));
+    let mine = units(&files, worker.index(), worker.peers());
+    let kept = Rc::new(RefCell::new(Received::new(nodes.len(), dim)));
     let (sink, store) = (kept.clone(), nodes.clone());
     let owners = nodes.owners.clone();
     let route = move |r: &Row| owners.key(r.id);
-    let consume = move |r: Row| {
-        let mut kept = sink.borrow_mut();
-        let (values, found, unknown, duplicate) = &mut *kept;
-        let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print);
-        match store.slot(r.id).filter(known) {
-            None => *unknown += 1,
-            Some(slot) if found[slot] => *duplicate = duplicate.or(Some((slot, r.file, r.at))),
-            Some(slot) => {
-                values[slot * dim..(slot + 1) * dim].copy_from_slice(&r.values);
-                found[slot] = true;
-            }
-        }
-    };
+    let consume = move |r: Row| sink.borrow_mut().take(&store, r);
     let read = cluster::shuffle(worker, route, consume, |send| {
         for &(f, rg) in &mine {
             let name = files[f].name();
             files[f].read_row_group(io, rg, |batch, first_row| {
-                let rows = LearnedBatch::from_batch(&batch, &name, first_row, dim, names)?;
-                let ids = rows.ids.resolve(&strings);
-                // A typed row's key is its type and id; a string's id its resolved one.
-                let id = |i: usize| match names {
-                    Some(_) => typed::pack(unpack(rows.key(i)).0, ids.ids[i]).unwrap_or(rows.key(i)),
-                    None => ids.ids[i],
-                };
-                if let Some(names) = names
-                    && let Some(i) = (0..rows.len()).find(|&i| !table.reads(unpack(id(i)).0))
-                {
-                    let t = usize::from(unpack(id(i)).0);
-                    let at = Location::file(name.as_str()).row(first_row + i as u64).column(NODE_TYPE);
-                    let problem =
-                        format!("a row of node type {}, whose nodes the model gives no learned rows", names[t]);
-                    return Err(BadInput::new(at, problem).into());
-                }
-                let row = |i: usize| Row {
-                    id: id(i),
-                    print: ids.print(i).unwrap_or(0),
-                    values: rows.row(i).to_vec(),
-                    file: f as u32,
-                    at: first_row + i as u64,
-                };
-                send((0..rows.len()).map(row).collect());
+                send(rows_of(&batch, (&name, f as u32, first_row), table, &strings)?);
                 Ok(())
             })?;
         }
@@ -137,7 +100,7 @@ pub fn read(
     });
     agree(worker, read)?;
     // Taken out, not unwrapped: the finished dataflow may still hold its handle.
-    let (values, found, unknown, duplicate) = std::mem::take(&mut *kept.borrow_mut());
+    let Received { values, found, unknown, duplicate, .. } = std::mem::take(&mut *kept.borrow_mut());
     let duplicate = duplicate.map(|(slot, file, row): (usize, u32, u64)| {
         let at = Location::file(files[file as usize].name()).row(row).column(schemas::nodes::NODE_ID);
         let node = shown(nodes, slot, table);
@@ -148,6 +111,72 @@ pub fn read(
         (0..found.len()).filter(|&s| !found[s] && table.reads(nodes.node_type(s)) && needed(s)).collect();
     let first_missing = missing_slots.first().map(|&s| shown(nodes, s, table));
     Ok(LearnedRows { values, dim, missing: missing_slots.len() as u64, unknown, first_missing })
+}
+
+/// The rows received at their owner: their values by slot, which slots have one, how many
+/// rows name no node of this worker, and the first row whose node had one already.
+#[derive(Default)]
+struct Received {
+    values: Vec<f32>,
+    found: Vec<bool>,
+    dim: usize,
+    unknown: u64,
+    duplicate: Option<(usize, u32, u64)>,
+}
+
+impl Received {
+    fn new(nodes: usize, dim: usize) -> Self {
+        Received { values: vec![0.0; nodes * dim], found: vec![false; nodes], dim, ..Received::default() }
+    }
+
+    /// Takes `r` into its node's slot; a string id's row counts only where the string's
+    /// fingerprint is the node's (two strings may share a resolved id nowhere else).
+    fn take(&mut self, store: &NodeStore, r: Row) {
+        let known = |slot: &usize| store.key(*slot).is_none_or(|key| StringHash::of(key).g == r.print);
+        let dim = self.dim;
+        match store.slot(r.id).filter(known) {
+            None => self.unknown += 1,
+            Some(slot) if self.found[slot] => self.duplicate = self.duplicate.or(Some((slot, r.file, r.at))),
+            Some(slot) => {
+                self.values[slot * dim..(slot + 1) * dim].copy_from_slice(&r.values);
+                self.found[slot] = true;
+            }
+        }
+    }
+}
+
+/// A row group's rows as they travel to their owners: a typed row keyed by its type and id, a
+/// string's by its resolved id. A row of a type that reads no learned rows is bad input at
+/// its row.
+fn rows_of(
+    batch: &arrow_array::RecordBatch,
+    (name, file, first_row): (&str, u32, u64),
+    table: Table,
+    strings: &schemas::ids::StringIds,
+) -> Result<Vec<Row>, Error> {
+    let names = table.types.map(|(names, _)| names);
+    let rows = LearnedBatch::from_batch(batch, name, first_row, table.dim, names)?;
+    let ids = rows.ids.resolve(strings);
+    let id = |i: usize| match names {
+        Some(_) => typed::pack(unpack(rows.key(i)).0, ids.ids[i]).unwrap_or(rows.key(i)),
+        None => ids.ids[i],
+    };
+    if let Some(names) = names
+        && let Some(i) = (0..rows.len()).find(|&i| !table.reads(unpack(id(i)).0))
+    {
+        let t = usize::from(unpack(id(i)).0);
+        let at = Location::file(name).row(first_row + i as u64).column(NODE_TYPE);
+        let problem = format!("a row of node type {}, whose nodes the model gives no learned rows", names[t]);
+        return Err(BadInput::new(at, problem).into());
+    }
+    let row = |i: usize| Row {
+        id: id(i),
+        print: ids.print(i).unwrap_or(0),
+        values: rows.row(i).to_vec(),
+        file,
+        at: first_row + i as u64,
+    };
+    Ok((0..rows.len()).map(row).collect())
 }
 
 /// Slot `slot`'s node as the node tables have it: its string, its integer id, or in a typed

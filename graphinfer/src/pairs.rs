@@ -206,22 +206,35 @@ pub fn score(
     );
     agree(worker, read)?;
     // Sorted, so every worker takes the same first row.
-    if let Some((at, end, node)) = all_gather(worker, unknown.take().into_iter().collect()).into_iter().next() {
-        let column = if end == End::Src { SRC } else { DST };
-        let file = table.files[at.0 as usize].name();
-        // A string travelled as hashes: the failing row's string is read back to name it.
-        let id = if strings_graph { id_at(io, &table.files, at, column) } else { Some(plain(node).to_string()) };
-        let problem = match (typed.map(|t| t.name(end)), id) {
-            (None, Some(id)) => format!("pair names unknown node {id} (not in the node table)"),
-            (None, None) => "pair names unknown node (not in the node table)".into(),
-            (Some(name), Some(id)) => format!("pair names unknown {name} {id} (not in the {name} table)"),
-            (Some(name), None) => format!("pair names unknown {name} (not in the {name} table)"),
-        };
-        return Err(BadInput::new(Location::file(file).row(at.1).column(column), problem).into());
+    if let Some(first) = all_gather(worker, unknown.take().into_iter().collect()).into_iter().next() {
+        return Err(unknown_endpoint(io, table, first, typed, strings_graph));
     }
     let mut scored = scored.take();
     scored.sort_unstable_by_key(|s| (s.src, s.dst));
     Ok(scored)
+}
+
+/// The error of a pair whose endpoint (`node`, at `at`, its `end`) no worker holds: its file,
+/// row and column, and the node as the table names it.
+fn unknown_endpoint(
+    io: &Io,
+    table: &Candidates,
+    (at, end, node): Unknown,
+    typed: Option<&PairTypes>,
+    strings_graph: bool,
+) -> Error {
+    let column = if end == End::Src { SRC } else { DST };
+    let file = table.files[at.0 as usize].name();
+    let plain = if typed.is_some() { schemas::typed::unpack(node).1 } else { node };
+    // A string travelled as hashes: the failing row's string is read back to name it.
+    let id = if strings_graph { id_at(io, &table.files, at, column) } else { Some(plain.to_string()) };
+    let problem = match (typed.map(|t| t.name(end)), id) {
+        (None, Some(id)) => format!("pair names unknown node {id} (not in the node table)"),
+        (None, None) => "pair names unknown node (not in the node table)".into(),
+        (Some(name), Some(id)) => format!("pair names unknown {name} {id} (not in the {name} table)"),
+        (Some(name), None) => format!("pair names unknown {name} (not in the {name} table)"),
+    };
+    BadInput::new(Location::file(file).row(at.1).column(column), problem).into()
 }
 
 /// The id at `at` of `column`, as the table has it: a pair keyed by strings travels as hashes,

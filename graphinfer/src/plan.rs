@@ -154,42 +154,8 @@ pub fn plan(
         threshold > 0 && needed[slot] & (1 << l) != 0 && rule.count(l, nodes.sampled(slot)) as u64 > threshold
     };
 
-    // Hubs: cut each hub's in-edges into runs and send them to their reducers, each source with
-    // its slot at its owner.
-    let mut hubs = vec![BTreeMap::new(); k + 1];
-    let mut runs = Vec::new();
-    let mut start = 0;
-    for slot in 0..nodes.len() {
-        let slots = &source_slots[start..start + nodes.sampled(slot).len()];
-        start += slots.len();
-        for (l, owned) in hubs.iter_mut().enumerate().skip(1) {
-            if !is_hub(slot, l) {
-                continue;
-            }
-            let selected: Vec<Selected> = rule.selected(l, nodes.sampled(slot)).collect();
-            let count = selected.len();
-            let n = salts(count, threshold);
-            owned.insert(slot as u32, n);
-            for s in 0..n as usize {
-                let run = &selected[s * count / n as usize..(s + 1) * count / n as usize];
-                runs.push(hub_run(nodes, (slot, slots), l, s as u32, run, rule.is_typed()));
-            }
-        }
-    }
-    let received: Rc<RefCell<Vec<TaskMsg>>> = Rc::default();
-    let sink = received.clone();
-    let owners = nodes.owners.clone();
-    shuffle(
-        worker,
-        move |t: &TaskMsg| reducer(&owners, t.hub, t.layer as usize, t.salt),
-        move |t| sink.borrow_mut().push(t),
-        |send| {
-            send(runs);
-            Ok::<(), Error>(())
-        },
-    )?;
-    let mut received = received.take();
-    received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
+    let (hubs, runs) = cut_hub_runs(nodes, &source_slots, rule, threshold, is_hub);
+    let received = send_hub_runs(worker, nodes, runs)?;
 
     // Each node's own prefix of in-edges: the most any layer that it aggregates itself reads.
     // Layer `l` of `slot` is aggregated here: needed, and not a hub's.
@@ -216,12 +182,72 @@ pub fn plan(
     let (remote, tasks) = sampling::agree(worker, resolved)?;
 
     let subscribers = subscribe(worker, &remote, k)?;
-    let local_hubs: Vec<(u32, usize, u64)> = (1..=k).map(|l| (owner.me, l, hubs[l].len() as u64)).collect();
-    let mut hub_count = vec![0u64; k + 1];
-    for (_, l, c) in all_gather(worker, local_hubs) {
-        hub_count[l] += c;
-    }
+    let hub_count = count_hubs(worker, owner.me, &hubs);
     Ok(Plan { needed, remote_rows: remote.len(), offsets, rows, tasks, hubs, subscribers, hub_count })
+}
+
+/// Per layer, this worker's hubs (slot → salts), and the runs their in-edges are cut into
+/// (`salts` runs of about `threshold` in-edges each, in sample order), each source with its
+/// slot at its owner. `is_hub(slot, l)`: layer `l` of `slot` is needed and reads more in-edges
+/// than `threshold`.
+fn cut_hub_runs(
+    nodes: &NodeStore,
+    source_slots: &[u32],
+    rule: &LayerRule,
+    threshold: u64,
+    is_hub: impl Fn(usize, usize) -> bool,
+) -> (Vec<BTreeMap<u32, u32>>, Vec<TaskMsg>) {
+    let mut hubs = vec![BTreeMap::new(); rule.hops() + 1];
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for slot in 0..nodes.len() {
+        let slots = &source_slots[start..start + nodes.sampled(slot).len()];
+        start += slots.len();
+        for (l, owned) in hubs.iter_mut().enumerate().skip(1) {
+            if !is_hub(slot, l) {
+                continue;
+            }
+            let selected: Vec<Selected> = rule.selected(l, nodes.sampled(slot)).collect();
+            let count = selected.len();
+            let n = salts(count, threshold);
+            owned.insert(slot as u32, n);
+            for s in 0..n as usize {
+                let run = &selected[s * count / n as usize..(s + 1) * count / n as usize];
+                runs.push(hub_run(nodes, (slot, slots), l, s as u32, run, rule.is_typed()));
+            }
+        }
+    }
+    (hubs, runs)
+}
+
+/// Sends every hub run to its reducer; returns the runs this worker reduces, sorted by
+/// (layer, hub, salt), the order their partial states are merged in.
+fn send_hub_runs(worker: &mut Worker, nodes: &NodeStore, runs: Vec<TaskMsg>) -> Result<Vec<TaskMsg>, Error> {
+    let received: Rc<RefCell<Vec<TaskMsg>>> = Rc::default();
+    let sink = received.clone();
+    let owners = nodes.owners.clone();
+    shuffle(
+        worker,
+        move |t: &TaskMsg| reducer(&owners, t.hub, t.layer as usize, t.salt),
+        move |t| sink.borrow_mut().push(t),
+        |send| {
+            send(runs);
+            Ok::<(), Error>(())
+        },
+    )?;
+    let mut received = received.take();
+    received.sort_unstable_by_key(|t| (t.layer, t.hub, t.salt));
+    Ok(received)
+}
+
+/// Per layer (1..=k; index 0 unused), the hubs of every worker.
+fn count_hubs(worker: &mut Worker, me: u32, hubs: &[BTreeMap<u32, u32>]) -> Vec<u64> {
+    let local: Vec<(u32, usize, u64)> = (1..hubs.len()).map(|l| (me, l, hubs[l].len() as u64)).collect();
+    let mut count = vec![0u64; hubs.len()];
+    for (_, l, c) in all_gather(worker, local) {
+        count[l] += c;
+    }
+    count
 }
 
 /// Turns the own in-edges' source slots into rows (`rows`, each slot's at `offsets`): a local

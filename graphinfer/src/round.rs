@@ -130,15 +130,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let (rw, mw) = (slice.row_width(), slice.message_width());
     let mut buf = transform(cx, l, &slice, input, mw);
     let (rows, local) = buf.split_at_mut(n * rw);
-    for u in 0..n {
-        let message = &mut local[u * mw..(u + 1) * mw];
-        if cx.plan.needs(u, l - 1) {
-            let degree = cx.rule.degree(l, cx.nodes.in_degree[u]) as f32;
-            slice.message(&rows[u * rw..(u + 1) * rw], degree, message);
-        } else {
-            message.fill(0.0);
-        }
-    }
+    write_messages(cx, l, &slice, rows, local);
     let (remote, hub_rows) = push(worker, cx, l, rows, rw, local, mw)?;
     let messages = Messages { local, remote, n, width: mw };
     let merged = if cx.plan.hub_count[l] > 0 {
@@ -146,14 +138,50 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     } else {
         HashMap::new()
     };
-
     let fw = slice.finish_width();
-    // The outputs are written over the rows, one array of node rows fewer at the layer's peak
-    // (640 MB at 10M nodes and 16 hidden units). Node v's output, written once its row is
-    // read, lies in [v fw, (v + 1) fw), below (v + 1) rw (`finish_width <= row_width`): it
-    // overwrites rows of nodes up to v only, whose rows are read already (slot order).
+    let done = finish(cx, l, &slice, rows, &messages, &merged);
+    // The messages go with the array's tail.
+    let mut out = buf;
+    out.truncate(n * fw);
+    out.shrink_to_fit();
+    cx.progress.advance(l - 1, done % 8192);
+    if slice.has_post() {
+        return Ok(post(cx, l, out, fw));
+    }
+    Ok(out)
+}
+
+/// Step 2's input: each node's message from its transformed row (`row_width` each), into
+/// `messages` (`message_width` each); zeros for the nodes no layer-`l` output reads.
+fn write_messages(cx: &Context, l: usize, slice: &LayerSlice, rows: &[f32], messages: &mut [f32]) {
+    let (rw, mw) = (slice.row_width(), slice.message_width());
+    for u in 0..cx.nodes.len() {
+        let message = &mut messages[u * mw..(u + 1) * mw];
+        if cx.plan.needs(u, l - 1) {
+            let degree = cx.rule.degree(l, cx.nodes.in_degree[u]) as f32;
+            slice.message(&rows[u * rw..(u + 1) * rw], degree, message);
+        } else {
+            message.fill(0.0);
+        }
+    }
+}
+
+/// Step 4: every node the layer computes folds its in-edges' messages (or takes its hub's
+/// `merged` state) and finishes; returns how many did. The outputs are written over `rows`,
+/// one array of node rows fewer at the layer's peak (640 MB at 10M nodes and 16 hidden
+/// units): node v's output, written once its row is read, lies in `[v fw, (v + 1) fw)`, below
+/// `(v + 1) rw` (`finish_width <= row_width`), so it overwrites rows of nodes up to v only,
+/// whose rows are read already (slot order).
+fn finish(
+    cx: &Context,
+    l: usize,
+    slice: &LayerSlice,
+    rows: &mut [f32],
+    messages: &Messages,
+    merged: &HashMap<u32, Vec<f32>>,
+) -> u64 {
+    let (n, rw, fw) = (cx.nodes.len(), slice.row_width(), slice.finish_width());
     assert!(fw <= rw, "layer {l}: finish width {fw} wider than its rows ({rw})");
-    let out = rows;
     // One state and one output buffer serve every node (a fresh state a node cost an
     // allocation, 6% of a layer at 10M nodes).
     let (mut state, mut finished) = (slice.empty_state(), vec![0f32; fw]);
@@ -161,7 +189,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
     let e = cx.nodes.edge_dim;
     for v in 0..n {
         if !cx.plan.needs(v, l) {
-            out[v * fw..(v + 1) * fw].fill(0.0);
+            rows[v * fw..(v + 1) * fw].fill(0.0);
             continue;
         }
         // The messages a node reads lie at random rows: those of a node a few slots ahead are
@@ -169,7 +197,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
         if v + PREFETCH_SLOTS < n {
             cx.plan.in_rows(v + PREFETCH_SLOTS).iter().for_each(|&r| messages.prefetch(r as usize));
         }
-        let own = &out[v * rw..(v + 1) * rw];
+        let own = &rows[v * rw..(v + 1) * rw];
         match merged.get(&(v as u32)) {
             Some(merged) => state.copy_from_slice(merged),
             None => {
@@ -180,12 +208,12 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
                     relation: s.relation,
                     coef: s.coef,
                 });
-                fold(&slice, own, edges, &messages, &mut state)
+                fold(slice, own, edges, messages, &mut state)
             }
         }
         let degree = cx.rule.degree(l, cx.nodes.in_degree[v]) as f32;
         slice.finish(own, degree, &state, &mut finished);
-        out[v * fw..(v + 1) * fw].copy_from_slice(&finished);
+        rows[v * fw..(v + 1) * fw].copy_from_slice(&finished);
         done += 1;
         if done.is_multiple_of(8192) {
             cx.progress.advance(l - 1, 8192);
@@ -195,15 +223,7 @@ pub fn layer(worker: &mut Worker, cx: &Context, l: usize, input: Input) -> Resul
             }
         }
     }
-    // The messages go with the array's tail.
-    let mut out = buf;
-    out.truncate(n * fw);
-    out.shrink_to_fit();
-    cx.progress.advance(l - 1, done % 8192);
-    if slice.has_post() {
-        return Ok(post(cx, l, out, fw));
-    }
-    Ok(out)
+    done
 }
 
 /// GINE's post step (its MLP and activation) on the device, in batches padded like the

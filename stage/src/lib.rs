@@ -19,6 +19,7 @@
 //! long work goes through [`Progress`]; phase times through [`Clock`].
 
 pub mod clock;
+pub mod day;
 pub mod extra_output;
 pub mod kept;
 pub mod progress;
@@ -27,6 +28,7 @@ pub mod skeleton;
 pub mod summary;
 
 pub use clock::Clock;
+pub use day::Day;
 pub use progress::Progress;
 pub use skeleton::{Body, Declared, Graph, Loaded, Reads, Section, Worker, execute, graph_inputs, load_graph, run};
 pub use summary::{Details, Summary, WorkerStats, Written};

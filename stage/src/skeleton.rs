@@ -398,20 +398,21 @@ struct GraphTables {
 
 /// The node and edge tables of [`GraphTables`].
 enum GraphInputs {
-    Plain {
-        nodes: Place,
-        edges: Place,
-    },
-    Typed {
-        node_types: Vec<(String, Place)>,
-        relations: Vec<(String, RelationRead, Place)>,
-        /// Relations in all, reversed ones included.
-        relation_count: usize,
-        target: u8,
-        /// Whether the target type's table must have labels: node records need them, link
-        /// records and scores do not.
-        labeled: bool,
-    },
+    Plain { nodes: Place, edges: Place },
+    Typed(TypedInputs),
+}
+
+/// A typed graph's tables: one per node type, one per relation (a reversed relation reads
+/// its forward one's).
+struct TypedInputs {
+    node_types: Vec<(String, Place)>,
+    relations: Vec<(String, RelationRead, Place)>,
+    /// Relations in all, reversed ones included.
+    relation_count: usize,
+    target: u8,
+    /// Whether the target type's table must have labels: node records need them, link
+    /// records and scores do not.
+    labeled: bool,
 }
 
 impl GraphTables {
@@ -464,24 +465,54 @@ impl GraphInputs {
             })
             .collect::<Result<_, Error>>()?;
         let labeled = declared.stage == Stage::Flatten && declared.link_relation.is_none();
-        Ok(GraphInputs::Typed {
+        Ok(GraphInputs::Typed(TypedInputs {
             node_types,
             relations,
             relation_count: graph.relations.len(),
             target: *target,
             labeled,
-        })
+        }))
     }
 
     /// Every input table, for the output's check.
     fn all(&self) -> Vec<&Place> {
         match self {
             GraphInputs::Plain { nodes, edges } => vec![nodes, edges],
-            GraphInputs::Typed { node_types, relations, .. } => {
+            GraphInputs::Typed(TypedInputs { node_types, relations, .. }) => {
                 node_types.iter().map(|(_, p)| p).chain(relations.iter().map(|(_, _, p)| p)).collect()
             }
         }
     }
+}
+
+/// The map of a typed graph: every node type's table, then every relation's edge table (a
+/// relation with a split gives its supervision edges).
+fn map_typed<B: Reads>(
+    worker: &mut Worker,
+    body: &B,
+    typed: &TypedInputs,
+    partition: Option<PartitionTable<'_>>,
+    read: EdgeRead,
+) -> Result<(Rc<RefCell<NodeStore>>, ReadEdges), Error> {
+    let TypedInputs { node_types, relations, relation_count, target, labeled } = typed;
+    let stage = worker.progress.stage();
+    if worker.reporter {
+        tracing::info!("{stage}: map: reading {} node types", node_types.len());
+    }
+    let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target, *labeled, partition)?;
+    agree(worker.timely, body.check_nodes(&nodes))?;
+    let nodes = Rc::new(RefCell::new(nodes));
+    let mut read_tables = Vec::with_capacity(relations.len());
+    for (shown, relation, table) in relations {
+        if worker.reporter {
+            tracing::info!("{stage}: map: reading {shown} from {}", table.shown());
+        }
+        let supervision = read.supervision.filter(|_| relation.split);
+        let read = EdgeRead { relation: Some(*relation), supervision, ..read };
+        let edges = load_edges(worker.timely, worker.io, table, &nodes, read).map_err(|e| in_type(e, shown))?;
+        read_tables.push((*relation, edges));
+    }
+    Ok((nodes, ReadEdges::typed(read_tables, *relation_count)))
 }
 
 /// Round 0: this worker's share of the nodes and edges (the map), then every node's in-edges
@@ -514,26 +545,7 @@ fn round_zero<B: Reads>(
             let edges = load_edges(worker.timely, worker.io, edges, &nodes, read)?;
             (nodes, edges)
         }
-        GraphInputs::Typed { node_types, relations, relation_count, target, labeled } => {
-            if worker.reporter {
-                tracing::info!("{stage}: map: reading {} node types", node_types.len());
-            }
-            let nodes = load_typed_nodes(worker.timely, worker.io, node_types, *target, *labeled, partition)?;
-            agree(worker.timely, body.check_nodes(&nodes))?;
-            let nodes = Rc::new(RefCell::new(nodes));
-            let mut tables = Vec::with_capacity(relations.len());
-            for (shown, relation, table) in relations {
-                if worker.reporter {
-                    tracing::info!("{stage}: map: reading {shown} from {}", table.shown());
-                }
-                let supervision = read.supervision.filter(|_| relation.split);
-                let read = EdgeRead { relation: Some(*relation), supervision, ..read };
-                let edges = load_edges(worker.timely, worker.io, table, &nodes, read).map_err(|e| in_type(e, shown))?;
-                tables.push((*relation, edges));
-            }
-            let all = ReadEdges::typed(tables, *relation_count);
-            (nodes, all)
-        }
+        GraphInputs::Typed(typed) => map_typed(worker, body, typed, partition, read)?,
     };
     let supervision = std::mem::take(&mut edges.supervision);
     let read = edges.len() as u64;

@@ -79,14 +79,23 @@ async fn remove_stale_report(output: &Place) {
     }
 }
 
-async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Result<(), Error> {
+/// An output's files by who wrote them (see [`found`]).
+struct Found {
+    /// Files of other runs, by run (a run with a legacy marker alone included), but those
+    /// this run's manifest carries over.
+    by_run: BTreeMap<String, Vec<Entry>>,
+    /// Other runs' legacy markers at the top.
+    markers: Vec<(String, Entry)>,
+    /// This run's own files outside the manifest (a model's metrics while it trained).
+    own: Vec<Entry>,
+    /// This run's files its manifest lists, and its files in the layout's folders.
+    mine: Vec<Entry>,
+}
+
+/// Sorts the files at the top of `output` and in the layout's folders (checkpoints) by run.
+async fn found(output: &Place, manifest: &Manifest, layout: &Layout) -> Result<Found, Error> {
     let listed: std::collections::HashSet<&str> = manifest.parts.iter().map(|p| p.name.as_str()).collect();
-    // Files by run; this run's own files outside the manifest (a model's metrics while it
-    // trained) go at once.
-    let mut by_run: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-    let mut markers = Vec::new();
-    let mut own = Vec::new();
-    let mut mine = Vec::new();
+    let mut found = Found { by_run: BTreeMap::new(), markers: Vec::new(), own: Vec::new(), mine: Vec::new() };
     let mut scopes = vec![(output.clone(), true)];
     scopes.extend(layout.dirs.iter().map(|d| (output.child(d), false)));
     for (dir, top) in scopes {
@@ -98,7 +107,7 @@ async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Re
                 Name::Run(run) if top => run.to_owned(),
                 Name::Marker(run) if top => {
                     if run != manifest.run {
-                        markers.push((run.to_owned(), entry));
+                        found.markers.push((run.to_owned(), entry));
                     }
                     continue;
                 }
@@ -110,16 +119,21 @@ async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Re
             };
             if run == manifest.run {
                 match top && !listed.contains(entry.name.as_str()) {
-                    true => own.push(entry),
-                    false => mine.push(entry),
+                    true => found.own.push(entry),
+                    false => found.mine.push(entry),
                 }
             } else if !(top && listed.contains(entry.name.as_str())) {
                 // A part an earlier run wrote that this run's manifest carries over (a
                 // refresh's untouched part) is this run's now.
-                by_run.entry(run).or_default().push(entry);
+                found.by_run.entry(run).or_default().push(entry);
             }
         }
     }
+    Ok(found)
+}
+
+async fn try_cleanup(output: &Place, manifest: &Manifest, layout: &Layout) -> Result<(), Error> {
+    let Found { mut by_run, markers, own, mine } = found(output, manifest, layout).await?;
     for (run, _) in &markers {
         by_run.entry(run.clone()).or_default();
     }

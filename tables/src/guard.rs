@@ -60,7 +60,6 @@ const REPLACE: &str =
 
 /// Rules 1 to 3 (see the module doc) for `output`, which `asked` is about to write.
 pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), Error> {
-    let asked_kind = kind(asked);
     // On a local disk, where the output really lies: a symlink may lead into another output.
     let real = output.local_dir().and_then(|d| resolved(&d));
     let name = real.as_ref().unwrap_or(output).path.filename().unwrap_or_default().to_owned();
@@ -90,7 +89,14 @@ pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), 
             )));
         }
     }
-    match held(output).await {
+    may_replace(output, held(output).await, asked, overwrite)
+}
+
+/// Whether what `output` holds may be replaced by a run of `asked`: nothing, or an output of
+/// the same kind with `overwrite` (one whose manifest does not read, with a warning).
+fn may_replace(output: &Place, held: Held, asked: Stage, overwrite: bool) -> Result<(), Error> {
+    let asked_kind = kind(asked);
+    match held {
         Held::Nothing => Ok(()),
         Held::Output(m) if m.stage == asked && overwrite => Ok(()),
         Held::Output(m) if m.stage == asked => Err(Error::Output(format!(

@@ -221,9 +221,31 @@ fn split_endpoints(
     edge_dim: usize,
 ) -> Result<LinkRecord, (&'static str, String)> {
     let ids = link.endpoint_ids();
+    check_whole(&link, whole, (&nodes, &edges), dim, edge_dim)?;
+    let (mut node_start, mut edge_start) = (0usize, 0usize);
+    for (e, (&n, &m)) in nodes.iter().zip(&edges).enumerate() {
+        let (nodes_at, edges_at) = (node_start..node_start + n as usize, edge_start..edge_start + m as usize);
+        let record = endpoint(whole, ids[e], (nodes_at.clone(), edges_at.clone()), dim, edge_dim);
+        check(&record, dim, edge_dim).map_err(|(column, problem)| (column, format!("endpoint {e}: {problem}")))?;
+        link.endpoints.push(Arc::new(record));
+        (node_start, edge_start) = (nodes_at.end, edges_at.end);
+    }
+    Ok(link)
+}
+
+/// A link row's columns before they are cut: a size per endpoint that add up to the row's
+/// nodes and edges, and every per-node and per-edge column as long as they are.
+fn check_whole(
+    link: &LinkRecord,
+    whole: &Record,
+    (nodes, edges): (&[i32], &[i32]),
+    dim: usize,
+    edge_dim: usize,
+) -> Result<(), (&'static str, String)> {
+    let ids = link.endpoint_ids();
     let endpoints = format!("{} endpoints (source, destination, {} negatives)", ids.len(), link.negatives.len());
     for (column, sizes, total) in
-        [(ENDPOINT_NODES, &nodes, whole.num_nodes()), (ENDPOINT_EDGES, &edges, whole.num_edges())]
+        [(ENDPOINT_NODES, nodes, whole.num_nodes()), (ENDPOINT_EDGES, edges, whole.num_edges())]
     {
         if sizes.len() != ids.len() {
             return Err((column, format!("{} sizes for {endpoints}", sizes.len())));
@@ -246,40 +268,44 @@ fn split_endpoints(
     if columns.iter().any(|&n| n != whole.num_edges()) {
         return Err((EDGE_DST, format!("edge columns of lengths {columns:?} for {} edges", whole.num_edges())));
     }
-    let (mut node_start, mut edge_start) = (0usize, 0usize);
-    for (e, (&n, &m)) in nodes.iter().zip(&edges).enumerate() {
-        let (nodes_at, edges_at) = (node_start..node_start + n as usize, edge_start..edge_start + m as usize);
-        let shift = node_start as i32;
-        let local = |ends: &[i32]| ends[edges_at.clone()].iter().map(|&i| i - shift).collect::<Vec<i32>>();
-        let (features, feature_at) = cut_features(&whole.features, &whole.feature_at, dim, &nodes_at);
-        let (edge_features, edge_feature_at) =
-            cut_features(&whole.edge_features, &whole.edge_feature_at, edge_dim, &edges_at);
-        let typed =
-            |values: &[u8], at: &Range<usize>| if values.is_empty() { Vec::new() } else { values[at.clone()].to_vec() };
-        let record = Record {
-            root: ids[e],
-            label: None,
-            split: None,
-            node_ids: whole.node_ids[nodes_at.clone()].to_vec(),
-            node_keys: whole.node_keys.get(nodes_at.clone()).map_or(Vec::new(), <[String]>::to_vec),
-            hops: whole.hops[nodes_at.clone()].to_vec(),
-            in_degrees: whole.in_degrees[nodes_at.clone()].to_vec(),
-            features,
-            feature_at,
-            node_types: typed(&whole.node_types, &nodes_at),
-            edge_src: local(&whole.edge_src),
-            edge_dst: local(&whole.edge_dst),
-            edge_weights: whole.edge_weights[edges_at.clone()].to_vec(),
-            edge_layers: whole.edge_layers[edges_at.clone()].to_vec(),
-            edge_relations: typed(&whole.edge_relations, &edges_at),
-            edge_features,
-            edge_feature_at,
-        };
-        check(&record, dim, edge_dim).map_err(|(column, problem)| (column, format!("endpoint {e}: {problem}")))?;
-        link.endpoints.push(Arc::new(record));
-        (node_start, edge_start) = (nodes_at.end, edges_at.end);
+    Ok(())
+}
+
+/// The node record of the endpoint `root` whose nodes and edges lie at `nodes_at` and
+/// `edges_at` of the whole row (its edges' ends made local to its nodes).
+fn endpoint(
+    whole: &Record,
+    root: i64,
+    (nodes_at, edges_at): (Range<usize>, Range<usize>),
+    dim: usize,
+    edge_dim: usize,
+) -> Record {
+    let shift = nodes_at.start as i32;
+    let local = |ends: &[i32]| ends[edges_at.clone()].iter().map(|&i| i - shift).collect::<Vec<i32>>();
+    let (features, feature_at) = cut_features(&whole.features, &whole.feature_at, dim, &nodes_at);
+    let (edge_features, edge_feature_at) =
+        cut_features(&whole.edge_features, &whole.edge_feature_at, edge_dim, &edges_at);
+    let typed =
+        |values: &[u8], at: &Range<usize>| if values.is_empty() { Vec::new() } else { values[at.clone()].to_vec() };
+    Record {
+        root,
+        label: None,
+        split: None,
+        node_ids: whole.node_ids[nodes_at.clone()].to_vec(),
+        node_keys: whole.node_keys.get(nodes_at.clone()).map_or(Vec::new(), <[String]>::to_vec),
+        hops: whole.hops[nodes_at.clone()].to_vec(),
+        in_degrees: whole.in_degrees[nodes_at.clone()].to_vec(),
+        features,
+        feature_at,
+        node_types: typed(&whole.node_types, &nodes_at),
+        edge_src: local(&whole.edge_src),
+        edge_dst: local(&whole.edge_dst),
+        edge_weights: whole.edge_weights[edges_at.clone()].to_vec(),
+        edge_layers: whole.edge_layers[edges_at.clone()].to_vec(),
+        edge_relations: typed(&whole.edge_relations, &edges_at),
+        edge_features,
+        edge_feature_at,
     }
-    Ok(link)
 }
 
 #[cfg(test)]
