@@ -89,42 +89,48 @@ fn check_exact(k: u8, targets: toml::Value, workers: &str) {
     assert_eq!(records.iter().map(|r| r.root).collect::<Vec<_>>(), expected_roots);
 
     for record in &records {
-        let dist = bfs(&raw, record.root, k);
-        // Nodes and hops.
-        let got: BTreeMap<i64, u8> = record.node_ids.iter().copied().zip(record.hops.iter().copied()).collect();
-        assert_eq!(got.len(), record.node_ids.len(), "root {}: a node listed twice", record.root);
-        assert_eq!(got, dist, "root {}: node set or hop distances differ from BFS", record.root);
-        assert_eq!(record.node_ids[0], record.root);
-        // Edges: every edge (u -> w) with w within k-1 hops, each serving layers 1..=k-hop(w).
-        let mut expected: Vec<(i64, i64, u32)> = raw
-            .edges
-            .iter()
-            .filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k))
-            .map(|&(u, w)| (u, w, (1u32 << (k - dist[&w])) - 1))
-            .collect();
-        expected.sort();
-        let got: Vec<(i64, i64, u32)> = global_edges(record)
-            .into_iter()
-            .map(|(s, d, w, l)| {
-                assert_eq!(f32::from_bits(w), 1.0);
-                (s, d, l)
-            })
-            .collect();
-        assert_eq!(got, expected, "root {}: edge set differs", record.root);
-        // Features, in-degrees, label and split equal the input rows.
-        for (i, &node) in record.node_ids.iter().enumerate() {
-            assert_eq!(
-                record.node_features(i),
-                &raw.features[node as usize][..],
-                "root {} node {node}: features",
-                record.root
-            );
-            let in_degree = raw.in_edges.get(&node).map_or(0, Vec::len) as i64;
-            assert_eq!(record.in_degrees[i], in_degree, "root {} node {node}: in-degree", record.root);
-        }
-        assert_eq!(record.label.as_ref().and_then(schemas::Label::class), Some(raw.labels[record.root as usize]));
-        assert_eq!(record.split.map(schemas::Split::name), splits.get(&record.root).copied());
+        check_record(record, &raw, &splits, k);
     }
+}
+
+/// A record of every in-edge within `k` hops against a plain BFS over the raw graph: its nodes
+/// and hops, its edges and the layers each serves, its features, in-degrees, label and split.
+fn check_record(record: &Record, raw: &Raw, splits: &HashMap<i64, &str>, k: u8) {
+    let dist = bfs(raw, record.root, k);
+    // Nodes and hops.
+    let got: BTreeMap<i64, u8> = record.node_ids.iter().copied().zip(record.hops.iter().copied()).collect();
+    assert_eq!(got.len(), record.node_ids.len(), "root {}: a node listed twice", record.root);
+    assert_eq!(got, dist, "root {}: node set or hop distances differ from BFS", record.root);
+    assert_eq!(record.node_ids[0], record.root);
+    // Edges: every edge (u -> w) with w within k-1 hops, each serving layers 1..=k-hop(w).
+    let mut expected: Vec<(i64, i64, u32)> = raw
+        .edges
+        .iter()
+        .filter(|(_, w)| dist.get(w).is_some_and(|&d| d < k))
+        .map(|&(u, w)| (u, w, (1u32 << (k - dist[&w])) - 1))
+        .collect();
+    expected.sort();
+    let got: Vec<(i64, i64, u32)> = global_edges(record)
+        .into_iter()
+        .map(|(s, d, w, l)| {
+            assert_eq!(f32::from_bits(w), 1.0);
+            (s, d, l)
+        })
+        .collect();
+    assert_eq!(got, expected, "root {}: edge set differs", record.root);
+    // Features, in-degrees, label and split equal the input rows.
+    for (i, &node) in record.node_ids.iter().enumerate() {
+        assert_eq!(
+            record.node_features(i),
+            &raw.features[node as usize][..],
+            "root {} node {node}: features",
+            record.root
+        );
+        let in_degree = raw.in_edges.get(&node).map_or(0, Vec::len) as i64;
+        assert_eq!(record.in_degrees[i], in_degree, "root {} node {node}: in-degree", record.root);
+    }
+    assert_eq!(record.label.as_ref().and_then(schemas::Label::class), Some(raw.labels[record.root as usize]));
+    assert_eq!(record.split.map(schemas::Split::name), splits.get(&record.root).copied());
 }
 
 #[test]

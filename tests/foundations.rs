@@ -159,7 +159,12 @@ fn corrupt_records_are_bad_data_and_non_finite_settings_are_usage_errors() {
         assert!(text(&out).contains("part-") && text(&out).contains("row"), "{name}: {}", text(&out));
         assert!(!dir.join(format!("model-{name}/_SUCCESS")).exists());
     }
+    settings_that_cannot_work_are_usage_errors(&dir, &flat);
+}
 
+/// Settings that cannot work are usage errors before a run starts; a loss that overflows
+/// stops the run with no model.
+fn settings_that_cannot_work_are_usage_errors(dir: &Path, flat: &Path) {
     let settings: [(&str, &str, toml::Value); 4] = [
         ("lr", "lr", f64::NAN.into()),
         ("lr-inf", "lr", f64::INFINITY.into()),
@@ -167,13 +172,13 @@ fn corrupt_records_are_bad_data_and_non_finite_settings_are_usage_errors() {
         ("classes", "classes", 0.into()),
     ];
     for (name, key, value) in settings {
-        let job = training(&dir, name, &flat).key("epochs", 1).key(key, value).write(&dir, &format!("train-{name}"));
+        let job = training(dir, name, flat).key("epochs", 1).key(key, value).write(dir, &format!("train-{name}"));
         assert_fails(&run(&job, &["--workers", "1"]), 64, &["[train]"]);
         assert!(!dir.join(format!("model-{name}")).exists(), "{name}: a run started");
     }
     // A loss that overflows stops the run with no model.
-    let job = training(&dir, "diverged", &flat).key("epochs", 3).key("lr", 1e30).key("optimizer", "sgd");
-    let out = run(&job.write(&dir, "train-diverged"), &["--workers", "2"]);
+    let job = training(dir, "diverged", flat).key("epochs", 3).key("lr", 1e30).key("optimizer", "sgd");
+    let out = run(&job.write(dir, "train-diverged"), &["--workers", "2"]);
     assert_fails(&out, 65, &["not finite", "no model"]);
     assert!(!dir.join("model-diverged/_SUCCESS").exists());
 }

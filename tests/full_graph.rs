@@ -563,6 +563,21 @@ fn typed_link_models_step_as_the_record_trainer_on_typed_link_records_of_every_e
     assert_fails(&run(&write_job(&dir, "bad", &job), &[]), 64, &["needs [train] link_relation"]);
 }
 
+/// GraphInfer scores with either model (trained on the graph, trained on its records) alike,
+/// every node of every type, only the users scored.
+fn graphinfer_scores_either_model_alike(graph: &str, full: &Path, on_records: &Path) {
+    let (full, record) = (infer_typed(graph, full), infer_typed(graph, on_records));
+    assert_eq!(full.len(), record.len());
+    for (node, (embedding, _, scores)) in &full {
+        let (want, _, want_scores) = &record[node];
+        assert!(largest_gap(embedding, want) < 1e-4, "{node:?}");
+        assert_eq!(scores.is_some(), node.0 == "user", "{node:?}: only users are scored");
+        if let (Some(a), Some(b)) = (scores, want_scores) {
+            assert!(largest_gap(a, b) < 1e-4, "{node:?}");
+        }
+    }
+}
+
 /// On a generated typed graph (`generate` given `args` too), each case's (kind, extra keys,
 /// workers) full-graph step equals the record trainer's one batch of typed records of every
 /// edge; GraphInfer scores the first case's models alike. A `hub_threshold` among the extra
@@ -610,17 +625,7 @@ fn typed_steps_match_records(name: &str, args: &[&str], cases: &[(&str, &str, us
         assert!(largest_gap(&full_params, &params_at_start(&full_meta)) > 1e-3, "{name}: the steps moved it");
         assert!(largest_gap(&full_params, &record) < 2e-5, "{name}: {}", largest_gap(&full_params, &record));
         if i == 0 {
-            // GraphInfer scores with either model alike, every node of every type.
-            let (full, record) = (infer_typed(&graph, &full), infer_typed(&graph, &on_records));
-            assert_eq!(full.len(), record.len());
-            for (node, (embedding, _, scores)) in &full {
-                let (want, _, want_scores) = &record[node];
-                assert!(largest_gap(embedding, want) < 1e-4, "{node:?}");
-                assert_eq!(scores.is_some(), node.0 == "user", "{node:?}: only users are scored");
-                if let (Some(a), Some(b)) = (scores, want_scores) {
-                    assert!(largest_gap(a, b) < 1e-4, "{node:?}");
-                }
-            }
+            graphinfer_scores_either_model_alike(&graph, &full, &on_records);
         }
     }
     if args.is_empty() {
@@ -718,41 +723,48 @@ fn full_graph_keys_are_checked() {
     let dir = scratch("full-graph-usage");
     let data = dir.join("g");
     generate(&data, 60, 3, 4, 1);
-    let d = data.display();
-    let cases = [
-        (format!("records = \"{d}/r\"\nnodes = \"{d}/nodes\"\nedges = \"{d}/edges\""), "not both"),
-        (format!("nodes = \"{d}/nodes\""), "set both"),
-        (format!("records = \"{d}/r\"\nlayers = 3"), "keys of full-graph training"),
-        (format!("records = \"{d}/r\"\nhalo_staleness = 2"), "keys of full-graph training"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_threshold = -1.0"), "halo_threshold"),
-        (
-            format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_staleness = 4294967296"),
-            "halo_staleness is at most",
-        ),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmemory_mb = 0"), "memory_mb must be at least 1"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nnegatives = 2"), "keys of the link task"),
-        (format!("records = \"{d}/r\"\nnegatives = 2"), "keys of full-graph training"),
-        (
-            format!(
-                "nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\"\nbatch_negatives = \"destinations\""
-            ),
-            "batch negatives",
-        ),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\ntask = \"link\"\nnegatives = 0"), "negatives >= 1"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlearned_embedding_dim = 4"), "learned_embedding_dim"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nmode = \"async\""), "async"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nlayers = 0"), "layers must be"),
-        (format!("records = \"{d}/r\"\nhub_threshold = 4"), "keys of full-graph training"),
-        (format!("records = \"{d}/r\"\nhalo_precision = \"bf16\""), "keys of full-graph training"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhalo_precision = \"f16\""), "halo_precision"),
-        (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nhub_threshold = -1"), "hub_threshold"),
-    ];
-    for (i, (keys, words)) in cases.iter().enumerate() {
+    for (i, (keys, words)) in bad_keys(&data).iter().enumerate() {
         let job = dir.join(format!("bad{i}.toml"));
         std::fs::write(&job, format!("[train]\n{keys}\noutput = \"{}/m{i}\"\n", dir.display())).unwrap();
         assert_fails(&run(&job, &[]), 64, &[words]);
         assert!(!dir.join(format!("m{i}")).exists(), "{keys}: nothing written");
     }
+    jobs_that_fail_on_their_data_or_their_place(&dir, &data);
+}
+
+/// `[train]` keys that cannot work, with words of their error: a mode's keys in the other
+/// mode, values out of range, what full-graph training does not do.
+fn bad_keys(data: &Path) -> Vec<(String, &'static str)> {
+    let d = data.display();
+    let (graph, records) = (format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\""), format!("records = \"{d}/r\""));
+    let on = |keys: &str| format!("{graph}\n{keys}");
+    let idle = "keys of full-graph training";
+    vec![
+        (format!("{records}\n{graph}"), "not both"),
+        (format!("nodes = \"{d}/nodes\""), "set both"),
+        (format!("{records}\nlayers = 3"), idle),
+        (format!("{records}\nhalo_staleness = 2"), idle),
+        (on("halo_threshold = -1.0"), "halo_threshold"),
+        (on("halo_staleness = 4294967296"), "halo_staleness is at most"),
+        (on("memory_mb = 0"), "memory_mb must be at least 1"),
+        (on("negatives = 2"), "keys of the link task"),
+        (format!("{records}\nnegatives = 2"), idle),
+        (on("task = \"link\"\nbatch_negatives = \"destinations\""), "batch negatives"),
+        (on("task = \"link\"\nnegatives = 0"), "negatives >= 1"),
+        (on("learned_embedding_dim = 4"), "learned_embedding_dim"),
+        (on("mode = \"async\""), "async"),
+        (on("layers = 0"), "layers must be"),
+        (format!("{records}\nhub_threshold = 4"), idle),
+        (format!("{records}\nhalo_precision = \"bf16\""), idle),
+        (on("halo_precision = \"f16\""), "halo_precision"),
+        (on("hub_threshold = -1"), "hub_threshold"),
+    ]
+}
+
+/// Jobs whose keys are fine: the record trainer's keys idle, not refused; a link task with
+/// nothing to learn; a graph that does not fit the memory allowed; an output inside an input.
+fn jobs_that_fail_on_their_data_or_their_place(dir: &Path, data: &Path) {
+    let d = data.display();
     // The record trainer's keys are said to be idle, not refused (one job file, either mode).
     let job = dir.join("idle.toml");
     let keys = format!("nodes = \"{d}/nodes\"\nedges = \"{d}/edges\"\nbatch_size = 64\ncache_mb = 8\nepochs = 1");

@@ -80,14 +80,7 @@ struct Writer {
 }
 
 fn writers(o: &Outputs) -> Vec<Writer> {
-    let (dir, inputs) = (o.dir.to_path_buf(), o.inputs.clone());
-    let records = o.kinds[1].1.clone();
-    let model = o.kinds[2].1.clone();
-    let job = move |name: &str, job: Job| run(&job.write(&dir, name), &[]);
-    let (j1, j2, j3, j4) = (job.clone(), job.clone(), job.clone(), job);
-    let (i1, i2, i3, i4) = (inputs.clone(), inputs.clone(), inputs.clone(), inputs.clone());
-    let (records2, model2) = (records.clone(), model.clone());
-    let graph = [inputs.join("nodes"), inputs.join("edges")];
+    let inputs = o.inputs.clone();
     let mut all = vec![
         Writer {
             kind: "a generated graph table",
@@ -98,17 +91,37 @@ fn writers(o: &Outputs) -> Vec<Writer> {
             kind: "a split edge table",
             inputs: vec![inputs.join("edges")],
             run: Box::new(move |t| {
-                let edges = i4.join("edges");
-                bounded(&[
-                    "split-edges",
-                    "--edges",
-                    edges.to_str().unwrap(),
-                    "--out",
-                    t.to_str().unwrap(),
-                    "--overwrite",
-                ])
+                let edges = inputs.join("edges");
+                let args = ["split-edges", "--edges", edges.to_str().unwrap(), "--out", t.to_str().unwrap()];
+                bounded(&[&args[..], &["--overwrite"]].concat())
             }),
         },
+    ];
+    all.extend(stage_writers(o));
+    if let Some(cora) = cora() {
+        all.push(Writer {
+            kind: "an imported graph table",
+            inputs: vec![cora.clone()],
+            run: Box::new(move |t| {
+                bounded(&["import", "ogb", cora.to_str().unwrap(), "--out", t.to_str().unwrap(), "--overwrite"])
+            }),
+        });
+    }
+    all
+}
+
+/// The stages' writers: `[flatten]`, `[train]`, `[infer]` and `[partition]`, each over the
+/// inputs `o` holds and with `overwrite`.
+fn stage_writers(o: &Outputs) -> Vec<Writer> {
+    let (dir, inputs) = (o.dir.to_path_buf(), o.inputs.clone());
+    let records = o.kinds[1].1.clone();
+    let model = o.kinds[2].1.clone();
+    let job = move |name: &str, job: Job| run(&job.write(&dir, name), &[]);
+    let (j1, j2, j3, j4) = (job.clone(), job.clone(), job.clone(), job);
+    let (i1, i2, i3) = (inputs.clone(), inputs.clone(), inputs.clone());
+    let (records2, model2) = (records.clone(), model.clone());
+    let graph = [inputs.join("nodes"), inputs.join("edges")];
+    vec![
         Writer {
             kind: "a record set",
             inputs: graph.to_vec(),
@@ -136,17 +149,7 @@ fn writers(o: &Outputs) -> Vec<Writer> {
                 j4("w-partition", partition)
             }),
         },
-    ];
-    if let Some(cora) = cora() {
-        all.push(Writer {
-            kind: "an imported graph table",
-            inputs: vec![cora.clone()],
-            run: Box::new(move |t| {
-                bounded(&["import", "ogb", cora.to_str().unwrap(), "--out", t.to_str().unwrap(), "--overwrite"])
-            }),
-        });
-    }
-    all
+    ]
 }
 
 /// The directory a writer writes for `target`: `generate` and `import` write `nodes/` and

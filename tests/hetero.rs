@@ -213,68 +213,100 @@ fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
         assert_eq!(widths, [4, 2, 0, 4, 0, 0], "{model} reads buys', follows' and rev_buys' edge features");
         assert_eq!(meta.spec.relation_edge_stats.len(), if model == "rgcn" { 6 } else { 0 });
         let expected = record_scores(&dir_model, &flat);
-        let mut runs = Vec::new();
-        for threshold in [4, 0] {
-            let out = dir.join(format!("scores-{model}-{threshold}"));
-            let keys = format!("hub_threshold = {threshold}\n");
-            let job = infer_typed(&dir, &data, &dir_model, &out, &format!("infer-{model}-{threshold}"), &keys);
-            let stdout = run_ok(&job, &["--workers", "2"]);
-            if threshold > 0 {
-                assert!(!stdout.contains("hubs split per layer [0, 0]"), "no hub was split:\n{stdout}");
-            }
-            let scored = read_typed_scores(&out);
-            for t in ["user", "item", "shop"] {
-                let rows = scored.keys().filter(|(u, _)| u == t).count();
-                assert_eq!(rows, counts(t), "{model}: rows of node type {t}");
-            }
-            let users: BTreeMap<i64, Vec<f32>> = scored
-                .iter()
-                .filter(|((t, _), _)| t == "user")
-                .map(|((_, id), (_, _, scores))| (*id, scores.clone().expect("a user row is scored")))
-                .collect();
-            assert!(scored.iter().all(|((t, _), row)| t == "user" || (row.1.is_none() && row.2.is_none())));
-            let difference = max_difference(&users, &expected);
-            assert!(difference < 1e-4, "{model}, hub threshold {threshold}: scores differ by {difference}");
-            runs.push(scored);
-        }
+        let runs: Vec<_> = [4, 0]
+            .into_iter()
+            .map(|threshold| scores_equal_the_trainer(&dir, (&data, &dir_model), threshold, &expected, &counts))
+            .collect();
         let embeddings =
             |s: &BTreeMap<Node, TypedScored>| -> Vec<f32> { s.values().flat_map(|r| r.0.clone()).collect() };
         let split =
             embeddings(&runs[0]).iter().zip(embeddings(&runs[1])).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
         assert!(split < 1e-5, "{model}: embeddings with hubs split and not differ by {split}");
     }
-
-    // The same bits on 1 worker, 2 workers and 2 processes, for every row of every type.
     let model = dir.join("model-rgcn");
-    let bits = |s: &BTreeMap<Node, TypedScored>| -> Vec<(Node, Vec<u32>, Option<i64>)> {
-        s.iter().map(|(n, r)| (n.clone(), r.0.iter().map(|v| v.to_bits()).collect(), r.1)).collect()
-    };
-    let keys = "hub_threshold = 3\nbatch_size = 100\n";
+    let reference = the_same_bits_on_any_cluster(&dir, &data, &model);
+    node_types_choose_the_rows(&dir, &data, &model, &reference, counts("item"));
+    a_graph_that_is_not_the_models_is_refused(&dir, &data, &model);
+}
+
+/// GraphInfer's scores of `model` with hubs split past `threshold` (0: never): every node of
+/// every type gets a row, the users' scores equal the trainer's (`expected`) to 1e-4, the other
+/// types' rows are not scored.
+fn scores_equal_the_trainer(
+    dir: &Path,
+    (data, model): (&Path, &Path),
+    threshold: u64,
+    expected: &BTreeMap<i64, Vec<f32>>,
+    counts: &dyn Fn(&str) -> usize,
+) -> BTreeMap<Node, TypedScored> {
+    let name = model.file_name().unwrap().to_string_lossy().replace("model-", "");
+    let out = dir.join(format!("scores-{name}-{threshold}"));
+    let keys = format!("hub_threshold = {threshold}\n");
+    let job = infer_typed(dir, data, model, &out, &format!("infer-{name}-{threshold}"), &keys);
+    let stdout = run_ok(&job, &["--workers", "2"]);
+    if threshold > 0 {
+        assert!(!stdout.contains("hubs split per layer [0, 0]"), "no hub was split:\n{stdout}");
+    }
+    let scored = read_typed_scores(&out);
+    for t in ["user", "item", "shop"] {
+        let rows = scored.keys().filter(|(u, _)| u == t).count();
+        assert_eq!(rows, counts(t), "{name}: rows of node type {t}");
+    }
+    let users: BTreeMap<i64, Vec<f32>> = scored
+        .iter()
+        .filter(|((t, _), _)| t == "user")
+        .map(|((_, id), (_, _, scores))| (*id, scores.clone().expect("a user row is scored")))
+        .collect();
+    assert!(scored.iter().all(|((t, _), row)| t == "user" || (row.1.is_none() && row.2.is_none())));
+    let difference = max_difference(&users, expected);
+    assert!(difference < 1e-4, "{name}, hub threshold {threshold}: scores differ by {difference}");
+    scored
+}
+
+/// Every row's embedding and prediction, as bits.
+type Bits = Vec<(Node, Vec<u32>, Option<i64>)>;
+
+fn bits(s: &BTreeMap<Node, TypedScored>) -> Bits {
+    s.iter().map(|(n, r)| (n.clone(), r.0.iter().map(|v| v.to_bits()).collect(), r.1)).collect()
+}
+
+/// The keys of the cluster-shape runs: hubs split, small batches.
+const SHAPE_KEYS: &str = "hub_threshold = 3\nbatch_size = 100\n";
+
+/// The same bits on 1 worker, 2 workers and 2 processes, for every row of every type; returns
+/// them.
+fn the_same_bits_on_any_cluster(dir: &Path, data: &Path, model: &Path) -> Bits {
     let one = dir.join("scores-1");
-    run_ok(&infer_typed(&dir, &data, &model, &one, "infer-1", keys), &["--workers", "1"]);
+    run_ok(&infer_typed(dir, data, model, &one, "infer-1", SHAPE_KEYS), &["--workers", "1"]);
     let two = dir.join("scores-2");
-    run_ok(&infer_typed(&dir, &data, &model, &two, "infer-2", keys), &["--workers", "2"]);
+    run_ok(&infer_typed(dir, data, model, &two, "infer-2", SHAPE_KEYS), &["--workers", "2"]);
     let processes = dir.join("scores-2p");
     let cluster = Job::loopback(2).to_string();
-    let job = infer_typed(&dir, &data, &model, &processes, "infer-2p", keys);
+    let job = infer_typed(dir, data, model, &processes, "infer-2p", SHAPE_KEYS);
     std::fs::write(&job, format!("{cluster}{}", std::fs::read_to_string(&job).unwrap())).unwrap();
-    run_two_processes(&job, &dir);
+    run_two_processes(&job, dir);
     let reference = bits(&read_typed_scores(&one));
     assert!(reference == bits(&read_typed_scores(&two)), "1 and 2 workers differ");
     assert!(reference == bits(&read_typed_scores(&processes)), "1 worker and 2 processes differ");
+    reference
+}
 
-    // node_types chooses the types that get rows: items only, the same embeddings.
+/// `node_types` chooses the types that get rows: items only, the same embeddings.
+fn node_types_choose_the_rows(dir: &Path, data: &Path, model: &Path, reference: &Bits, items_count: usize) {
     let items = dir.join("scores-items");
-    run_ok(&infer_typed(&dir, &data, &model, &items, "infer-items", &format!("{keys}node_types = [\"item\"]\n")), &[]);
+    let keys = format!("{SHAPE_KEYS}node_types = [\"item\"]\n");
+    run_ok(&infer_typed(dir, data, model, &items, "infer-items", &keys), &[]);
     let only = bits(&read_typed_scores(&items));
-    assert_eq!(only.len(), counts("item"));
+    assert_eq!(only.len(), items_count);
     assert!(only.iter().all(|(n, _, p)| n.0 == "item" && p.is_none()));
     let all_items: Vec<_> = reference.iter().filter(|(n, _, _)| n.0 == "item").cloned().collect();
     assert!(only == all_items, "item embeddings differ when only items get rows");
+}
 
-    // A job whose graph is not the model's: refused before anything is written.
+/// A job whose graph is not the model's: refused before anything is written.
+fn a_graph_that_is_not_the_models_is_refused(dir: &Path, data: &Path, model: &Path) {
     let refused = |name: &str, text: String, code: i32, words: &[&str]| {
-        let out = run(&write_job(&dir, name, &text), &[]);
+        let out = run(&write_job(dir, name, &text), &[]);
         assert_fails(&out, code, words);
         assert!(!dir.join(format!("{name}-out/_SUCCESS")).exists(), "{name}: an output was committed");
     };
@@ -285,22 +317,22 @@ fn typed_inference_equals_the_trainer_forward_pass_on_every_record() {
     };
     let plain = format!("nodes = {:?}\nedges = {:?}\n", data.join("nodes/user"), data.join("edges/follows"));
     refused("plain-job", job(String::new(), &plain, "plain-job"), 64, &["a model of a typed graph", "[graph]"]);
-    let fewer = graph_tables(&data).replace("[graph.relations.sells]", "[graph.relations.sold]");
+    let fewer = graph_tables(data).replace("[graph.relations.sells]", "[graph.relations.sold]");
     let text = job(fewer, "target_type = \"user\"\n", "relations");
     refused("relations", text, 64, &["the model's relations are", "sells (shop -> item)", "sold (shop -> item)"]);
-    let text = job(graph_tables(&data), "target_type = \"item\"\n", "target");
+    let text = job(graph_tables(data), "target_type = \"item\"\n", "target");
     refused("target", text, 64, &["the model scores node type user", "target_type is item"]);
     let users = dir.join("narrow-users");
     write_users(&users, &[(0, 4), (1, 4)], false);
     let graph =
-        graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
+        graph_tables(data).replace(&data.join("nodes/user").display().to_string(), &users.display().to_string());
     let text = job(graph, "target_type = \"user\"\n", "width");
     refused("width", text, 65, &["takes 32 input features for node type user", "has 4 per node"]);
     // The same graph without edge features: the model reads buys' (and follows').
     let bare = dir.join("bare");
     graphflat_ok(&["generate", "--hetero", "--out", bare.to_str().unwrap(), "--nodes", "2000", "--seed", "4"]);
     let buys = |d: &Path| d.join("edges/buys").display().to_string();
-    let text = job(graph_tables(&data).replace(&buys(&data), &buys(&bare)), "target_type = \"user\"\n", "edge-width");
+    let text = job(graph_tables(data).replace(&buys(data), &buys(&bare)), "target_type = \"user\"\n", "edge-width");
     let words = ["reads 4 edge features per edge of relation buys", "has no features column"];
     refused("edge-width", text, 65, &words);
 }

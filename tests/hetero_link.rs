@@ -139,7 +139,6 @@ fn typed_link_models_embed_and_score_as_the_trainer_does() {
     let flat = dir.join("flat");
     run_ok(&write_job(&dir, "flatten", &link_flatten(&data, &flat, "hub_threshold = 20\n")), &["--workers", "2"]);
     let links = read_links(&flat);
-    let device = Device::flex();
     for (kind, keys) in [("rgcn", "bases = 2\nnormalize_edge_features = true\ndecoder = \"mlp\"\n"), ("sage", "")] {
         let model = dir.join(format!("model-{kind}"));
         let text = format!(
@@ -175,44 +174,65 @@ fn typed_link_models_embed_and_score_as_the_trainer_does() {
         assert!(embeddings == read_typed_embeddings(&two.join("embeddings")), "{kind}: 1 and 2 workers differ");
         assert!(embeddings.keys().any(|n| n.0 == "shop"), "{kind}: every type gets a row");
 
-        // Each endpoint's embedding and each record's scores equal the trainer's.
-        let forward =
-            graphtrainer::forward_link_records(&local_io(), model.to_str().unwrap(), flat.to_str().unwrap()).unwrap();
-        assert_eq!(forward.len(), links.len());
-        let (loaded, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
-        let scorer = PairScorer::of(&loaded.spec, gnn.decoder.as_ref());
-        let (mut worst, mut worst_score) = (0f32, 0f32);
-        let gap = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
-        for f in &forward {
-            for (e, (id, h)) in f.embeddings.iter().enumerate() {
-                let node = (if e == 0 { "user" } else { "item" }.to_owned(), *id);
-                worst = worst.max(gap(h, &embeddings[&node]));
-            }
-            let user = &embeddings[&("user".to_owned(), f.src)];
-            let destinations = std::iter::once(f.dst).chain(f.negatives.iter().copied());
-            for (d, &score) in destinations.zip(&f.scores) {
-                let ours = scorer.score(user, &embeddings[&("item".to_owned(), d)]);
-                worst_score = worst_score.max((ours - score).abs() / score.abs().max(1.0));
-            }
-        }
-        assert!(worst < 1e-4, "{kind}: an embedding differs from the trainer's by {worst}");
-        assert!(worst_score < 1e-4, "{kind}: a record's score differs from the trainer's by {worst_score}");
-
-        // Every candidate pair is scored from the user's and the item's embeddings.
-        let mut scored = 0;
-        for batch in read_batches(&one.join("pairs")) {
-            let column = |name: &str| batch.column_by_name(name).unwrap().as_primitive::<Int64Type>().values().to_vec();
-            let (src, dst) = (column("src"), column("dst"));
-            let score = batch.column_by_name("score").unwrap().as_primitive::<Float32Type>();
-            for i in 0..batch.num_rows() {
-                let user = &embeddings[&("user".to_owned(), src[i])];
-                let expected = scorer.score(user, &embeddings[&("item".to_owned(), dst[i])]);
-                assert!((score.value(i) - expected).abs() <= 1e-5 * expected.abs().max(1.0), "{kind}: pair {i}");
-                scored += 1;
-            }
-        }
-        assert_eq!(scored, candidates.len(), "{kind}: one row per candidate");
+        let scorer = the_trainer_embeds_and_scores_alike(&model, &flat, links.len(), &embeddings);
+        every_pair_is_scored(kind, &one.join("pairs"), (&embeddings, &scorer), candidates.len());
     }
+}
+
+/// Each endpoint's embedding and each record's scores (the trainer's forward pass over the
+/// records) equal GraphInfer's `embeddings` to 1e-4; returns the model's pair scorer.
+fn the_trainer_embeds_and_scores_alike(
+    model: &Path,
+    flat: &Path,
+    records: usize,
+    embeddings: &BTreeMap<Node, Vec<f32>>,
+) -> PairScorer {
+    let kind = model.file_name().unwrap().to_string_lossy().replace("model-", "");
+    let device = Device::flex();
+    let forward =
+        graphtrainer::forward_link_records(&local_io(), model.to_str().unwrap(), flat.to_str().unwrap()).unwrap();
+    assert_eq!(forward.len(), records);
+    let (loaded, gnn) = gnn::io::load(&local_io(), model.to_str().unwrap(), &device).unwrap();
+    let scorer = PairScorer::of(&loaded.spec, gnn.decoder.as_ref());
+    let (mut worst, mut worst_score) = (0f32, 0f32);
+    let gap = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+    for f in &forward {
+        for (e, (id, h)) in f.embeddings.iter().enumerate() {
+            let node = (if e == 0 { "user" } else { "item" }.to_owned(), *id);
+            worst = worst.max(gap(h, &embeddings[&node]));
+        }
+        let user = &embeddings[&("user".to_owned(), f.src)];
+        let destinations = std::iter::once(f.dst).chain(f.negatives.iter().copied());
+        for (d, &score) in destinations.zip(&f.scores) {
+            let ours = scorer.score(user, &embeddings[&("item".to_owned(), d)]);
+            worst_score = worst_score.max((ours - score).abs() / score.abs().max(1.0));
+        }
+    }
+    assert!(worst < 1e-4, "{kind}: an embedding differs from the trainer's by {worst}");
+    assert!(worst_score < 1e-4, "{kind}: a record's score differs from the trainer's by {worst_score}");
+    scorer
+}
+
+/// Every candidate pair (`count`) is scored from the user's and the item's embeddings.
+fn every_pair_is_scored(
+    kind: &str,
+    pairs: &Path,
+    (embeddings, scorer): (&BTreeMap<Node, Vec<f32>>, &PairScorer),
+    count: usize,
+) {
+    let mut scored = 0;
+    for batch in read_batches(pairs) {
+        let column = |name: &str| batch.column_by_name(name).unwrap().as_primitive::<Int64Type>().values().to_vec();
+        let (src, dst) = (column("src"), column("dst"));
+        let score = batch.column_by_name("score").unwrap().as_primitive::<Float32Type>();
+        for i in 0..batch.num_rows() {
+            let user = &embeddings[&("user".to_owned(), src[i])];
+            let expected = scorer.score(user, &embeddings[&("item".to_owned(), dst[i])]);
+            assert!((score.value(i) - expected).abs() <= 1e-5 * expected.abs().max(1.0), "{kind}: pair {i}");
+            scored += 1;
+        }
+    }
+    assert_eq!(scored, count, "{kind}: one row per candidate");
 }
 
 #[test]

@@ -215,109 +215,10 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     run_ok(&training(&flat, &model).write(&dir, "train"), &[]);
     let other = dir.join("other");
     generate(&other, 300, 5, 6, 2);
-
-    // A copy of the committed model, changed by `change`; with `recommit`, its manifest is
-    // rewritten to match (a bad file that was committed as it is).
-    let copy_model = |name: &str, recommit: bool, change: &dyn Fn(&Path)| -> PathBuf {
-        let to = dir.join(name);
-        std::fs::create_dir_all(&to).unwrap();
-        for entry in std::fs::read_dir(&model).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_file() {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-            }
-        }
-        change(&to);
-        if recommit {
-            edit_manifest(&to, |manifest| {
-                for part in manifest["parts"].as_array_mut().unwrap() {
-                    let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
-                    let rows = part["rows"].as_u64().unwrap();
-                    let entry = tables::commit::PartEntry::of(part["name"].as_str().unwrap(), rows, &bytes);
-                    *part = serde_json::to_value(entry).unwrap();
-                }
-            });
-        }
-        to
-    };
-    let meta = std::fs::read_to_string(model_file(&model, ".json")).unwrap();
-    let cases: Vec<(&str, PathBuf, PathBuf, i32, &str)> = vec![
-        ("width", other.clone(), model.clone(), 65, "takes 8 input features, but the node table"),
-        (
-            "no-json",
-            data.clone(),
-            copy_model("no-json", false, &|d| std::fs::remove_file(model_file(d, ".json")).unwrap()),
-            66,
-            ".json: missing, though run",
-        ),
-        (
-            "bad-json",
-            data.clone(),
-            copy_model("bad-json", true, &|d| std::fs::write(model_file(d, ".json"), "{ not json").unwrap()),
-            65,
-            "not a model description",
-        ),
-        (
-            "no-weights",
-            data.clone(),
-            copy_model("no-weights", false, &|d| std::fs::remove_file(model_file(d, ".bpk")).unwrap()),
-            66,
-            ".bpk: missing, though run",
-        ),
-        (
-            "bad-weights",
-            data.clone(),
-            copy_model("bad-weights", true, &|d| std::fs::write(model_file(d, ".bpk"), b"garbage").unwrap()),
-            65,
-            "cannot load the weights",
-        ),
-        // Files that changed after the commit (a later run killed before its own).
-        (
-            "changed",
-            data.clone(),
-            copy_model("changed", false, &|d| std::fs::write(model_file(d, ".bpk"), b"garbage").unwrap()),
-            65,
-            "changed after run",
-        ),
-        (
-            "uncommitted",
-            data.clone(),
-            copy_model("uncommitted", false, &|d| {
-                std::fs::remove_file(d.join("_SUCCESS")).unwrap();
-                std::fs::remove_file(d.join("_manifest.parquet")).unwrap();
-            }),
-            66,
-            "no manifest of a committed model",
-        ),
-        (
-            "hops",
-            data.clone(),
-            copy_model("hops", true, &|d| {
-                std::fs::write(
-                    model_file(d, ".json"),
-                    meta.replace("\"hops\": 2", "\"hops\": 3")
-                        .replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]"),
-                )
-                .unwrap()
-            }),
-            65,
-            "2 layers but was trained on 3-hop records",
-        ),
-        ("no-model", data.clone(), dir.join("missing-model"), 66, "no such directory"),
-        // Sizes no weights file holds: an error before anything of that size is allocated.
-        (
-            "huge",
-            data.clone(),
-            copy_model("huge", true, &|d| {
-                let mut meta: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(model_file(d, ".json")).unwrap()).unwrap();
-                meta["spec"]["hidden"] = 1_000_000_000u64.into();
-                std::fs::write(model_file(d, ".json"), serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
-            }),
-            65,
-            "do not fit",
-        ),
-    ];
+    let mut cases = vec![("width", other.clone(), model.clone(), 65, "takes 8 input features, but the node table")];
+    cases.extend(
+        bad_models(&dir, &model).into_iter().map(|(name, bad, code, message)| (name, data.clone(), bad, code, message)),
+    );
     for (name, graph, model, code, message) in cases {
         let out = dir.join(format!("out-{name}"));
         let failed = run(&Job::infer(&graph, &model, &out).write(&dir, name), &[]);
@@ -326,8 +227,96 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
         assert!(text.contains(message), "{name}: expected {message:?} in:\n{text}");
         assert!(!out.join("_SUCCESS").exists(), "{name}: _SUCCESS after a failure");
     }
+    an_edge_to_an_unknown_node_is_named(&dir, &data, &model);
+}
 
-    // An edge to an unknown node: the same check as GraphFlat's, naming file, row and column.
+/// Copies of the committed `model` under `dir`, each broken one way, with the exit code and
+/// the words GraphInfer must fail with.
+fn bad_models(dir: &Path, model: &Path) -> Vec<(&'static str, PathBuf, i32, &'static str)> {
+    let copy = |name: &str, recommit: bool, change: &dyn Fn(&Path)| copy_model(dir, model, name, recommit, change);
+    let meta = std::fs::read_to_string(model_file(model, ".json")).unwrap();
+    let write =
+        |file: &'static str, bytes: &'static [u8]| move |d: &Path| std::fs::write(model_file(d, file), bytes).unwrap();
+    vec![
+        (
+            "no-json",
+            copy("no-json", false, &|d| std::fs::remove_file(model_file(d, ".json")).unwrap()),
+            66,
+            ".json: missing, though run",
+        ),
+        ("bad-json", copy("bad-json", true, &write(".json", b"{ not json")), 65, "not a model description"),
+        (
+            "no-weights",
+            copy("no-weights", false, &|d| std::fs::remove_file(model_file(d, ".bpk")).unwrap()),
+            66,
+            ".bpk: missing, though run",
+        ),
+        ("bad-weights", copy("bad-weights", true, &write(".bpk", b"garbage")), 65, "cannot load the weights"),
+        // Files that changed after the commit (a later run killed before its own).
+        ("changed", copy("changed", false, &write(".bpk", b"garbage")), 65, "changed after run"),
+        (
+            "uncommitted",
+            copy("uncommitted", false, &|d| {
+                std::fs::remove_file(d.join("_SUCCESS")).unwrap();
+                std::fs::remove_file(d.join("_manifest.parquet")).unwrap();
+            }),
+            66,
+            "no manifest of a committed model",
+        ),
+        (
+            "hops",
+            copy("hops", true, &|d| {
+                let three = meta
+                    .replace("\"hops\": 2", "\"hops\": 3")
+                    .replace("\"fanouts\": [\n    3,\n    3\n  ]", "\"fanouts\": [3, 3, 3]");
+                std::fs::write(model_file(d, ".json"), three).unwrap()
+            }),
+            65,
+            "2 layers but was trained on 3-hop records",
+        ),
+        ("no-model", dir.join("missing-model"), 66, "no such directory"),
+        // Sizes no weights file holds: an error before anything of that size is allocated.
+        (
+            "huge",
+            copy("huge", true, &|d| {
+                let mut meta: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(model_file(d, ".json")).unwrap()).unwrap();
+                meta["spec"]["hidden"] = 1_000_000_000u64.into();
+                std::fs::write(model_file(d, ".json"), serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+            }),
+            65,
+            "do not fit",
+        ),
+    ]
+}
+
+/// A copy of the committed `model` as `dir/name`, changed by `change`; with `recommit`, its
+/// manifest is rewritten to match (a bad file that was committed as it is).
+fn copy_model(dir: &Path, model: &Path, name: &str, recommit: bool, change: &dyn Fn(&Path)) -> PathBuf {
+    let to = dir.join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(model).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    change(&to);
+    if recommit {
+        edit_manifest(&to, |manifest| {
+            for part in manifest["parts"].as_array_mut().unwrap() {
+                let bytes = std::fs::read(to.join(part["name"].as_str().unwrap())).unwrap();
+                let rows = part["rows"].as_u64().unwrap();
+                let entry = tables::commit::PartEntry::of(part["name"].as_str().unwrap(), rows, &bytes);
+                *part = serde_json::to_value(entry).unwrap();
+            }
+        });
+    }
+    to
+}
+
+/// An edge to an unknown node: the same check as GraphFlat's, naming file, row and column.
+fn an_edge_to_an_unknown_node_is_named(dir: &Path, data: &Path, model: &Path) {
     let broken = dir.join("broken");
     std::fs::create_dir_all(broken.join("edges")).unwrap();
     copy_dir(&data.join("nodes"), &broken.join("nodes"));
@@ -342,7 +331,7 @@ fn bad_models_and_tables_are_named_and_leave_no_success() {
     writer.close().unwrap();
     std::fs::write(broken.join("edges/_SUCCESS"), "").unwrap();
     let out = dir.join("out-edges");
-    let failed = run(&Job::infer(&broken, &model, &out).write(&dir, "edges"), &[]);
+    let failed = run(&Job::infer(&broken, model, &out).write(dir, "edges"), &[]);
     let (rc, text) = (failed.status.code(), text(&failed));
     assert_eq!(rc, Some(65), "{text}");
     assert!(text.contains("99999") && text.contains("row 1") && text.contains("src"), "{text}");

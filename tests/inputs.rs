@@ -135,68 +135,60 @@ fn what_the_project_types_cannot_hold_is_bad_input_at_its_row() {
     let dir = scratch("inputs-bad");
     let data = dir.join("graph");
     generate(&data, 200, 4, 4, 1);
-    let (nodes, edges) = (table(&data.join("nodes")), table(&data.join("edges")));
-    let cases: Vec<(&str, RecordBatch, RecordBatch, &str, &str)> = vec![
+    let nodes = table(&data.join("nodes"));
+    let cases: [(&str, RecordBatch, &str, &str); 4] = [
         (
             "huge-id",
-            with(&nodes, "node_id", |a| {
-                let mut ids: Vec<u64> = a.as_primitive::<Int64Type>().values().iter().map(|&v| v as u64).collect();
-                ids[17] = u64::MAX;
-                Arc::new(UInt64Array::from(ids))
-            }),
-            edges.clone(),
+            with(&nodes, "node_id", id_past_i64),
             "row 17, column \"node_id\"",
             "18446744073709551615 is 2^63 or more",
         ),
         (
             "huge-feature",
-            with(&nodes, "features", |a| {
-                let list = float64_lists(a);
-                let list = list.as_list::<i32>();
-                let mut values: Vec<f64> =
-                    list.values().as_primitive::<arrow_array::types::Float64Type>().values().to_vec();
-                values[4 * 9 + 2] = 1e300;
-                let item = Arc::new(Field::new("item", DataType::Float64, true));
-                Arc::new(ListArray::new(item, list.offsets().clone(), Arc::new(Float64Array::from(values)), None))
-            }),
-            edges.clone(),
+            with(&nodes, "features", feature_past_f32),
             "row 9, column \"features\"",
             "1e300 is beyond float32's range",
         ),
-        (
-            "negative-class",
-            with(&nodes, "label", |a| {
-                let labels = a.as_primitive::<Int64Type>();
-                Arc::new(
-                    labels
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| if i == 5 { Some(-3) } else { v })
-                        .collect::<arrow_array::Int64Array>(),
-                )
-            }),
-            edges.clone(),
-            "row 5, column \"label\"",
-            "class id -3",
-        ),
-        (
-            "binary-ids",
-            with(&nodes, "node_id", |a| {
-                Arc::new(arrow_array::BinaryArray::from_iter_values(
-                    a.as_primitive::<Int64Type>().values().iter().map(|v| v.to_le_bytes()),
-                ))
-            }),
-            edges.clone(),
-            "column \"node_id\"",
-            "expected ids: an integer",
-        ),
+        ("negative-class", with(&nodes, "label", class_below_minus_one), "row 5, column \"label\"", "class id -3"),
+        ("binary-ids", with(&nodes, "node_id", binary_ids), "column \"node_id\"", "expected ids: an integer"),
     ];
-    for (name, n, e, at, problem) in cases {
+    let edges = table(&data.join("edges"));
+    for (name, n, at, problem) in cases {
         let variant = dir.join(name);
         write(&variant.join("nodes"), &n);
-        write(&variant.join("edges"), &e);
+        write(&variant.join("edges"), &edges);
         let out = run(&Job::flatten(&variant, dir.join(format!("flat-{name}"))).write(&dir, name), &[]);
         let file = variant.join("nodes/part-0.parquet").display().to_string();
         assert_fails(&out, 65, &[&format!("{file}, {at}"), problem]);
     }
+}
+
+/// The ids as `uint64`, row 17's past `i64`.
+fn id_past_i64(a: &ArrayRef) -> ArrayRef {
+    let mut ids: Vec<u64> = a.as_primitive::<Int64Type>().values().iter().map(|&v| v as u64).collect();
+    ids[17] = u64::MAX;
+    Arc::new(UInt64Array::from(ids))
+}
+
+/// The features as `float64`, row 9's third past `f32`.
+fn feature_past_f32(a: &ArrayRef) -> ArrayRef {
+    let list = float64_lists(a);
+    let list = list.as_list::<i32>();
+    let mut values: Vec<f64> = list.values().as_primitive::<arrow_array::types::Float64Type>().values().to_vec();
+    values[4 * 9 + 2] = 1e300;
+    let item = Arc::new(Field::new("item", DataType::Float64, true));
+    Arc::new(ListArray::new(item, list.offsets().clone(), Arc::new(Float64Array::from(values)), None))
+}
+
+/// The labels, row 5's -3 (below -1, the unlabeled mark).
+fn class_below_minus_one(a: &ArrayRef) -> ArrayRef {
+    let labels = a.as_primitive::<Int64Type>();
+    let labels = labels.iter().enumerate().map(|(i, v)| if i == 5 { Some(-3) } else { v });
+    Arc::new(labels.collect::<arrow_array::Int64Array>())
+}
+
+/// The ids as bytes: no id type.
+fn binary_ids(a: &ArrayRef) -> ArrayRef {
+    let bytes = a.as_primitive::<Int64Type>().values().iter().map(|v| v.to_le_bytes());
+    Arc::new(arrow_array::BinaryArray::from_iter_values(bytes))
 }

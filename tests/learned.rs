@@ -244,25 +244,37 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
     run_two_processes(&write_job(&dir, "procs", &joined), &dir);
     assert!(table_bits(&model_of_procs) == table, "the learned table differs on 2 workers and 2 processes");
 
-    // GraphInfer reads each user's row at its owner and scores as the trainer's forward pass.
+    let missing = users - table.len();
+    let infer = graphinfer_scores_as_the_trainer(&dir, (&data, &flat), &model, missing);
+    new_users_are_named_where_the_run_computes_with_them(&dir, &data, &model, missing);
+    tampered_tables_are_bad_input(&dir, &model, &infer);
+    pandas_reads_the_table(&model, table.len());
+}
+
+/// GraphInfer reads each user's row at its owner and scores as the trainer's forward pass,
+/// counting the `missing` users without a row; returns its job.
+fn graphinfer_scores_as_the_trainer(dir: &Path, (data, flat): (&Path, &Path), model: &Path, missing: usize) -> String {
     let scores = dir.join("scores");
     let infer = format!(
         "{}[infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\n",
-        typed::graph_tables(&data),
+        typed::graph_tables(data),
         model.display().to_string(),
         scores.display().to_string()
     );
-    let summary = run_ok(&write_job(&dir, "infer", &infer), &["--workers", "3"]);
-    let missing = users - table.len();
+    let summary = run_ok(&write_job(dir, "infer", &infer), &["--workers", "3"]);
     assert!(summary.contains(&format!("{missing} nodes without a learned row (zeros)")), "{summary}");
     let inferred: BTreeMap<i64, Vec<f32>> = typed::read_typed_scores(&scores)
         .into_iter()
         .filter_map(|((t, id), (_, _, scores))| (t == "user").then(|| (id, scores.unwrap())))
         .collect();
-    let trained = record_scores(&model, &flat);
+    let trained = record_scores(model, flat);
     assert!(max_difference(&inferred, &trained) < 1e-4, "GraphInfer differs from the trainer");
-    // Two users new since training (no edges, so no row): named by type and id, and counted
-    // only where the run computes with them (not when it outputs the items alone).
+    infer
+}
+
+/// Two users new since training (no edges, so no row): named by type and id, and counted
+/// only where the run computes with them (not when it outputs the items alone).
+fn new_users_are_named_where_the_run_computes_with_them(dir: &Path, data: &Path, model: &Path, missing: usize) {
     let users2 = dir.join("users2");
     std::fs::create_dir_all(&users2).unwrap();
     let mut batches = read_batches(&data.join("nodes/user"));
@@ -286,7 +298,7 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
             model.display().to_string(),
             out.display().to_string()
         );
-        (run(&write_job(&dir, name, &text), &["--workers", "2"]), out)
+        (run(&write_job(dir, name, &text), &["--workers", "2"]), out)
     };
     let (out, at) = strict("strict", "");
     let words = ["node user 100000 of the [graph]'s node tables", &format!("({} nodes have none", missing + 2)];
@@ -294,9 +306,11 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
     assert!(!at.join("_SUCCESS").exists());
     let (out, _) = strict("items-only", "node_types = [\"item\"]\n");
     assert!(out.status.success() && text(&out).contains("0 nodes without a learned row"), "{}", text(&out));
+}
 
-    // A table edited after its commit, its manifest made to match (as a hand-made table would
-    // be): a row given twice, or a row of a type the model gives no rows, is bad input.
+/// A table edited after its commit, its manifest made to match (as a hand-made table would
+/// be): a row given twice, or a row of a type the model gives no rows, is bad input.
+fn tampered_tables_are_bad_input(dir: &Path, model: &Path, infer: &str) {
     if let Some(python) = python() {
         for (name, edit, words) in [
             ("twice", "t = pa.concat_tables([t, t.slice(0, 1)])", ["part-", "row", "has a second row", "node user"]),
@@ -313,16 +327,19 @@ fn featureless_users_of_a_typed_graph_train_learned_rows_and_graphinfer_equals_t
             assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
             let job =
                 infer.replace(model.to_str().unwrap(), edited.to_str().unwrap()).replace("scores\"", "tampered\"");
-            assert_fails(&run(&write_job(&dir, name, &job), &["--workers", "2"]), 65, &words);
+            assert_fails(&run(&write_job(dir, name, &job), &["--workers", "2"]), 65, &words);
         }
     }
-    // The table as pandas reads it: the type's name beside each id.
+}
+
+/// The table as pandas reads it: the type's name beside each id.
+fn pandas_reads_the_table(model: &Path, rows: usize) {
     if let Some(python) = python() {
         let script = "import sys, pandas\nt = pandas.read_parquet(sys.argv[1])\n\
             print(list(t.columns), sorted(set(t.node_type)), len(t), len(t.embedding[0]))";
         let folder = model.join("embeddings");
         let got = std::process::Command::new(python).args(["-c", script, folder.to_str().unwrap()]).output().unwrap();
-        let expected = format!("['node_type', 'node_id', 'embedding'] ['user'] {} 6", table.len());
+        let expected = format!("['node_type', 'node_id', 'embedding'] ['user'] {} 6", rows);
         assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), expected, "{}", String::from_utf8_lossy(&got.stderr));
     }
 }

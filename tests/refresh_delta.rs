@@ -180,34 +180,9 @@ fn a_bad_delta_is_an_error_that_names_file_row_and_column_and_changes_nothing() 
     changed.nodes[0].1[0] += 1.0;
     changed.edges.truncate(changed.edges.len() - 1);
 
-    // An op that is neither upsert nor delete.
+    // Bad rows in a delta of a real change.
     write_delta(&day, &changed, &delta);
-    let rows: Vec<Node> = vec![changed.nodes[0].clone()];
-    std::fs::remove_dir_all(delta.join("nodes")).unwrap();
-    let file = delta.join("nodes/part-0.parquet");
-    write_parquet(&file, &with_op(&nodes_batch(&rows), vec!["update"]));
-    let failed = run(&delta_job().write(&dir, "op"), &[]);
-    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
-    for named in ["part-0.parquet", "row 0", "op", "\"update\""] {
-        assert!(text(&failed).contains(named), "{named}: {}", text(&failed));
-    }
-
-    // A column the kept table does not have, and one it lacks.
-    let renamed = nodes_batch(&rows);
-    let mut fields: Vec<Field> = renamed.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields[3] = Field::new("fold", DataType::Utf8, true);
-    let renamed = RecordBatch::try_new(Arc::new(Schema::new(fields)), renamed.columns().to_vec()).unwrap();
-    write_parquet(&file, &with_op(&renamed, vec!["upsert"]));
-    let failed = run(&delta_job().write(&dir, "columns"), &[]);
-    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
-    assert!(text(&failed).contains("split") && text(&failed).contains("part-0.parquet"), "{}", text(&failed));
-
-    // A node upserted twice in one delta.
-    let twice = vec![rows[0].clone(), rows[0].clone()];
-    write_parquet(&file, &with_op(&nodes_batch(&twice), vec!["upsert", "upsert"]));
-    let failed = run(&delta_job().write(&dir, "twice"), &[]);
-    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
-    assert!(text(&failed).contains("row 1") && text(&failed).contains("second upsert"), "{}", text(&failed));
+    bad_rows_are_named(&dir, &delta, &changed.nodes[0], &delta_job);
 
     // Snapshot tables named beside a delta.
     let both = delta_job().key("nodes", location(data.join("nodes")));
@@ -230,6 +205,39 @@ fn a_bad_delta_is_an_error_that_names_file_row_and_column_and_changes_nothing() 
     run_ok(&delta_job().write(&dir, "after"), &[]);
     assert_exact(&dir, &data, &out, &dir.join("full"), "a delta after a failed one");
     assert_every_reader_reads_the_manifest(&[&out]);
+}
+
+/// A delta's bad rows, each exit 65 naming file, row and column: an op that is neither
+/// upsert nor delete, a column the kept table does not have (and one it lacks), a node
+/// upserted twice.
+fn bad_rows_are_named(dir: &Path, delta: &Path, row: &Node, delta_job: &dyn Fn() -> Job) {
+    // An op that is neither upsert nor delete.
+    let rows: Vec<Node> = vec![row.clone()];
+    std::fs::remove_dir_all(delta.join("nodes")).unwrap();
+    let file = delta.join("nodes/part-0.parquet");
+    write_parquet(&file, &with_op(&nodes_batch(&rows), vec!["update"]));
+    let failed = run(&delta_job().write(dir, "op"), &[]);
+    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
+    for named in ["part-0.parquet", "row 0", "op", "\"update\""] {
+        assert!(text(&failed).contains(named), "{named}: {}", text(&failed));
+    }
+
+    // A column the kept table does not have, and one it lacks.
+    let renamed = nodes_batch(&rows);
+    let mut fields: Vec<Field> = renamed.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields[3] = Field::new("fold", DataType::Utf8, true);
+    let renamed = RecordBatch::try_new(Arc::new(Schema::new(fields)), renamed.columns().to_vec()).unwrap();
+    write_parquet(&file, &with_op(&renamed, vec!["upsert"]));
+    let failed = run(&delta_job().write(dir, "columns"), &[]);
+    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
+    assert!(text(&failed).contains("split") && text(&failed).contains("part-0.parquet"), "{}", text(&failed));
+
+    // A node upserted twice in one delta.
+    let twice = vec![rows[0].clone(), rows[0].clone()];
+    write_parquet(&file, &with_op(&nodes_batch(&twice), vec!["upsert", "upsert"]));
+    let failed = run(&delta_job().write(dir, "twice"), &[]);
+    assert_eq!(failed.status.code(), Some(65), "{}", text(&failed));
+    assert!(text(&failed).contains("row 1") && text(&failed).contains("second upsert"), "{}", text(&failed));
 }
 
 #[test]

@@ -127,15 +127,25 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
     }
     let all = charts(&html);
 
-    // Training: every epoch's loss and scores exactly, drawn as they are.
+    the_training_charts_are_the_metrics(&all, &model);
+    the_graph_charts_are_the_tables(&all, &data, &flat);
+    the_inference_charts_are_the_scores(&all, &scores);
+    the_report_command_and_what_it_refuses(&dir, &data, (&flat, &model, &scores));
+}
+
+/// `(epoch, value)` of `key` in every line of the model's `metrics.jsonl`.
+fn metric(model: &Path, key: &str) -> Vec<(f64, f64)> {
     let metrics = json_lines(&model.join("metrics.jsonl"));
-    let of = |key: &str| -> Vec<(f64, f64)> {
-        metrics.iter().map(|m| (m["epoch"].as_f64().unwrap(), m[key].as_f64().unwrap())).collect()
-    };
-    let (loss, loss_svg) = chart(&all, "loss per epoch");
+    metrics.iter().map(|m| (m["epoch"].as_f64().unwrap(), m[key].as_f64().unwrap())).collect()
+}
+
+/// Training: every epoch's loss and scores exactly, drawn as they are.
+fn the_training_charts_are_the_metrics(all: &[(Value, String)], model: &Path) {
+    let of = |key: &str| metric(model, key);
+    let (loss, loss_svg) = chart(all, "loss per epoch");
     assert_eq!(points(loss, "train_loss"), of("train_loss"));
     assert!(draws(loss_svg, &of("train_loss")), "the loss curve is not drawn from its values");
-    let (accuracy, accuracy_svg) = chart(&all, "accuracy per epoch");
+    let (accuracy, accuracy_svg) = chart(all, "accuracy per epoch");
     for split in ["train", "valid", "test"] {
         let key = format!("{split}_accuracy");
         assert_eq!(points(accuracy, split), of(&key), "{key}");
@@ -147,48 +157,55 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
     let timings = json_lines(&model.join("timings.jsonl"));
     let seconds: Vec<(f64, f64)> =
         timings.iter().map(|t| (t["epoch"].as_f64().unwrap(), t["seconds"].as_f64().unwrap())).collect();
-    assert_eq!(points(&chart(&all, "time per epoch").0, "epoch"), seconds);
+    assert_eq!(points(&chart(all, "time per epoch").0, "epoch"), seconds);
+}
 
-    // The graph: in-degrees counted here from the edge table, record sizes from the records.
-    let graph = read_graph(&data);
+/// The graph: in-degrees counted here from the edge table, record sizes from the records.
+fn the_graph_charts_are_the_tables(all: &[(Value, String)], data: &Path, flat: &Path) {
+    let graph = read_graph(data);
     let mut in_degree: BTreeMap<i64, u64> = graph.features.keys().map(|&id| (id, 0)).collect();
     for &(_, dst, _) in &graph.edges {
         *in_degree.get_mut(&dst).unwrap() += 1;
     }
-    let (degrees, degrees_svg) = chart(&all, "in-degree");
+    let (degrees, degrees_svg) = chart(all, "in-degree");
     let expected = log2_points(in_degree.values().copied());
     assert_eq!(points(degrees, "nodes"), expected);
     assert_eq!(degrees["marks"][0][1].as_f64(), Some(40.0), "the hub threshold is marked");
     assert!(draws(degrees_svg, &expected.iter().map(|&(x, y)| (x.log10(), y.log10())).collect::<Vec<_>>()));
-    let records = read_records(&flat);
+    let records = read_records(flat);
     assert_eq!(
-        points(&chart(&all, "nodes per record").0, "records"),
+        points(&chart(all, "nodes per record").0, "records"),
         log2_points(records.iter().map(|r| r.node_ids.len() as u64))
     );
     assert_eq!(
-        points(&chart(&all, "edges per record").0, "records"),
+        points(&chart(all, "edges per record").0, "records"),
         log2_points(records.iter().map(|r| r.edge_src.len() as u64))
     );
+}
 
-    // Inference: the predicted classes counted from the scores table.
+/// Inference: the predicted classes counted from the scores table.
+fn the_inference_charts_are_the_scores(all: &[(Value, String)], scores: &Path) {
     // Eight classes (generate's default): one bar each, predicted or not.
     let mut predicted = [0.0; 8];
-    for (_, class, _) in read_scores(&scores).values() {
+    for (_, class, _) in read_scores(scores).values() {
         predicted[*class as usize] += 1.0;
     }
-    let classes = &chart(&all, "predicted class").0;
+    let classes = &chart(all, "predicted class").0;
     let values: Vec<f64> = classes["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(values, predicted);
-    let phases = &chart(&all, "time per phase (rounds").0;
+    let phases = &chart(all, "time per phase (rounds").0;
     assert!(phases["labels"].as_array().unwrap().iter().any(|l| l == "layer 1"), "{phases}");
+}
 
-    // `inspect` points at the page; `report` builds one from outputs, never over a foreign file.
+/// `inspect` points at the page; `report` builds one from outputs, never over a foreign file,
+/// nor inside a table's directory, and takes facts that do not parse as none.
+fn the_report_command_and_what_it_refuses(dir: &Path, data: &Path, (flat, model, scores): (&Path, &Path, &Path)) {
     let inspected = graphflat_ok(&["inspect", model.to_str().unwrap()]);
     assert!(inspected.contains(&format!("report: {}", model.join("report.html").display())), "{inspected}");
     let out = dir.join("two.html");
     graphflat_ok(&["report", model.to_str().unwrap(), scores.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     let two = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(points(&chart(&charts(&two), "loss per epoch").0, "train_loss"), of("train_loss"));
+    assert_eq!(points(&chart(&charts(&two), "loss per epoch").0, "train_loss"), metric(model, "train_loss"));
     std::fs::write(&out, "my notes").unwrap();
     let refused =
         graphflat().args(["report", model.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
@@ -205,15 +222,15 @@ fn a_job_report_carries_exactly_what_its_outputs_hold() {
         assert_fails(&refused, 73, &["table's directory"]);
         assert!(!inside.exists());
     }
-    let job = Job::flatten(&data, &flat).key("overwrite", true).and(Job::report(flat.join("report.html")));
-    assert_fails(&run(&job.write(&dir, "inside"), &[]), 64, &["[report] output", "lies in the table"]);
+    let job = Job::flatten(data, &flat).key("overwrite", true).and(Job::report(flat.join("report.html")));
+    assert_fails(&run(&job.write(dir, "inside"), &[]), 64, &["[report] output", "lies in the table"]);
     // Another job's table (the scores) is refused alike, and left as it was.
     let theirs = scores.join("page.html");
-    let job = Job::flatten(&data, dir.join("flat-other")).and(Job::report(&theirs));
-    assert_fails(&run(&job.write(&dir, "theirs"), &[]), 64, &["[report] output", "lies in a table's directory"]);
+    let job = Job::flatten(data, dir.join("flat-other")).and(Job::report(&theirs));
+    assert_fails(&run(&job.write(dir, "theirs"), &[]), 64, &["[report] output", "lies in a table's directory"]);
     assert!(!theirs.exists());
     // Facts that do not parse are none: the page says so, and the output stays readable.
-    edit_manifest(&flat, |m| m["facts"] = Value::from("garbage <script>"));
+    edit_manifest(flat, |m| m["facts"] = Value::from("garbage <script>"));
     let garbage = dir.join("garbage.html");
     graphflat_ok(&["report", flat.to_str().unwrap(), "--out", garbage.to_str().unwrap()]);
     assert!(std::fs::read_to_string(&garbage).unwrap().contains("carries no run facts"));
@@ -259,13 +276,17 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
         "{html}"
     );
 
-    // A page at [report] output that is not ours stays as it is, and the job succeeds all the
-    // same.
     let kept = dir.join("kept");
+    a_report_in_the_way_never_fails_the_job(&dir, &data, &kept);
+    odd_manifests_are_bad_data_everywhere(&dir, &kept);
+}
+
+/// A page at `[report] output` that is not ours stays as it is, and the job that writes `kept`
+/// succeeds all the same; so does one with a directory or a FIFO in the page's place.
+fn a_report_in_the_way_never_fails_the_job(dir: &Path, data: &Path, kept: &Path) {
     let theirs = dir.join("theirs.html");
     std::fs::write(&theirs, "someone's page").unwrap();
-    let job =
-        |name: &str| Job::flatten(&data, &kept).key("overwrite", true).and(Job::report(&theirs)).write(&dir, name);
+    let job = |name: &str| Job::flatten(data, kept).key("overwrite", true).and(Job::report(&theirs)).write(dir, name);
     let out = run(&job("kept"), &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("not a graphflat report"), "{}", text(&out));
@@ -285,9 +306,11 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
     let refused =
         graphflat().args(["report", kept.to_str().unwrap(), "--out", theirs.to_str().unwrap()]).output().unwrap();
     assert_fails(&refused, 73, &["not a graphflat report"]);
+}
 
-    // Nor does a manifest that is a FIFO or larger than any manifest: it is bad data, named,
-    // for `inspect`, `report` and a stage that reads the output.
+/// A manifest that is a FIFO or larger than any manifest is bad data, named, for `inspect`,
+/// `report` and a stage that reads the output.
+fn odd_manifests_are_bad_data_everywhere(dir: &Path, kept: &Path) {
     let manifest = std::fs::read(kept.join("_manifest.parquet")).unwrap();
     std::fs::remove_file(kept.join("_manifest.parquet")).unwrap();
     assert!(std::process::Command::new("mkfifo").arg(kept.join("_manifest.parquet")).status().unwrap().success());
@@ -304,7 +327,7 @@ fn a_failed_job_has_a_report_and_a_report_never_fails_a_job() {
             graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
         assert_fails(&reported, 65, &["_manifest.parquet", words]);
         let train = Job::train(&kept, dir.join(format!("model-{odd}")));
-        assert_fails(&run(&train.write(&dir, &format!("train-{odd}")), &[]), 65, &["_manifest.parquet", words]);
+        assert_fails(&run(&train.write(dir, &format!("train-{odd}")), &[]), 65, &["_manifest.parquet", words]);
     }
     std::fs::write(kept.join("_manifest.parquet"), manifest).unwrap();
     graphflat_ok(&["inspect", kept.to_str().unwrap()]);

@@ -128,28 +128,32 @@ fn globs_and_bad_files_in_input_directories() {
     let output = run(&fanouts(Job::flatten(&data, dir.join("truncated"))).write(&dir, "truncated"), TWO);
     assert_eq!(output.status.code(), Some(65), "{}", text(&output));
     assert!(text(&output).contains("part-1.parquet"), "{}", text(&output));
-
-    // A FIFO is never opened (that would block the reader): in a directory it is no data file,
-    // given as the table or listed by a manifest it is bad data, named.
     std::fs::remove_file(data.join("edges/part-1.parquet")).unwrap();
+    fifos_and_directories_are_never_opened(&dir, &data, &expected);
+}
+
+/// A FIFO is never opened (that would block the reader): in a directory it is no data file,
+/// given as the table or listed by a manifest it is bad data, named; a listed part replaced
+/// by a directory is bad data too, not a store to retry (75).
+fn fifos_and_directories_are_never_opened(dir: &Path, data: &Path, expected: &[Record]) {
     let mkfifo = |path: &Path| assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
     mkfifo(&data.join("edges/part-1.parquet"));
-    let listed = flatten(&dir, &data, "fifo-beside", TWO, fanouts);
-    assert!(read_records(&listed) == expected, "a FIFO in a directory is not data");
+    let listed = flatten(dir, data, "fifo-beside", TWO, fanouts);
+    assert!(read_records(&listed) == *expected, "a FIFO in a directory is not data");
     let fifo = data.join("edges/part-1.parquet").display().to_string();
     let output =
-        run(&fanouts(Job::flatten(&data, dir.join("fifo-table")).key("edges", fifo)).write(&dir, "fifo-table"), TWO);
+        run(&fanouts(Job::flatten(data, dir.join("fifo-table")).key("edges", fifo)).write(dir, "fifo-table"), TWO);
     assert_fails(&output, 65, &["part-1.parquet", "not a regular file"]);
     let part = parquet_files(&listed).remove(0);
     std::fs::remove_file(&part).unwrap();
     mkfifo(&part);
-    let output = run(&Job::train(&listed, dir.join("fifo-listed")).write(&dir, "fifo-listed"), TWO);
+    let output = run(&Job::train(&listed, dir.join("fifo-listed")).write(dir, "fifo-listed"), TWO);
     assert_fails(&output, 65, &[part.file_name().unwrap().to_str().unwrap(), "not a regular file"]);
 
     // A listed part replaced by a directory is bad data too, not a store to retry (75).
     std::fs::remove_file(&part).unwrap();
     std::fs::create_dir(&part).unwrap();
-    let output = run(&Job::train(&listed, dir.join("dir-listed")).write(&dir, "dir-listed"), TWO);
+    let output = run(&Job::train(&listed, dir.join("dir-listed")).write(dir, "dir-listed"), TWO);
     assert_fails(&output, 65, &[part.file_name().unwrap().to_str().unwrap(), "not a regular file"]);
 }
 
@@ -410,7 +414,10 @@ fn a_training_run_killed_or_stopped_at_any_moment_keeps_the_committed_model_read
         let job = Job::train(&flat, &model).key("model", "sage").key("epochs", 3).key("seed", seed);
         job.key("overwrite", true).write(&dir, &format!("train-{seed}"))
     };
-    let infer = Job::infer(&data, &model, dir.join("scores")).key("overwrite", true).write(&dir, "infer");
+    // The scores in a folder of their own: a trainer stopped inside its switch holds its
+    // parent's commit lock, which a commit beside the model would wait for (60 s, then 75).
+    let scores = dir.join("out").join("scores");
+    let infer = Job::infer(&data, &model, scores).key("overwrite", true).write(&dir, "infer");
     let started = std::time::Instant::now();
     run_ok(&train(1), &[]);
     let whole = started.elapsed();

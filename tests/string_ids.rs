@@ -236,7 +236,15 @@ fn a_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids_and_every_outp
         assert_eq!(by_string, by_int, "{what}");
         assert!(read.iter().all(|k| keys[&internal(k)] == *k), "{what}: a string that is no node's");
     }
-    // A pair naming a string that is no node's: 65, naming it, its row and column.
+    a_pair_naming_no_nodes_string_is_named(&dir, &strings, &s);
+    // Every reader reads each table the string run committed (records with node_keys included),
+    // and pandas the learned table's folder.
+    assert_every_reader_reads_the_manifest(&[&s("flat"), &s("emb"), &s("pairs")]);
+    readers_see_the_strings(&s);
+}
+
+/// A pair naming a string that is no node's: 65, naming it, its row and column.
+fn a_pair_naming_no_nodes_string_is_named(dir: &Path, strings: &Path, s: &dyn Fn(&str) -> PathBuf) {
     let bad = dir.join("bad-pairs");
     std::fs::create_dir_all(&bad).unwrap();
     let pairs = RecordBatch::try_from_iter([
@@ -245,15 +253,15 @@ fn a_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids_and_every_outp
     ])
     .unwrap();
     write_parquet(&bad.join("part-0.parquet"), &pairs);
-    let infer = Job::infer(&strings, s("model"), s("emb2"))
+    let infer = Job::infer(strings, s("model"), s("emb2"))
         .key("pairs", bad.to_str().unwrap())
         .key("pairs_output", s("pairs2").to_str().unwrap());
-    assert_fails(&crate::common::run(&infer.write(&dir, "bad-pairs"), &[]), 65, &["row 1", "dst", "\"sku-none\""]);
+    assert_fails(&crate::common::run(&infer.write(dir, "bad-pairs"), &[]), 65, &["row 1", "dst", "\"sku-none\""]);
     assert!(!s("pairs2").join("_SUCCESS").exists() && !s("emb2").join("_SUCCESS").exists());
-    // Every reader reads each table the string run committed (records with node_keys included),
-    // and pandas the learned table's folder.
-    assert_every_reader_reads_the_manifest(&[&s("flat"), &s("emb"), &s("pairs")]);
-    // Readers see the strings: pandas as Python strings, DuckDB by glob.
+}
+
+/// Readers see the strings: pandas as Python strings, DuckDB by glob.
+fn readers_see_the_strings(s: &dyn Fn(&str) -> PathBuf) {
     if let Some(python) = python() {
         let script = "import sys, pandas, duckdb\n\
             emb, pairs = sys.argv[1], sys.argv[2]\n\
@@ -435,7 +443,26 @@ fn strings_whose_hashes_collide_stay_distinct_nodes_with_their_own_features_and_
         let (x, y) = (StringHash::of(a), StringHash::of(b));
         assert!(x.h == y.h && x.g != y.g, "{a} and {b} must share h alone");
     }
-    // Every collided string, and others; edges: a ring over them all, both ways.
+    let (data, keys, edges) = collided_graph(&dir);
+    let flat = dir.join("flat");
+    let job = Job::flatten(&data, &flat).key("fanouts", vec![10, 10]).write(&dir, "collide");
+    run_ok(&job, &["--workers", "3"]);
+    let mut roots = records_of_collided_nodes(&flat, &keys, &edges);
+    roots.sort();
+    assert_eq!(roots.len(), keys.len(), "a record per node");
+    let mut ids: Vec<i64> = roots.iter().map(|r| r.1).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), keys.len(), "distinct internal ids");
+    // Of each pair, one keeps the hash and the other is numbered above every hash.
+    let above = roots.iter().filter(|r| r.1 >= schemas::ids::COLLIDED_BASE).count();
+    assert_eq!(above, COLLIDED.len());
+}
+
+/// Every collided string and six others as a graph under `dir/data`: node `i` has features
+/// `[i, -i]`, edges make a ring over them all, both ways. Returns its place, the strings and
+/// the edges by index.
+fn collided_graph(dir: &Path) -> (PathBuf, Vec<String>, Vec<(usize, usize)>) {
     let mut keys: Vec<String> = COLLIDED.iter().flat_map(|(a, b)| [a.to_string(), b.to_string()]).collect();
     keys.extend((0..6).map(|i| format!("n{i}")));
     let n = keys.len();
@@ -456,12 +483,14 @@ fn strings_whose_hashes_collide_stay_distinct_nodes_with_their_own_features_and_
         std::fs::create_dir_all(data.join(name)).unwrap();
         write_parquet(&data.join(name).join("part-0.parquet"), &batch);
     }
-    let flat = dir.join("flat");
-    let job = Job::flatten(&data, &flat).key("fanouts", vec![10, 10]).write(&dir, "collide");
-    run_ok(&job, &["--workers", "3"]);
-    // Each root's record: its own features, its in-neighbors by string (a plain reference).
+    (data, keys, edges)
+}
+
+/// Each root's record holds its own features and its in-neighbors by string (a plain
+/// reference); returns every root's string and internal id.
+fn records_of_collided_nodes(flat: &Path, keys: &[String], edges: &[(usize, usize)]) -> Vec<(String, i64)> {
     let mut roots = Vec::new();
-    for batch in read_batches(&flat) {
+    for batch in read_batches(flat) {
         let (names, ids) = (
             batch.column_by_name("node_keys").unwrap().as_list::<i32>(),
             batch.column_by_name("node_ids").unwrap().as_list::<i32>(),
@@ -486,15 +515,7 @@ fn strings_whose_hashes_collide_stay_distinct_nodes_with_their_own_features_and_
             roots.push((names.value(0).to_owned(), ids.value(0)));
         }
     }
-    roots.sort();
-    assert_eq!(roots.len(), n, "a record per node");
-    let mut ids: Vec<i64> = roots.iter().map(|r| r.1).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), n, "distinct internal ids");
-    // Of each pair, one keeps the hash and the other is numbered above every hash.
-    let above = roots.iter().filter(|r| r.1 >= schemas::ids::COLLIDED_BASE).count();
-    assert_eq!(above, COLLIDED.len());
+    roots
 }
 
 /// `[i, -i]` for each node `i` of `n`, as `fixed_size_list<float32, 2>`.
@@ -543,9 +564,14 @@ fn a_typed_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids() {
         assert!(by_string.1.iter().all(|k| keys[&internal(k)] == *k), "{what}: a string that is no node's");
         assert_eq!(by_int.1.len(), 0, "{what}: strings in the int run");
     }
-    // Users whose strings share a 54-bit hash (of each pair, one keeps it and the other is
-    // numbered above every hash), joined by a relation of their own: each keeps its own learned
-    // row, which GraphInfer finds by its string (a missing row would fail this job).
+    collided_users_keep_their_own_learned_rows(&dir);
+    graphs_of_both_kinds_are_refused(&dir);
+}
+
+/// Users whose strings share a 54-bit hash (of each pair, one keeps it and the other is
+/// numbered above every hash), joined by a relation of their own: each keeps its own learned
+/// row, which GraphInfer finds by its string (a missing row would fail this job).
+fn collided_users_keep_their_own_learned_rows(dir: &Path) {
     let collided = dir.join("collided");
     copy_graph(&dir.join("strings"), &collided, &[]);
     let users = batches_in([collided.join("nodes/user/part-0.parquet")]);
@@ -566,7 +592,7 @@ fn a_typed_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids() {
     std::fs::create_dir_all(collided.join("edges/knows")).unwrap();
     let knows = RecordBatch::try_from_iter([("src", ring(0)), ("dst", ring(1))]).unwrap();
     write_parquet(&collided.join("edges/knows/part-0.parquet"), &knows);
-    let at = prefixed(&dir, "collided");
+    let at = prefixed(dir, "collided");
     let text = format!(
         "{}[graph.relations.knows]\nsrc = \"user\"\ndst = \"user\"\ntable = {:?}\nreverse = true\n\
          [flatten]\noutput = {:?}\ntarget_type = \"user\"\nhops = 2\nfanouts = [8, 8]\n\
@@ -581,14 +607,17 @@ fn a_typed_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids() {
         at("model").display().to_string(),
         at("scores").display().to_string(),
     );
-    let out = run_ok(&write_job(&dir, "collided-job", &text), &["--workers", "3"]);
+    let out = run_ok(&write_job(dir, "collided-job", &text), &["--workers", "3"]);
     assert!(out.contains("0 nodes without a learned row"), "{out}");
     let learned = batches_in(parquet_files_in(&at("model").join("embeddings")));
     let (rows, read) = rows_by_id(learned, &["node_id"]);
     let rows: Vec<&String> =
         read.iter().zip(&rows).filter(|(k, _)| extra.contains(&k.as_str())).map(|(_, r)| &r.1).collect();
     assert_eq!(rows.len(), extra.len(), "a row for each collided string");
-    // Items keyed by integers beside users keyed by strings: one kind or the other.
+}
+
+/// Items keyed by integers beside users keyed by strings: one kind or the other.
+fn graphs_of_both_kinds_are_refused(dir: &Path) {
     let mixed = dir.join("mixed");
     copy_graph(&dir.join("strings"), &mixed, &["nodes/item"]);
     copy_graph(&dir.join("ints"), &mixed, &["nodes/user", "nodes/shop", "edges"]);
@@ -597,7 +626,7 @@ fn a_typed_graph_keyed_by_strings_trains_and_scores_as_its_internal_ids() {
         typed::graph_tables(&mixed),
         dir.join("mixed-flat").display().to_string()
     );
-    let out = crate::common::run(&write_job(&dir, "mixed", &text), &[]);
+    let out = crate::common::run(&write_job(dir, "mixed", &text), &[]);
     assert_fails(&out, 64, &["node type item is keyed by integers and node type shop by strings", "all string ids"]);
 }
 
@@ -647,25 +676,6 @@ fn a_typed_link_model_on_strings_scores_pairs_as_on_their_internal_ids() {
     let dir = scratch("string-ids-typed-link");
     typed_graphs(&dir, true);
     let keys = keys_by_internal(600);
-    let pairs = |name: &str, bad_dst: Option<&str>| {
-        let (src, dst): (Vec<i64>, Vec<i64>) = (0..40).map(|i| (i * 7 % 360, i * 5 % 180)).unzip();
-        let batch = RecordBatch::try_from_iter([
-            ("src", Arc::new(Int64Array::from(src)) as ArrayRef),
-            ("dst", Arc::new(Int64Array::from(dst))),
-        ])
-        .unwrap();
-        let to = dir.join(name).join("pairs");
-        rekeyed(&[batch], &to, &[("src", "utf8"), ("dst", "utf8_view")], name != "ints", &[]);
-        if let Some(bad_dst) = bad_dst {
-            let bad = RecordBatch::try_from_iter([
-                ("src", Arc::new(StringArray::from(vec![key(1), key(2)])) as ArrayRef),
-                ("dst", Arc::new(StringArray::from(vec![key(3), bad_dst.to_owned()]))),
-            ])
-            .unwrap();
-            write_parquet(&to.join("part-0.parquet"), &bad);
-        }
-        to
-    };
     let run = |name: &str| {
         let (data, at) = (dir.join(name), prefixed(&dir, name));
         let text = format!(
@@ -680,7 +690,7 @@ fn a_typed_link_model_on_strings_scores_pairs_as_on_their_internal_ids() {
             at("model").display().to_string(),
             at("model").display().to_string(),
             at("emb").display().to_string(),
-            pairs(name, None).display().to_string(),
+            link_pairs(&dir, name, None).display().to_string(),
             at("pairs").display().to_string(),
         );
         run_ok(&write_job(&dir, &format!("{name}-job"), &text), &["--workers", "2"]);
@@ -702,8 +712,35 @@ fn a_typed_link_model_on_strings_scores_pairs_as_on_their_internal_ids() {
         assert_eq!(by_string.0, by_int.0, "{what}");
         assert!(by_string.1.iter().all(|k| keys[&internal(k)] == *k), "{what}: a string that is no node's");
     }
-    // A pair whose item is none (a user's string): named by its string, its type, row and column.
-    let bad = pairs("bad", Some(&key(400)));
+    let bad = link_pairs(&dir, "bad", Some(&key(400)));
+    an_item_that_is_none_is_named(&dir, &s, &bad);
+}
+
+/// 40 candidate (user, item) pairs under `dir/name/pairs`, keyed by strings but for the
+/// "ints" graph; with `bad_dst`, a part whose second pair's item is that string.
+fn link_pairs(dir: &Path, name: &str, bad_dst: Option<&str>) -> PathBuf {
+    let (src, dst): (Vec<i64>, Vec<i64>) = (0..40).map(|i| (i * 7 % 360, i * 5 % 180)).unzip();
+    let batch = RecordBatch::try_from_iter([
+        ("src", Arc::new(Int64Array::from(src)) as ArrayRef),
+        ("dst", Arc::new(Int64Array::from(dst))),
+    ])
+    .unwrap();
+    let to = dir.join(name).join("pairs");
+    rekeyed(&[batch], &to, &[("src", "utf8"), ("dst", "utf8_view")], name != "ints", &[]);
+    if let Some(bad_dst) = bad_dst {
+        let bad = RecordBatch::try_from_iter([
+            ("src", Arc::new(StringArray::from(vec![key(1), key(2)])) as ArrayRef),
+            ("dst", Arc::new(StringArray::from(vec![key(3), bad_dst.to_owned()]))),
+        ])
+        .unwrap();
+        write_parquet(&to.join("part-0.parquet"), &bad);
+    }
+    to
+}
+
+/// A pair whose item is none (a user's string, in `bad`): named by its string, its type, row
+/// and column.
+fn an_item_that_is_none_is_named(dir: &Path, s: &dyn Fn(&str) -> PathBuf, bad: &Path) {
     let text = format!(
         "{}[infer]\ntarget_type = \"user\"\nmodel = {:?}\noutput = {:?}\npairs = {:?}\npairs_output = {:?}\n",
         typed::graph_tables(&dir.join("strings")),
@@ -712,7 +749,7 @@ fn a_typed_link_model_on_strings_scores_pairs_as_on_their_internal_ids() {
         bad.display().to_string(),
         s("pairs2").display().to_string(),
     );
-    let out = crate::common::run(&write_job(&dir, "bad-job", &text), &[]);
+    let out = crate::common::run(&write_job(dir, "bad-job", &text), &[]);
     assert_fails(&out, 65, &["row 1", "dst", &format!("pair names unknown item {:?}", key(400))]);
     assert!(!s("pairs2").join("_SUCCESS").exists());
 }

@@ -35,53 +35,12 @@ type OwnTerm = Box<dyn Fn(Node, &[f32]) -> Vec<f32>>;
 /// formulas, written out over plain vectors (R-GCN's basis combination included; a relation
 /// with edge features adds the mean of its in-edges' `e W_e,r`).
 fn full_layer(model: &Gnn, l: usize, g: &TypedGraph, h: &BTreeMap<Node, Vec<f32>>) -> BTreeMap<Node, Vec<f32>> {
-    let relations = types().relations.len();
     let edge_weights: Vec<Option<Vec<f32>>> = match &model.layers[l] {
         Layer::Rgcn(r) => r.edge_weights.iter().map(|w| w.as_ref().map(host)).collect(),
         Layer::HeteroSage(s) => s.edge_weights.iter().map(|w| w.as_ref().map(host)).collect(),
         _ => unreachable!("typed layers only"),
     };
-    let (own, relation_weights, cols): (OwnTerm, Vec<Vec<f32>>, usize) = match &model.layers[l] {
-        Layer::Rgcn(r) => {
-            let (w0, b) = (host(&r.self_weight), host(&r.bias));
-            let cols = b.len();
-            let weights = match &r.bases {
-                None => r.relation_weights.iter().map(host).collect(),
-                Some(bases) => {
-                    let (v, a) = (host(&bases.bases), host(&bases.coefficients));
-                    let (count, size) = (a.len() / relations, v.len() / (a.len() / relations));
-                    (0..relations)
-                        .map(|rel| {
-                            let mut w = vec![0.0; size];
-                            for basis in 0..count {
-                                let coef = a[rel * count + basis];
-                                w.iter_mut().zip(&v[basis * size..]).for_each(|(x, y)| *x += coef * y);
-                            }
-                            w
-                        })
-                        .collect()
-                }
-            };
-            let own = move |_: Node, x: &[f32]| {
-                let mut out = times(x, &w0, cols);
-                add(&mut out, &b);
-                out
-            };
-            (Box::new(own), weights, cols)
-        }
-        Layer::HeteroSage(s) => {
-            let selfs: Vec<Vec<f32>> = s.self_weights.iter().map(host).collect();
-            let biases: Vec<Vec<f32>> = s.biases.iter().map(host).collect();
-            let cols = s.output;
-            let own = move |v: Node, x: &[f32]| {
-                let mut out = times(x, &selfs[usize::from(v.0)], cols);
-                add(&mut out, &biases[usize::from(v.0)]);
-                out
-            };
-            (Box::new(own), s.neighbor_weights.iter().map(host).collect(), cols)
-        }
-        _ => unreachable!("typed layers only"),
-    };
+    let (own, relation_weights, cols) = own_and_relation_weights(&model.layers[l]);
     let last = l + 1 == model.layers.len();
     h.iter()
         .map(|(&w, x)| {
@@ -107,6 +66,55 @@ fn full_layer(model: &Gnn, l: usize, g: &TypedGraph, h: &BTreeMap<Node, Vec<f32>
                 out.iter_mut().for_each(|v| *v = v.max(0.0));
             }
             (w, out)
+        })
+        .collect()
+}
+
+/// A typed layer's own term, each relation's weight (R-GCN's combined from its bases) and its
+/// output width.
+fn own_and_relation_weights(layer: &Layer) -> (OwnTerm, Vec<Vec<f32>>, usize) {
+    match layer {
+        Layer::Rgcn(r) => {
+            let (w0, b) = (host(&r.self_weight), host(&r.bias));
+            let cols = b.len();
+            let weights = match &r.bases {
+                None => r.relation_weights.iter().map(host).collect(),
+                Some(bases) => combined(&host(&bases.bases), &host(&bases.coefficients), types().relations.len()),
+            };
+            let own = move |_: Node, x: &[f32]| {
+                let mut out = times(x, &w0, cols);
+                add(&mut out, &b);
+                out
+            };
+            (Box::new(own), weights, cols)
+        }
+        Layer::HeteroSage(s) => {
+            let selfs: Vec<Vec<f32>> = s.self_weights.iter().map(host).collect();
+            let biases: Vec<Vec<f32>> = s.biases.iter().map(host).collect();
+            let cols = s.output;
+            let own = move |v: Node, x: &[f32]| {
+                let mut out = times(x, &selfs[usize::from(v.0)], cols);
+                add(&mut out, &biases[usize::from(v.0)]);
+                out
+            };
+            (Box::new(own), s.neighbor_weights.iter().map(host).collect(), cols)
+        }
+        _ => unreachable!("typed layers only"),
+    }
+}
+
+/// R-GCN's relation weights from its bases `v` and coefficients `a`: `W_r = sum over b of
+/// a_rb V_b`.
+fn combined(v: &[f32], a: &[f32], relations: usize) -> Vec<Vec<f32>> {
+    let (count, size) = (a.len() / relations, v.len() / (a.len() / relations));
+    (0..relations)
+        .map(|rel| {
+            let mut w = vec![0.0; size];
+            for basis in 0..count {
+                let coef = a[rel * count + basis];
+                w.iter_mut().zip(&v[basis * size..]).for_each(|(x, y)| *x += coef * y);
+            }
+            w
         })
         .collect()
 }

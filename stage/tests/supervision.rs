@@ -216,31 +216,7 @@ fn held_out_edges_pass_no_messages_and_supervision_edges_sit_at_their_source_own
     let mut halves = Vec::new();
     for workers in [1, 2, 3] {
         let seen = look(&io, &dir, dir.join(format!("all-{workers}")), workers, Some(SupervisionSample::ALL));
-        let mut nodes: Vec<(i64, u64, Vec<i64>)> = seen.0.iter().flat_map(|(_, s)| s.nodes.clone()).collect();
-        nodes.sort_unstable();
-        let expected: Vec<(i64, u64, Vec<i64>)> =
-            in_edges.iter().map(|(&v, sources)| (v, sources.len() as u64, sources.clone())).collect();
-        assert_eq!(nodes, expected, "{workers} workers: in-degrees and in-edges of message-passing edges only");
-        let slots: BTreeMap<i64, u32> = seen.0.iter().flat_map(|(_, s)| s.slots.iter().copied()).collect();
-        for (worker, s) in &seen.0 {
-            assert_eq!(s.wrong_source_slots, [], "{workers} workers: worker {worker}'s source slots, hub 5's too");
-            for &(src, slot) in &s.elsewhere {
-                assert_eq!(slots[&src], slot, "{workers} workers: worker {worker}'s slot of {src} at its owner");
-            }
-        }
-        let elsewhere = seen.0.iter().map(|(_, s)| s.elsewhere.len()).sum::<usize>();
-        assert_eq!(elsewhere > 0, workers > 1, "{workers} workers: in-edges of sources owned elsewhere");
-
-        for (worker, s) in &seen.0 {
-            assert!(s.supervision.is_sorted(), "{workers} workers: worker {worker}'s list is not sorted");
-            for e in &s.supervision {
-                assert_eq!((owner_key(e.src) % workers as u64) as usize, *worker, "{e:?} is not at its source's owner");
-            }
-        }
-        let mut all: Vec<SupervisionEdge> = seen.0.iter().flat_map(|(_, s)| s.supervision.clone()).collect();
-        all.sort_unstable();
-        assert_eq!(all, supervised, "{workers} workers: every edge with a split, parallel ones each");
-
+        every_edge_where_it_belongs(&seen, workers, &in_edges, &supervised);
         let seen = look(&io, &dir, dir.join(format!("half-{workers}")), workers, Some(half));
         let mut kept: Vec<SupervisionEdge> = seen.0.iter().flat_map(|(_, s)| s.supervision.clone()).collect();
         kept.sort_unstable();
@@ -255,4 +231,39 @@ fn held_out_edges_pass_no_messages_and_supervision_edges_sit_at_their_source_own
     let share = kept.len() as f64 / supervised.len() as f64;
     assert!((0.3..0.7).contains(&share), "a sample of 0.5 kept {share} of {}", supervised.len());
     std::fs::remove_dir_all(&dir).unwrap(); // kept when an assertion above fails
+}
+
+/// What `workers` workers saw of every edge: the message-passing in-edges (and in-degrees) at
+/// each node's owner, with each source's slot at its owner; and every edge with a split (`supervised`),
+/// once, at its source's owner, sorted.
+fn every_edge_where_it_belongs(
+    seen: &AllSeen,
+    workers: usize,
+    in_edges: &BTreeMap<i64, Vec<i64>>,
+    supervised: &[SupervisionEdge],
+) {
+    let mut nodes: Vec<(i64, u64, Vec<i64>)> = seen.0.iter().flat_map(|(_, s)| s.nodes.clone()).collect();
+    nodes.sort_unstable();
+    let expected: Vec<(i64, u64, Vec<i64>)> =
+        in_edges.iter().map(|(&v, sources)| (v, sources.len() as u64, sources.clone())).collect();
+    assert_eq!(nodes, expected, "{workers} workers: in-degrees and in-edges of message-passing edges only");
+    let slots: BTreeMap<i64, u32> = seen.0.iter().flat_map(|(_, s)| s.slots.iter().copied()).collect();
+    for (worker, s) in &seen.0 {
+        assert_eq!(s.wrong_source_slots, [], "{workers} workers: worker {worker}'s source slots, hub 5's too");
+        for &(src, slot) in &s.elsewhere {
+            assert_eq!(slots[&src], slot, "{workers} workers: worker {worker}'s slot of {src} at its owner");
+        }
+    }
+    let elsewhere = seen.0.iter().map(|(_, s)| s.elsewhere.len()).sum::<usize>();
+    assert_eq!(elsewhere > 0, workers > 1, "{workers} workers: in-edges of sources owned elsewhere");
+
+    for (worker, s) in &seen.0 {
+        assert!(s.supervision.is_sorted(), "{workers} workers: worker {worker}'s list is not sorted");
+        for e in &s.supervision {
+            assert_eq!((owner_key(e.src) % workers as u64) as usize, *worker, "{e:?} is not at its source's owner");
+        }
+    }
+    let mut all: Vec<SupervisionEdge> = seen.0.iter().flat_map(|(_, s)| s.supervision.clone()).collect();
+    all.sort_unstable();
+    assert_eq!(all, supervised, "{workers} workers: every edge with a split, parallel ones each");
 }

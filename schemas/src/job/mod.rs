@@ -262,10 +262,10 @@ mod tests {
     }
 
     #[test]
-    fn sizes_that_cannot_fit_and_link_keys_on_a_node_job_are_errors() {
+    fn link_keys_on_a_node_job_and_more_than_1024_negatives_are_errors() {
         let flatten =
             |keys: &str| JobFile::parse(&format!("[flatten]\nnodes = \"n\"\nedges = \"e\"\noutput = \"o\"\n{keys}"));
-        let err = |r: Result<JobFile, JobError>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        let err = error_of;
         for key in
             ["negatives = 3", "negative_sampler = \"degree\"", "disjoint_train = true", "supervision_fraction = 0.5"]
         {
@@ -279,7 +279,11 @@ mod tests {
         }
         assert!(err(flatten("task = \"link\"\nnegatives = 1000000000")).contains("at most 1024"));
         assert!(flatten("task = \"link\"\nnegatives = 1024").is_ok());
-        let train = |keys: &str| JobFile::parse(&format!("[train]\nrecords = \"r\"\noutput = \"o\"\n{keys}"));
+    }
+
+    #[test]
+    fn sizes_that_cannot_fit_and_batch_negatives_that_cannot_work_are_errors() {
+        let (err, train) = (error_of, train_job);
         assert!(err(train("embedding_dim = 100000000")).contains("at most 16384"));
         assert!(err(train("hidden = 100000")).contains("at most 16384"));
         assert!(train("hidden = 16384").is_ok());
@@ -301,6 +305,11 @@ mod tests {
         assert!(orphan.contains("set learned_embedding_dim"), "{orphan}");
         assert!(train("learned_embedding_dim = 8\nlearned_embedding_optimizer = \"adagrad\"").is_ok());
         assert!(train("learned_embedding_dim = 8\ncheckpoint_every = 1\nresume = true").is_ok());
+    }
+
+    #[test]
+    fn learned_embedding_types_are_checked_against_the_jobs_graph() {
+        let (err, train) = (error_of, train_job);
         // Refused with the job, before any stage of it runs.
         let twice = err(train("learned_embedding_dim = 8\nlearned_embedding_types = [\"user\", \"item\", \"user\"]"));
         assert!(twice.contains("\"user\" twice"), "{twice}");
@@ -327,6 +336,16 @@ mod tests {
                      output = 'm'\nlearned_embedding_dim = 8\nlearned_embedding_types = ['user']\n";
         assert!(err(JobFile::parse(plain)).contains("homogeneous"));
         assert!(same_location("s3://b/x/", "s3://b/x") && !same_location("s3://b/x", "s3://c/x"));
+    }
+
+    /// A job's error as its message; empty for a job that parses.
+    fn error_of(r: Result<JobFile, JobError>) -> String {
+        r.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    /// A `[train]` job over records with `keys`.
+    fn train_job(keys: &str) -> Result<JobFile, JobError> {
+        JobFile::parse(&format!("[train]\nrecords = \"r\"\noutput = \"o\"\n{keys}"))
     }
 
     #[test]
