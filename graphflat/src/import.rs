@@ -103,152 +103,28 @@ fn label_kind(path: &Path, labels: &[Option<Label>]) -> Result<LabelKind, Error>
 /// `split`: the folder under `split/` to use; `None` picks the only one there, if any.
 pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>, overwrite: bool) -> Result<Imported, Error> {
     let raw = dir.join("raw");
-    let feat_path = raw.join("node-feat.csv.gz");
-    let mut features: Vec<f32> = Vec::new();
-    let mut dim = None;
-    let mut nodes = 0usize;
-    for line in lines(&feat_path)? {
-        let (i, text) = line?;
-        push_features(&feat_path, i, &text, &mut dim, &mut features)?;
-        nodes += 1;
-    }
-    let dim = dim.ok_or_else(|| Error::BadData(format!("{}: no nodes (an empty table)", feat_path.display())))?;
-
+    let (features, dim) = node_features(&raw.join("node-feat.csv.gz"))?;
+    let nodes = features.len() / dim;
     let label_path = raw.join("node-label.csv.gz");
-    // One class id per line, or (multi-label, as ogbn-proteins) comma-separated 0/1 targets.
-    let labels: Vec<Option<Label>> = if label_path.exists() {
-        let mut labels = Vec::with_capacity(nodes);
-        for line in lines(&label_path)? {
-            let (i, text) = line?;
-            let t = text.trim();
-            // OGB marks unlabeled nodes as nan in some datasets.
-            labels.push(if t.is_empty() || t.eq_ignore_ascii_case("nan") {
-                None
-            } else if t.contains(',') {
-                let targets = t.split(',').map(|v| parse_f32(&label_path, i, "label", v.trim()));
-                Some(Label::Targets(targets.collect::<Result<_, _>>()?))
-            } else {
-                Some(Label::Class(parse_i64(&label_path, i, "label", t)?))
-            });
-        }
-        if labels.len() != nodes {
-            return Err(Error::BadData(format!(
-                "{}: {} labels for {} nodes",
-                label_path.display(),
-                labels.len(),
-                nodes
-            )));
-        }
-        labels
-    } else {
-        vec![None; nodes]
-    };
+    let labels = node_labels(&label_path, nodes)?;
     let label_kind = label_kind(&label_path, &labels)?;
-
     let split_name = match split {
         Some(s) => Some(s.to_owned()),
-        None => {
-            let mut names: Vec<String> = std::fs::read_dir(dir.join("split"))
-                .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-                .unwrap_or_default();
-            names.sort();
-            if names.len() > 1 {
-                return Err(Error::BadData(format!(
-                    "{}: several splits ({}); choose one with --split",
-                    dir.display(),
-                    names.join(", ")
-                )));
-            }
-            names.pop()
-        }
+        None => only_split(dir)?,
     };
-    let mut splits: Vec<Option<Split>> = vec![None; nodes];
-    if let Some(name) = &split_name {
-        for split in [Split::Train, Split::Valid, Split::Test] {
-            let path = dir.join("split").join(name).join(format!("{}.csv.gz", split.name()));
-            for line in lines(&path)? {
-                let (i, text) = line?;
-                let id = parse_i64(&path, i, "node_id", &text)?;
-                let slot = usize::try_from(id)
-                    .ok()
-                    .filter(|&s| s < nodes)
-                    .ok_or_else(|| bad(&path, i, "node_id", format!("unknown node {id}")))?;
-                splits[slot] = Some(split);
-            }
-        }
-    }
+    let splits = match &split_name {
+        Some(name) => node_splits(&dir.join("split").join(name), nodes)?,
+        None => vec![None; nodes],
+    };
 
     // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
     let outp = io.output(out)?;
     let source = io.output(&dir.to_string_lossy())?;
     let nodes_table = TableWriter::start(io, &outp.child("nodes"), Stage::Import, &[&source], overwrite)?;
     let edges_table = TableWriter::start(io, &outp.child("edges"), Stage::Import, &[&source], overwrite)?;
-    {
-        let table = &nodes_table;
-        for (part, lo) in (0..nodes).step_by(ROWS_PER_PART).enumerate() {
-            let hi = (lo + ROWS_PER_PART).min(nodes);
-            let batch = NodeRows {
-                ids: (lo..hi).map(|v| v as i64).collect(),
-                features: features[lo * dim..hi * dim].to_vec(),
-                dim,
-                labels: &labels[lo..hi],
-                label: label_kind,
-                splits: &splits[lo..hi],
-            }
-            .to_batch();
-            table.write(part, batch.schema(), &[batch])?;
-        }
-    }
-
-    let edge_path = raw.join("edge.csv.gz");
-    // The edge features, line by line beside the edges, when the dataset has them.
-    let edge_feat_path = raw.join("edge-feat.csv.gz");
-    let mut edge_feat_lines = if edge_feat_path.exists() { Some(lines(&edge_feat_path)?) } else { None };
-    let mut edge_dim = None;
-    let mut edges = 0u64;
-    {
-        let table = &edges_table;
-        let (mut src, mut dst, mut edge_features) = (Vec::new(), Vec::new(), Vec::new());
-        let mut part = 0;
-        let mut flush = |src: &mut Vec<i64>, dst: &mut Vec<i64>, features: &mut Vec<f32>, dim: Option<usize>| {
-            if src.is_empty() {
-                return Ok::<(), Error>(());
-            }
-            let weight = vec![1.0f32; src.len()];
-            let features = Some((std::mem::take(features), dim.unwrap_or(0)));
-            let batch = edges::to_batch_with(std::mem::take(src), std::mem::take(dst), weight, features);
-            table.write(part, batch.schema(), &[batch])?;
-            part += 1;
-            Ok(())
-        };
-        for line in lines(&edge_path)? {
-            let (i, text) = line?;
-            let (s, d) =
-                text.split_once(',').ok_or_else(|| bad(&edge_path, i, "src", format!("expected src,dst: {text:?}")))?;
-            src.push(parse_i64(&edge_path, i, "src", s)?);
-            dst.push(parse_i64(&edge_path, i, "dst", d)?);
-            if let Some(feat_lines) = &mut edge_feat_lines {
-                let (j, text) = feat_lines.next().transpose()?.ok_or_else(|| {
-                    Error::BadData(format!("{}: {i} lines, fewer than the edges", edge_feat_path.display()))
-                })?;
-                push_features(&edge_feat_path, j, &text, &mut edge_dim, &mut edge_features)?;
-            }
-            edges += 1;
-            if src.len() == ROWS_PER_PART {
-                flush(&mut src, &mut dst, &mut edge_features, edge_dim)?;
-            }
-        }
-        flush(&mut src, &mut dst, &mut edge_features, edge_dim)?;
-    }
-    if let Some(extra) = edge_feat_lines.and_then(|mut l| l.next()) {
-        let (j, _) = extra?;
-        return Err(Error::BadData(format!(
-            "{}: line {} has no edge ({} has {edges} lines)",
-            edge_feat_path.display(),
-            j + 1,
-            edge_path.display()
-        )));
-    }
+    let rows = NodeColumns { features: &features, dim, labels: &labels, label: label_kind, splits: &splits };
+    write_nodes(&nodes_table, &rows)?;
+    let (edges, edge_dim) = write_edges(&edges_table, &raw)?;
     nodes_table.commit()?;
     edges_table.commit()?;
     Ok(Imported {
@@ -258,6 +134,176 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>, overwrite
         edge_feature_dim: edge_dim.unwrap_or(0),
         split: split_name,
     })
+}
+
+/// The node features of `path`, one node a line (the node id is the line number), and their
+/// width; an empty file is an error.
+fn node_features(path: &Path) -> Result<(Vec<f32>, usize), Error> {
+    let mut features: Vec<f32> = Vec::new();
+    let mut dim = None;
+    for line in lines(path)? {
+        let (i, text) = line?;
+        push_features(path, i, &text, &mut dim, &mut features)?;
+    }
+    let dim = dim.ok_or_else(|| Error::BadData(format!("{}: no nodes (an empty table)", path.display())))?;
+    Ok((features, dim))
+}
+
+/// Each of the `nodes` nodes' label from `path`, one a line: a class id, or (multi-label, as
+/// ogbn-proteins) comma-separated 0/1 targets; none where the file is absent, and none for an
+/// empty or `nan` line (OGB's unlabeled nodes). The file must have a line per node.
+fn node_labels(path: &Path, nodes: usize) -> Result<Vec<Option<Label>>, Error> {
+    if !path.exists() {
+        return Ok(vec![None; nodes]);
+    }
+    let mut labels = Vec::with_capacity(nodes);
+    for line in lines(path)? {
+        let (i, text) = line?;
+        let t = text.trim();
+        // OGB marks unlabeled nodes as nan in some datasets.
+        labels.push(if t.is_empty() || t.eq_ignore_ascii_case("nan") {
+            None
+        } else if t.contains(',') {
+            let targets = t.split(',').map(|v| parse_f32(path, i, "label", v.trim()));
+            Some(Label::Targets(targets.collect::<Result<_, _>>()?))
+        } else {
+            Some(Label::Class(parse_i64(path, i, "label", t)?))
+        });
+    }
+    if labels.len() != nodes {
+        return Err(Error::BadData(format!("{}: {} labels for {} nodes", path.display(), labels.len(), nodes)));
+    }
+    Ok(labels)
+}
+
+/// The only folder under `dir/split/`, if any; several are an error (the caller names one).
+fn only_split(dir: &Path) -> Result<Option<String>, Error> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("split"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    if names.len() > 1 {
+        return Err(Error::BadData(format!(
+            "{}: several splits ({}); choose one with --split",
+            dir.display(),
+            names.join(", ")
+        )));
+    }
+    Ok(names.pop())
+}
+
+/// Each of the `nodes` nodes' split from the split folder `dir` (`train.csv.gz`,
+/// `valid.csv.gz`, `test.csv.gz`: node ids, one a line, each a known node; a later file's
+/// split wins).
+fn node_splits(dir: &Path, nodes: usize) -> Result<Vec<Option<Split>>, Error> {
+    let mut splits: Vec<Option<Split>> = vec![None; nodes];
+    for split in [Split::Train, Split::Valid, Split::Test] {
+        let path = dir.join(format!("{}.csv.gz", split.name()));
+        for line in lines(&path)? {
+            let (i, text) = line?;
+            let id = parse_i64(&path, i, "node_id", &text)?;
+            let slot = usize::try_from(id)
+                .ok()
+                .filter(|&s| s < nodes)
+                .ok_or_else(|| bad(&path, i, "node_id", format!("unknown node {id}")))?;
+            splits[slot] = Some(split);
+        }
+    }
+    Ok(splits)
+}
+
+/// The node table's columns, a row per node (node `i`'s features are
+/// `features[i * dim..(i + 1) * dim]`).
+struct NodeColumns<'a> {
+    features: &'a [f32],
+    dim: usize,
+    labels: &'a [Option<Label>],
+    label: LabelKind,
+    splits: &'a [Option<Split>],
+}
+
+/// Writes the node table, `ROWS_PER_PART` rows a part, ids 0, 1, ... in line order.
+fn write_nodes(table: &TableWriter<'_>, rows: &NodeColumns) -> Result<(), Error> {
+    let (nodes, dim) = (rows.labels.len(), rows.dim);
+    for (part, lo) in (0..nodes).step_by(ROWS_PER_PART).enumerate() {
+        let hi = (lo + ROWS_PER_PART).min(nodes);
+        let batch = NodeRows {
+            ids: (lo..hi).map(|v| v as i64).collect(),
+            features: rows.features[lo * dim..hi * dim].to_vec(),
+            dim,
+            labels: &rows.labels[lo..hi],
+            label: rows.label,
+            splits: &rows.splits[lo..hi],
+        }
+        .to_batch();
+        table.write(part, batch.schema(), &[batch])?;
+    }
+    Ok(())
+}
+
+/// Writes the edge table from `raw/edge.csv.gz` (src,dst a line, weight 1), with the features
+/// of `raw/edge-feat.csv.gz` line by line beside the edges when the dataset has them (as many
+/// lines as edges). Returns the edges and the features' width (`None`: no features).
+fn write_edges(table: &TableWriter<'_>, raw: &Path) -> Result<(u64, Option<usize>), Error> {
+    let edge_path = raw.join("edge.csv.gz");
+    let edge_feat_path = raw.join("edge-feat.csv.gz");
+    let mut edge_feat_lines = if edge_feat_path.exists() { Some(lines(&edge_feat_path)?) } else { None };
+    let mut edge_dim = None;
+    let mut edges = 0u64;
+    let mut parts = EdgeParts { table, part: 0, src: Vec::new(), dst: Vec::new(), features: Vec::new() };
+    for line in lines(&edge_path)? {
+        let (i, text) = line?;
+        let (s, d) =
+            text.split_once(',').ok_or_else(|| bad(&edge_path, i, "src", format!("expected src,dst: {text:?}")))?;
+        parts.src.push(parse_i64(&edge_path, i, "src", s)?);
+        parts.dst.push(parse_i64(&edge_path, i, "dst", d)?);
+        if let Some(feat_lines) = &mut edge_feat_lines {
+            let (j, text) = feat_lines.next().transpose()?.ok_or_else(|| {
+                Error::BadData(format!("{}: {i} lines, fewer than the edges", edge_feat_path.display()))
+            })?;
+            push_features(&edge_feat_path, j, &text, &mut edge_dim, &mut parts.features)?;
+        }
+        edges += 1;
+        if parts.src.len() == ROWS_PER_PART {
+            parts.flush(edge_dim)?;
+        }
+    }
+    parts.flush(edge_dim)?;
+    if let Some(extra) = edge_feat_lines.and_then(|mut l| l.next()) {
+        let (j, _) = extra?;
+        return Err(Error::BadData(format!(
+            "{}: line {} has no edge ({} has {edges} lines)",
+            edge_feat_path.display(),
+            j + 1,
+            edge_path.display()
+        )));
+    }
+    Ok((edges, edge_dim))
+}
+
+/// The edge rows read since the last part, and the next part's number.
+struct EdgeParts<'a> {
+    table: &'a TableWriter<'a>,
+    part: usize,
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    features: Vec<f32>,
+}
+
+impl EdgeParts<'_> {
+    /// Writes the rows held as the next part (none if there are none), features `dim` wide.
+    fn flush(&mut self, dim: Option<usize>) -> Result<(), Error> {
+        if self.src.is_empty() {
+            return Ok(());
+        }
+        let weight = vec![1.0f32; self.src.len()];
+        let features = Some((std::mem::take(&mut self.features), dim.unwrap_or(0)));
+        let batch =
+            edges::to_batch_with(std::mem::take(&mut self.src), std::mem::take(&mut self.dst), weight, features);
+        self.table.write(self.part, batch.schema(), &[batch])?;
+        self.part += 1;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_schema::{ArrowError, SchemaRef};
@@ -11,6 +12,7 @@ use cluster::{all_gather, wait_while};
 use sampling::agree;
 use schemas::FlattenConfig;
 use serde::{Deserialize, Serialize};
+use stage::progress::Progress;
 use stage::{Worker, Written};
 use tables::parts::PartsOf;
 use timely::dataflow::channels::pact::Pipeline;
@@ -74,75 +76,57 @@ where
     R: Row,
 {
     let (progress, reporter) = (worker.progress.clone(), worker.reporter);
-    let timely = &mut *worker.timely;
-    let index = timely.index();
-    let epochs = all_gather(timely, vec![(batches.len() as u64, index)]).iter().map(|b| b.0).max().unwrap_or(0);
-
-    let written: Rc<RefCell<Written<RecordStats>>> = Rc::default();
-    let failure: Rc<RefCell<Option<Error>>> = Rc::default();
-    let finished = Rc::new(Cell::new(false));
+    let index = worker.timely.index();
+    let epochs = all_gather(worker.timely, vec![(batches.len() as u64, index)]).iter().map(|b| b.0).max().unwrap_or(0);
     let encoder = Encoder::new(worker.io.clone(), output.clone(), schema.clone(), config.part_size_mb << 20);
     let thread = WriterThread::spawn(encoder, format!("graphflat:writer-{index}"))?;
     let lanes = Lanes::<R>::new(schema, columns);
-    let mut writer = Some(Writer { lanes, thread: Some(thread), output: output.dir.shown() });
+    let writer = Writer { lanes, thread: Some(thread), output: output.dir.shown() };
+    let state = WriteState::default();
+    let mut sink = WriteSink {
+        pending: HashMap::new(),
+        writer: Some(writer),
+        progress: progress.clone(),
+        counted: 0,
+        state: state.clone(),
+    };
 
+    let timely = &mut *worker.timely;
     let mut input = InputHandleVec::<u64, I>::new();
     let probe = ProbeHandle::new();
-    {
-        let (written, failure, finished, progress) =
-            (written.clone(), failure.clone(), finished.clone(), progress.clone());
-        // Bytes already added to the process's progress counter.
-        let mut counted = 0u64;
-        let mut pending: HashMap<u64, Vec<R>> = HashMap::new();
-        timely.dataflow::<u64, _, _>(|scope| {
-            let items = scope.input_from(&mut input);
-            build(scope, items).probe_with(&probe).sink(Pipeline, "Write", move |(input, frontier)| {
-                // Rows of a batch arrive in no fixed order: hold each batch until it is complete.
-                input.for_each(|cap, rows| {
-                    let time = cap.least().copied().unwrap_or_default();
-                    pending.entry(time).or_default().append(rows)
-                });
-                let mut done: Vec<u64> = pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
-                done.sort_unstable();
-                for time in done {
-                    let mut rows = pending.remove(&time).unwrap_or_default();
-                    R::sort(&mut rows);
-                    let mut written = written.borrow_mut();
-                    for row in &rows {
-                        written.targets += 1;
-                        written.own.add(row.sizes());
-                    }
-                    progress.advance(0, rows.len() as u64);
-                    if let Some(w) = writer.as_mut()
-                        && let Err(e) = w.write(rows)
-                    {
-                        // The writer is dropped: its thread stops without closing its part.
-                        writer = None;
-                        *failure.borrow_mut() = Some(e);
-                    }
-                }
-                if frontier.is_empty() && !finished.get() {
-                    match writer.take().map(Writer::finish) {
-                        Some(Ok(done)) => {
-                            progress.add_bytes(done.bytes_written.saturating_sub(counted));
-                            counted = done.bytes_written;
-                            let mut written = written.borrow_mut();
-                            written.bytes = done.bytes_written;
-                            written.parts = done.parts_written;
-                            written.entries = done.entries;
-                        }
-                        Some(Err(e)) => *failure.borrow_mut() = Some(e),
-                        None => {}
-                    }
-                    finished.set(true);
-                }
-                let now = writer.as_ref().and_then(|w| w.thread.as_ref()).map_or(counted, WriterThread::bytes_so_far);
-                progress.add_bytes(now.saturating_sub(counted));
-                counted = now;
-            });
+    timely.dataflow::<u64, _, _>(|scope| {
+        let items = scope.input_from(&mut input);
+        build(scope, items).probe_with(&probe).sink(Pipeline, "Write", move |(input, frontier)| {
+            // Rows of a batch arrive in no fixed order: hold each batch until it is complete.
+            input.for_each(|cap, rows| sink.hold(cap.least().copied().unwrap_or_default(), rows));
+            sink.write_complete(|t| frontier.less_equal(t));
+            if frontier.is_empty() {
+                sink.finish();
+            }
+            sink.count_bytes();
         });
-    }
+    });
+    let report = reporter.then_some(&*progress);
+    feed(timely, &mut input, &probe, batches, epochs, config.max_in_flight as u64, report);
+    input.close();
+    wait_while(timely, || !state.finished.get());
+    let failure = state.failure.take();
+    agree(timely, failure.map_or(Ok(()), Err))?;
+    Ok(state.written.take())
+}
 
+/// Sends batch `e` of `batches` as epoch `e`, for each of the `epochs` every worker sends
+/// (empty past this worker's last batch), keeping at most `max_in_flight` batches between
+/// input and output; the reporter logs the progress as it goes.
+fn feed<I: timely::ExchangeData + Clone>(
+    timely: &mut timely::worker::Worker,
+    input: &mut InputHandleVec<u64, I>,
+    probe: &ProbeHandle<u64>,
+    batches: Vec<Vec<I>>,
+    epochs: u64,
+    max_in_flight: u64,
+    report: Option<&Progress>,
+) {
     let mut batches = batches.into_iter();
     for epoch in 0..epochs {
         for item in batches.next().into_iter().flatten() {
@@ -150,17 +134,91 @@ where
         }
         input.advance_to(epoch + 1);
         // Keep at most `max_in_flight` batches between input and output.
-        let oldest = (epoch + 1).saturating_sub(config.max_in_flight as u64);
+        let oldest = (epoch + 1).saturating_sub(max_in_flight);
         wait_while(timely, || probe.less_than(&oldest));
-        if reporter {
+        if let Some(progress) = report {
             progress.report(0, Duration::from_secs(2), false);
         }
     }
-    input.close();
-    wait_while(timely, || !finished.get());
-    let failure = failure.take();
-    agree(timely, failure.map_or(Ok(()), Err))?;
-    Ok(written.take())
+}
+
+/// What the write operator hands back to its worker: the account of what it wrote, its first
+/// failure, and whether it has finished (the writer closed, or dropped after a failure).
+#[derive(Clone, Default)]
+struct WriteState {
+    written: Rc<RefCell<Written<RecordStats>>>,
+    failure: Rc<RefCell<Option<Error>>>,
+    finished: Rc<Cell<bool>>,
+}
+
+/// The write operator: each batch's rows held until the batch is complete, the writer
+/// (`None` once it failed or finished), and the bytes already added to the process's progress
+/// counter (`counted`, never more than the writer has written).
+struct WriteSink<R: Row> {
+    pending: HashMap<u64, Vec<R>>,
+    writer: Option<Writer<R>>,
+    progress: Arc<Progress>,
+    counted: u64,
+    state: WriteState,
+}
+
+impl<R: Row> WriteSink<R> {
+    /// Holds `rows` of the batch at `time` until the batch is complete.
+    fn hold(&mut self, time: u64, rows: &mut Vec<R>) {
+        self.pending.entry(time).or_default().append(rows);
+    }
+
+    /// Writes every complete batch (none that `incomplete` says may still grow), in time
+    /// order, each sorted, and counts its rows; a failed write drops the writer (its thread
+    /// stops without closing its part) and keeps the failure.
+    fn write_complete(&mut self, incomplete: impl Fn(&u64) -> bool) {
+        let mut done: Vec<u64> = self.pending.keys().copied().filter(|t| !incomplete(t)).collect();
+        done.sort_unstable();
+        for time in done {
+            let mut rows = self.pending.remove(&time).unwrap_or_default();
+            R::sort(&mut rows);
+            let mut written = self.state.written.borrow_mut();
+            for row in &rows {
+                written.targets += 1;
+                written.own.add(row.sizes());
+            }
+            self.progress.advance(0, rows.len() as u64);
+            if let Some(w) = self.writer.as_mut()
+                && let Err(e) = w.write(rows)
+            {
+                self.writer = None;
+                *self.state.failure.borrow_mut() = Some(e);
+            }
+        }
+    }
+
+    /// Once the input is done: closes the writer (once) and keeps its account, or its failure.
+    fn finish(&mut self) {
+        if self.state.finished.get() {
+            return;
+        }
+        match self.writer.take().map(Writer::finish) {
+            Some(Ok(done)) => {
+                self.progress.add_bytes(done.bytes_written.saturating_sub(self.counted));
+                self.counted = done.bytes_written;
+                let mut written = self.state.written.borrow_mut();
+                written.bytes = done.bytes_written;
+                written.parts = done.parts_written;
+                written.entries = done.entries;
+            }
+            Some(Err(e)) => *self.state.failure.borrow_mut() = Some(e),
+            None => {}
+        }
+        self.state.finished.set(true);
+    }
+
+    /// Adds the bytes the writer's thread wrote since the last count to the progress counter.
+    fn count_bytes(&mut self) {
+        let thread = self.writer.as_ref().and_then(|w| w.thread.as_ref());
+        let now = thread.map_or(self.counted, WriterThread::bytes_so_far);
+        self.progress.add_bytes(now.saturating_sub(self.counted));
+        self.counted = now;
+    }
 }
 
 /// A worker's records on their way to parts: laid out in lanes here, encoded on the thread.

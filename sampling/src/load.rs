@@ -862,116 +862,267 @@ pub fn load_edges(
     nodes: &Rc<RefCell<NodeStore>>,
     read: EdgeRead,
 ) -> Result<ReadEdges, Error> {
-    let files = open_agreed(worker, io, table)?;
-    agree(worker, same_optional_columns(&files, &[LABEL, edges::SPLIT, edges::FEATURES]))?;
-    let kind = nodes.borrow().id_kind();
-    agree(worker, same_id_kind(&files, &[edges::SRC, edges::DST], kind))?;
-    let strings = nodes.borrow().strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
-    if read.relation.is_some_and(|r| !r.split) {
-        agree(worker, no_split(&files))?;
+    let edge_table = EdgeTable::open(worker, io, table, nodes, read)?;
+    let mut reader = EdgeReader::new(worker, &edge_table, nodes, read);
+    let read_rows = edge_table.units.iter().try_for_each(|&unit| reader.read_unit(io, &edge_table, unit));
+    agree(worker, read_rows)?;
+    let EdgeReader { edges, relations, features, unit_sums, supervised, rows, combiner, .. } = reader;
+    let edge_stats = edge_stats(worker, edge_table.dim, unit_sums);
+    let Combiner { end_of, ends, mut prints } = combiner;
+    let conflict = prints.conflict.take();
+    let (unknown, answers) = check_endpoints(worker, nodes, end_of, &prints)?;
+    no_unknown_nodes(worker, io, &edge_table, read.relation, unknown, conflict)?;
+    let total = cluster::sum(worker, rows);
+    if total == 0 {
+        return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));
     }
-    let (index, peers) = (worker.index(), worker.peers());
-    let dim = agree(worker, edge_feature_dim(io, &files))?;
-    let my_units = units(&files, index, peers);
+    let supervision = if read.supervision.is_some() {
+        supervision::to_owners(worker, supervised, &nodes.borrow().owners)?
+    } else {
+        Vec::new()
+    };
+    // Every endpoint is known now: the owners' answers go back to the readers.
+    let slots = answer_slots(worker, answers, ends.len())?;
+    Ok(ReadEdges {
+        edges,
+        relations,
+        edge_dim: edge_table.dim,
+        features,
+        edge_stats,
+        ends,
+        slots,
+        supervision,
+        ..ReadEdges::default()
+    })
+}
 
-    let mut edges = Vec::new();
-    let mut relations: Vec<u8> = Vec::new();
-    let mut features: Vec<f32> = Vec::new();
-    let mut unit_sums: Vec<UnitSums> = Vec::new();
-    let mut supervised: Vec<SupervisionEdge> = Vec::new();
-    let mut rows = 0u64;
-    // The combiner: each distinct endpoint's index in `ends` and the in-edges read here, in
-    // one map entry (the count beside the index: one cache miss per endpoint of an edge). A
-    // worker cannot hold 2^32 edges, so a u32 count cannot overflow.
-    //
-    // Sized up front, so that it never grows: growing rehashes every endpoint at random into a
-    // table twice as large, freshly paged in (at 10M nodes, 16M slots of 16 bytes, past the
-    // cache). Every endpoint is a node, so the nodes read, real and checked, bound the size even
-    // where a file's metadata claims more rows than it holds; a table of unknown endpoints
-    // (an error) grows.
-    let nodes_read = cluster::sum(worker, nodes.borrow().len() as u64);
-    let rows_claimed: u64 = my_units.iter().map(|&(f, rg)| files[f].row_group_rows(rg)).sum();
-    let mut end_of: IdTable<(u32, u32)> =
-        IdTable::with_capacity(nodes_read.min(rows_claimed.saturating_mul(2)) as usize);
-    let mut ends: Vec<i64> = Vec::new();
-    let mut prints = Prints::default();
-    let mut read_rows = || -> Result<(), Error> {
-        for &(f, rg) in &my_units {
-            let file = &files[f];
-            let name = file.name();
-            let mut sums = EdgeSums::new(dim);
-            file.read_row_group(io, rg, |batch, first_row| {
-                let batch = EdgeBatch::from_batch(&batch, &name, first_row, read.require_positive_weight)?;
-                rows += batch.len() as u64;
-                let (srcs, dsts) = (batch.src.resolve(&strings), batch.dst.resolve(&strings));
-                let named = |i: usize, ids: &IdColumn, column| {
-                    ((f as u32, first_row + i as u64), ids.key(i).to_string(), column)
-                };
-                for i in 0..batch.len() {
-                    if let Some(ahead) = Some(i + PREFETCH_ROWS).filter(|&j| j < batch.len()) {
-                        let (src, dst) = (srcs.ids[ahead], dsts.ids[ahead]);
-                        let (src, dst) = read.relation.and_then(|r| r.keys(src, dst).ok()).unwrap_or((src, dst));
-                        end_of.prefetch(dst);
-                        end_of.prefetch(src);
-                    }
-                    let (mut src, mut dst, split) = (srcs.ids[i], dsts.ids[i], batch.split(i));
-                    if let Some(relation) = read.relation {
-                        (src, dst) = relation.keys(src, dst).map_err(|(column, id)| {
-                            let at = Location::file(name.as_str()).row(first_row + i as u64).column(column);
-                            BadInput::new(at, format!("node id {id} is outside a typed graph's range [-2^55, 2^55)"))
-                        })?;
-                    }
-                    let row = if dim > 0 { batch.features(i, dim, &name, first_row + i as u64)? } else { &[] };
-                    if let (Some(sample), Some(split)) = (read.supervision, split)
-                        && sample.keeps(src, dst)
-                    {
-                        supervised.push(SupervisionEdge { src, dst, split });
-                    }
-                    if !passes_messages(split) {
-                        // Held out: its endpoints are checked, and nothing else is kept.
-                        let d = end_entry(&mut end_of, &mut ends, dst).0;
-                        prints.see(d, dsts.print(i), || named(i, &batch.dst, edges::DST));
-                        let s = end_entry(&mut end_of, &mut ends, src).0;
-                        prints.see(s, srcs.print(i), || named(i, &batch.src, edges::SRC));
-                        continue;
-                    }
-                    let d = end_entry(&mut end_of, &mut ends, dst);
-                    d.1 = d.1.saturating_add(1);
-                    let d = d.0;
-                    prints.see(d, dsts.print(i), || named(i, &batch.dst, edges::DST));
-                    let s = end_entry(&mut end_of, &mut ends, src);
-                    prints.see(s.0, srcs.print(i), || named(i, &batch.src, edges::SRC));
-                    let weight = batch.weight(i);
-                    edges.push(Edge { src: s.0, dst: d, weight });
-                    if let Some(relation) = read.relation {
-                        relations.push(relation.forward);
-                    }
-                    if dim > 0 {
-                        features.extend_from_slice(row);
-                        sums.add_row(row);
-                    }
-                    if let Some(reverse) = read.relation.and_then(|r| r.reverse) {
-                        s.1 = s.1.saturating_add(1);
-                        edges.push(Edge { src: d, dst: s.0, weight });
-                        relations.push(reverse);
-                        // The reversed edge carries the row's features too.
-                        features.extend_from_slice(row);
-                    }
-                }
-                Ok(())
-            })?;
-            if dim > 0 {
-                unit_sums.push(UnitSums { unit: (f as u32, rg as u32), sums });
-            }
+/// The edge table as this worker reads it: its files (the same on every worker), its feature
+/// width, the node table's string ids (empty for integer ids) and this worker's units.
+struct EdgeTable {
+    files: Vec<ParquetFile>,
+    dim: usize,
+    strings: StringIds,
+    units: Vec<(usize, usize)>,
+}
+
+impl EdgeTable {
+    /// Opens `table` and agrees on its shape on every worker: the same optional columns, ids of
+    /// the node table's kind, no `split` for a relation that has none, one feature width.
+    fn open(
+        worker: &mut Worker,
+        io: &Io,
+        table: &Place,
+        nodes: &Rc<RefCell<NodeStore>>,
+        read: EdgeRead,
+    ) -> Result<Self, Error> {
+        let files = open_agreed(worker, io, table)?;
+        agree(worker, same_optional_columns(&files, &[LABEL, edges::SPLIT, edges::FEATURES]))?;
+        let kind = nodes.borrow().id_kind();
+        agree(worker, same_id_kind(&files, &[edges::SRC, edges::DST], kind))?;
+        let strings = nodes.borrow().strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
+        if read.relation.is_some_and(|r| !r.split) {
+            agree(worker, no_split(&files))?;
+        }
+        let dim = agree(worker, edge_feature_dim(io, &files))?;
+        let units = units(&files, worker.index(), worker.peers());
+        Ok(EdgeTable { files, dim, strings, units })
+    }
+}
+
+/// The combiner: each distinct endpoint's index in `ends` and the in-edges read here, in one
+/// map entry (the count beside the index: one cache miss per endpoint of an edge), and the
+/// endpoints' fingerprints. A worker cannot hold 2^32 edges, so a u32 count cannot overflow.
+struct Combiner {
+    end_of: IdTable<(u32, u32)>,
+    ends: Vec<i64>,
+    prints: Prints,
+}
+
+impl Combiner {
+    /// Endpoint `node`'s entry (added when first seen), its fingerprint noted as read in `end`
+    /// of row `i`.
+    #[inline]
+    fn see(&mut self, rows: &Rows, end: &End, i: usize, node: i64) -> &mut (u32, u32) {
+        let entry = end_entry(&mut self.end_of, &mut self.ends, node);
+        self.prints.see(entry.0, end.resolved.print(i), || rows.named(i, end));
+        entry
+    }
+}
+
+/// One endpoint column of a batch: as read, resolved to internal ids, and its name.
+struct End<'a> {
+    ids: &'a IdColumn,
+    resolved: &'a schemas::ids::Resolved<'a>,
+    column: &'static str,
+}
+
+/// One batch of edge rows being read, from row `first_row` of file number `file`.
+struct Rows<'a> {
+    batch: &'a EdgeBatch,
+    src: End<'a>,
+    dst: End<'a>,
+    name: &'a str,
+    file: u32,
+    first_row: u64,
+}
+
+impl Rows<'_> {
+    /// Row `i`'s (src, dst) as the graph keys them: typed keys for a relation's table, which
+    /// fail for an id outside the typed range.
+    #[inline]
+    fn keys(&self, relation: Option<RelationRead>, i: usize) -> Result<(i64, i64), tables::Error> {
+        let (src, dst) = (self.src.resolved.ids[i], self.dst.resolved.ids[i]);
+        let Some(relation) = relation else { return Ok((src, dst)) };
+        relation.keys(src, dst).map_err(|(column, id)| {
+            let at = Location::file(self.name).row(self.first_row + i as u64).column(column);
+            BadInput::new(at, format!("node id {id} is outside a typed graph's range [-2^55, 2^55)")).into()
+        })
+    }
+
+    /// Row `i`'s place, and its `end` as read, for an error that names it.
+    fn named(&self, i: usize, end: &End) -> (RowAt, String, &'static str) {
+        ((self.file, self.first_row + i as u64), end.ids.key(i).to_string(), end.column)
+    }
+}
+
+/// What this worker's read keeps: the message-passing edges, with their relations (typed) and
+/// features (`dim` a row) aligned with them, each unit's feature sums, the supervision edges,
+/// the rows read and the combiner.
+struct EdgeReader {
+    read: EdgeRead,
+    dim: usize,
+    edges: Vec<Edge>,
+    relations: Vec<u8>,
+    features: Vec<f32>,
+    unit_sums: Vec<UnitSums>,
+    supervised: Vec<SupervisionEdge>,
+    rows: u64,
+    combiner: Combiner,
+}
+
+impl EdgeReader {
+    /// An empty read, its combiner sized up front so that it never grows: growing rehashes
+    /// every endpoint at random into a table twice as large, freshly paged in (at 10M nodes,
+    /// 16M slots of 16 bytes, past the cache). Every endpoint is a node, so the nodes read, real
+    /// and checked, bound the size even where a file's metadata claims more rows than it holds;
+    /// a table of unknown endpoints (an error) grows.
+    fn new(worker: &mut Worker, table: &EdgeTable, nodes: &Rc<RefCell<NodeStore>>, read: EdgeRead) -> Self {
+        let nodes_read = cluster::sum(worker, nodes.borrow().len() as u64);
+        let rows_claimed: u64 = table.units.iter().map(|&(f, rg)| table.files[f].row_group_rows(rg)).sum();
+        let end_of = IdTable::with_capacity(nodes_read.min(rows_claimed.saturating_mul(2)) as usize);
+        EdgeReader {
+            read,
+            dim: table.dim,
+            edges: Vec::new(),
+            relations: Vec::new(),
+            features: Vec::new(),
+            unit_sums: Vec::new(),
+            supervised: Vec::new(),
+            rows: 0,
+            combiner: Combiner { end_of, ends: Vec::new(), prints: Prints::default() },
+        }
+    }
+
+    /// Reads unit `(f, rg)` row by row ([`EdgeReader::row`]) and keeps its feature sums.
+    fn read_unit(&mut self, io: &Io, table: &EdgeTable, (f, rg): (usize, usize)) -> Result<(), Error> {
+        let file = &table.files[f];
+        let name = file.name();
+        let mut sums = EdgeSums::new(self.dim);
+        file.read_row_group(io, rg, |batch, first_row| {
+            let batch = EdgeBatch::from_batch(&batch, &name, first_row, self.read.require_positive_weight)?;
+            self.rows += batch.len() as u64;
+            let (srcs, dsts) = (batch.src.resolve(&table.strings), batch.dst.resolve(&table.strings));
+            let rows = Rows {
+                batch: &batch,
+                src: End { ids: &batch.src, resolved: &srcs, column: edges::SRC },
+                dst: End { ids: &batch.dst, resolved: &dsts, column: edges::DST },
+                name: &name,
+                file: f as u32,
+                first_row,
+            };
+            (0..batch.len()).try_for_each(|i| self.row(&rows, i, &mut sums))
+        })?;
+        if self.dim > 0 {
+            self.unit_sums.push(UnitSums { unit: (f as u32, rg as u32), sums });
         }
         Ok(())
-    };
-    let read_rows = read_rows();
-    agree(worker, read_rows)?;
-    let edge_stats = edge_stats(worker, dim, unit_sums);
+    }
 
-    let me = index as u32;
-    let conflict = prints.conflict.take();
+    /// Reads row `i`: checks its ids and features, collects it as a supervision edge when
+    /// asked, checks a held-out edge's endpoints, and keeps a message-passing edge
+    /// ([`EdgeReader::keep`]).
+    #[inline]
+    fn row(&mut self, rows: &Rows, i: usize, sums: &mut EdgeSums) -> Result<(), tables::Error> {
+        self.prefetch(rows, i + PREFETCH_ROWS);
+        let (src, dst) = rows.keys(self.read.relation, i)?;
+        let split = rows.batch.split(i);
+        let row =
+            if self.dim > 0 { rows.batch.features(i, self.dim, rows.name, rows.first_row + i as u64)? } else { &[] };
+        if let (Some(sample), Some(split)) = (self.read.supervision, split)
+            && sample.keeps(src, dst)
+        {
+            self.supervised.push(SupervisionEdge { src, dst, split });
+        }
+        if !passes_messages(split) {
+            // Held out: its endpoints are checked, and nothing else is kept.
+            self.combiner.see(rows, &rows.dst, i, dst);
+            self.combiner.see(rows, &rows.src, i, src);
+            return Ok(());
+        }
+        self.keep(rows, i, (src, dst), row, sums);
+        Ok(())
+    }
+
+    /// Prefetches the combiner's entries for row `ahead`'s endpoints, if the batch has it.
+    #[inline]
+    fn prefetch(&self, rows: &Rows, ahead: usize) {
+        if ahead < rows.batch.len() {
+            let (src, dst) = (rows.src.resolved.ids[ahead], rows.dst.resolved.ids[ahead]);
+            let (src, dst) = self.read.relation.and_then(|r| r.keys(src, dst).ok()).unwrap_or((src, dst));
+            self.combiner.end_of.prefetch(dst);
+            self.combiner.end_of.prefetch(src);
+        }
+    }
+
+    /// Keeps message-passing row `i` (endpoints `(src, dst)`, features `row`): counts its
+    /// in-edge at `dst` (and at `src` for a reversed relation), and pushes the edge, its
+    /// relation and features (the reverse edge's too) so that they stay aligned.
+    #[inline]
+    fn keep(&mut self, rows: &Rows, i: usize, (src, dst): (i64, i64), row: &[f32], sums: &mut EdgeSums) {
+        let d = self.combiner.see(rows, &rows.dst, i, dst);
+        d.1 = d.1.saturating_add(1);
+        let d = d.0;
+        let s = self.combiner.see(rows, &rows.src, i, src);
+        let weight = rows.batch.weight(i);
+        self.edges.push(Edge { src: s.0, dst: d, weight });
+        if let Some(relation) = self.read.relation {
+            self.relations.push(relation.forward);
+        }
+        if self.dim > 0 {
+            self.features.extend_from_slice(row);
+            sums.add_row(row);
+        }
+        if let Some(reverse) = self.read.relation.and_then(|r| r.reverse) {
+            s.1 = s.1.saturating_add(1);
+            self.edges.push(Edge { src: d, dst: s.0, weight });
+            self.relations.push(reverse);
+            // The reversed edge carries the row's features too.
+            self.features.extend_from_slice(row);
+        }
+    }
+}
+
+/// Sends each distinct endpoint to its owner, which checks it (a known node, in a graph keyed
+/// by strings the string's fingerprint too) and adds its in-edges to the node's in-degree.
+/// Returns the ids the owners found unknown and their answers (each known endpoint's slot),
+/// both as this worker's owner side holds them. The combiner is released once sent.
+fn check_endpoints(
+    worker: &mut Worker,
+    nodes: &Rc<RefCell<NodeStore>>,
+    end_of: IdTable<(u32, u32)>,
+    prints: &Prints,
+) -> Result<(Vec<i64>, Vec<Resolved>), Error> {
+    let me = worker.index() as u32;
     let unknown: Rc<RefCell<Vec<i64>>> = Rc::default();
     let answers: Rc<RefCell<Vec<Resolved>>> = Rc::default();
     let (owner_nodes, owner_unknown, owner_answers) = (nodes.clone(), unknown.clone(), answers.clone());
@@ -1006,39 +1157,45 @@ pub fn load_edges(
     );
     drop(end_of);
     agree(worker, checked)?;
-    // Every worker looks for the first row naming an unknown node. A table with very many
-    // (an edge table of another graph) shares the smallest ids of each owner only: the error
-    // then names one of them, at its first row.
-    let mut unknown = unknown.take();
+    Ok((unknown.take(), answers.take()))
+}
+
+/// Fails on every worker alike when an owner found an `unknown` node, naming the first edge
+/// row that names one, or when a row's string differs from its internal id's first (the
+/// `conflict`). Every worker looks for the first row naming an unknown node. A table with very
+/// many (an edge table of another graph) shares the smallest ids of each owner only: the error
+/// then names one of them, at its first row.
+fn no_unknown_nodes(
+    worker: &mut Worker,
+    io: &Io,
+    table: &EdgeTable,
+    relation: Option<RelationRead>,
+    mut unknown: Vec<i64>,
+    conflict: Option<(RowAt, String, &'static str)>,
+) -> Result<(), Error> {
+    let files = &table.files;
     unknown.sort_unstable();
     unknown.truncate(MAX_UNKNOWN_SHARED);
     let unknown: IdSet<i64> = all_gather(worker, unknown).into_iter().collect();
     if !unknown.is_empty() {
-        let first = first_unknown(io, &files, &my_units, &unknown, read.relation, &strings).and_then(|found| {
+        let first = first_unknown(io, files, &table.units, &unknown, relation, &table.strings).and_then(|found| {
             found.map_or(Ok(()), |(at, node, column)| {
-                Err(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")).into())
+                Err(BadInput::new(locate(files, at, column), format!("edge names unknown node {node}")).into())
             })
         });
         agree(worker, first)?;
     }
     let conflict = conflict.map_or(Ok(()), |(at, node, column)| {
-        Err(BadInput::new(locate(&files, at, column), format!("edge names unknown node {node}")).into())
+        Err(BadInput::new(locate(files, at, column), format!("edge names unknown node {node}")).into())
     });
-    agree(worker, conflict)?;
-    let total = cluster::sum(worker, rows);
-    if total == 0 {
-        return Err(Error::BadData(format!("{}: the edge table is empty", table.shown())));
-    }
-    let supervision = if read.supervision.is_some() {
-        supervision::to_owners(worker, supervised, &nodes.borrow().owners)?
-    } else {
-        Vec::new()
-    };
+    agree(worker, conflict)
+}
 
-    // Every endpoint is known now: the owners' answers go back to the readers.
-    let slots = Rc::new(RefCell::new(vec![u32::MAX; ends.len()]));
+/// The owners' `answers` back to their readers: each of this worker's `ends` endpoints' slot
+/// at its owner, by its index in `ends`.
+fn answer_slots(worker: &mut Worker, answers: Vec<Resolved>, ends: usize) -> Result<Vec<u32>, Error> {
+    let slots = Rc::new(RefCell::new(vec![u32::MAX; ends]));
     let sink = slots.clone();
-    let answers = answers.take();
     shuffle(
         worker,
         |a: &Resolved| u64::from(a.reader),
@@ -1048,16 +1205,5 @@ pub fn load_edges(
             Ok::<(), Error>(())
         },
     )?;
-    let slots = slots.take();
-    Ok(ReadEdges {
-        edges,
-        relations,
-        edge_dim: dim,
-        features,
-        edge_stats,
-        ends,
-        slots,
-        supervision,
-        ..ReadEdges::default()
-    })
+    Ok(slots.take())
 }

@@ -15,7 +15,7 @@
 //! [`ELSEWHERE`] when that owner is not the destination's: in the routed edge, the owner's
 //! runs, a hub's candidates, and into the store ([`NodeStore::take_source_slots`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use schemas::Sampler;
@@ -206,133 +206,213 @@ pub fn sample_in_edges(
     edges: ReadEdges,
     spec: SampleSpec,
 ) -> Result<Sampled, Error> {
-    let peers = worker.peers();
-    let held = nodes.borrow().len();
+    room_for_source_slots(worker, &nodes.borrow(), &spec)?;
+    // The most in-edges a node keeps, over all relations.
+    let sample: u64 =
+        (0..spec.relation_limits.len().max(1)).map(|r| spec.limit_of(r as u8) as u64).fold(0, u64::saturating_add);
+    let hubs = find_hubs(worker, &nodes.borrow(), &spec, sample);
+    let hub_count = hubs.len() as u64;
+    let dim = edges.edge_dim;
+    let ReadEdges { edges, relations, features, edge_stats, ends, slots, relation_edges, .. } = edges;
+    let ends = Ends::new(ends, slots, &hubs, &nodes.borrow().owners);
+    let read = Read { edges, relations, features, dim };
+    let Reducer { owned, runs, reduced, .. } = reduce_in_edges(worker, nodes, &hubs, &spec, sample, read, &ends)?;
+    let merged = merge_hub_samples(worker, nodes, runs.take(), &spec)?;
+    // Each node's best `limit` per relation, by relation and best first, kept in place in
+    // the owner's runs, which become the store's flat arrays (`runs.rs`).
+    let owned = owned.take();
+    let kept = keep_samples(&mut nodes.borrow_mut(), owned, merged, &hubs, &spec, dim);
+    crate::agree(worker, kept)?;
+    let mut store = nodes.borrow_mut();
+    store.edge_stats = edge_stats;
+    store.relation_edges = relation_edges;
+    Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
+}
+
+/// Fails on every worker alike when a worker holds more nodes than source slots address.
+fn room_for_source_slots(worker: &mut Worker, store: &NodeStore, spec: &SampleSpec) -> Result<(), Error> {
+    let held = store.len();
     let room = if spec.source_slots && held >= ELSEWHERE as usize {
         let message = format!("a worker holds {held} nodes, more than the 2^31 its source slots address: add workers");
         Err(Error::Internal(message))
     } else {
         Ok(())
     };
-    crate::agree(worker, room)?;
-    // The most in-edges a node keeps, over all relations.
-    let sample: u64 =
-        (0..spec.relation_limits.len().max(1)).map(|r| spec.limit_of(r as u8) as u64).fold(0, u64::saturating_add);
-    let local_hubs: Vec<(i64, u32)> = {
-        let store = nodes.borrow();
-        (0..store.len())
-            .filter(|&s| is_hub(store.in_degree[s], spec.hub_threshold, sample))
-            .map(|s| (store.ids[s], salts(store.in_degree[s], spec.hub_threshold, peers)))
-            .collect()
-    };
-    let hubs: IdMap<i64, u32> = all_gather(worker, local_hubs).into_iter().collect();
-    let hub_count = hubs.len() as u64;
+    crate::agree(worker, room)
+}
 
-    // Round 1: every in-edge to its reducer. A node that is not a hub is reduced at its owner
-    // (`OWNED`, addressed by its slot there), into its run of the owner's counting sort; a
-    // hub's runs are reduced by (dst, salt) wherever they land, each into a bounded reservoir.
-    let dim = edges.edge_dim;
+/// Every hub of the graph (the same map on every worker) with its salt count, from each
+/// owner's in-degrees; `sample` is the most in-edges a node keeps.
+fn find_hubs(worker: &mut Worker, store: &NodeStore, spec: &SampleSpec, sample: u64) -> IdMap<i64, u32> {
+    let peers = worker.peers();
+    let local_hubs: Vec<(i64, u32)> = (0..store.len())
+        .filter(|&s| is_hub(store.in_degree[s], spec.hub_threshold, sample))
+        .map(|s| (store.ids[s], salts(store.in_degree[s], spec.hub_threshold, peers)))
+        .collect();
+    all_gather(worker, local_hubs).into_iter().collect()
+}
+
+/// This worker's read edges on their way to sampling: the edges, their relations (typed) and
+/// features (`dim` an edge), aligned.
+struct Read {
+    edges: Vec<crate::load::Edge>,
+    relations: Vec<u8>,
+    features: Vec<f32>,
+    dim: usize,
+}
+
+/// A reducing worker's state in round 1: the owner's runs (`OWNED` in-edges, counting-sorted
+/// by slot), the hubs' reservoirs by (dst, relation, salt), the first slot whose run
+/// overflowed (none can: the loader counted every in-edge at its owner), and the in-edges
+/// taken in.
+#[derive(Clone)]
+struct Reducer {
+    owned: Rc<RefCell<OwnedRuns>>,
+    runs: Rc<RefCell<HubRuns>>,
+    overflow: Rc<RefCell<Option<usize>>>,
+    reduced: Rc<Cell<u64>>,
+    spec: Rc<SampleSpec>,
+    dim: usize,
+}
+
+impl Reducer {
+    /// Reduces bundle `b`: each owned in-edge into its run, each hub's into its reservoir.
+    fn take(&self, b: Bundle) {
+        let (sampler, seed, dim) = (self.spec.sampler, self.spec.seed, self.dim);
+        self.reduced.set(self.reduced.get() + b.edges.len() as u64);
+        let (mut own, mut runs) = (self.owned.borrow_mut(), self.runs.borrow_mut());
+        for (i, &r) in b.edges.iter().enumerate() {
+            let features = &b.features[i * dim..(i + 1) * dim];
+            if r.salt != OWNED {
+                let beside = HubEdge { source: r.source, features: features.to_vec() };
+                let candidate = Candidate::carrying(sampler, seed, r.to, r.src, r.weight, features, beside);
+                let limit = self.spec.limit_of(r.relation);
+                runs.entry((r.to, r.relation, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
+            } else if let Err(slot) = own.push(r.to as usize, r.in_edge(), r.source, features) {
+                // The loader counted every in-edge at its owner.
+                self.overflow.borrow_mut().get_or_insert(slot);
+            }
+        }
+    }
+}
+
+/// Round 1: every in-edge to its reducer. A node that is not a hub is reduced at its owner
+/// (`OWNED`, addressed by its slot there), into its run of the owner's counting sort; a hub's
+/// runs are reduced by (dst, salt) wherever they land, each into a bounded reservoir. Returns
+/// the reducer's state once every worker has routed every edge and no run overflowed.
+fn reduce_in_edges(
+    worker: &mut Worker,
+    nodes: &Rc<RefCell<NodeStore>>,
+    hubs: &IdMap<i64, u32>,
+    spec: &SampleSpec,
+    sample: u64,
+    read: Read,
+    ends: &Ends,
+) -> Result<Reducer, Error> {
     let owned = {
         let store = nodes.borrow();
         // A hub's run is room for its sample, reduced elsewhere, to be kept in place.
         let capacity = (0..store.len()).map(|s| {
             if hubs.contains_key(&store.ids[s]) { store.in_degree[s].min(sample) } else { store.in_degree[s] }
         });
-        Rc::new(RefCell::new(OwnedRuns::new(capacity, dim, spec.source_slots)))
+        Rc::new(RefCell::new(OwnedRuns::new(capacity, read.dim, spec.source_slots)))
     };
-    let runs: Rc<RefCell<HubRuns>> = Rc::default();
-    let overflow: Rc<RefCell<Option<usize>>> = Rc::default();
-    let reduced = Rc::new(std::cell::Cell::new(0u64));
-    let (own_sink, run_sink, count, over) = (owned.clone(), runs.clone(), reduced.clone(), overflow.clone());
-    let (sampler, seed) = (spec.sampler, spec.seed);
-    let limits = Rc::new(spec.clone());
-    let reducer_limits = limits.clone();
-    let peers = worker.peers() as u64;
-    let source_slots = spec.source_slots;
-    let ReadEdges { edges, relations, features, edge_stats, ends, slots, relation_edges, .. } = edges;
-    let ends = Ends::new(ends, slots, &hubs, &nodes.borrow().owners);
-    shuffle(
-        worker,
-        |b: &Bundle| u64::from(b.to),
-        move |b: Bundle| {
-            count.set(count.get() + b.edges.len() as u64);
-            let (mut own, mut runs) = (own_sink.borrow_mut(), run_sink.borrow_mut());
-            for (i, &r) in b.edges.iter().enumerate() {
-                let features = &b.features[i * dim..(i + 1) * dim];
-                if r.salt != OWNED {
-                    let beside = HubEdge { source: r.source, features: features.to_vec() };
-                    let candidate = Candidate::carrying(sampler, seed, r.to, r.src, r.weight, features, beside);
-                    let limit = reducer_limits.limit_of(r.relation);
-                    runs.entry((r.to, r.relation, r.salt)).or_insert_with(|| Reservoir::new(limit)).push(candidate);
-                } else if let Err(slot) = own.push(r.to as usize, r.in_edge(), r.source, features) {
-                    // The loader counted every in-edge at its owner.
-                    over.borrow_mut().get_or_insert(slot);
-                }
-            }
-        },
-        |send| {
-            // Routed from the end, releasing the read edges and their features as they go: the
-            // edges and the owners' runs are not held in full at once.
-            let (mut edges, mut relations, mut features) = (edges, relations, features);
-            while !edges.is_empty() {
-                let from = edges.len().saturating_sub(CHUNK);
-                let mut bundles: Vec<Bundle> =
-                    (0..peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
-                for (i, e) in edges[from..].iter().enumerate() {
-                    // The endpoints are at random places in their array.
-                    if let Some(ahead) = edges.get(from + i + PREFETCH_EDGES) {
-                        ends.prefetch(ahead);
-                    }
-                    let (d, s) = (ends.0[e.dst as usize], ends.0[e.src as usize]);
-                    let (dst, src) = (d.id, s.id);
-                    let (weight, relation) = (e.weight, relation_of(&relations, from + i));
-                    let source = match source_slots {
-                        false => 0,
-                        true if peers == 1 || s.key % peers == d.key % peers => s.slot,
-                        true => s.slot | ELSEWHERE,
-                    };
-                    let (routed, key) = match d.salts {
-                        0 => {
-                            let to = i64::from(d.slot);
-                            (Routed { to, src, weight, salt: OWNED, source, relation }, d.key)
-                        }
-                        salts => {
-                            // Each relation of a hub is spread over its own salted reducers.
-                            let salt = (hash3(seed, src as u64, 1) % u64::from(salts)) as u32;
-                            let reducer = u64::from(salt) | (u64::from(relation) << 32);
-                            (Routed { to: dst, src, weight, salt, source, relation }, d.key.wrapping_add(reducer))
-                        }
-                    };
-                    let bundle = &mut bundles[(key % peers) as usize];
-                    bundle.edges.push(routed);
-                    bundle.features.extend_from_slice(&features[(from + i) * dim..(from + i + 1) * dim]);
-                }
-                edges.truncate(from);
-                relations.truncate(from);
-                features.truncate(from * dim);
-                if edges.len() < edges.capacity() / 2 {
-                    edges.shrink_to_fit();
-                    relations.shrink_to_fit();
-                    features.shrink_to_fit();
-                }
-                send(bundles.into_iter().filter(|b| !b.edges.is_empty()).collect());
-            }
-            Ok::<(), Error>(())
-        },
-    )?;
-    let overflow = overflow.take().map_or(Ok(()), |slot| Err(overflowed(&nodes.borrow(), slot)));
+    let reducer = Reducer {
+        owned,
+        runs: Rc::default(),
+        overflow: Rc::default(),
+        reduced: Rc::new(Cell::new(0)),
+        spec: Rc::new(spec.clone()),
+        dim: read.dim,
+    };
+    let sink = reducer.clone();
+    let router = Router { ends, peers: worker.peers() as u64, seed: spec.seed, source_slots: spec.source_slots };
+    shuffle(worker, |b: &Bundle| u64::from(b.to), move |b: Bundle| sink.take(b), |send| router.route(read, send))?;
+    let overflow = reducer.overflow.take().map_or(Ok(()), |slot| Err(overflowed(&nodes.borrow(), slot)));
     crate::agree(worker, overflow)?;
+    Ok(reducer)
+}
 
-    // Round 2: the hubs' partial samples to their owners, merged there (exactly: keys are
-    // hash-derived, so the best of the bests is the best of all).
+/// How an in-edge finds its reducer: its endpoints' entries, the worker count, the seed of
+/// the hubs' salts, and whether it carries its source slot.
+struct Router<'a> {
+    ends: &'a Ends,
+    peers: u64,
+    seed: u64,
+    source_slots: bool,
+}
+
+impl Router<'_> {
+    /// Sends every edge of `read` to its reducer, a chunk at a time from the end, releasing
+    /// the read edges and their features as they go: the edges and the owners' runs are not
+    /// held in full at once.
+    fn route(&self, read: Read, mut send: impl FnMut(Vec<Bundle>)) -> Result<(), Error> {
+        let Read { mut edges, mut relations, mut features, dim } = read;
+        while !edges.is_empty() {
+            let from = edges.len().saturating_sub(CHUNK);
+            let mut bundles: Vec<Bundle> =
+                (0..self.peers as u32).map(|to| Bundle { to, edges: Vec::new(), features: Vec::new() }).collect();
+            for (i, e) in edges[from..].iter().enumerate() {
+                // The endpoints are at random places in their array.
+                if let Some(ahead) = edges.get(from + i + PREFETCH_EDGES) {
+                    self.ends.prefetch(ahead);
+                }
+                let (routed, key) = self.routed(e, relation_of(&relations, from + i));
+                let bundle = &mut bundles[(key % self.peers) as usize];
+                bundle.edges.push(routed);
+                bundle.features.extend_from_slice(&features[(from + i) * dim..(from + i + 1) * dim]);
+            }
+            edges.truncate(from);
+            relations.truncate(from);
+            features.truncate(from * dim);
+            if edges.len() < edges.capacity() / 2 {
+                edges.shrink_to_fit();
+                relations.shrink_to_fit();
+                features.shrink_to_fit();
+            }
+            send(bundles.into_iter().filter(|b| !b.edges.is_empty()).collect());
+        }
+        Ok(())
+    }
+
+    /// Edge `e` of `relation` as routed, and its reducer's key: its destination's owner, or
+    /// one of a hub's salted reducers (each relation of a hub over its own).
+    #[inline]
+    fn routed(&self, e: &crate::load::Edge, relation: u8) -> (Routed, u64) {
+        let (d, s) = (self.ends.0[e.dst as usize], self.ends.0[e.src as usize]);
+        let (dst, src, weight, peers) = (d.id, s.id, e.weight, self.peers);
+        let source = match self.source_slots {
+            false => 0,
+            true if peers == 1 || s.key % peers == d.key % peers => s.slot,
+            true => s.slot | ELSEWHERE,
+        };
+        match d.salts {
+            0 => (Routed { to: i64::from(d.slot), src, weight, salt: OWNED, source, relation }, d.key),
+            salts => {
+                let salt = (hash3(self.seed, src as u64, 1) % u64::from(salts)) as u32;
+                let reducer = u64::from(salt) | (u64::from(relation) << 32);
+                (Routed { to: dst, src, weight, salt, source, relation }, d.key.wrapping_add(reducer))
+            }
+        }
+    }
+}
+
+/// Round 2: the hubs' partial samples (`runs`) to their owners, merged there (exactly: keys
+/// are hash-derived, so the best of the bests is the best of all). Returns the owner's merged
+/// reservoirs by (slot, relation).
+fn merge_hub_samples(
+    worker: &mut Worker,
+    nodes: &Rc<RefCell<NodeStore>>,
+    runs: HubRuns,
+    spec: &SampleSpec,
+) -> Result<IdMap<(usize, u8), HubRun>, Error> {
     let partials: Vec<PartialSample> = runs
-        .take()
         .into_iter()
         .map(|((dst, relation, _), r)| PartialSample { dst, relation, kept: r.into_sorted() })
         .collect();
     let merged: Rc<RefCell<IdMap<(usize, u8), HubRun>>> = Rc::default();
     let (sink, store) = (merged.clone(), nodes.clone());
-    let owner_limits = limits.clone();
+    let owner_limits = Rc::new(spec.clone());
     let owners = nodes.borrow().owners.clone();
     shuffle(
         worker,
@@ -351,16 +431,7 @@ pub fn sample_in_edges(
             Ok::<(), Error>(())
         },
     )?;
-
-    // Each node's best `limit` per relation, by relation and best first, kept in place in
-    // the owner's runs, which become the store's flat arrays (`runs.rs`).
-    let (owned, merged) = (owned.take(), merged.take());
-    let kept = keep_samples(&mut nodes.borrow_mut(), owned, merged, &hubs, &spec, dim);
-    crate::agree(worker, kept)?;
-    let mut store = nodes.borrow_mut();
-    store.edge_stats = edge_stats;
-    store.relation_edges = relation_edges;
-    Ok(Sampled { hubs: hub_count, reduced_edges: reduced.get() })
+    Ok(merged.take())
 }
 
 /// Each node's best `limit` per relation, by relation and best first, kept in place in the
