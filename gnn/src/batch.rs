@@ -403,12 +403,70 @@ impl Batch {
     /// endpoints' records in place).
     pub fn build<R: Borrow<Record>>(records: &[R], spec: &BatchSpec) -> Batch {
         let records: Vec<&Record> = records.iter().map(Borrow::borrow).collect();
-        let k = spec.layers.hops();
         let dim = match spec.types {
             Some(_) => 0,
             None => records.iter().find(|r| r.num_nodes() > 0).map_or(0, |r| r.dim()),
         };
-        // Global row of each (record, position): sort by (hop, record, position).
+        let rows = BatchRows::new(&records, spec.layers.hops());
+        // `input_row`: the feature row each batch row reads (None: its own); `kept`: the batch
+        // row each feature row copies.
+        let (input_row, kept) = match spec.distinct_inputs {
+            true => {
+                let (input_row, kept) = Self::distinct_rows(&records, &rows.order);
+                (Some(input_row), kept)
+            }
+            false => (None, (0..rows.order.len()).collect()),
+        };
+        let inputs = Inputs::gather(&records, &rows.order, &kept, spec, dim);
+        // A typed batch's output rows by type, per layer (a prefix of the batch rows).
+        let row_types: Vec<u8> = match &inputs.typed {
+            Some(_) => rows.order.iter().map(|&(_, r, i)| records[r as usize].node_types[i as usize]).collect(),
+            None => Vec::new(),
+        };
+        let cx = LayerContext {
+            records: &records,
+            spec,
+            rows: &rows,
+            input_row: input_row.as_deref(),
+            distinct: kept.len(),
+            row_types: &row_types,
+        };
+        let layers = (1..=spec.layers.hops()).map(|l| cx.layer(l)).collect();
+        Batch {
+            dim,
+            features: inputs.features,
+            row_keys: rows.row_keys,
+            input_ids: inputs.ids,
+            input_keys: inputs.keys,
+            layers,
+            roots: records.iter().map(|r| r.root).collect(),
+            labels: records.iter().map(|r| r.label.clone()).collect(),
+            splits: records.iter().map(|r| r.split).collect(),
+            typed: inputs.typed,
+        }
+    }
+}
+
+/// A batch's rows: every (record, position), sorted by (hop, record, position), so that the
+/// rows within `h` hops of their roots are a prefix of them.
+struct BatchRows {
+    /// Each row's (hop, record, position).
+    order: Vec<(u8, u32, u32)>,
+    /// Each record's rows, by position.
+    row_of: Vec<Vec<u32>>,
+    /// `prefix[h]`: the rows with hop < h (`k + 2` entries).
+    prefix: Vec<usize>,
+    /// Each row's (root, position).
+    row_keys: Vec<(i64, u32)>,
+    /// Each row's in-degree in its record.
+    in_degree: Vec<i64>,
+    /// Hops `k` of the records.
+    k: usize,
+}
+
+impl BatchRows {
+    /// The rows of `records`, `k` hops each.
+    fn new(records: &[&Record], k: usize) -> Self {
         let mut order: Vec<(u8, u32, u32)> = records
             .iter()
             .enumerate()
@@ -416,7 +474,7 @@ impl Batch {
             .collect();
         order.sort_unstable();
         let mut row_of: Vec<Vec<u32>> = records.iter().map(|r| vec![0; r.num_nodes()]).collect();
-        let mut prefix = vec![0usize; k + 2]; // prefix[h] = rows with hop < h
+        let mut prefix = vec![0usize; k + 2];
         let mut row_keys = Vec::with_capacity(order.len());
         let mut in_degree = Vec::with_capacity(order.len());
         for (row, &(hop, r, i)) in order.iter().enumerate() {
@@ -428,25 +486,36 @@ impl Batch {
                 *p = row + 1;
             }
         }
-        // `input_row`: the feature row each batch row reads (None: its own); `kept`: the batch
-        // row each feature row copies.
-        let (input_row, kept) = match spec.distinct_inputs {
-            true => {
-                let (input_row, kept) = Self::distinct_rows(&records, &order);
-                (Some(input_row), kept)
-            }
-            false => (None, (0..order.len()).collect()),
-        };
+        BatchRows { order, row_of, prefix, row_keys, in_degree, k }
+    }
+
+    /// The rows within `hops` of their roots: a prefix when the spec prunes, else all.
+    fn within(&self, prune: bool, hops: usize) -> usize {
+        if prune { self.prefix[(hops + 1).min(self.k + 1)] } else { self.order.len() }
+    }
+}
+
+/// A batch's input rows (one per `kept` batch row): their features (homogeneous, normalized
+/// as the spec asks) or typed inputs, their node ids and, keyed by strings, their keys.
+struct Inputs {
+    features: Vec<f32>,
+    typed: Option<TypedInputs>,
+    ids: Vec<i64>,
+    keys: Vec<String>,
+}
+
+impl Inputs {
+    fn gather(records: &[&Record], order: &[(u8, u32, u32)], kept: &[usize], spec: &BatchSpec, dim: usize) -> Self {
         let mut features = Vec::with_capacity(kept.len() * dim);
         let mut typed = spec.types.as_deref().map(TypedInputs::empty);
-        let mut input_ids = Vec::with_capacity(kept.len());
-        let mut input_keys = Vec::new();
-        for &row in &kept {
+        let mut ids = Vec::with_capacity(kept.len());
+        let mut keys = Vec::new();
+        for &row in kept {
             let (_, r, i) = order[row];
             let rec = records[r as usize];
-            input_ids.push(rec.node_ids[i as usize]);
+            ids.push(rec.node_ids[i as usize]);
             if let Some(key) = rec.node_keys.get(i as usize) {
-                input_keys.push(key.clone());
+                keys.push(key.clone());
             }
             let x = rec.node_features(i as usize);
             match &mut typed {
@@ -454,84 +523,101 @@ impl Batch {
                 None => crate::features::push_row(x, spec.normalize_features, &mut features),
             }
         }
-        // A typed batch's output rows by type, per layer (a prefix of the batch rows).
-        let row_types: Vec<u8> = match &typed {
-            Some(_) => order.iter().map(|&(_, r, i)| records[r as usize].node_types[i as usize]).collect(),
+        Inputs { features, typed, ids, keys }
+    }
+}
+
+/// What each layer's edges are built from: the records, the spec, the batch's rows, the
+/// feature row each batch row reads (`None`: its own) and how many there are, and a typed
+/// batch's row types.
+struct LayerContext<'a> {
+    records: &'a [&'a Record],
+    spec: &'a BatchSpec,
+    rows: &'a BatchRows,
+    input_row: Option<&'a [u32]>,
+    distinct: usize,
+    row_types: &'a [u8],
+}
+
+/// One layer's edges as collected from the records: endpoints as batch rows, each edge's
+/// (root, position), and its features and relation where the batch reads them.
+#[derive(Default)]
+struct LayerLists {
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    edge_keys: Vec<(i64, u32)>,
+    features: Vec<f32>,
+    relations: Vec<u8>,
+}
+
+impl LayerContext<'_> {
+    /// Layer `l`'s edges (1-based): rows in and out (pruned to the hops the layer still needs
+    /// when the spec prunes), degrees, features, and a typed batch's split by relation; kernel
+    /// plans when the spec asks.
+    fn layer(&self, l: usize) -> LayerEdges {
+        let (spec, k) = (self.spec, self.rows.k);
+        let (rows_in, rows_out) = (self.rows.within(spec.prune, k - l + 1), self.rows.within(spec.prune, k - l));
+        let mut lists = self.lists(l);
+        let degree: Vec<f32> =
+            self.rows.in_degree[..rows_in].iter().map(|&d| spec.layers.degree(l, d.max(0) as u64) as f32).collect();
+        let mut e = LayerEdges::new(rows_in, rows_out, lists.src, lists.dst, &degree);
+        e.edge_keys = lists.edge_keys;
+        let relation_features = match spec.types {
+            Some(_) => std::mem::take(&mut lists.features),
             None => Vec::new(),
         };
-        let all = order.len();
-        let within = |hops: usize| if spec.prune { prefix[(hops + 1).min(k + 1)] } else { all };
-
-        let layers = (1..=k)
-            .map(|l| {
-                let (rows_in, rows_out) = (within(k - l + 1), within(k - l));
-                let (mut src, mut dst, mut edge_keys) = (Vec::new(), Vec::new(), Vec::new());
-                let (mut edge_features, mut edge_relations) = (Vec::new(), Vec::new());
-                for (r, rec) in records.iter().enumerate() {
-                    let widths_match = spec.edge_dim == 0 || rec.num_edges() == 0 || rec.edge_dim() == spec.edge_dim;
-                    assert!(
-                        widths_match,
-                        "root {}: edge features of width {}, the batch reads {}",
-                        rec.root,
-                        rec.edge_dim(),
-                        spec.edge_dim
-                    );
-                    for j in 0..rec.edge_src.len() {
-                        if rec.edge_layers[j] & (1 << (l - 1)) == 0 {
-                            continue;
-                        }
-                        src.push(i64::from(row_of[r][rec.edge_src[j] as usize]));
-                        dst.push(i64::from(row_of[r][rec.edge_dst[j] as usize]));
-                        edge_keys.push((rec.root, j as u32));
-                        if let Some(&relation) = rec.edge_relations.get(j) {
-                            edge_relations.push(relation);
-                            push_relation_edge_row(spec, rec, j, relation, &mut edge_features);
-                        }
-                        if spec.edge_dim > 0 {
-                            let row = rec.edge_features_of(j);
-                            crate::features::push_edge_row(row, spec.edge_stats.as_ref(), &mut edge_features);
-                        }
-                    }
-                }
-                let degree: Vec<f32> =
-                    in_degree[..rows_in].iter().map(|&d| spec.layers.degree(l, d.max(0) as u64) as f32).collect();
-                let mut e = LayerEdges::new(rows_in, rows_out, src, dst, &degree);
-                e.edge_keys = edge_keys;
-                let relation_features = match spec.types {
-                    Some(_) => std::mem::take(&mut edge_features),
-                    None => Vec::new(),
-                };
-                (e.edge_dim, e.features) = (spec.edge_dim, edge_features);
-                (e.threads, e.attention) = (spec.kernel_threads, spec.attention);
-                if let (1, Some(input_row)) = (l, &input_row) {
-                    e.read_distinct(input_row, kept.len());
-                }
-                if let Some(types) = &spec.types {
-                    let mut split =
-                        LayerRelations::split(&e, &edge_relations, types, &relation_features, &row_types[..rows_out]);
-                    if spec.kernel_plans {
-                        split.relations.iter_mut().for_each(|r| r.plans = Some(r.plans()));
-                    }
-                    e.typed = Some(Box::new(split));
-                }
-                if spec.kernel_plans {
-                    e.plans = Some(e.plans());
-                }
-                e
-            })
-            .collect();
-        Batch {
-            dim,
-            features,
-            row_keys,
-            input_ids,
-            input_keys,
-            layers,
-            roots: records.iter().map(|r| r.root).collect(),
-            labels: records.iter().map(|r| r.label.clone()).collect(),
-            splits: records.iter().map(|r| r.split).collect(),
-            typed,
+        (e.edge_dim, e.features) = (spec.edge_dim, lists.features);
+        (e.threads, e.attention) = (spec.kernel_threads, spec.attention);
+        if let (1, Some(input_row)) = (l, self.input_row) {
+            e.read_distinct(input_row, self.distinct);
         }
+        if let Some(types) = &spec.types {
+            let row_types = &self.row_types[..rows_out];
+            let mut split = LayerRelations::split(&e, &lists.relations, types, &relation_features, row_types);
+            if spec.kernel_plans {
+                split.relations.iter_mut().for_each(|r| r.plans = Some(r.plans()));
+            }
+            e.typed = Some(Box::new(split));
+        }
+        if spec.kernel_plans {
+            e.plans = Some(e.plans());
+        }
+        e
+    }
+
+    /// The records' edges of layer `l` (those whose `edge_layers` bit `l - 1` is set), record
+    /// by record. Panics on a record whose edge features are not the spec's width.
+    fn lists(&self, l: usize) -> LayerLists {
+        let spec = self.spec;
+        let mut lists = LayerLists::default();
+        for (r, rec) in self.records.iter().enumerate() {
+            let widths_match = spec.edge_dim == 0 || rec.num_edges() == 0 || rec.edge_dim() == spec.edge_dim;
+            assert!(
+                widths_match,
+                "root {}: edge features of width {}, the batch reads {}",
+                rec.root,
+                rec.edge_dim(),
+                spec.edge_dim
+            );
+            let row_of = &self.rows.row_of[r];
+            for j in 0..rec.edge_src.len() {
+                if rec.edge_layers[j] & (1 << (l - 1)) == 0 {
+                    continue;
+                }
+                lists.src.push(i64::from(row_of[rec.edge_src[j] as usize]));
+                lists.dst.push(i64::from(row_of[rec.edge_dst[j] as usize]));
+                lists.edge_keys.push((rec.root, j as u32));
+                if let Some(&relation) = rec.edge_relations.get(j) {
+                    lists.relations.push(relation);
+                    push_relation_edge_row(spec, rec, j, relation, &mut lists.features);
+                }
+                if spec.edge_dim > 0 {
+                    let row = rec.edge_features_of(j);
+                    crate::features::push_edge_row(row, spec.edge_stats.as_ref(), &mut lists.features);
+                }
+            }
+        }
+        lists
     }
 }
 

@@ -280,89 +280,30 @@ impl FlattenMeta {
         if !metadata.keys().any(|k| k.starts_with("graphflat.")) {
             return Err(MetaError::Missing);
         }
-        let text = |key: &'static str| metadata.get(key).map(String::as_str).ok_or(MetaError::Bad(key));
-        let number = |key: &'static str| text(key)?.parse::<u64>().map_err(|_| MetaError::Bad(key));
-        let fanouts: Vec<u32> = match text(meta::FANOUTS)? {
+        let keys = Keys(metadata);
+        let fanouts: Vec<u32> = match keys.text(meta::FANOUTS)? {
             "" => Vec::new(),
             listed => {
                 listed.split(',').map(|f| f.parse().ok()).collect::<Option<_>>().ok_or(MetaError::Bad(meta::FANOUTS))?
             }
         };
-        let hops = number(meta::HOPS)? as usize;
-        // One fanout per hop, or none (every edge): what `layers` reads.
-        let per_hop = |fanouts: &[u32]| fanouts.is_empty() || fanouts.len() == hops;
-        if !per_hop(&fanouts) {
+        let hops = keys.number(meta::HOPS)? as usize;
+        if !per_hop(&fanouts, hops) {
             return Err(MetaError::Bad(meta::FANOUTS));
         }
-        let (types, relation_fanouts) = match metadata.get(meta::NODE_TYPES) {
-            None => (None, Vec::new()),
-            Some(node_types) => {
-                let types = GraphTypes::parse(node_types, text(meta::RELATIONS)?, text(meta::TARGET_TYPE)?)
-                    .ok_or(MetaError::Bad(meta::NODE_TYPES))?;
-                let lists = text(meta::RELATION_FANOUTS)?;
-                let fanouts: Vec<Vec<u32>> = match types.relations.len() {
-                    0 => Vec::new(),
-                    _ => lists
-                        .split(';')
-                        .map(|list| match list {
-                            "" => Some(Vec::new()),
-                            _ => list.split(',').map(|f| f.parse().ok()).collect(),
-                        })
-                        .collect::<Option<_>>()
-                        .ok_or(MetaError::Bad(meta::RELATION_FANOUTS))?,
-                };
-                if fanouts.len() != types.relations.len() || !fanouts.iter().all(|f| per_hop(f)) {
-                    return Err(MetaError::Bad(meta::RELATION_FANOUTS));
-                }
-                (Some(types), fanouts)
-            }
-        };
+        let (types, relation_fanouts) = keys.types(hops)?;
         let edge_dim = match metadata.get(meta::EDGE_FEATURE_DIM) {
             None => 0,
-            Some(_) => number(meta::EDGE_FEATURE_DIM)? as usize,
+            Some(_) => keys.number(meta::EDGE_FEATURE_DIM)? as usize,
         };
-        let (mean, std) = (metadata.get(meta::EDGE_FEATURE_MEAN), metadata.get(meta::EDGE_FEATURE_STD));
-        let (edge_stats, relation_edge_stats) = match (mean.zip(std), &types) {
-            (Some((mean, std)), Some(types)) if types.has_edge_features() => {
-                (None, relation_stats(types, mean, std).map_err(stats_key)?)
-            }
-            (Some((mean, std)), None) if edge_dim > 0 => {
-                (Some(EdgeStats::parse(mean, std, edge_dim).map_err(stats_key)?), Vec::new())
-            }
-            (None, _) if mean.is_none() && std.is_none() => (None, Vec::new()),
-            // One key without the other, or statistics for edges without features.
-            _ => {
-                return Err(MetaError::Bad(if std.is_none() {
-                    meta::EDGE_FEATURE_STD
-                } else {
-                    meta::EDGE_FEATURE_MEAN
-                }));
-            }
-        };
-        let link = match metadata.get(meta::TASK) {
-            None => None,
-            Some(task) => match Task::parse(task).ok_or(MetaError::Bad(meta::TASK))? {
-                Task::Node => None,
-                Task::Link => Some(LinkSpec {
-                    negatives: number(meta::NEGATIVES)? as usize,
-                    negative_sampler: NegativeSampler::parse(text(meta::NEGATIVE_SAMPLER)?)
-                        .ok_or(MetaError::Bad(meta::NEGATIVE_SAMPLER))?,
-                    disjoint_train: text(meta::DISJOINT_TRAIN)?
-                        .parse()
-                        .map_err(|_| MetaError::Bad(meta::DISJOINT_TRAIN))?,
-                    supervision_fraction: text(meta::SUPERVISION_FRACTION)?
-                        .parse()
-                        .map_err(|_| MetaError::Bad(meta::SUPERVISION_FRACTION))?,
-                    relation: link_relation(metadata.get(meta::LINK_RELATION), types.as_ref())?,
-                }),
-            },
-        };
+        let (edge_stats, relation_edge_stats) = keys.edge_stats(edge_dim, types.as_ref())?;
+        let link = keys.link(types.as_ref())?;
         Ok(FlattenMeta {
             hops,
             fanouts,
-            sampler: Sampler::parse(text(meta::SAMPLER)?).ok_or(MetaError::Bad(meta::SAMPLER))?,
-            seed: number(meta::SEED)?,
-            feature_dim: number(meta::FEATURE_DIM)? as usize,
+            sampler: Sampler::parse(keys.text(meta::SAMPLER)?).ok_or(MetaError::Bad(meta::SAMPLER))?,
+            seed: keys.number(meta::SEED)?,
+            feature_dim: keys.number(meta::FEATURE_DIM)? as usize,
             label: match metadata.get(meta::LABEL) {
                 None => LabelKind::Class,
                 Some(text) => LabelKind::parse(text).ok_or(MetaError::Bad(meta::LABEL))?,
@@ -378,6 +319,93 @@ impl FlattenMeta {
                 Some("strings") => true,
                 Some(_) => return Err(MetaError::Bad(meta::IDS)),
             },
+        })
+    }
+}
+
+/// Whether `fanouts` has one fanout per hop of `hops`, or none (every edge): what `layers`
+/// reads.
+fn per_hop(fanouts: &[u32], hops: usize) -> bool {
+    fanouts.is_empty() || fanouts.len() == hops
+}
+
+/// A schema's metadata as [`FlattenMeta::read`] reads it: each key missing or unreadable is
+/// [`MetaError::Bad`] naming it.
+struct Keys<'a>(&'a Metadata);
+
+impl Keys<'_> {
+    fn text(&self, key: &'static str) -> Result<&str, MetaError> {
+        self.0.get(key).map(String::as_str).ok_or(MetaError::Bad(key))
+    }
+
+    fn number(&self, key: &'static str) -> Result<u64, MetaError> {
+        self.text(key)?.parse::<u64>().map_err(|_| MetaError::Bad(key))
+    }
+
+    /// A typed graph's types and each relation's fanouts (one per hop of `hops`, or none);
+    /// `(None, [])` for a homogeneous graph.
+    fn types(&self, hops: usize) -> Result<(Option<GraphTypes>, Vec<Vec<u32>>), MetaError> {
+        let Some(node_types) = self.0.get(meta::NODE_TYPES) else { return Ok((None, Vec::new())) };
+        let types = GraphTypes::parse(node_types, self.text(meta::RELATIONS)?, self.text(meta::TARGET_TYPE)?)
+            .ok_or(MetaError::Bad(meta::NODE_TYPES))?;
+        let lists = self.text(meta::RELATION_FANOUTS)?;
+        let fanouts: Vec<Vec<u32>> = match types.relations.len() {
+            0 => Vec::new(),
+            _ => lists
+                .split(';')
+                .map(|list| match list {
+                    "" => Some(Vec::new()),
+                    _ => list.split(',').map(|f| f.parse().ok()).collect(),
+                })
+                .collect::<Option<_>>()
+                .ok_or(MetaError::Bad(meta::RELATION_FANOUTS))?,
+        };
+        if fanouts.len() != types.relations.len() || !fanouts.iter().all(|f| per_hop(f, hops)) {
+            return Err(MetaError::Bad(meta::RELATION_FANOUTS));
+        }
+        Ok((Some(types), fanouts))
+    }
+
+    /// The edge features' statistics: the table's (homogeneous, `edge_dim` > 0) or each
+    /// relation's (typed, with edge features); none without either key. One key without the
+    /// other, or statistics for edges without features, is bad.
+    fn edge_stats(
+        &self,
+        edge_dim: usize,
+        types: Option<&GraphTypes>,
+    ) -> Result<(Option<EdgeStats>, Vec<Option<EdgeStats>>), MetaError> {
+        let (mean, std) = (self.0.get(meta::EDGE_FEATURE_MEAN), self.0.get(meta::EDGE_FEATURE_STD));
+        match (mean.zip(std), types) {
+            (Some((mean, std)), Some(types)) if types.has_edge_features() => {
+                Ok((None, relation_stats(types, mean, std).map_err(stats_key)?))
+            }
+            (Some((mean, std)), None) if edge_dim > 0 => {
+                Ok((Some(EdgeStats::parse(mean, std, edge_dim).map_err(stats_key)?), Vec::new()))
+            }
+            (None, _) if mean.is_none() && std.is_none() => Ok((None, Vec::new())),
+            _ => Err(MetaError::Bad(if std.is_none() { meta::EDGE_FEATURE_STD } else { meta::EDGE_FEATURE_MEAN })),
+        }
+    }
+
+    /// A link task's settings; `None` for node records (no task key, or `node`).
+    fn link(&self, types: Option<&GraphTypes>) -> Result<Option<LinkSpec>, MetaError> {
+        let Some(task) = self.0.get(meta::TASK) else { return Ok(None) };
+        Ok(match Task::parse(task).ok_or(MetaError::Bad(meta::TASK))? {
+            Task::Node => None,
+            Task::Link => Some(LinkSpec {
+                negatives: self.number(meta::NEGATIVES)? as usize,
+                negative_sampler: NegativeSampler::parse(self.text(meta::NEGATIVE_SAMPLER)?)
+                    .ok_or(MetaError::Bad(meta::NEGATIVE_SAMPLER))?,
+                disjoint_train: self
+                    .text(meta::DISJOINT_TRAIN)?
+                    .parse()
+                    .map_err(|_| MetaError::Bad(meta::DISJOINT_TRAIN))?,
+                supervision_fraction: self
+                    .text(meta::SUPERVISION_FRACTION)?
+                    .parse()
+                    .map_err(|_| MetaError::Bad(meta::SUPERVISION_FRACTION))?,
+                relation: link_relation(self.0.get(meta::LINK_RELATION), types)?,
+            }),
         })
     }
 }
