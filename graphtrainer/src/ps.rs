@@ -198,7 +198,8 @@ impl Server {
         let probe = ProbeHandle::new();
         let updates = Rc::new(RefCell::new(Vec::new()));
         let state = Rc::new(RefCell::new(Some(state)));
-        let (sink, owned) = (updates.clone(), state.clone());
+        let sink = updates.clone();
+        let server = ShardServer { owned: state.clone(), rows, dim };
         worker.dataflow::<u64, _, _>(|scope| {
             scope
                 .input_from(&mut input)
@@ -210,34 +211,11 @@ impl Server {
                         move |(input, frontier), output| {
                             input.for_each(|cap, data| {
                                 let Some(cap) = cap.retain_least(0) else { return };
-                                if mode == PsMode::Async {
-                                    // Apply each gradient now; the step's stats still wait for it to complete.
-                                    let mut owned = owned.borrow_mut();
-                                    if let Some(shard) = owned.as_mut() {
-                                        let mut session = output.session(&cap);
-                                        for p in data.iter_mut().filter(|p| p.count > 0) {
-                                            if let Some(rows) = &rows {
-                                                let mut sums = RowSums::default();
-                                                sums.add(p, dim);
-                                                sums.apply(rows, p.count);
-                                                (p.row_ids, p.row_grads) = (Vec::new(), Vec::new());
-                                            }
-                                            if p.grad.is_empty() {
-                                                continue;
-                                            }
-                                            p.grad.iter_mut().for_each(|g| *g /= p.count as f32);
-                                            shard.optimizer.step(&mut shard.values, &p.grad, p.lr);
-                                            p.grad = Vec::new();
-                                            p.count = 0;
-                                            session.give(Update {
-                                                shard: shard.shard,
-                                                values: shard.values.clone(),
-                                                stats: Stats::default(),
-                                                step: *cap.time(),
-                                                last: false,
-                                            });
-                                        }
-                                    }
+                                if mode == PsMode::Async && server.owned.borrow().is_some() {
+                                    let mut session = output.session(&cap);
+                                    server.apply_now(data, *cap.time(), |u| {
+                                        session.give(u);
+                                    });
                                 }
                                 pending.entry(*cap.time()).or_insert_with(|| (cap, Vec::new())).1.append(data);
                             });
@@ -245,37 +223,10 @@ impl Server {
                                 pending.keys().copied().filter(|t| !frontier.less_equal(t)).collect();
                             done.sort_unstable();
                             for time in done {
-                                let (cap, mut pushes) = pending.remove(&time).expect("listed above");
-                                pushes.sort_by_key(|p| p.from);
-                                let mut owned = owned.borrow_mut();
-                                let Some(shard) = owned.as_mut() else { continue };
-                                let mut sum = vec![0.0f32; shard.values.len()];
-                                let (mut count, mut stats, mut lr) = (0u64, Stats::default(), 0.0f32);
-                                let mut row_sums = RowSums::default();
-                                for p in &pushes {
-                                    if !p.grad.is_empty() {
-                                        sum.iter_mut().zip(&p.grad).for_each(|(s, g)| *s += g);
-                                    }
-                                    row_sums.add(p, dim);
-                                    count += p.count;
-                                    stats.add(&p.stats);
-                                    lr = p.lr;
+                                let (cap, pushes) = pending.remove(&time).expect("listed above");
+                                if let Some(update) = server.complete(time, pushes) {
+                                    output.session(&cap).give(update);
                                 }
-                                if count > 0 {
-                                    sum.iter_mut().for_each(|s| *s /= count as f32);
-                                    shard.optimizer.step(&mut shard.values, &sum, lr);
-                                }
-                                // Before the update goes out: a worker's next pull sees these rows.
-                                if let Some(rows) = &rows {
-                                    row_sums.apply(rows, count);
-                                }
-                                output.session(&cap).give(Update {
-                                    shard: shard.shard,
-                                    values: shard.values.clone(),
-                                    stats,
-                                    step: time,
-                                    last: true,
-                                });
                             }
                         }
                     },
@@ -346,5 +297,75 @@ impl Server {
 
     pub fn steps_done(&self) -> u64 {
         self.step
+    }
+}
+
+/// A server shard in the dataflow: its slice and optimizer (`None` once the worker has taken
+/// it), and its share of the learned rows, `dim` wide, if the model has them.
+struct ShardServer {
+    owned: Rc<RefCell<Option<ShardState>>>,
+    rows: Option<Rc<RefCell<RowShard>>>,
+    dim: usize,
+}
+
+impl ShardServer {
+    /// Async mode: applies each push's gradient (and learned rows) at `step` as it arrives,
+    /// handing `give` the shard's values after each; the pushes keep their stats (and counts
+    /// of 0) for the step's completion.
+    fn apply_now(&self, data: &mut [Push], step: u64, mut give: impl FnMut(Update)) {
+        let mut owned = self.owned.borrow_mut();
+        let Some(shard) = owned.as_mut() else { return };
+        for p in data.iter_mut().filter(|p| p.count > 0) {
+            if let Some(rows) = &self.rows {
+                let mut sums = RowSums::default();
+                sums.add(p, self.dim);
+                sums.apply(rows, p.count);
+                (p.row_ids, p.row_grads) = (Vec::new(), Vec::new());
+            }
+            if p.grad.is_empty() {
+                continue;
+            }
+            p.grad.iter_mut().for_each(|g| *g /= p.count as f32);
+            shard.optimizer.step(&mut shard.values, &p.grad, p.lr);
+            p.grad = Vec::new();
+            p.count = 0;
+            give(Update {
+                shard: shard.shard,
+                values: shard.values.clone(),
+                stats: Stats::default(),
+                step,
+                last: false,
+            });
+        }
+    }
+
+    /// Completes step `time`: sums its `pushes` in worker order (the same bits every run),
+    /// steps the optimizer on their mean, applies the learned rows' sums before the update
+    /// goes out (a worker's next pull sees these rows), and returns the step's last update
+    /// with its summed stats; `None` once the shard is taken.
+    fn complete(&self, time: u64, mut pushes: Vec<Push>) -> Option<Update> {
+        pushes.sort_by_key(|p| p.from);
+        let mut owned = self.owned.borrow_mut();
+        let shard = owned.as_mut()?;
+        let mut sum = vec![0.0f32; shard.values.len()];
+        let (mut count, mut stats, mut lr) = (0u64, Stats::default(), 0.0f32);
+        let mut row_sums = RowSums::default();
+        for p in &pushes {
+            if !p.grad.is_empty() {
+                sum.iter_mut().zip(&p.grad).for_each(|(s, g)| *s += g);
+            }
+            row_sums.add(p, self.dim);
+            count += p.count;
+            stats.add(&p.stats);
+            lr = p.lr;
+        }
+        if count > 0 {
+            sum.iter_mut().for_each(|s| *s /= count as f32);
+            shard.optimizer.step(&mut shard.values, &sum, lr);
+        }
+        if let Some(rows) = &self.rows {
+            row_sums.apply(rows, count);
+        }
+        Some(Update { shard: shard.shard, values: shard.values.clone(), stats, step: time, last: true })
     }
 }

@@ -308,27 +308,8 @@ impl<T: Learner> Setup<T> {
     pub fn new(worker: &mut Worker, config: &TrainConfig, source: Arc<Source<T>>) -> Result<Setup<T>, Error> {
         let started = Instant::now();
         let set = source.set();
-        // Before anything the processes compare: each checks the version it opened alone.
-        set.one_version(worker)?;
-        check_task(config, set)?;
-        check_kind(config, set)?;
-        if set.meta.task() != T::TASK {
-            return Err(Error::Internal(format!("a {} trainer on {} records", T::TASK.name(), set.meta.task().name())));
-        }
-        let plan = Plan::gather(worker, set, config.classes)?;
+        let plan = Self::plan(worker, config, set, started)?;
         let totals = plan.totals();
-        if worker.index() == 0 {
-            let what = if T::TASK == Task::Link { "link" } else { "labeled" };
-            tracing::info!(
-                "train: {} row groups hold {} train, {} valid, {} test {what} records; {} steps per epoch (planned in {:.1}s)",
-                plan.units.len(),
-                totals.train,
-                totals.valid,
-                totals.test,
-                plan.steps(config.batch_size),
-                started.elapsed().as_secs_f64()
-            );
-        }
         let negatives = set.meta.link.as_ref().map_or(0, |l| l.negatives);
         let can_validate = totals.valid > 0 && (T::TASK == Task::Node || negatives > 0);
         let keys = TaskKeys::resolve(config, T::TASK, negatives, can_validate);
@@ -336,38 +317,12 @@ impl<T: Learner> Setup<T> {
         if worker.index() == 0 {
             tracing::info!("train: {}", keys.line(config, T::TASK));
         }
-        let gat = config.model == ModelKind::Gat;
         let edge_inputs = edge_inputs(config, set)?;
         if worker.index() == 0 {
             tracing::info!("train: {}", edge_inputs.line(config, &set.meta));
         }
         check_learned_input(config, set)?;
-        let spec = ModelSpec {
-            kind: config.model,
-            // A typed model's inputs are its types' widths (in `types`); a homogeneous one's
-            // the features, then the learned embedding.
-            input_dim: set.meta.feature_dim + config.learned_embedding_dim,
-            hidden: config.hidden,
-            classes: head.classes,
-            layers: set.meta.hops,
-            heads: if gat { config.heads } else { 1 },
-            output_heads: if gat { config.output_heads } else { 1 },
-            activation: config.activation,
-            normalize_features: config.normalize_features,
-            multi_label: head.multi_label,
-            edge_dim: 0,
-            normalize_edge_features: false,
-            edge_stats: None,
-            relation_edge_stats: Vec::new(),
-            task: head.task,
-            decoder: head.decoder,
-            types: None,
-            bases: config.bases,
-            wide_mlp: true,
-            learned_embedding_dim: config.learned_embedding_dim,
-            seed: config.seed,
-        };
-        let spec = learned_types(config, edge_inputs.apply(&set.meta, spec))?;
+        let spec = learned_types(config, edge_inputs.apply(&set.meta, model_spec(config, set, head)))?;
         let names = spec.types.as_ref().map(|t| t.node_types.iter().map(|n| n.name.clone()).collect());
         let learned = config.learned().map(|l| RefCell::new(Learned::new(worker, &l, config.seed, names)));
         let base = gnn::device(config.device)?;
@@ -400,6 +355,64 @@ impl<T: Learner> Setup<T> {
             base,
             device,
         })
+    }
+
+    /// The run's plan over the record set's units, once the records suit the job (the
+    /// version, the task and the label kind) and this trainer's task; worker 0 logs it.
+    fn plan(worker: &mut Worker, config: &TrainConfig, set: &RecordSet, started: Instant) -> Result<Plan, Error> {
+        // Before anything the processes compare: each checks the version it opened alone.
+        set.one_version(worker)?;
+        check_task(config, set)?;
+        check_kind(config, set)?;
+        if set.meta.task() != T::TASK {
+            return Err(Error::Internal(format!("a {} trainer on {} records", T::TASK.name(), set.meta.task().name())));
+        }
+        let plan = Plan::gather(worker, set, config.classes)?;
+        let totals = plan.totals();
+        if worker.index() == 0 {
+            let what = if T::TASK == Task::Link { "link" } else { "labeled" };
+            tracing::info!(
+                "train: {} row groups hold {} train, {} valid, {} test {what} records; {} steps per epoch (planned in {:.1}s)",
+                plan.units.len(),
+                totals.train,
+                totals.valid,
+                totals.test,
+                plan.steps(config.batch_size),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(plan)
+    }
+}
+
+/// The model the job asks for on records of `set`, its last layer `head`: before the edge
+/// inputs and the learned types are applied.
+fn model_spec(config: &TrainConfig, set: &RecordSet, head: Head) -> ModelSpec {
+    let gat = config.model == ModelKind::Gat;
+    ModelSpec {
+        kind: config.model,
+        // A typed model's inputs are its types' widths (in `types`); a homogeneous one's
+        // the features, then the learned embedding.
+        input_dim: set.meta.feature_dim + config.learned_embedding_dim,
+        hidden: config.hidden,
+        classes: head.classes,
+        layers: set.meta.hops,
+        heads: if gat { config.heads } else { 1 },
+        output_heads: if gat { config.output_heads } else { 1 },
+        activation: config.activation,
+        normalize_features: config.normalize_features,
+        multi_label: head.multi_label,
+        edge_dim: 0,
+        normalize_edge_features: false,
+        edge_stats: None,
+        relation_edge_stats: Vec::new(),
+        task: head.task,
+        decoder: head.decoder,
+        types: None,
+        bases: config.bases,
+        wide_mlp: true,
+        learned_embedding_dim: config.learned_embedding_dim,
+        seed: config.seed,
     }
 }
 
@@ -638,175 +651,260 @@ pub fn train_fed<T: Learner>(
     let started = Instant::now();
     let index = worker.index();
     let setup = Setup::new(worker, config, source.clone())?;
-    let set = source.set();
-    let io = set.io.clone();
+    let io = source.set().io.clone();
     let output = io.output(&config.output)?;
-    // Worker 0 holds the run's lease on the output (see `tables::commit`) and commits.
-    let lease =
-        if index == 0 { Some(io.block_on(Lease::take(&output, &new_run_id(), Stage::Train.name()))) } else { None };
-    let lease = cluster::agree::<_, Error, tables::error::Report>(worker, lease.transpose().map_err(Error::from))?;
-    let run = cluster::broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
-        .ok_or_else(|| Error::Internal("no run id".into()))?;
-    let Start { mut params, shard, epoch: first_epoch, mut tracker, earlier } =
-        Start::new(worker, config, &setup, &output)?;
-    let mut log = (index == 0).then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, earlier));
+    let (lease, run) = take_lease(worker, &io, &output)?;
+    let Start { params, shard, epoch: first_epoch, tracker, earlier } = Start::new(worker, config, &setup, &output)?;
+    let log = (index == 0).then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, earlier));
     let steps = match feed {
         Feed::Share => setup.plan.steps(config.batch_size),
         Feed::Given(_, steps) => steps,
     };
     let rows = setup.learned.as_ref().map(|l| l.borrow().shard.clone());
-    let mut server = Server::new(
-        worker,
-        shard,
-        rows,
-        params.len(),
-        (first_epoch * (steps + 1)) as u64,
-        config.mode,
-        config.staleness,
-    );
-    let mut waited = Duration::ZERO;
-    let mut next = None;
-
-    for epoch in first_epoch..config.epochs {
-        let clock = Instant::now();
-        let lr = learning_rate(config, epoch);
-        let batches = next.take().unwrap_or_else(|| EpochBatches::new(config, &setup, index, epoch, feed));
-        let mut done = train_epoch(worker, config, &setup, &mut server, &mut params, (epoch, steps, lr), batches)?;
-        next = done.next.take();
-        let scores = T::evaluate_epoch(worker, config, &setup, &mut server, &mut params, lr, &mut done.stats)?;
-        waited += done.waited;
-        let train_loss = done.stats.loss_sum / done.stats.loss_rows.max(1) as f64;
-        let metrics = EpochMetrics { epoch: epoch + 1, train_loss, scores };
-        // A loss or a parameter that is not finite ends the run on every worker, with no model.
-        let finite = metrics.train_loss.is_finite() && params.iter().all(|p| p.is_finite());
-        let diverged = if finite {
-            Ok(())
-        } else {
-            let rates = if setup.learned.is_some() { "lr or learned_embedding_lr" } else { "lr" };
-            Err(Error::Diverged(format!(
-                "epoch {}: the training loss is {} or a parameter is not finite; lower {rates}, or check the \
-                 features (no model is written)",
-                epoch + 1,
-                metrics.train_loss
-            )))
-        };
-        cluster::agree::<_, Error, tables::error::Report>(worker, diverged)?;
-        let best = tracker.observe(&metrics, &params);
-        if let Some(learned) = setup.learned.as_ref().filter(|_| best && setup.keys.patience > 0) {
-            learned.borrow().shard.borrow_mut().keep_best();
-        }
-        if let Some(log) = &mut log {
-            let seconds = clock.elapsed().as_secs_f64();
-            let rate = (done.seen * worker.peers()) as f64 / seconds.max(1e-9);
-            log.write(
-                &metrics,
-                &EpochTiming {
-                    epoch: epoch + 1,
-                    seconds,
-                    records_per_second: rate,
-                    wait_seconds: done.waited.as_secs_f64(),
-                    phases: done.phases,
-                },
-            )?;
-        }
-        if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
-            let shard = server.shard_state().ok_or_else(|| Error::Internal("server shard missing".into()))?;
-            let (metrics, timings) = log.as_ref().map(MetricsLog::texts).unwrap_or_default();
-            // The learned rows first: the checkpoint that names them is written after them.
-            let learned_rows = match &setup.learned {
-                Some(learned) => {
-                    let name = crate::learned::checkpoint::name(&run, index, epoch + 1);
-                    let place = checkpoint::dir(&output).child(&name);
-                    crate::learned::checkpoint::save(&io, place, &learned.borrow().shard.borrow())?;
-                    Some(name)
-                }
-                None => None,
-            };
-            let checkpoint = Checkpoint {
-                epoch: epoch + 1,
-                workers: worker.peers(),
-                params: params.clone(),
-                shard,
-                tracker: tracker.clone(),
-                metrics,
-                timings,
-                learned_rows,
-            };
-            checkpoint.save(&io, &output, &run, index)?;
-            // The previous checkpoint's rows are no checkpoint's now.
-            if setup.learned.is_some() && epoch + 1 > config.checkpoint_every {
-                let old = crate::learned::checkpoint::name(&run, index, epoch + 1 - config.checkpoint_every);
-                io.block_on(checkpoint::dir(&output).child(&old).remove())?;
-            }
-        }
-        if tracker.should_stop(setup.keys.patience) {
-            if index == 0 {
-                tracing::info!(
-                    "train: early stop after epoch {} ({} epochs without a better validation score)",
-                    epoch + 1,
-                    setup.keys.patience
-                );
-            }
-            break;
-        }
+    let first_step = (first_epoch * (steps + 1)) as u64;
+    let server = Server::new(worker, shard, rows, params.len(), first_step, config.mode, config.staleness);
+    let out = RunOutput { io, output, run };
+    let mut fed = FedRun { config, setup: &setup, out: &out, feed, steps, server, params, tracker, log };
+    let waited = fed.epochs(worker, first_epoch)?;
+    let best = setup.keys.patience > 0 && !fed.tracker.best_params.is_empty();
+    if best {
+        fed.params = fed.tracker.best_params.clone();
     }
-    let best = setup.keys.patience > 0 && !tracker.best_params.is_empty();
-    let params = if best { tracker.best_params.clone() } else { params };
-    // Every worker writes its learned rows; worker 0 commits them with the weights.
-    let (table, table_line) = match &setup.learned {
-        None => (Vec::new(), None),
-        Some(learned) => {
-            let learned = learned.borrow();
-            let written = learned.write_parts(&io, &output, &run, index, best);
-            let parts = cluster::agree::<_, Error, tables::error::Report>(worker, written)?;
-            // Read, then let go: no borrow of the rows outlives a step of the worker.
-            let (len, bytes_per_row, dim) = {
-                let shard = learned.shard.borrow();
-                (shard.len() as u64, shard.bytes_per_row(), shard.dim)
-            };
-            let held = cluster::all_gather(worker, vec![(index, len)]);
-            let (rows, most) = (held.iter().map(|(_, n)| n).sum::<u64>(), held.iter().map(|(_, n)| *n).max());
-            let mb = most.unwrap_or(0) as f64 * bytes_per_row as f64 / 1e6;
-            let line = format!("{rows} rows of {dim} (at most {mb:.1} MB with the optimizer's state on a worker)");
-            (cluster::all_gather(worker, parts), Some(line))
-        }
-    };
-    if let (Some(lease), Some(log)) = (lease, &log) {
-        let mut lines = vec![
-            ("epochs".into(), tracker.epochs.to_string()),
-            ("waited".into(), format!("{:.2}s for data (worker 0)", waited.as_secs_f64())),
-            ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.cached_bytes() as f64 / 1e6)),
-        ];
-        if let Some(line) = &table_line {
-            lines.push(("learned".into(), line.clone()));
-        }
-        let facts = RunFacts {
-            seconds: started.elapsed().as_secs_f64(),
-            workers: worker.peers(),
-            peak_rss: vec![cluster::memory::peak_rss_bytes().unwrap_or(0)],
-            lines,
-            ..RunFacts::default()
-        };
-        let meta = records_meta(&setup.spec, set, params.len());
-        let saved = Saving { log, meta, io: &set.io, params: &params, device: &setup.base, facts, table };
-        save_model(config, &output, lease, saved)?;
+    let (table, table_line) = write_learned(worker, &setup, &out, best)?;
+    if let Some(lease) = lease {
+        fed.save(worker, lease, started, waited, table, table_line.as_ref())?;
     }
+    let FedRun { params, tracker, .. } = fed;
     Ok(TrainSummary {
-        epochs: tracker.epochs,
-        metric: metric_of(&setup.spec).name(),
-        best_epoch: tracker.best_epoch,
-        best_valid: tracker.best_valid,
-        test_at_best: tracker.test_at_best,
-        seconds: started.elapsed().as_secs_f64(),
         wait_seconds: waited.as_secs_f64(),
-        params,
-        written_epoch: if best { tracker.best_epoch } else { tracker.epochs },
-        peak_rss: cluster::memory::peak_rss_bytes(),
         cached_bytes: setup.source.cached_bytes(),
         learned: table_line,
         keys: setup.keys.line(config, T::TASK),
-        exchanged: None,
+        ..TrainSummary::tracked(&tracker, best, metric_of(&setup.spec), started, params)
     })
+}
+
+impl TrainSummary {
+    /// A run's summary as its `tracker` saw it, `metric` its scores', the model's `params`
+    /// the best epoch's with `best` (else the last's); no wait, cache, learned table, keys
+    /// or exchange (each stage sets its own).
+    pub(crate) fn tracked(tracker: &Tracker, best: bool, metric: Metric, started: Instant, params: Vec<f32>) -> Self {
+        TrainSummary {
+            epochs: tracker.epochs,
+            metric: metric.name(),
+            best_epoch: tracker.best_epoch,
+            best_valid: tracker.best_valid,
+            test_at_best: tracker.test_at_best,
+            seconds: started.elapsed().as_secs_f64(),
+            wait_seconds: 0.0,
+            params,
+            written_epoch: if best { tracker.best_epoch } else { tracker.epochs },
+            peak_rss: cluster::memory::peak_rss_bytes(),
+            cached_bytes: 0,
+            learned: None,
+            keys: String::new(),
+            exchanged: None,
+        }
+    }
+}
+
+/// Worker 0's lease on `output` (see `tables::commit`; worker 0 commits), agreed on every
+/// worker, and the run's id, the same on every worker.
+fn take_lease(worker: &mut Worker, io: &Io, output: &Place) -> Result<(Option<Lease>, String), Error> {
+    let lease = if worker.index() == 0 {
+        Some(io.block_on(Lease::take(output, &new_run_id(), Stage::Train.name())))
+    } else {
+        None
+    };
+    let lease = cluster::agree::<_, Error, tables::error::Report>(worker, lease.transpose().map_err(Error::from))?;
+    let run = cluster::broadcast(worker, lease.as_ref().map(|l| l.run().to_owned()))
+        .ok_or_else(|| Error::Internal("no run id".into()))?;
+    Ok((lease, run))
+}
+
+/// Where a run writes: the store, the model's directory and the run's id.
+struct RunOutput {
+    io: Arc<Io>,
+    output: Place,
+    run: String,
+}
+
+/// A record trainer's run in progress: its parameters (the latest, every worker's alike), the
+/// parameter server, the tracker of the best epoch and worker 0's metrics log.
+struct FedRun<'a, T: Learner> {
+    config: &'a TrainConfig,
+    setup: &'a Setup<T>,
+    out: &'a RunOutput,
+    feed: Feed<'a, T>,
+    steps: usize,
+    server: Server,
+    params: Vec<f32>,
+    tracker: Tracker,
+    log: Option<MetricsLog>,
+}
+
+impl<'a, T: Learner> FedRun<'a, T> {
+    /// Trains and evaluates epochs `first..epochs`, until an early stop; each epoch's
+    /// batches start loading at the last step of the one before. Returns the time compute
+    /// waited for data.
+    fn epochs(&mut self, worker: &mut Worker, first: usize) -> Result<Duration, Error> {
+        let (config, setup, index) = (self.config, self.setup, worker.index());
+        let mut waited = Duration::ZERO;
+        let mut next = None;
+        for epoch in first..config.epochs {
+            let clock = Instant::now();
+            let lr = learning_rate(config, epoch);
+            let batches = next.take().unwrap_or_else(|| EpochBatches::new(config, setup, index, epoch, self.feed));
+            let (server, params) = (&mut self.server, &mut self.params);
+            let mut done = train_epoch(worker, config, setup, server, params, (epoch, self.steps, lr), batches)?;
+            next = done.next.take();
+            let scores = T::evaluate_epoch(worker, config, setup, server, params, lr, &mut done.stats)?;
+            waited += done.waited;
+            let train_loss = done.stats.loss_sum / done.stats.loss_rows.max(1) as f64;
+            let metrics = EpochMetrics { epoch: epoch + 1, train_loss, scores };
+            self.epoch_done(worker, &metrics, done, clock)?;
+            if config.checkpoint_every > 0 && (epoch + 1) % config.checkpoint_every == 0 {
+                self.checkpoint(worker, epoch + 1)?;
+            }
+            if self.tracker.should_stop(setup.keys.patience) {
+                if index == 0 {
+                    tracing::info!(
+                        "train: early stop after epoch {} ({} epochs without a better validation score)",
+                        epoch + 1,
+                        setup.keys.patience
+                    );
+                }
+                break;
+            }
+        }
+        Ok(waited)
+    }
+
+    /// Ends an epoch (`clock` its start): fails on every worker alike when its loss or a
+    /// parameter is not finite (no model is written), tracks the best epoch (keeping the
+    /// learned rows' best when early stop needs them), and logs its metrics and timing.
+    fn epoch_done(
+        &mut self,
+        worker: &mut Worker,
+        metrics: &EpochMetrics,
+        done: EpochDone<'_, T>,
+        clock: Instant,
+    ) -> Result<(), Error> {
+        let finite = metrics.train_loss.is_finite() && self.params.iter().all(|p| p.is_finite());
+        let diverged = if finite {
+            Ok(())
+        } else {
+            let rates = if self.setup.learned.is_some() { "lr or learned_embedding_lr" } else { "lr" };
+            Err(Error::Diverged(format!(
+                "epoch {}: the training loss is {} or a parameter is not finite; lower {rates}, or check the \
+                 features (no model is written)",
+                metrics.epoch, metrics.train_loss
+            )))
+        };
+        cluster::agree::<_, Error, tables::error::Report>(worker, diverged)?;
+        let best = self.tracker.observe(metrics, &self.params);
+        if let Some(learned) = self.setup.learned.as_ref().filter(|_| best && self.setup.keys.patience > 0) {
+            learned.borrow().shard.borrow_mut().keep_best();
+        }
+        let Some(log) = &mut self.log else { return Ok(()) };
+        let seconds = clock.elapsed().as_secs_f64();
+        let rate = (done.seen * worker.peers()) as f64 / seconds.max(1e-9);
+        let timing = EpochTiming {
+            epoch: metrics.epoch,
+            seconds,
+            records_per_second: rate,
+            wait_seconds: done.waited.as_secs_f64(),
+            phases: done.phases,
+        };
+        log.write(metrics, &timing)
+    }
+
+    /// Writes this worker's checkpoint after `epochs` epochs: its learned rows first (the
+    /// checkpoint that names them is written after them), then the parameters, its shard and
+    /// the metrics so far; the previous checkpoint's rows, no checkpoint's now, are removed.
+    fn checkpoint(&self, worker: &Worker, epochs: usize) -> Result<(), Error> {
+        let (RunOutput { io, output, run }, index, every) = (self.out, worker.index(), self.config.checkpoint_every);
+        let shard = self.server.shard_state().ok_or_else(|| Error::Internal("server shard missing".into()))?;
+        let (metrics, timings) = self.log.as_ref().map(MetricsLog::texts).unwrap_or_default();
+        let learned_rows = match &self.setup.learned {
+            Some(learned) => {
+                let name = crate::learned::checkpoint::name(run, index, epochs);
+                let place = checkpoint::dir(output).child(&name);
+                crate::learned::checkpoint::save(io, place, &learned.borrow().shard.borrow())?;
+                Some(name)
+            }
+            None => None,
+        };
+        let checkpoint = Checkpoint {
+            epoch: epochs,
+            workers: worker.peers(),
+            params: self.params.clone(),
+            shard,
+            tracker: self.tracker.clone(),
+            metrics,
+            timings,
+            learned_rows,
+        };
+        checkpoint.save(io, output, run, index)?;
+        if self.setup.learned.is_some() && epochs > every {
+            let old = crate::learned::checkpoint::name(run, index, epochs - every);
+            io.block_on(checkpoint::dir(output).child(&old).remove())?;
+        }
+        Ok(())
+    }
+
+    /// Worker 0 (the lease's holder) writes the model, with the run's facts and every
+    /// worker's learned rows (`table`, `learned` its line), and commits it.
+    fn save(
+        &self,
+        worker: &Worker,
+        lease: Lease,
+        started: Instant,
+        waited: Duration,
+        table: Vec<tables::staging::StagedPart>,
+        learned: Option<&String>,
+    ) -> Result<(), Error> {
+        let Some(log) = &self.log else { return Ok(()) };
+        let (setup, set) = (self.setup, self.setup.source.set());
+        let mut lines = vec![
+            ("epochs".into(), self.tracker.epochs.to_string()),
+            ("waited".into(), format!("{:.2}s for data (worker 0)", waited.as_secs_f64())),
+            ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.cached_bytes() as f64 / 1e6)),
+        ];
+        if let Some(line) = learned {
+            lines.push(("learned".into(), line.clone()));
+        }
+        let facts = run_facts(worker.peers(), started, lines);
+        let meta = records_meta(&setup.spec, set, self.params.len());
+        let saved = Saving { log, meta, io: &set.io, params: &self.params, device: &setup.base, facts, table };
+        save_model(self.config, &self.out.output, lease, saved)
+    }
+}
+
+/// Every worker writes its learned rows (the kept best ones with `best`), for worker 0 to
+/// commit with the weights: returns every worker's parts and the table's line for the
+/// summary (nothing without a learned table).
+fn write_learned<T: Learner>(
+    worker: &mut Worker,
+    setup: &Setup<T>,
+    out: &RunOutput,
+    best: bool,
+) -> Result<(Vec<tables::staging::StagedPart>, Option<String>), Error> {
+    let Some(learned) = &setup.learned else { return Ok((Vec::new(), None)) };
+    let index = worker.index();
+    let learned = learned.borrow();
+    let written = learned.write_parts(&out.io, &out.output, &out.run, index, best);
+    let parts = cluster::agree::<_, Error, tables::error::Report>(worker, written)?;
+    // Read, then let go: no borrow of the rows outlives a step of the worker.
+    let (len, bytes_per_row, dim) = {
+        let shard = learned.shard.borrow();
+        (shard.len() as u64, shard.bytes_per_row(), shard.dim)
+    };
+    let held = cluster::all_gather(worker, vec![(index, len)]);
+    let (rows, most) = (held.iter().map(|(_, n)| n).sum::<u64>(), held.iter().map(|(_, n)| *n).max());
+    let mb = most.unwrap_or(0) as f64 * bytes_per_row as f64 / 1e6;
+    let line = format!("{rows} rows of {dim} (at most {mb:.1} MB with the optimizer's state on a worker)");
+    Ok((cluster::all_gather(worker, parts), Some(line)))
 }
 
 /// What an epoch's training steps add up to.
@@ -916,17 +1014,30 @@ fn train_epoch<'a, T: Learner>(
         done.phases.exchange_seconds += lap.lap();
     }
     if let EpochBatches::Share(batches) = &mut batches {
-        done.phases.add_build(batches.build_time());
-        let planned = setup.plan.share_totals(worker.index()).train as usize;
-        if done.seen != planned || batches.next_batch()?.is_some() {
-            return Err(Error::Internal(format!(
-                "{}: the record set changed during training ({planned} training records planned, {} read)",
-                setup.source.set().place.shown(),
-                done.seen
-            )));
-        }
+        whole_share_read(worker.index(), setup, batches, &mut done)?;
     }
     Ok(done)
+}
+
+/// Once an epoch's steps are done: adds the loader's build time to `done`'s phases, and fails
+/// where the worker (`index`) did not read exactly its planned share of the training records
+/// (the record set changed during training).
+fn whole_share_read<T: Learner>(
+    index: usize,
+    setup: &Setup<T>,
+    batches: &mut Batches<T>,
+    done: &mut EpochDone<'_, T>,
+) -> Result<(), Error> {
+    done.phases.add_build(batches.build_time());
+    let planned = setup.plan.share_totals(index).train as usize;
+    if done.seen != planned || batches.next_batch()?.is_some() {
+        return Err(Error::Internal(format!(
+            "{}: the record set changed during training ({planned} training records planned, {} read)",
+            setup.source.set().place.shown(),
+            done.seen
+        )));
+    }
+    Ok(())
 }
 
 /// What `best_valid` and `test_at_best` measure for a model of `spec`.
@@ -962,6 +1073,18 @@ fn records_meta(spec: &ModelSpec, set: &RecordSet, parameters: usize) -> ModelMe
         parameters,
         relation_fanouts: set.meta.relation_fanouts.clone(),
         link_relation: set.meta.link.as_ref().and_then(|l| l.relation),
+    }
+}
+
+/// A run's facts for its model: the time since `started`, its `workers`, this process's peak
+/// memory and the stage's `lines`.
+pub(crate) fn run_facts(workers: usize, started: Instant, lines: Vec<(String, String)>) -> RunFacts {
+    RunFacts {
+        seconds: started.elapsed().as_secs_f64(),
+        workers,
+        peak_rss: vec![cluster::memory::peak_rss_bytes().unwrap_or(0)],
+        lines,
+        ..RunFacts::default()
     }
 }
 

@@ -296,76 +296,116 @@ fn forward(
     cx: &Context,
     model: &Gnn,
     edges: &EdgeTensors,
-    mut training: Option<(Dropout, &mut Exchange)>,
+    training: Option<(Dropout, &mut Exchange)>,
     phases: &mut Phases,
 ) -> Vec<Kept> {
     let dropout = training.as_ref().map(|(d, _)| *d);
     let device = edges.gcn_coef.device();
-    let mut lap = Lap::start();
+    let mut pass = Forward { worker, cx, model, training, dropout, phases, lap: Lap::start(), device };
     let mut kept = Vec::with_capacity(cx.spec.layers + 1);
     // Exchanged outputs are numbered from the projection's when there is one.
-    let (mut input, mut width, first) = match cx.features {
-        Features::Rows(rows) => match dropout {
-            Some(d) => (drop_features(rows, &cx.local.ids, cx.spec.input_dim, d), cx.spec.input_dim, 0),
-            None => (rows.to_vec(), cx.spec.input_dim, 0),
-        },
-        Features::Typed(typed) => {
-            let projected = project(cx, model, typed, dropout, &device);
-            let mut rows = values(projected.clone().detach());
-            phases.forward_seconds += lap.lap();
-            let halo = match &mut training {
-                Some((_, exchange)) => exchange.pull(worker, cx.halo, 0, &rows, cx.spec.hidden),
-                None => cx.halo.pull(worker, &rows, cx.spec.hidden),
-            };
-            rows.extend(halo);
-            phases.exchange_seconds += lap.lap();
-            kept.push(Kept { input: None, output: projected, hub_mask: None, pieces: None });
-            (rows, cx.spec.hidden, 1)
-        }
-    };
+    let (mut input, mut width, first) = pass.input(&mut kept);
     for l in 0..cx.spec.layers {
         // Layer 0's features were dropped already; evaluation drops nothing.
         let rows = input.len() / width.max(1) + cx.hubs.virtual_rows();
         let row_mask = dropout.filter(|d| d.rate > 0.0 && l > 0).map(|d| mask(&cx.local.ids, rows, width, d, l));
-        let (mut hub_mask, mut pieces) = (None, None);
-        if cx.hubs.active() && cx.hubs.layered() {
-            phases.tensors_seconds += lap.lap();
-            let how = (&mut training, row_mask.as_deref());
-            let layer = layer_pieces(worker, cx, model, (l, &input, width), how, &device);
-            let seconds = lap.lap();
-            phases.forward_seconds += layer.seconds;
-            phases.exchange_seconds += seconds - layer.seconds;
-            pieces = Some(layer);
-        } else if cx.hubs.active() {
-            hub_mask = row_mask.as_ref().map(|m| cx.hubs.mask_rows(m, width));
-            phases.tensors_seconds += lap.lap();
-            let partials = cx.hubs.forward(worker, &input, width, hub_mask.as_deref());
-            if let Some((_, exchange)) = &mut training {
-                exchange.traffic.count(cx.hubs.rows_sent(), cx.hubs.rows_sent(), width, Precision::F32);
-            }
-            input.extend(partials);
-            phases.exchange_seconds += lap.lap();
-        }
-        let (leaf, x, keep) = layer_input(cx, l, (input, width), (dropout, row_mask), &device);
-        phases.tensors_seconds += lap.lap();
+        let (hub_mask, pieces) = pass.hubs(l, &mut input, width, row_mask.as_deref());
+        let (leaf, x, keep) = layer_input(cx, l, (input, width), (dropout, row_mask), &pass.device);
+        pass.phases.tensors_seconds += pass.lap.lap();
         let terms = pieces.as_ref().and_then(|p| p.terms.as_ref());
         let output = model.train_layer(cx.spec, l, x, (edges, keep), terms);
         kept.push(Kept { input: leaf, output: output.clone(), hub_mask, pieces });
         if l + 1 == cx.spec.layers {
-            phases.forward_seconds += lap.lap();
+            pass.phases.forward_seconds += pass.lap.lap();
             break;
         }
         width = output.dims()[1];
         input = values(output);
-        phases.forward_seconds += lap.lap();
-        let halo = match &mut training {
-            Some((_, exchange)) => exchange.pull(worker, cx.halo, first + l, &input, width),
-            None => cx.halo.pull(worker, &input, width),
-        };
-        input.extend(halo);
-        phases.exchange_seconds += lap.lap();
+        pass.phases.forward_seconds += pass.lap.lap();
+        pass.pull_halo(first + l, &mut input, width);
     }
     kept
+}
+
+/// A forward pass in progress: the worker, the graph and model, the training's dropout and
+/// exchange (`None` in evaluation), and where its time goes (`lap` since the last phase).
+struct Forward<'a, 'c> {
+    worker: &'a mut Worker,
+    cx: &'a Context<'c>,
+    model: &'a Gnn,
+    training: Option<(Dropout, &'a mut Exchange)>,
+    dropout: Option<Dropout>,
+    phases: &'a mut Phases,
+    lap: Lap,
+    device: Device,
+}
+
+impl Forward<'_, '_> {
+    /// Layer 0's input rows (`[own | halo]`), their width and the number of the first layer
+    /// output exchanged: the features (dropped in training), or a typed graph's projection,
+    /// kept first in `kept` and its output exchanged as output 0.
+    fn input(&mut self, kept: &mut Vec<Kept>) -> (Vec<f32>, usize, usize) {
+        let (cx, dim) = (self.cx, self.cx.spec.input_dim);
+        match cx.features {
+            Features::Rows(rows) => match self.dropout {
+                Some(d) => (drop_features(rows, &cx.local.ids, dim, d), dim, 0),
+                None => (rows.to_vec(), dim, 0),
+            },
+            Features::Typed(typed) => {
+                let projected = project(cx, self.model, typed, self.dropout, &self.device);
+                let mut rows = values(projected.clone().detach());
+                self.phases.forward_seconds += self.lap.lap();
+                self.pull_halo(0, &mut rows, cx.spec.hidden);
+                kept.push(Kept { input: None, output: projected, hub_mask: None, pieces: None });
+                (rows, cx.spec.hidden, 1)
+            }
+        }
+    }
+
+    /// Appends the halo's rows of exchanged output `n` (`width` wide) to `rows`: through the
+    /// training's exchange, or exact in evaluation.
+    fn pull_halo(&mut self, n: usize, rows: &mut Vec<f32>, width: usize) {
+        let halo = match &mut self.training {
+            Some((_, exchange)) => exchange.pull(self.worker, self.cx.halo, n, &rows[..], width),
+            None => self.cx.halo.pull(self.worker, &rows[..], width),
+        };
+        rows.extend(halo);
+        self.phases.exchange_seconds += self.lap.lap();
+    }
+
+    /// The split hubs' part of layer `l` before its input: their pieces, when they run the
+    /// layer; else their runs' partial sums appended to `input` as virtual rows, with the
+    /// dropout mask of the rows the runs read (`row_mask`'s). Returns that mask and the pieces.
+    fn hubs(
+        &mut self,
+        l: usize,
+        input: &mut Vec<f32>,
+        width: usize,
+        row_mask: Option<&[f32]>,
+    ) -> (Option<Vec<f32>>, Option<LayerHubs>) {
+        let cx = self.cx;
+        if !cx.hubs.active() {
+            return (None, None);
+        }
+        if cx.hubs.layered() {
+            self.phases.tensors_seconds += self.lap.lap();
+            let how = (&mut self.training, row_mask);
+            let layer = layer_pieces(self.worker, cx, self.model, (l, &input[..], width), how, &self.device);
+            let seconds = self.lap.lap();
+            self.phases.forward_seconds += layer.seconds;
+            self.phases.exchange_seconds += seconds - layer.seconds;
+            return (None, Some(layer));
+        }
+        let hub_mask = row_mask.map(|m| cx.hubs.mask_rows(m, width));
+        self.phases.tensors_seconds += self.lap.lap();
+        let partials = cx.hubs.forward(self.worker, &input[..], width, hub_mask.as_deref());
+        if let Some((_, exchange)) = &mut self.training {
+            exchange.traffic.count(cx.hubs.rows_sent(), cx.hubs.rows_sent(), width, Precision::F32);
+        }
+        input.extend(partials);
+        self.phases.exchange_seconds += self.lap.lap();
+        (hub_mask, None)
+    }
 }
 
 /// What the last layer's rows are trained for: the labels of the own nodes, or an epoch's

@@ -203,32 +203,7 @@ impl Hubs {
             if edges.len() as u64 <= threshold {
                 continue;
             }
-            let hub = nodes.ids[slot];
-            let from = hubs.reducers.len() as u32;
-            let relations: Vec<u8> = edges.iter().map(|e| e.relation).collect();
-            let counts = counts(&relations);
-            for (salt, run, relation) in pieces(&relations, threshold) {
-                let to = (nodes.owners.reducer_key(hub, salt as u64) % peers) as u32;
-                let at = hubs.reducers.len() as u32;
-                hubs.reducers.push((to, 0));
-                let sources = edges[run.clone()].iter().zip(&source_slots[first + run.start..first + run.end]);
-                let sources = sources.filter(|(edge, _)| edge.relation == relation);
-                let sources = sources.map(|(edge, &s)| (edge.src, nodes.owners.of(edge.src) as u32, s & !ELSEWHERE));
-                let degree = nodes.in_degree[slot] as f32;
-                let count = counts[usize::from(relation)];
-                let features = match layered {
-                    true => nodes.sampled_features(slot)[run.start * edge_dim..run.end * edge_dim].to_vec(),
-                    false => Vec::new(),
-                };
-                let (sources, first) = (sources.collect(), run.start as u32);
-                tasks.push(RunTask { to, owner: me, at, degree, count, sources, hub, first, features });
-            }
-            hubs.virtual_of[slot] = from..hubs.reducers.len() as u32;
-            if layered {
-                hubs.hub_slots.push(slot as u32);
-                hubs.fills.extend(mean_rows(nodes.sampled_features(slot), edge_dim));
-            }
-            hubs.split += 1;
+            hubs.cut_hub(nodes, (slot, first), source_slots, peers, &mut tasks);
         }
         let received = cluster::exchange(worker, tasks, |t: &RunTask| u64::from(t.to));
         let placed = hubs.take_runs(received);
@@ -239,6 +214,46 @@ impl Hubs {
         hubs.partials_everywhere = cluster::sum(worker, hubs.runs.len() as u64);
         hubs.crossing_everywhere = cluster::sum(worker, hubs.rows_sent() as u64);
         hubs
+    }
+
+    /// Cuts hub `slot` (its in-edges `first..` in the store's order, `source_slots` aligned
+    /// with them) into runs, each a task for its reducer among `peers`: its sources and
+    /// (layered) features. Keeps the hub's virtual rows and, layered, its slot and mean rows.
+    fn cut_hub(
+        &mut self,
+        nodes: &NodeStore,
+        (slot, first): (usize, usize),
+        source_slots: &[u32],
+        peers: u64,
+        tasks: &mut Vec<RunTask>,
+    ) {
+        let (edges, me, edge_dim) = (nodes.sampled(slot), self.me, self.edge_dim);
+        let hub = nodes.ids[slot];
+        let from = self.reducers.len() as u32;
+        let relations: Vec<u8> = edges.iter().map(|e| e.relation).collect();
+        let counts = counts(&relations);
+        for (salt, run, relation) in pieces(&relations, self.threshold) {
+            let to = (nodes.owners.reducer_key(hub, salt as u64) % peers) as u32;
+            let at = self.reducers.len() as u32;
+            self.reducers.push((to, 0));
+            let sources = edges[run.clone()].iter().zip(&source_slots[first + run.start..first + run.end]);
+            let sources = sources.filter(|(edge, _)| edge.relation == relation);
+            let sources = sources.map(|(edge, &s)| (edge.src, nodes.owners.of(edge.src) as u32, s & !ELSEWHERE));
+            let degree = nodes.in_degree[slot] as f32;
+            let count = counts[usize::from(relation)];
+            let features = match self.layered {
+                true => nodes.sampled_features(slot)[run.start * edge_dim..run.end * edge_dim].to_vec(),
+                false => Vec::new(),
+            };
+            let (sources, first) = (sources.collect(), run.start as u32);
+            tasks.push(RunTask { to, owner: me, at, degree, count, sources, hub, first, features });
+        }
+        self.virtual_of[slot] = from..self.reducers.len() as u32;
+        if self.layered {
+            self.hub_slots.push(slot as u32);
+            self.fills.extend(mean_rows(nodes.sampled_features(slot), edge_dim));
+        }
+        self.split += 1;
     }
 
     /// Takes the runs sent here to reduce, in (owner, virtual row) order; returns where each

@@ -54,54 +54,19 @@ impl LocalGraph {
     ) -> Self {
         let own = nodes.len();
         let first_virtual = own + halo.len();
-        let mut src = Vec::with_capacity(sources.len());
+        let mut lists = InEdgeLists::new(sources.len(), edge_dim, types);
         let mut sources = sources.into_iter();
-        let mut dst = Vec::with_capacity(src.capacity());
-        let mut relations = Vec::with_capacity(if types.is_some() { src.capacity() } else { 0 });
-        let mut edge_keys = Vec::with_capacity(src.capacity());
-        let mut features = Vec::with_capacity(if edge_dim > 0 { src.capacity() * edge_dim } else { 0 });
-        let mut relation_features = Vec::new();
-        let relation_widths = types.filter(|t| t.has_edge_features()).map(|t| t.relations.iter().map(|r| r.edge_dim));
-        let relation_widths: Vec<usize> = relation_widths.map_or_else(Vec::new, Iterator::collect);
         for slot in 0..own {
             let count = match hubs.is_hub(slot) {
                 // Pieces that run the layer: the hub's in-edges are all theirs.
                 true if hubs.layered() => 0,
-                true => {
-                    let rows = hubs.virtual_rows_of(slot);
-                    src.extend(rows.clone().map(|v| (first_virtual + v as usize) as i64));
-                    let held: Vec<u8> = nodes.sampled(slot).iter().map(|e| e.relation).collect();
-                    let pieces = hubs.pieces_of(&held);
-                    if edge_dim > 0 {
-                        push_piece_features(nodes, slot, &pieces, |_| edge_dim, &mut features);
-                    }
-                    if types.is_some() {
-                        relations.extend(pieces.iter().map(|&(_, _, r)| r));
-                    }
-                    if !relation_widths.is_empty() {
-                        let width = |r: u8| relation_widths[usize::from(r)];
-                        push_piece_features(nodes, slot, &pieces, width, &mut relation_features);
-                    }
-                    rows.len()
-                }
-                false => {
-                    let count = nodes.sampled(slot).len();
-                    src.extend(sources.by_ref().take(count));
-                    if edge_dim > 0 {
-                        features.extend_from_slice(nodes.sampled_features(slot));
-                    }
-                    if types.is_some() {
-                        relations.extend(nodes.sampled(slot).iter().map(|e| e.relation));
-                    }
-                    if !relation_widths.is_empty() {
-                        push_relation_rows(nodes, slot, &relation_widths, &mut relation_features);
-                    }
-                    count
-                }
+                true => lists.push_hub(nodes, hubs, slot, first_virtual),
+                false => lists.push_sampled(nodes, slot, &mut sources),
             };
-            dst.extend(std::iter::repeat_n(slot as i64, count));
-            edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
+            lists.dst.extend(std::iter::repeat_n(slot as i64, count));
+            lists.edge_keys.extend((0..count as u32).map(|j| (nodes.ids[slot], j)));
         }
+        let InEdgeLists { src, dst, relations, edge_keys, features, relation_features, .. } = lists;
         let degree: Vec<f32> = nodes.in_degree.iter().map(|&d| d as f32).chain(halo.degrees.iter().copied()).collect();
         let rows_in = first_virtual + hubs.virtual_rows();
         let degree: Vec<f32> = degree.into_iter().chain(std::iter::repeat_n(0.0, hubs.virtual_rows())).collect();
@@ -136,6 +101,76 @@ impl LocalGraph {
     /// read them.
     pub fn labels_in(&self, split: Split) -> Vec<Option<Label>> {
         self.labels.iter().zip(&self.splits).map(|(l, s)| if *s == Some(split) { l.clone() } else { None }).collect()
+    }
+}
+
+/// A worker's in-edges as [`LocalGraph::new`] lists them, destination by destination: each
+/// one's source row, destination, key, features (`edge_dim` each), and on a typed graph its
+/// relation and its features at its relation's width (`relation_widths`, empty when no
+/// relation has features). Every list stays aligned with `src`.
+struct InEdgeLists {
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    relations: Vec<u8>,
+    edge_keys: Vec<(i64, u32)>,
+    features: Vec<f32>,
+    relation_features: Vec<f32>,
+    edge_dim: usize,
+    typed: bool,
+    relation_widths: Vec<usize>,
+}
+
+impl InEdgeLists {
+    /// Empty lists with room for `edges` in-edges.
+    fn new(edges: usize, edge_dim: usize, types: Option<&GraphTypes>) -> Self {
+        let src = Vec::with_capacity(edges);
+        let dst = Vec::with_capacity(src.capacity());
+        let relations = Vec::with_capacity(if types.is_some() { src.capacity() } else { 0 });
+        let edge_keys = Vec::with_capacity(src.capacity());
+        let features = Vec::with_capacity(if edge_dim > 0 { src.capacity() * edge_dim } else { 0 });
+        let relation_widths = types.filter(|t| t.has_edge_features()).map(|t| t.relations.iter().map(|r| r.edge_dim));
+        let relation_widths: Vec<usize> = relation_widths.map_or_else(Vec::new, Iterator::collect);
+        let typed = types.is_some();
+        let relation_features = Vec::new();
+        InEdgeLists { src, dst, relations, edge_keys, features, relation_features, edge_dim, typed, relation_widths }
+    }
+
+    /// Lists split hub `slot`'s in-edges: one per piece, from its run's virtual row (rows from
+    /// `first_virtual` on), with the piece's features. Returns how many.
+    fn push_hub(&mut self, nodes: &NodeStore, hubs: &Hubs, slot: usize, first_virtual: usize) -> usize {
+        let rows = hubs.virtual_rows_of(slot);
+        self.src.extend(rows.clone().map(|v| (first_virtual + v as usize) as i64));
+        let held: Vec<u8> = nodes.sampled(slot).iter().map(|e| e.relation).collect();
+        let pieces = hubs.pieces_of(&held);
+        let edge_dim = self.edge_dim;
+        if edge_dim > 0 {
+            push_piece_features(nodes, slot, &pieces, |_| edge_dim, &mut self.features);
+        }
+        if self.typed {
+            self.relations.extend(pieces.iter().map(|&(_, _, r)| r));
+        }
+        if !self.relation_widths.is_empty() {
+            let width = |r: u8| self.relation_widths[usize::from(r)];
+            push_piece_features(nodes, slot, &pieces, width, &mut self.relation_features);
+        }
+        rows.len()
+    }
+
+    /// Lists node `slot`'s sampled in-edges, their source rows the next of `sources`.
+    /// Returns how many.
+    fn push_sampled(&mut self, nodes: &NodeStore, slot: usize, sources: &mut impl Iterator<Item = i64>) -> usize {
+        let count = nodes.sampled(slot).len();
+        self.src.extend(sources.by_ref().take(count));
+        if self.edge_dim > 0 {
+            self.features.extend_from_slice(nodes.sampled_features(slot));
+        }
+        if self.typed {
+            self.relations.extend(nodes.sampled(slot).iter().map(|e| e.relation));
+        }
+        if !self.relation_widths.is_empty() {
+            push_relation_rows(nodes, slot, &self.relation_widths, &mut self.relation_features);
+        }
+        count
     }
 }
 

@@ -56,8 +56,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cluster::Failure;
-use sampling::SharedOwnerMap;
-use schemas::facts::RunFacts;
+use sampling::{NodeStore, SharedOwnerMap, SupervisionEdge};
 use schemas::{ClusterConfig, Targets};
 use stage::{Clock, Declared, Progress};
 use tables::commit::{Stage, new_run_id};
@@ -77,7 +76,7 @@ use crate::full::steps::Trainer;
 use crate::full::wire::Precision;
 use crate::metrics::MetricsLog;
 use crate::tracker::Tracker;
-use crate::train::{Saving, TrainConfig, TrainSummary, metric_of, save_model};
+use crate::train::{Saving, TrainConfig, TrainSummary, metric_of, run_facts, save_model};
 
 /// Trains on the graph on this process's workers (see the module doc). Any worker's failure
 /// ends every worker.
@@ -184,73 +183,22 @@ fn load(
     declared: &Declared,
     threads: usize,
 ) -> Result<Graph, Error> {
-    let progress = Arc::new(Progress::new("train", "nodes", Vec::new()));
-    let reporter = worker.index() == 0;
-    let mut stage_worker = stage::Worker {
-        timely: worker,
-        io,
-        progress: &progress,
-        reporter,
-        clock: Clock::default(),
-        extra_outputs: Vec::new(),
-    };
-    let link = config.task == Some(schemas::Task::Link);
-    let (types, relations) = match &declared.typed {
-        Some((graph, _)) => (graph.node_types.iter().map(|(name, _)| name.clone()).collect(), graph.relations.len()),
-        None => (Vec::new(), 0),
-    };
-    let reads = FullReads { seed: config.seed, link, nodes: schemas::redact(declared.nodes), types, relations };
-    let loaded = stage::load_graph(&mut stage_worker, declared, &reads)?;
+    let loaded = round_zero(worker, io, config, declared)?;
     let mut nodes = loaded.graph.nodes;
-    // The supervision edges' table, and on a typed graph the type negatives are drawn from.
-    let (edges_table, negatives_type) = match (&declared.typed, declared.link_relation) {
-        (Some((graph, _)), Some(r)) => {
-            let table = graph.tables.iter().find(|t| t.forward == r).map_or("", |t| t.table.as_str());
-            let relation = &graph.relations[usize::from(r)];
-            (format!("relation {} ({})", relation.name, schemas::redact(table)), Some(relation.dst))
-        }
-        _ => (schemas::redact(declared.edges), None),
-    };
-    let link = match reads.link {
-        true => Some(LinkTask::new(worker, config, &nodes, loaded.graph.supervision, (&edges_table, negatives_type))),
+    let link = match config.task == Some(schemas::Task::Link) {
+        true => Some(link_task(worker, config, declared, &nodes, loaded.graph.supervision)),
         false => None,
     };
     let link = agree(worker, link.transpose())?;
     let target = declared.typed.as_ref().map(|(_, t)| *t);
     let labels = LabelCounts::gather(worker, &nodes, target);
-    if let Some(classes) =
-        config.classes.filter(|&c| config.task != Some(schemas::Task::Link) && labels.classes as usize > c)
-    {
-        // A label above classes, named by its file, row and column (every worker finds it).
-        let table = match &declared.typed {
-            Some((graph, t)) => graph.node_types[usize::from(*t)].1.clone(),
-            None => declared.nodes.to_owned(),
-        };
-        let found = setup::label_above(io, &table, classes).and_then(|bad| bad.map_or(Ok(()), |b| Err(b.into())));
-        agree(worker, found)?;
-    }
+    classes_hold_labels(worker, io, config, declared, &labels)?;
     let spec = agree(worker, setup::spec(config, &nodes, &labels, declared.typed.as_ref()))?;
     nodes.keep_edge_features_for(&spec);
     let source_slots = nodes.take_source_slots();
-    let weighting = setup::hub_weighting(&spec);
-    let threshold = config.hub_threshold.unwrap_or(schemas::job::flatten::DEFAULT_HUB_THRESHOLD);
-    let mut hubs = Hubs::cut(worker, &nodes, &source_slots, (threshold, weighting));
-    let reads = halo::in_edge_sources(&nodes, &source_slots, |slot| hubs.is_hub(slot)).chain(hubs.run_sources());
-    let (halo, mut sources) = Halo::plan(worker, &nodes, reads);
-    drop(source_slots);
-    let run_rows = sources.split_off(sources.len() - hubs.run_edges());
-    let own = nodes.len();
-    let degree = |row: usize| if row < own { nodes.in_degree[row] as f32 } else { halo.degrees[row - own] };
-    hubs.place(run_rows, degree, weighting);
+    let (halo, hubs, sources) = halo_and_hubs(worker, config, &nodes, &spec, source_slots);
     let pairs = link.as_ref().map_or(0, LinkTask::pairs) as u64;
-    let features = match nodes.is_typed() {
-        true => (0..nodes.len()).map(|s| nodes.features(s).len() as u64).sum(),
-        false => (nodes.len() + halo.len()) as u64 * spec.input_dim as u64,
-    };
-    let halo_rows = (halo.len() + hubs.virtual_rows()) as u64;
-    let (own, edges) = (nodes.len() as u64, (sources.len() + hubs.virtual_rows() + hubs.run_edges()) as u64);
-    let (sent, stale) = (halo.rows_sent() as u64, config.halo_staleness > 0);
-    let share = memory::Share { own, halo: halo_rows, edges, pairs, features, sent, stale };
+    let share = memory_share(config, &spec, (&nodes, &halo, &hubs), sources.len(), pairs);
     let fit = fits(worker, config, &spec, share, threads);
     agree(worker, fit)?;
     let gat = spec.kind == schemas::model::ModelKind::Gat;
@@ -274,6 +222,115 @@ fn load(
     let halo_rows = halo.pull(worker, &own_rows, spec.input_dim);
     own_rows.extend(halo_rows);
     Ok(Graph { local, halo, hubs, features: Input::Rows(own_rows), labels, spec, link })
+}
+
+/// Round 0 over the declared graph: every node at its owner with its in-edges (and their
+/// source slots), and a link task's supervision edges.
+fn round_zero(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &TrainConfig,
+    declared: &Declared,
+) -> Result<stage::Loaded, Error> {
+    let progress = Arc::new(Progress::new("train", "nodes", Vec::new()));
+    let reporter = worker.index() == 0;
+    let mut stage_worker = stage::Worker {
+        timely: worker,
+        io,
+        progress: &progress,
+        reporter,
+        clock: Clock::default(),
+        extra_outputs: Vec::new(),
+    };
+    let link = config.task == Some(schemas::Task::Link);
+    let (types, relations) = match &declared.typed {
+        Some((graph, _)) => (graph.node_types.iter().map(|(name, _)| name.clone()).collect(), graph.relations.len()),
+        None => (Vec::new(), 0),
+    };
+    let reads = FullReads { seed: config.seed, link, nodes: schemas::redact(declared.nodes), types, relations };
+    Ok(stage::load_graph(&mut stage_worker, declared, &reads)?)
+}
+
+/// The link task over `supervision`, named after its edges' table (on a typed graph, the
+/// link relation's, whose destination type the negatives are drawn from).
+fn link_task(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    declared: &Declared,
+    nodes: &NodeStore,
+    supervision: Vec<SupervisionEdge>,
+) -> Result<LinkTask, Error> {
+    let (edges_table, negatives_type) = match (&declared.typed, declared.link_relation) {
+        (Some((graph, _)), Some(r)) => {
+            let table = graph.tables.iter().find(|t| t.forward == r).map_or("", |t| t.table.as_str());
+            let relation = &graph.relations[usize::from(r)];
+            (format!("relation {} ({})", relation.name, schemas::redact(table)), Some(relation.dst))
+        }
+        _ => (schemas::redact(declared.edges), None),
+    };
+    LinkTask::new(worker, config, nodes, supervision, (&edges_table, negatives_type))
+}
+
+/// Fails on every worker alike where a node task's `classes` is below a label, naming the
+/// label's file, row and column (every worker finds it).
+fn classes_hold_labels(
+    worker: &mut Worker,
+    io: &Arc<Io>,
+    config: &TrainConfig,
+    declared: &Declared,
+    labels: &LabelCounts,
+) -> Result<(), Error> {
+    let link = config.task == Some(schemas::Task::Link);
+    let Some(classes) = config.classes.filter(|&c| !link && labels.classes as usize > c) else { return Ok(()) };
+    let table = match &declared.typed {
+        Some((graph, t)) => graph.node_types[usize::from(*t)].1.clone(),
+        None => declared.nodes.to_owned(),
+    };
+    let found = setup::label_above(io, &table, classes).and_then(|bad| bad.map_or(Ok(()), |b| Err(b.into())));
+    agree(worker, found)
+}
+
+/// The hubs cut into partial sums, the halo planned over the in-edges' remote sources
+/// (`source_slots`, released once planned) and the hub runs', each run placed with its
+/// degree. Returns the halo, the hubs and each in-edge's source row (`[own | halo]`), the hub
+/// runs' taken off the end.
+fn halo_and_hubs(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    nodes: &NodeStore,
+    spec: &schemas::model::ModelSpec,
+    source_slots: Vec<u32>,
+) -> (Halo, Hubs, Vec<i64>) {
+    let weighting = setup::hub_weighting(spec);
+    let threshold = config.hub_threshold.unwrap_or(schemas::job::flatten::DEFAULT_HUB_THRESHOLD);
+    let mut hubs = Hubs::cut(worker, nodes, &source_slots, (threshold, weighting));
+    let reads = halo::in_edge_sources(nodes, &source_slots, |slot| hubs.is_hub(slot)).chain(hubs.run_sources());
+    let (halo, mut sources) = Halo::plan(worker, nodes, reads);
+    drop(source_slots);
+    let run_rows = sources.split_off(sources.len() - hubs.run_edges());
+    let own = nodes.len();
+    let degree = |row: usize| if row < own { nodes.in_degree[row] as f32 } else { halo.degrees[row - own] };
+    hubs.place(run_rows, degree, weighting);
+    (halo, hubs, sources)
+}
+
+/// This worker's share of the training's memory: its rows, halo rows, edges (`sources` in-edges
+/// besides the hubs'), link pairs and input features.
+fn memory_share(
+    config: &TrainConfig,
+    spec: &schemas::model::ModelSpec,
+    (nodes, halo, hubs): (&NodeStore, &Halo, &Hubs),
+    sources: usize,
+    pairs: u64,
+) -> memory::Share {
+    let features = match nodes.is_typed() {
+        true => (0..nodes.len()).map(|s| nodes.features(s).len() as u64).sum(),
+        false => (nodes.len() + halo.len()) as u64 * spec.input_dim as u64,
+    };
+    let halo_rows = (halo.len() + hubs.virtual_rows()) as u64;
+    let (own, edges) = (nodes.len() as u64, (sources + hubs.virtual_rows() + hubs.run_edges()) as u64);
+    let (sent, stale) = (halo.rows_sent() as u64, config.halo_staleness > 0);
+    memory::Share { own, halo: halo_rows, edges, pairs, features, sent, stale }
 }
 
 /// Whether the workers of this process fit the memory they may use (see [`memory`]); the
@@ -358,23 +415,7 @@ fn train_worker(
     let declared = declared(config, shared);
     let (lease, run, output) = open_output(worker, io, config, &declared)?;
     let graph = load(worker, io, config, &declared, threads)?;
-    let keys = match &graph.link {
-        Some(link) => {
-            let keys = setup::task_keys(config, link.valid_edges > 0);
-            agree(worker, link.check_patience(keys.patience))?;
-            keys
-        }
-        None => {
-            let keys = setup::task_keys(config, graph.labels.valid > 0);
-            // A typed graph's labels are its target type's table's.
-            let table = match &declared.typed {
-                Some((g, t)) => g.node_types[usize::from(*t)].1.as_str(),
-                None => declared.nodes,
-            };
-            agree(worker, graph.labels.check(&schemas::redact(table), keys.patience))?;
-            keys
-        }
-    };
+    let keys = task_keys(worker, config, &declared, &graph)?;
     let cx = Context {
         spec: &graph.spec,
         local: &graph.local,
@@ -384,43 +425,102 @@ fn train_worker(
         link: graph.link.as_ref(),
     };
     let mut trainer = Trainer::new(worker, config, &cx, keys.weight_decay)?;
+    let sent = report_ready(worker, &graph, started);
+    let reporter = worker.index() == 0;
+    let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None).counting_nodes());
+    let tracker = run_epochs(worker, config, &cx, &mut trainer, log.as_mut(), keys.patience)?;
+    let best = keys.patience > 0 && !tracker.best_params.is_empty();
+    let params = if best { tracker.best_params.clone() } else { trainer.params.clone() };
+    let exchange = traffic_line(worker, &trainer.exchange, tracker.epochs, sent, &graph.hubs);
+    if let (Some(lease), Some(log)) = (lease, &log) {
+        let lines = vec![("epochs".into(), tracker.epochs.to_string()), ("exchanged".into(), exchange.clone())];
+        let facts = run_facts(worker.peers(), started, lines);
+        let meta = setup::meta(&graph.spec, params.len(), config.link_relation_index());
+        let saved = Saving { log, meta, io, params: &params, device: &trainer.base, facts, table: Vec::new() };
+        save_model(config, &output, lease, saved)?;
+    }
+    Ok(TrainSummary {
+        keys: keys.line(config, graph.spec.task),
+        exchanged: Some(exchange),
+        ..TrainSummary::tracked(&tracker, best, metric_of(&graph.spec), started, params)
+    })
+}
+
+/// The run's task keys, once the graph holds what they need on every worker alike: a link
+/// task's validation edges for its patience, a node task's labels (a typed graph's target
+/// type's table's).
+fn task_keys(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    declared: &Declared,
+    graph: &Graph,
+) -> Result<crate::task_keys::TaskKeys, Error> {
+    if let Some(link) = &graph.link {
+        let keys = setup::task_keys(config, link.valid_edges > 0);
+        agree(worker, link.check_patience(keys.patience))?;
+        return Ok(keys);
+    }
+    let keys = setup::task_keys(config, graph.labels.valid > 0);
+    let table = match &declared.typed {
+        Some((g, t)) => g.node_types[usize::from(*t)].1.as_str(),
+        None => declared.nodes,
+    };
+    agree(worker, graph.labels.check(&schemas::redact(table), keys.patience))?;
+    Ok(keys)
+}
+
+/// Logs (worker 0) the graph as loaded: the halo rows that cross a layer, the hubs split,
+/// the most edges a worker sums a layer (they set the pace) and the time to get ready.
+/// Returns the halo rows sent, summed over the workers.
+fn report_ready(worker: &mut Worker, graph: &Graph, started: Instant) -> u64 {
     let sent = cluster::sum(worker, graph.halo.rows_sent() as u64);
     // The edges each worker sums a layer (its in-edges, its hub runs'): the slowest sets the pace.
     let summed = (graph.local.edges.src.len() + graph.hubs.run_edges()) as u64;
     let summed = cluster::all_gather(worker, vec![(worker.index(), summed)]);
-    let reporter = worker.index() == 0;
-    if reporter {
-        let layers = graph.spec.layers;
-        let (largest, total) = summed.iter().fold((0, 0), |(m, t), (_, e)| (m.max(*e), t + e));
-        let balance = largest as f64 * summed.len() as f64 / total.max(1) as f64;
-        let ready = started.elapsed().as_secs_f64();
-        let hubs = match graph.hubs.split_everywhere {
-            0 => String::new(),
-            n => format!(
-                "; {n} {} split into {} partial sums (more in-edges than hub_threshold = {})",
-                plural(n, "hub"),
-                graph.hubs.partials_everywhere,
-                graph.hubs.threshold()
-            ),
-        };
-        tracing::info!(
-            "train: full graph, {layers} layers; {sent} halo rows cross between workers a layer{hubs}; the most \
-             edges a worker sums: {largest} ({balance:.2}x the mean); ready in {ready:.1}s"
-        );
+    if worker.index() != 0 {
+        return sent;
     }
-    let mut log = reporter.then(|| MetricsLog::open(io.clone(), &output, &run, config.epochs, None).counting_nodes());
+    let layers = graph.spec.layers;
+    let (largest, total) = summed.iter().fold((0, 0), |(m, t), (_, e)| (m.max(*e), t + e));
+    let balance = largest as f64 * summed.len() as f64 / total.max(1) as f64;
+    let ready = started.elapsed().as_secs_f64();
+    let hubs = match graph.hubs.split_everywhere {
+        0 => String::new(),
+        n => format!(
+            "; {n} {} split into {} partial sums (more in-edges than hub_threshold = {})",
+            plural(n, "hub"),
+            graph.hubs.partials_everywhere,
+            graph.hubs.threshold()
+        ),
+    };
+    tracing::info!(
+        "train: full graph, {layers} layers; {sent} halo rows cross between workers a layer{hubs}; the most \
+         edges a worker sums: {largest} ({balance:.2}x the mean); ready in {ready:.1}s"
+    );
+    sent
+}
+
+/// Trains the epochs, until an early stop after `patience` epochs without a better
+/// validation score; a loss or a parameter that is not finite ends the run on every worker,
+/// with no model. Worker 0 logs each epoch. Returns the tracker of the best epoch.
+fn run_epochs(
+    worker: &mut Worker,
+    config: &TrainConfig,
+    cx: &Context<'_>,
+    trainer: &mut Trainer,
+    mut log: Option<&mut MetricsLog>,
+    patience: usize,
+) -> Result<Tracker, Error> {
     let mut tracker = Tracker::default();
     for epoch in 0..config.epochs {
-        let done = trainer.epoch(worker, config, &cx, epoch)?;
-        // A loss or a parameter that is not finite ends the run on every worker, with no model.
+        let done = trainer.epoch(worker, config, cx, epoch)?;
         agree(worker, trainer.finite(&done.metrics))?;
         tracker.observe(&done.metrics, &trainer.params);
         if let Some(log) = &mut log {
             log.write(&done.metrics, &done.timing)?;
         }
-        if tracker.should_stop(keys.patience) {
-            if reporter {
-                let patience = keys.patience;
+        if tracker.should_stop(patience) {
+            if worker.index() == 0 {
                 tracing::info!(
                     "train: early stop after epoch {} ({patience} epochs without a better validation score)",
                     epoch + 1
@@ -429,35 +529,5 @@ fn train_worker(
             break;
         }
     }
-    let best = keys.patience > 0 && !tracker.best_params.is_empty();
-    let params = if best { tracker.best_params.clone() } else { trainer.params.clone() };
-    let exchange = traffic_line(worker, &trainer.exchange, tracker.epochs, sent, &graph.hubs);
-    if let (Some(lease), Some(log)) = (lease, &log) {
-        let facts = RunFacts {
-            seconds: started.elapsed().as_secs_f64(),
-            workers: worker.peers(),
-            peak_rss: vec![cluster::memory::peak_rss_bytes().unwrap_or(0)],
-            lines: vec![("epochs".into(), tracker.epochs.to_string()), ("exchanged".into(), exchange.clone())],
-            ..RunFacts::default()
-        };
-        let meta = setup::meta(&graph.spec, params.len(), config.link_relation_index());
-        let saved = Saving { log, meta, io, params: &params, device: &trainer.base, facts, table: Vec::new() };
-        save_model(config, &output, lease, saved)?;
-    }
-    Ok(TrainSummary {
-        epochs: tracker.epochs,
-        metric: metric_of(&graph.spec).name(),
-        best_epoch: tracker.best_epoch,
-        best_valid: tracker.best_valid,
-        test_at_best: tracker.test_at_best,
-        seconds: started.elapsed().as_secs_f64(),
-        wait_seconds: 0.0,
-        params,
-        written_epoch: if best { tracker.best_epoch } else { tracker.epochs },
-        peak_rss: cluster::memory::peak_rss_bytes(),
-        cached_bytes: 0,
-        learned: None,
-        keys: keys.line(config, graph.spec.task),
-        exchanged: Some(exchange),
-    })
+    Ok(tracker)
 }
