@@ -281,45 +281,52 @@ fn run(cli: Cli) -> Result<()> {
             generate(&*Io::new(&StorageConfig::default()).cause(Cause::Internal)?, &config).map(|_| ())
         }
         Command::Import { format: ImportFormat::Ogb { dir, out, split, overwrite } } => {
-            // Commands without a job file use the environment's store settings.
-            let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
-            let imported =
-                graphflat::import::import_ogb(&io, &dir, &out, split.as_deref(), overwrite).map_err(|e| {
-                    Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display())))
-                })?;
-            println!(
-                "imported {} nodes ({} features), {} edges ({} features), split {} into {out}",
-                imported.nodes,
-                imported.feature_dim,
-                imported.edges,
-                imported.edge_feature_dim,
-                imported.split.as_deref().unwrap_or("(none)")
-            );
-            Ok(())
+            import_ogb(&dir, &out, split.as_deref(), overwrite)
         }
         Command::SplitEdges { edges, out, valid, test, seed, undirected, overwrite } => {
-            let config = split::SplitEdges { edges, out, valid, test, seed, undirected, overwrite };
-            // Commands without a job file use the environment's store settings.
-            let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
-            let counts = split::split_edges(&io, &config).map_err(|e| {
-                let context = format!("splitting {}", schemas::redact(&config.edges));
-                Exit::new(e.cause(), anyhow::Error::new(e).context(context))
-            })?;
-            println!(
-                "split {} edges into {}: {} train, {} valid, {} test ({}, seed {})",
-                counts.total(),
-                config.out,
-                counts.train,
-                counts.valid,
-                counts.test,
-                if config.undirected { "undirected" } else { "directed" },
-                config.seed
-            );
-            Ok(())
+            split_edges(&split::SplitEdges { edges, out, valid, test, seed, undirected, overwrite })
         }
         Command::Inspect { table } => inspect::inspect(&table),
         Command::Report { outputs, out } => job_report::of_outputs(&outputs, &out),
     }
+}
+
+/// `graphflat import ogb`: the dataset in `dir` into `out`'s node and edge tables.
+fn import_ogb(dir: &std::path::Path, out: &str, split: Option<&str>, overwrite: bool) -> Result<()> {
+    // Commands without a job file use the environment's store settings.
+    let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
+    let imported = graphflat::import::import_ogb(&io, dir, out, split, overwrite)
+        .map_err(|e| Exit::new(e.cause(), anyhow::Error::new(e).context(format!("importing {}", dir.display()))))?;
+    println!(
+        "imported {} nodes ({} features), {} edges ({} features), split {} into {out}",
+        imported.nodes,
+        imported.feature_dim,
+        imported.edges,
+        imported.edge_feature_dim,
+        imported.split.as_deref().unwrap_or("(none)")
+    );
+    Ok(())
+}
+
+/// `graphflat split-edges`: an edge table's train/valid/test split.
+fn split_edges(config: &split::SplitEdges) -> Result<()> {
+    // Commands without a job file use the environment's store settings.
+    let io = Io::new(&StorageConfig::default()).cause(Cause::Internal)?;
+    let counts = split::split_edges(&io, config).map_err(|e| {
+        let context = format!("splitting {}", schemas::redact(&config.edges));
+        Exit::new(e.cause(), anyhow::Error::new(e).context(context))
+    })?;
+    println!(
+        "split {} edges into {}: {} train, {} valid, {} test ({}, seed {})",
+        counts.total(),
+        config.out,
+        counts.train,
+        counts.valid,
+        counts.test,
+        if config.undirected { "undirected" } else { "directed" },
+        config.seed
+    );
+    Ok(())
 }
 
 /// What the command line sets over the job file.
@@ -534,118 +541,172 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
     let begin = |stage: Stage| exit::running(stage.name(), Some(stage) == last);
     if let Some(config) = &job.generate {
         begin(Stage::Generate);
-        let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
-        let tables: Vec<String> = match config.hetero {
-            false => vec!["nodes".into(), "edges".into()],
-            true => graphflat::hetero::table_dirs(config.erased),
-        };
-        let done = io.block_on(async {
-            for table in &tables {
-                let marker = table.split('/').fold(out.clone(), |p, part| p.child(part)).child(schemas::SUCCESS_MARKER);
-                if !marker.exists().await {
-                    return false;
-                }
-            }
-            true
-        });
-        if done {
-            tracing::info!("generate: {} already holds a graph; skipping", out.shown());
-            ledger.done(
-                Stage::Generate,
-                &config.output,
-                vec![("graph".into(), "already there; not generated again".into())],
-            );
-        } else if job.cluster.process == 0 {
-            match generate(io, config) {
-                Ok(g) => ledger.done(Stage::Generate, &config.output, generated_lines(&g)),
-                Err(e) => {
-                    ledger.failed(io, Stage::Generate, &config.output, Vec::new(), &e);
-                    return Err(e);
-                }
-            }
-        } else {
-            return Err(Exit::usage("[generate] runs on process 0 only; run it before starting the other processes"));
-        }
+        run_generate(job, io, ledger, config)?;
     }
     if let Some(config) = &job.partition {
         begin(Stage::Partition);
-        let parts = config.parts_for(job.cluster.processes * job.cluster.threads());
-        tracing::info!(
-            "partition: {parts} parts (balance {}), {} workers x {} processes",
-            config.balance,
-            job.cluster.threads(),
-            job.cluster.processes
-        );
-        let result = graphpartition::run(io, config, &job.cluster).map_err(|f| {
-            Exit::stage(f, graphpartition::Error::cause, "partition failed; this run committed no output")
-        });
-        let summary = settle(ledger, io, Stage::Partition, &[&config.output], result)?;
-        if job.cluster.process == 0 {
-            println!("{summary}");
-            println!("  output:       {}", config.output);
-        }
+        run_partition(job, io, ledger, config)?;
     }
     if let Some(config) = &job.flatten {
         begin(Stage::Flatten);
-        tracing::info!(
-            "flatten: {} hops, sampler {}, fanouts {:?}, {} workers x {} processes",
-            config.hops,
-            config.sampler.name(),
-            config.recorded_fanouts(),
-            job.cluster.threads(),
-            job.cluster.processes
-        );
-        let result = graphflat::run(io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; this run committed no output"));
-        let summary = settle(ledger, io, Stage::Flatten, &[&config.output], result)?;
-        if job.cluster.process == 0 {
-            println!("{summary}");
-            println!("  output:       {}", config.output);
-        }
+        run_flatten(job, io, ledger, config)?;
     }
     if let Some(config) = &job.train {
         begin(Stage::Train);
-        let input = match config.typed() {
-            Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
-            None => schemas::redact(config.inputs().first().copied().unwrap_or_default()),
-        };
-        tracing::info!(
-            "train: {:?} on {input}, {} epochs, {} workers x {} processes",
-            config.model,
-            config.epochs,
-            job.cluster.threads(),
-            job.cluster.processes
-        );
-        let result = graphtrainer::run(io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"));
-        let summary = settle(ledger, io, Stage::Train, &[&config.output], result)?;
-        if job.cluster.process == 0 {
-            print_train(config, &summary);
-        }
+        run_train(job, io, ledger, config)?;
     }
     if let Some(config) = &job.infer {
         begin(Stage::Infer);
-        let graph = match config.typed() {
-            Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
-            None => format!("{} and {}", schemas::redact(&config.nodes), schemas::redact(&config.edges)),
-        };
-        tracing::info!(
-            "infer: model {} over {graph}, {} workers x {} processes",
-            schemas::redact(&config.model),
-            job.cluster.threads(),
-            job.cluster.processes
-        );
-        let result = graphinfer::run(io, config, &job.cluster)
-            .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; this run committed no output"));
-        let mut outputs = vec![config.output.as_str()];
-        outputs.extend(config.pairs_output.as_deref());
-        let summary = settle(ledger, io, Stage::Infer, &outputs, result)?;
-        if job.cluster.process == 0 {
-            println!("{summary}");
-            println!("  output:       {}", config.output);
-            if let Some(pairs_output) = &config.pairs_output {
-                println!("  pairs output: {pairs_output}");
+        run_infer(job, io, ledger, config)?;
+    }
+    Ok(())
+}
+
+/// The job's `[generate]`: skipped where its output already holds every table of a graph;
+/// else run on process 0 (only there: the other processes start after it).
+fn run_generate(job: &JobFile, io: &Io, ledger: &mut Ledger, config: &GenerateConfig) -> Result<()> {
+    let out = io.place(&config.output).map_err(|e| Exit::new(e.cause(), e))?;
+    let tables: Vec<String> = match config.hetero {
+        false => vec!["nodes".into(), "edges".into()],
+        true => graphflat::hetero::table_dirs(config.erased),
+    };
+    let done = io.block_on(async {
+        for table in &tables {
+            let marker = table.split('/').fold(out.clone(), |p, part| p.child(part)).child(schemas::SUCCESS_MARKER);
+            if !marker.exists().await {
+                return false;
             }
+        }
+        true
+    });
+    if done {
+        tracing::info!("generate: {} already holds a graph; skipping", out.shown());
+        let line = ("graph".into(), "already there; not generated again".into());
+        ledger.done(Stage::Generate, &config.output, vec![line]);
+    } else if job.cluster.process == 0 {
+        match generate(io, config) {
+            Ok(g) => ledger.done(Stage::Generate, &config.output, generated_lines(&g)),
+            Err(e) => {
+                ledger.failed(io, Stage::Generate, &config.output, Vec::new(), &e);
+                return Err(e);
+            }
+        }
+    } else {
+        return Err(Exit::usage("[generate] runs on process 0 only; run it before starting the other processes"));
+    }
+    Ok(())
+}
+
+/// The job's `[partition]`, its summary printed by process 0.
+fn run_partition(
+    job: &JobFile,
+    io: &std::sync::Arc<Io>,
+    ledger: &mut Ledger,
+    config: &schemas::job::PartitionConfig,
+) -> Result<()> {
+    let parts = config.parts_for(job.cluster.processes * job.cluster.threads());
+    tracing::info!(
+        "partition: {parts} parts (balance {}), {} workers x {} processes",
+        config.balance,
+        job.cluster.threads(),
+        job.cluster.processes
+    );
+    let result = graphpartition::run(io, config, &job.cluster)
+        .map_err(|f| Exit::stage(f, graphpartition::Error::cause, "partition failed; this run committed no output"));
+    settle_and_print(job, ledger, io, Stage::Partition, &config.output, result)
+}
+
+/// The job's `[flatten]`, its summary printed by process 0.
+fn run_flatten(
+    job: &JobFile,
+    io: &std::sync::Arc<Io>,
+    ledger: &mut Ledger,
+    config: &schemas::FlattenConfig,
+) -> Result<()> {
+    tracing::info!(
+        "flatten: {} hops, sampler {}, fanouts {:?}, {} workers x {} processes",
+        config.hops,
+        config.sampler.name(),
+        config.recorded_fanouts(),
+        job.cluster.threads(),
+        job.cluster.processes
+    );
+    let result = graphflat::run(io, config, &job.cluster)
+        .map_err(|f| Exit::stage(f, graphflat::Error::cause, "flatten failed; this run committed no output"));
+    settle_and_print(job, ledger, io, Stage::Flatten, &config.output, result)
+}
+
+/// Records the end of `stage`, which writes `output`, and on process 0 prints its summary.
+fn settle_and_print<T: std::fmt::Display>(
+    job: &JobFile,
+    ledger: &mut Ledger,
+    io: &Io,
+    stage: Stage,
+    output: &str,
+    result: Result<T>,
+) -> Result<()> {
+    let summary = settle(ledger, io, stage, &[output], result)?;
+    if job.cluster.process == 0 {
+        println!("{summary}");
+        println!("  output:       {output}");
+    }
+    Ok(())
+}
+
+/// The job's `[train]`, its summary printed by process 0.
+fn run_train(
+    job: &JobFile,
+    io: &std::sync::Arc<Io>,
+    ledger: &mut Ledger,
+    config: &schemas::job::TrainConfig,
+) -> Result<()> {
+    let input = match config.typed() {
+        Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
+        None => schemas::redact(config.inputs().first().copied().unwrap_or_default()),
+    };
+    tracing::info!(
+        "train: {:?} on {input}, {} epochs, {} workers x {} processes",
+        config.model,
+        config.epochs,
+        job.cluster.threads(),
+        job.cluster.processes
+    );
+    let result = graphtrainer::run(io, config, &job.cluster)
+        .map_err(|f| Exit::stage(f, graphtrainer::Error::cause, "train failed; no model was written"));
+    let summary = settle(ledger, io, Stage::Train, &[&config.output], result)?;
+    if job.cluster.process == 0 {
+        print_train(config, &summary);
+    }
+    Ok(())
+}
+
+/// The job's `[infer]`, its summary printed by process 0.
+fn run_infer(
+    job: &JobFile,
+    io: &std::sync::Arc<Io>,
+    ledger: &mut Ledger,
+    config: &schemas::job::InferConfig,
+) -> Result<()> {
+    let graph = match config.typed() {
+        Some((graph, _)) => format!("the typed [graph] ({} node types)", graph.node_types.len()),
+        None => format!("{} and {}", schemas::redact(&config.nodes), schemas::redact(&config.edges)),
+    };
+    tracing::info!(
+        "infer: model {} over {graph}, {} workers x {} processes",
+        schemas::redact(&config.model),
+        job.cluster.threads(),
+        job.cluster.processes
+    );
+    let result = graphinfer::run(io, config, &job.cluster)
+        .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "infer failed; this run committed no output"));
+    let mut outputs = vec![config.output.as_str()];
+    outputs.extend(config.pairs_output.as_deref());
+    let summary = settle(ledger, io, Stage::Infer, &outputs, result)?;
+    if job.cluster.process == 0 {
+        println!("{summary}");
+        println!("  output:       {}", config.output);
+        if let Some(pairs_output) = &config.pairs_output {
+            println!("  pairs output: {pairs_output}");
         }
     }
     Ok(())

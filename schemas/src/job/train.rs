@@ -516,6 +516,26 @@ impl TrainConfig {
     }
 
     pub fn check(&self) -> Result<(), JobError> {
+        self.check_numbers()?;
+        self.check_link_keys()?;
+        if self.classes == Some(0) || self.classes.is_some_and(|c| c > MAX_CLASSES) {
+            return Err(JobError::invalid(
+                "train",
+                format!("classes must be at least 1 and at most {MAX_CLASSES} (or left out to count them)"),
+            ));
+        }
+        if self.bases > 0 && self.model != ModelKind::Rgcn {
+            return Err(JobError::invalid("train", "bases is a key of model = \"rgcn\" (R-GCN's basis decomposition)"));
+        }
+        self.check_learned_keys()?;
+        if self.bases > MAX_BASES {
+            return Err(JobError::invalid("train", format!("bases is at most {MAX_BASES} (found {})", self.bases)));
+        }
+        self.check_source()
+    }
+
+    /// The training's numbers: widths, counts and rates in range.
+    fn check_numbers(&self) -> Result<(), JobError> {
         if self.hidden == 0 || self.heads == 0 || self.output_heads == 0 || self.epochs == 0 || self.batch_size == 0 {
             return Err(JobError::invalid(
                 "train",
@@ -542,6 +562,12 @@ impl TrainConfig {
                 format!("hidden and embedding_dim are at most {MAX_WIDTH} (found {} and {width})", self.hidden),
             ));
         }
+        Ok(())
+    }
+
+    /// The link task's keys: one name for batch negatives (on a grid that suits them), and an
+    /// embedding width only for a link task, at least 1.
+    fn check_link_keys(&self) -> Result<(), JobError> {
         if self.batch_negatives.is_some() && self.in_batch_negatives.is_some() {
             return Err(JobError::invalid(
                 "train",
@@ -563,15 +589,12 @@ impl TrainConfig {
                 "embedding_dim is a key of the link task, and this job sets task = \"node\"",
             ));
         }
-        if self.classes == Some(0) || self.classes.is_some_and(|c| c > MAX_CLASSES) {
-            return Err(JobError::invalid(
-                "train",
-                format!("classes must be at least 1 and at most {MAX_CLASSES} (or left out to count them)"),
-            ));
-        }
-        if self.bases > 0 && self.model != ModelKind::Rgcn {
-            return Err(JobError::invalid("train", "bases is a key of model = \"rgcn\" (R-GCN's basis decomposition)"));
-        }
+        Ok(())
+    }
+
+    /// The learned embedding's keys: numbers in range, each type named once, and no key of it
+    /// without its width.
+    fn check_learned_keys(&self) -> Result<(), JobError> {
         let learned_numbers = [
             self.learned_embedding_lr.unwrap_or(1.0),
             self.learned_embedding_init_std + 1.0,
@@ -602,10 +625,7 @@ impl TrainConfig {
                  learned_embedding_dim (the learned row's width), or leave them out",
             ));
         }
-        if self.bases > MAX_BASES {
-            return Err(JobError::invalid("train", format!("bases is at most {MAX_BASES} (found {})", self.bases)));
-        }
-        self.check_source()
+        Ok(())
     }
 
     /// Whether the job trains on the graph itself (`nodes` and `edges`, or a typed `[graph]`
