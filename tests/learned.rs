@@ -290,7 +290,7 @@ fn new_users_are_named_where_the_run_computes_with_them(dir: &Path, data: &Path,
     batches.iter().for_each(|b| writer.write(b).unwrap());
     writer.close().unwrap();
     let graph =
-        typed::graph_tables(&data).replace(&data.join("nodes/user").display().to_string(), users2.to_str().unwrap());
+        typed::graph_tables(data).replace(&data.join("nodes/user").display().to_string(), users2.to_str().unwrap());
     let strict = |name: &str, keys: &str| {
         let out = dir.join(name);
         let text = format!(

@@ -222,7 +222,7 @@ fn the_report_command_and_what_it_refuses(dir: &Path, data: &Path, (flat, model,
         assert_fails(&refused, 73, &["table's directory"]);
         assert!(!inside.exists());
     }
-    let job = Job::flatten(data, &flat).key("overwrite", true).and(Job::report(flat.join("report.html")));
+    let job = Job::flatten(data, flat).key("overwrite", true).and(Job::report(flat.join("report.html")));
     assert_fails(&run(&job.write(dir, "inside"), &[]), 64, &["[report] output", "lies in the table"]);
     // Another job's table (the scores) is refused alike, and left as it was.
     let theirs = scores.join("page.html");
@@ -326,7 +326,7 @@ fn odd_manifests_are_bad_data_everywhere(dir: &Path, kept: &Path) {
         let reported =
             graphflat().args(["report", kept.to_str().unwrap(), "--out", page.to_str().unwrap()]).output().unwrap();
         assert_fails(&reported, 65, &["_manifest.parquet", words]);
-        let train = Job::train(&kept, dir.join(format!("model-{odd}")));
+        let train = Job::train(kept, dir.join(format!("model-{odd}")));
         assert_fails(&run(&train.write(dir, &format!("train-{odd}")), &[]), 65, &["_manifest.parquet", words]);
     }
     std::fs::write(kept.join("_manifest.parquet"), manifest).unwrap();
