@@ -182,7 +182,6 @@ pub struct Server {
 impl Server {
     /// Builds the dataflow; `state` is this worker's shard (slice `index` of `params`), `rows`
     /// its share of the learned embedding table, if the model has one.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         worker: &mut Worker,
         state: ShardState,
