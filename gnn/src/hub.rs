@@ -215,18 +215,117 @@ mod tests {
         }
     }
 
+    /// One layer's case: the graph of `edges`, its input rows, GAT's attention-dropout keep
+    /// mask (one per looped edge and head, drawn for the whole graph) and the gradient
+    /// arriving at the layer's output.
+    struct Case {
+        model: Gnn,
+        gat: bool,
+        src: Vec<i64>,
+        dst: Vec<i64>,
+        features: Vec<f32>,
+        hub_edges: usize,
+        x: Vec<f32>,
+        keep: Vec<f32>,
+        upstream: Vec<f32>,
+        device: Device,
+    }
+
+    /// A layer's output, its weights' gradient and its input rows' gradient.
+    struct Pass {
+        out: Vec<f32>,
+        params: Vec<f32>,
+        x: Vec<f32>,
+    }
+
+    fn values(t: Tensor<2>) -> Vec<f32> {
+        t.into_data().try_to_vec::<f32>().unwrap()
+    }
+
+    impl Case {
+        fn x(&self) -> Tensor<2> {
+            Tensor::<2>::from_data(TensorData::new(self.x.clone(), [N, 4]), &self.device).require_grad()
+        }
+
+        fn tensor(&self, v: &[f32], cols: usize) -> Tensor<2> {
+            Tensor::<2>::from_data(TensorData::new(v.to_vec(), [v.len() / cols, cols]), &self.device)
+        }
+
+        fn keep_rows(&self, r: std::ops::Range<usize>) -> Vec<f32> {
+            self.keep[r.start * 2..r.end * 2].to_vec()
+        }
+
+        fn forward(&self, x: Tensor<2>, e: &EdgeTensors, keep: Vec<f32>, hubs: Option<&HubTerms>) -> Tensor<2> {
+            match &self.model.layers[0] {
+                Layer::Gat(g) => g.forward(x, e, Some(self.tensor(&keep, 2)), hubs),
+                Layer::Gine(g) => g.forward(x, e, hubs),
+                _ => unreachable!(),
+            }
+        }
+
+        /// The layer over the hub whole.
+        fn whole(&self) -> Pass {
+            let x = self.x();
+            let edges = layer_edges(self.src.clone(), self.dst.clone(), self.features.clone(), &self.device);
+            let out = self.forward(x.clone(), &edges, self.keep.clone(), None);
+            let cols = out.dims()[1];
+            let grads = (out.clone() * self.tensor(&self.upstream[..N * cols], cols)).sum().backward();
+            Pass {
+                params: params::gradients(&self.model, &grads),
+                x: values(x.grad(&grads).unwrap()),
+                out: values(out),
+            }
+        }
+
+        /// The hub's in-edges in two pieces (4 and the rest) over the same rows, reduced as
+        /// constants; the owner's layer, then the pieces' surrogate, run backward and their
+        /// gradients added.
+        fn split(&self) -> Pass {
+            let (h, model, device) = (self.hub_edges, &self.model, &self.device);
+            let rest = layer_edges(
+                self.src[h..].to_vec(),
+                self.dst[h..].to_vec(),
+                self.features[h * EDGE_DIM..].to_vec(),
+                device,
+            );
+            let pieces = PieceEdges::new(
+                vec![0..4, 4..h],
+                self.src[..h].to_vec(),
+                self.features[..h * EDGE_DIM].to_vec(),
+                EDGE_DIM,
+                device,
+            );
+            let score = self.gat.then(|| values(model.destination_scores(0, self.x().detach().slice(0..1))).repeat(2));
+            let piece_keep = self.gat.then(|| self.keep_rows(0..h));
+            let inputs = (score.as_deref(), piece_keep.as_deref());
+            let parts = model.piece_parts(0, self.x().detach(), &pieces, inputs);
+            let fill: Vec<f32> = (0..EDGE_DIM)
+                .map(|c| (0..h).map(|e| self.features[e * EDGE_DIM + c]).sum::<f32>() / h as f32)
+                .collect();
+            let (terms, scales) = merge(parts, self.tensor(&fill, EDGE_DIM), device);
+            let (x, looped) = (self.x(), self.src.len() + N);
+            let keep = [self.keep_rows(h..self.src.len()), self.keep_rows(self.src.len()..looped)].concat();
+            let out = self.forward(x.clone(), &rest, keep, Some(&terms));
+            let cols = out.dims()[1];
+            let grads = (out.clone() * self.tensor(&self.upstream[..N * cols], cols)).sum().backward();
+            let mut pass =
+                Pass { params: params::gradients(model, &grads), x: values(x.grad(&grads).unwrap()), out: values(out) };
+            let x_pieces = self.x();
+            let piece_grads = piece_grads(&terms, &scales, 2, &grads);
+            let grads = model.piece_surrogate(0, x_pieces.clone(), &pieces, inputs, &piece_grads).backward();
+            pass.params.iter_mut().zip(params::gradients(model, &grads)).for_each(|(a, b)| *a += b);
+            pass.x.iter_mut().zip(values(x_pieces.grad(&grads).unwrap())).for_each(|(a, b)| *a += b);
+            pass
+        }
+    }
+
     #[test]
     fn a_hubs_pieces_merged_give_the_layer_and_its_gradient_of_the_hub_whole() {
         let device = Device::flex().autodiff();
         let (src, dst, features) = edges();
         let hub_edges = dst.iter().filter(|&&d| d == 0).count();
         let mut s = Stream::new(&[9]);
-        let x_values = random(&mut s, N * 4);
-        let x = || Tensor::<2>::from_data(TensorData::new(x_values.clone(), [N, 4]), &device).require_grad();
-        let tensor = |v: &[f32], cols: usize| {
-            Tensor::<2>::from_data(TensorData::new(v.to_vec(), [v.len() / cols, cols]), &device)
-        };
-        let values = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().unwrap();
+        let x = random(&mut s, N * 4);
         let gap = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
         let layers = [
             Layer::Gine(GineLayer::new(4, 6, 3, EDGE_DIM, &[1], &device)),
@@ -235,64 +334,16 @@ mod tests {
         for layer in layers {
             let model = Gnn { projections: Vec::new(), layers: vec![layer], decoder: None };
             let gat = matches!(model.layers[0], Layer::Gat(_));
-            let forward = |x: Tensor<2>, e: &EdgeTensors, keep: Option<Tensor<2>>, hubs: Option<&HubTerms>| match &model
-                .layers[0]
-            {
-                Layer::Gat(g) => g.forward(x, e, keep, hubs),
-                Layer::Gine(g) => g.forward(x, e, hubs),
-                _ => unreachable!(),
-            };
-            // Attention dropout: a keep mask per looped edge and head, drawn for the whole graph.
             let looped = src.len() + N;
-            let keep: Vec<f32> =
-                random(&mut s, looped * 2).into_iter().map(|v| if v < -0.4 { 0.0 } else { 1.25 }).collect();
-            let keep_rows = |r: std::ops::Range<usize>| keep[r.start * 2..r.end * 2].to_vec();
+            let keep = random(&mut s, looped * 2).into_iter().map(|v| if v < -0.4 { 0.0 } else { 1.25 }).collect();
             let upstream = random(&mut s, N * 6);
-            // The hub whole.
-            let (x_whole, whole_edges) = (x(), layer_edges(src.clone(), dst.clone(), features.clone(), &device));
-            let whole = forward(x_whole.clone(), &whole_edges, gat.then(|| tensor(&keep, 2)), None);
-            let cols = whole.dims()[1];
-            let grads = (whole.clone() * tensor(&upstream[..N * cols], cols)).sum().backward();
-            let (whole_params, whole_x) = (params::gradients(&model, &grads), values(x_whole.grad(&grads).unwrap()));
-            // The hub's in-edges in two pieces (4 and 3 edges) over the same rows, reduced as
-            // constants; the owner's layer, then the pieces' surrogate, run backward.
-            let rest = layer_edges(
-                src[hub_edges..].to_vec(),
-                dst[hub_edges..].to_vec(),
-                features[hub_edges * EDGE_DIM..].to_vec(),
-                &device,
-            );
-            let pieces = PieceEdges::new(
-                vec![0..4, 4..hub_edges],
-                src[..hub_edges].to_vec(),
-                features[..hub_edges * EDGE_DIM].to_vec(),
-                EDGE_DIM,
-                &device,
-            );
-            let score = gat.then(|| values(model.destination_scores(0, x().detach().slice(0..1))).repeat(2));
-            let piece_keep = gat.then(|| keep_rows(0..hub_edges));
-            let inputs = (score.as_deref(), piece_keep.as_deref());
-            let parts = model.piece_parts(0, x().detach(), &pieces, inputs);
-            let fill: Vec<f32> = (0..EDGE_DIM)
-                .map(|c| (0..hub_edges).map(|e| features[e * EDGE_DIM + c]).sum::<f32>() / hub_edges as f32)
-                .collect();
-            let (terms, scales) = merge(parts, tensor(&fill, EDGE_DIM), &device);
-            let x_split = x();
-            let split_keep = [keep_rows(hub_edges..src.len()), keep_rows(src.len()..looped)].concat();
-            let split = forward(x_split.clone(), &rest, gat.then(|| tensor(&split_keep, 2)), Some(&terms));
-            let grads = (split.clone() * tensor(&upstream[..N * cols], cols)).sum().backward();
-            let mut split_params = params::gradients(&model, &grads);
-            let mut split_x = values(x_split.grad(&grads).unwrap());
-            let x_pieces = x();
-            let piece_grads = piece_grads(&terms, &scales, 2, &grads);
-            let grads = model.piece_surrogate(0, x_pieces.clone(), &pieces, inputs, &piece_grads).backward();
-            split_params.iter_mut().zip(params::gradients(&model, &grads)).for_each(|(a, b)| *a += b);
-            split_x.iter_mut().zip(values(x_pieces.grad(&grads).unwrap())).for_each(|(a, b)| *a += b);
-            let whole = values(whole);
-            assert!(gap(&whole, &values(split)) < 1e-5, "gat {gat}: the outputs");
-            assert!(whole.iter().any(|v| v.abs() > 1e-2) && whole_params.iter().any(|g| g.abs() > 1e-3));
-            assert!(gap(&whole_params, &split_params) < 1e-5, "gat {gat}: the weights' gradient");
-            assert!(gap(&whole_x, &split_x) < 1e-5, "gat {gat}: the rows' gradient");
+            let (src, dst, features, x) = (src.clone(), dst.clone(), features.clone(), x.clone());
+            let case = Case { model, gat, src, dst, features, hub_edges, x, keep, upstream, device: device.clone() };
+            let (whole, split) = (case.whole(), case.split());
+            assert!(gap(&whole.out, &split.out) < 1e-5, "gat {gat}: the outputs");
+            assert!(whole.out.iter().any(|v| v.abs() > 1e-2) && whole.params.iter().any(|g| g.abs() > 1e-3));
+            assert!(gap(&whole.params, &split.params) < 1e-5, "gat {gat}: the weights' gradient");
+            assert!(gap(&whole.x, &split.x) < 1e-5, "gat {gat}: the rows' gradient");
         }
     }
 }

@@ -568,9 +568,11 @@ mod tests {
     use super::*;
     use crate::aggregate::EdgeTensors;
     use crate::batch::LayerEdges;
+    use crate::hetero::TypeGroups;
     use crate::kernel::Aggregation;
     use crate::rng::Stream;
     use schemas::model::ModelKind;
+    use schemas::typed::GraphTypes;
 
     fn spec(
         kind: ModelKind,
@@ -784,7 +786,7 @@ mod tests {
     /// Types a (4 wide), b (3), c (2); relations 0: b -> a, 1: a -> a, 2: c -> b, 3: a -> b;
     /// with `edge_features`, ba's edges carry 3 features and cb's 2.
     fn typed_spec(kind: ModelKind, bases: usize, edge_features: bool) -> ModelSpec {
-        use schemas::typed::{GraphTypes, NodeType, Relation};
+        use schemas::typed::{NodeType, Relation};
         let node_type = NodeType::new;
         let relation = |name: &str, src, dst| Relation::new(name, src, dst);
         let mut types = GraphTypes {
@@ -798,10 +800,104 @@ mod tests {
         ModelSpec { types: Some(types), bases, input_dim: 0, ..spec(kind, (1, 1), Activation::Elu, 0) }
     }
 
-    /// Every typed layer through the slice (each node's in-edges split in 1 or 3 parts and
-    /// merged, each message and edge term scaled by 1 over its relation's in-edges of the
-    /// destination) equals `forward_layer` on the same rows (at layer 0, each type's features
-    /// projected).
+    /// A random typed graph of 30 nodes (types 0, 1, 2 in turn) and 150 edges of every
+    /// relation, between nodes of its types, with each edge's features at its relation's width.
+    struct TypedGraph {
+        node_type: Vec<u8>,
+        edges: LayerEdges,
+        relation: Vec<u8>,
+        /// Every edge's features, concatenated; edge `j`'s are `features[at[j]..at[j + 1]]`.
+        features: Vec<f32>,
+        at: Vec<usize>,
+    }
+
+    fn typed_graph(types: &GraphTypes, s: &mut Stream) -> TypedGraph {
+        let n = 30;
+        let node_type: Vec<u8> = (0..n).map(|v| (v % 3) as u8).collect();
+        let (mut src, mut dst, mut relation) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut features, mut at) = (Vec::new(), vec![0]);
+        for _ in 0..150 {
+            let r = (s.next_u64() % types.relations.len() as u64) as u8;
+            let rel = &types.relations[usize::from(r)];
+            let mut of = |t: u8| loop {
+                let v = (s.next_u64() % n as u64) as usize;
+                if node_type[v] == t {
+                    return v as i64;
+                }
+            };
+            let (u, w) = (of(rel.src), of(rel.dst));
+            src.push(u);
+            dst.push(w);
+            relation.push(r);
+            features.extend((0..rel.edge_dim).map(|_| 2.0 * s.unit() - 1.0));
+            at.push(features.len());
+        }
+        let mut edges = LayerEdges::new(n, n, src, dst, &vec![0.0; n]);
+        let split = crate::batch::LayerRelations::split(&edges, &relation, types, &features, &node_type);
+        edges.typed = Some(Box::new(split));
+        TypedGraph { node_type, edges, relation, features, at }
+    }
+
+    /// The rows of `x` in `members`, as one tensor.
+    fn gather_rows(x: &[Vec<f32>], members: &[i64], device: &Device) -> Tensor<2> {
+        let width = x[members[0] as usize].len();
+        let values: Vec<f32> = members.iter().flat_map(|&v| x[v as usize].clone()).collect();
+        Tensor::<2>::from_data(TensorData::new(values, [members.len(), width]), device)
+    }
+
+    /// Layer `l`'s transformed row of every node, by its type (`row_width` values each).
+    fn transformed_rows(model: &Gnn, spec: &ModelSpec, l: usize, groups: &TypeGroups, x: &[Vec<f32>]) -> Vec<f32> {
+        let rw = model.slice(spec, l).row_width();
+        let mut rows = vec![0.0; x.len() * rw];
+        for (t, members) in groups.rows.iter().enumerate() {
+            let h = gather_rows(x, members, &Device::flex());
+            let out: Vec<f32> = model.transform_typed(spec, l, t as u8, h).into_data().iter::<f32>().collect();
+            for (i, &v) in members.iter().enumerate() {
+                rows[v as usize * rw..(v as usize + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
+            }
+        }
+        rows
+    }
+
+    /// Layer `l` by `forward_layer` on the same rows, each type's features projected at layer 0.
+    fn reference_layer(model: &Gnn, spec: &ModelSpec, l: usize, g: &TypedGraph, x: &[Vec<f32>]) -> Vec<f32> {
+        let device = Device::flex();
+        let t = EdgeTensors::new(&g.edges, &device, Aggregation::Auto);
+        let h = if l == 0 {
+            let groups = TypeGroups::new(&g.node_type, 3);
+            let features = groups.rows.iter().map(|members| gather_rows(x, members, &device));
+            let projected = features.zip(&model.projections).map(|(x, p)| p.forward(x)).collect();
+            crate::hetero::GroupTensors::new(&groups, &device).gather(projected)
+        } else {
+            Tensor::<2>::from_data(TensorData::new(x.concat(), [x.len(), x[0].len()]), &device)
+        };
+        model.forward_layer(spec, l, h, &t).into_data().iter::<f32>().collect()
+    }
+
+    /// Layer `l` through the slice, each node's in-edges split in `parts` and merged, each
+    /// message and edge term scaled by 1 over its relation's in-edges of the destination.
+    fn sliced_layer(slice: &LayerSlice, g: &TypedGraph, rows: &[f32], parts: usize) -> Vec<f32> {
+        let (rw, mw, fw) = (slice.row_width(), slice.message_width(), slice.finish_width());
+        let (e, n) = (&g.edges, g.node_type.len());
+        let count = |w: i64, r: u8| (0..e.dst.len()).filter(|&j| e.dst[j] == w && g.relation[j] == r).count();
+        let mut out = vec![0.0; n * fw];
+        for w in 0..n {
+            let incoming: Vec<usize> = (0..e.dst.len()).filter(|&j| e.dst[j] == w as i64).collect();
+            let state = merged_state(slice, &incoming, parts, |partial, j| {
+                let u = e.src[j] as usize;
+                let mut message = vec![0.0; mw];
+                slice.message(&rows[u * rw..(u + 1) * rw], 0.0, &mut message);
+                let (r, edge) = (g.relation[j], &g.features[g.at[j]..g.at[j + 1]]);
+                assert_eq!(edge.len(), slice.edge_width(r));
+                slice.fold_relation(partial, &message, r, 1.0 / count(w as i64, r) as f32, edge);
+            });
+            slice.finish(&rows[w * rw..(w + 1) * rw], 0.0, &state, &mut out[w * fw..(w + 1) * fw]);
+        }
+        out
+    }
+
+    /// Every typed layer through the slice, its in-edges in 1 or 3 parts, equals
+    /// `forward_layer` on the same rows.
     fn check_typed(spec: ModelSpec) {
         let device = Device::flex();
         let model = Gnn::new(&spec, &device);
@@ -809,78 +905,18 @@ mod tests {
         let values: Vec<f32> = crate::params::flatten(&model).iter().map(|_| s.unit() - 0.5).collect();
         let model = crate::params::load(model, &values, &device);
         let types = spec.types.clone().unwrap();
-        let n = 30;
-        let node_type: Vec<u8> = (0..n).map(|v| (v % 3) as u8).collect();
-        // Random edges of every relation, between nodes of its types.
-        let (mut src, mut dst, mut relation) = (Vec::new(), Vec::new(), Vec::new());
-        // Each edge's features at its relation's width, and where they start.
-        let (mut features, mut at) = (Vec::new(), vec![0]);
-        for _ in 0..150 {
-            let r = (s.next_u64() % types.relations.len() as u64) as u8;
-            let rel = &types.relations[usize::from(r)];
-            let of = |t: u8, s: &mut Stream| loop {
-                let v = (s.next_u64() % n as u64) as usize;
-                if node_type[v] == t {
-                    return v as i64;
-                }
-            };
-            let (u, w) = (of(rel.src, &mut s), of(rel.dst, &mut s));
-            src.push(u);
-            dst.push(w);
-            relation.push(r);
-            features.extend((0..rel.edge_dim).map(|_| 2.0 * s.unit() - 1.0));
-            at.push(features.len());
-        }
-        let mut e = LayerEdges::new(n, n, src, dst, &vec![0.0; n]);
-        e.typed = Some(Box::new(crate::batch::LayerRelations::split(&e, &relation, &types, &features, &node_type)));
-        let groups = crate::hetero::TypeGroups::new(&node_type, 3);
+        let g = typed_graph(&types, &mut s);
+        let groups = TypeGroups::new(&g.node_type, 3);
         let mut x: Vec<Vec<f32>> =
-            (0..n).map(|v| (0..types.width(node_type[v])).map(|_| s.unit() - 0.5).collect()).collect();
+            g.node_type.iter().map(|&t| (0..types.width(t)).map(|_| s.unit() - 0.5).collect()).collect();
         for l in 0..spec.layers {
             let slice = model.slice(&spec, l);
-            // Each node's transformed row, per type.
-            let (rw, mw, fw) = (slice.row_width(), slice.message_width(), slice.finish_width());
-            assert!(fw <= rw, "{:?} finish width", spec.kind);
-            let mut rows = vec![0.0; n * rw];
-            for (t, members) in groups.rows.iter().enumerate() {
-                let width = x[members[0] as usize].len();
-                let input: Vec<f32> = members.iter().flat_map(|&v| x[v as usize].clone()).collect();
-                let h = Tensor::<2>::from_data(TensorData::new(input, [members.len(), width]), &device);
-                let out: Vec<f32> = model.transform_typed(&spec, l, t as u8, h).into_data().iter::<f32>().collect();
-                for (i, &v) in members.iter().enumerate() {
-                    rows[v as usize * rw..(v as usize + 1) * rw].copy_from_slice(&out[i * rw..(i + 1) * rw]);
-                }
-            }
-            // The layer on the same rows, projected first at layer 0.
-            let t = EdgeTensors::new(&e, &device, Aggregation::Auto);
-            let h = if l == 0 {
-                let features = groups.rows.iter().map(|members| {
-                    let width = x[members[0] as usize].len();
-                    let values = members.iter().flat_map(|&v| x[v as usize].clone()).collect::<Vec<f32>>();
-                    Tensor::<2>::from_data(TensorData::new(values, [members.len(), width]), &device)
-                });
-                let projected = features.zip(&model.projections).map(|(x, p)| p.forward(x)).collect();
-                crate::hetero::GroupTensors::new(&groups, &device).gather(projected)
-            } else {
-                let flat: Vec<f32> = x.concat();
-                Tensor::<2>::from_data(TensorData::new(flat, [n, x[0].len()]), &device)
-            };
-            let expected: Vec<f32> = model.forward_layer(&spec, l, h, &t).into_data().iter::<f32>().collect();
-            let count = |w: i64, r: u8| (0..e.dst.len()).filter(|&j| e.dst[j] == w && relation[j] == r).count();
+            let fw = slice.finish_width();
+            assert!(fw <= slice.row_width(), "{:?} finish width", spec.kind);
+            let rows = transformed_rows(&model, &spec, l, &groups, &x);
+            let expected = reference_layer(&model, &spec, l, &g, &x);
             for parts in [1, 3] {
-                let mut out = vec![0.0; n * fw];
-                for w in 0..n {
-                    let incoming: Vec<usize> = (0..e.dst.len()).filter(|&j| e.dst[j] == w as i64).collect();
-                    let state = merged_state(&slice, &incoming, parts, |partial, j| {
-                        let u = e.src[j] as usize;
-                        let mut message = vec![0.0; mw];
-                        slice.message(&rows[u * rw..(u + 1) * rw], 0.0, &mut message);
-                        let (r, edge) = (relation[j], &features[at[j]..at[j + 1]]);
-                        assert_eq!(edge.len(), slice.edge_width(r));
-                        slice.fold_relation(partial, &message, r, 1.0 / count(w as i64, r) as f32, edge);
-                    });
-                    slice.finish(&rows[w * rw..(w + 1) * rw], 0.0, &state, &mut out[w * fw..(w + 1) * fw]);
-                }
+                let out = sliced_layer(&slice, &g, &rows, parts);
                 for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
                     assert!(
                         (a - b).abs() <= 1e-5 * b.abs().max(1.0),

@@ -407,20 +407,16 @@ mod tests {
         }
     }
 
-    /// Staged in blocks of any size and placed, each slot's run holds what it received, as a
-    /// list per slot does: slots with no in-edges, slots whose run is room left empty (a hub's)
-    /// or half filled, one slot larger than its block's share, edges arriving in a scrambled
-    /// order; and the runs, kept whole, become the in-edges in slot order in their allocation.
-    #[test]
-    fn staged_blocks_place_what_a_list_per_slot_holds() {
-        let slots = 300;
-        let capacity: Vec<u64> = (0..slots as u64).map(|s| if s == 77 { 500 } else { mix64(s) % 9 }).collect();
-        // Hubs (a run left empty) and runs filled but for one place.
+    /// Each slot's arrivals (slot, source) in a scrambled order, and what a list per slot
+    /// holds after them (source, feature bits, source slot), sorted: hubs (a run left empty,
+    /// every tenth slot from 3) and runs filled but for one place (from 5).
+    fn scrambled_arrivals(capacity: &[u64]) -> (Vec<(usize, i64)>, Vec<Vec<(i64, u32, u32)>>) {
         let filled = |s: usize| match s % 10 {
             3 => 0,
             5 => capacity[s].saturating_sub(1),
             _ => capacity[s],
         };
+        let slots = capacity.len();
         let mut arrivals: Vec<(usize, i64)> =
             (0..slots).flat_map(|s| (0..filled(s) as i64).map(move |k| (s, 1000 * s as i64 + k))).collect();
         arrivals.sort_by_key(|&(s, k)| mix64(k as u64 ^ (s as u64) << 40));
@@ -429,6 +425,43 @@ mod tests {
             expected[s].push((src, (-src as f32).to_bits(), src as u32 + 1));
         }
         expected.iter_mut().for_each(|e| e.sort());
+        (arrivals, expected)
+    }
+
+    /// Every slot's candidates checked against `expected` and kept whole, in slot order; the
+    /// places kept.
+    fn check_and_keep_each_slot(runs: &mut OwnedRuns, expected: &[Vec<(i64, u32, u32)>], shift: u32) -> usize {
+        let mut place = 0;
+        for (slot, expected) in expected.iter().enumerate() {
+            let mut out = Vec::new();
+            runs.candidates(slot, Sampler::All, 0, 9, &mut out).unwrap();
+            let mut got: Vec<(i64, u32, u32)> = out
+                .iter()
+                .map(|c| (c.src, runs.features(c.payload)[0].to_bits(), runs.source(c.payload).unwrap()))
+                .collect();
+            got.sort();
+            assert_eq!(&got, expected, "slot {slot}, shift {shift}");
+            assert!(out.iter().all(|c| runs.features(c.payload)[1] == c.src as f32));
+            let mut kept = Kept::default();
+            for c in &out {
+                kept.edges.push(edge(c.src, 1.0));
+                kept.features.extend_from_slice(runs.features(c.payload));
+                kept.sources.push(runs.source(c.payload).unwrap());
+            }
+            place = runs.keep(slot, place, &kept).unwrap();
+        }
+        place
+    }
+
+    /// Staged in blocks of any size and placed, each slot's run holds what it received, as a
+    /// list per slot does: slots with no in-edges, slots whose run is room left empty (a hub's)
+    /// or half filled, one slot larger than its block's share, edges arriving in a scrambled
+    /// order; and the runs, kept whole, become the in-edges in slot order in their allocation.
+    #[test]
+    fn staged_blocks_place_what_a_list_per_slot_holds() {
+        let slots = 300;
+        let capacity: Vec<u64> = (0..slots as u64).map(|s| if s == 77 { 500 } else { mix64(s) % 9 }).collect();
+        let (arrivals, expected) = scrambled_arrivals(&capacity);
         for shift in [0, 1, 3, 5, MAX_SHIFT, u32::MAX] {
             let mut runs = if shift == u32::MAX {
                 OwnedRuns::new(capacity.iter().copied(), 2, true)
@@ -438,28 +471,11 @@ mod tests {
             for &(s, src) in &arrivals {
                 runs.push(s, edge(src, 1.0), src as u32 + 1, &[-src as f32, src as f32]).unwrap();
             }
-            let mut place = 0;
-            for (slot, expected) in expected.iter().enumerate() {
-                let mut out = Vec::new();
-                runs.candidates(slot, Sampler::All, 0, 9, &mut out).unwrap();
-                let mut got: Vec<(i64, u32, u32)> = out
-                    .iter()
-                    .map(|c| (c.src, runs.features(c.payload)[0].to_bits(), runs.source(c.payload).unwrap()))
-                    .collect();
-                got.sort();
-                assert_eq!(&got, expected, "slot {slot}, shift {shift}");
-                assert!(out.iter().all(|c| runs.features(c.payload)[1] == c.src as f32));
-                let mut kept = Kept::default();
-                for c in &out {
-                    kept.edges.push(edge(c.src, 1.0));
-                    kept.features.extend_from_slice(runs.features(c.payload));
-                    kept.sources.push(runs.source(c.payload).unwrap());
-                }
-                place = runs.keep(slot, place, &kept).unwrap();
-            }
+            let place = check_and_keep_each_slot(&mut runs, &expected, shift);
             let allocation = runs.edges.as_ptr() as usize;
             let kept = runs.into_kept(place);
             assert_eq!(kept.edges.as_ptr() as usize, allocation, "collected in place");
+            // Each slot's run, sorted, holds its expected sources, the runs in slot order.
             let all: Vec<i64> = expected.iter().flat_map(|e| e.iter().map(|x| x.0)).collect();
             let got: Vec<i64> = kept.edges.iter().map(|e| e.src).collect();
             let mut sorted_runs = Vec::new();

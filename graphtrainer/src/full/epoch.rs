@@ -453,18 +453,7 @@ pub fn train_pass(
     let last = kept.pop().expect("a model has layers");
     let Kept { input: mut leaf, output: last, hub_mask: mut leaf_mask, pieces: mut leaf_pieces } = last;
     let ([own, _], device) = (last.dims(), last.device());
-    let (mut surrogate, mut grad, count, stats) = match objective {
-        Objective::Node => {
-            let (sum, count, stats) = node_loss(cx, last);
-            (sum, Vec::new(), count, stats)
-        }
-        Objective::Link(pairs) => {
-            let link = link::train_loss(worker, pairs, model, cx.spec, &last);
-            let d = last.dims()[1];
-            let upstream = Tensor::<2>::from_data(TensorData::new(link.upstream, [own, d]), &last.device());
-            ((last * upstream).sum(), link.grad, link.count, link.stats)
-        }
-    };
+    let (mut surrogate, mut grad, count, stats) = top_loss(worker, cx, model, last, objective);
     phases.forward_seconds += lap.lap();
     loop {
         let grads = surrogate.backward();
@@ -480,10 +469,14 @@ pub fn train_pass(
         });
         phases.backward_seconds += lap.lap();
         if let Some(pieces) = leaf_pieces.take() {
-            let back = pieces.grad_values(model);
-            let computed =
-                cx.hubs.layer_backward(worker, model, pieces, &grads, (g.as_deref_mut(), &mut grad), &device);
-            exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), back, Precision::F32);
+            let computed = hub_pieces_backward(
+                worker,
+                cx,
+                model,
+                (pieces, &grads, &device),
+                (g.as_deref_mut(), &mut grad),
+                exchange,
+            );
             let seconds = lap.lap();
             phases.backward_seconds += computed;
             phases.exchange_seconds += seconds - computed;
@@ -506,6 +499,47 @@ pub fn train_pass(
     }
     phases.backward_seconds += lap.lap();
     Trained { grad, count, stats }
+}
+
+/// The loss at the last layer's rows, as a surrogate whose gradient is the loss's, with the
+/// parameter gradients the objective computed outside the graph (a link task's scorer), the
+/// count they are divided by, and the pass's training statistics.
+fn top_loss(
+    worker: &mut Worker,
+    cx: &Context,
+    model: &Gnn,
+    last: Tensor<2>,
+    objective: Objective,
+) -> (Tensor<1>, Vec<f32>, u64, Stats) {
+    match objective {
+        Objective::Node => {
+            let (sum, count, stats) = node_loss(cx, last);
+            (sum, Vec::new(), count, stats)
+        }
+        Objective::Link(pairs) => {
+            let link = link::train_loss(worker, pairs, model, cx.spec, &last);
+            let dims = last.dims();
+            let upstream = Tensor::<2>::from_data(TensorData::new(link.upstream, dims), &last.device());
+            ((last * upstream).sum(), link.grad, link.count, link.stats)
+        }
+    }
+}
+
+/// A layer's hub pieces backward: the pieces' gradients exchanged with the hubs' owners and
+/// added into the input rows' and the parameters' gradients; the seconds spent computing
+/// (the rest of the call is exchange).
+fn hub_pieces_backward(
+    worker: &mut Worker,
+    cx: &Context,
+    model: &Gnn,
+    (pieces, grads, device): (LayerHubs, &burn::tensor::Gradients, &Device),
+    into: (Option<&mut [f32]>, &mut [f32]),
+    exchange: &mut Exchange,
+) -> f64 {
+    let back = pieces.grad_values(model);
+    let computed = cx.hubs.layer_backward(worker, model, pieces, grads, into, device);
+    exchange.traffic.count(cx.hubs.grads_sent(), cx.hubs.grads_sent(), back, Precision::F32);
+    computed
 }
 
 /// The evaluation pass with `model` on a device without autodiff: this worker's rows of the
