@@ -407,10 +407,13 @@ mod tests {
         }
     }
 
+    /// What a list per slot holds: (source, feature bits, source slot) of each in-edge.
+    type SlotList = Vec<(i64, u32, u32)>;
+
     /// Each slot's arrivals (slot, source) in a scrambled order, and what a list per slot
     /// holds after them (source, feature bits, source slot), sorted: hubs (a run left empty,
     /// every tenth slot from 3) and runs filled but for one place (from 5).
-    fn scrambled_arrivals(capacity: &[u64]) -> (Vec<(usize, i64)>, Vec<Vec<(i64, u32, u32)>>) {
+    fn scrambled_arrivals(capacity: &[u64]) -> (Vec<(usize, i64)>, Vec<SlotList>) {
         let filled = |s: usize| match s % 10 {
             3 => 0,
             5 => capacity[s].saturating_sub(1),
@@ -420,7 +423,7 @@ mod tests {
         let mut arrivals: Vec<(usize, i64)> =
             (0..slots).flat_map(|s| (0..filled(s) as i64).map(move |k| (s, 1000 * s as i64 + k))).collect();
         arrivals.sort_by_key(|&(s, k)| mix64(k as u64 ^ (s as u64) << 40));
-        let mut expected: Vec<Vec<(i64, u32, u32)>> = vec![Vec::new(); slots];
+        let mut expected: Vec<SlotList> = vec![Vec::new(); slots];
         for &(s, src) in &arrivals {
             expected[s].push((src, (-src as f32).to_bits(), src as u32 + 1));
         }
@@ -430,12 +433,12 @@ mod tests {
 
     /// Every slot's candidates checked against `expected` and kept whole, in slot order; the
     /// places kept.
-    fn check_and_keep_each_slot(runs: &mut OwnedRuns, expected: &[Vec<(i64, u32, u32)>], shift: u32) -> usize {
+    fn check_and_keep_each_slot(runs: &mut OwnedRuns, expected: &[SlotList], shift: u32) -> usize {
         let mut place = 0;
         for (slot, expected) in expected.iter().enumerate() {
             let mut out = Vec::new();
             runs.candidates(slot, Sampler::All, 0, 9, &mut out).unwrap();
-            let mut got: Vec<(i64, u32, u32)> = out
+            let mut got: SlotList = out
                 .iter()
                 .map(|c| (c.src, runs.features(c.payload)[0].to_bits(), runs.source(c.payload).unwrap()))
                 .collect();
