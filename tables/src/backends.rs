@@ -1,6 +1,6 @@
 //! The object stores behind URIs: S3 (and S3-compatible servers) through `object_store`'s
-//! S3 client (its `aws-base` and `reqwest` features, with `ring` for TLS and signing), HDFS through `hdfs-native-object-store` (the `hdfs` feature), and the local
-//! file system. A store is built from the URI's scheme and authority, then the job's
+//! S3 client (its `aws-base` and `reqwest` features, with `ring` for TLS and signing), HDFS
+//! through `hdfs-native-object-store` (the `hdfs` feature), and the local file system. A store is built from the URI's scheme and authority, then the job's
 //! `[storage]` settings (which `crate::Io` carries).
 
 use std::sync::Arc;
@@ -47,8 +47,8 @@ pub(crate) fn open(uri: &str, scheme: &str, authority: &str, storage: &StorageCo
 
 /// The process's TLS cryptography: `ring`'s, installed once before the first client is built.
 /// The S3 client's HTTPS (rustls) and its request signing both use `ring`, whose C and assembly
-/// build in seconds, instead of the default `aws-lc-rs`, whose CMake build of AWS-LC was
-/// minutes of every cold build (BENCHMARKS.md, section 10). A provider already installed by the
+/// build in seconds, instead of the default `aws-lc-rs`, whose CMake build of AWS-LC took
+/// 99 s of every cold build (BENCHMARKS.md, section 10). A provider already installed by the
 /// embedding program is kept.
 pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
