@@ -1,7 +1,8 @@
 //! The object stores behind URIs: S3 (and S3-compatible servers) through `object_store`'s
 //! S3 client (its `aws-base` and `reqwest` features, with `ring` for TLS and signing), HDFS
-//! through `hdfs-native-object-store` (the `hdfs` feature), and the local file system. A store is built from the URI's scheme and authority, then the job's
-//! `[storage]` settings (which `crate::Io` carries).
+//! through `hdfs-native-object-store` (the `hdfs` feature), and the local file system. A store
+//! is built from the URI's scheme and authority, then the job's `[storage]` settings (which
+//! `crate::Io` carries).
 
 use std::sync::Arc;
 use std::time::Duration;
