@@ -73,7 +73,10 @@ impl Moto {
                  context=ssl._create_unverified_context())",
                 self.endpoint()
             );
-            let out = Command::new(self.server.with_file_name("python")).args(["-c", &put]).output().unwrap();
+            // The venv's Python beside moto_server, else the system's.
+            let venv = self.server.with_file_name("python");
+            let python = if venv.exists() { venv } else { PathBuf::from("python3") };
+            let out = Command::new(python).args(["-c", &put]).output().unwrap();
             assert!(out.status.success(), "{}", text(&out));
             return;
         }
