@@ -274,11 +274,11 @@ fn a_refresh_on_two_processes_is_exact() {
 }
 
 /// The tables of the generated typed graph (`crate::common::typed`), each a folder.
-const TYPED_TABLES: [&str; 7] =
+pub(crate) const TYPED_TABLES: [&str; 7] =
     ["nodes/user", "nodes/item", "nodes/shop", "edges/buys", "edges/returns", "edges/follows", "edges/sells"];
 
 /// A day of the typed graph: its name, and the rows `i` of table `t` it drops (`drop(t, i)`).
-type TypedDay<'a> = (&'a str, &'a dyn Fn(&str, usize) -> bool);
+pub(crate) type TypedDay<'a> = (&'a str, &'a dyn Fn(&str, usize) -> bool);
 
 /// The typed graph of `source` into `data`, each table one file, without the rows `i` of
 /// table `t` for which `drop(t, i)`.

@@ -433,7 +433,7 @@ fn bad_string_ids_exit_65_naming_file_row_and_column_and_commit_nothing() {
 
 /// Pairs of strings whose 54-bit hashes agree, found by `scripts/string-collisions.rs` (a
 /// search over 3 billion strings).
-const COLLIDED: [(&str, &str); 3] =
+pub(crate) const COLLIDED: [(&str, &str); 3] =
     [("user_72da993a", "user_91cc5a56"), ("user_becdda8", "user_2408f4c8"), ("user_d37fd2", "user_85bbf9c6")];
 
 #[test]

@@ -8,7 +8,7 @@ use sampling::agree;
 use schemas::FlattenConfig;
 use stage::Worker;
 use stage::refresh::carry::Rewrite;
-use stage::refresh::{Base, Key, Qualify, RowSink};
+use stage::refresh::{Base, Key, Qualify, RowSink, TypeOf};
 use tables::commit::Stage;
 use tables::parts::PartsOf;
 use tables::staging::StagedPart;
@@ -45,7 +45,7 @@ const FULL_PAST: u64 = 4;
 /// The node a record is about: its `root_id`, packed with the target type in a typed graph
 /// (records hold the id within its type; the affected set, the packed key).
 pub fn key(target: Option<u8>) -> Key {
-    Key::Id { column: schemas::record::ROOT_ID, node_type: target }
+    Key { id: schemas::record::ROOT_ID, node_type: TypeOf::Fixed(target), strings: None }
 }
 
 /// What [`carry_parts`] did on this worker.

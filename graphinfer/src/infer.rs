@@ -491,7 +491,7 @@ impl Scores<'_> {
         // A link model's last layer is its embedding: no logits are written.
         let classes = if head == Head::Embedding { 0 } else { meta.spec.classes };
         let width = self.model.slice(&meta.spec, embedding_layer - 1).output_width();
-        let metadata = HashMap::from([
+        let mut metadata = HashMap::from([
             ("graphinfer.model".to_owned(), self.dir.shown()),
             ("graphinfer.model_run".to_owned(), self.model_run.to_owned()),
             ("graphinfer.model_json".to_owned(), serde_json::to_string(meta).unwrap_or_default()),
@@ -499,6 +499,9 @@ impl Scores<'_> {
             ("graphinfer.targets".to_owned(), config.targets.to_string()),
             ("graphinfer.hub_threshold".to_owned(), config.hub_threshold.to_string()),
         ]);
+        if let Some(strings) = &nodes.strings {
+            metadata.insert(crate::refresh::COLLIDED_STRINGS.to_owned(), strings.ids.collided().to_string());
+        }
         let naming = output::Naming { ids: nodes.id_kind(), typed: self.typed.is_some() };
         let schema = Arc::new(output::schema(head, width, classes, naming, metadata));
         Table { head, classes, width, schema }
@@ -532,7 +535,7 @@ impl Scores<'_> {
             refresh.refreshed = refreshed;
             if let Some((base, affected)) = base {
                 let names = self.typed.map(|(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
-                let key = crate::refresh::key(names);
+                let key = crate::refresh::key(names, nodes.strings.as_ref().map(|s| s.ids.clone()));
                 let (run, writing) = (base.run.clone(), (part_properties_of_scores(), self.config.part_size_mb << 20));
                 let done = crate::refresh::carry(worker, (base, &key), &affected, (output, &table.schema), writing);
                 if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refresh.refreshed)? {

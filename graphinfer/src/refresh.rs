@@ -14,9 +14,10 @@ use parquet::file::properties::WriterProperties;
 use sampling::affected::Affected;
 use sampling::{NodeStore, agree};
 use schemas::InferConfig;
+use schemas::ids::StringIds;
 use stage::Worker;
 use stage::refresh::carry::Rewrite;
-use stage::refresh::{Base, Carried, Key, Qualify, Refreshed, RowSink};
+use stage::refresh::{Base, Carried, Key, Qualify, Refreshed, RowSink, TypeOf};
 use tables::commit::Stage;
 use tables::parts::{PartWriter, PartsOf};
 use tables::staging::StagedPart;
@@ -37,7 +38,8 @@ pub fn qualify<'a>(config: &InferConfig, schema: &'a SchemaRef) -> Qualify<'a> {
         settings: serde_json::to_value(config).unwrap_or_default(),
         not_compared: NOT_IN_ROWS,
         schema,
-        schema_holds: "another model or training run, embedding layer, width or id kind",
+        schema_holds: "another model or training run, embedding layer, width or id kind, or node strings that \
+                       shared a hash",
         rows: "rows",
         full_past: FULL_PAST,
     }
@@ -49,13 +51,15 @@ pub fn qualify<'a>(config: &InferConfig, schema: &'a SchemaRef) -> Qualify<'a> {
 /// the rows affected a refresh took 1.1-1.4x a full run, at 3.3% 0.97-1.03x).
 const FULL_PAST: u64 = 10;
 
-/// The node a row is about: `node_id`, and in a typed graph `node_type` by the graph's type
+/// The node a row is about: `node_id` (its string in a graph keyed by strings, whose internal
+/// id today's table `strings` gives), and in a typed graph `node_type` by the graph's type
 /// names.
-pub fn key(types: Option<Vec<String>>) -> Key {
-    match types {
-        None => Key::Id { column: NODE_ID, node_type: None },
-        Some(types) => Key::Typed { id: NODE_ID, type_name: NODE_TYPE, types },
-    }
+pub fn key(types: Option<Vec<String>>, strings: Option<StringIds>) -> Key {
+    let node_type = match types {
+        None => TypeOf::Fixed(None),
+        Some(types) => TypeOf::Column { name: NODE_TYPE, types },
+    };
+    Key { id: NODE_ID, node_type, strings }
 }
 
 /// What a refresh adds to the rows a run writes.
@@ -70,12 +74,29 @@ pub struct Refresh {
 }
 
 /// Why a refresh computes every row though a version qualifies, or `None`.
-pub fn in_full(config: &InferConfig, nodes: &NodeStore) -> Option<&'static str> {
+///
+/// Rows keyed by strings are found by their strings, whose internal ids today's table gives.
+/// A string that shared its hash with another's yesterday had an id of that day's numbering
+/// (`schemas::ids`), which today's table may not give it again; so a day whose table has such
+/// strings runs in full, and so does the day after (the count is in the rows' metadata, which
+/// a refresh must find unchanged: [`COLLIDED_STRINGS`]). Without them every string's id is its
+/// hash on both days, and its row is found as an integer id's.
+pub fn in_full(config: &InferConfig, nodes: &NodeStore) -> Option<String> {
     if config.pairs.is_some() {
-        return Some("a job with `pairs` scores every candidate again, from every node's last layer");
+        return Some("a job with `pairs` scores every candidate again, from every node's last layer".into());
     }
-    nodes.strings.is_some().then_some("rows keyed by strings are computed in full (their refresh is not built)")
+    let collided = nodes.strings.as_ref().map_or(0, |s| s.ids.collided());
+    (collided > 0).then(|| {
+        format!(
+            "{collided} node strings share their hash with another's today, and rows keyed by strings are then \
+             computed in full (their internal ids depend on the day's table)"
+        )
+    })
 }
+
+/// The metadata key of the rows of a graph keyed by strings: how many of the day's node
+/// strings shared their hash with another's (see [`in_full`]).
+pub const COLLIDED_STRINGS: &str = "graphinfer.collided_strings";
 
 /// Yesterday's parts of this worker's share of `base`, carried or written again without the
 /// rows whose node `affected` holds, through a part writer named as worker `peers + index` of

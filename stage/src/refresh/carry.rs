@@ -4,29 +4,43 @@
 //! whose every row is affected is not written again at all.
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch};
+use arrow_array::types::Int64Type;
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use sampling::affected::Affected;
+use schemas::ids::{StringHash, StringIds};
 use tables::commit::PartEntry;
 use tables::{Error, Io, ParquetFile};
 
 /// Which node a row is about, read from its columns.
 #[derive(Debug, Clone)]
-pub enum Key {
-    /// An `int64` column of node ids, each packed with `node_type` when given
-    /// (`schemas::typed::pack`: a typed graph's rows of one type, as GraphFlat's records).
-    Id { column: &'static str, node_type: Option<u8> },
-    /// An `int64` column of ids within their type, and a `utf8` column naming the type,
-    /// numbered by `types` (GraphInfer's rows in a typed graph).
-    Typed { id: &'static str, type_name: &'static str, types: Vec<String> },
+pub struct Key {
+    /// The column of the node's id (within its type, in a typed graph): `int64`, or `utf8`
+    /// holding the node's string in a graph keyed by strings.
+    pub id: &'static str,
+    pub node_type: TypeOf,
+    /// A graph keyed by strings: the day's table that gives each string its internal id
+    /// (`schemas::ids`); `None` for integer ids.
+    pub strings: Option<StringIds>,
+}
+
+/// How a row's node type is known.
+#[derive(Debug, Clone)]
+pub enum TypeOf {
+    /// Every row is of one type (`None`: a homogeneous graph), its ids packed with it
+    /// (`schemas::typed::pack`: a typed graph's records of one type, as GraphFlat's).
+    Fixed(Option<u8>),
+    /// A `utf8` column names each row's type, numbered by `types` (GraphInfer's rows in a
+    /// typed graph).
+    Column { name: &'static str, types: Vec<String> },
 }
 
 impl Key {
     /// The columns [`Key::affected`] reads.
     fn columns(&self) -> Vec<&str> {
-        match self {
-            Key::Id { column, .. } => vec![column],
-            Key::Typed { id, type_name, .. } => vec![type_name, id],
+        match &self.node_type {
+            TypeOf::Fixed(_) => vec![self.id],
+            TypeOf::Column { name, .. } => vec![name, self.id],
         }
     }
 
@@ -34,35 +48,40 @@ impl Key {
     fn affected(&self, batch: &RecordBatch, part: &ParquetFile, affected: &Affected) -> Result<Vec<bool>, Error> {
         let bad = |what: &str| Error::BadData(format!("{}: {what}", part.name()));
         let column = |name: &str| batch.column_by_name(name).ok_or_else(|| bad(&format!("no `{name}` column")));
-        let ids_of = |name: &str| {
-            column(name)?
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .cloned()
-                .ok_or_else(|| bad(&format!("`{name}` is not int64")))
-        };
+        let kind = if self.strings.is_some() { "utf8 without nulls" } else { "int64" };
+        let ids = internal_ids(column(self.id)?, self.strings.as_ref())
+            .ok_or_else(|| bad(&format!("`{}` is not {kind}", self.id)))?;
         let packed = |t: u8, id: i64| {
             schemas::typed::pack(t, id).ok_or_else(|| bad(&format!("id {id} is outside a typed graph's range")))
         };
-        match self {
-            Key::Id { column, node_type } => ids_of(column)?
-                .values()
-                .iter()
-                .map(|&id| Ok(affected.contains(node_type.map_or(Ok(id), |t| packed(t, id))?)))
-                .collect(),
-            Key::Typed { id, type_name, types } => {
-                let ids = ids_of(id)?;
-                let names = column(type_name)?;
-                let names = names.as_string_opt::<i32>().ok_or_else(|| bad(&format!("`{type_name}` is not utf8")))?;
+        match &self.node_type {
+            TypeOf::Fixed(node_type) => {
+                ids.iter().map(|&id| Ok(affected.contains(node_type.map_or(Ok(id), |t| packed(t, id))?))).collect()
+            }
+            TypeOf::Column { name, types } => {
+                let names = column(name)?;
+                let names = names.as_string_opt::<i32>().ok_or_else(|| bad(&format!("`{name}` is not utf8")))?;
                 let number = |name: &str| types.iter().position(|t| t == name).map(|t| t as u8);
                 (0..ids.len())
                     .map(|i| {
                         let t = number(names.value(i))
                             .ok_or_else(|| bad(&format!("unknown node type {:?}", names.value(i))))?;
-                        Ok(affected.contains(packed(t, ids.value(i))?))
+                        Ok(affected.contains(packed(t, ids[i])?))
                     })
                     .collect()
             }
+        }
+    }
+}
+
+/// A column of node ids as internal ids: `int64` as they are, or strings through the day's
+/// `strings` table; `None` when the column is neither (or a string is null).
+fn internal_ids(column: &ArrayRef, strings: Option<&StringIds>) -> Option<Vec<i64>> {
+    match strings {
+        None => column.as_primitive_opt::<Int64Type>().map(|ids| ids.values().to_vec()),
+        Some(table) => {
+            let keys = column.as_string_opt::<i32>()?;
+            keys.iter().map(|key| key.map(|key| table.id(StringHash::of(key)))).collect()
         }
     }
 }

@@ -35,7 +35,7 @@ use sampling::digest::Digest;
 use sampling::{NodeStore, agree};
 use tables::{Error, Place};
 
-pub use carry::{Carried, Key, RowSink, carry_parts};
+pub use carry::{Carried, Key, RowSink, TypeOf, carry_parts};
 pub use previous::{Base, Qualify};
 pub use state::{beside, state_uri, write_state};
 
