@@ -255,14 +255,19 @@ fn pair_scores_are_the_same_on_one_worker_two_workers_and_two_processes() {
     for out in &outputs[1..] {
         assert_eq!(pair_rows(&out.join("pairs")), first, "{}", out.display());
     }
-    // With `incremental`, pairs are scored in full (every node's last layer), the digests kept
-    // beside the embeddings, committed with both outputs.
+    // With `incremental`, the first run is full (the version holds no digests), keeps them
+    // beside the embeddings, committed with both outputs; the next refreshes, every node's
+    // last layer read back, and scores every pair again, the same.
     let out = dir.join("two");
     let job = infer_pairs(&data, &model, &table, &out).key("incremental", true).write(&dir, "incremental");
     let stdout = run_ok(&job, &["--workers", "2"]);
-    assert!(stdout.contains("full: a job with `pairs` scores every candidate again"), "{stdout}");
+    assert!(crate::refresh::refresh_line(&stdout).starts_with("refresh: full"), "{stdout}");
     assert!(out.join(".embeddings.graphflat-state/_SUCCESS").exists());
     assert_eq!(pair_rows(&out.join("pairs")), first, "an incremental run's pairs");
+    let stdout = run_ok(&job, &["--workers", "2"]);
+    let line = crate::refresh::refresh_line(&stdout);
+    assert!(line.starts_with("refresh: incremental over run") && line.contains(": 0 nodes changed"), "{line}");
+    assert_eq!(pair_rows(&out.join("pairs")), first, "a refresh's pairs");
 }
 
 /// No `_SUCCESS` in the job's output nor in its pair output.

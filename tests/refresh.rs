@@ -198,6 +198,27 @@ pub(crate) fn refresh_line(stdout: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Asserts that `stdout`'s run refreshed incrementally, with no row affected exactly when
+/// `unchanged`, and at most a quarter of them.
+pub(crate) fn assert_incremental(stdout: &str, day: &str, unchanged: bool) {
+    let line = refresh_line(stdout);
+    assert!(line.starts_with("refresh: incremental over run"), "{day}: {line}");
+    let (hit, all) = affected(&line);
+    assert_eq!(hit == 0, unchanged, "{day}: {line}");
+    assert!(hit * 4 <= all, "{day}: {line}");
+}
+
+/// The days of GraphInfer's refresh tests over a few thousand nodes.
+pub(crate) fn infer_changes() -> [Change<'static>; 5] {
+    [
+        ("no change", &|_, _| {}),
+        ("features, a label and a split", &|d, r| d.change_nodes(r, 5)),
+        ("edges removed and added", &|d, r| d.change_edges(r, 6)),
+        ("nodes removed and added", &|d, r| d.change_node_set(r, 2)),
+        ("a hub gains 300 in-edges", &|d, r| d.grow_hub(r, 300)),
+    ]
+}
+
 /// The affected records the `refresh:` line counts, and the records in all.
 pub(crate) fn affected(line: &str) -> (u64, u64) {
     let words: Vec<&str> = line.split_whitespace().collect();
@@ -541,14 +562,10 @@ fn an_infer_refresh_writes_what_a_full_run_writes_day_after_day() {
         day.write(&data);
         let workers = ["1", "2", "3"][i % 3];
         let stdout = run_ok(&infer_job(&data, &model, &out, true).write(&dir, "day"), &["--workers", workers]);
-        let line = refresh_line(&stdout);
         if i == changes.len() - 1 {
-            assert!(line.contains("a full run is cheaper"), "{name}: {line}");
+            assert!(refresh_line(&stdout).contains("a full run is cheaper"), "{name}: {stdout}");
         } else {
-            assert!(line.starts_with("refresh: incremental over run"), "{name}: {line}");
-            let (hit, all) = affected(&line);
-            assert_eq!(hit == 0, i == 0, "{name}: {line}");
-            assert!(hit * 4 <= all, "{name}: {line}");
+            assert_incremental(&stdout, name, i == 0);
         }
         run_ok(&infer_job(&data, &model, &full, false).write(&dir, "full"), &[]);
         assert_eq!(listed_rows(&out), sorted_rows(&read_batches(&full)), "{name}: the rows differ from a full run's");

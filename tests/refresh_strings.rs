@@ -16,7 +16,9 @@ use arrow_schema::{DataType, Field, Schema};
 use schemas::ids::StringHash;
 
 use crate::common::*;
-use crate::refresh::{Change, Day, Rng, TYPED_TABLES, TypedDay, affected, infer_job, listed_rows, refresh_line};
+use crate::refresh::{
+    Day, Rng, TYPED_TABLES, TypedDay, affected, assert_incremental, infer_changes, infer_job, listed_rows, refresh_line,
+};
 use crate::string_ids::COLLIDED;
 
 /// The first integer that stands for a string of [`COLLIDED`] in a [`Day`]: `COLLIDED_AT + i`
@@ -104,23 +106,12 @@ fn an_infer_refresh_over_string_ids_writes_what_a_full_run_writes_day_after_day(
     assert!(refresh_line(&first).contains("full: the output holds no committed version"), "{first}");
 
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let changes: [Change; 5] = [
-        ("no change", &|_, _| {}),
-        ("features, a label and a split", &|d, r| d.change_nodes(r, 5)),
-        ("edges removed and added", &|d, r| d.change_edges(r, 6)),
-        ("nodes removed and added", &|d, r| d.change_node_set(r, 2)),
-        ("a hub gains 300 in-edges", &|d, r| d.grow_hub(r, 300)),
-    ];
-    for (i, (name, change)) in changes.iter().enumerate() {
+    for (i, (name, change)) in infer_changes().iter().enumerate() {
         change(&mut day, &mut rng);
         write_keyed(&day, &data);
         let workers = ["1", "2", "3"][i % 3];
         let stdout = run_ok(&infer_job(&data, &model, &out, true).write(&dir, "day"), &["--workers", workers]);
-        let line = refresh_line(&stdout);
-        assert!(line.starts_with("refresh: incremental over run"), "{name}: {line}");
-        let (hit, all) = affected(&line);
-        assert_eq!(hit == 0, i == 0, "{name}: {line}");
-        assert!(hit * 4 <= all, "{name}: {line}");
+        assert_incremental(&stdout, name, i == 0);
         assert_exact(&dir, (&data, &model), (&out, &full), name);
     }
     assert_every_reader_reads_the_manifest(&[&out]);

@@ -303,22 +303,23 @@ impl Body for Scores<'_> {
         nodes.keep_edge_features_for(&self.meta.spec);
         let table = self.table(&nodes);
         let mut rows = self.output_rows(&nodes, graph.targets);
-        let refresh = match self.config.incremental {
-            true => Some(self.refresh(worker, &nodes, &mut rows, (output, &table))?),
-            false => None,
-        };
+        // The digests read the features, which layer 1 takes.
+        let digests = self.config.incremental.then(|| sampling::digest::digests(&nodes));
         let source_slots = nodes.take_source_slots();
         // Layer 1 reads them once and frees them (see `round::Input`).
         let features = nodes.take_features();
         let nodes = Rc::new(nodes);
+        let mut refresh = match digests {
+            Some(digests) => Some(self.refresh(worker, (&nodes, &digests), &mut rows, (output, &table))?),
+            None => None,
+        };
         let k = self.meta.hops;
         let wanted: Vec<(u32, usize)> =
             rows.iter().map(|r| (r.slot, if r.scored { k } else { self.embedding })).collect();
-        // A candidate pair may name any node: with pairs, every node's layers are computed.
-        let every_row =
-            self.typed.is_none_or(|(g, _)| (0..g.node_types.len()).all(|t| self.config.has_rows(g, t as u8)));
+        // A candidate pair may name any node: with pairs, every node's last layer is computed,
+        // or over a previous version read back where no change reaches it.
         let partial = refresh.as_ref().is_some_and(|r| r.partial.is_some());
-        let all = (self.config.targets == Targets::All && every_row && !partial) || self.pairs.is_some();
+        let all = (self.config.targets == Targets::All && self.every_row() || self.pairs.is_some()) && !partial;
         let plan = plan(worker.timely, &nodes, source_slots, &self.rule, &wanted, all, self.config.hub_threshold)?;
         worker.clock.lap("plan");
         let cx = Context {
@@ -333,7 +334,11 @@ impl Body for Scores<'_> {
             reporter: worker.reporter,
         };
         let (first, learned) = self.first_input(worker, &nodes, features, &plan)?;
-        let Outputs { last, width, embedding } = rounds(worker.timely, &cx, &mut worker.clock, self.embedding, first)?;
+        let Outputs { mut last, width, embedding } =
+            rounds(worker.timely, &cx, &mut worker.clock, self.embedding, first)?;
+        if let Some(yesterday) = refresh.as_mut().and_then(|r| r.last.take()) {
+            carry_last_layer(&mut last, yesterday, width, &rows);
+        }
         let written = write(worker, self, &cx, (output, &table), &rows, &last, embedding.as_deref().unwrap_or(&last))?;
         worker.clock.lap("head and write");
         let written = with_refresh(written, refresh);
@@ -403,7 +408,6 @@ fn with_pairs(written: Written<RoundStats>, pairs: pairs::PairsWritten) -> Writt
         bytes: written.bytes + pairs.bytes,
         parts: written.parts + pairs.parts,
         extra_entries: std::iter::once(pairs.entries).chain(written.extra_entries).collect(),
-        carried: Vec::new(),
         own: RoundStats { pairs: pairs.rows, pair_scores: pairs.scores, ..written.own },
         ..written
     }
@@ -513,40 +517,96 @@ impl Scores<'_> {
     fn refresh(
         &mut self,
         worker: &mut Worker,
-        nodes: &NodeStore,
+        (nodes, digests): (&Rc<NodeStore>, &[sampling::digest::Digest]),
         rows: &mut Vec<OutputRow>,
         (output, table): (&PartsOf, &Table),
     ) -> Result<Refresh, Error> {
-        let digests = sampling::digest::digests(nodes);
         // The digests' table comes after `pairs_output` among the extra outputs.
         let kept = worker.extra_outputs[usize::from(self.pairs.is_some())].clone();
-        let state = agree(worker.timely, stage::refresh::write_state(worker.io, &kept, nodes, &digests))?;
+        let state = agree(worker.timely, stage::refresh::write_state(worker.io, &kept, nodes, digests))?;
         worker.clock.lap("digests");
         let mut refresh = Refresh { state, ..Refresh::default() };
-        if let Some(reason) = crate::refresh::in_full(self.config, nodes) {
+        let pairs = self.pairs.as_ref().and_then(|_| {
+            let every_node = self.config.targets == Targets::All && self.every_row();
+            crate::refresh::pairs_in_full(self.embedding == self.meta.hops, every_node)
+        });
+        if let Some(reason) = crate::refresh::in_full(nodes).or(pairs.map(String::from)) {
             refresh.refreshed = Refreshed::full(reason);
         } else {
             let keys: Vec<i64> = rows.iter().map(|r| r.key).collect();
             let qualify = crate::refresh::qualify(self.config, &table.schema);
             let places = (&output.dir, &kept.dir);
             let hops = self.meta.hops;
-            let (refreshed, base) = stage::refresh::plan(worker, places, &qualify, (nodes, &digests), hops, &keys)?;
+            let (refreshed, base) = stage::refresh::plan(worker, places, &qualify, (nodes, digests), hops, &keys)?;
             worker.clock.lap("affected set");
             refresh.refreshed = refreshed;
             if let Some((base, affected)) = base {
+                let run = base.run.clone();
+                let last = match self.pairs.is_some() {
+                    true => self.last_layer_read_back(worker, nodes, (&base, &affected), table.width),
+                    false => Ok(None),
+                };
+                let Some(last) = stage::refresh::carried_or_full(last, &run, &mut refresh.refreshed)? else {
+                    self.refreshed = Some(refresh.refreshed.clone());
+                    return Ok(refresh);
+                };
                 let names = self.typed.map(|(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
                 let key = crate::refresh::key(names, nodes.strings.as_ref().map(|s| s.ids.clone()));
-                let (run, writing) = (base.run.clone(), (part_properties_of_scores(), self.config.part_size_mb << 20));
+                let writing = (part_properties_of_scores(), self.config.part_size_mb << 20);
                 let done = crate::refresh::carry(worker, (base, &key), &affected, (output, &table.schema), writing);
                 if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refresh.refreshed)? {
                     rows.retain(|r| affected.contains(r.key));
                     refresh.partial = Some(done);
+                    refresh.last = last;
                 }
                 worker.clock.lap("parts carried or rewritten");
             }
         }
         self.refreshed = Some(refresh.refreshed.clone());
         Ok(refresh)
+    }
+
+    /// Whether every node of the graph gets an output row (in a typed graph, `node_types` may
+    /// leave some types out).
+    fn every_row(&self) -> bool {
+        self.typed.is_none_or(|(g, _)| (0..g.node_types.len()).all(|t| self.config.has_rows(g, t as u8)))
+    }
+
+    /// Yesterday's last layer of this worker's nodes, by slot, read back from `base`'s rows at
+    /// each node's owner (`width` values a row; see [`crate::refresh::pairs_in_full`]). A node
+    /// no change reaches must have its row there: one missing makes the version one that does
+    /// not read (a full run).
+    fn last_layer_read_back(
+        &self,
+        worker: &mut Worker,
+        nodes: &Rc<NodeStore>,
+        (base, affected): (&stage::refresh::Base, &sampling::affected::Affected),
+        width: usize,
+    ) -> Result<Option<Vec<f32>>, Error> {
+        let spec = &self.meta.spec;
+        let names: Vec<String> = spec.types.iter().flat_map(|t| &t.node_types).map(|n| n.name.clone()).collect();
+        let reads = vec![true; names.len()];
+        let table = crate::learned::Table { dim: width, types: spec.types.as_ref().map(|_| (&names[..], &reads[..])) };
+        let mine = (0..base.parts.len()).flat_map(|f| (0..base.parts[f].row_groups()).map(move |rg| (f, rg))).collect();
+        let unchanged = |slot: usize| !affected.contains(nodes.ids[slot]);
+        let rows = crate::learned::read_rows(worker.timely, worker.io, (&base.parts, mine), nodes, table, unchanged)?;
+        // The same count on every worker, so that all run in full or none.
+        let missing = cluster::sum(worker.timely, rows.missing);
+        if missing > 0 {
+            return Err(Error::BadData(format!("its rows lack {missing} nodes that no change reaches")));
+        }
+        worker.clock.lap("last layer read back");
+        Ok(Some(rows.values))
+    }
+}
+
+/// Yesterday's last-layer rows (`yesterday`, by slot) into `last` where today's run did not
+/// compute one: every node but those of `rows`, the affected rows a refresh computes.
+fn carry_last_layer(last: &mut [f32], yesterday: Vec<f32>, width: usize, rows: &[OutputRow]) {
+    let mut computed = vec![false; last.len() / width.max(1)];
+    rows.iter().for_each(|r| computed[r.slot as usize] = true);
+    for (slot, _) in computed.iter().enumerate().filter(|(_, c)| !**c) {
+        last[slot * width..(slot + 1) * width].copy_from_slice(&yesterday[slot * width..(slot + 1) * width]);
     }
 }
 

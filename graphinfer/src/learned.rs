@@ -78,11 +78,25 @@ pub fn read(
     table: Table,
     needed: impl Fn(usize) -> bool,
 ) -> Result<LearnedRows, Error> {
-    let dim = table.dim;
     let files = open(io, dir)?;
-    agree(worker, sampling::load::same_id_kind(&files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
-    let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
     let mine = units(&files, worker.index(), worker.peers());
+    read_rows(worker, io, (&files, mine), nodes, table, needed)
+}
+
+/// [`read`] from the row groups `mine` (file, row group) of `files`, this worker's share of a
+/// table of the learned table's columns (GraphInfer's own rows of a link model are one:
+/// `node_id`, a typed graph's `node_type`, and `embedding`).
+pub fn read_rows(
+    worker: &mut Worker,
+    io: &Io,
+    (files, mine): (&[ParquetFile], Vec<(usize, usize)>),
+    nodes: &Rc<NodeStore>,
+    table: Table,
+    needed: impl Fn(usize) -> bool,
+) -> Result<LearnedRows, Error> {
+    let dim = table.dim;
+    agree(worker, sampling::load::same_id_kind(files, &[schemas::nodes::NODE_ID], nodes.id_kind()))?;
+    let strings = nodes.strings.as_ref().map(|s| s.ids.clone()).unwrap_or_default();
     let kept = Rc::new(RefCell::new(Received::new(nodes.len(), dim)));
     let (sink, store) = (kept.clone(), nodes.clone());
     let owners = nodes.owners.clone();

@@ -8,6 +8,10 @@
 //! at each layer only the nodes those need (`crate::plan`), as for `targets` of some splits,
 //! and a node's bits do not depend on which others are computed beside it (transforms padded
 //! to `batch_size` rows, in-edges folded in rank order, hubs split by their in-edge count).
+//!
+//! With `pairs`, every candidate is scored again from every node's last layer: the affected
+//! nodes' computed today, the others' read back from yesterday's rows ([`pairs_in_full`] says
+//! when the rows hold them), which are the same bits.
 
 use arrow_schema::SchemaRef;
 use parquet::file::properties::WriterProperties;
@@ -71,6 +75,21 @@ pub struct Refresh {
     /// Over a previous version: what became of this worker's share of yesterday's parts, and
     /// the writer of those written again (finished).
     pub partial: Option<(Carried, PartWriter)>,
+    /// With `pairs`, over a previous version: yesterday's last layer of this worker's nodes,
+    /// by slot (see [`pairs_in_full`]).
+    pub last: Option<Vec<f32>>,
+}
+
+/// Why a job with `pairs` computes every row, or `None`: its candidates are scored from every
+/// node's last layer, and a refresh computes only the affected nodes'. The others' are
+/// yesterday's rows, read back, when the rows hold every node's last layer: `embedding` the
+/// last layer (a link model's default) and every node a row (`targets = "all"`).
+pub fn pairs_in_full(embedding_is_last: bool, every_node_a_row: bool) -> Option<&'static str> {
+    match (embedding_is_last, every_node_a_row) {
+        (true, true) => None,
+        (false, _) => Some("a job with `pairs` scores every node's last layer, and the rows hold an earlier one"),
+        (true, false) => Some("a job with `pairs` scores every node's last layer, and the rows hold only the targets'"),
+    }
 }
 
 /// Why a refresh computes every row though a version qualifies, or `None`.
@@ -81,10 +100,7 @@ pub struct Refresh {
 /// strings runs in full, and so does the day after (the count is in the rows' metadata, which
 /// a refresh must find unchanged: [`COLLIDED_STRINGS`]). Without them every string's id is its
 /// hash on both days, and its row is found as an integer id's.
-pub fn in_full(config: &InferConfig, nodes: &NodeStore) -> Option<String> {
-    if config.pairs.is_some() {
-        return Some("a job with `pairs` scores every candidate again, from every node's last layer".into());
-    }
+pub fn in_full(nodes: &NodeStore) -> Option<String> {
     let collided = nodes.strings.as_ref().map_or(0, |s| s.ids.collided());
     (collided > 0).then(|| {
         format!(
