@@ -7,9 +7,13 @@
 # and a full run, both from the same tables; with WAYS including delta, also a refresh from the
 # same change as an edge delta table, over the graph night 1 kept (`keep_graph`). Prints wall
 # time, peak RSS and the summary's refresh lines.
+# The stage `pairs` is GraphInfer with a link model (GraphSAGE, hidden $HIDDEN, a `dot` decoder,
+# trained one epoch on the link records of a 20k-node graph of the same features) and $PAIRS
+# random candidate pairs, scored every night: its refresh reads the unaffected nodes' last
+# layer back from night 1's rows and scores every pair again.
 #
-#   PYTHON=.ci/venv/bin/python STAGES="flatten infer" WAYS="snapshot delta" HIDDEN=16 \
-#     bench/refresh.sh [nodes] [work_dir]
+#   PYTHON=.ci/venv/bin/python STAGES="flatten infer pairs" WAYS="snapshot delta" HIDDEN=16 \
+#     PAIRS=1000000 bench/refresh.sh [nodes] [work_dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-1000000}
@@ -20,7 +24,9 @@ DELTAS=${DELTAS:-"0.00001 0.0001 0.001 0.01"}
 STAGES=${STAGES:-"flatten infer"}
 HIDDEN=${HIDDEN:-16}
 WAYS=${WAYS:-"snapshot delta"}
+PAIRS=${PAIRS:-1000000}
 MODEL=$WORK/model-h$HIDDEN
+LINK_MODEL=$WORK/link-model-h$HIDDEN
 BIN=$PWD/target/release/graphflat
 cargo build --release --quiet ${FEATURES:+--features "$FEATURES"}
 mkdir -p "$WORK"
@@ -67,6 +73,12 @@ incremental = $4
 TOML
 }
 
+pairs_job() { # name data output incremental
+  infer_job "$@"
+  sed -i "s|^model = .*|model = \"$LINK_MODEL\"|" "$WORK/$1.toml"
+  printf 'pairs = "%s/pairs"\npairs_output = "%s-pairs"\n' "$WORK" "$3" >> "$WORK/$1.toml"
+}
+
 # A copy of night 1's output `from` (hard links), its digests and its kept graph as `to`, for
 # a refresh.
 night_copy() { # from to
@@ -85,9 +97,53 @@ timed() { # name
   grep -E "refresh:|parts:|kept graph:" "$WORK/$1.out" | sed 's/^/    /' || true
 }
 
-job night1 "keep:$WORK/g$NODES" "$WORK/night1" true
-echo "== night 1 (full, keeps the digests)"
-timed night1
+if [[ " $STAGES " == *" flatten "* || " $STAGES " == *" infer "* ]]; then
+  job night1 "keep:$WORK/g$NODES" "$WORK/night1" true
+  echo "== night 1 (full, keeps the digests)"
+  timed night1
+fi
+if [[ " $STAGES " == *" pairs "* ]]; then
+  if [ ! -f "$LINK_MODEL/_SUCCESS" ]; then
+    if [ ! -f "$WORK/link-g/split/_SUCCESS" ]; then
+      $BIN generate --out "$WORK/link-g" --nodes 20000 --avg-degree 10 --feature-dim 32 --seed 2 > /dev/null
+      $BIN split-edges --edges "$WORK/link-g/edges" --out "$WORK/link-g/split" --undirected > /dev/null
+    fi
+    cat > "$WORK/link-train.toml" <<TOML
+[cluster]
+workers = $WORKERS
+[flatten]
+nodes = "$WORK/link-g/nodes"
+edges = "$WORK/link-g/split"
+output = "$WORK/link-flat"
+task = "link"
+hops = 2
+fanouts = [10, 5]
+overwrite = true
+[train]
+records = "$WORK/link-flat"
+output = "$LINK_MODEL"
+model = "sage"
+hidden = $HIDDEN
+embedding_dim = 16
+decoder = "dot"
+epochs = 1
+overwrite = true
+TOML
+    $BIN run "$WORK/link-train.toml" > "$WORK/link-train.log" 2>&1
+  fi
+  $PYTHON - "$WORK/pairs" "$NODES" "$PAIRS" <<'PY'
+import os, sys
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+out, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(5)
+os.makedirs(out, exist_ok=True)
+table = pa.table({"src": rng.integers(0, n, k), "dst": rng.integers(0, n, k)})
+pq.write_table(table, os.path.join(out, "part-0.parquet"))
+PY
+  pairs_job pairs1 "keep:$WORK/g$NODES" "$WORK/pairs1-h$HIDDEN" true
+  echo "== night 1 of the link model, $PAIRS pairs"
+  timed pairs1
+fi
 if [[ " $STAGES " == *" infer "* ]]; then
   if [ ! -f "$MODEL/_SUCCESS" ]; then
     printf '[cluster]\nworkers = %s\n[train]\nrecords = "%s"\noutput = "%s"\nepochs = 1\nhidden = %s\n' \
@@ -122,6 +178,15 @@ for how in random concentrated; do
       done
       timed full-scores
     fi
-    rm -rf "$WORK/full" "$WORK/full-scores" "$day/edges" "$day/delta"
+    if [[ " $STAGES " == *" pairs "* ]]; then
+      pairs_job full-pairs "$day" "$WORK/full-pairs" false
+      for way in $WAYS; do
+        night_copy "pairs1-h$HIDDEN" repaired
+        pairs_job "repair-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/repaired" true
+        timed "repair-$way"
+      done
+      timed full-pairs
+    fi
+    rm -rf "$WORK/full" "$WORK/full-scores" "$WORK/full-pairs" "$WORK/full-pairs-pairs" "$day/edges" "$day/delta"
   done
 done

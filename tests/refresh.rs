@@ -414,6 +414,24 @@ fn a_refresh_that_cannot_start_from_the_output_runs_in_full_and_says_why() {
     let line = incremental("altered", &|j| j.key("fanouts", vec![4, 2]));
     assert!(line.contains("cannot be read") && line.contains("after its commit"), "{line}");
     assert!(incremental("after", &|j| j.key("fanouts", vec![4, 2])).starts_with("refresh: incremental"));
+    // A part grown after its commit (bytes appended: it still reads up to its listed size) is
+    // not carried on, and a part gone leaves a version that does not read: both run in full,
+    // and every reader reads the version that follows.
+    let grown = |part: &std::path::Path| {
+        let mut bytes = std::fs::read(part).unwrap();
+        bytes.extend([0; 10]);
+        std::fs::write(part, &bytes).unwrap();
+    };
+    let gone = |part: &std::path::Path| std::fs::remove_file(part).unwrap();
+    for (name, damage) in [("grown", &grown as &dyn Fn(&std::path::Path)), ("gone", &gone)] {
+        for part in parquet_files(&out).iter().take(2) {
+            damage(part);
+        }
+        let line = incremental(name, &|j| j.key("fanouts", vec![4, 2]));
+        assert!(line.contains("cannot be read") && line.contains("after its commit"), "{name}: {line}");
+        assert_every_reader_reads_the_manifest(&[&out]);
+        assert!(incremental("after", &|j| j.key("fanouts", vec![4, 2])).starts_with("refresh: incremental"));
+    }
     // Link records are computed in full.
     let link = split_graph(&dir, 400, 6, 3, 2);
     let links = Job::flatten(&link, dir.join("links")).key("task", "link").key("incremental", true);

@@ -79,6 +79,15 @@ fn an_infer_refresh_with_pairs_writes_the_rows_and_scores_of_a_full_run_day_afte
     }
     assert_every_reader_reads_the_manifest(&[&out, &scored]);
 
+    // Candidates from another table, their scores to another place: no other setting.
+    write_candidates(&day, &dir.join("pairs-elsewhere"));
+    let elsewhere = |job: Job| job.key("pairs", location(dir.join("pairs-elsewhere")));
+    let other = dir.join("elsewhere-scores");
+    let stdout = run_ok(&elsewhere(pairs_job(&dir, &model, (&out, &other), true)).write(&dir, "elsewhere"), &[]);
+    assert_incremental(&stdout, "another pairs table", true);
+    run_ok(&elsewhere(pairs_job(&dir, &model, (&full, &full_scored), false)).write(&dir, "full"), &[]);
+    assert!(sorted_rows(&read_batches(&other)) == sorted_rows(&read_batches(&full_scored)), "another pairs table");
+
     // Rows of an earlier layer than the last: the pairs need every node's last layer.
     let earlier = pairs_job(&dir, &model, (&out, &scored), true).key("embedding", 1);
     let stdout = run_ok(&earlier.write(&dir, "earlier"), &[]);

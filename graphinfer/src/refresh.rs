@@ -30,9 +30,10 @@ use crate::Error;
 use crate::output::{NODE_ID, NODE_TYPE};
 
 /// Settings that change no row besides those no stage compares
-/// (`stage::refresh::Qualify::not_compared`): none. Every other key must equal the previous
-/// run's, the batch size and the hub threshold too: they shape how a row's sums are taken.
-const NOT_IN_ROWS: &[&str] = &[];
+/// (`stage::refresh::Qualify::not_compared`): the candidate pairs and where their scores go
+/// (every candidate is scored again each run). Every other key must equal the previous run's,
+/// the batch size and the hub threshold too: they shape how a row's sums are taken.
+const NOT_IN_ROWS: &[&str] = &["pairs", "pairs_output"];
 
 /// What a previous version must be for a refresh of `config`'s rows with `schema` (whose
 /// metadata names the model's training run).

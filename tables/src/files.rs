@@ -106,7 +106,7 @@ pub(crate) fn listed_entries(table: &Place, run: &str, entries: &[PartEntry]) ->
 /// [`replaced`]), a regular file (a FIFO, socket or device would block its reader, a directory
 /// never reads), of the size listed. Sizes come from one listing of the directory on a store,
 /// from each file's metadata on disk.
-async fn check_listed(table: &Place, manifest: &Manifest) -> Result<(), Error> {
+pub(crate) async fn check_listed(table: &Place, manifest: &Manifest) -> Result<(), Error> {
     let sizes = sizes(table, manifest).await?;
     for part in &manifest.parts {
         let shown = table.child(&part.name).shown();

@@ -359,6 +359,9 @@ pub fn open_version(io: &Io, dir: &Place) -> Result<Option<Version>, Error> {
     let dir = &dir.held();
     io.block_on(async {
         let Some(manifest) = crate::manifest::read_manifest(dir).await? else { return Ok(None) };
+        // Each part there at its listed size: a part grown after its commit still reads up to
+        // that size, and carried on would hand its readers the bytes past it.
+        crate::files::check_listed(dir, &manifest).await?;
         let chunks = Arc::new(ChunkBuffers::default());
         let mut parts = Vec::with_capacity(manifest.parts.len());
         for file in listed_entries(dir, &manifest.run, &manifest.parts) {

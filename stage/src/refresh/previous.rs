@@ -102,7 +102,9 @@ use NotOpened::{Failed, Unreadable};
 fn open_agreed(worker: &mut crate::Worker, place: &Place, what: &str) -> Result<Option<Version>, NotOpened> {
     let version = match agree(worker.timely, tables::open_version(worker.io, place)) {
         Ok(version) => version,
-        Err(e) if e.cause() == schemas::Cause::BadData => {
+        // A part changed or gone since its commit: the version does not read, and a full run
+        // writes the next one without it.
+        Err(e) if matches!(e.cause(), schemas::Cause::BadData | schemas::Cause::NoInput) => {
             return Err(Unreadable(format!("{what} cannot be read: {e}")));
         }
         Err(e) => return Err(Failed(e)),
