@@ -176,6 +176,22 @@ fn typed_link_models_embed_and_score_as_the_trainer_does() {
 
         let scorer = the_trainer_embeds_and_scores_alike(&model, &flat, links.len(), &embeddings);
         every_pair_is_scored(kind, &one.join("pairs"), (&embeddings, &scorer), candidates.len());
+
+        // A refresh of nothing changed: every node's last layer read back from the rows (by
+        // type name and id), every pair scored again from them, the same.
+        let again = dir.join(format!("infer-{kind}-again"));
+        let job = write_job(
+            &dir,
+            &format!("again-{kind}"),
+            &(infer_link(&data, &model, &pairs, &again)
+                + "incremental = true
+"),
+        );
+        run_ok(&job, &[]);
+        let line = crate::refresh::refresh_line(&run_ok(&job, &["--workers", "2"]));
+        assert!(line.starts_with("refresh: incremental") && line.contains(": 0 nodes changed"), "{kind}: {line}");
+        let pairs_of = |out: &Path| sorted_rows(&read_batches(&out.join("pairs")));
+        assert!(pairs_of(&again) == pairs_of(&one), "{kind}: a refresh's pairs differ from a full run's");
     }
 }
 
