@@ -97,6 +97,19 @@ timed() { # name
   grep -E "refresh:|parts:|kept graph:" "$WORK/$1.out" | sed 's/^/    /' || true
 }
 
+# Day `$day` of one stage: for each way, a refresh over a copy of night 1's output `night`, then
+# a full run into `$WORK/$full`; `make` writes the stage's job file.
+against_full() { # make night copy name full
+  local make=$1 night=$2 copy=$3 name=$4 full=$5
+  $make "$full" "$day" "$WORK/$full" false
+  for way in $WAYS; do
+    night_copy "$night" "$copy"
+    $make "$name-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/$copy" true
+    timed "$name-$way"
+  done
+  timed "$full"
+}
+
 if [[ " $STAGES " == *" flatten "* || " $STAGES " == *" infer "* ]]; then
   job night1 "keep:$WORK/g$NODES" "$WORK/night1" true
   echo "== night 1 (full, keeps the digests)"
@@ -160,33 +173,9 @@ for how in random concentrated; do
     rm -rf "$day"
     $PYTHON bench/refresh_delta.py "$WORK/g$NODES" "$day" "$d" "$how" 3
     echo "== $how, $d of the edges"
-    if [[ " $STAGES " == *" flatten "* ]]; then
-      job full "$day" "$WORK/full" false
-      for way in $WAYS; do
-        night_copy night1 refreshed
-        job "refresh-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/refreshed" true
-        timed "refresh-$way"
-      done
-      timed full
-    fi
-    if [[ " $STAGES " == *" infer "* ]]; then
-      infer_job full-scores "$day" "$WORK/full-scores" false
-      for way in $WAYS; do
-        night_copy "scores1-h$HIDDEN" rescored
-        infer_job "rescore-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/rescored" true
-        timed "rescore-$way"
-      done
-      timed full-scores
-    fi
-    if [[ " $STAGES " == *" pairs "* ]]; then
-      pairs_job full-pairs "$day" "$WORK/full-pairs" false
-      for way in $WAYS; do
-        night_copy "pairs1-h$HIDDEN" repaired
-        pairs_job "repair-$way" "$([ "$way" = delta ] && echo "delta:$day" || echo "$day")" "$WORK/repaired" true
-        timed "repair-$way"
-      done
-      timed full-pairs
-    fi
+    if [[ " $STAGES " == *" flatten "* ]]; then against_full job night1 refreshed refresh full; fi
+    if [[ " $STAGES " == *" infer "* ]]; then against_full infer_job "scores1-h$HIDDEN" rescored rescore full-scores; fi
+    if [[ " $STAGES " == *" pairs "* ]]; then against_full pairs_job "pairs1-h$HIDDEN" repaired repair full-pairs; fi
     rm -rf "$WORK/full" "$WORK/full-scores" "$WORK/full-pairs" "$WORK/full-pairs-pairs" "$day/edges" "$day/delta"
   done
 done
