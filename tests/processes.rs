@@ -160,6 +160,47 @@ fn processes_that_read_different_jobs_refuse_to_start() {
     }
 }
 
+/// An error that every process agrees on (a label out of range, found by whichever worker
+/// reads it) ends each process with that error, run after run, never with a peer's closed
+/// connection: a failed process lets its connections end cleanly before it exits, so its
+/// last messages reach the peers still finishing the agreement (`cluster::execute`).
+#[test]
+fn an_error_every_process_agrees_on_ends_each_with_that_error() {
+    let dir = scratch("processes-agreed");
+    let data = dir.join("graph");
+    generate(&data, 600, 4, 6, 4);
+    for n in [2, 3] {
+        let flat = dir.join(format!("flat-{n}"));
+        let flatten = Job::flatten(&data, &flat).key("hops", 2).key("fanouts", vec![4, 3]);
+        let job = cluster(n).and(flatten).write(&dir, &format!("flatten-{n}"));
+        for result in spawn_all(n, &job) {
+            assert!(result.status.success(), "{}", text(&result));
+        }
+        let train = Job::train(&flat, dir.join("model")).key("classes", 2).key("epochs", 1);
+        let job = cluster(n).and(train).write(&dir, &format!("train-{n}"));
+        for _ in 0..4 {
+            for result in spawn_all(n, &job) {
+                assert_fails(&result, 65, &["column \"label\"", "not below classes = 2"]);
+            }
+        }
+        assert!(!has_weights(&dir.join("model")));
+    }
+}
+
+/// Runs `job` as `n` processes at once and returns what each printed, in process order.
+fn spawn_all(n: usize, job: &Path) -> Vec<std::process::Output> {
+    let spawn = |p: usize| {
+        graphflat()
+            .args(["run", job.to_str().unwrap(), "--processes", &n.to_string(), "--process", &p.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut children = Children((0..n).map(spawn).collect());
+    children.0.drain(..).map(|c| c.wait_with_output().unwrap()).collect()
+}
+
 /// `scripts/launch-local.sh` with a stand-in binary (a shell script): its exit code and what it
 /// prints, on success, on one process's failure, and on TERM.
 #[test]

@@ -4,8 +4,9 @@
 //! channel; the calling thread collects the outcomes instead of joining the threads. The first
 //! failure (an error, a panic, a lost peer process) sets the job's abort flag, which every
 //! worker sees within [`crate::wait::POLL`] at its next wait; the caller returns that failure
-//! after the other workers have stopped or after [`GRACE`], whichever is first. Threads still
-//! running then are left behind: the binary exits the process on any failure.
+//! after the other workers have stopped or after [`GRACE`], whichever is first, and after the
+//! connections to the peer processes have ended (see `release`). Threads still running then
+//! are left behind: the binary exits the process on any failure.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -20,7 +21,7 @@ use schemas::ClusterConfig;
 use schemas::message::panic_text;
 use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
 use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
-use timely::communication::{Config as CommunicationConfig, Hooks};
+use timely::communication::{Config as CommunicationConfig, Hooks, WorkerGuards};
 use timely::worker::Worker;
 
 use crate::connect::ConnectError;
@@ -188,16 +189,43 @@ where
 
     let (results, failure, heard) = gather(&outcomes, threads, &abort);
     if let Some(failure) = failure {
-        // Joining could wait forever on a worker stuck in timely; the process exits instead.
-        std::mem::forget(guards);
+        release(guards, heard == threads);
         return Err(failure);
     }
     if heard < threads {
-        std::mem::forget(guards);
+        release(guards, false);
         return Err(Failure::Panic("a worker thread ended without reporting".into()));
     }
     drop(guards.join());
     Ok(results.into_iter().map(|r| r.expect("every worker reported")).collect())
+}
+
+/// Lets a failed job's threads end before the process exits, for at most [`GRACE`]. With
+/// every worker of this process ended (`all_reported`), joining flushes what they sent and
+/// ends the connections cleanly, which timely does only once every peer's workers ended too:
+/// a failure all processes agreed on (`crate::collective::agree`) then reaches each of them
+/// as that failure, not as a peer's closed connection (which it would be if this process
+/// exited with the peer's last messages unsent). A peer still working after [`GRACE`] hears
+/// of the exit from [`crate::heartbeat`]. With a worker still running, joining could wait
+/// forever, so the threads are left behind.
+fn release<T: Send + 'static>(guards: WorkerGuards<T>, all_reported: bool) {
+    if !all_reported {
+        std::mem::forget(guards);
+        return;
+    }
+    let (ended, joined) = mpsc::channel();
+    let held = Arc::new(std::sync::Mutex::new(Some(guards)));
+    let in_thread = held.clone();
+    let spawned = std::thread::Builder::new().name("cluster:release".into()).spawn(move || {
+        if let Some(guards) = in_thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            drop(guards.join());
+        }
+        let _ = ended.send(());
+    });
+    match spawned {
+        Ok(_) => drop(joined.recv_timeout(GRACE)),
+        Err(_) => std::mem::forget(held.lock().unwrap_or_else(|p| p.into_inner()).take()),
+    }
 }
 
 /// Every worker's report, as they come: each one's value, the job's failure, and how many

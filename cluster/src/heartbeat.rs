@@ -10,10 +10,14 @@
 //!
 //! Why a busy peer is never judged gone: its heartbeat thread does no work of the job, so it
 //! sends on time however long the peer's workers compute or wait, as long as the process runs.
-//! Why an ended peer is not reported here: a closed connection is a peer that exited, which
-//! timely's own connection reports with the peer's cause; the reader just stops. When the job
-//! ends in this process, [`Heartbeats`] is dropped: it shuts its connections down, so peers see
-//! a close, never silence.
+//!
+//! Why a close is judged by what preceded it: [`Heartbeats`] is dropped only once the job's
+//! communication threads have ended cleanly, which timely allows only after every peer's
+//! workers ended (`crate::execute`), and its drop sends [`GOODBYE`] before it shuts the
+//! connection down. A close after a goodbye is that ending and says nothing; a close without
+//! one is a process that exited (a failure it may have left this one waiting on) or was
+//! killed, and marks the peer lost. A failing process whose timely threads shut down cleanly
+//! leaves its peers no other sign that it is gone.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -26,6 +30,13 @@ use crate::connect::Sockets;
 /// How often a process tells its peers it is alive.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
+/// The byte a process sends each [`INTERVAL`].
+const ALIVE: u8 = 1;
+
+/// The byte a process sends as it drops [`Heartbeats`]: its job ended here without leaving a
+/// peer waiting, so the close that follows is not a loss.
+const GOODBYE: u8 = 2;
+
 /// The heartbeat threads of one job; dropping it stops them.
 pub struct Heartbeats {
     stopped: Arc<AtomicBool>,
@@ -35,7 +46,8 @@ pub struct Heartbeats {
 impl Drop for Heartbeats {
     fn drop(&mut self) {
         self.stopped.store(true, Ordering::Relaxed);
-        for socket in &self.sockets {
+        for mut socket in &self.sockets {
+            let _ = socket.write_all(&[GOODBYE]);
             let _ = socket.shutdown(Shutdown::Both);
         }
     }
@@ -64,32 +76,34 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> std::io::Result<
     std::thread::Builder::new().name(name).spawn(body).map(drop)
 }
 
-/// Sends a byte each [`INTERVAL`] until stopped or the connection fails.
+/// Sends [`ALIVE`] each [`INTERVAL`] until stopped or the connection fails.
 fn send(mut socket: TcpStream, stopped: &AtomicBool) {
-    while !stopped.load(Ordering::Relaxed) && socket.write_all(&[1]).is_ok() {
+    while !stopped.load(Ordering::Relaxed) && socket.write_all(&[ALIVE]).is_ok() {
         std::thread::sleep(INTERVAL);
     }
 }
 
-/// Reads the peer's bytes; silence for `timeout` marks the peer lost.
+/// Reads the peer's bytes: silence for `timeout`, or a close without [`GOODBYE`], marks the
+/// peer lost (unless this process is ending its own job).
 fn listen(mut socket: TcpStream, stopped: &AtomicBool, who: &str, timeout: Duration) {
     let mut buffer = [0u8; 64];
-    loop {
+    let mut farewell = false;
+    let lost = loop {
         match socket.read(&mut buffer) {
-            Ok(0) => return,
-            Ok(_) => continue,
+            Ok(0) => break format!("{who} ended; its log says why"),
+            Ok(n) => farewell |= buffer[..n].contains(&GOODBYE),
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if !stopped.load(Ordering::Relaxed) {
-                    crate::wait::peer_lost(format!(
-                        "{who} sent nothing for {}s: it is stopped, hung or cut off from this one \
-                         (the limit is [cluster] peer_timeout_s)",
-                        timeout.as_secs()
-                    ));
-                }
-                return;
+                break format!(
+                    "{who} sent nothing for {}s: it is stopped, hung or cut off from this one \
+                     (the limit is [cluster] peer_timeout_s)",
+                    timeout.as_secs()
+                );
             }
-            Err(_) => return,
+            Err(e) => break format!("{who} ended; its log says why (heartbeat: {e})"),
         }
+    };
+    if !farewell && !stopped.load(Ordering::Relaxed) {
+        crate::wait::peer_lost(lost);
     }
 }
