@@ -513,7 +513,7 @@ pub(crate) fn killed_after(job: &Path, delay_ms: u64) {
     child.wait().unwrap();
 }
 
-fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
+pub(crate) fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
     let name = format!(".{}.graphflat-", out.file_name().unwrap().to_string_lossy());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {

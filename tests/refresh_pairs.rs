@@ -2,7 +2,7 @@
 //! change reaches are carried over, and so is their last layer, read back from them, from which
 //! every candidate is scored again. Day after day, on 1, 2 and 3 workers, the rows and the pair
 //! scores are a full run's, bit for bit; rows that hold an earlier layer than the last run in
-//! full and say why.
+//! full and say why; a refresh killed at any moment leaves each output one day's whole version.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +10,9 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 
 use crate::common::*;
-use crate::refresh::{Day, Rng, assert_incremental, infer_changes, infer_job, listed_rows, refresh_line};
+use crate::refresh::{
+    Day, Rng, assert_incremental, infer_changes, infer_job, killed_after, listed_rows, refresh_line, wait_for_a_switch,
+};
 
 /// The candidates of `day`: every 7th node against every 11th, the table written to `pairs`.
 fn write_candidates(day: &Day, pairs: &Path) {
@@ -92,4 +94,68 @@ fn an_infer_refresh_with_pairs_writes_the_rows_and_scores_of_a_full_run_day_afte
     let earlier = pairs_job(&dir, &model, (&out, &scored), true).key("embedding", 1);
     let stdout = run_ok(&earlier.write(&dir, "earlier"), &[]);
     assert!(refresh_line(&stdout).contains("the rows hold an earlier one"), "{stdout}");
+}
+
+/// A refresh with pairs killed (SIGKILL) at any moment, or inside the switch of either output,
+/// leaves each output one day's whole version: the two outputs are not one atomic step
+/// (`docs/graphinfer.md`), so a kill between their switches leaves today's rows beside
+/// yesterday's scores. SIGTERM inside a switch finishes the commit. Whatever a kill left, the
+/// next run (a refresh, or a full run where the kill left the digests of another run than the
+/// rows) writes a full run's rows and scores.
+#[test]
+fn a_pairs_refresh_killed_at_any_moment_leaves_whole_versions_and_the_next_is_exact() {
+    let dir = scratch("refresh-pairs-kill");
+    let model = link_model(&dir);
+    let mut day = Day::read(&dir.join("link/generated"));
+    let (out, scored) = (dir.join("scores"), dir.join("pair-scores"));
+    let (full, full_scored) = (dir.join("full"), dir.join("full-pair-scores"));
+    let both = |rows: &Path, scores: &Path| (listed_rows(rows), listed_rows(scores));
+    day.write(&dir.join("data"));
+    write_candidates(&day, &dir.join("pairs"));
+    let refresh = pairs_job(&dir, &model, (&out, &scored), true).write(&dir, "day");
+    let full_run = pairs_job(&dir, &model, (&full, &full_scored), false).write(&dir, "full");
+    run_ok(&refresh, &["--workers", "2"]);
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    let stops: [(&Path, &str); 4] = [(&out, "KILL"), (&scored, "KILL"), (&out, "TERM"), (&scored, "TERM")];
+    for (output, signal) in stops {
+        let before = both(&out, &scored);
+        day.change_edges(&mut rng, 8);
+        day.write(&dir.join("data"));
+        run_ok(&full_run, &[]);
+        let after = both(&full, &full_scored);
+        let whole = |now: &(Vec<String>, Vec<String>), when: &str| {
+            assert!(now.0 == before.0 || now.0 == after.0, "{when}: the rows are neither day's");
+            assert!(now.1 == before.1 || now.1 == after.1, "{when}: the scores are neither day's");
+        };
+        // A refresh here takes about 40 ms from the process's start.
+        for delay_ms in [3, 8, 13, 18, 23, 28, 33, 38, 43, 48, 56] {
+            killed_after(&refresh, delay_ms);
+            whole(&both(&out, &scored), &format!("killed after {delay_ms} ms"));
+        }
+        let mut child = graphflat()
+            .args(["run", refresh.to_str().unwrap(), "--workers", "2"])
+            .env(::tables::switch::PAUSE_VAR, "3000")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_a_switch(output, &mut child);
+        std::process::Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        let ended = child.wait_with_output().unwrap();
+        let now = both(&out, &scored);
+        let inside = format!("{signal} inside the switch of {}", output.display());
+        match signal {
+            "TERM" => {
+                assert_eq!(ended.status.code(), Some(0), "{inside}: {}", text(&ended));
+                assert!(now == after, "{inside}: not the refresh's versions");
+            }
+            _ => whole(&now, &inside),
+        }
+        // A kill between the outputs' switches and the digests' leaves them of two runs: the
+        // next refresh then runs in full and says so.
+        let stdout = run_ok(&refresh, &["--workers", "2"]);
+        let line = refresh_line(&stdout);
+        assert!(line.starts_with("refresh: incremental") || line.contains("digests beside the output"), "{stdout}");
+        assert!(both(&out, &scored) == after, "after a {inside}: not a full run's rows and scores");
+    }
 }
