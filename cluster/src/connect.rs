@@ -205,18 +205,56 @@ fn try_connect(
     }
 }
 
-/// A connection to `address` with the handshake's answer awaited at most a few seconds.
+/// A connection to `address` with the handshake's answer awaited at most a few seconds; none
+/// when the connection is to itself ([`is_self`]).
 fn reach(address: &str) -> Option<TcpStream> {
     let addr = address.to_socket_addrs().ok()?.next()?;
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    if is_self(&stream) {
+        return None;
+    }
     stream.set_nodelay(true).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     Some(stream)
 }
 
+/// Whether `stream` is connected to itself. Retrying a connect to a peer that is not listening
+/// yet, at a port in the kernel's range of ephemeral ports, now and then gets the connect
+/// paired with itself (TCP's simultaneous open; once in a few thousand tries on Linux): its
+/// handshake would read back this process's own hello and take it for another job's answer,
+/// exit 64, where the peer was only late.
+fn is_self(stream: &TcpStream) -> bool {
+    matches!((stream.local_addr(), stream.peer_addr()), (Ok(own), Ok(peer)) if own == peer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A socket bound to a free port and connected to that same port is connected to itself
+    /// (what a retried connect sometimes gets by chance); a connection to a listener is not.
+    #[test]
+    fn a_connection_to_itself_is_told_from_a_peer() {
+        use socket2::{Domain, Socket, Type};
+        let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        socket.bind(&free.into()).unwrap();
+        socket.connect(&free.into()).unwrap();
+        let looped: TcpStream = socket.into();
+        assert!(is_self(&looped));
+        // Its handshake reads back its own hello, whose first byte is not the answer 1.
+        let mut hello = [0u8; HELLO];
+        hello[8] = 1;
+        let mut answer = [0u8; 1];
+        (&looped).write_all(&hello).unwrap();
+        (&looped).read_exact(&mut answer).unwrap();
+        assert_ne!(answer[0], 1, "without the check, a late peer would read as another job");
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(!is_self(&peer));
+        assert!(reach(&listener.local_addr().unwrap().to_string()).is_some());
+    }
 
     /// A loopback address is listened on as it is; a name or another address on every
     /// interface at its port; an address without a port is named.

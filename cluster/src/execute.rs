@@ -189,7 +189,8 @@ where
 
     let (results, failure, heard) = gather(&outcomes, threads, &abort);
     if let Some(failure) = failure {
-        release(guards, heard == threads);
+        // A lost peer never ends its connections cleanly: waiting for it would only delay the exit.
+        release(guards, heard == threads && !PEER_LOST.load(Ordering::Relaxed));
         return Err(failure);
     }
     if heard < threads {
@@ -201,15 +202,15 @@ where
 }
 
 /// Lets a failed job's threads end before the process exits, for at most [`GRACE`]. With
-/// every worker of this process ended (`all_reported`), joining flushes what they sent and
+/// every worker of this process ended (`join`), joining flushes what they sent and
 /// ends the connections cleanly, which timely does only once every peer's workers ended too:
 /// a failure all processes agreed on (`crate::collective::agree`) then reaches each of them
 /// as that failure, not as a peer's closed connection (which it would be if this process
 /// exited with the peer's last messages unsent). A peer still working after [`GRACE`] hears
 /// of the exit from [`crate::heartbeat`]. With a worker still running, joining could wait
-/// forever, so the threads are left behind.
-fn release<T: Send + 'static>(guards: WorkerGuards<T>, all_reported: bool) {
-    if !all_reported {
+/// forever, so the threads are left behind, as they are after a lost peer.
+fn release<T: Send + 'static>(guards: WorkerGuards<T>, join: bool) {
+    if !join {
         std::mem::forget(guards);
         return;
     }

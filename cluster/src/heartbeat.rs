@@ -12,12 +12,13 @@
 //! sends on time however long the peer's workers compute or wait, as long as the process runs.
 //!
 //! Why a close is judged by what preceded it: [`Heartbeats`] is dropped only once the job's
-//! communication threads have ended cleanly, which timely allows only after every peer's
-//! workers ended (`crate::execute`), and its drop sends [`GOODBYE`] before it shuts the
-//! connection down. A close after a goodbye is that ending and says nothing; a close without
-//! one is a process that exited (a failure it may have left this one waiting on) or was
-//! killed, and marks the peer lost. A failing process whose timely threads shut down cleanly
-//! leaves its peers no other sign that it is gone.
+//! communication threads have ended, which timely allows only after every peer's workers ended
+//! (`crate::execute`), and its drop sends [`GOODBYE`] before it shuts the connection down,
+//! unless it is dropped while unwinding from a communication thread's failure. A close after
+//! a goodbye is that ending and says nothing; a close without one is a process that exited (a
+//! failure it may have left this one waiting on) or was killed, and marks the peer lost. A
+//! failing process whose timely threads shut down cleanly leaves its peers no other sign that
+//! it is gone.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -46,8 +47,13 @@ pub struct Heartbeats {
 impl Drop for Heartbeats {
     fn drop(&mut self) {
         self.stopped.store(true, Ordering::Relaxed);
+        // Dropped while unwinding, the job's connections did not end cleanly (timely's guard
+        // panics on a receive thread that failed): a peer may still wait on this process.
+        let clean = !std::thread::panicking();
         for mut socket in &self.sockets {
-            let _ = socket.write_all(&[GOODBYE]);
+            if clean {
+                let _ = socket.write_all(&[GOODBYE]);
+            }
             let _ = socket.shutdown(Shutdown::Both);
         }
     }
