@@ -187,8 +187,54 @@ fn an_error_every_process_agrees_on_ends_each_with_that_error() {
     }
 }
 
+/// A training on two processes whose commit fails (another run committed the model first,
+/// 73) ends both processes with 73, not only the one whose worker 0 commits: the record
+/// trainer's commit and full-graph training's are agreed like every other failure.
+#[test]
+fn a_commit_that_fails_on_process_0_fails_every_process() {
+    let dir = scratch("processes-commit");
+    let data = dir.join("graph");
+    generate(&data, 2000, 4, 6, 4);
+    let flat = dir.join("flat");
+    let flatten = Job::flatten(&data, &flat).key("hops", 2).key("fanouts", vec![4, 3]);
+    run_ok(&flatten.write(&dir, "flatten"), &[]);
+    let model = dir.join("model");
+    let records = Job::train(&flat, &model).key("classes", 8).key("epochs", 40);
+    let full = Job::table_named("train")
+        .key("nodes", location(data.join("nodes")))
+        .key("edges", location(data.join("edges")))
+        .key("output", location(&model))
+        .key("classes", 8)
+        .key("epochs", 400);
+    for (name, slow) in [("records", records), ("full", full)] {
+        let _ = std::fs::remove_dir_all(&model);
+        let job = cluster(2).and(slow).write(&dir, &format!("slow-{name}"));
+        let mut children = spawn_processes(2, &job);
+        // Once the slow run holds its marker (`tables::lease`), a quick run commits the same model.
+        let started = Instant::now();
+        let marked = || {
+            std::fs::read_dir(model.join("_temporary"))
+                .is_ok_and(|runs| runs.flatten().any(|run| run.path().join("run.json").exists()))
+        };
+        while !marked() {
+            assert!(started.elapsed() < Duration::from_secs(60), "{name}: the slow run never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let quick = Job::train(&flat, &model).key("classes", 8).key("epochs", 1).write(&dir, "quick");
+        run_ok(&quick, &[]);
+        for result in children.0.drain(..).map(|c| c.wait_with_output().unwrap()) {
+            assert_fails(&result, 73, &["another run committed this output first"]);
+        }
+    }
+}
+
 /// Runs `job` as `n` processes at once and returns what each printed, in process order.
 fn spawn_all(n: usize, job: &Path) -> Vec<std::process::Output> {
+    spawn_processes(n, job).0.drain(..).map(|c| c.wait_with_output().unwrap()).collect()
+}
+
+/// Starts `job` as `n` processes, their output piped; dropping the result kills them.
+fn spawn_processes(n: usize, job: &Path) -> Children {
     let spawn = |p: usize| {
         graphflat()
             .args(["run", job.to_str().unwrap(), "--processes", &n.to_string(), "--process", &p.to_string()])
@@ -197,8 +243,7 @@ fn spawn_all(n: usize, job: &Path) -> Vec<std::process::Output> {
             .spawn()
             .unwrap()
     };
-    let mut children = Children((0..n).map(spawn).collect());
-    children.0.drain(..).map(|c| c.wait_with_output().unwrap()).collect()
+    Children((0..n).map(spawn).collect())
 }
 
 /// `scripts/launch-local.sh` with a stand-in binary (a shell script): its exit code and what it

@@ -671,9 +671,13 @@ pub fn train_fed<T: Learner>(
         fed.params = fed.tracker.best_params.clone();
     }
     let (table, table_line) = write_learned(worker, &setup, &out, best)?;
-    if let Some(lease) = lease {
-        fed.save(worker, lease, started, waited, table, table_line.as_ref())?;
-    }
+    let saved = match lease {
+        Some(lease) => fed.save(worker, lease, started, waited, table, table_line.as_ref()),
+        None => Ok(()),
+    };
+    // Worker 0 commits; a commit that fails (another run committed first: 73) fails every
+    // process alike, not only the one that holds worker 0.
+    cluster::agree::<_, Error, tables::error::Report>(worker, saved)?;
     let FedRun { params, tracker, .. } = fed;
     Ok(TrainSummary {
         wait_seconds: waited.as_secs_f64(),

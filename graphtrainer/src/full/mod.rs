@@ -432,13 +432,17 @@ fn train_worker(
     let best = keys.patience > 0 && !tracker.best_params.is_empty();
     let params = if best { tracker.best_params.clone() } else { trainer.params.clone() };
     let exchange = traffic_line(worker, &trainer.exchange, tracker.epochs, sent, &graph.hubs);
+    let mut saved = Ok(());
     if let (Some(lease), Some(log)) = (lease, &log) {
         let lines = vec![("epochs".into(), tracker.epochs.to_string()), ("exchanged".into(), exchange.clone())];
         let facts = run_facts(worker.peers(), started, lines);
         let meta = setup::meta(&graph.spec, params.len(), config.link_relation_index());
-        let saved = Saving { log, meta, io, params: &params, device: &trainer.base, facts, table: Vec::new() };
-        save_model(config, &output, lease, saved)?;
+        let saving = Saving { log, meta, io, params: &params, device: &trainer.base, facts, table: Vec::new() };
+        saved = save_model(config, &output, lease, saving);
     }
+    // Worker 0 commits; a commit that fails (another run committed first: 73) fails every
+    // process alike, not only the one that holds worker 0.
+    agree(worker, saved)?;
     Ok(TrainSummary {
         keys: keys.line(config, graph.spec.task),
         exchanged: Some(exchange),
