@@ -474,16 +474,7 @@ fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact()
         day.write(&data);
         run_ok(&job(&data, &full, false).write(&dir, "full"), &[]);
         let after = read_records(&full);
-        let mut child = graphflat()
-            .args(["run", refresh.to_str().unwrap(), "--workers", "2"])
-            .env(::tables::switch::PAUSE_VAR, "3000")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_for_a_switch(&out, &mut child);
-        std::process::Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
-        let ended = child.wait_with_output().unwrap();
+        let ended = stopped_inside_its_switch(&refresh, &out, signal);
         let now = read_listed_records(&out);
         match signal {
             "TERM" => {
@@ -498,8 +489,21 @@ fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact()
     }
 }
 
-/// Waits until a switch of `out` holds its new version beside it, paused before the exchange
-/// (`tables::switch::PAUSE_VAR`); the digests' own folder is not a switch.
+/// Runs `job` on 2 workers with every switch held for 3 s (`tables::switch::PAUSE_VAR`), sends
+/// it `signal` once the switch of `out` holds its new version, and returns what it printed.
+pub(crate) fn stopped_inside_its_switch(job: &Path, out: &Path, signal: &str) -> std::process::Output {
+    let mut child = graphflat()
+        .args(["run", job.to_str().unwrap(), "--workers", "2"])
+        .env(::tables::switch::PAUSE_VAR, "3000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_a_switch(out, &mut child);
+    std::process::Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Runs `job` on 2 workers and kills it (SIGKILL) after `delay_ms`.
 pub(crate) fn killed_after(job: &Path, delay_ms: u64) {
     let mut child = graphflat()
@@ -513,7 +517,9 @@ pub(crate) fn killed_after(job: &Path, delay_ms: u64) {
     child.wait().unwrap();
 }
 
-pub(crate) fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
+/// Waits until a switch of `out` holds its new version beside it, paused before the exchange
+/// (`tables::switch::PAUSE_VAR`); the digests' own folder is not a switch.
+fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
     let name = format!(".{}.graphflat-", out.file_name().unwrap().to_string_lossy());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {

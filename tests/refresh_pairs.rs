@@ -11,7 +11,8 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 
 use crate::common::*;
 use crate::refresh::{
-    Day, Rng, assert_incremental, infer_changes, infer_job, killed_after, listed_rows, refresh_line, wait_for_a_switch,
+    Day, Rng, assert_incremental, infer_changes, infer_job, killed_after, listed_rows, refresh_line,
+    stopped_inside_its_switch,
 };
 
 /// The candidates of `day`: every 7th node against every 11th, the table written to `pairs`.
@@ -132,16 +133,7 @@ fn a_pairs_refresh_killed_at_any_moment_leaves_whole_versions_and_the_next_is_ex
             killed_after(&refresh, delay_ms);
             whole(&both(&out, &scored), &format!("killed after {delay_ms} ms"));
         }
-        let mut child = graphflat()
-            .args(["run", refresh.to_str().unwrap(), "--workers", "2"])
-            .env(::tables::switch::PAUSE_VAR, "3000")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_for_a_switch(output, &mut child);
-        std::process::Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
-        let ended = child.wait_with_output().unwrap();
+        let ended = stopped_inside_its_switch(&refresh, output, signal);
         let now = both(&out, &scored);
         let inside = format!("{signal} inside the switch of {}", output.display());
         match signal {
