@@ -35,6 +35,7 @@ mod processes;
 mod readers;
 mod refresh;
 mod refresh_delta;
+mod refresh_links;
 mod refresh_pairs;
 mod refresh_strings;
 mod report;

@@ -4,9 +4,9 @@
 //! change at all), the refreshed output holds exactly the records a full run over that day's
 //! tables writes, bit for bit, on 1, 2 and 3 workers and 2 processes, while it computes only
 //! the affected ones and carries untouched parts over; every reader reads it; a refresh that
-//! cannot start from the output (or a link job, whose refresh is not built) runs in full and
-//! says why; a typed graph's refresh is exact too; a refresh killed at any moment leaves a
-//! version that reads whole, and the next refresh is exact again.
+//! cannot start from the output runs in full and says why; a typed graph's refresh is exact
+//! too; a refresh killed at any moment leaves a version that reads whole, and the next refresh
+//! is exact again. Link records: `refresh_links.rs`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ impl Rng {
         self.0
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 }
@@ -303,7 +303,7 @@ pub(crate) type TypedDay<'a> = (&'a str, &'a dyn Fn(&str, usize) -> bool);
 
 /// The typed graph of `source` into `data`, each table one file, without the rows `i` of
 /// table `t` for which `drop(t, i)`.
-fn write_typed_day(source: &Path, data: &Path, drop: &dyn Fn(&str, usize) -> bool) {
+pub(crate) fn write_typed_day(source: &Path, data: &Path, drop: &dyn Fn(&str, usize) -> bool) {
     for table in TYPED_TABLES {
         let batches = read_batches(&source.join(table));
         let all = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).unwrap();
@@ -432,11 +432,6 @@ fn a_refresh_that_cannot_start_from_the_output_runs_in_full_and_says_why() {
         assert_every_reader_reads_the_manifest(&[&out]);
         assert!(incremental("after", &|j| j.key("fanouts", vec![4, 2])).starts_with("refresh: incremental"));
     }
-    // Link records are computed in full.
-    let link = split_graph(&dir, 400, 6, 3, 2);
-    let links = Job::flatten(&link, dir.join("links")).key("task", "link").key("incremental", true);
-    let stdout = run_ok(&links.write(&dir, "links"), &[]);
-    assert!(refresh_line(&stdout).contains("link records are computed in full"), "{stdout}");
 }
 
 #[test]

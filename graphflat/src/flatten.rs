@@ -3,7 +3,6 @@
 //! targets, records written to parts sorted by root. Every worker runs the same phases in the
 //! same order; any bad input ends all of them with the same error and no marker.
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,11 +21,9 @@ use tables::commit::Stage;
 use tables::parts::PartsOf;
 
 use crate::error::Error;
-use crate::links::flatten_links;
-use crate::record::AssembledColumns;
+use crate::links;
 use crate::refresh;
-use crate::round::{Answered, Request, rounds};
-use crate::write::{RecordStats, write_batches};
+use crate::write::RecordStats;
 use stage::refresh::Refreshed;
 
 /// The job's summary.
@@ -223,20 +220,27 @@ impl Body for Records<'_> {
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let layers = self.relation_layers();
-        let written = if meta.link.is_some() {
-            if self.config.incremental {
-                self.refreshed =
-                    Some(Refreshed::full("link records are computed in full (their refresh is not built)"));
-            }
-            flatten_links(worker, self.config, graph.nodes, graph.supervision, layers, schema, output)?
+        let written = if meta.link.is_some() && self.config.incremental {
+            // A typed graph's link records are keyed by the link relation's source type.
+            let src = self
+                .typed
+                .as_ref()
+                .zip(self.config.link_relation_index())
+                .map(|(t, r)| t.graph.relations[usize::from(r)].src);
+            let (written, refreshed) = refresh::links(worker, self.config, graph, (layers, src), schema, output)?;
+            self.refreshed = Some(refreshed);
+            written
+        } else if meta.link.is_some() {
+            let tasks = links::tasks(worker, self.config, &graph.nodes, graph.supervision)?;
+            links::write_links(worker, self.config, graph.nodes, tasks, layers, schema, output)?
         } else if self.config.incremental {
             let target = self.typed.as_ref().map(|t| t.target);
-            let (written, refreshed) = refresh_targets(worker, self.config, graph, (layers, target), schema, output)?;
+            let (written, refreshed) = refresh::targets(worker, self.config, graph, (layers, target), schema, output)?;
             self.refreshed = Some(refreshed);
             written
         } else {
             let targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-            flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
+            crate::targets::flatten_targets(worker, self.config, graph.nodes, &targets, layers, schema, output)?
         };
         worker.clock.lap("rounds and write");
         if worker.reporter {
@@ -265,79 +269,4 @@ impl Body for Records<'_> {
             graph: self.graph.clone(),
         }
     }
-}
-
-/// The rounds over this worker's targets, batch by batch, and the part writer behind them.
-fn flatten_targets(
-    worker: &mut Worker,
-    config: &FlattenConfig,
-    nodes: NodeStore,
-    targets: &[i64],
-    layers: Vec<Layers>,
-    schema: SchemaRef,
-    output: &PartsOf,
-) -> Result<Written<RecordStats>, Error> {
-    let progress = worker.progress.clone();
-    progress.add_total(0, targets.len() as u64);
-    let batches: Vec<Vec<Request>> = targets
-        .chunks(config.batch_size)
-        .map(|batch| batch.iter().map(|&root| Request { root, node: root, hop: 0 }).collect())
-        .collect();
-    let columns = AssembledColumns::of(&nodes);
-    let (nodes, layers): (_, Rc<[Layers]>) = (Rc::new(nodes), Rc::from(layers));
-    let answered = Answered::default();
-    let counted = answered.clone();
-    let mut written = write_batches(worker, config, schema, output, batches, columns, move |scope, requests| {
-        rounds(scope, requests, nodes, layers, progress, counted)
-    })?;
-    (written.own.answered, written.own.exchanged) = answered.counts();
-    Ok(written)
-}
-
-/// A node job with `incremental` (see [`crate::refresh`]): today's digests kept beside the
-/// output, then, over a previous version that qualifies, its parts carried or written again
-/// and the affected targets through the rounds; otherwise every target, as a full run. Returns
-/// what the refresh did, the same on every worker.
-fn refresh_targets(
-    worker: &mut Worker,
-    config: &FlattenConfig,
-    graph: Graph,
-    (layers, target): (Vec<Layers>, Option<u8>),
-    schema: SchemaRef,
-    output: &PartsOf,
-) -> Result<(Written<RecordStats>, Refreshed), Error> {
-    let nodes = graph.nodes;
-    let digests = sampling::digest::digests(&nodes);
-    let kept = worker.extra_outputs[0].clone();
-    let state = sampling::agree(worker.timely, stage::refresh::write_state(worker.io, &kept, &nodes, &digests))?;
-    worker.clock.lap("digests");
-    // Keys: a typed graph's target type is packed in them (`schemas::typed`).
-    let mut targets: Vec<i64> = graph.targets.iter().map(|t| t.0).collect();
-    let qualify = refresh::qualify(config, &schema);
-    let places = (&output.dir, &kept.dir);
-    let (mut refreshed, base) =
-        stage::refresh::plan(worker, places, &qualify, (&nodes, &digests), config.hops, &targets)?;
-    worker.clock.lap("affected set");
-    drop(digests);
-    let mut carried = refresh::Carried::default();
-    if let Some((base, affected)) = base {
-        let key = refresh::key(target);
-        let (run, limit) = (base.run.clone(), config.part_size_mb << 20);
-        let done = refresh::carry_parts(worker, (base, &key), &affected, output, &schema, limit);
-        if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refreshed)? {
-            carried = done;
-            targets.retain(|&t| affected.contains(t));
-        }
-        worker.clock.lap("parts carried or rewritten");
-    }
-    let mut written = flatten_targets(worker, config, nodes, &targets, layers, schema, output)?;
-    written.own.new_parts = written.entries.len() as u64;
-    written.own.rewritten = carried.rewritten.len() as u64;
-    written.own.kept = carried.kept_rows;
-    written.bytes += carried.bytes;
-    written.parts += carried.rewritten.len() as u32;
-    written.entries.extend(carried.rewritten);
-    written.extra_entries = vec![state];
-    written.carried = carried.carried;
-    Ok((written, refreshed))
 }

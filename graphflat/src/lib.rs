@@ -7,9 +7,10 @@
 //!    owners;
 //! 2. sampling with re-indexing ([`sampling::reindex`], [`sampling::sample`]): each node keeps
 //!    its best in-edges by hash-derived key, hubs spread over salted reducers and merged exactly;
-//! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch (for the link
-//!    task, [`links`]: the records of each supervision edge's endpoints and
-//!    [`sampling::negatives`]);
+//! 3. the k rounds ([`round`]) over batches of targets, one timely epoch per batch
+//!    ([`targets`]; for the link task, [`links`]: the records of each supervision edge's
+//!    endpoints and [`sampling::negatives`]); with `incremental`, over the targets a change
+//!    reaches only ([`refresh`]);
 //! 4. the sink ([`sink`]): zstd Parquet parts, then `_SUCCESS` (the skeleton's commit).
 //!
 //! Beside the stage, the commands that write input tables: [`generate`] (a synthetic graph),
@@ -27,6 +28,7 @@ pub mod refresh;
 pub mod round;
 pub mod sink;
 pub mod split;
+pub mod targets;
 pub mod write;
 pub mod writer_thread;
 

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use cluster::hash::{IdMap, IdSet};
 use sampling::NodeStore;
+use sampling::digest::{Digest, Hasher};
 use sampling::supervision::SupervisionEdge;
 use schemas::layers::Layers;
 use schemas::record::LinkRecord;
@@ -48,14 +49,15 @@ use crate::write::{RecordStats, write_batches};
 /// A supervision edge with its negatives, at the worker that owns its source.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Task {
-    src: i64,
+    pub src: i64,
     dst: i64,
     split: Split,
     negatives: Vec<i64>,
 }
 
 impl Task {
-    fn endpoints(&self) -> impl Iterator<Item = i64> + '_ {
+    /// The nodes whose records its link record holds: its source, destination and negatives.
+    pub fn endpoints(&self) -> impl Iterator<Item = i64> + '_ {
         [self.src, self.dst].into_iter().chain(self.negatives.iter().copied())
     }
 }
@@ -67,18 +69,14 @@ struct Need {
     requester: u64,
 }
 
-/// Builds this worker's link records and writes them to parts; `layers` holds each
-/// relation's rule (one for a homogeneous graph).
-#[allow(clippy::too_many_arguments)]
-pub fn flatten_links(
+/// This worker's tasks: its supervision edges (those whose source it owns, sorted by source,
+/// destination and split), each with its negatives. Every worker calls it at the same point.
+pub fn tasks(
     worker: &mut Worker,
     config: &FlattenConfig,
-    nodes: NodeStore,
+    nodes: &NodeStore,
     edges: Vec<SupervisionEdge>,
-    layers: Vec<Layers>,
-    schema: SchemaRef,
-    output: &PartsOf,
-) -> Result<Written<RecordStats>, Error> {
+) -> Result<Vec<Task>, Error> {
     let link = config.link().expect("a link job");
     let total = cluster::sum(worker.timely, edges.len() as u64);
     let table = supervision_table(config);
@@ -99,17 +97,54 @@ pub fn flatten_links(
     // A typed graph draws negatives among the link relation's destination type.
     let of_type = config.typed().zip(link.relation).map(|((graph, _), r)| graph.relations[usize::from(r)].dst);
     let draw = sampling::negatives::Draw { sampler: link.negative_sampler, seed: config.seed, of_type };
-    let negatives = sampling::negatives::draw(worker.timely, &nodes, draw, &pairs, link.negatives)?;
+    let negatives = sampling::negatives::draw(worker.timely, nodes, draw, &pairs, link.negatives)?;
     worker.clock.lap("negatives");
-    let tasks: Vec<Task> = edges
+    Ok(edges
         .into_iter()
         .zip(negatives)
         .map(|(e, negatives)| Task { src: e.src, dst: e.dst, split: e.split, negatives })
-        .collect();
+        .collect())
+}
+
+/// The digest of the tasks each node of `nodes` is the source of, by slot (`None` for a node
+/// that is none's), from this worker's `tasks` (each at its source's owner, a source's tasks
+/// together): their destinations, splits and negatives in order. A link record is a function
+/// of its task and its endpoints' node records, so the digests say which sources' records a
+/// change of the supervision edges, or of their negatives' draws, reaches.
+pub fn task_digests(nodes: &NodeStore, tasks: &[Task]) -> Vec<Option<Digest>> {
+    debug_assert!(tasks.is_sorted_by_key(|t| t.src), "a source's tasks lie together");
+    let mut digests = vec![None; nodes.len()];
+    for group in tasks.chunk_by(|a, b| a.src == b.src) {
+        let src = group[0].src;
+        let slot = nodes.slot(src).expect("a task's source is a node this worker owns");
+        let mut h = Hasher::new();
+        h.word(group.len() as u64);
+        for task in group {
+            h.words([task.dst as u64, task.split as u64].into_iter());
+            h.words(task.negatives.iter().map(|&n| n as u64));
+        }
+        digests[slot] = Some(h.finish());
+    }
+    digests
+}
+
+/// Builds the link records of `tasks` and writes them to parts; `layers` holds each relation's
+/// rule (one for a homogeneous graph).
+pub fn write_links(
+    worker: &mut Worker,
+    config: &FlattenConfig,
+    nodes: NodeStore,
+    tasks: Vec<Task>,
+    layers: Vec<Layers>,
+    schema: SchemaRef,
+    output: &PartsOf,
+) -> Result<Written<RecordStats>, Error> {
+    let link = config.link().expect("a link job");
     worker.progress.add_total(0, tasks.len() as u64);
     // `batch_size` counts neighborhoods, as for node records: a link record holds 2 + negatives.
     let per_batch = (config.batch_size / (2 + link.negatives)).max(1);
     let batches: Vec<Vec<Task>> = tasks.chunks(per_batch).map(<[Task]>::to_vec).collect();
+    drop(tasks);
     let (nodes, layers, progress) = (Rc::new(nodes), Rc::from(layers), worker.progress.clone());
     let disjoint = link.disjoint_train;
     let answered = Answered::default();

@@ -523,7 +523,7 @@ impl Scores<'_> {
     ) -> Result<Refresh, Error> {
         // The digests' table comes after `pairs_output` among the extra outputs.
         let kept = worker.extra_outputs[usize::from(self.pairs.is_some())].clone();
-        let state = agree(worker.timely, stage::refresh::write_state(worker.io, &kept, nodes, digests))?;
+        let state = agree(worker.timely, stage::refresh::write_state(worker.io, &kept, nodes, digests, None))?;
         worker.clock.lap("digests");
         let mut refresh = Refresh { state, ..Refresh::default() };
         let pairs = self.pairs.as_ref().and_then(|_| {

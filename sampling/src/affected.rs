@@ -104,8 +104,10 @@ pub fn affected<E: Iterator<Item = (i64, i64)>>(
 }
 
 /// The nodes whose digest is on one side only (added, removed or changed), sorted, on every
-/// worker: yesterday's digests at -1 and today's at +1 in one collection, and `distinct`.
-fn changed(
+/// worker: yesterday's digests at -1 and today's at +1 in one collection, and `distinct`. Any
+/// digest of a node serves: GraphFlat's link refresh finds with it the sources whose tasks
+/// changed.
+pub fn changed(
     worker: &mut Worker,
     old: impl IntoIterator<Item = (i64, Digest)>,
     new: impl IntoIterator<Item = (i64, Digest)>,

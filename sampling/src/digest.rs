@@ -21,21 +21,28 @@ pub type Digest = u128;
 /// The two seeds of the digest's halves.
 const SEEDS: [u64; 2] = [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344];
 
-/// Folds 64-bit words into both halves of a digest.
-struct Hasher([u64; 2]);
+/// Folds 64-bit words into both halves of a digest (a node's, or what else a stage keeps a
+/// digest of: GraphFlat's link tasks).
+pub struct Hasher([u64; 2]);
+
+impl Default for Hasher {
+    fn default() -> Self {
+        Hasher::new()
+    }
+}
 
 impl Hasher {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Hasher(SEEDS)
     }
 
-    fn word(&mut self, w: u64) {
+    pub fn word(&mut self, w: u64) {
         self.0[0] = mix64(self.0[0] ^ w);
         self.0[1] = mix64(self.0[1].rotate_left(23) ^ w.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     }
 
     /// A sequence of words, with its length first: `[a] [b, c]` never hashes as `[a, b] [c]`.
-    fn words(&mut self, words: impl ExactSizeIterator<Item = u64>) {
+    pub fn words(&mut self, words: impl ExactSizeIterator<Item = u64>) {
         self.word(words.len() as u64);
         words.for_each(|w| self.word(w));
     }
@@ -53,7 +60,7 @@ impl Hasher {
         });
     }
 
-    fn finish(&self) -> Digest {
+    pub fn finish(&self) -> Digest {
         (u128::from(self.0[0]) << 64) | u128::from(self.0[1])
     }
 }

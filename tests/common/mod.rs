@@ -218,8 +218,8 @@ pub fn free_port() -> u16 {
 }
 
 /// Runs `graphflat run job --process p` for every process of a two-process job, in `cwd`, and
-/// waits for both; panics with a process's output if it fails.
-pub fn run_two_processes(job: &Path, cwd: &Path) {
+/// waits for both; returns each one's output, and panics with it if one fails.
+pub fn run_two_processes(job: &Path, cwd: &Path) -> Vec<String> {
     let children: Vec<_> = (0..2)
         .map(|p| {
             graphflat()
@@ -231,10 +231,13 @@ pub fn run_two_processes(job: &Path, cwd: &Path) {
                 .unwrap()
         })
         .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "a process failed:\n{}", text(&out));
-    }
+    let outputs = children.into_iter().map(|child| child.wait_with_output().unwrap());
+    outputs
+        .map(|out| {
+            assert!(out.status.success(), "a process failed:\n{}", text(&out));
+            text(&out)
+        })
+        .collect()
 }
 
 /// `out` failed with exit `code`, says each of `words`, and shows no panic report.

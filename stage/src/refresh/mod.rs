@@ -11,7 +11,10 @@
 //!    when this stage wrote it with the same settings (those that change no row aside), its
 //!    schema and metadata are today's, and it kept its digests;
 //! 2. **the affected set** (`sampling::affected`): yesterday's digests against today's on
-//!    differential-dataflow, then k hops downstream over today's sampled edges ([`plan`]);
+//!    differential-dataflow, then k hops downstream over today's sampled edges ([`search`]),
+//!    and the share of the rows it reaches ([`judge`]; [`plan`] is both, for rows keyed by
+//!    their node; GraphFlat's link records, keyed by their source, add the sources whose task
+//!    digests changed: `graphflat::refresh`);
 //! 3. **the parts** ([`carry`]): of yesterday's parts, one with no affected row is carried
 //!    into the new version as it is (a hard link on a local disk, nothing at all on a store:
 //!    the manifest lists it again); one with some is written again without them; the stage
@@ -96,48 +99,88 @@ impl Refreshed {
 /// within `hops` can reach.
 pub fn plan(
     worker: &mut crate::Worker,
+    places: (&Place, &Place),
+    qualify: &Qualify,
+    nodes: (&NodeStore, &[Digest]),
+    hops: usize,
+    rows: &[i64],
+) -> Result<(Refreshed, Option<(Base, Affected)>), Error> {
+    let found = match search(worker, places, qualify, nodes, hops)? {
+        Err(full) => return Ok((full, None)),
+        Ok(found) => found,
+    };
+    let mine = rows.iter().filter(|&&t| found.affected.contains(t)).count() as u64;
+    Ok(match judge(worker, qualify, &found, (mine, rows.len() as u64)) {
+        Ok(refreshed) => (refreshed, Some((found.base, found.affected))),
+        Err(full) => (full, None),
+    })
+}
+
+/// What steps 1 and 2 found: the version a refresh starts from, the nodes a change can reach,
+/// and yesterday's task digests (this worker's share of them; none unless
+/// `base.tasks_kept`).
+pub struct Found {
+    pub base: Base,
+    pub affected: Affected,
+    pub tasks: Vec<(i64, Digest)>,
+}
+
+/// Steps 1 and 2 (see [`plan`]): `Err` when the run is full, saying why.
+pub fn search(
+    worker: &mut crate::Worker,
     (output, kept): (&Place, &Place),
     qualify: &Qualify,
     (nodes, digests): (&NodeStore, &[Digest]),
     hops: usize,
-    rows: &[i64],
-) -> Result<(Refreshed, Option<(Base, Affected)>), Error> {
+) -> Result<Result<Found, Refreshed>, Error> {
     let base = match previous::open(worker, output, kept, qualify)? {
-        Err(full) => return Ok((full, None)),
+        Err(full) => return Ok(Err(full)),
         Ok(base) => base,
+    };
+    let unreadable = |e: &Error| Refreshed::full(format!("the digests run {} kept cannot be read: {e}", base.run));
+    let old = match agree(worker.timely, state::read_digests(worker.io, &base.state)) {
+        Err(e) if e.cause() == schemas::Cause::BadData => return Ok(Err(unreadable(&e))),
+        Err(e) => return Err(e),
+        Ok(old) => old,
     };
     // Past 1 in `past` of the graph's nodes the search stops: the run is then a full one.
     let (total, past) = (cluster::sum(worker.timely, nodes.len() as u64), qualify.full_past);
-    let affected = match affected_set(worker, &base, (nodes, digests), hops, (total / past) as usize) {
-        Err(e) if e.cause() == schemas::Cause::BadData => {
-            return Ok((Refreshed::full(format!("the digests run {} kept cannot be read: {e}", base.run)), None));
-        }
-        Err(e) => return Err(e),
-        Ok(affected) if affected.past_limit => {
-            let reason = format!(
-                "{} nodes changed since run {}, and more than 1 in {past} of the graph's {} nodes lie within \
-                 {hops} hops of them: a full run is cheaper",
-                affected.changed, base.run, total
-            );
-            return Ok((Refreshed::full(reason), None));
-        }
-        Ok(affected) => affected,
-    };
-    let mine = rows.iter().filter(|&&t| affected.contains(t)).count() as u64;
-    let counts = cluster::all_gather(worker.timely, vec![(mine, rows.len() as u64)]);
+    let new = nodes.ids.iter().copied().zip(digests.iter().copied());
+    let edges = || (0..nodes.len()).flat_map(|slot| nodes.sampled(slot).iter().map(move |e| (e.src, nodes.ids[slot])));
+    let affected = sampling::affected::affected(worker.timely, (old.nodes, new), edges, hops, (total / past) as usize);
+    if affected.past_limit {
+        return Ok(Err(Refreshed::full(format!(
+            "{} nodes changed since run {}, and more than 1 in {past} of the graph's {} nodes lie within {hops} \
+             hops of them: a full run is cheaper",
+            affected.changed, base.run, total
+        ))));
+    }
+    Ok(Ok(Found { base, affected, tasks: old.tasks }))
+}
+
+/// Whether a refresh over `found` that computes `mine` of this worker's `rows` again goes on
+/// (`Ok`: what it is) or runs in full (`Err`: why): past 1 in `qualify.full_past` of the rows
+/// over the cluster, a full run is cheaper. Every worker calls it and gets the same answer.
+pub fn judge(
+    worker: &mut crate::Worker,
+    qualify: &Qualify,
+    found: &Found,
+    (mine, rows): (u64, u64),
+) -> Result<Refreshed, Refreshed> {
+    let counts = cluster::all_gather(worker.timely, vec![(mine, rows)]);
     let (hit, all) = counts.iter().fold((0, 0), |(h, a), &(m, t)| (h + m, a + t));
     let refreshed = Refreshed {
-        from: Some(base.run.clone()),
+        from: Some(found.base.run.clone()),
         full: None,
-        changed: affected.changed,
+        changed: found.affected.changed,
         affected: hit,
         targets: all,
         rows: qualify.rows,
     };
-    Ok(match hit > all / past {
-        true => (refreshed.too_many(past), None),
-        false => (refreshed, Some((base, affected))),
-    })
+    match hit > all / qualify.full_past {
+        true => Err(refreshed.too_many(qualify.full_past)),
+        false => Ok(refreshed),
+    }
 }
 
 /// Step 3's outcome, `carried` (yesterday's parts carried or written again), as the run goes on:
@@ -153,20 +196,4 @@ pub fn carried_or_full<T>(carried: Result<T, Error>, run: &str, refreshed: &mut 
         }
         Err(e) => Err(e),
     }
-}
-
-/// Step 2: yesterday's digests from `base`'s state, today's of `nodes` (`digests`, by slot),
-/// and the nodes a change can reach within `hops`, unless they are more than `limit`. State that fails its checks is an error
-/// (the caller runs in full).
-fn affected_set(
-    worker: &mut crate::Worker,
-    base: &Base,
-    (nodes, digests): (&NodeStore, &[Digest]),
-    hops: usize,
-    limit: usize,
-) -> Result<Affected, Error> {
-    let old = agree(worker.timely, state::read_digests(worker.io, &base.state))?;
-    let new = nodes.ids.iter().copied().zip(digests.iter().copied());
-    let edges = || (0..nodes.len()).flat_map(|slot| nodes.sampled(slot).iter().map(move |e| (e.src, nodes.ids[slot])));
-    Ok(sampling::affected::affected(worker.timely, (old, new), edges, hops, limit))
 }

@@ -51,6 +51,8 @@ pub struct Base {
     pub parts: Vec<ParquetFile>,
     /// This worker's share of the parts of the digests that run kept.
     pub(super) state: Vec<ParquetFile>,
+    /// Whether those keep task digests (`super::state`), the same on every worker.
+    pub tasks_kept: bool,
 }
 
 /// The version `output` holds and the digests kept beside it (`kept`), opened on every
@@ -86,7 +88,8 @@ pub(super) fn open(
     };
     let (index, peers) = (worker.timely.index(), worker.timely.peers());
     let share = |files: Vec<ParquetFile>| files.into_iter().skip(index).step_by(peers).collect();
-    Ok(Ok(Base { run, parts: share(version.parts), state: share(digests.parts) }))
+    let tasks_kept = digests.parts.first().is_some_and(super::state::keeps_tasks);
+    Ok(Ok(Base { run, parts: share(version.parts), state: share(digests.parts), tasks_kept }))
 }
 
 /// Why [`open_agreed`] has no version: one that does not read (a refresh then runs in full,
