@@ -7,12 +7,15 @@
 # and a full run, both from the same tables; with WAYS including delta, also a refresh from the
 # same change as an edge delta table, over the graph night 1 kept (`keep_graph`). Prints wall
 # time, peak RSS and the summary's refresh lines.
+# The stage `links` is GraphFlat's link records over the same graph with a split column
+# (`split-edges`, 10% valid, 10% test), $LINK_FRACTION (0.01) of the supervision edges as tasks
+# and one negative each: day 2 replaces edges by new training edges.
 # The stage `pairs` is GraphInfer with a link model (GraphSAGE, hidden $HIDDEN, a `dot` decoder,
 # trained one epoch on the link records of a 20k-node graph of the same features) and $PAIRS
 # random candidate pairs, scored every night: its refresh reads the unaffected nodes' last
 # layer back from night 1's rows and scores every pair again.
 #
-#   PYTHON=.ci/venv/bin/python STAGES="flatten infer pairs" WAYS="snapshot delta" HIDDEN=16 \
+#   PYTHON=.ci/venv/bin/python STAGES="flatten infer pairs links" WAYS="snapshot delta" HIDDEN=16 \
 #     PAIRS=1000000 bench/refresh.sh [nodes] [work_dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +28,7 @@ STAGES=${STAGES:-"flatten infer"}
 HIDDEN=${HIDDEN:-16}
 WAYS=${WAYS:-"snapshot delta"}
 PAIRS=${PAIRS:-1000000}
+LINK_FRACTION=${LINK_FRACTION:-0.01}
 MODEL=$WORK/model-h$HIDDEN
 LINK_MODEL=$WORK/link-model-h$HIDDEN
 BIN=$PWD/target/release/graphflat
@@ -73,6 +77,11 @@ incremental = $4
 TOML
 }
 
+link_job() { # name data output incremental
+  job "$@"
+  printf 'task = "link"\nnegatives = 1\nsupervision_fraction = %s\n' "$LINK_FRACTION" >> "$WORK/$1.toml"
+}
+
 pairs_job() { # name data output incremental
   infer_job "$@"
   sed -i "s|^model = .*|model = \"$LINK_MODEL\"|" "$WORK/$1.toml"
@@ -114,6 +123,16 @@ if [[ " $STAGES " == *" flatten "* || " $STAGES " == *" infer "* ]]; then
   job night1 "keep:$WORK/g$NODES" "$WORK/night1" true
   echo "== night 1 (full, keeps the digests)"
   timed night1
+fi
+if [[ " $STAGES " == *" links "* ]]; then
+  if [ ! -f "$WORK/lg$NODES/edges/_SUCCESS" ]; then
+    mkdir -p "$WORK/lg$NODES"
+    ln -sfn "$WORK/g$NODES/nodes" "$WORK/lg$NODES/nodes"
+    $BIN split-edges --edges "$WORK/g$NODES/edges" --out "$WORK/lg$NODES/edges" --valid 0.1 --test 0.1 > /dev/null
+  fi
+  link_job lnight1 "keep:$WORK/lg$NODES" "$WORK/lnight1" true
+  echo "== night 1 of the link records (full, keeps the digests)"
+  timed lnight1
 fi
 if [[ " $STAGES " == *" pairs "* ]]; then
   if [ ! -f "$LINK_MODEL/_SUCCESS" ]; then
@@ -177,5 +196,12 @@ for how in random concentrated; do
     if [[ " $STAGES " == *" infer "* ]]; then against_full infer_job "scores1-h$HIDDEN" rescored rescore full-scores; fi
     if [[ " $STAGES " == *" pairs "* ]]; then against_full pairs_job "pairs1-h$HIDDEN" repaired repair full-pairs; fi
     rm -rf "$WORK/full" "$WORK/full-scores" "$WORK/full-pairs" "$WORK/full-pairs-pairs" "$day/edges" "$day/delta"
+    if [[ " $STAGES " == *" links "* ]]; then
+      day="$WORK/lday2-$how-$d"
+      rm -rf "$day"
+      $PYTHON bench/refresh_delta.py "$WORK/lg$NODES" "$day" "$d" "$how" 3
+      against_full link_job lnight1 lrefreshed lrefresh lfull
+      rm -rf "$WORK/lfull" "$day/edges" "$day/delta"
+    fi
   done
 done

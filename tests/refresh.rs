@@ -499,8 +499,9 @@ pub(crate) fn stopped_inside_its_switch(job: &Path, out: &Path, signal: &str) ->
     child.wait_with_output().unwrap()
 }
 
-/// Runs `job` on 2 workers and kills it (SIGKILL) after `delay_ms`.
-pub(crate) fn killed_after(job: &Path, delay_ms: u64) {
+/// Runs `job` on 2 workers and kills it (SIGKILL) after `delay_ms`; returns whether the kill
+/// ended it (rather than finding it ended).
+pub(crate) fn killed_after(job: &Path, delay_ms: u64) -> bool {
     let mut child = graphflat()
         .args(["run", job.to_str().unwrap(), "--workers", "2"])
         .stdout(std::process::Stdio::null())
@@ -509,7 +510,8 @@ pub(crate) fn killed_after(job: &Path, delay_ms: u64) {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(delay_ms));
     let _ = child.kill();
-    child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    child.wait().unwrap().signal() == Some(9)
 }
 
 /// Waits until a switch of `out` holds its new version beside it, paused before the exchange

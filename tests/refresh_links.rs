@@ -4,7 +4,8 @@
 //! changes no node, only the tasks), nodes removed and added, a hub gaining in-edges, no change
 //! at all), the refreshed output holds exactly the link records a full run over that
 //! day's tables writes, bit for bit, on 1, 2 and 3 workers and 2 processes, with
-//! `disjoint_train`, while it computes only the dirty sources' records and carries the rest.
+//! `disjoint_train`, while it computes only the dirty sources' records and carries the rest;
+//! from delta tables too; and a refresh killed at any moment leaves a whole version.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,9 +15,9 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
 use crate::common::*;
-use crate::refresh::Node;
 use crate::refresh::{
-    Day, Rng, TypedDay, affected, edges_batch, listed_rows, nodes_batch, refresh_line, write_typed_day,
+    Day, Node, Rng, TypedDay, affected, edges_batch, killed_after, listed_rows, nodes_batch, refresh_line,
+    stopped_inside_its_switch, write_typed_day,
 };
 
 /// A day of a link job's graph: the graph, and the supervision edges whose split is not the
@@ -198,7 +199,8 @@ fn a_link_refresh_writes_what_a_full_run_writes_day_after_day() {
             assert!(hit * 4 <= all, "{name}: {line}");
             if name.starts_with("8 held-out") {
                 // Found by the tasks' digests alone.
-                assert!(line.contains(": 0 nodes changed") && hit > 0, "{name}: {line}");
+                assert!(line.contains(": 0 nodes changed, ") && hit > 0, "{name}: {line}");
+                assert!(!line.contains(" 0 sources' tasks changed"), "{name}: {line}");
             }
         } else {
             assert!(line.contains("a full run is cheaper"), "{name}: {line}");
@@ -314,5 +316,49 @@ fn a_link_refresh_from_delta_tables_is_exact() {
         let (hit, all) = affected(&line);
         assert!(hit > 0 && hit * 4 <= all, "day {i}: {line}");
         assert_exact(&dir, &data, &out, &full, &format!("delta day {i}"));
+    }
+}
+
+/// A link refresh killed (SIGKILL) at any moment, or inside its switch, leaves the output one
+/// day's whole version, and the next refresh writes a full run's link records (or runs in full,
+/// saying why, where the kill left the digests of another run than the output's).
+#[test]
+fn a_link_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact() {
+    let dir = scratch("refresh-links-kill");
+    generate(&dir.join("g"), 3_000, 5, 4, 19);
+    let mut day = LinkDay { day: Day::read(&dir.join("g")), splits: BTreeMap::new() };
+    let (data, out, full) = (dir.join("data"), dir.join("links"), dir.join("full"));
+    day.write(&data);
+    let refresh = job(&data, &out, true).write(&dir, "day");
+    run_ok(&refresh, &["--workers", "2"]);
+    let mut rng = Rng(0x1405_7b7e_f767_814f);
+    for stop in ["killed at moments", "killed inside the switch"] {
+        let before = listed_rows(&out);
+        day.day.change_nodes(&mut rng, 1);
+        day.change_splits(&mut rng, 2);
+        day.write(&data);
+        run_ok(&job(&data, &full, false).write(&dir, "full"), &[]);
+        let after = sorted_rows(&read_batches(&full));
+        let whole = |when: &str| {
+            let now = listed_rows(&out);
+            assert!(now == before || now == after, "{when}: the link records are neither day's");
+        };
+        if stop == "killed at moments" {
+            // A refresh here takes about 0.1 s from the process's start.
+            let delays = [3, 8, 14, 20, 28, 36, 45, 55, 70, 90, 120, 160];
+            let mut inside = 0;
+            for delay_ms in delays {
+                inside += usize::from(killed_after(&refresh, delay_ms));
+                whole(&format!("killed after {delay_ms} ms"));
+            }
+            assert!(inside * 2 >= delays.len(), "only {inside} kills landed inside the run");
+        } else {
+            stopped_inside_its_switch(&refresh, &out, "KILL");
+            whole(stop);
+        }
+        let stdout = run_ok(&refresh, &["--workers", "2"]);
+        let line = refresh_line(&stdout);
+        assert!(line.starts_with("refresh: incremental") || line.contains("digests beside the output"), "{stdout}");
+        assert!(listed_rows(&out) == after, "{stop}: the next run's link records are not a full run's");
     }
 }

@@ -241,7 +241,8 @@ fn dirty_sources(
             hit += group.len() as u64;
         }
     }
-    let refreshed = stage::refresh::judge(worker, qualify, &found, (hit, tasks.len() as u64))?;
+    let mut refreshed = stage::refresh::judge(worker, qualify, &found, (hit, tasks.len() as u64))?;
+    refreshed.changed_tasks = Some(changed.len() as u64);
     // Bounded by the rule above: at most 1 in `full_past` of the records' sources.
     let ids = cluster::all_gather(worker.timely, dirty);
     let dirty = Affected { changed: found.affected.changed, ids, past_limit: false };

@@ -50,6 +50,8 @@ pub struct Refreshed {
     /// Why the run was full.
     pub full: Option<String>,
     pub changed: u64,
+    /// In a stage that keeps task digests: the sources whose tasks changed.
+    pub changed_tasks: Option<u64>,
     pub affected: u64,
     /// Rows today.
     pub targets: u64,
@@ -80,8 +82,9 @@ impl Refreshed {
     pub fn line(&self) -> String {
         match (&self.from, &self.full) {
             (Some(from), _) => format!(
-                "incremental over run {from}: {} nodes changed, {} of {} {} affected ({:.2}%)",
+                "incremental over run {from}: {} nodes changed{}, {} of {} {} affected ({:.2}%)",
                 self.changed,
+                self.changed_tasks.map_or(String::new(), |n| format!(", {n} sources' tasks changed")),
                 self.affected,
                 self.targets,
                 self.rows,
@@ -173,6 +176,7 @@ pub fn judge(
         from: Some(found.base.run.clone()),
         full: None,
         changed: found.affected.changed,
+        changed_tasks: None,
         affected: hit,
         targets: all,
         rows: qualify.rows,
