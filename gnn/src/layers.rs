@@ -78,7 +78,12 @@ impl GcnLayer {
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
-        let h = x.matmul(self.weight.val());
+        self.propagate(x.matmul(self.weight.val()), e)
+    }
+
+    /// The layer after its input's product with the weight, `h = x W` (a caller that holds `x`
+    /// sparse computes it over the nonzeros).
+    pub fn propagate(&self, h: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
         let neighbors = e.sum(h.clone(), &e.gcn_coef);
         let own = e.own_rows(h) * e.gcn_self.clone();
         neighbors + own + self.bias.val().unsqueeze::<2>()

@@ -21,7 +21,7 @@
 //! over the whole graph: a node's output feeds the layer above through every in-edge it is
 //! the source of, on whatever worker that edge's destination lives.
 //!
-//! **Dropout** is drawn per node, layer and epoch (`row_stream`), never per worker, so the
+//! **Dropout** is drawn per node, layer and epoch (`full::dropout`), never per worker, so the
 //! copies of a node's row are masked alike wherever they are read, as the one row of a
 //! full-batch model is; GAT's attention dropout per (destination, place among its in-edges).
 
@@ -30,25 +30,24 @@ use burn::tensor::TensorData;
 use gnn::Gnn;
 use gnn::aggregate::EdgeTensors;
 use gnn::hetero::GroupTensors;
-use gnn::model::{Dropout, loss, score_values};
+use gnn::model::{Dropout, Layer, loss, score_values};
 use gnn::params;
 use gnn::rng::Stream;
 use schemas::Split;
 use schemas::model::{ModelKind, ModelSpec};
 use timely::worker::Worker;
 
+use crate::full::dropout::{FULL_GRAPH, drop_features, row_stream};
 use crate::full::halo::Halo;
 use crate::full::hubs::Hubs;
 use crate::full::link::{self, LinkTask, Scoring};
 use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::pieces::LayerHubs;
+use crate::full::sparse::SparseRows;
 use crate::full::stale::{LayerCopies, Staleness, Traffic};
 use crate::full::wire::Precision;
 use crate::phases::{Lap, Phases};
 use crate::ps::{Score, Stats};
-
-/// Keys full-graph dropout streams apart from the record batches' (`gnn::model`).
-const FULL_GRAPH: u64 = 0xf011_6a4f;
 
 /// What every pass reads, the same every epoch.
 pub struct Context<'a> {
@@ -61,6 +60,9 @@ pub struct Context<'a> {
     pub features: Features<'a>,
     /// The link task's edges and pairs (`None`: a node task).
     pub link: Option<&'a LinkTask>,
+    /// Layer 0's input rows by their nonzeros, where they are sparse and layer 0 is a GCN
+    /// with no split hub ([`crate::full::sparse`]): its product runs over them.
+    pub sparse: Option<&'a SparseRows>,
 }
 
 /// Layer 0's input as a worker holds it.
@@ -142,28 +144,6 @@ struct Kept {
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().expect("f32 values")
-}
-
-/// The dropout stream of node `id`'s row in layer `layer`'s input.
-fn row_stream(d: Dropout, id: i64, layer: usize) -> Stream {
-    Stream::new(&[d.seed, d.step, id as u64, layer as u64, FULL_GRAPH])
-}
-
-/// Layer 0's input rows after dropout, drawn only at values that are not zero (the sparse
-/// rows of bag-of-words features skip most draws; a zero stays zero either way).
-fn drop_features(features: &[f32], ids: &[i64], width: usize, d: Dropout) -> Vec<f32> {
-    let mut x = features.to_vec();
-    if d.rate <= 0.0 || width == 0 {
-        return x;
-    }
-    let scale = 1.0 / (1.0 - d.rate);
-    for (row, &id) in x.chunks_mut(width).zip(ids) {
-        let s = row_stream(d, id, 0);
-        for (j, v) in row.iter_mut().enumerate().filter(|(_, v)| **v != 0.0) {
-            *v *= if s.unit_at(j as u64) < d.rate { 0.0 } else { scale };
-        }
-    }
-    x
 }
 
 /// A typed graph's own rows projected to `hidden` (`[own, hidden]`), each type by its
@@ -304,17 +284,31 @@ fn forward(
     let mut pass = Forward { worker, cx, model, training, dropout, phases, lap: Lap::start(), device };
     let mut kept = Vec::with_capacity(cx.spec.layers + 1);
     // Exchanged outputs are numbered from the projection's when there is one.
-    let (mut input, mut width, first) = pass.input(&mut kept);
+    let (mut input, mut width, first) = match cx.sparse {
+        Some(_) => (Vec::new(), cx.spec.input_dim, 0),
+        None => pass.input(&mut kept),
+    };
     for l in 0..cx.spec.layers {
-        // Layer 0's features were dropped already; evaluation drops nothing.
-        let rows = input.len() / width.max(1) + cx.hubs.virtual_rows();
-        let row_mask = dropout.filter(|d| d.rate > 0.0 && l > 0).map(|d| mask(&cx.local.ids, rows, width, d, l));
-        let (hub_mask, pieces) = pass.hubs(l, &mut input, width, row_mask.as_deref());
-        let (leaf, x, keep) = layer_input(cx, l, (input, width), (dropout, row_mask), &pass.device);
-        pass.phases.tensors_seconds += pass.lap.lap();
-        let terms = pieces.as_ref().and_then(|p| p.terms.as_ref());
-        let output = model.train_layer(cx.spec, l, x, (edges, keep), terms);
-        kept.push(Kept { input: leaf, output: output.clone(), hub_mask, pieces });
+        let output = match cx.sparse.filter(|_| l == 0) {
+            Some(sparse) => {
+                let output = pass.sparse_layer(sparse, edges);
+                kept.push(Kept { input: None, output: output.clone(), hub_mask: None, pieces: None });
+                output
+            }
+            None => {
+                // Layer 0's features were dropped already; evaluation drops nothing.
+                let rows = input.len() / width.max(1) + cx.hubs.virtual_rows();
+                let row_mask =
+                    dropout.filter(|d| d.rate > 0.0 && l > 0).map(|d| mask(&cx.local.ids, rows, width, d, l));
+                let (hub_mask, pieces) = pass.hubs(l, &mut input, width, row_mask.as_deref());
+                let (leaf, x, keep) = layer_input(cx, l, (input, width), (dropout, row_mask), &pass.device);
+                pass.phases.tensors_seconds += pass.lap.lap();
+                let terms = pieces.as_ref().and_then(|p| p.terms.as_ref());
+                let output = model.train_layer(cx.spec, l, x, (edges, keep), terms);
+                kept.push(Kept { input: leaf, output: output.clone(), hub_mask, pieces });
+                output
+            }
+        };
         if l + 1 == cx.spec.layers {
             pass.phases.forward_seconds += pass.lap.lap();
             break;
@@ -341,6 +335,14 @@ struct Forward<'a, 'c> {
 }
 
 impl Forward<'_, '_> {
+    /// Layer 0 of a GCN over sparse features: the product over the nonzeros, after dropout
+    /// on them, then the layer's sums (see [`crate::full::sparse`]). It has no input leaf.
+    fn sparse_layer(&mut self, sparse: &SparseRows, edges: &EdgeTensors) -> Tensor<2> {
+        let Layer::Gcn(gcn) = &self.model.layers[0] else { unreachable!("sparse rows are built for a GCN") };
+        let product = sparse.product(gcn.weight.val(), &self.cx.local.ids, self.dropout, &self.device);
+        self.model.activate(self.cx.spec, 0, gcn.propagate(product, edges))
+    }
+
     /// Layer 0's input rows (`[own | halo]`), their width and the number of the first layer
     /// output exchanged: the features (dropped in training), or a typed graph's projection,
     /// kept first in `kept` and its output exchanged as output 0.

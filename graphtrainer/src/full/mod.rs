@@ -40,6 +40,7 @@
 //!
 //! Not yet: learned embeddings and checkpoints ([`setup::check_keys`] refuses them).
 
+pub mod dropout;
 pub mod epoch;
 pub mod halo;
 pub mod hubs;
@@ -48,6 +49,7 @@ pub mod local;
 pub mod memory;
 pub mod pieces;
 pub mod setup;
+pub mod sparse;
 pub mod stale;
 pub mod steps;
 pub mod wire;
@@ -71,6 +73,7 @@ use crate::full::hubs::Hubs;
 use crate::full::link::LinkTask;
 use crate::full::local::{LocalGraph, TypedFeatures};
 use crate::full::setup::{FullReads, LabelCounts};
+use crate::full::sparse::SparseRows;
 use crate::full::stale::Traffic;
 use crate::full::steps::Trainer;
 use crate::full::wire::Precision;
@@ -158,6 +161,8 @@ struct Graph {
     spec: schemas::model::ModelSpec,
     /// The link task's edges and pairs (`None`: a node task).
     link: Option<LinkTask>,
+    /// Layer 0's rows by their nonzeros, where it runs on them (see [`sparse`]).
+    sparse: Option<SparseRows>,
 }
 
 /// Layer 0's input as loaded (see [`epoch::Features`]).
@@ -213,7 +218,7 @@ fn load(
     }
     if let Some(types) = &spec.types {
         let features = Input::Typed(TypedFeatures::new(&nodes, types, spec.normalize_features));
-        return Ok(Graph { local, halo, hubs, features, labels, spec, link });
+        return Ok(Graph { local, halo, hubs, features, labels, spec, link, sparse: None });
     }
     let mut own_rows = Vec::with_capacity(nodes.len() * spec.input_dim);
     for slot in 0..nodes.len() {
@@ -221,7 +226,16 @@ fn load(
     }
     let halo_rows = halo.pull(worker, &own_rows, spec.input_dim);
     own_rows.extend(halo_rows);
-    Ok(Graph { local, halo, hubs, features: Input::Rows(own_rows), labels, spec, link })
+    // A GCN's layer 0 over sparse features runs on their nonzeros, where the kernel runs and
+    // no hub is split (a split hub's partials read the dense rows).
+    let gcn = spec.kind == schemas::model::ModelKind::Gcn && !hubs.active() && local.edges.plans.is_some();
+    let mut sparse = gcn.then(|| SparseRows::of(&own_rows, spec.input_dim, config.kernel_threads)).flatten();
+    // Every worker runs layer 0 one way, so that the model does not depend on how the graph
+    // was cut.
+    if cluster::sum(worker, u64::from(sparse.is_some())) < worker.peers() as u64 {
+        sparse = None;
+    }
+    Ok(Graph { local, halo, hubs, features: Input::Rows(own_rows), labels, spec, link, sparse })
 }
 
 /// Round 0 over the declared graph: every node at its owner with its in-edges (and their
@@ -423,6 +437,7 @@ fn train_worker(
         hubs: &graph.hubs,
         features: graph.features.features(),
         link: graph.link.as_ref(),
+        sparse: graph.sparse.as_ref(),
     };
     let mut trainer = Trainer::new(worker, config, &cx, keys.weight_decay)?;
     let sent = report_ready(worker, &graph, started);

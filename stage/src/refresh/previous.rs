@@ -123,8 +123,10 @@ fn qualifies(version: &Version, qualify: &Qualify) -> Result<(), String> {
     if manifest.stage != qualify.stage {
         return Err(format!("the output holds a {} output", manifest.stage.name()));
     }
-    if let Some(key) = differing_setting(&manifest.settings, &qualify.settings, qualify.not_compared) {
-        return Err(format!("run {} was written with another `{key}`", manifest.run));
+    let differing = differing_settings(&manifest.settings, &qualify.settings, qualify.not_compared);
+    if !differing.is_empty() {
+        let keys = differing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        return Err(format!("run {} was written with another {keys}", manifest.run));
     }
     match version.parts.first() {
         Some(part) if part.arrow.schema() == qualify.schema => Ok(()),
@@ -136,16 +138,16 @@ fn qualifies(version: &Version, qualify: &Qualify) -> Result<(), String> {
     }
 }
 
-/// The first setting (of those not in `not_compared`) whose value differs between `before`
-/// and `now`, each as the job's section serialized.
-fn differing_setting(before: &serde_json::Value, now: &serde_json::Value, not_compared: &[&str]) -> Option<String> {
+/// The settings (of those not in `not_compared`) whose values differ between `before` and
+/// `now`, each as the job's section serialized, in name order.
+fn differing_settings(before: &serde_json::Value, now: &serde_json::Value, not_compared: &[&str]) -> Vec<String> {
     let keys = |v: &serde_json::Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
     let mut all = keys(before);
     all.extend(keys(now));
     all.sort();
     all.dedup();
     let compared = |k: &String| !not_compared.contains(&k.as_str()) && !PLACES.contains(&k.as_str());
-    all.into_iter().filter(compared).find(|k| before.get(k) != now.get(k))
+    all.into_iter().filter(compared).filter(|k| before.get(k) != now.get(k)).collect()
 }
 
 #[cfg(test)]
@@ -157,11 +159,11 @@ mod tests {
         let ignored = ["batch_size"];
         let a = serde_json::json!({"nodes": "day1/nodes", "hops": 2, "fanouts": [10, 5], "batch_size": 10});
         let b = serde_json::json!({"nodes": "day2/nodes", "hops": 2, "fanouts": [10, 5], "batch_size": 99});
-        assert_eq!(differing_setting(&a, &b, &ignored), None);
+        assert!(differing_settings(&a, &b, &ignored).is_empty());
         let c = serde_json::json!({"nodes": "day2/nodes", "hops": 2, "fanouts": [10, 4]});
-        assert_eq!(differing_setting(&a, &c, &ignored).as_deref(), Some("fanouts"));
-        let d = serde_json::json!({"hops": 2, "fanouts": [10, 5], "seed": 3});
-        assert_eq!(differing_setting(&a, &d, &ignored).as_deref(), Some("seed"));
-        assert_eq!(differing_setting(&a, &b, &[]).as_deref(), Some("batch_size"), "nodes is never compared");
+        assert_eq!(differing_settings(&a, &c, &ignored), ["fanouts"]);
+        let d = serde_json::json!({"hops": 3, "fanouts": [10, 5], "seed": 3});
+        assert_eq!(differing_settings(&a, &d, &ignored), ["hops", "seed"], "every one is named");
+        assert_eq!(differing_settings(&a, &b, &[]), ["batch_size"], "nodes is never compared");
     }
 }
