@@ -8,7 +8,7 @@
 //! from delta tables too; and a refresh killed at any moment leaves a whole version.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -133,6 +133,15 @@ impl LinkDay {
     }
 }
 
+/// Day 0 of a test in `dir`: a generated graph of `nodes` nodes (`seed`) written with its
+/// splits to `dir/data`; and where the refreshed and the full runs' outputs go.
+fn first_day(dir: &Path, nodes: u64, seed: u64) -> (LinkDay, [PathBuf; 3]) {
+    generate(&dir.join("g"), nodes, 5, 4, seed);
+    let day = LinkDay { day: Day::read(&dir.join("g")), splits: BTreeMap::new() };
+    day.write(&dir.join("data"));
+    (day, ["data", "links", "full"].map(|d| dir.join(d)))
+}
+
 /// The link job of the tests over `data` into `output`: half of the supervision edges, two
 /// negatives each, each training edge held out of its own record.
 fn job(data: &Path, output: &Path, incremental: bool) -> Job {
@@ -164,10 +173,7 @@ fn assert_exact(dir: &Path, data: &Path, refreshed: &Path, full: &Path, day: &st
 #[test]
 fn a_link_refresh_writes_what_a_full_run_writes_day_after_day() {
     let dir = scratch("refresh-links");
-    generate(&dir.join("g"), 4_000, 5, 4, 11);
-    let mut day = LinkDay { day: Day::read(&dir.join("g")), splits: BTreeMap::new() };
-    let (data, out, full) = (dir.join("data"), dir.join("links"), dir.join("full"));
-    day.write(&data);
+    let (mut day, [data, out, full]) = first_day(&dir, 4_000, 11);
     let first = run_ok(&job(&data, &out, true).write(&dir, "day0"), &["--workers", "2"]);
     assert!(refresh_line(&first).contains("full: the output holds no committed version"), "{first}");
 
@@ -213,10 +219,7 @@ fn a_link_refresh_writes_what_a_full_run_writes_day_after_day() {
 #[test]
 fn a_link_refresh_on_two_processes_is_exact() {
     let dir = scratch("refresh-links-procs");
-    generate(&dir.join("g"), 3_000, 5, 4, 13);
-    let mut day = LinkDay { day: Day::read(&dir.join("g")), splits: BTreeMap::new() };
-    let (data, out, full) = (dir.join("data"), dir.join("links"), dir.join("full"));
-    day.write(&data);
+    let (mut day, [data, out, full]) = first_day(&dir, 3_000, 13);
     run_ok(&job(&data, &out, true).write(&dir, "day0"), &[]);
     let mut rng = Rng(91);
     day.day.change_edges(&mut rng, 2);
@@ -287,10 +290,8 @@ fn a_typed_link_refresh_writes_what_a_full_run_writes() {
 #[test]
 fn a_link_refresh_from_delta_tables_is_exact() {
     let dir = scratch("refresh-links-delta");
-    generate(&dir.join("g"), 3_000, 5, 4, 17);
-    let mut day = LinkDay { day: Day::read(&dir.join("g")), splits: BTreeMap::new() };
-    let (data, delta, out, full) = (dir.join("data"), dir.join("delta"), dir.join("links"), dir.join("full"));
-    day.write(&data);
+    let (mut day, [data, out, full]) = first_day(&dir, 3_000, 17);
+    let delta = dir.join("delta");
     run_ok(&job(&data, &out, true).key("keep_graph", true).write(&dir, "day0"), &["--workers", "2"]);
     let mut rng = Rng(0x5851_f42d_4c95_7f2d);
     for i in 0..2 {
@@ -325,10 +326,7 @@ fn a_link_refresh_from_delta_tables_is_exact() {
 #[test]
 fn a_link_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact() {
     let dir = scratch("refresh-links-kill");
-    generate(&dir.join("g"), 3_000, 5, 4, 19);
-    let mut day = LinkDay { day: Day::read(&dir.join("g")), splits: BTreeMap::new() };
-    let (data, out, full) = (dir.join("data"), dir.join("links"), dir.join("full"));
-    day.write(&data);
+    let (mut day, [data, out, full]) = first_day(&dir, 3_000, 19);
     let refresh = job(&data, &out, true).write(&dir, "day");
     run_ok(&refresh, &["--workers", "2"]);
     let mut rng = Rng(0x1405_7b7e_f767_814f);

@@ -160,13 +160,11 @@ pub fn targets(
     drop(digests);
     let mut carried = Carried::default();
     if let Some((base, affected)) = base {
-        let (run, limit) = (base.run.clone(), config.part_size_mb << 20);
-        let done = carry_parts(worker, (base, &key(target)), &affected, output, &schema, limit);
-        if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refreshed)? {
+        let to = (output, &schema, config.part_size_mb);
+        if let Some(done) = carry(worker, (base, &key(target)), &affected, to, &mut refreshed)? {
             carried = done;
             targets.retain(|&t| affected.contains(t));
         }
-        worker.clock.lap("parts carried or rewritten");
     }
     let written = flatten_targets(worker, config, nodes, &targets, layers, schema, output)?;
     Ok((with_carried(written, carried, state), refreshed))
@@ -203,13 +201,11 @@ pub fn links(
     let refreshed = match planned {
         Err(full) => full,
         Ok((mut refreshed, base, dirty)) => {
-            let (run, limit) = (base.run.clone(), config.part_size_mb << 20);
-            let done = carry_parts(worker, (base, &link_key(src_type)), &dirty, output, &schema, limit);
-            if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refreshed)? {
+            let to = (output, &schema, config.part_size_mb);
+            if let Some(done) = carry(worker, (base, &link_key(src_type)), &dirty, to, &mut refreshed)? {
                 carried = done;
                 tasks.retain(|t| dirty.contains(t.src));
             }
-            worker.clock.lap("parts carried or rewritten");
             refreshed
         }
     };
@@ -247,6 +243,23 @@ fn dirty_sources(
     let ids = cluster::all_gather(worker.timely, dirty);
     let dirty = Affected { changed: found.affected.changed, ids, past_limit: false };
     Ok((refreshed, found.base, dirty))
+}
+
+/// Step 3 over `base`: [`carry_parts`] into `output` (with `schema`, parts of `part_size_mb`),
+/// then `None` where a part of `base` did not read, which makes `refreshed` a full run that
+/// says so (`stage::refresh::carried_or_full`).
+fn carry(
+    worker: &mut Worker,
+    (base, key): (Base, &Key),
+    affected: &Affected,
+    (output, schema, part_size_mb): (&PartsOf, &SchemaRef, u64),
+    refreshed: &mut Refreshed,
+) -> Result<Option<Carried>, Error> {
+    let run = base.run.clone();
+    let done = carry_parts(worker, (base, key), affected, output, schema, part_size_mb << 20);
+    let done = stage::refresh::carried_or_full(done, &run, refreshed)?;
+    worker.clock.lap("parts carried or rewritten");
+    Ok(done)
 }
 
 /// A refresh's `written` with yesterday's parts it `carried` (or wrote again) and today's
