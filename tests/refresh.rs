@@ -414,6 +414,24 @@ fn a_refresh_that_cannot_start_from_the_output_runs_in_full_and_says_why() {
     let line = incremental("altered", &|j| j.key("fanouts", vec![4, 2]));
     assert!(line.contains("cannot be read") && line.contains("after its commit"), "{line}");
     assert!(incremental("after", &|j| j.key("fanouts", vec![4, 2])).starts_with("refresh: incremental"));
+    // Digests' folder that a refresh may not replace (its manifest deleted, so that its
+    // `_SUCCESS` reads as another tool's; a file in its place): refused, with the advice to
+    // delete it (not to choose another output: the place is named after the output), and
+    // once deleted the next run goes in full.
+    let refused = |name: &str| {
+        let ended = run(&job(&data, &out, true).key("fanouts", vec![4, 2]).write(&dir, name), &[]);
+        assert_eq!(ended.status.code(), Some(73), "{name}: {}", text(&ended));
+        let said = text(&ended);
+        assert!(said.contains("delete it") && !said.contains("choose another output directory"), "{name}: {said}");
+    };
+    std::fs::remove_file(state.join("_manifest.parquet")).unwrap();
+    refused("no-manifest");
+    std::fs::remove_dir_all(&state).unwrap();
+    std::fs::write(&state, b"not a folder").unwrap();
+    refused("a-file");
+    std::fs::remove_file(&state).unwrap();
+    assert!(incremental("deleted", &|j| j.key("fanouts", vec![4, 2])).contains("no digests of run"));
+    assert!(incremental("after", &|j| j.key("fanouts", vec![4, 2])).starts_with("refresh: incremental"));
     // A part grown after its commit (bytes appended: it still reads up to its listed size) is
     // not carried on, and a part gone leaves a version that does not read: both run in full,
     // and every reader reads the version that follows.

@@ -14,6 +14,12 @@ use crate::kept::{Kept, Source, keep};
 use crate::refresh::state_uri;
 use crate::skeleton::Declared;
 
+/// What to do where the digests' place holds what a refresh may not replace (a `_SUCCESS`
+/// without a manifest, a file): the place is the stage's, named after the output, so choosing
+/// another output directory is not the way.
+const STATE_REMEDY: &str = "graphflat keeps a refresh's digests in this folder beside the output, and nothing else \
+                            belongs there: delete it, and the run goes in full and writes it again";
+
 /// What a day adds to a stage's declaration.
 pub struct Day {
     /// The graph kept or applied, on a day that keeps one or reads a delta.
@@ -59,7 +65,7 @@ impl Day {
         }
         if let Some(state) = &self.state {
             declared.overwrite = true;
-            declared = declared.with_extra("the refresh's digests", state);
+            declared = declared.with_own_extra("the refresh's digests", state, STATE_REMEDY);
         }
         declared
     }

@@ -19,6 +19,9 @@ use tables::{Error, Io, Place};
 pub struct Extra<'a> {
     pub key: &'static str,
     pub uri: &'a str,
+    /// For a place the stage chose itself (a refresh's digests, named after the output): what
+    /// a refusal to write there advises, in place of choosing another output directory.
+    pub remedy: Option<&'static str>,
 }
 
 /// An extra output, parsed.
@@ -26,11 +29,12 @@ pub struct Extra<'a> {
 pub struct ExtraPlace {
     pub key: &'static str,
     pub place: Place,
+    pub remedy: Option<&'static str>,
 }
 
 /// Parses each extra output as an output location (every character as written).
 pub fn places(io: &Io, extras: &[Extra]) -> Result<Vec<ExtraPlace>, Error> {
-    extras.iter().map(|e| Ok(ExtraPlace { key: e.key, place: io.output(e.uri)? })).collect()
+    extras.iter().map(|e| Ok(ExtraPlace { key: e.key, place: io.output(e.uri)?, remedy: e.remedy })).collect()
 }
 
 /// Checks each extra output apart from the main output `main`, the extras before it and every
@@ -54,7 +58,7 @@ pub async fn check(
                 )));
             }
         }
-        check_output(&extra.place, inputs, stage, overwrite, &Layout::TABLE).await.map_err(|e| named(extra.key, e))?;
+        check_output(&extra.place, inputs, stage, overwrite, &Layout::TABLE).await.map_err(|e| named(extra, e))?;
     }
     Ok(())
 }
@@ -68,11 +72,18 @@ pub async fn take(extras: &[ExtraPlace], run: &str, stage: &str) -> Result<Vec<L
     Ok(leases)
 }
 
-/// `error` about an extra output, with the job key that names it in front (its cause kept).
-fn named(key: &str, error: Error) -> Error {
+/// `error` about an extra output, with the job key that names it in front (its cause kept),
+/// and its own advice where the stage chose the place.
+fn named(extra: &ExtraPlace, error: Error) -> Error {
+    let key = extra.key;
+    let advised = |m: String| match extra.remedy {
+        Some(remedy) if m.contains(tables::guard::ELSEWHERE) => m.replace(tables::guard::ELSEWHERE, remedy),
+        Some(remedy) => format!("{m}; {remedy}"),
+        None => m,
+    };
     match error {
-        Error::Usage(m) => Error::Usage(format!("{key}: {m}")),
-        Error::Output(m) => Error::Output(format!("{key}: {m}")),
+        Error::Usage(m) => Error::Usage(format!("{key}: {}", advised(m))),
+        Error::Output(m) => Error::Output(format!("{key}: {}", advised(m))),
         other => other,
     }
 }

@@ -92,7 +92,14 @@ impl<'a> Declared<'a> {
 
     /// With an extra output, named by `key` in the job's section, at `uri`.
     pub fn with_extra(mut self, key: &'static str, uri: &'a str) -> Self {
-        self.extras.push(Extra { key, uri });
+        self.extras.push(Extra { key, uri, remedy: None });
+        self
+    }
+
+    /// With an extra output at `uri` that the stage places itself (named `what` in messages),
+    /// where a refusal to write says `remedy` in place of choosing another directory.
+    pub fn with_own_extra(mut self, what: &'static str, uri: &'a str, remedy: &'static str) -> Self {
+        self.extras.push(Extra { key: what, uri, remedy: Some(remedy) });
         self
     }
 }

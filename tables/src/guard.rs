@@ -51,8 +51,9 @@ pub fn kind(stage: Stage) -> &'static str {
     }
 }
 
-/// How every refusal ends: what to do instead.
-const ELSEWHERE: &str = "choose another output directory";
+/// How every refusal ends: what to do instead (a place the stage chose itself, not the job, ends
+/// with its own advice in its place: `stage::extra_output`).
+pub const ELSEWHERE: &str = "choose another output directory";
 
 /// How a same-kind refusal ends: the three ways to say overwrite.
 const REPLACE: &str =

@@ -289,16 +289,21 @@ pub fn pending(version: &Path) {
 
 /// Removes a version's directory (the replaced one, after every output of its run committed),
 /// unless a reader holds it ([`unread_gone`]).
+///
+/// The removals of a process run one at a time, under [`PENDING`]'s lock: a stop removing the
+/// pending versions while the commit removes the one it replaced would otherwise find the
+/// commit's exclusive lock, take it for a reader's hold, and rename the half-removed tree kept.
 pub fn remove_version(version: &Path) {
+    let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
     unread_gone(version);
-    PENDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|v| v != version);
+    pending.retain(|v| v != version);
 }
 
 /// Removes every replaced version this process's switches left (the caller, stopped by a
 /// signal, is about to exit): nothing of its stays beside an output but what a reader holds.
 pub fn remove_pending_versions() {
-    let all = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
-    for version in all {
+    let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+    for version in std::mem::take(&mut *pending) {
         unread_gone(&version);
     }
 }
@@ -521,6 +526,34 @@ mod tests {
         assert_eq!(manifest_run(&out), Some(run.clone()), "{done:?}");
         assert!(!next.exists() && !old.exists(), "{done:?}");
         assert!(out.join(TEMPORARY).is_dir(), "the replaced version's _temporary/ comes back: {done:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A stop's removal of the pending versions and a commit's removal of the one it replaced,
+    /// at once (a signal at the end of a switch): the version goes, and neither takes the
+    /// other's exclusive lock for a reader's hold (which would rename the half-removed tree
+    /// kept).
+    #[test]
+    fn a_stop_and_a_commit_removing_one_version_at_once_leave_nothing() {
+        let dir = std::env::temp_dir().join(format!("tables-switch-race-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let out = dir.join("out");
+        fs::create_dir_all(&out).unwrap();
+        for round in 0..40 {
+            let replaced = sibling(&out, &crate::names::new_run_id()).unwrap();
+            fs::create_dir_all(&replaced).unwrap();
+            for i in 0..200 {
+                fs::write(replaced.join(format!("part-{i}")), b"old").unwrap();
+            }
+            pending(&replaced);
+            let commit = std::thread::spawn({
+                let replaced = replaced.clone();
+                move || remove_version(&replaced)
+            });
+            remove_pending_versions();
+            commit.join().unwrap();
+            assert_eq!(tree(&dir), vec!["out".to_owned()], "round {round}");
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 
