@@ -364,15 +364,24 @@ fn another_kind_committed_meanwhile_is_not_replaced() {
 
 /// A directory named as a version the switch keeps beside an output (a hidden sibling, its
 /// `.aside` or `.kept`) is never an output: the next command over that output would remove it.
-/// Python's guard says the same words.
+/// Nor one named as a stage's own place beside an output (a refresh's digests, a kept graph),
+/// which that output's next refresh would replace. Python's guard says the same words.
 #[test]
 fn no_writer_writes_a_directory_named_as_a_kept_version() {
     let o = outputs();
     let id = ::tables::names::new_run_id();
-    for suffix in ["", ".aside", ".kept"] {
-        let target = o.dir.join(format!(".flat.graphflat-{id}{suffix}"));
+    let version = "is named as a version graphflat keeps beside an output";
+    let own = "is named as a place graphflat keeps for itself beside an output";
+    let names = [("", version), (".aside", version), (".kept", version), ("state", own), ("nodes-a", own)];
+    for (suffix, words) in names {
+        let name = if words == version {
+            format!(".flat.graphflat-{id}{suffix}")
+        } else {
+            format!(".flat.graphflat-{suffix}")
+        };
+        let target = o.dir.join(name);
         let out = run(&Job::flatten(&o.inputs, &target).key("overwrite", true).write(&o.dir, "kept"), &[]);
-        assert_fails(&out, 73, &["is named as a version graphflat keeps beside an output"]);
+        assert_fails(&out, 73, &[words]);
         assert!(!target.exists(), "{}", target.display());
         let Some(python) = python() else { continue };
         let script = "import sys\nfrom graphflat.guard import guard, CommittedError\ntry:\n    guard(sys.argv[1], \
@@ -384,5 +393,35 @@ fn no_writer_writes_a_directory_named_as_a_kept_version() {
             .unwrap();
         let words = String::from_utf8_lossy(&said.stdout).trim().to_owned();
         assert!(!words.is_empty() && String::from_utf8_lossy(&out.stderr).contains(&words), "Python: {words}");
+    }
+}
+
+/// Two runs at once, one writing inside the other's output: both pass the first look (neither
+/// has committed), and the commit asks again, so the second to commit is refused (73) and
+/// readers of the outer directory never read both outputs' rows as one. Either way round.
+#[test]
+fn of_two_runs_one_inside_the_other_the_second_to_commit_is_refused() {
+    let dir = scratch("guard-nested");
+    let (small, large) = (dir.join("small"), dir.join("large"));
+    generate(&small, 300, 4, 8, 1);
+    generate(&large, 60_000, 8, 16, 2);
+    let (outer, inner) = (dir.join("nest"), dir.join("nest").join("inner"));
+    for (slow_out, quick_out, words) in [
+        (&outer, &inner, "is never written beside another output"),
+        (&inner, &outer, "is never written into another output"),
+    ] {
+        let _ = std::fs::remove_dir_all(&outer);
+        let slow = Job::flatten(&large, slow_out).write(&dir, "slow");
+        let mut child =
+            graphflat().args(["run", slow.to_str().unwrap()]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        while !slow_out.join("_temporary").exists() {
+            assert!(child.try_wait().unwrap().is_none(), "the slow run ended before the quick one");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        run_ok(&Job::flatten(&small, quick_out).key("overwrite", true).write(&dir, "quick"), &[]);
+        let ended = child.wait_with_output().unwrap();
+        assert_fails(&ended, 73, &[words]);
+        assert!(!slow_out.join("_SUCCESS").exists(), "{}", slow_out.display());
+        assert_every_reader_reads_the_manifest(&[quick_out]);
     }
 }

@@ -323,3 +323,24 @@ fn wait_until_it_holds(child: &mut Child, dir: &Path) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A run killed inside its switch before the exchange leaves its built version beside the
+/// output; a user who then removes the output must not see that version, never committed, put
+/// in its place by the next command.
+#[test]
+fn a_killed_runs_version_never_takes_a_removed_outputs_place() {
+    let dir = scratch("switch-unbegun");
+    let graph = dir.join("graph");
+    generate(&graph, 2000, 5, 8, 1);
+    let out = dir.join("flat");
+    let train = job(&dir, &graph, &out, false, "train");
+    let mut child = spawn(&train, Some(3000));
+    wait_for_the_switch(&out, &mut child);
+    signal(&child, "KILL");
+    let _ = child.wait();
+    std::fs::remove_dir_all(&out).unwrap();
+    let inspected = graphflat().args(["inspect", out.to_str().unwrap()]).output().unwrap();
+    assert!(!inspected.status.success(), "{}", text(&inspected));
+    assert!(!out.exists(), "the killed run's version was put in place: {}", text(&inspected));
+    assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
+}

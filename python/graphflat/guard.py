@@ -8,6 +8,10 @@ the two to the same words, case by case):
    its own, is never written: the new files would be read with the other output's rows;
 3. an output of the same kind is replaced only with ``overwrite``.
 
+Before those, a directory named as one graphflat keeps beside an output
+(``.<output>.graphflat-<what>``: a switch's version, a refresh's digests, a kept graph) is never
+written.
+
 Each refusal is a :class:`CommittedError` (a ``FileExistsError``), as graphflat's is exit 73.
 """
 
@@ -96,6 +100,13 @@ def _shown(path: str, root: str) -> str:
     return f"s3://{root}" if path.startswith("s3://") else root
 
 
+def is_kept_beside(name: str) -> bool:
+    """Whether ``name`` is one graphflat keeps for itself beside an output named ``<output>``:
+    ``.<output>.graphflat-<what>`` (a refresh's digests, a kept graph, a switch's version)."""
+    output, infix, what = name.rpartition(".graphflat-")
+    return bool(infix) and output.startswith(".") and len(output) > 1 and bool(what)
+
+
 def guard(path: str, asked: str, overwrite: bool, filesystem: pafs.FileSystem | None = None) -> None:
     """Raises :class:`CommittedError` unless ``asked`` (a stage or command: ``"train"`` for
     :func:`graphflat.pyg.save_model`) may write the output directory ``path`` (see the module
@@ -104,6 +115,13 @@ def guard(path: str, asked: str, overwrite: bool, filesystem: pafs.FileSystem | 
     shown = _shown(path, root)
     # On a local disk, where the output really lies: a symlink may lead into another output.
     above = os.path.realpath(root) if isinstance(fs, pafs.LocalFileSystem) else root
+    name = posixpath.basename(above)
+    if is_kept_beside(name) and not is_version_name(name):
+        raise CommittedError(
+            f"{shown} is named as a place graphflat keeps for itself beside an output "
+            f"(`.<output>.graphflat-<what>`: a refresh's digests, a kept graph), which that output's stages "
+            f"replace; {_asker(asked)} is never written there: {ELSEWHERE}"
+        )
     if isinstance(fs, pafs.LocalFileSystem) and is_version_name(posixpath.basename(above)):
         raise CommittedError(
             f"{shown} is named as a version graphflat keeps beside an output while it switches or while a reader "

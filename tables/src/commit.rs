@@ -59,6 +59,7 @@ use parquet::file::metadata::KeyValue;
 
 use crate::entries::{Entry, Kind, entries};
 use crate::error::Error;
+use crate::guard::Named;
 use crate::lease::Lease;
 use crate::names::{Layout, MANIFEST, TEMPORARY, run_of};
 use crate::place::Place;
@@ -72,13 +73,36 @@ pub use crate::names::new_run_id;
 
 /// Step 1 (see the module doc). `inputs` are every input of the job's stage (tables, records,
 /// a model); `layout` names the files the stage's output holds besides run-named ones; `stage`
-/// is what asks, for the rule of [`crate::guard`].
+/// is what asks, for the rule of [`crate::guard`]. `output` is named by the job (or the
+/// command line): a name graphflat keeps for itself beside an output is refused.
 pub async fn check_output(
     output: &Place,
     inputs: &[&Place],
     stage: Stage,
     overwrite: bool,
     layout: &Layout,
+) -> Result<(), Error> {
+    check_named(output, inputs, (stage, overwrite), layout, Named::ByJob).await
+}
+
+/// [`check_output`] for a place a stage names itself beside its output (a refresh's digests,
+/// a kept graph: `.<output>.graphflat-<what>`, see [`crate::guard`]).
+pub async fn check_own_output(
+    output: &Place,
+    inputs: &[&Place],
+    stage: Stage,
+    overwrite: bool,
+    layout: &Layout,
+) -> Result<(), Error> {
+    check_named(output, inputs, (stage, overwrite), layout, Named::ByStage).await
+}
+
+async fn check_named(
+    output: &Place,
+    inputs: &[&Place],
+    (stage, overwrite): (Stage, bool),
+    layout: &Layout,
+    named: Named,
 ) -> Result<(), Error> {
     for input in inputs {
         if output.overlaps(input) {
@@ -129,7 +153,7 @@ pub async fn check_output(
             if foreign.len() > shown.len() { ", ..." } else { "" }
         )));
     }
-    crate::guard::guard(output, stage, overwrite).await
+    crate::guard::guard(output, stage, overwrite, named).await
 }
 
 /// One output of a run, ready to commit: its manifest, every file the run staged for it (its
@@ -281,6 +305,7 @@ async fn commit_one(output: &Output<'_>, overwrite: bool, keep: bool) -> Result<
     let (manifest_place, success) = (place.child(MANIFEST), place.child(schemas::SUCCESS_MARKER));
     let previous = previous_manifest(place, overwrite).await?;
     same_kind(place, previous.as_ref(), output.manifest.stage)?;
+    crate::guard::apart(place, output.manifest.stage).await?;
     if !overwrite && previous.is_some() {
         return Err(lost_race(place));
     }
@@ -364,6 +389,7 @@ async fn commit_local(output: &Output<'_>, out: &std::path::Path, overwrite: boo
         settle_locked(place, out, layout).await?;
         let previous = previous_manifest(place, overwrite).await?;
         same_kind(place, previous.as_ref(), output.manifest.stage)?;
+        crate::guard::apart(place, output.manifest.stage).await?;
         if !overwrite && previous.is_some() {
             return Err(lost_race(place));
         }

@@ -12,7 +12,12 @@
 //!
 //! And before those, a directory **named as a version that a switch keeps beside an output**
 //! (`.<name>.graphflat-<run>`, with `.aside` or `.kept`; see [`crate::switch`]) is never
-//! written: the next command over that output removes it.
+//! written: the next command over that output removes it. Nor, by a job, one **named as a
+//! place a stage keeps beside its output** (`.<name>.graphflat-<what>`: a refresh's digests, a
+//! kept graph): that output's next refresh would take it for its own and replace it.
+//!
+//! A commit asks rule 2 again under its lock, just before its switch ([`apart`]): two runs
+//! started together, one writing inside the other's output, both pass the first look.
 //!
 //! Each refusal is [`Error::Output`] (exit 73), naming what wrote the output there and what
 //! was asked. "Committed" means a manifest ([`MANIFEST`], or an earlier version's `_SUCCESS`
@@ -59,11 +64,40 @@ pub const ELSEWHERE: &str = "choose another output directory";
 const REPLACE: &str =
     "to replace it, set overwrite = true in the job file (--overwrite on the command line, overwrite=True in Python)";
 
+/// Who named an output: the job (or the command line), or the stage itself, beside the
+/// output it writes (`.<output>.graphflat-<what>`: a refresh's digests, a kept graph).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    ByJob,
+    ByStage,
+}
+
+/// What a stage's own places beside an output add to its name: `.<output>` then this, then
+/// what the place keeps (`state`, `nodes-a`; a switch's versions are named so too).
+const BESIDE: &str = ".graphflat-";
+
+/// Whether `name` is one graphflat keeps for itself beside an output named `<output>`:
+/// `.<output>.graphflat-<what>`. No job may name such an output: a stage that keeps its
+/// place there would take a user's table for its own and replace it.
+pub fn is_kept_beside(name: &str) -> bool {
+    let beside = name.strip_prefix('.').and_then(|n| n.rsplit_once(BESIDE));
+    beside.is_some_and(|(output, what)| !output.is_empty() && !what.is_empty())
+}
+
 /// Rules 1 to 3 (see the module doc) for `output`, which `asked` is about to write.
-pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), Error> {
+pub async fn guard(output: &Place, asked: Stage, overwrite: bool, named: Named) -> Result<(), Error> {
     // On a local disk, where the output really lies: a symlink may lead into another output.
     let real = output.local_dir().and_then(|d| resolved(&d));
     let name = real.as_ref().unwrap_or(output).path.filename().unwrap_or_default().to_owned();
+    if named == Named::ByJob && is_kept_beside(&name) && !crate::switch::is_version_name(&name) {
+        return Err(Error::Output(format!(
+            "{} is named as a place graphflat keeps for itself beside an output (`.<output>.graphflat-<what>`: \
+             a refresh's digests, a kept graph), which that output's stages replace; {} is never written \
+             there: {ELSEWHERE}",
+            output.shown(),
+            asker(asked)
+        )));
+    }
     if output.is_local() && crate::switch::is_version_name(&name) {
         return Err(Error::Output(format!(
             "{} is named as a version graphflat keeps beside an output while it switches or while a reader \
@@ -72,6 +106,17 @@ pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), 
             asker(asked)
         )));
     }
+    apart(output, asked).await?;
+    may_replace(output, held(output).await, asked, overwrite)
+}
+
+/// Rule 2 (see the module doc) alone: `output` neither lies inside a committed output nor
+/// holds one in a folder. The commit asks again under its lock, just before its switch: a run
+/// that wrote inside or around this one's output, and committed while this one wrote, would
+/// otherwise have both outputs' rows read as one (a window of the switch's milliseconds stays,
+/// between two switches under two parents' locks).
+pub async fn apart(output: &Place, asked: Stage) -> Result<(), Error> {
+    let real = output.local_dir().and_then(|d| resolved(&d));
     if let Some((dir, what)) = output_above(real.as_ref().unwrap_or(output)).await {
         return Err(Error::Output(format!(
             "{} lies inside {}, which holds {what}; {} is never written into another output: {ELSEWHERE}",
@@ -90,7 +135,7 @@ pub async fn guard(output: &Place, asked: Stage, overwrite: bool) -> Result<(), 
             )));
         }
     }
-    may_replace(output, held(output).await, asked, overwrite)
+    Ok(())
 }
 
 /// Whether what `output` holds may be replaced by a run of `asked`: nothing, or an output of
@@ -238,7 +283,9 @@ mod tests {
         commit_manifest(&dir.join("graph/nodes"), Stage::Generate);
         std::fs::create_dir_all(dir.join("spark")).unwrap();
         std::fs::write(dir.join("spark/_SUCCESS"), b"").unwrap();
-        let check = |p: &str, stage: Stage, overwrite: bool| io.block_on(guard(&place(&dir.join(p)), stage, overwrite));
+        let check = |p: &str, stage: Stage, overwrite: bool| {
+            io.block_on(guard(&place(&dir.join(p)), stage, overwrite, Named::ByJob))
+        };
         for overwrite in [false, true] {
             let e = check("flat", Stage::Train, overwrite).unwrap_err().to_string();
             assert!(e.contains("holds a record set (written by [flatten])") && e.contains("train asked"), "{e}");
@@ -247,6 +294,14 @@ mod tests {
             assert!(e.contains("graph/nodes, which is a generated graph table"), "{e}");
             assert!(check("spark", Stage::Infer, overwrite).unwrap_err().to_string().contains("did not write"));
             assert!(check("new", Stage::Infer, overwrite).is_ok());
+            // A stage's own place beside an output: refused to a job, open to the stage.
+            for own in [".flat.graphflat-state", ".flat.graphflat-nodes-a"] {
+                let e = check(own, Stage::Flatten, overwrite).unwrap_err().to_string();
+                assert!(e.contains("keeps for itself"), "{own}: {e}");
+                let own_place = place(&dir.join(own));
+                assert!(io.block_on(guard(&own_place, Stage::Flatten, overwrite, Named::ByStage)).is_ok(), "{own}");
+            }
+            assert!(!is_kept_beside(".graphflat-state") && !is_kept_beside("flat.graphflat-state"));
             assert!(check("graph/edges", Stage::Generate, overwrite).is_ok());
         }
         let e = check("flat", Stage::Flatten, false).unwrap_err();

@@ -25,7 +25,9 @@
 //! sibling behind, which [`recover`] settles under the lock when the next command opens the
 //! output: a sibling of a run that is not alive goes (after `_temporary/` and foreign folders
 //! that were moved into it go back); with the three renames, an output found missing is put
-//! back from the sibling that holds a committed version of its own run.
+//! back from the sibling that holds a committed version of its own run, where that run had put
+//! the replaced version aside (its switch began; a version whose switch never began is never
+//! put in, even where someone removed the output).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -440,9 +442,13 @@ pub fn recover(out: &Path, layout: &Layout, alive: &dyn Fn(&str) -> bool) -> Res
     let io = written;
     if fs::symlink_metadata(out).is_err() {
         // Three renames stopped between the first two: the version whose manifest is its own
-        // run's is the new one, whole; else the one put aside goes back.
+        // run's is the new one, whole, when the replaced one was put aside under its name (the
+        // switch began); else the one put aside goes back. A built version with nothing put
+        // aside never began its switch: an output missing then was removed by someone else, and
+        // the version, never committed, never takes its place.
+        let began = |run: &str| siblings.iter().any(|(_, r, k)| *k == Sibling::Aside && r == run);
         let whole = |(p, run, kind): &&(PathBuf, String, Sibling)| {
-            *kind == Sibling::Version && manifest_run(p).as_deref() == Some(run)
+            *kind == Sibling::Version && began(run) && manifest_run(p).as_deref() == Some(run)
         };
         let back = siblings.iter().find(whole).or_else(|| siblings.iter().find(|(_, _, k)| *k == Sibling::Aside));
         if let Some((path, run, _)) = back {
@@ -554,6 +560,23 @@ mod tests {
             commit.join().unwrap();
             assert_eq!(tree(&dir), vec!["out".to_owned()], "round {round}");
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A version built by a run killed before its switch began (nothing put aside), beside an
+    /// output someone removed: it was never committed, so it never takes the output's place.
+    #[test]
+    fn recovery_never_puts_in_a_version_whose_switch_did_not_begin() {
+        let dir = std::env::temp_dir().join(format!("tables-switch-unbegun-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let out = dir.join("out");
+        let run = crate::names::new_run_id();
+        let next = sibling(&out, &run).unwrap();
+        fs::create_dir_all(&next).unwrap();
+        let m = Manifest::new(&run, crate::manifest::Stage::Infer, Vec::new(), serde_json::Value::Null);
+        fs::write(next.join(MANIFEST), m.to_parquet(None).unwrap()).unwrap();
+        let done = recover(&out, &Layout::TABLE, &|_| false).unwrap();
+        assert!(!out.exists() && !next.exists(), "{done:?}: {:?}", tree(&dir));
         fs::remove_dir_all(&dir).unwrap();
     }
 

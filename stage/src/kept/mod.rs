@@ -32,7 +32,7 @@ use sampling::{agree, one_run};
 use schemas::ids::IdKind;
 use schemas::job::changes::Arrival;
 use schemas::{BadInput, Location};
-use tables::commit::{Manifest, Pending, Stage, check_output, commit_all, new_run_id};
+use tables::commit::{Manifest, Pending, Stage, check_own_output, commit_all, new_run_id};
 use tables::lease::Lease;
 use tables::names::Layout;
 use tables::parts::PartsOf;
@@ -234,7 +234,7 @@ fn take_leases(
         io.block_on(async {
             let inputs: Vec<&Place> = places.inputs.iter().flatten().chain(&places.from).collect();
             for kept in &places.kept {
-                check_output(kept, &inputs, stage, true, &Layout::TABLE).await?;
+                check_own_output(kept, &inputs, stage, true, &Layout::TABLE).await?;
             }
             let run = new_run_id();
             let nodes = Lease::take(&places.kept[0], &run, stage.name()).await?;
