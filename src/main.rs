@@ -570,20 +570,39 @@ fn run_generate(job: &JobFile, io: &Io, ledger: &mut Ledger, config: &GenerateCo
         false => vec!["nodes".into(), "edges".into()],
         true => graphflat::hetero::table_dirs(config.erased),
     };
-    let done = io.block_on(async {
+    // Every table committed, by one run (a generate writes its tables under one run and commits
+    // them together; tables of two runs are a generate stopped between two tables' switches,
+    // or an older graphflat's, and are generated again).
+    let runs = io.block_on(async {
+        let mut runs = Vec::new();
         for table in &tables {
-            let marker = table.split('/').fold(out.clone(), |p, part| p.child(part)).child(schemas::SUCCESS_MARKER);
-            if !marker.exists().await {
-                return false;
+            let dir = table.split('/').fold(out.clone(), |p, part| p.child(part));
+            if !dir.child(schemas::SUCCESS_MARKER).exists().await {
+                return None;
             }
+            // One that does not read is left for the stages that read it to name.
+            runs.extend(tables::commit::read_manifest(&dir).await.ok().flatten().map(|m| m.run));
         }
-        true
+        runs.dedup();
+        Some(runs)
     });
-    if done {
+    let mixed = runs.as_ref().is_some_and(|runs| runs.len() > 1);
+    if runs.is_some() && !mixed {
         tracing::info!("generate: {} already holds a graph; skipping", out.shown());
         let line = ("graph".into(), "already there; not generated again".into());
         ledger.done(Stage::Generate, &config.output, vec![line]);
     } else if job.cluster.process == 0 {
+        let mut config = config.clone();
+        if mixed {
+            tracing::warn!(
+                "generate: {} holds tables of {} runs (a generate stopped between its tables' commits, or an older \
+                 graphflat's); generating the whole graph again",
+                out.shown(),
+                runs.as_ref().map_or(0, Vec::len)
+            );
+            config.overwrite = true;
+        }
+        let config = &config;
         match generate(io, config) {
             Ok(g) => ledger.done(Stage::Generate, &config.output, generated_lines(&g)),
             Err(e) => {

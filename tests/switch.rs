@@ -344,3 +344,28 @@ fn a_killed_runs_version_never_takes_a_removed_outputs_place() {
     assert!(!out.exists(), "the killed run's version was put in place: {}", text(&inspected));
     assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
 }
+
+/// A graph's tables are one whole: `generate` writes them under one run and commits them
+/// together, and a job's `[generate]` that finds them of two runs (a generate stopped between
+/// its tables' switches) generates the whole graph again instead of skipping a graph that
+/// never existed.
+#[test]
+fn a_graph_of_two_runs_is_generated_again_not_skipped() {
+    let dir = scratch("switch-graph-pair");
+    let graph = dir.join("g");
+    let job = write_job(&dir, "gen", &format!("[generate]\noutput = \"{}\"\nnodes = 400\n", graph.display()));
+    run_ok(&job, &[]);
+    let (nodes, edges) = (graph.join("nodes"), graph.join("edges"));
+    assert_eq!(manifest_run(&nodes), manifest_run(&edges), "one run writes both tables");
+    assert!(text(&run(&job, &[])).contains("already holds a graph; skipping"));
+    // The edges of another run, as a generate stopped between its two switches leaves them.
+    let other = dir.join("other");
+    generate(&other, 300, 4, 8, 1);
+    std::fs::remove_dir_all(&edges).unwrap();
+    std::fs::rename(other.join("edges"), &edges).unwrap();
+    assert_ne!(manifest_run(&nodes), manifest_run(&edges));
+    let ended = run(&job, &[]);
+    assert!(ended.status.success() && text(&ended).contains("generating the whole graph again"), "{}", text(&ended));
+    assert_eq!(manifest_run(&nodes), manifest_run(&edges));
+    assert!(text(&run(&job, &[])).contains("already holds a graph; skipping"));
+}

@@ -201,8 +201,11 @@ pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
     let m = config.nodes * config.avg_degree;
 
     // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
-    let nodes = TableWriter::start(io, &out.child("nodes"), Stage::Generate, &[], config.overwrite)?;
-    let edges = TableWriter::start(io, &out.child("edges"), Stage::Generate, &[], config.overwrite)?;
+    let dirs = [out.child("nodes"), out.child("edges")];
+    let [nodes, edges]: [TableWriter; 2] =
+        TableWriter::start_together(io, &dirs, Stage::Generate, &[], config.overwrite)?
+            .try_into()
+            .map_err(|_| Error::Internal("two tables started, not two writers".into()))?;
     parallel(n.div_ceil(NODES_PER_PART), |part| {
         let lo = part * NODES_PER_PART;
         let batch = node_batch(&model, lo..(lo + NODES_PER_PART).min(n));
@@ -214,8 +217,7 @@ pub fn generate(io: &Io, config: &GenerateConfig) -> Result<Generated, Error> {
         edges.write(part as usize, batch.schema(), &[batch])?;
         Ok(hub)
     })?;
-    nodes.commit()?;
-    edges.commit()?;
+    TableWriter::commit_together(vec![nodes, edges])?;
     // The largest in-degree is that of rank 0, which every part counts.
     Ok(Generated { nodes: n, edges: m, max_in_degree: degrees.iter().sum() })
 }

@@ -167,20 +167,23 @@ pub fn generate_hetero(io: &Io, config: &GenerateConfig) -> Result<Generated, Er
     check(config)?;
     let shape = Shape::new(config);
     let out = io.output(&config.output)?;
-    let start = |dir: Place| TableWriter::start(io, &dir, Stage::Generate, &[], config.overwrite);
-    let node_writers = NODE_TYPES.iter().map(|t| start(out.child("nodes").child(t))).collect::<Result<Vec<_>, _>>()?;
-    let edge_writers =
-        RELATIONS.iter().map(|(r, _, _)| start(out.child("edges").child(r))).collect::<Result<Vec<_>, _>>()?;
-    let erased = match config.erased {
-        true => Some((start(out.child("erased").child("nodes"))?, start(out.child("erased").child("edges"))?)),
-        false => None,
+    let mut dirs: Vec<Place> = NODE_TYPES.iter().map(|t| out.child("nodes").child(t)).collect();
+    dirs.extend(RELATIONS.iter().map(|(r, _, _)| out.child("edges").child(r)));
+    if config.erased {
+        dirs.extend([out.child("erased").child("nodes"), out.child("erased").child("edges")]);
+    }
+    // One run for every table: the graph is one whole (see TableWriter::start_together).
+    let mut writers = TableWriter::start_together(io, &dirs, Stage::Generate, &[], config.overwrite)?.into_iter();
+    let node_writers: Vec<TableWriter> = writers.by_ref().take(NODE_TYPES.len()).collect();
+    let edge_writers: Vec<TableWriter> = writers.by_ref().take(RELATIONS.len()).collect();
+    let erased = match (writers.next(), writers.next()) {
+        (Some(nodes), Some(edges)) => Some((nodes, edges)),
+        _ => None,
     };
     write_nodes(&shape, config, &node_writers, erased.as_ref().map(|(nodes, _)| nodes))?;
     let max_in_degree = write_edges(&shape, &edge_writers, erased.as_ref().map(|(_, edges)| edges))?;
     let erased_writers = erased.into_iter().flat_map(|(nodes, edges)| [nodes, edges]);
-    for writer in node_writers.into_iter().chain(edge_writers).chain(erased_writers) {
-        writer.commit()?;
-    }
+    TableWriter::commit_together(node_writers.into_iter().chain(edge_writers).chain(erased_writers).collect())?;
     let edges = (0..RELATIONS.len()).map(|r| shape.edge_count(r)).sum();
     Ok(Generated { nodes: config.nodes, edges, max_in_degree })
 }

@@ -120,13 +120,15 @@ pub fn import_ogb(io: &Io, dir: &Path, out: &str, split: Option<&str>, overwrite
     // Both tables are written before either commits: a failure leaves neither `_SUCCESS`.
     let outp = io.output(out)?;
     let source = io.output(&dir.to_string_lossy())?;
-    let nodes_table = TableWriter::start(io, &outp.child("nodes"), Stage::Import, &[&source], overwrite)?;
-    let edges_table = TableWriter::start(io, &outp.child("edges"), Stage::Import, &[&source], overwrite)?;
+    let dirs = [outp.child("nodes"), outp.child("edges")];
+    let [nodes_table, edges_table]: [TableWriter; 2] =
+        TableWriter::start_together(io, &dirs, Stage::Import, &[&source], overwrite)?
+            .try_into()
+            .map_err(|_| Error::Internal("two tables started, not two writers".into()))?;
     let rows = NodeColumns { features: &features, dim, labels: &labels, label: label_kind, splits: &splits };
     write_nodes(&nodes_table, &rows)?;
     let (edges, edge_dim) = write_edges(&edges_table, &raw)?;
-    nodes_table.commit()?;
-    edges_table.commit()?;
+    TableWriter::commit_together(vec![nodes_table, edges_table])?;
     Ok(Imported {
         nodes: nodes as u64,
         edges,

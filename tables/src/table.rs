@@ -32,9 +32,34 @@ impl<'a> TableWriter<'a> {
     /// command there is replaced only with `overwrite`, see [`crate::guard`]; files this project
     /// did not write are kept) and takes a new run's lease on it.
     pub fn start(io: &'a Io, dir: &Place, stage: Stage, inputs: &[&Place], overwrite: bool) -> Result<Self, Error> {
+        Self::start_run(io, dir, (stage, &new_run_id()), inputs, overwrite)
+    }
+
+    /// Writers of tables that make one whole (a graph's node and edge tables), under one run:
+    /// [`TableWriter::commit_together`] commits them, so that their manifests name that one
+    /// run, and a command that finds them of two runs knows the whole was never committed (a
+    /// run stopped between two tables' switches, or two runs' switches interleaved).
+    pub fn start_together(
+        io: &'a Io,
+        dirs: &[Place],
+        stage: Stage,
+        inputs: &[&Place],
+        overwrite: bool,
+    ) -> Result<Vec<Self>, Error> {
+        let run = new_run_id();
+        dirs.iter().map(|dir| Self::start_run(io, dir, (stage, &run), inputs, overwrite)).collect()
+    }
+
+    fn start_run(
+        io: &'a Io,
+        dir: &Place,
+        (stage, run): (Stage, &str),
+        inputs: &[&Place],
+        overwrite: bool,
+    ) -> Result<Self, Error> {
         let lease = io.block_on(async {
             check_output(dir, inputs, stage, overwrite, &Layout::TABLE).await?;
-            Lease::take(dir, &new_run_id(), stage.name()).await
+            Lease::take(dir, run, stage.name()).await
         })?;
         Ok(TableWriter { io, dir: dir.clone(), stage, lease, parts: Mutex::new(Vec::new()) })
     }
@@ -53,13 +78,27 @@ impl<'a> TableWriter<'a> {
     /// Commits the parts (replacing any earlier table there; its parts are removed after the
     /// commit).
     pub fn commit(self) -> Result<(), Error> {
-        let parts = self.parts.into_inner().map_err(|_| Error::Internal("a part writer panicked".into()))?;
-        let entries = parts.iter().map(|p| p.entry.clone()).collect();
-        let manifest = Manifest::new(self.lease.run(), self.stage, entries, serde_json::Value::Null);
-        let files = parts.iter().map(StagedPart::file).collect();
-        let pending = Pending { output: &self.dir, manifest, files, layout: &Layout::TABLE, lease: self.lease };
+        Self::commit_together(vec![self])
+    }
+
+    /// Commits every writer's table, one after the other (`commit_all`: where one fails, the
+    /// ones before it are taken back).
+    pub fn commit_together(writers: Vec<Self>) -> Result<(), Error> {
+        let Some(io) = writers.first().map(|w| w.io) else { return Ok(()) };
+        let (mut dirs, mut rest) = (Vec::new(), Vec::new());
+        for writer in writers {
+            let parts = writer.parts.into_inner().map_err(|_| Error::Internal("a part writer panicked".into()))?;
+            dirs.push(writer.dir);
+            rest.push((writer.stage, writer.lease, parts));
+        }
+        let pending = dirs.iter().zip(rest).map(|(dir, (stage, lease, parts))| {
+            let entries = parts.iter().map(|p| p.entry.clone()).collect();
+            let manifest = Manifest::new(lease.run(), stage, entries, serde_json::Value::Null);
+            let files = parts.iter().map(StagedPart::file).collect();
+            Pending { output: dir, manifest, files, layout: &Layout::TABLE, lease }
+        });
         // The guard at the start allowed the replacement (or found nothing to replace).
-        self.io.block_on(commit_all(vec![pending], true))
+        io.block_on(commit_all(pending.collect(), true))
     }
 }
 
