@@ -514,11 +514,10 @@ mod tests {
         assert_eq!(sibling(Path::new("/a/flat"), &run).unwrap(), Path::new(&format!("/a/.flat{INFIX}{run}")));
     }
 
-    /// A switch stopped between the first two of its three renames: the output is missing,
-    /// and the new version (its manifest its own run's) goes in its place.
-    #[test]
-    fn recovery_puts_a_whole_version_back() {
-        let dir = std::env::temp_dir().join(format!("tables-switch-recover-{}", std::process::id()));
+    /// A scratch directory `dir` for the output `out` (absent), beside which a run's version
+    /// was built (its own manifest in it, not yet switched in): `(dir, out, run, version)`.
+    fn built_version(test: &str) -> (PathBuf, PathBuf, String, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("tables-switch-{test}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let out = dir.join("out");
         let run = crate::names::new_run_id();
@@ -526,6 +525,14 @@ mod tests {
         fs::create_dir_all(&next).unwrap();
         let m = Manifest::new(&run, crate::manifest::Stage::Infer, Vec::new(), serde_json::Value::Null);
         fs::write(next.join(MANIFEST), m.to_parquet(None).unwrap()).unwrap();
+        (dir, out, run, next)
+    }
+
+    /// A switch stopped between the first two of its three renames: the output is missing,
+    /// and the new version (its manifest its own run's) goes in its place.
+    #[test]
+    fn recovery_puts_a_whole_version_back() {
+        let (dir, out, run, next) = built_version("recover");
         let old = aside(&next);
         fs::create_dir_all(old.join(TEMPORARY)).unwrap();
         let done = recover(&out, &Layout::TABLE, &|_| false).unwrap();
@@ -567,14 +574,7 @@ mod tests {
     /// output someone removed: it was never committed, so it never takes the output's place.
     #[test]
     fn recovery_never_puts_in_a_version_whose_switch_did_not_begin() {
-        let dir = std::env::temp_dir().join(format!("tables-switch-unbegun-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        let out = dir.join("out");
-        let run = crate::names::new_run_id();
-        let next = sibling(&out, &run).unwrap();
-        fs::create_dir_all(&next).unwrap();
-        let m = Manifest::new(&run, crate::manifest::Stage::Infer, Vec::new(), serde_json::Value::Null);
-        fs::write(next.join(MANIFEST), m.to_parquet(None).unwrap()).unwrap();
+        let (dir, out, _, next) = built_version("unbegun");
         let done = recover(&out, &Layout::TABLE, &|_| false).unwrap();
         assert!(!out.exists() && !next.exists(), "{done:?}: {:?}", tree(&dir));
         fs::remove_dir_all(&dir).unwrap();
