@@ -425,3 +425,23 @@ fn of_two_runs_one_inside_the_other_the_second_to_commit_is_refused() {
         assert_every_reader_reads_the_manifest(&[quick_out]);
     }
 }
+
+/// A directory where this project writes a file (`_SUCCESS`, `_manifest.parquet`) holds what a
+/// user put there: not even overwrite replaces it, and what it holds stays.
+#[test]
+fn a_folder_in_a_markers_place_is_never_replaced() {
+    let dir = scratch("guard-marker-folder");
+    let graph = dir.join("graph");
+    generate(&graph, 300, 4, 8, 1);
+    let out = dir.join("flat");
+    let job = Job::flatten(&graph, &out).key("overwrite", true).write(&dir, "flat");
+    for marker in ["_SUCCESS", "_manifest.parquet"] {
+        run_ok(&job, &[]);
+        std::fs::remove_file(out.join(marker)).unwrap();
+        std::fs::create_dir(out.join(marker)).unwrap();
+        std::fs::write(out.join(marker).join("precious"), b"mine").unwrap();
+        assert_fails(&run(&job, &[]), 73, &[&format!("{marker} is a directory"), "not even overwrite"]);
+        assert_eq!(std::fs::read(out.join(marker).join("precious")).unwrap(), b"mine");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}

@@ -130,6 +130,20 @@ async fn check_named(
             e.name
         )));
     }
+    // A folder where this project writes a file (the markers, a layout's fixed files) is not
+    // this project's, and replacing the version would remove what it holds: not even
+    // `overwrite` takes it.
+    let file = |e: &&Entry| {
+        [MANIFEST, schemas::SUCCESS_MARKER].contains(&e.name.as_str()) || layout.files.contains(&e.name.as_str())
+    };
+    if let Some(e) = entries.iter().filter(file).find(|e| e.kind == Kind::Dir) {
+        return Err(Error::Output(format!(
+            "{}/{} is a directory, where this project writes a file; what it holds was not written by this project, \
+             so not even overwrite replaces it: move it away or choose another output",
+            output.shown(),
+            e.name
+        )));
+    }
     // A folder that holds a table: a file of another run's naming there is read with it.
     for folder in layout.tables.iter().filter(|f| entries.iter().any(|e| e.name == **f)) {
         let inside = crate::entries::entries(&output.child(folder)).await?;
