@@ -445,3 +445,24 @@ fn a_folder_in_a_markers_place_is_never_replaced() {
         std::fs::remove_dir_all(&out).unwrap();
     }
 }
+
+/// An output that is a symlink leading to no directory (into a committed output's missing
+/// folder, or a loop) is refused as an output that cannot be written (73), not as a retryable
+/// failure, and nothing is written anywhere it might lead.
+#[test]
+fn a_symlink_leading_nowhere_is_not_an_output() {
+    let dir = scratch("guard-dangling");
+    let graph = dir.join("graph");
+    generate(&graph, 300, 4, 8, 1);
+    let flat = flatten(&dir, &graph, "flat", &[], |j| j.key("fanouts", vec![3, 3]));
+    let before = snapshot(&flat);
+    let (into, a, b) = (dir.join("into"), dir.join("loop-a"), dir.join("loop-b"));
+    std::os::unix::fs::symlink(flat.join("sub"), &into).unwrap();
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    for link in [&into, &a] {
+        let out = run(&Job::flatten(&graph, link).key("overwrite", true).write(&dir, "link"), &[]);
+        assert_fails(&out, 73, &["a symlink that leads to no directory"]);
+    }
+    assert!(snapshot(&flat) == before && !flat.join("sub").exists());
+}

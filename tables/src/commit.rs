@@ -116,6 +116,16 @@ async fn check_named(
     if output.local_dir().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(Error::Output(format!("{}: the output is a file, not a directory", output.shown())));
     }
+    // A symlink that leads nowhere (its target missing, or links in a loop): no write can go
+    // through it, and where it would lead cannot be checked.
+    let dangling = |d: &std::path::Path| d.symlink_metadata().is_ok_and(|m| m.is_symlink()) && !d.is_dir();
+    if output.local_dir().is_some_and(|d| dangling(&d)) {
+        return Err(Error::Output(format!(
+            "{}: the output is a symlink that leads to no directory (its target is missing, or the links loop); \
+             create the directory it leads to, or name a directory",
+            output.shown()
+        )));
+    }
     settle(output, layout).await?;
     let entries = entries(output).await?;
     // A run writes into its layout's directories (a model's `checkpoints/`) and `_temporary/`:
