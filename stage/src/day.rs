@@ -43,7 +43,7 @@ impl Day {
         if incremental && state.is_none() {
             return Err(Error::Usage(format!(
                 "output {output}: incremental keeps the nodes' digests beside the output, which needs a directory \
-                 around it (not a bucket's root)"
+                 around it (not a bucket's root, nor `.`: name the directory itself)"
             )));
         }
         let kept = match Source::of(arrival) {

@@ -37,7 +37,11 @@ pub fn state_uri(output: &str) -> Option<String> {
 /// `.<name><suffix>` beside the output `output` (named `<name>`); `None` for an output with
 /// no directory around it (a bucket).
 pub fn beside(output: &str, suffix: &str) -> Option<String> {
-    let trimmed = output.trim_end_matches('/');
+    // `flat/.` and `flat/./` name `flat`.
+    let mut trimmed = output.trim_end_matches('/');
+    while let Some(named) = trimmed.strip_suffix("/.") {
+        trimmed = named.trim_end_matches('/');
+    }
     let (parent, name) = match trimmed.rsplit_once('/') {
         Some((parent, name)) => (Some(parent), name),
         None => (None, trimmed),
@@ -137,6 +141,9 @@ mod tests {
         assert_eq!(state_uri("/data/flat").as_deref(), Some("/data/.flat.graphflat-state"));
         assert_eq!(state_uri("/data/flat/").as_deref(), Some("/data/.flat.graphflat-state"));
         assert_eq!(state_uri("flat").as_deref(), Some(".flat.graphflat-state"));
+        assert_eq!(state_uri("/data/flat/./").as_deref(), Some("/data/.flat.graphflat-state"));
+        assert_eq!(state_uri("flat/.").as_deref(), Some(".flat.graphflat-state"));
+        assert_eq!(state_uri("."), None);
         assert_eq!(state_uri("s3://bucket/daily/flat").as_deref(), Some("s3://bucket/daily/.flat.graphflat-state"));
         assert_eq!(state_uri("s3://bucket"), None);
         assert_eq!(state_uri("s3://bucket/"), None);
