@@ -76,11 +76,18 @@ pub fn running(stage: &'static str, last: bool) {
     *running = Some((stage, last, tables::stop::committed_count()));
 }
 
+/// How long a process stopped after its job's every output committed waits for the job's own
+/// end (see [`exit_on_signals`]).
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// SIGTERM (and SIGINT) end the job with a message: a commit switching its outputs in
 /// finishes first (milliseconds on a local disk) and no commit starts after the signal
 /// (`tables::stop`), so every output is either this run's, whole, or the one it replaced,
 /// whole; the message says which. The exit code is 143 (130 for SIGINT), or 0 when the stop
 /// came during the last stage's switch, which finished: the job's every output is committed.
+/// Then the job's own end (the last exchange with the other processes, which learn of the
+/// commit there, and the summary) may still come, for at most [`GRACE`]: a process that left at
+/// once would have its peers fail the job it committed.
 pub fn exit_on_signals() {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) else { return };
@@ -92,6 +99,10 @@ pub fn exit_on_signals() {
             let (done, message) = stopped_message(name, running, &stopped);
             let _ = writeln!(std::io::stderr(), "{message}");
             let code = if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 };
+            if done {
+                // The main thread's return ends the process before this wait does.
+                std::thread::sleep(GRACE);
+            }
             std::process::exit(if done { 0 } else { code });
         }
     });

@@ -380,3 +380,33 @@ fn a_graph_of_two_runs_is_generated_again_not_skipped() {
     assert_eq!(manifest_run(&nodes), manifest_run(&edges));
     assert!(text(&run(&job, &[])).contains("already holds a graph; skipping"));
 }
+
+/// Two processes, SIGTERM to process 0 inside the job's last switch: the switch finishes, and
+/// process 0 stays for the job's own end, so process 1 learns of the commit and both exit 0
+/// (process 1 used to lose its peer and fail, 75, a job that had committed).
+#[test]
+fn a_stop_inside_the_last_switch_of_two_processes_ends_both_as_committed() {
+    let dir = scratch("switch-stop-cluster");
+    let graph = dir.join("graph");
+    generate(&graph, 2000, 5, 8, 1);
+    let out = dir.join("flat");
+    let job = Job::loopback(2).and(Job::flatten(&graph, &out).key("fanouts", vec![4, 4])).write(&dir, "two");
+    let spawn = |p: usize| {
+        graphflat()
+            .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])
+            .env(PAUSE, "1500")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (mut first, second) = (spawn(0), spawn(1));
+    wait_for_the_switch(&out, &mut first);
+    signal(&first, "TERM");
+    for (p, child) in [(0, first), (1, second)] {
+        let ended = child.wait_with_output().unwrap();
+        assert_eq!(ended.status.code(), Some(0), "process {p}:\n{}", text(&ended));
+    }
+    assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
+    assert_every_reader_reads_the_manifest(&[&out]);
+}
