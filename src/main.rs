@@ -430,7 +430,9 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         failure: result.as_ref().err().map(|e| (e.cause.exit_code(), e.message())),
         version: VERSION.to_owned(),
     };
-    let written = ledger.write(&io, info, page);
+    // A stopped job writes no report, as its stop says (a stop during the last switch lets the
+    // job reach here: src/exit.rs).
+    let written = if tables::stop::stopping() { Vec::new() } else { ledger.write(&io, info, page) };
     if !written.is_empty() {
         match &result {
             Ok(()) => println!("report:         {}", written.join(", ")),

@@ -390,7 +390,9 @@ fn a_stop_inside_the_last_switch_of_two_processes_ends_both_as_committed() {
     let graph = dir.join("graph");
     generate(&graph, 2000, 5, 8, 1);
     let out = dir.join("flat");
-    let job = Job::loopback(2).and(Job::flatten(&graph, &out).key("fanouts", vec![4, 4])).write(&dir, "two");
+    let page = dir.join("report.html");
+    let flatten = Job::flatten(&graph, &out).key("fanouts", vec![4, 4]);
+    let job = Job::loopback(2).and(flatten).and(Job::report(&page)).write(&dir, "two");
     let spawn = |p: usize| {
         graphflat()
             .args(["run", job.to_str().unwrap(), "--process", &p.to_string()])
@@ -408,5 +410,6 @@ fn a_stop_inside_the_last_switch_of_two_processes_ends_both_as_committed() {
         assert_eq!(ended.status.code(), Some(0), "process {p}:\n{}", text(&ended));
     }
     assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
+    assert!(!page.exists(), "a stopped job wrote its report");
     assert_every_reader_reads_the_manifest(&[&out]);
 }

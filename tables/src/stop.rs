@@ -104,6 +104,12 @@ pub fn stop() -> Stopped {
     stopped
 }
 
+/// Whether a stop came (no switch starts any more): what the job does after its last commit
+/// (its report) is not done either.
+pub fn stopping() -> bool {
+    GATE.state().stopping
+}
+
 /// How many outputs this process has committed so far.
 pub fn committed_count() -> usize {
     GATE.state().committed.len()
