@@ -237,6 +237,19 @@ fn a_job_whose_stages_share_an_output_is_refused_before_it_runs() {
         assert_fails(&out, 64, &["[partition] output", "[flatten] output", "a directory of its own"]);
         assert!(!dir.join("x").exists(), "{name}: nothing ran");
     }
+    // A symlink, relative or through another, to the directory an earlier stage will make.
+    std::os::unix::fs::symlink("x", dir.join("to-x")).unwrap();
+    std::os::unix::fs::symlink(dir.join("to-x"), dir.join("to-to-x")).unwrap();
+    for (name, link) in [("symlink", "to-x"), ("symlinks", "to-to-x/flat")] {
+        let partition = Job::table_named("partition")
+            .key("nodes", location(graph.join("nodes")))
+            .key("edges", location(graph.join("edges")))
+            .key("output", location(dir.join("x")));
+        let job = partition.and(Job::flatten(&graph, dir.join(link)));
+        let out = run(&job.write(&dir, name), &[]);
+        assert_fails(&out, 64, &["[partition] output", "[flatten] output", "a directory of its own"]);
+        assert!(!dir.join("x").exists(), "{name}: nothing ran");
+    }
 }
 
 /// The Python package's rule says what the binary says, word for word, on the same cases.

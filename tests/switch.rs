@@ -375,6 +375,20 @@ fn a_graph_of_two_runs_is_generated_again_not_skipped() {
     std::fs::remove_dir_all(&edges).unwrap();
     std::fs::rename(other.join("edges"), &edges).unwrap();
     assert_ne!(manifest_run(&nodes), manifest_run(&edges));
+    // A stage reading it (as one opening the graph between the two switches would) refuses
+    // to mix two graphs, with a retry (75); tables of two graphs named on purpose are read.
+    let flat = dir.join("flat");
+    let mixed = run(&Job::flatten(&graph, &flat).write(&dir, "mixed"), &[]);
+    assert_fails(&mixed, 75, &["written as one graph", "write the graph again"]);
+    assert!(!flat.join("_SUCCESS").exists(), "nothing was committed");
+    let third = dir.join("third");
+    generate(&third, 300, 4, 8, 2);
+    let chosen = Job::table_named("flatten")
+        .key("nodes", location(&nodes))
+        .key("edges", location(third.join("edges")))
+        .key("output", location(&flat));
+    let read = run(&chosen.write(&dir, "chosen"), &[]);
+    assert!(read.status.success(), "{}", text(&read));
     let ended = run(&job, &[]);
     assert!(ended.status.success() && text(&ended).contains("generating the whole graph again"), "{}", text(&ended));
     assert_eq!(manifest_run(&nodes), manifest_run(&edges));
@@ -412,4 +426,35 @@ fn a_stop_inside_the_last_switch_of_two_processes_ends_both_as_committed() {
     assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
     assert!(!page.exists(), "a stopped job wrote its report");
     assert_every_reader_reads_the_manifest(&[&out]);
+}
+
+/// Two trainings with overwrite into one model, started together, again and again: the
+/// trainer writes its checkpoints and metrics into the output while the other's commit moves
+/// that output's folders into its next version. Each ends 0, or 75 when the other's switch
+/// took its staged files away ("run again"); never 66 or 73, a file "not found" or "cannot
+/// write" that a retry would not fix (5 tries in 100 once were).
+#[test]
+fn two_trainings_into_one_model_at_once_end_committed_or_retry() {
+    let dir = scratch("switch-two-trainings");
+    let graph = dir.join("graph");
+    generate(&graph, 3000, 5, 8, 1);
+    let flat = dir.join("flat");
+    run_ok(&job(&dir, &graph, &flat, true, "flat"), &[]);
+    let model = dir.join("model");
+    let training = Job::cluster()
+        .key("workers", 2)
+        .and(Job::train(&flat, &model).key("epochs", 3).key("checkpoint_every", 1).key("overwrite", true))
+        .write(&dir, "training");
+    for round in 0..40 {
+        let other = spawn(&training, None);
+        let mine = run(&training, &[]);
+        let theirs = other.wait_with_output().unwrap();
+        for out in [&mine, &theirs] {
+            let ended = out.status.code();
+            let retry = ended == Some(75) && text(out).contains("two runs into one output at once");
+            assert!(ended == Some(0) || retry, "round {round}: {ended:?}: {}", text(out));
+        }
+    }
+    graphflat_ok(&["inspect", model.to_str().unwrap()]);
+    assert_eq!(siblings(&model), Vec::<PathBuf>::new(), "no version is left beside the model");
 }

@@ -55,6 +55,7 @@ pub async fn table_files(table: &Place) -> Result<Vec<TableFile>, Error> {
         && let Some(manifest) = read_manifest(table).await?
     {
         check_listed(table, &manifest).await?;
+        crate::together::opened(table, &manifest)?;
         return Ok(listed(table, &manifest));
     }
     let mut files: Vec<ObjectMeta> = match table.list_files().await? {

@@ -10,7 +10,8 @@
 //! - [`read`]: row groups as units of work, bounded decoded batches, every listed byte checked
 //!   against its manifest ([`checksum`]) as it is read;
 //! - [`chunks`]: local column chunks read into buffers a table's readers keep between row groups;
-//! - [`table`]: writing files and whole tables;
+//! - [`table`]: writing files and whole tables; [`together`]: the tables of one graph, read of
+//!   one run;
 //! - [`parts`]: one worker's share of a stage's output as part files;
 //! - [`direct`]: a local part written with direct I/O at its staged name;
 //! - [`staging`]: where a run's files wait for its commit, and how the commit publishes them;
@@ -50,6 +51,7 @@ pub mod stop;
 pub mod streamed;
 pub mod switch;
 pub mod table;
+pub mod together;
 mod upload;
 
 pub use error::Error;

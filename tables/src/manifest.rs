@@ -107,6 +107,10 @@ pub struct Manifest {
     /// Only the report reads it: facts that do not parse are taken as none, never an error.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub facts: Option<schemas::facts::RunFacts>,
+    /// The tables committed with this one as one graph, each as the path from this table to it
+    /// (`../edges`); empty for any other output (see [`crate::together`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub together: Vec<String>,
 }
 
 fn block_bytes() -> u64 {
@@ -126,6 +130,7 @@ impl Manifest {
             parts,
             settings,
             facts: None,
+            together: Vec::new(),
         }
     }
 

@@ -207,10 +207,11 @@ impl Place {
     }
 
     /// Where this place really is, for comparing places: on the local file system the path
-    /// with every symlink of its existing part resolved, elsewhere the store's name and key.
+    /// with every symlink of its existing part resolved (and those that lead to a directory not
+    /// made yet followed), elsewhere the store's name and key.
     pub fn identity(&self) -> String {
         match self.local_dir() {
-            Some(dir) => resolved(&dir).to_string_lossy().into_owned(),
+            Some(dir) => resolved_within(&dir, SYMLINKS_FOLLOWED).to_string_lossy().into_owned(),
             None => self.show(&self.path),
         }
     }
@@ -330,12 +331,20 @@ impl Place {
         self.head().await.map(|meta| meta.is_some())
     }
 
+    ///
+    /// On the local file system the store makes the file's folders, so a put that finds its
+    /// folder gone lost a race with a commit that moved that folder into the next version
+    /// (`crate::switch`): it is made again, at most [`PUT_TRIES`] times in all.
     pub async fn put(&self, bytes: Vec<u8>) -> Result<(), Error> {
-        self.store
-            .put(&self.path, PutPayload::from(bytes))
-            .await
-            .map(|_| ())
-            .map_err(|source| self.store_error("cannot write", source))
+        let payload = PutPayload::from(bytes);
+        let mut tries = 1;
+        loop {
+            match self.store.put(&self.path, payload.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(source) if self.local && tries < PUT_TRIES && folder_gone(&source) => tries += 1,
+                Err(source) => return Err(self.store_error("cannot write", source)),
+            }
+        }
     }
 
     /// Removes the object; one that is not there is no error.
@@ -376,6 +385,15 @@ impl Place {
     }
 }
 
+/// How many times a local put is made when its folder is gone before it ends ([`Place::put`]).
+const PUT_TRIES: usize = 3;
+
+/// Whether a local store's failure is a file or folder not found (its staging file's rename).
+fn folder_gone(error: &object_store::Error) -> bool {
+    schemas::message::sources(error)
+        .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound))
+}
+
 /// The error for a directory, FIFO, socket or device where a file was expected.
 pub(crate) fn not_regular(shown: impl std::fmt::Display) -> Error {
     Error::BadData(format!("{shown}: not a regular file (a directory, FIFO, socket or device)"))
@@ -389,18 +407,36 @@ pub(crate) fn is_stream(path: &std::path::Path) -> bool {
 /// `path` with every symlink and `..` of its longest existing ancestor resolved, then the rest
 /// as written (`..` in the rest taken lexically).
 fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+    resolved_within(path, 0)
+}
+
+/// How many symlinks that lead nowhere yet [`Place::identity`] follows, as Linux's
+/// `MAXSYMLINKS`.
+const SYMLINKS_FOLLOWED: usize = 40;
+
+/// [`resolved`], also following at most `links` symlinks that lead nowhere yet (to a directory
+/// a stage will make), so that two names of one future directory resolve alike; past that
+/// (a loop), the rest is taken as written.
+fn resolved_within(path: &std::path::Path, links: usize) -> std::path::PathBuf {
     let mut existing = path;
     let mut rest = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            return rest.iter().rev().fold(real, |mut path: std::path::PathBuf, part: &&std::ffi::OsStr| {
+        let lexically = |base: std::path::PathBuf, rest: &[&std::ffi::OsStr]| {
+            rest.iter().rev().fold(base, |mut path: std::path::PathBuf, part: &&std::ffi::OsStr| {
                 if *part == ".." {
                     path.pop();
                 } else if *part != "." {
                     path.push(part);
                 }
                 path
-            });
+            })
+        };
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return lexically(real, &rest);
+        }
+        if let (Some(target), true) = (std::fs::read_link(existing).ok(), links > 0) {
+            let target = existing.parent().map_or(target.clone(), |parent| parent.join(&target));
+            return lexically(resolved_within(&target, links - 1), &rest);
         }
         match (existing.parent(), existing.file_name()) {
             (Some(parent), Some(name)) => {
@@ -525,6 +561,32 @@ mod tests {
         assert!(place(dir.join("link")).overlaps(&place(dir.join("nodes"))));
         assert!(place(dir.join("link/new")).overlaps(&place(dir.join("nodes"))));
         assert!(!place(dir.join("linked")).overlaps(&place(dir.join("nodes"))));
+        // Symlinks to directories that a stage will make: relative, through a chain, inside one.
+        std::os::unix::fs::symlink("later", dir.join("soon")).unwrap();
+        std::os::unix::fs::symlink(dir.join("soon"), dir.join("sooner")).unwrap();
+        std::os::unix::fs::symlink("later/sub", dir.join("within")).unwrap();
+        assert!(place(dir.join("soon")).overlaps(&place(dir.join("later"))));
+        assert!(place(dir.join("sooner/x")).overlaps(&place(dir.join("later"))));
+        assert!(place(dir.join("within")).overlaps(&place(dir.join("later"))));
+        assert!(!place(dir.join("soon")).overlaps(&place(dir.join("nodes"))));
+        // A loop resolves to itself, as written, and ends.
+        std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+        std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+        assert!(!place(dir.join("loop-a")).overlaps(&place(dir.join("nodes"))));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_local_put_whose_folder_is_gone_is_not_found() {
+        let gone = object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        assert!(folder_gone(&gone));
+        let full = object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::from(std::io::ErrorKind::StorageFull)),
+        };
+        assert!(!folder_gone(&full));
     }
 }

@@ -119,17 +119,16 @@ pub async fn put_whole(dir: &Place, run: &str, name: &str, bytes: Vec<u8>, creat
         };
     };
     let local = |source: std::io::Error| Error::Write { file: target.shown(), source: source.into() };
-    if let Some(parent) = via.parent() {
-        std::fs::create_dir_all(parent).map_err(local)?;
-    }
-    std::fs::write(&via, bytes).map_err(local)?;
-    let placed = match create {
-        true => std::fs::hard_link(&via, &to).and_then(|()| std::fs::remove_file(&via)),
-        false => std::fs::rename(&via, &to),
+    // Another run's commit may move `_temporary/` into its next version between the steps
+    // (`crate::switch`): a staged file gone is written again, a few times at most.
+    let mut tries = 1;
+    let placed = loop {
+        let placed = stage_and_place(&via, &to, &bytes, create);
+        match placed {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+            placed => break placed,
+        }
     };
-    if placed.is_err() {
-        let _ = std::fs::remove_file(&via);
-    }
     match placed {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Store {
             what: format!("{} exists", target.shown()),
@@ -137,6 +136,24 @@ pub async fn put_whole(dir: &Place, run: &str, name: &str, bytes: Vec<u8>, creat
         }),
         placed => placed.map_err(local),
     }
+}
+
+/// [`put_whole`]'s local steps: `bytes` written at `via` (its folder made), then linked
+/// (`create`) or renamed to `to`; `via` is removed if that fails.
+fn stage_and_place(via: &std::path::Path, to: &std::path::Path, bytes: &[u8], create: bool) -> std::io::Result<()> {
+    if let Some(parent) = via.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(via, bytes)?;
+    let placed = match create {
+        // The staged name left (its folder moved away meanwhile) goes with the run's folder.
+        true => std::fs::hard_link(via, to).map(|()| drop(std::fs::remove_file(via))),
+        false => std::fs::rename(via, to),
+    };
+    if placed.is_err() {
+        let _ = std::fs::remove_file(via);
+    }
+    placed
 }
 
 /// Whether `error` is [`put_whole`]'s create-if-absent finding the file there.

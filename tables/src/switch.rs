@@ -178,9 +178,24 @@ fn fill(
             fs::create_dir_all(folder).map_err(|e| written(folder, e))?;
         }
         let from = out.join(staged_name(run, &file.name));
-        fs::rename(&from, &to).map_err(|e| written(&from, e))?;
+        fs::rename(&from, &to).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => lost_to_another_run(out, &from),
+            _ => written(&from, e),
+        })?;
     }
     Ok(())
+}
+
+/// The error for a file this run staged in `out` that is gone at its commit: another run's
+/// commit, switching `out` while this run made its `_temporary/` folder, took it away with the
+/// version it replaced. Two runs writing one output at once: a retry runs alone (75).
+fn lost_to_another_run(out: &Path, staged: &Path) -> Error {
+    Error::Retry(format!(
+        "{}: this run's staged file is gone; another run committed {} while this one wrote it (two \
+         runs into one output at once); run again",
+        staged.display(),
+        out.display()
+    ))
 }
 
 /// Links into `next` every file of `out` (in `folder`, "" for the top) that the new version
@@ -218,7 +233,12 @@ fn keep_into(
             }
             continue;
         }
-        fs::hard_link(entry.path(), next.join(&listed))?;
+        match fs::hard_link(entry.path(), next.join(&listed)) {
+            // Renamed or removed since it was listed: another run's file that it writes whole
+            // again (a trainer's metrics, an object store's staging file), not this output's.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            linked => linked?,
+        }
     }
     Ok(())
 }

@@ -91,9 +91,11 @@ impl<'a> TableWriter<'a> {
             dirs.push(writer.dir);
             rest.push((writer.stage, writer.lease, parts));
         }
+        let places: Vec<&Place> = dirs.iter().collect();
         let pending = dirs.iter().zip(rest).map(|(dir, (stage, lease, parts))| {
             let entries = parts.iter().map(|p| p.entry.clone()).collect();
-            let manifest = Manifest::new(lease.run(), stage, entries, serde_json::Value::Null);
+            let mut manifest = Manifest::new(lease.run(), stage, entries, serde_json::Value::Null);
+            manifest.together = crate::together::partners_of(dir, &places);
             let files = parts.iter().map(StagedPart::file).collect();
             Pending { output: dir, manifest, files, layout: &Layout::TABLE, lease }
         });
