@@ -42,7 +42,7 @@ pub fn opened(table: &Place, manifest: &Manifest) -> Result<(), Error> {
     if manifest.together.is_empty() {
         return Ok(());
     }
-    let identity = table.identity();
+    let identity = normal(&table.identity());
     let partners: Vec<String> = manifest.together.iter().map(|rel| joined(&identity, rel)).collect();
     let mut notes = OPENED.lock().unwrap_or_else(|e| e.into_inner());
     notes.retain(|n| n.identity != identity);
@@ -72,7 +72,7 @@ fn relative(from: &str, to: &str) -> String {
     up.chain(b[common..].iter().copied()).collect::<Vec<_>>().join("/")
 }
 
-/// `base` with the relative path `rel` applied (`..` a step up).
+/// `base` with the relative path `rel` applied (`..` a step up), in [`normal`] form.
 fn joined(base: &str, rel: &str) -> String {
     let mut path = parts(base);
     for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
@@ -82,8 +82,13 @@ fn joined(base: &str, rel: &str) -> String {
             path.push(part);
         }
     }
-    let lead = if base.starts_with('/') { "/" } else { "" };
-    format!("{lead}{}", path.join("/"))
+    path.join("/")
+}
+
+/// A place's identity as [`joined`] gives it: its components joined by one `/` (a URI's `//`
+/// and a path's leading `/` dropped alike).
+fn normal(identity: &str) -> String {
+    parts(identity).join("/")
 }
 
 fn parts(path: &str) -> Vec<&str> {
@@ -105,9 +110,7 @@ mod tests {
         ] {
             let rel = relative(from, to);
             assert!(!rel.starts_with('/'), "{rel}");
-            let back = joined(from, &rel);
-            // A URI's `//` is not kept; both sides compare in the same form.
-            assert_eq!(parts(&back), parts(to), "{from} -> {to} via {rel}");
+            assert_eq!(joined(&normal(from), &rel), normal(to), "{from} -> {to} via {rel}");
         }
         assert_eq!(relative("/x/g/nodes", "/x/g/edges"), "../edges");
     }
