@@ -503,8 +503,9 @@ fn written_dirs(job: &JobFile) -> Vec<(String, String)> {
     dirs
 }
 
-/// Refuses (64) a job two of whose stages write one directory, or one inside another's,
-/// before anything runs: the later stage would replace or pollute what the earlier committed.
+/// Refuses (64) a job two of whose stages write one directory, or one inside another's, and
+/// (73) one with an output no write can reach (`tables::commit::check_path`), before anything
+/// runs: the later stage would replace or pollute what the earlier committed, or fail after it.
 fn check_outputs_apart(job: &JobFile, io: &Io) -> Result<()> {
     let dirs = written_dirs(job);
     let places: Vec<(&str, Place)> =
@@ -518,6 +519,9 @@ fn check_outputs_apart(job: &JobFile, io: &Io) -> Result<()> {
                 place.shown()
             )));
         }
+    }
+    for (key, place) in &places {
+        tables::commit::check_path(place).map_err(|e| Exit::new(e.cause(), anyhow::anyhow!("{key} {e}")))?;
     }
     Ok(())
 }

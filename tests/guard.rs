@@ -478,4 +478,22 @@ fn a_symlink_leading_nowhere_is_not_an_output() {
         assert_fails(&out, 73, &["a symlink that leads to no directory"]);
     }
     assert!(snapshot(&flat) == before && !flat.join("sub").exists());
+    // A folder on the output's path that leads nowhere: 73, not a retry (75).
+    let nowhere = dir.join("nowhere");
+    std::os::unix::fs::symlink(dir.join("missing"), &nowhere).unwrap();
+    for out in [nowhere.join("flat"), a.join("flat")] {
+        let ended = run(&Job::flatten(&graph, &out).write(&dir, "beneath"), &[]);
+        assert_fails(&ended, 73, &["on its path is a symlink that leads to no directory"]);
+    }
+    // In a job, before any stage runs: the first stage's output is not written.
+    let first = dir.join("first");
+    let partition = Job::table_named("partition")
+        .key("nodes", location(graph.join("nodes")))
+        .key("edges", location(graph.join("edges")))
+        .key("output", location(&first));
+    for out in [a.clone(), nowhere.join("flat")] {
+        let ended = run(&partition.clone().and(Job::flatten(&graph, &out)).write(&dir, "job"), &[]);
+        assert_fails(&ended, 73, &["[flatten] output", "leads to no directory"]);
+        assert!(!first.exists(), "the partition ran before the job was refused");
+    }
 }

@@ -97,6 +97,46 @@ pub async fn check_own_output(
     check_named(output, inputs, (stage, overwrite), layout, Named::ByStage).await
 }
 
+/// Refuses (73) a local output that no write can reach: the output, or a folder on its path,
+/// a symlink that leads nowhere (its target missing, or links in a loop: where it would lead
+/// cannot be checked either), or a folder on its path that is a file. A job asks it of every
+/// output before any stage runs; each commit's checks ask it again.
+pub fn check_path(output: &Place) -> Result<(), Error> {
+    let Some(dir) = output.local_dir() else { return Ok(()) };
+    let mut at = std::path::PathBuf::new();
+    for part in dir.components() {
+        at.push(part);
+        let Ok(meta) = at.symlink_metadata() else {
+            // Missing from here on: the run makes it.
+            return Ok(());
+        };
+        let nowhere = meta.is_symlink() && !at.is_dir();
+        if nowhere && at == dir {
+            return Err(Error::Output(format!(
+                "{}: the output is a symlink that leads to no directory (its target is missing, or the links \
+                 loop); create the directory it leads to, or name a directory",
+                output.shown()
+            )));
+        }
+        if nowhere {
+            return Err(Error::Output(format!(
+                "{}: the folder {} on its path is a symlink that leads to no directory (its target is missing, or \
+                 the links loop); create the directory it leads to, or name another output",
+                output.shown(),
+                at.display()
+            )));
+        }
+        if !meta.is_symlink() && !meta.is_dir() && at != dir {
+            return Err(Error::Output(format!(
+                "{}: {} on its path is a file, not a directory; name another output",
+                output.shown(),
+                at.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn check_named(
     output: &Place,
     inputs: &[&Place],
@@ -116,16 +156,7 @@ async fn check_named(
     if output.local_dir().is_some_and(|d| d.exists() && !d.is_dir()) {
         return Err(Error::Output(format!("{}: the output is a file, not a directory", output.shown())));
     }
-    // A symlink that leads nowhere (its target missing, or links in a loop): no write can go
-    // through it, and where it would lead cannot be checked.
-    let dangling = |d: &std::path::Path| d.symlink_metadata().is_ok_and(|m| m.is_symlink()) && !d.is_dir();
-    if output.local_dir().is_some_and(|d| dangling(&d)) {
-        return Err(Error::Output(format!(
-            "{}: the output is a symlink that leads to no directory (its target is missing, or the links loop); \
-             create the directory it leads to, or name a directory",
-            output.shown()
-        )));
-    }
+    check_path(output)?;
     settle(output, layout).await?;
     let entries = entries(output).await?;
     // A run writes into its layout's directories (a model's `checkpoints/`) and `_temporary/`:

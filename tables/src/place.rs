@@ -331,6 +331,7 @@ impl Place {
         self.head().await.map(|meta| meta.is_some())
     }
 
+    /// Writes the object whole, in one put.
     ///
     /// On the local file system the store makes the file's folders, so a put that finds its
     /// folder gone lost a race with a commit that moved that folder into the next version
