@@ -578,28 +578,41 @@ fn run_generate(job: &JobFile, io: &Io, ledger: &mut Ledger, config: &GenerateCo
     };
     // Every table committed, by one run (a generate writes its tables under one run and commits
     // them together; tables of two runs are a generate stopped between two tables' switches,
-    // or an older graphflat's, and are generated again).
-    let runs = io.block_on(async {
-        let mut runs = Vec::new();
+    // or an older graphflat's, and are generated again). So is a graph whose tables committed
+    // so far all name the missing ones as written with them (`together`): the first generate
+    // into the directory, stopped between its switches.
+    let (runs, half) = io.block_on(async {
+        let (mut runs, mut missing, mut partial) = (Vec::new(), false, true);
         for table in &tables {
             let dir = table.split('/').fold(out.clone(), |p, part| p.child(part));
             if !dir.child(schemas::SUCCESS_MARKER).exists().await {
-                return None;
+                missing = true;
+                continue;
             }
             // One that does not read is left for the stages that read it to name.
-            runs.extend(tables::commit::read_manifest(&dir).await.ok().flatten().map(|m| m.run));
+            let manifest = tables::commit::read_manifest(&dir).await.ok().flatten();
+            partial &= manifest.as_ref().is_some_and(|m| !m.together.is_empty());
+            runs.extend(manifest.map(|m| m.run));
         }
         runs.dedup();
-        Some(runs)
+        let half = missing && partial && runs.len() == 1;
+        (if missing { None } else { Some(runs) }, half)
     });
-    let mixed = runs.as_ref().is_some_and(|runs| runs.len() > 1);
+    let mixed = half || runs.as_ref().is_some_and(|runs| runs.len() > 1);
     if runs.is_some() && !mixed {
         tracing::info!("generate: {} already holds a graph; skipping", out.shown());
         let line = ("graph".into(), "already there; not generated again".into());
         ledger.done(Stage::Generate, &config.output, vec![line]);
     } else if job.cluster.process == 0 {
         let mut config = config.clone();
-        if mixed {
+        if half {
+            tracing::warn!(
+                "generate: {} holds some of a graph's tables, committed by one generate that did not commit the \
+                 others (stopped between its tables' commits); generating the whole graph again",
+                out.shown()
+            );
+            config.overwrite = true;
+        } else if mixed {
             tracing::warn!(
                 "generate: {} holds tables of {} runs (a generate stopped between its tables' commits, or an older \
                  graphflat's); generating the whole graph again",

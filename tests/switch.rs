@@ -359,7 +359,7 @@ fn a_killed_runs_version_never_takes_a_removed_outputs_place() {
 /// A graph's tables are one whole: `generate` writes them under one run and commits them
 /// together, and a job's `[generate]` that finds them of two runs (a generate stopped between
 /// its tables' switches) generates the whole graph again instead of skipping a graph that
-/// never existed.
+/// never existed; so does one that finds only some of the tables, all of one generate.
 #[test]
 fn a_graph_of_two_runs_is_generated_again_not_skipped() {
     let dir = scratch("switch-graph-pair");
@@ -393,6 +393,12 @@ fn a_graph_of_two_runs_is_generated_again_not_skipped() {
     assert!(ended.status.success() && text(&ended).contains("generating the whole graph again"), "{}", text(&ended));
     assert_eq!(manifest_run(&nodes), manifest_run(&edges));
     assert!(text(&run(&job, &[])).contains("already holds a graph; skipping"));
+    // Only the node table, as the first generate into a directory stopped between its two
+    // switches leaves it: generated again too, not refused for want of overwrite.
+    std::fs::remove_dir_all(&edges).unwrap();
+    let ended = run(&job, &[]);
+    assert!(ended.status.success() && text(&ended).contains("generating the whole graph again"), "{}", text(&ended));
+    assert_eq!(manifest_run(&nodes), manifest_run(&edges));
 }
 
 /// Two processes, SIGTERM to process 0 inside the job's last switch: the switch finishes, and
