@@ -5,7 +5,8 @@ DuckDB (``read_parquet('DIR/*.parquet')``) in turn until the file ``STOP`` exist
 JSON object per read (after one saying it is ready): the reader, the rows it read and how many distinct values of ``COLUMN``
 they hold (a read that mixes two versions of a table keyed by ``COLUMN`` holds repeats), or the
 error it raised and whether it is a "not found" (the retryable error a reader gets when a
-switch lands between its listing and its opening of a file). ``tests/switch.rs`` asserts on it.
+switch lands between its listing and its opening of a file), and whether a switch landed during
+the read (``straddled``: the directory's inode changed). ``tests/switch.rs`` asserts on it.
 """
 
 from __future__ import annotations
@@ -27,16 +28,30 @@ def main(directory: str, column: str, stop: str) -> None:
     sys.stdout.flush()
     while not os.path.exists(stop):
         for name, read in readers.items():
+            # A switch exchanges the directory at the path: its inode tells whether one landed
+            # during the read, which then listed one version and looked its files up in the other
+            # (pyarrow and DuckDB skip a listed file they then find gone).
+            before = _inode(directory)
             try:
                 values = read()
-                print(json.dumps({"reader": name, "rows": len(values), "distinct": int(values.nunique())}))
+                line = {"reader": name, "rows": len(values), "distinct": int(values.nunique())}
             except Exception as error:  # noqa: BLE001: every error is reported, then judged
                 text = f"{type(error).__name__}: {error}"
                 missing = isinstance(error, FileNotFoundError) or any(
                     words in text for words in ("No such file", "No files found", "not found", "does not exist")
                 )
-                print(json.dumps({"reader": name, "error": text[:300], "not_found": missing}))
+                line = {"reader": name, "error": text[:300], "not_found": missing}
+            line["straddled"] = before is None or _inode(directory) != before
+            print(json.dumps(line))
             sys.stdout.flush()
+
+
+def _inode(directory: str) -> int | None:
+    """The inode at ``directory`` now; ``None`` between a fallback switch's renames."""
+    try:
+        return os.stat(directory).st_ino
+    except FileNotFoundError:
+        return None
 
 
 if __name__ == "__main__":
