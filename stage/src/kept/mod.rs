@@ -380,9 +380,12 @@ async fn commit(
         .map(|((lease, (done, table)), place)| {
             let entries = done.staged.iter().map(|p| p.entry.clone()).collect();
             let settings = serde_json::json!({ "kept_graph": table.name() });
+            let mut manifest = Manifest::new(run, stage, entries, settings);
+            // One graph: a stage reading it never takes its tables of two runs.
+            manifest.together = tables::together::partners_of(place, &places.kept.iter().collect::<Vec<_>>());
             Pending {
                 output: place,
-                manifest: Manifest::new(run, stage, entries, settings),
+                manifest,
                 files: done.staged.iter().map(|p| p.file()).collect(),
                 layout: &Layout::TABLE,
                 lease,
