@@ -581,7 +581,7 @@ fn run_generate(job: &JobFile, io: &Io, ledger: &mut Ledger, config: &GenerateCo
     // or an older graphflat's, and are generated again). So is a graph whose tables committed
     // so far all name the missing ones as written with them (`together`): the first generate
     // into the directory, stopped between its switches.
-    let (runs, half) = io.block_on(async {
+    let (runs, missing, partial) = io.block_on(async {
         let (mut runs, mut missing, mut partial) = (Vec::new(), false, true);
         for table in &tables {
             let dir = table.split('/').fold(out.clone(), |p, part| p.child(part));
@@ -595,29 +595,26 @@ fn run_generate(job: &JobFile, io: &Io, ledger: &mut Ledger, config: &GenerateCo
             runs.extend(manifest.map(|m| m.run));
         }
         runs.dedup();
-        let half = missing && partial && runs.len() == 1;
-        (if missing { None } else { Some(runs) }, half)
+        (runs, missing, partial)
     });
-    let mixed = half || runs.as_ref().is_some_and(|runs| runs.len() > 1);
-    if runs.is_some() && !mixed {
+    let again = match (missing, runs.len()) {
+        (true, 1) if partial => {
+            Some("some of a graph's tables, committed by one generate that did not commit the others")
+        }
+        (false, 2..) => Some("tables of several runs"),
+        _ => None,
+    };
+    if !missing && again.is_none() {
         tracing::info!("generate: {} already holds a graph; skipping", out.shown());
         let line = ("graph".into(), "already there; not generated again".into());
         ledger.done(Stage::Generate, &config.output, vec![line]);
     } else if job.cluster.process == 0 {
         let mut config = config.clone();
-        if half {
+        if let Some(held) = again {
             tracing::warn!(
-                "generate: {} holds some of a graph's tables, committed by one generate that did not commit the \
-                 others (stopped between its tables' commits); generating the whole graph again",
+                "generate: {} holds {held} (a generate stopped between its tables' commits, or an older graphflat's); \
+                 generating the whole graph again",
                 out.shown()
-            );
-            config.overwrite = true;
-        } else if mixed {
-            tracing::warn!(
-                "generate: {} holds tables of {} runs (a generate stopped between its tables' commits, or an older \
-                 graphflat's); generating the whole graph again",
-                out.shown(),
-                runs.as_ref().map_or(0, Vec::len)
             );
             config.overwrite = true;
         }

@@ -161,24 +161,15 @@ impl DirectPart {
     }
 
     /// [`DirectPart::create`], trying `O_DIRECT` only where `try_direct` says so.
-    ///
-    /// Another run's commit may move the output's `_temporary/` into its next version between
-    /// making the folder and opening the file (`crate::switch`): a folder gone is made again, a
-    /// few times at most.
+    /// Its folder is made again where another run's commit moved it meanwhile
+    /// ([`crate::switch::again_if_moved`]).
     fn create_with(staging: PathBuf, try_direct: bool) -> io::Result<DirectPart> {
-        let open = || {
+        let file = crate::switch::again_if_moved(|| {
             if let Some(dir) = staging.parent() {
                 std::fs::create_dir_all(dir)?;
             }
             OpenOptions::new().write(true).create_new(true).open(&staging)
-        };
-        let mut tries = 1;
-        let file = loop {
-            match open() {
-                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => tries += 1,
-                opened => break opened?,
-            }
-        };
+        })?;
         DirectPart::start(staging, file, try_direct)
     }
 

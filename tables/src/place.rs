@@ -335,14 +335,16 @@ impl Place {
     ///
     /// On the local file system the store makes the file's folders, so a put that finds its
     /// folder gone lost a race with a commit that moved that folder into the next version
-    /// (`crate::switch`): it is made again, at most [`PUT_TRIES`] times in all.
+    /// (`crate::switch::again_if_moved`, whose count it keeps).
     pub async fn put(&self, bytes: Vec<u8>) -> Result<(), Error> {
         let payload = PutPayload::from(bytes);
         let mut tries = 1;
         loop {
             match self.store.put(&self.path, payload.clone()).await {
                 Ok(_) => return Ok(()),
-                Err(source) if self.local && tries < PUT_TRIES && folder_gone(&source) => tries += 1,
+                Err(source) if self.local && tries < crate::switch::TRIES_IF_MOVED && folder_gone(&source) => {
+                    tries += 1
+                }
                 Err(source) => return Err(self.store_error("cannot write", source)),
             }
         }
@@ -385,9 +387,6 @@ impl Place {
         }
     }
 }
-
-/// How many times a local put is made when its folder is gone before it ends ([`Place::put`]).
-const PUT_TRIES: usize = 3;
 
 /// Whether a local store's failure is a file or folder not found (its staging file's rename).
 fn folder_gone(error: &object_store::Error) -> bool {

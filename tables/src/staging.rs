@@ -119,17 +119,8 @@ pub async fn put_whole(dir: &Place, run: &str, name: &str, bytes: Vec<u8>, creat
         };
     };
     let local = |source: std::io::Error| Error::Write { file: target.shown(), source: source.into() };
-    // Another run's commit may move `_temporary/` into its next version between the steps
-    // (`crate::switch`): a staged file gone is written again, a few times at most.
-    let mut tries = 1;
-    let placed = loop {
-        let placed = stage_and_place(&via, &to, &bytes, create);
-        match placed {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
-            placed => break placed,
-        }
-    };
-    match placed {
+    // Another run's commit may move `_temporary/` into its next version between the steps.
+    match crate::switch::again_if_moved(|| stage_and_place(&via, &to, &bytes, create)) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Store {
             what: format!("{} exists", target.shown()),
             source: object_store::Error::AlreadyExists { path: target.shown(), source: e.into() },
