@@ -162,9 +162,9 @@ impl DirectPart {
 
     /// [`DirectPart::create`], trying `O_DIRECT` only where `try_direct` says so.
     /// Its folder is made again where another run's commit moved it meanwhile
-    /// ([`crate::switch::again_if_moved`]).
+    /// ([`crate::moved::again_if_moved`]).
     fn create_with(staging: PathBuf, try_direct: bool) -> io::Result<DirectPart> {
-        let file = crate::switch::again_if_moved(|| {
+        let file = crate::moved::again_if_moved(|| {
             if let Some(dir) = staging.parent() {
                 std::fs::create_dir_all(dir)?;
             }

@@ -40,6 +40,7 @@ pub mod guard;
 pub mod io;
 pub mod lease;
 pub mod manifest;
+pub mod moved;
 pub mod names;
 pub mod parts;
 pub mod pin;

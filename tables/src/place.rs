@@ -335,16 +335,14 @@ impl Place {
     ///
     /// On the local file system the store makes the file's folders, so a put that finds its
     /// folder gone lost a race with a commit that moved that folder into the next version
-    /// (`crate::switch::again_if_moved`, whose count it keeps).
+    /// (`crate::moved::again_if_moved`, whose count it keeps).
     pub async fn put(&self, bytes: Vec<u8>) -> Result<(), Error> {
         let payload = PutPayload::from(bytes);
         let mut tries = 1;
         loop {
             match self.store.put(&self.path, payload.clone()).await {
                 Ok(_) => return Ok(()),
-                Err(source) if self.local && tries < crate::switch::TRIES_IF_MOVED && folder_gone(&source) => {
-                    tries += 1
-                }
+                Err(source) if self.local && tries < crate::moved::TRIES_IF_MOVED && folder_gone(&source) => tries += 1,
                 Err(source) => return Err(self.store_error("cannot write", source)),
             }
         }

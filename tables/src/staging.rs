@@ -120,7 +120,7 @@ pub async fn put_whole(dir: &Place, run: &str, name: &str, bytes: Vec<u8>, creat
     };
     let local = |source: std::io::Error| Error::Write { file: target.shown(), source: source.into() };
     // Another run's commit may move `_temporary/` into its next version between the steps.
-    match crate::switch::again_if_moved(|| stage_and_place(&via, &to, &bytes, create)) {
+    match crate::moved::again_if_moved(|| stage_and_place(&via, &to, &bytes, create)) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::Store {
             what: format!("{} exists", target.shown()),
             source: object_store::Error::AlreadyExists { path: target.shown(), source: e.into() },

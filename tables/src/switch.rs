@@ -186,23 +186,6 @@ fn fill(
     Ok(())
 }
 
-/// How many times a local write is made in all when its folder is gone ([`again_if_moved`]).
-pub const TRIES_IF_MOVED: usize = 3;
-
-/// `write` (which makes its file's folders first), made again while it finds a file or folder
-/// gone, at most [`TRIES_IF_MOVED`] times in all: another run's commit into the same output
-/// may move the output's folders (`_temporary/`, a layout's) into its next version between a
-/// writer's making a folder and writing into it.
-pub fn again_if_moved<T>(mut write: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
-    let mut tries = 1;
-    loop {
-        match write() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < TRIES_IF_MOVED => tries += 1,
-            done => return done,
-        }
-    }
-}
-
 /// The error for a file this run staged in `out` that is gone at its commit: another run's
 /// commit, switching `out` while this run made its `_temporary/` folder, took it away with the
 /// version it replaced. Two runs writing one output at once: a retry runs alone (75).
@@ -513,29 +496,6 @@ pub fn recover(out: &Path, layout: &Layout, alive: &dyn Fn(&str) -> bool) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_write_whose_folder_moved_is_made_again_a_few_times() {
-        let gone = || std::io::Error::from(std::io::ErrorKind::NotFound);
-        let mut calls = 0;
-        let done = again_if_moved(|| {
-            calls += 1;
-            if calls < TRIES_IF_MOVED { Err(gone()) } else { Ok(calls) }
-        });
-        assert_eq!(done.unwrap(), TRIES_IF_MOVED);
-        let mut calls = 0;
-        let error = again_if_moved(|| -> std::io::Result<()> {
-            calls += 1;
-            Err(gone())
-        });
-        assert_eq!((error.unwrap_err().kind(), calls), (std::io::ErrorKind::NotFound, TRIES_IF_MOVED));
-        let mut calls = 0;
-        let error = again_if_moved(|| -> std::io::Result<()> {
-            calls += 1;
-            Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied))
-        });
-        assert_eq!((error.unwrap_err().kind(), calls), (std::io::ErrorKind::PermissionDenied, 1));
-    }
 
     fn tree(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
