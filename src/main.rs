@@ -469,6 +469,9 @@ fn stages_of(job: &JobFile) -> Vec<(Stage, &str)> {
     if let Some(c) = &job.partition {
         stages.push((Stage::Partition, c.output.as_str()));
     }
+    if let Some(c) = &job.precompute {
+        stages.push((Stage::Precompute, c.output.as_str()));
+    }
     if let Some(c) = &job.flatten {
         stages.push((Stage::Flatten, c.output.as_str()));
     }
@@ -552,6 +555,10 @@ fn run_stages(job: &JobFile, io: &std::sync::Arc<Io>, ledger: &mut Ledger) -> Re
     if let Some(config) = &job.partition {
         begin(Stage::Partition);
         run_partition(job, io, ledger, config)?;
+    }
+    if let Some(config) = &job.precompute {
+        begin(Stage::Precompute);
+        run_precompute(job, io, ledger, config)?;
     }
     if let Some(config) = &job.flatten {
         begin(Stage::Flatten);
@@ -649,6 +656,25 @@ fn run_partition(
     let result = graphpartition::run(io, config, &job.cluster)
         .map_err(|f| Exit::stage(f, graphpartition::Error::cause, "partition failed; this run committed no output"));
     settle_and_print(job, ledger, io, Stage::Partition, &config.output, result)
+}
+
+/// The job's `[precompute]`, its summary printed by process 0.
+fn run_precompute(
+    job: &JobFile,
+    io: &std::sync::Arc<Io>,
+    ledger: &mut Ledger,
+    config: &schemas::PrecomputeConfig,
+) -> Result<()> {
+    tracing::info!(
+        "precompute: the features of {} times the normalized adjacency of {}, {} workers x {} processes",
+        schemas::redact(&config.nodes),
+        schemas::redact(&config.edges),
+        job.cluster.threads(),
+        job.cluster.processes
+    );
+    let result = graphinfer::precompute::run(io, config, &job.cluster)
+        .map_err(|f| Exit::stage(f, graphinfer::Error::cause, "precompute failed; this run committed no output"));
+    settle_and_print(job, ledger, io, Stage::Precompute, &config.output, result)
 }
 
 /// The job's `[flatten]`, its summary printed by process 0.

@@ -76,6 +76,11 @@ fn cora_job_runs_after_import() {
     assert!(summary.contains("scored:       2708 nodes"), "{summary}");
     let test = test_accuracy(&summary);
     assert!(test > 0.75, "the paper's GCN reaches about 0.81 on Cora; full-graph training {test}\n{summary}");
+    // And with its first layer precomputed: Â X, records of one hop, a dense first layer.
+    let summary = graphflat_ok_in(&cwd, &["run", jobs_dir().join("precompute-cora.toml").to_str().unwrap()]);
+    assert!(summary.contains("Â X over 10556 in-edges") && summary.contains("scored:       2708 nodes"), "{summary}");
+    let test = test_accuracy(&summary);
+    assert!(test > 0.75, "the paper's GCN reaches about 0.81 on Cora; over Â X {test}\n{summary}");
 }
 
 #[test]

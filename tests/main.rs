@@ -31,6 +31,7 @@ mod liveness;
 mod multilabel;
 mod owner_map;
 mod partition;
+mod precompute;
 mod processes;
 mod readers;
 mod refresh;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{Field, Schema};
 
 use crate::common::typed::graph_tables;
 use crate::common::*;
@@ -30,33 +30,10 @@ fn read_parts(dir: &Path) -> BTreeMap<Key, i32> {
         let part = batch.column_by_name("part").unwrap().as_primitive::<Int32Type>();
         for r in 0..batch.num_rows() {
             let t = types.as_ref().map_or(String::new(), |t| t.value(r).to_owned());
-            let id = match ids.data_type() {
-                DataType::Utf8 => ids.as_string::<i32>().value(r).to_owned(),
-                _ => ids.as_primitive::<Int64Type>().value(r).to_string(),
-            };
-            assert!(parts.insert((t, id), part.value(r)).is_none(), "a node twice in {}", dir.display());
+            assert!(parts.insert((t, id_text(ids, r)), part.value(r)).is_none(), "a node twice in {}", dir.display());
         }
     }
     parts
-}
-
-/// The message-passing edges of an edge table (split null or "train") as (src, dst) text.
-fn read_edges(dir: &Path) -> Vec<(String, String)> {
-    let text = |c: &ArrayRef, r: usize| match c.data_type() {
-        DataType::Utf8 => c.as_string::<i32>().value(r).to_owned(),
-        _ => c.as_primitive::<Int64Type>().value(r).to_string(),
-    };
-    let mut edges = Vec::new();
-    for batch in read_batches(dir) {
-        let (src, dst) = (batch.column_by_name("src").unwrap(), batch.column_by_name("dst").unwrap());
-        let split = batch.column_by_name("split").map(|s| s.as_string::<i32>().clone());
-        for r in 0..batch.num_rows() {
-            if split.as_ref().is_none_or(|s| s.is_null(r) || s.value(r) == "train") {
-                edges.push((text(src, r), text(dst, r)));
-            }
-        }
-    }
-    edges
 }
 
 /// Edges cut (ends in different parts) of `edges` between the types `(src, dst)`.
@@ -125,7 +102,7 @@ fn partition(
 /// balance holds; returns the share of edges cut and the hash owner's.
 fn check(data: &Path, out: &Path, stdout: &str, k: usize) -> (f64, f64) {
     let parts = read_parts(out);
-    let edges = read_edges(&data.join("edges"));
+    let edges = message_passing_edges(&data.join("edges"));
     assert!(parts.values().all(|&p| (0..k as i32).contains(&p)));
     assert!(imbalance(&parts, k) <= 1.03 + 1e-9, "imbalance {}", imbalance(&parts, k));
     let cut = cut_of(&parts, &edges, ("", ""));
@@ -228,7 +205,7 @@ fn a_typed_graph_is_partitioned_over_all_its_relations() {
         [("buys", "user", "item"), ("returns", "user", "item"), ("follows", "user", "user"), ("sells", "shop", "item")];
     let (mut cut, mut edges) = (0, 0);
     for (r, src, dst) in relations {
-        let table = read_edges(&data.join("edges").join(r));
+        let table = message_passing_edges(&data.join("edges").join(r));
         cut += cut_of(&parts, &table, (src, dst));
         edges += table.len() as u64;
     }

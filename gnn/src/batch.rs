@@ -291,11 +291,15 @@ pub struct BatchSpec {
     pub relation_edge_stats: Vec<Option<EdgeStats>>,
     /// The types of typed records (a typed model's); `None` for homogeneous records.
     pub types: Option<Arc<GraphTypes>>,
+    /// `layers` begins with a dense layer the records have no hop for
+    /// (`schemas::layers::Layers::dense_first`): batch layer 1 reads no edge, and the
+    /// records' layer `l` is batch layer `l + 1`.
+    pub dense_first: bool,
 }
 
 impl BatchSpec {
-    /// The plainest batch of `layers`: pruned, raw features, no kernel plans, one input row per
-    /// (record, node). Other specs set what differs from it.
+    /// The plainest batch of `layers` (the records' rule): pruned, raw features, no kernel
+    /// plans, one input row per (record, node). Other specs set what differs from it.
     pub fn plain(layers: Layers) -> Self {
         BatchSpec {
             layers,
@@ -309,13 +313,19 @@ impl BatchSpec {
             edge_stats: None,
             relation_edge_stats: Vec::new(),
             types: None,
+            dense_first: false,
         }
     }
 
-    /// The same batches as the model with `spec` reads them: its feature normalization, and
-    /// its edge features (their width and standardization).
+    /// The same batches as the model with `spec` reads them: its feature normalization, its
+    /// edge features (their width and standardization), and its dense first layer over
+    /// precomputed features (`spec.precomputed`; `self.layers` must be the records', as
+    /// [`BatchSpec::plain`] takes them).
     pub fn reading(self, spec: &ModelSpec) -> Self {
+        let dense_first = spec.precomputed > 0;
         BatchSpec {
+            layers: if dense_first { self.layers.dense_first() } else { self.layers },
+            dense_first,
             attention: spec.kind == schemas::model::ModelKind::Gat,
             normalize_features: spec.normalize_features,
             edge_dim: spec.edge_dim,
@@ -585,11 +595,13 @@ impl LayerContext<'_> {
         e
     }
 
-    /// The records' edges of layer `l` (those whose `edge_layers` bit `l - 1` is set), record
-    /// by record. Panics on a record whose edge features are not the spec's width.
+    /// The records' edges of batch layer `l` (those whose `edge_layers` bit `l - 1` is set, or
+    /// `l - 2` after a dense first layer, which reads none), record by record. Panics on a
+    /// record whose edge features are not the spec's width.
     fn lists(&self, l: usize) -> LayerLists {
         let spec = self.spec;
         let mut lists = LayerLists::default();
+        let Some(bit) = (l - 1).checked_sub(usize::from(spec.dense_first)) else { return lists };
         for (r, rec) in self.records.iter().enumerate() {
             let widths_match = spec.edge_dim == 0 || rec.num_edges() == 0 || rec.edge_dim() == spec.edge_dim;
             assert!(
@@ -601,7 +613,7 @@ impl LayerContext<'_> {
             );
             let row_of = &self.rows.row_of[r];
             for j in 0..rec.edge_src.len() {
-                if rec.edge_layers[j] & (1 << (l - 1)) == 0 {
+                if rec.edge_layers[j] & (1 << bit) == 0 {
                     continue;
                 }
                 lists.src.push(i64::from(row_of[rec.edge_src[j] as usize]));
@@ -719,6 +731,38 @@ mod tests {
     }
 
     #[test]
+    fn a_dense_first_layer_reads_no_edge_and_the_records_layers_follow_it() {
+        let plain = Batch::build(&two_records(), &BatchSpec::plain(Layers::every(2)));
+        let spec = BatchSpec {
+            layers: Layers::every(2).dense_first(),
+            dense_first: true,
+            ..BatchSpec::plain(Layers::every(2))
+        };
+        let dense = Batch::build(&two_records(), &spec);
+        assert_eq!(
+            (dense.layers.len(), dense.row_keys.clone(), dense.features.clone()),
+            (3, plain.row_keys, plain.features)
+        );
+        // Layer 1: every row from itself, weighing 1 (GCN's is then x W + b).
+        let first = &dense.layers[0];
+        assert_eq!((first.rows_in, first.rows_out, first.src.len()), (5, 5, 0));
+        assert_eq!(first.gcn_self, vec![1.0; 5]);
+        // Then the records' layers, as a plain batch has them.
+        for (d, p) in dense.layers[1..].iter().zip(&plain.layers) {
+            assert_eq!((d.rows_in, d.rows_out, &d.src, &d.dst), (p.rows_in, p.rows_out, &p.src, &p.dst));
+            assert_eq!((&d.gcn_coef, &d.gcn_self), (&p.gcn_coef, &p.gcn_self));
+        }
+        // A model over precomputed features reads it so from the records' rule.
+        let spec: ModelSpec = serde_json::from_str(
+            r#"{"kind": "gcn", "input_dim": 2, "hidden": 4, "classes": 2, "layers": 3, "heads": 1,
+                "output_heads": 1, "activation": "relu", "normalize_features": false, "precomputed": 1, "seed": 0}"#,
+        )
+        .unwrap();
+        let read = BatchSpec::plain(Layers::every(2)).reading(&spec);
+        assert_eq!((read.layers.hops(), read.dense_first), (3, true));
+    }
+
+    #[test]
     fn distinct_inputs_keep_each_node_once_and_remap_layer_one() {
         // Record 5 also holds node 1 (same features as in record 0) and node 2 with other
         // features than record 0's copy: node 1 is kept once, node 2 twice.
@@ -801,6 +845,7 @@ mod tests {
             edge_stats: None,
             relation_edge_stats: Vec::new(),
             types: None,
+            dense_first: false,
         };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.

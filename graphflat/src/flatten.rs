@@ -217,6 +217,7 @@ impl Body for Records<'_> {
             types: self.graph_types(&graph.nodes),
             relation_fanouts: self.typed.as_ref().map_or_else(Vec::new, |t| t.fanouts.clone()),
             string_ids: graph.nodes.strings.is_some(),
+            precomputed: graph.nodes.precomputed,
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let layers = self.relation_layers();

@@ -30,8 +30,8 @@ use tables::{Io, Place};
 
 use crate::Error;
 use crate::model::{
-    check_edge_width, check_graph, check_input_width, check_relation_edge_widths, check_type_widths, load, model_dir,
-    model_error,
+    check_edge_width, check_graph, check_input_width, check_precomputed, check_relation_edge_widths, check_type_widths,
+    load, model_dir, model_error,
 };
 use crate::output::{self, Head, TypedRows};
 use crate::pairs::{self, Candidates, Embeddings, PairTypes};
@@ -134,7 +134,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
     // fails before any table is read.
     let dir = model_dir(&io, &config.model).map_err(Failure::Worker)?;
     let files = gnn::io::ModelFiles::read(&io, &dir).map_err(|e| Failure::Worker(model_error(e)))?;
-    let progress = Arc::new(Progress::new("infer", "nodes", phases(files.meta.hops)));
+    let progress = Arc::new(Progress::new("infer", "nodes", phases(files.meta.spec.layers)));
     let model = Arc::new((dir, files));
     let threads = cluster.threads();
     let typed = Arc::new(config.typed());
@@ -145,7 +145,7 @@ pub fn run(io: &Arc<Io>, config: &InferConfig, cluster: &ClusterConfig) -> Resul
         let (meta, model) = agree(worker, load(files, &device))?;
         agree(worker, check_graph(&meta, &files.meta_place, typed.as_ref().as_ref()))?;
         let rule = LayerRule::of(&meta);
-        let embedding = agree(worker, embedding_layer(&config, meta.hops, meta.spec.task))?;
+        let embedding = agree(worker, embedding_layer(&config, meta.spec.layers, meta.spec.task))?;
         agree(worker, check_pairs(&config, &meta, dir))?;
         let candidates = agree(worker, config.pairs.as_deref().map(|p| Candidates::open(&io, p)).transpose())?;
         if worker.index().is_multiple_of(threads) {
@@ -185,7 +185,7 @@ fn log_model(meta: &ModelMeta, dir: &Place, embedding: usize) {
         "infer: {:?} model from {} ({} layers, sampler {}, fanouts {:?}); embedding from layer {embedding}",
         meta.spec.kind,
         dir.shown(),
-        meta.hops,
+        meta.spec.layers,
         meta.sampler.name(),
         meta.fanouts
     );
@@ -275,6 +275,7 @@ impl Reads for Scores<'_> {
         if let Some((candidates, _)) = &self.pairs {
             candidates.check_kind(nodes.id_kind())?;
         }
+        check_precomputed(self.meta, self.dir, &self.config.nodes, nodes.precomputed)?;
         match self.typed {
             Some((graph, _)) => check_type_widths(self.meta, self.dir, graph, nodes),
             None => check_input_width(self.meta, self.dir, &self.config.nodes, nodes.dim),
@@ -313,7 +314,7 @@ impl Body for Scores<'_> {
             Some(digests) => Some(self.refresh(worker, (&nodes, &digests), &mut rows, (output, &table))?),
             None => None,
         };
-        let k = self.meta.hops;
+        let k = self.meta.spec.layers;
         let wanted: Vec<(u32, usize)> =
             rows.iter().map(|r| (r.slot, if r.scored { k } else { self.embedding })).collect();
         // A candidate pair may name any node: with pairs, every node's last layer is computed,
@@ -528,7 +529,7 @@ impl Scores<'_> {
         let mut refresh = Refresh { state, ..Refresh::default() };
         let pairs = self.pairs.as_ref().and_then(|_| {
             let every_node = self.config.targets == Targets::All && self.every_row();
-            crate::refresh::pairs_in_full(self.embedding == self.meta.hops, every_node)
+            crate::refresh::pairs_in_full(self.embedding == self.meta.spec.layers, every_node)
         });
         if let Some(reason) = crate::refresh::in_full(nodes).or(pairs.map(String::from)) {
             refresh.refreshed = Refreshed::full(reason);
@@ -536,6 +537,7 @@ impl Scores<'_> {
             let keys: Vec<i64> = rows.iter().map(|r| r.key).collect();
             let qualify = crate::refresh::qualify(self.config, &table.schema);
             let places = (&output.dir, &kept.dir);
+            // A change reaches as far as the records do: a dense first layer reads no edge.
             let hops = self.meta.hops;
             let (refreshed, base) = stage::refresh::plan(worker, places, &qualify, (nodes, digests), hops, &keys)?;
             worker.clock.lap("affected set");

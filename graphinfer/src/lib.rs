@@ -28,6 +28,7 @@ pub mod model;
 pub mod output;
 pub mod pairs;
 pub mod plan;
+pub mod precompute;
 pub mod refresh;
 pub mod round;
 pub mod rule;

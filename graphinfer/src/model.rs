@@ -34,14 +34,20 @@ pub fn model_dir(io: &Io, model: &str) -> Result<Place, Error> {
 }
 
 /// The committed model read from `dir` (see `gnn::io`) on `device`, once its parts agree: one
-/// layer per hop of its records, one fanout per hop.
+/// layer per hop of its records (and a dense first layer over precomputed features), one
+/// fanout per hop.
 pub fn load(files: &ModelFiles, device: &Device) -> Result<(ModelMeta, Gnn), Error> {
     let model = files.model(device).map_err(model_error)?;
     let meta = files.meta.clone();
     let json = files.meta_place.shown();
-    if meta.spec.layers != meta.hops {
+    if meta.spec.layers != meta.hops + meta.spec.precomputed || meta.spec.precomputed > 1 {
+        let dense = match meta.spec.precomputed {
+            0 => String::new(),
+            n => format!(" over precomputed features ({n} dense layers first)"),
+        };
         return Err(Error::BadData(format!(
-            "{json}: the model has {} layers but was trained on {}-hop records; GraphInfer needs one layer per hop",
+            "{json}: the model has {} layers but was trained on {}-hop records{dense}; GraphInfer needs one layer \
+             per hop, after one dense layer where the features were precomputed",
             meta.spec.layers, meta.hops
         )));
     }
@@ -156,6 +162,19 @@ pub fn check_relation_edge_widths(
 }
 
 /// The node table must have the features the model's first layer takes.
+/// A model with a dense first layer reads `[precompute]`'s `Â X`: the node table must hold it,
+/// as the records it was trained on did.
+pub fn check_precomputed(meta: &ModelMeta, dir: &Place, nodes: &str, precomputed: bool) -> Result<(), Error> {
+    if meta.spec.precomputed > 0 && !precomputed {
+        return Err(Error::Usage(format!(
+            "the model in {} was trained on records over [precompute]'s output (features Â X; its first layer \
+             is dense), and the node table {nodes} holds plain features: give [infer] nodes the [precompute] output",
+            dir.shown()
+        )));
+    }
+    Ok(())
+}
+
 pub fn check_input_width(meta: &ModelMeta, dir: &Place, nodes: &str, dim: usize) -> Result<(), Error> {
     if meta.spec.feature_dim() != dim {
         return Err(Error::BadData(format!(

@@ -310,7 +310,7 @@ const TRANSFORM_BYTES: usize = 256 << 20;
 /// Rows per transform: `batch_size`, fewer when rows of `width` values would pass
 /// [`TRANSFORM_BYTES`]. It depends only on the settings and the width, so every batch of a
 /// layer has the same padded shape on every worker.
-pub(crate) fn transform_rows(batch_size: usize, width: usize) -> usize {
+pub fn transform_rows(batch_size: usize, width: usize) -> usize {
     batch_size.min(TRANSFORM_BYTES / (4 * width.max(1))).max(1)
 }
 

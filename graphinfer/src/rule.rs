@@ -33,9 +33,14 @@ pub struct Selected {
 }
 
 impl LayerRule {
-    /// The rule of `meta`'s model: the records' fanouts, per relation for a typed model.
+    /// The rule of `meta`'s model: the records' fanouts, per relation for a typed model, after
+    /// a dense first layer (no in-edge, no degree) when its features were precomputed.
     pub fn of(meta: &ModelMeta) -> Self {
-        LayerRule { relations: meta.relation_layers(), typed: meta.spec.types.is_some(), hops: meta.hops }
+        let mut relations = meta.relation_layers();
+        if meta.spec.precomputed > 0 {
+            relations = relations.into_iter().map(schemas::layers::Layers::dense_first).collect();
+        }
+        LayerRule { relations, typed: meta.spec.types.is_some(), hops: meta.spec.layers }
     }
 
     /// A homogeneous model's rule (the tests build rules without a model).

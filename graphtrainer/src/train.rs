@@ -396,7 +396,8 @@ fn model_spec(config: &TrainConfig, set: &RecordSet, head: Head) -> ModelSpec {
         input_dim: set.meta.feature_dim + config.learned_embedding_dim,
         hidden: config.hidden,
         classes: head.classes,
-        layers: set.meta.hops,
+        // Records over `Â X` train a dense first layer before the records' hops.
+        layers: set.meta.hops + usize::from(set.meta.precomputed),
         heads: if gat { config.heads } else { 1 },
         output_heads: if gat { config.output_heads } else { 1 },
         activation: config.activation,
@@ -412,6 +413,7 @@ fn model_spec(config: &TrainConfig, set: &RecordSet, head: Head) -> ModelSpec {
         bases: config.bases,
         wide_mlp: true,
         learned_embedding_dim: config.learned_embedding_dim,
+        precomputed: usize::from(set.meta.precomputed),
         seed: config.seed,
     }
 }
@@ -472,6 +474,14 @@ fn learned_types(config: &TrainConfig, mut spec: ModelSpec) -> Result<ModelSpec,
 /// a typed graph, every kind but R-GCN on a homogeneous one.
 fn check_kind(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let kind = config.model;
+    if set.meta.precomputed && kind != ModelKind::Gcn {
+        return Err(Error::Usage(format!(
+            "[train] model = \"{}\", but the records in {} were flattened over [precompute]'s output, whose \
+             features are GCN's Â X: they train model = \"gcn\" (its first layer dense)",
+            kind.name(),
+            set.place.shown()
+        )));
+    }
     match &set.meta.types {
         Some(types) if !kind.runs_typed() => Err(Error::Usage(format!(
             "[train] model = \"{}\", but the records in {} are of a typed graph ({types}); typed graphs train \

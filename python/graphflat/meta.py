@@ -40,6 +40,8 @@ class RecordsMeta:
         relation_fanouts: typed records' fanouts per relation, in relation order.
         negatives: link records' negatives per edge (0 for node records).
         link_relation: a typed link record set's relation.
+        precomputed: the node table's features were ``Â X`` (``[precompute]``'s output): a
+            model of these records has ``hops + 1`` layers, the first dense (GCN's ``x W + b``).
         raw: every ``graphflat.*`` key as written.
     """
 
@@ -58,6 +60,7 @@ class RecordsMeta:
     relation_fanouts: tuple[tuple[int, ...], ...] = ()
     negatives: int = 0
     link_relation: str | None = None
+    precomputed: bool = False
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -72,6 +75,9 @@ class RecordsMeta:
         if "graphflat.hops" not in raw:
             raise ValueError(f"{file}: not a record set of graphflat (no graphflat.hops in its schema metadata)")
         label = raw.get("graphflat.label", "class")
+        precomputed = raw.get("graphflat.precomputed")
+        if precomputed not in (None, "gcn:1"):
+            raise ValueError(f"{file}: graphflat.precomputed = {precomputed!r}; this graphflat knows only 'gcn:1'")
         kind, _, classes = label.partition(":")
         return RecordsMeta(
             task=raw.get("graphflat.task", "node"),
@@ -91,6 +97,7 @@ class RecordsMeta:
             else (),
             negatives=int(raw.get("graphflat.negatives", "0")),
             link_relation=raw.get("graphflat.link_relation"),
+            precomputed=precomputed is not None,
             raw=raw,
         )
 

@@ -55,6 +55,32 @@ fanouts = [4, 3]
 
 
 @pytest.fixture(scope="module")
+def precomputed_records(tmp_path_factory) -> Path:
+    """Node records of one hop over a generated graph's ``Â X`` (``[precompute]``'s output,
+    ``ax`` beside ``g``), on two workers."""
+    tmp = scratch(tmp_path_factory, "precomputed")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "600", "--feature-dim", "5")
+    run_job(
+        tmp,
+        "flatten",
+        f"""[cluster]
+workers = 2
+[precompute]
+nodes = "{tmp}/g/nodes"
+edges = "{tmp}/g/edges"
+output = "{tmp}/ax"
+[flatten]
+nodes = "{tmp}/ax"
+edges = "{tmp}/g/edges"
+output = "{tmp}/flat"
+hops = 1
+fanouts = [4]
+""",
+    )
+    return tmp / "flat"
+
+
+@pytest.fixture(scope="module")
 def link_records(tmp_path_factory) -> Path:
     tmp = scratch(tmp_path_factory, "link")
     graphflat("generate", "--out", str(tmp / "g"), "--nodes", "400", "--feature-dim", "4")

@@ -1,7 +1,7 @@
 """Models across languages: a model GraphTrainer trained, loaded into PyTorch, gives GraphInfer's
 outputs on every record; a model trained in PyTorch and saved gives, through GraphInfer, what
 PyTorch computes for it. Every kind, node and link records, homogeneous and typed, edge
-features on and off; to 1e-4.
+features on and off, and GCN over precomputed features (a dense first layer); to 1e-4.
 
 GraphInfer computes each node over the whole graph (no records), sampling each node's in-edges
 as the records did: its node outputs (``embedding = k``: the last layer's, the logits) and pair
@@ -50,6 +50,8 @@ LINK = [
     ("gine", {"decoder": "mlp"}),
     ("gcn", {"learned_embedding_dim": 6}),
 ]
+# Records over [precompute]'s Â X: a GCN with a dense first layer.
+PRECOMPUTED = [("gcn", {})]
 TYPED = [
     ("rgcn", {}),
     ("rgcn", {"bases": 2, "normalize_edge_features": True}),
@@ -118,9 +120,10 @@ def infer(records: Path, model: Path, out: Path, *, pairs: Path | None = None) -
         graph, keys = (tmp / "graph.toml").read_text(), f'target_type = "{meta.target_type}"\n'
     else:
         edges = tmp / ("split" if meta.task == "link" else "g/edges")
-        graph, keys = "", f'nodes = "{tmp}/g/nodes"\nedges = "{edges}"\n'
+        nodes = tmp / ("ax" if meta.precomputed else "g/nodes")
+        graph, keys = "", f'nodes = "{nodes}"\nedges = "{edges}"\n'
     if meta.task == "node":
-        keys += f"embedding = {meta.hops}\n"
+        keys += f"embedding = {meta.hops + int(meta.precomputed)}\n"
     if pairs is not None:
         keys += f'pairs = "{pairs}"\npairs_output = "{out}-pairs"\n'
     run_job(out.parent, f"infer-{out.name}", f'{graph}[infer]\n{keys}model = "{model}"\noutput = "{out}"\n')
@@ -197,6 +200,7 @@ CASES = [
     (fixture, case)
     for fixture, cases in [
         ("node_records", PLAIN),
+        ("precomputed_records", PRECOMPUTED),
         ("link_records", LINK),
         ("typed_records", TYPED),
         ("typed_link_records", TYPED_LINK),

@@ -122,6 +122,7 @@ pub fn load_nodes(
     // first labeled row's: every worker reads those rows itself.
     let (dim, label_kind) = agree(worker, table_shape(io, &files))?;
     let mut store = NodeStore::new(dim, label_kind);
+    store.precomputed = agree(worker, precomputed(table, &files))?;
     let kind = agree(worker, id_kind(&files, &[NODE_ID]))?;
     if kind == IdKind::String {
         store.strings = Some(NodeStrings::new(string_ids(worker, io, &files)?));
@@ -136,6 +137,31 @@ pub fn load_nodes(
     let mut store = Rc::try_unwrap(store).map(RefCell::into_inner).unwrap_or_default();
     store.lay_out();
     Ok(store)
+}
+
+/// Whether the node table's features are `Â X` (`[precompute]`'s output): every part says so
+/// in its schema metadata, or none does.
+fn precomputed(table: &Place, files: &[ParquetFile]) -> Result<bool, Error> {
+    let says = |f: &ParquetFile| f.arrow.schema().metadata().get(schemas::nodes::PRECOMPUTED).cloned();
+    let first = files.first().and_then(says);
+    if let Some(other) = files.iter().find(|f| says(f) != first) {
+        return Err(Error::BadData(format!(
+            "{}: some parts of the node table hold precomputed features (Â X, written by [precompute]) and {} \
+             does not say the same; write the table again with one [precompute] run",
+            table.shown(),
+            other.place.shown()
+        )));
+    }
+    match first.as_deref() {
+        None => Ok(false),
+        Some(schemas::nodes::GCN_ONCE) => Ok(true),
+        Some(value) => Err(Error::BadData(format!(
+            "{}: {} = {value:?} in the node table's schema metadata; this graphflat knows only {:?}",
+            table.shown(),
+            schemas::nodes::PRECOMPUTED,
+            schemas::nodes::GCN_ONCE
+        ))),
+    }
 }
 
 /// Reads a typed graph's node tables, one per type in type order, into one [`NodeStore`]

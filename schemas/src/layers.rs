@@ -107,6 +107,15 @@ impl Layers {
             .fold(0, |mask, l| mask | 1 << (l - 1))
     }
 
+    /// The rule of a model with one layer more than the records' hops, first: a layer that
+    /// keeps no in-edge and counts no degree, for features that hold their neighbors' already
+    /// (`[precompute]`'s `Â X`). GCN's layer over it is `x W + b` (its self-loop weighs
+    /// `1 / (0 + 1)`); the records' layer `l` is the model's `l + 1`.
+    pub fn dense_first(mut self) -> Layers {
+        self.fanouts.push(Fanout::Sample(0));
+        self
+    }
+
     /// The most in-edges any layer keeps per node: the size of a node's stored sample
     /// (`usize::MAX` when a layer keeps every edge).
     pub fn sample_limit(&self) -> usize {
@@ -120,6 +129,17 @@ mod tests {
 
     fn sampled(fanouts: &[u32]) -> Layers {
         Layers::new(fanouts.iter().map(|&f| Fanout::Sample(f)).collect())
+    }
+
+    #[test]
+    fn a_dense_first_layer_reads_nothing_and_shifts_the_records_layers() {
+        let dense = sampled(&[5, 2]).dense_first();
+        assert_eq!(dense.hops(), 3);
+        assert_eq!((dense.count(1, 40), dense.degree(1, 40)), (0, 0));
+        assert_eq!((dense.fanout(2), dense.fanout(3)), (Fanout::Sample(2), Fanout::Sample(5)));
+        assert_eq!(Layers::every(1).dense_first().degree(2, 7), 7);
+        // The stored sample is the records' largest fanout.
+        assert_eq!(dense.sample_limit(), 5);
     }
 
     #[test]

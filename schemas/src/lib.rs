@@ -30,8 +30,8 @@ pub mod typed;
 pub use error::{BadInput, Location};
 pub use exit::Cause;
 pub use job::{
-    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobError, JobFile, PartitionConfig, StorageConfig,
-    Targets,
+    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, JobError, JobFile, PartitionConfig, PrecomputeConfig,
+    StorageConfig, Targets,
 };
 pub use label::{Label, LabelKind};
 pub use record::Record;

@@ -122,6 +122,11 @@ pub struct ModelSpec {
     /// directory), not parameters of the flat vector.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub learned_embedding_dim: usize,
+    /// Layers whose aggregation the input features hold already (0, or 1 for records over
+    /// `[precompute]`'s `Â X`): the first layer is then dense (`Layers::dense_first`), and
+    /// `layers` is the records' hops plus this.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub precomputed: usize,
     /// Seed of the initial weights.
     pub seed: u64,
 }
@@ -255,7 +260,8 @@ pub struct ModelMeta {
 }
 
 impl ModelMeta {
-    /// The layer rule of the model's records (`fanouts` in its recorded form).
+    /// The layer rule of the model's records (`fanouts` in its recorded form). A model over
+    /// precomputed features has a dense first layer before these (`Layers::dense_first`).
     pub fn layers(&self) -> Layers {
         Layers::recorded(self.hops, &self.fanouts)
     }

@@ -21,6 +21,12 @@ use crate::label::{Label, LabelKind};
 use crate::split::Split;
 
 pub const NODE_ID: &str = "node_id";
+/// The schema metadata key of a node table whose features are `Â X` (`[precompute]`'s
+/// output), with [`GCN_ONCE`] as its value; flattened records say so in their own metadata
+/// (`graphflat.precomputed`), and a model trained on them has a dense first layer.
+pub const PRECOMPUTED: &str = "graphprecompute.features";
+/// The features are `Â X`, GCN's normalized adjacency applied once.
+pub const GCN_ONCE: &str = "gcn:1";
 pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";

@@ -11,8 +11,8 @@ use schemas::JobFile;
 use schemas::job::JobError;
 use schemas::job::graph::{NodeTypeConfig, RelationConfig};
 use schemas::job::{
-    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, PartitionConfig, ReportConfig, StorageConfig,
-    TrainConfig,
+    ClusterConfig, FlattenConfig, GenerateConfig, InferConfig, PartitionConfig, PrecomputeConfig, ReportConfig,
+    StorageConfig, TrainConfig,
 };
 use serde::Deserialize;
 
@@ -29,6 +29,7 @@ const REQUIRED: &[(&str, &str)] = &[
     ("generate", "output = 'o'\n"),
     ("flatten", "nodes = 'n'\nedges = 'e'\noutput = 'o'\n"),
     ("partition", "nodes = 'n'\nedges = 'e'\noutput = 'o'\n"),
+    ("precompute", "nodes = 'n'\nedges = 'e'\noutput = 'o'\n"),
     ("train", "records = 'r'\noutput = 'o'\n"),
     ("infer", "nodes = 'n'\nedges = 'e'\nmodel = 'm'\noutput = 'o'\n"),
     ("report", "output = 'r'\n"),
@@ -115,6 +116,7 @@ fn code_keys() -> BTreeMap<String, BTreeSet<String>> {
         ("graph.node_types.*", keys_of::<NodeTypeConfig>()),
         ("graph.relations.*", keys_of::<RelationConfig>()),
         ("partition", keys_of::<PartitionConfig>()),
+        ("precompute", keys_of::<PrecomputeConfig>()),
         ("flatten", keys_of::<FlattenConfig>()),
         ("train", keys_of::<TrainConfig>()),
         ("infer", keys_of::<InferConfig>()),

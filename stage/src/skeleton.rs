@@ -23,7 +23,7 @@ use sampling::{
 };
 use schemas::facts::{Log2Counts, RunFacts};
 use schemas::job::TypedGraph;
-use schemas::{ClusterConfig, FlattenConfig, InferConfig, PartitionConfig, Sampler, Targets};
+use schemas::{ClusterConfig, FlattenConfig, InferConfig, PartitionConfig, PrecomputeConfig, Sampler, Targets};
 use tables::commit::{Manifest, PartEntry, Pending, Stage, check_output, commit_all, new_run_id};
 use tables::lease::Lease;
 use tables::names::Layout;
@@ -154,6 +154,7 @@ section!(
         PartitionConfig::typed(self)
     }
 );
+section!(PrecomputeConfig);
 section!(
     InferConfig,
     fn typed(&self) -> Option<(TypedGraph, u8)> {

@@ -53,6 +53,7 @@ pub fn kind(stage: Stage) -> &'static str {
         Stage::Import => "an imported graph table (written by import)",
         Stage::SplitEdges => "a split edge table (written by split-edges)",
         Stage::Partition => "a partition table (written by [partition])",
+        Stage::Precompute => "a node table of precomputed features (written by [precompute])",
     }
 }
 
@@ -209,6 +210,7 @@ fn asker(stage: Stage) -> &'static str {
         Stage::Train => "[train]",
         Stage::Infer => "[infer]",
         Stage::Partition => "[partition]",
+        Stage::Precompute => "[precompute]",
         Stage::Generate => "generate",
         Stage::Import => "import",
         Stage::SplitEdges => "split-edges",
@@ -314,8 +316,15 @@ mod tests {
     #[test]
     fn the_asker_is_named_as_the_job_file_or_command_line_names_it() {
         // The one asking is named in its kind's words.
-        for stage in [Stage::Flatten, Stage::Train, Stage::Infer, Stage::Partition, Stage::Generate, Stage::SplitEdges]
-        {
+        for stage in [
+            Stage::Flatten,
+            Stage::Train,
+            Stage::Infer,
+            Stage::Partition,
+            Stage::Precompute,
+            Stage::Generate,
+            Stage::SplitEdges,
+        ] {
             assert!(kind(stage).contains(&format!("by {}", asker(stage))), "{stage:?}");
         }
     }

@@ -39,6 +39,7 @@ pub enum Stage {
     #[serde(rename = "split-edges")]
     SplitEdges,
     Partition,
+    Precompute,
 }
 
 impl Stage {
@@ -51,6 +52,7 @@ impl Stage {
             Stage::Import => "import",
             Stage::SplitEdges => "split-edges",
             Stage::Partition => "partition",
+            Stage::Precompute => "precompute",
         }
     }
 }

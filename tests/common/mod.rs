@@ -27,7 +27,8 @@ pub use records::{
 };
 pub use scores::{Scored, max_difference, read_scores, record_scores, scores_only};
 pub use tables::{
-    Graph, batches_in, parquet_files, read_batches, read_column_i64, read_graph, sorted_rows, write_parquet,
+    Graph, batches_in, id_text, message_passing_edges, parquet_files, read_batches, read_column_i64, read_graph,
+    sorted_rows, write_parquet,
 };
 
 /// How long `run` waits for a job before it fails the test as hung.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// Writes `batch` as the Parquet file `path` (its folder made first).
@@ -108,4 +109,28 @@ pub fn read_column_i64(dir: &Path, column: &str) -> Vec<(String, u64, i64)> {
         }
     }
     values
+}
+
+/// Row `r` of an id column as text: its string, or its integer.
+pub fn id_text(ids: &dyn Array, r: usize) -> String {
+    match ids.data_type() {
+        DataType::Utf8 => ids.as_string::<i32>().value(r).to_owned(),
+        _ => ids.as_primitive::<Int64Type>().value(r).to_string(),
+    }
+}
+
+/// The message-passing edges of an edge table (split null or "train") as (src, dst) text, in
+/// table order; the table may be committed or hand-written (no `_SUCCESS`).
+pub fn message_passing_edges(dir: &Path) -> Vec<(String, String)> {
+    let mut edges = Vec::new();
+    for batch in batches_in(parquet_files(dir)) {
+        let (src, dst) = (batch.column_by_name("src").unwrap(), batch.column_by_name("dst").unwrap());
+        let split = batch.column_by_name("split").map(|s| s.as_string::<i32>().clone());
+        for r in 0..batch.num_rows() {
+            if split.as_ref().is_none_or(|s| s.is_null(r) || s.value(r) == "train") {
+                edges.push((id_text(src, r), id_text(dst, r)));
+            }
+        }
+    }
+    edges
 }

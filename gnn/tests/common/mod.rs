@@ -154,6 +154,7 @@ pub fn spec_with_edges(kind: ModelKind, dim: usize, edge_dim: usize) -> ModelSpe
         bases: 0,
         wide_mlp: true,
         learned_embedding_dim: 0,
+        precomputed: 0,
         seed: 9,
     }
 }

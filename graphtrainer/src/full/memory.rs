@@ -150,6 +150,7 @@ mod tests {
             bases: 0,
             wide_mlp: true,
             learned_embedding_dim: 0,
+            precomputed: 0,
             seed: 0,
         }
     }

@@ -308,6 +308,8 @@ pub fn spec(
         bases: config.bases,
         wide_mlp: true,
         learned_embedding_dim: 0,
+        // Over `[precompute]`'s `Â X` every layer still aggregates (`docs/precompute.md`).
+        precomputed: 0,
         seed: config.seed,
     })
 }

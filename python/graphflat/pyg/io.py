@@ -176,6 +176,7 @@ def records_meta(described: dict[str, Any]) -> RecordsMeta:
         target_type=names[types["target"]] if types else None,
         relation_fanouts=tuple(tuple(f) for f in described.get("relation_fanouts", [])),
         link_relation=relations[link].name if link is not None else None,
+        precomputed=bool(spec.get("precomputed", 0)),
     )
 
 
@@ -204,8 +205,11 @@ def _check_weights(module: GraphModel, state: dict[str, np.ndarray], meta: Recor
 def _check_fits(spec: dict[str, Any], meta: RecordsMeta, records: str) -> None:
     """Whether a model of ``spec`` reads the records at ``records`` as they are."""
     problems = []
-    if spec["layers"] != meta.hops:
-        problems.append(f"{spec['layers']} layers for records of {meta.hops} hops")
+    dense = int(spec.get("precomputed", 0))
+    if spec["layers"] != meta.hops + dense:
+        problems.append(f"{spec['layers']} layers ({dense} dense) for records of {meta.hops} hops")
+    if dense != int(meta.precomputed):
+        problems.append(f"precomputed = {dense} for records whose features are {'Â X' if meta.precomputed else 'plain'}")
     if spec.get("task", "node") != meta.task:
         problems.append(f"a {spec.get('task', 'node')} model for {meta.task} records")
     features = spec["input_dim"] - spec.get("learned_embedding_dim", 0)

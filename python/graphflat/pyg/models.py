@@ -4,7 +4,9 @@ same kind computes, and what GraphInfer computes for the same nodes over the who
 
 A model of ``k`` layers runs on records of ``k`` hops. Layer ``l`` (1 nearest the input) uses
 the edges whose ``edge_layers`` has bit ``l - 1`` set: the in-edges the records sampled for that
-layer (its fanout, ``fanouts[k - l]``). Every node of the batch is computed at every layer;
+layer (its fanout, ``fanouts[k - l]``). Records over ``[precompute]``'s ``Â X``
+(``meta.precomputed``) take a GCN of ``k + 1`` layers whose first reads no edge (``x W + b``,
+its self-loop weighing 1); the records' layer ``l`` is then the model's ``l + 1``. Every node of the batch is computed at every layer;
 those the layer does not reach (hop above ``k - l``) get values no root reads, so the roots'
 outputs are exactly the Rust layers'. Between layers: the activation (``relu`` or ``elu``) and,
 in training, dropout on each layer's input; the last layer has no activation. Inputs are read as
@@ -72,8 +74,19 @@ class GraphModel(nn.Module):
         # its features: layer 1's input (a typed model's projections') is ``[x | row]``.
         self.learned = learned
         kind, k = spec["kind"], spec["layers"]
-        if k != meta.hops:
-            raise ValueError(f"a {k}-layer model runs on records of {k} hops; these have {meta.hops}")
+        # A dense first layer over precomputed features (Â X): no edge, no degree.
+        self.dense = int(spec.get("precomputed", 0))
+        if k != meta.hops + self.dense:
+            raise ValueError(
+                f"a {k}-layer model ({self.dense} dense) runs on records of {k - self.dense} hops; "
+                f"these have {meta.hops}"
+            )
+        if self.dense != int(meta.precomputed) or (self.dense and kind != "gcn"):
+            raise ValueError(
+                "records over [precompute]'s output (features Â X) take a GCN with a dense first layer "
+                f"(spec precomputed = 1), and only they do; this {kind} has precomputed = {self.dense} and the "
+                f"records' features are {'Â X' if meta.precomputed else 'plain'}"
+            )
         types = spec.get("types")
         if types is None and kind == "rgcn":
             raise ValueError("RGCN runs on typed records only (a node type and relations per record)")
@@ -156,7 +169,7 @@ class GraphModel(nn.Module):
             h = torch.cat([F.dropout(h, self.dropout, self.training), self._rows(keys, None)], 1)
         attr = self._edge_attr(getattr(batch, "edge_attr", None), self.spec.get("edge_stats"), self.spec["edge_dim"])
         for l, layer in enumerate(self.layers, start=1):
-            e = _layer_edges(batch.edge_index, batch.edge_layers, l, len(rows), attr)
+            e = _layer_edges(batch.edge_index, batch.edge_layers, l - self.dense, len(rows), attr)
             e.rows = rows if l == 1 else None
             if self.spec["kind"] == "gcn":
                 e.norm = self._norm(batch.in_degree, l)
@@ -174,7 +187,10 @@ class GraphModel(nn.Module):
         return self.learned.rows(keys, node_type)
 
     def _norm(self, in_degree: Tensor, l: int) -> Tensor:
-        """Each node's in-degree as layer ``l`` counts it (capped by its fanout), plus one."""
+        """Each node's in-degree as layer ``l`` counts it (capped by its fanout; 0 at a dense
+        first layer), plus one."""
+        if l <= self.dense:
+            return torch.ones_like(in_degree, dtype=torch.float32)
         degree = in_degree.clamp(min=0)
         fanouts = self.meta.fanouts
         if fanouts:
@@ -251,8 +267,9 @@ def _features(x: Tensor, normalize: bool) -> Tensor:
 
 
 def _layer_edges(edge_index: Tensor, edge_layers: Tensor, l: int, n: int, attr: Tensor | None) -> Edges:
-    """The edges layer ``l`` uses (bit ``l - 1`` of ``edge_layers``), into ``n`` nodes."""
-    used = ((edge_layers >> (l - 1)) & 1).bool()
+    """The edges the records' layer ``l`` holds (bit ``l - 1`` of ``edge_layers``; none for
+    ``l = 0``, a dense first layer), into ``n`` nodes."""
+    used = ((edge_layers >> (l - 1)) & 1).bool() if l > 0 else torch.zeros_like(edge_layers, dtype=torch.bool)
     return Edges(edge_index[0, used], edge_index[1, used], n, attr[used] if attr is not None else None)
 
 
@@ -291,7 +308,7 @@ def spec_for(
         "learned_embedding_dim": learned_embedding_dim,
         "hidden": hidden,
         "classes": classes,
-        "layers": meta.hops,
+        "layers": meta.hops + int(meta.precomputed),
         "heads": heads if kind == "gat" else 1,
         "output_heads": output_heads if kind == "gat" else 1,
         "activation": activation,
@@ -307,6 +324,9 @@ def spec_for(
         "wide_mlp": True,
         "seed": 0,
     }
+    if meta.precomputed:
+        # Records over Â X: GCN's first layer is dense (see the module doc).
+        spec["precomputed"] = 1
     if meta.typed:
         names = [n for n, _ in meta.node_types]
         spec["types"] = {

@@ -19,6 +19,7 @@ pub mod generate;
 pub mod graph;
 pub mod infer;
 pub mod partition;
+pub mod precompute;
 pub mod report;
 pub mod storage;
 pub mod targets;
@@ -33,6 +34,7 @@ pub use generate::GenerateConfig;
 pub use graph::{GraphConfig, TypedGraph};
 pub use infer::{InferConfig, MissingEmbedding};
 pub use partition::PartitionConfig;
+pub use precompute::PrecomputeConfig;
 pub use report::ReportConfig;
 pub use storage::StorageConfig;
 pub use targets::Targets;
@@ -55,6 +57,9 @@ pub struct JobFile {
     /// Partitions the graph into parts that keep most edges inside one (runs before
     /// `[flatten]`).
     pub partition: Option<PartitionConfig>,
+    /// Multiplies the node table's features by the normalized adjacency once (runs before
+    /// `[flatten]`).
+    pub precompute: Option<PrecomputeConfig>,
     pub flatten: Option<FlattenConfig>,
     pub train: Option<TrainConfig>,
     pub infer: Option<InferConfig>,
@@ -72,6 +77,9 @@ impl JobFile {
         if let Some(partition) = &mut job.partition {
             partition.set_graph(job.graph.as_ref())?;
             partition.check()?;
+        }
+        if let Some(precompute) = &job.precompute {
+            precompute.check()?;
         }
         if let Some(flatten) = &mut job.flatten {
             flatten.set_graph(job.graph.as_ref())?;
@@ -224,13 +232,15 @@ mod tests {
     #[test]
     fn a_minimal_job_is_the_default_job() {
         let text = "[cluster]\n[storage]\n[generate]\noutput = ''\n[flatten]\nnodes = 'n'\nedges = 'e'\noutput = ''\n\
-                    [train]\nrecords = 'r'\noutput = ''\n[infer]\nnodes = 'n'\nedges = 'e'\nmodel = ''\noutput = ''\n";
+                    [train]\nrecords = 'r'\noutput = ''\n[infer]\nnodes = 'n'\nedges = 'e'\nmodel = ''\noutput = ''\n\
+                    [precompute]\nnodes = 'n'\nedges = 'e'\noutput = ''\n";
         let everything = JobFile {
             cluster: ClusterConfig::default(),
             storage: StorageConfig::default(),
             generate: Some(GenerateConfig::default()),
             graph: None,
             partition: None,
+            precompute: Some(PrecomputeConfig { nodes: "n".into(), edges: "e".into(), ..PrecomputeConfig::default() }),
             flatten: Some(FlattenConfig { nodes: "n".into(), edges: "e".into(), ..FlattenConfig::default() }),
             train: Some(TrainConfig { records: "r".into(), ..TrainConfig::default() }),
             infer: Some(InferConfig { nodes: "n".into(), edges: "e".into(), ..InferConfig::default() }),

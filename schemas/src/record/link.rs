@@ -347,6 +347,7 @@ mod tests {
             types: None,
             relation_fanouts: Vec::new(),
             string_ids: false,
+            precomputed: false,
             link: Some(LinkSpec {
                 negatives: 2,
                 negative_sampler: NegativeSampler::Uniform,

@@ -80,6 +80,9 @@ pub mod meta {
     /// `strings` for a graph keyed by strings (the records have `node_keys`); absent means
     /// integer ids.
     pub const IDS: &str = "graphflat.ids";
+    /// `gcn:1` for records flattened over `[precompute]`'s output (features `Â X`): a model
+    /// trained on them has one layer more than their hops, the first dense; absent otherwise.
+    pub const PRECOMPUTED: &str = "graphflat.precomputed";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -192,6 +195,8 @@ pub struct FlattenMeta {
     pub relation_fanouts: Vec<Vec<u32>>,
     /// A graph keyed by strings: the records carry each node's original string (`node_keys`).
     pub string_ids: bool,
+    /// The node table's features were `Â X` (`[precompute]`'s output; see `meta::PRECOMPUTED`).
+    pub precomputed: bool,
 }
 
 impl FlattenMeta {
@@ -256,6 +261,9 @@ impl FlattenMeta {
         if self.string_ids {
             metadata.insert(meta::IDS.to_owned(), "strings".to_owned());
         }
+        if self.precomputed {
+            metadata.insert(meta::PRECOMPUTED.to_owned(), crate::nodes::GCN_ONCE.to_owned());
+        }
         if let Some(link) = &self.link {
             metadata.insert(meta::TASK.to_owned(), Task::Link.name().to_owned());
             metadata.insert(meta::NEGATIVES.to_owned(), link.negatives.to_string());
@@ -318,6 +326,11 @@ impl FlattenMeta {
                 None => false,
                 Some("strings") => true,
                 Some(_) => return Err(MetaError::Bad(meta::IDS)),
+            },
+            precomputed: match metadata.get(meta::PRECOMPUTED).map(String::as_str) {
+                None => false,
+                Some(crate::nodes::GCN_ONCE) => true,
+                Some(_) => return Err(MetaError::Bad(meta::PRECOMPUTED)),
             },
         })
     }
@@ -494,6 +507,7 @@ mod tests {
             types: None,
             relation_fanouts: Vec::new(),
             string_ids: false,
+            precomputed: false,
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
         let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
@@ -502,6 +516,11 @@ mod tests {
         let mut old = all.to_metadata();
         old.remove(meta::LABEL);
         assert_eq!(FlattenMeta::from_metadata(&old).map(|m| m.label), Some(LabelKind::Class));
+        let precomputed = FlattenMeta { precomputed: true, ..all.clone() };
+        assert_eq!(FlattenMeta::from_metadata(&precomputed.to_metadata()), Some(precomputed.clone()));
+        let mut unknown = precomputed.to_metadata();
+        unknown.insert(meta::PRECOMPUTED.to_owned(), "gcn:2".to_owned());
+        assert_eq!(FlattenMeta::read(&unknown), Err(MetaError::Bad(meta::PRECOMPUTED)));
         let edges = FlattenMeta {
             edge_dim: 2,
             edge_stats: Some(EdgeStats { mean: vec![0.5, -1.25], std: vec![1.0, 0.1] }),
@@ -556,6 +575,7 @@ mod tests {
             types: Some(types.clone()),
             relation_fanouts: vec![vec![3, 2], vec![10, 5]],
             string_ids: false,
+            precomputed: false,
         };
         assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()));
         assert_eq!(meta.relation_layers()[0], Layers::recorded(2, &[3, 2]));
