@@ -49,7 +49,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the stages of a job file ([generate], [partition], [flatten], [train], [infer]) in order.
+    /// Run the stages of a job file ([generate], [partition], [precompute], [flatten], [train], [infer])
+    /// in order.
     ///
     /// On several machines, every process runs the same job file with its own --process.
     Run {
@@ -379,7 +380,7 @@ fn read_job(path: &PathBuf, overrides: &Overrides) -> Result<(JobFile, String)> 
     job.cluster.job = fingerprint(&job);
     if stages_of(&job).is_empty() {
         return Err(Exit::usage(format!(
-            "{} names no stage: add [generate], [partition], [flatten], [train] or [infer]",
+            "{} names no stage: add [generate], [partition], [precompute], [flatten], [train] or [infer]",
             path.display()
         )));
     }

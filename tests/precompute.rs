@@ -3,10 +3,13 @@
 //! with self-loops, in-degrees over the message-passing edges only); ids, labels and splits
 //! come back as the input has them, for integer and string ids; the bits are the same on 1
 //! and 2 workers and 2 processes, with hubs split or not; every reader reads it; a node table
-//! without features, or holding the product already, is refused before anything is written.
+//! without features, or holding the product already, is refused before anything is written, and
+//! a product past float32 is bad data.
 //! Over the output: records of one hop fewer train a GCN with a dense first layer, whose
 //! GraphInfer scores equal its forward pass on every record; GraphInfer refuses it over the
-//! plain table; and GraphInfer's refresh over a new day's product writes what a full run writes.
+//! plain table, and a plain model over `Â X`; other kinds, normalizing `Â X` again and
+//! full-graph training over it are refused; and GraphInfer's refresh over a new day's product
+//! writes what a full run writes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -217,9 +220,51 @@ fn a_model_over_precomputed_features_scores_in_graphinfer_as_its_records_forward
     // The plain node table is not what the model reads.
     let plain = Job::infer(&data, &model, dir.join("plain")).write(&dir, "plain");
     assert_fails(&run(&plain, &[]), 64, &["[precompute]", "plain features"]);
-    // Only GCN has the dense first layer.
-    let sage = train.key("model", "sage").key("output", location(dir.join("sage")));
+    // Only GCN has the dense first layer, and the rows of Â X are not normalized again.
+    let sage = train.clone().key("model", "sage").key("output", location(dir.join("sage")));
     assert_fails(&run(&sage.write(&dir, "sage"), &[]), 64, &["model = \"gcn\"", "Â X"]);
+    let normalized = train.key("normalize_features", true).key("output", location(dir.join("normalized")));
+    assert_fails(&run(&normalized.write(&dir, "normalized"), &[]), 64, &["normalize_features", "[precompute]"]);
+    // A model of plain records over Â X is the other mix-up.
+    let (plain_flat, plain_model) = (dir.join("plain-flat"), dir.join("plain-model"));
+    run_ok(&Job::flatten(&data, &plain_flat).key("fanouts", vec![3, 3]).write(&dir, "plain-flatten"), &[]);
+    run_ok(&Job::train(&plain_flat, &plain_model).key("epochs", 1).key("hidden", 8).write(&dir, "plain-train"), &[]);
+    let mixed = Job::table_named("infer")
+        .key("nodes", location(&ax))
+        .key("edges", location(data.join("edges")))
+        .key("model", location(&plain_model))
+        .key("output", location(dir.join("mixed")));
+    assert_fails(&run(&mixed.write(&dir, "mixed"), &[]), 64, &["Â X", "trained on plain features"]);
+    // Full-graph training aggregates every layer itself.
+    let full = Job::table_named("train")
+        .key("nodes", location(&ax))
+        .key("edges", location(data.join("edges")))
+        .key("output", location(dir.join("full")));
+    assert_fails(&run(&full.write(&dir, "full"), &[]), 64, &["Â X", "plain node table"]);
+}
+
+#[test]
+fn a_product_past_float32_is_bad_data_not_an_output_of_infinities() {
+    let dir = scratch("precompute-overflow");
+    let data = dir.join("data");
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    let values = Float32Array::from(vec![3e38, 1.0, 3e38, 2.0, 3e38, 0.5]);
+    let nodes = RecordBatch::try_from_iter([
+        ("node_id", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+        ("features", Arc::new(FixedSizeListArray::new(item, 2, Arc::new(values), None))),
+    ])
+    .unwrap();
+    let edges = RecordBatch::try_from_iter([
+        ("src", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        ("dst", Arc::new(Int64Array::from(vec![3, 3]))),
+    ])
+    .unwrap();
+    write_parquet(&data.join("nodes/part-0.parquet"), &nodes);
+    write_parquet(&data.join("edges/part-0.parquet"), &edges);
+    let out = dir.join("out");
+    let job = precompute(&data, &out).write(&dir, "job");
+    assert_fails(&run(&job, &[]), 65, &["node 3", "overflows float32", "features"]);
+    assert!(!out.join("_SUCCESS").exists());
 }
 
 /// The model's description, `model-<run>.json`.

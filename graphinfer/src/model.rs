@@ -162,17 +162,22 @@ pub fn check_relation_edge_widths(
 }
 
 /// The node table must have the features the model's first layer takes.
-/// A model with a dense first layer reads `[precompute]`'s `Â X`: the node table must hold it,
-/// as the records it was trained on did.
+/// A model reads the features it was trained on: `[precompute]`'s `Â X` for a model with a
+/// dense first layer (the only models trained on it), the plain table's for every other.
 pub fn check_precomputed(meta: &ModelMeta, dir: &Place, nodes: &str, precomputed: bool) -> Result<(), Error> {
-    if meta.spec.precomputed > 0 && !precomputed {
-        return Err(Error::Usage(format!(
+    match (meta.spec.precomputed > 0, precomputed) {
+        (true, false) => Err(Error::Usage(format!(
             "the model in {} was trained on records over [precompute]'s output (features Â X; its first layer \
              is dense), and the node table {nodes} holds plain features: give [infer] nodes the [precompute] output",
             dir.shown()
-        )));
+        ))),
+        (false, true) => Err(Error::Usage(format!(
+            "the node table {nodes} holds [precompute]'s Â X, and the model in {} was trained on plain features: \
+             give [infer] nodes the table the model's records were flattened from",
+            dir.shown()
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 pub fn check_input_width(meta: &ModelMeta, dir: &Place, nodes: &str, dim: usize) -> Result<(), Error> {

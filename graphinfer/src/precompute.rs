@@ -49,6 +49,8 @@ pub type Summary = stage::Summary<Precomputed>;
 #[derive(Debug, Clone, Default)]
 pub struct Precomputed {
     pub dim: usize,
+    /// `X`'s rows were divided by their sums first (`normalize_features`).
+    pub normalized: bool,
     /// In-edges summed over (message-passing edges) and source rows read from other workers.
     pub in_edges: u64,
     pub remote_rows: u64,
@@ -58,7 +60,15 @@ pub struct Precomputed {
 impl Details for Precomputed {
     fn lines(&self, _: &Summary) -> Vec<(&'static str, String)> {
         vec![
-            ("features", format!("{} per node: Â X over {} in-edges", self.dim, self.in_edges)),
+            (
+                "features",
+                format!(
+                    "{} per node: Â X over {} in-edges{}",
+                    self.dim,
+                    self.in_edges,
+                    if self.normalized { " (rows of X normalized first)" } else { "" }
+                ),
+            ),
             ("exchanged", format!("{} source rows between workers; {} hubs split", self.remote_rows, self.hubs_split)),
         ]
     }
@@ -159,6 +169,8 @@ impl Body for Propagation<'_> {
             cx.progress.report(0, Duration::ZERO, true);
         }
         worker.clock.lap("layer 1");
+        let finite = finite(&nodes, &product, &self.config.nodes);
+        sampling::agree(worker.timely, finite)?;
         let written = self.write(worker, &cx, output, &graph.targets, &product)?;
         worker.clock.lap("write");
         let own = Own { dim, in_edges, remote_rows: plan.remote_rows as u64, hubs_split: plan.hub_count[1] };
@@ -168,11 +180,25 @@ impl Body for Propagation<'_> {
     fn details(&self, all: &[WorkerStats<Own>]) -> Precomputed {
         Precomputed {
             dim: all.iter().map(|s| s.own.dim).max().unwrap_or(0),
+            normalized: self.config.normalize_features,
             in_edges: all.iter().map(|s| s.own.in_edges).sum(),
             remote_rows: all.iter().map(|s| s.own.remote_rows).sum(),
             hubs_split: all.first().map_or(0, |s| s.own.hubs_split),
         }
     }
+}
+
+/// Every product row finite: each input value is, but a sum of values near f32's largest is
+/// not (a node table's features must be finite, so such a table could not be read back).
+fn finite(nodes: &NodeStore, product: &[f32], table: &str) -> Result<(), Error> {
+    let dim = nodes.dim;
+    let Some(at) = product.iter().position(|v| !v.is_finite()) else { return Ok(()) };
+    let id = nodes.key(at / dim).map_or_else(|| nodes.ids[at / dim].to_string(), str::to_owned);
+    Err(Error::BadData(format!(
+        "{table}, column \"features\": node {id}'s Â X overflows float32 at value {} (its features and its \
+         in-neighbors' sum past 3.4e38); scale the features down",
+        at % dim
+    )))
 }
 
 /// A one-layer GCN over every in-edge, `dim` wide in and out.
@@ -244,20 +270,19 @@ impl Propagation<'_> {
         let phase = cx.progress.last_phase();
         cx.progress.add_total(phase, targets.len() as u64);
         let rows = transform_rows(self.config.batch_size, nodes.dim);
-        let mut result = Ok(());
-        for chunk in targets.chunks(rows) {
-            let batch = node_batch(&schema, nodes, chunk, product)
-                .map_err(|source| Error::Arrow { file: writer.current_name(), source });
-            result = batch.and_then(|b| writer.write(&b));
-            if result.is_err() {
-                break;
-            }
-            cx.progress.advance(phase, chunk.len() as u64);
-            if cx.reporter {
-                cx.progress.report(phase, Duration::from_secs(2), false);
-            }
-        }
-        let result = result.and_then(|()| writer.finish());
+        let result = targets
+            .chunks(rows)
+            .try_for_each(|chunk| {
+                let batch = node_batch(&schema, nodes, chunk, product)
+                    .map_err(|source| Error::Arrow { file: writer.current_name(), source })?;
+                writer.write(&batch)?;
+                cx.progress.advance(phase, chunk.len() as u64);
+                if cx.reporter {
+                    cx.progress.report(phase, Duration::from_secs(2), false);
+                }
+                Ok(())
+            })
+            .and_then(|()| writer.finish());
         if cx.reporter {
             cx.progress.report(phase, Duration::ZERO, true);
         }

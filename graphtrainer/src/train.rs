@@ -474,6 +474,14 @@ fn learned_types(config: &TrainConfig, mut spec: ModelSpec) -> Result<ModelSpec,
 /// a typed graph, every kind but R-GCN on a homogeneous one.
 fn check_kind(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let kind = config.model;
+    if set.meta.precomputed && config.normalize_features {
+        return Err(Error::Usage(format!(
+            "[train] normalize_features = true, but the records in {} hold Â X ([precompute]'s output), whose rows \
+             are sums of neighbors' rows: normalize X before the product with [precompute] normalize_features, and \
+             leave it out here",
+            set.place.shown()
+        )));
+    }
     if set.meta.precomputed && kind != ModelKind::Gcn {
         return Err(Error::Usage(format!(
             "[train] model = \"{}\", but the records in {} were flattened over [precompute]'s output, whose \

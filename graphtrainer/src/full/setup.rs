@@ -260,6 +260,13 @@ pub fn spec(
     typed: Option<&(TypedGraph, u8)>,
 ) -> Result<ModelSpec, Error> {
     let task = config.task.unwrap_or_default();
+    if nodes.precomputed {
+        return Err(Error::Usage(format!(
+            "[train] nodes = {}: its features are Â X ([precompute]'s output), which records of one hop fewer read \
+             (docs/precompute.md); full-graph training aggregates every layer itself: give it the plain node table",
+            config.nodes.as_deref().unwrap_or_default()
+        )));
+    }
     let classes = match task {
         Task::Link => config.embedding_dim.unwrap_or(config.hidden),
         Task::Node => config.classes.unwrap_or(labels.classes as usize),
@@ -308,7 +315,7 @@ pub fn spec(
         bases: config.bases,
         wide_mlp: true,
         learned_embedding_dim: 0,
-        // Over `[precompute]`'s `Â X` every layer still aggregates (`docs/precompute.md`).
+        // A precomputed table is refused above.
         precomputed: 0,
         seed: config.seed,
     })
