@@ -7,6 +7,8 @@
 //! - [`aggregate`]: a layer's edges on the device, and neighbor aggregation as gather/scatter
 //!   over burn tensor ops (the reference, and the GPU path);
 //! - [`kernel`]: the edge-partitioned CPU aggregation kernel with its own backward pass;
+//! - [`control_variate`]: VR-GCN's estimate of a GCN layer's sum over sampled in-edges from
+//!   histories (not called by the trainer yet);
 //! - [`layers`], [`model`]: GCN, GraphSAGE, GAT and GINE (the last three read edge features);
 //!   the losses and scores (accuracy, micro-F1);
 //! - [`hetero`]: the typed models, R-GCN and heterogeneous GraphSAGE, with a projection per node
@@ -22,6 +24,7 @@
 
 pub mod aggregate;
 pub mod batch;
+pub mod control_variate;
 pub mod decoder;
 pub mod device;
 mod error;

@@ -1,0 +1,197 @@
+//! VR-GCN's control-variate estimate of a GCN layer's sum over sampled in-edges (Chen, Zhu and
+//! Song, ICML 2018; issue 71): the estimator alone, over a layer's edges on the device. The
+//! trainer does not call it yet: the histories it reads and their sums are issue 71's next step.
+//!
+//! A GCN layer sums each node's in-neighbors' rows with the normalized adjacency's weights,
+//! `c_uv = 1 / sqrt((d_u + 1)(d_v + 1))` over the whole graph's in-degrees, plus its own row
+//! weighing `1 / (d_v + 1)`. With only a sample `S(v)` of `v`'s `n_v` in-edges at hand, a
+//! history `h̄_u` of every node's row (its value some steps before), and the histories' sum
+//! over the whole neighborhood `ā_v = sum over u in N(v) of c_uv h̄_u`, kept current elsewhere,
+//! the estimate is
+//!
+//! `z_v = (n_v / |S(v)|) sum over u in S(v) of c_uv (h_u - h̄_u) + ā_v + h_v / (d_v + 1)`.
+//!
+//! Only the difference `h - h̄` is sampled, so the estimate's variance falls as the histories
+//! approach the rows. Its invariants, tested against a dense computation below:
+//! - exact, for any sample, where the sampled sources' histories equal their rows (`ā` is then
+//!   the exact sum);
+//! - exact, whatever the histories, where every in-edge is sampled;
+//! - unbiased: averaged over every sample of one size, it is the exact sum, whatever the
+//!   histories.
+//!
+//! A GCN layer is linear before its bias, so the estimate of `(Â h) W` is the estimate of
+//! `Â h` times `W`: a caller may transform first, as `GcnLayer::propagate` does.
+
+use burn::prelude::*;
+use burn::tensor::TensorData;
+
+use crate::aggregate::EdgeTensors;
+
+/// What the estimate reads besides the layer's input rows.
+#[derive(Debug, Clone)]
+pub struct Histories {
+    /// `[rows_in, width]`: each input row's history `h̄`.
+    pub rows: Tensor<2>,
+    /// `[rows_out, width]`: each output row's `ā`, its histories' sum over every in-edge.
+    pub aggregate: Tensor<2>,
+}
+
+/// Each sampled edge's weight in the estimate, `c_uv n_v / |S(v)|`, for edges `src -> dst`
+/// (input and output rows; output row `r` is input row `r`) and every input row's in-degree
+/// over the whole graph, `degree`.
+pub fn edge_weights(src: &[i64], dst: &[i64], degree: &[f32]) -> Vec<f32> {
+    let mut sampled = vec![0u32; degree.len()];
+    dst.iter().for_each(|&v| sampled[v as usize] += 1);
+    let norm = |row: i64| degree[row as usize] + 1.0;
+    let scale = |v: i64| degree[v as usize] / sampled[v as usize] as f32;
+    src.iter().zip(dst).map(|(&u, &v)| scale(v) / (norm(u) * norm(v)).sqrt()).collect()
+}
+
+/// Each output row's own weight, `1 / (d_v + 1)`, as a `[rows_out, 1]` column.
+pub fn self_weights(degree: &[f32], rows_out: usize, device: &Device) -> Tensor<2> {
+    let weights: Vec<f32> = degree[..rows_out].iter().map(|d| 1.0 / (d + 1.0)).collect();
+    Tensor::from_data(TensorData::new(weights, [rows_out, 1]), device)
+}
+
+/// `z` of every output row of `e` (see the module doc): `h` is `[rows_in, width]`, `weights`
+/// [`edge_weights`] as `[edges, 1]`, `own` [`self_weights`].
+pub fn estimate(
+    h: Tensor<2>,
+    histories: &Histories,
+    e: &EdgeTensors,
+    weights: &Tensor<2>,
+    own: &Tensor<2>,
+) -> Tensor<2> {
+    let sampled = e.sum(h.clone() - histories.rows.clone(), weights);
+    sampled + histories.aggregate.clone() + e.own_rows(h) * own.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::LayerEdges;
+    use crate::kernel::Aggregation;
+    use crate::rng::Stream;
+
+    const WIDTH: usize = 3;
+
+    /// A small graph: each node's in-neighbors, some with many, one with none.
+    fn in_neighbors() -> Vec<Vec<i64>> {
+        vec![vec![1, 2, 3, 4], vec![0, 2], vec![], vec![0, 1, 2, 4, 5], vec![3], vec![0, 3, 4]]
+    }
+
+    fn rows(seed: u64, n: usize) -> Vec<f64> {
+        let mut s = Stream::new(&[seed]);
+        (0..n * WIDTH).map(|_| f64::from(2.0 * s.unit() - 1.0)).collect()
+    }
+
+    /// The exact GCN sum in f64: sum over in-neighbors of c_uv x_u, plus x_v / (d_v + 1).
+    fn exact(x: &[f64], graph: &[Vec<i64>]) -> Vec<f64> {
+        let d: Vec<f64> = graph.iter().map(|n| n.len() as f64).collect();
+        let mut out = vec![0.0; x.len()];
+        for (v, sources) in graph.iter().enumerate() {
+            for k in 0..WIDTH {
+                out[v * WIDTH + k] = x[v * WIDTH + k] / (d[v] + 1.0)
+                    + sources
+                        .iter()
+                        .map(|&u| x[u as usize * WIDTH + k] / ((d[u as usize] + 1.0) * (d[v] + 1.0)).sqrt())
+                        .sum::<f64>();
+            }
+        }
+        out
+    }
+
+    /// The histories' full sums: `exact` less each node's own term.
+    fn aggregate(hbar: &[f64], graph: &[Vec<i64>]) -> Vec<f64> {
+        let d: Vec<f64> = graph.iter().map(|n| n.len() as f64).collect();
+        let mut out = exact(hbar, graph);
+        for v in 0..graph.len() {
+            (0..WIDTH).for_each(|k| out[v * WIDTH + k] -= hbar[v * WIDTH + k] / (d[v] + 1.0));
+        }
+        out
+    }
+
+    /// The estimate over the in-edges `sample` keeps, in f64.
+    fn estimated(h: &[f64], hbar: &[f64], graph: &[Vec<i64>], sample: &[Vec<i64>]) -> Vec<f64> {
+        let device = Device::flex();
+        let n = graph.len();
+        let degree: Vec<f32> = graph.iter().map(|s| s.len() as f32).collect();
+        let (src, dst): (Vec<i64>, Vec<i64>) =
+            sample.iter().enumerate().flat_map(|(v, s)| s.iter().map(move |&u| (u, v as i64))).unzip();
+        let weights = edge_weights(&src, &dst, &degree);
+        let e = EdgeTensors::new(&LayerEdges::new(n, n, src, dst, &degree), &device, Aggregation::Reference);
+        let tensor = |x: &[f64], rows: usize| {
+            let x: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            Tensor::<2>::from_data(TensorData::new(x, [rows, WIDTH]), &device)
+        };
+        let histories = Histories { rows: tensor(hbar, n), aggregate: tensor(&aggregate(hbar, graph), n) };
+        let weights = Tensor::<2>::from_data(TensorData::new(weights.clone(), [weights.len(), 1]), &device);
+        let z = estimate(tensor(h, n), &histories, &e, &weights, &self_weights(&degree, n, &device));
+        z.into_data().iter::<f32>().map(f64::from).collect()
+    }
+
+    fn close(a: &[f64], b: &[f64], what: &str) {
+        let worst = a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-5, "{what}: off by {worst}");
+    }
+
+    /// Every `size`-subset of `items`.
+    fn subsets(items: &[i64], size: usize) -> Vec<Vec<i64>> {
+        if size == 0 {
+            return vec![Vec::new()];
+        }
+        (0..items.len())
+            .flat_map(|i| {
+                subsets(&items[i + 1..], size - 1).into_iter().map(move |mut s| {
+                    s.insert(0, items[i]);
+                    s
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn histories_equal_to_the_rows_make_any_sample_exact() {
+        let graph = in_neighbors();
+        let h = rows(1, graph.len());
+        let want = exact(&h, &graph);
+        for size in 0..=2 {
+            let sample: Vec<Vec<i64>> = graph.iter().map(|s| s.iter().copied().take(size).collect()).collect();
+            close(&estimated(&h, &h, &graph, &sample), &want, &format!("the first {size} in-edges"));
+            let last: Vec<Vec<i64>> = graph.iter().map(|s| s.iter().rev().copied().take(size).collect()).collect();
+            close(&estimated(&h, &h, &graph, &last), &want, &format!("the last {size} in-edges"));
+        }
+    }
+
+    #[test]
+    fn every_in_edge_sampled_is_exact_whatever_the_histories() {
+        let graph = in_neighbors();
+        let (h, hbar) = (rows(2, graph.len()), rows(3, graph.len()));
+        close(&estimated(&h, &hbar, &graph, &graph), &exact(&h, &graph), "every in-edge");
+    }
+
+    #[test]
+    fn averaged_over_every_sample_of_one_size_the_estimate_is_exact() {
+        let graph = in_neighbors();
+        let (h, hbar) = (rows(4, graph.len()), rows(5, graph.len()));
+        let want = exact(&h, &graph);
+        // Node 3 has 5 in-neighbors: its 10 samples of 2, the other nodes keeping every in-edge.
+        let samples = subsets(&graph[3], 2);
+        let mut mean = vec![0.0; WIDTH];
+        for s in &samples {
+            let mut sample = graph.clone();
+            sample[3] = s.clone();
+            let z = estimated(&h, &hbar, &graph, &sample);
+            // One sample alone is off: the histories differ from the rows.
+            mean.iter_mut().zip(&z[3 * WIDTH..4 * WIDTH]).for_each(|(m, z)| *m += z / samples.len() as f64);
+        }
+        assert_eq!(samples.len(), 10);
+        close(&mean, &want[3 * WIDTH..4 * WIDTH], "the mean over node 3's samples of 2");
+        let one = estimated(&h, &hbar, &graph, &{
+            let mut sample = graph.clone();
+            sample[3] = samples[0].clone();
+            sample
+        });
+        assert!((one[3 * WIDTH] - want[3 * WIDTH]).abs() > 1e-3, "a single sample is not the exact sum");
+    }
+}
