@@ -103,6 +103,34 @@ fanouts = [3, 2]
     return tmp / "flat"
 
 
+@pytest.fixture(scope="module")
+def precomputed_link_records(tmp_path_factory) -> Path:
+    """Link records of one hop over ``[precompute]``'s ``Â X`` of a split graph (``ax``, ``split``)."""
+    tmp = scratch(tmp_path_factory, "precomputed-link")
+    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "400", "--feature-dim", "4")
+    graphflat(
+        "split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1", "--test", "0.1"
+    )
+    run_job(
+        tmp,
+        "flatten",
+        f"""[precompute]
+nodes = "{tmp}/g/nodes"
+edges = "{tmp}/split"
+output = "{tmp}/ax"
+[flatten]
+nodes = "{tmp}/ax"
+edges = "{tmp}/split"
+output = "{tmp}/flat"
+task = "link"
+negatives = 2
+hops = 1
+fanouts = [3]
+""",
+    )
+    return tmp / "flat"
+
+
 def typed_graph(tmp: Path, buys: Path | None = None) -> str:
     """A generated typed graph in ``tmp/g`` (users, items, shops; buys edges with features)
     as ``[graph]`` keys, also kept in ``tmp/graph.toml``; ``buys`` replaces the buys table."""

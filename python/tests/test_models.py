@@ -52,6 +52,7 @@ LINK = [
 ]
 # Records over [precompute]'s Â X: a GCN with a dense first layer.
 PRECOMPUTED = [("gcn", {})]
+PRECOMPUTED_LINK = [("gcn", {"decoder": "mlp"})]
 TYPED = [
     ("rgcn", {}),
     ("rgcn", {"bases": 2, "normalize_edge_features": True}),
@@ -202,6 +203,7 @@ CASES = [
         ("node_records", PLAIN),
         ("precomputed_records", PRECOMPUTED),
         ("link_records", LINK),
+        ("precomputed_link_records", PRECOMPUTED_LINK),
         ("typed_records", TYPED),
         ("typed_link_records", TYPED_LINK),
     ]
