@@ -154,7 +154,8 @@ impl<D: Details> std::fmt::Display for Summary<D> {
         let line = |f: &mut std::fmt::Formatter<'_>, label: &str, text: String| {
             writeln!(f, "  {:<14}{text}", format!("{label}:"))
         };
-        writeln!(f, "{} finished in {:.2}s on {} workers", self.stage.name(), self.seconds, self.workers)?;
+        let workers = if self.workers == 1 { "worker" } else { "workers" };
+        writeln!(f, "{} finished in {:.2}s on {} {workers}", self.stage.name(), self.seconds, self.workers)?;
         line(
             f,
             "graph",
