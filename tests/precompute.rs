@@ -182,6 +182,14 @@ fn a_node_table_without_features_or_holding_the_product_already_is_refused() {
     std::os::unix::fs::symlink(data.join("edges"), twice.join("edges")).unwrap();
     let job = precompute(&twice, &dir.join("out-twice")).write(&dir, "twice");
     assert_fails(&run(&job, &[]), 64, &["Â X already", "plain node table"]);
+    // A node table of parts that disagree on what their features are.
+    let mixed = dir.join("mixed");
+    std::fs::create_dir_all(mixed.join("nodes")).unwrap();
+    std::fs::copy(data.join("nodes/part-0.parquet"), mixed.join("nodes/part-0.parquet")).unwrap();
+    std::fs::copy(&parquet_files(&ax)[0], mixed.join("nodes/part-1.parquet")).unwrap();
+    std::os::unix::fs::symlink(data.join("edges"), mixed.join("edges")).unwrap();
+    let flatten = Job::flatten(&mixed, dir.join("flat-mixed")).write(&dir, "mixed");
+    assert_fails(&run(&flatten, &[]), 65, &["some parts of the node table hold precomputed features"]);
 }
 
 #[test]

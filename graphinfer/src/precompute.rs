@@ -11,10 +11,11 @@
 //! hop fewer for a GCN whose first layer is this product (DGL 0.3's and VR-GCN's preprocessing;
 //! `docs/precompute.md`).
 //!
-//! The output is a node table (`schemas/README.md`): `node_id` as the input has it (its
-//! strings for a graph keyed by strings), `features` as `fixed_size_list<float32, D>`, and
-//! `label` and `split` as the input's rows hold them (null where they have none). Other
-//! columns of the input are not carried. Rows are sorted by id within each worker's parts.
+//! The output is a node table (`schemas/README.md`): `node_id` as `int64` (integer ids of any
+//! width or encoding) or the original strings of a graph keyed by strings, `features` as
+//! `fixed_size_list<float32, D>`, and `label` and `split` as the input's rows hold them (null
+//! where they have none, or -1). Other columns of the input are not carried. Rows are sorted
+//! by id within each worker's parts.
 
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -6,7 +6,8 @@ A model of ``k`` layers runs on records of ``k`` hops. Layer ``l`` (1 nearest th
 the edges whose ``edge_layers`` has bit ``l - 1`` set: the in-edges the records sampled for that
 layer (its fanout, ``fanouts[k - l]``). Records over ``[precompute]``'s ``Â X``
 (``meta.precomputed``) take a GCN of ``k + 1`` layers whose first reads no edge (``x W + b``,
-its self-loop weighing 1); the records' layer ``l`` is then the model's ``l + 1``. Every node of the batch is computed at every layer;
+its self-loop weighing 1); the records' layer ``l`` is then the model's ``l + 1``. Every node
+of the batch is computed at every layer;
 those the layer does not reach (hop above ``k - l``) get values no root reads, so the roots'
 outputs are exactly the Rust layers'. Between layers: the activation (``relu`` or ``elu``) and,
 in training, dropout on each layer's input; the last layer has no activation. Inputs are read as
