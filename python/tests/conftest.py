@@ -80,13 +80,18 @@ fanouts = [4]
     return tmp / "flat"
 
 
-@pytest.fixture(scope="module")
-def link_records(tmp_path_factory) -> Path:
-    tmp = scratch(tmp_path_factory, "link")
+def split_graph(tmp: Path) -> None:
+    """A generated graph (``g``) with its edges split 80/10/10 (``split``), for link records."""
     graphflat("generate", "--out", str(tmp / "g"), "--nodes", "400", "--feature-dim", "4")
     graphflat(
         "split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1", "--test", "0.1"
     )
+
+
+@pytest.fixture(scope="module")
+def link_records(tmp_path_factory) -> Path:
+    tmp = scratch(tmp_path_factory, "link")
+    split_graph(tmp)
     run_job(
         tmp,
         "flatten",
@@ -107,10 +112,7 @@ fanouts = [3, 2]
 def precomputed_link_records(tmp_path_factory) -> Path:
     """Link records of one hop over ``[precompute]``'s ``Â X`` of a split graph (``ax``, ``split``)."""
     tmp = scratch(tmp_path_factory, "precomputed-link")
-    graphflat("generate", "--out", str(tmp / "g"), "--nodes", "400", "--feature-dim", "4")
-    graphflat(
-        "split-edges", "--edges", str(tmp / "g/edges"), "--out", str(tmp / "split"), "--valid", "0.1", "--test", "0.1"
-    )
+    split_graph(tmp)
     run_job(
         tmp,
         "flatten",
