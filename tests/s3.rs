@@ -242,6 +242,42 @@ fn the_pipeline_on_s3_equals_the_pipeline_on_disk() {
     assert_eq!(again.status.code(), Some(73), "{}", text(&again));
 }
 
+/// `[precompute]` from tables on S3 into S3 writes the rows it writes on disk, and its records
+/// and GraphInfer's scores over them follow on S3 as they do on disk.
+#[test]
+fn the_first_layer_precomputed_on_s3_equals_it_on_disk() {
+    let Some(s3) = moto() else { return };
+    s3.bucket("graphs");
+    let dir = scratch("s3-precompute");
+    let local = dir.join("local");
+    generate(&local, 3000, 6, 8, 2);
+    generate_on_s3(&s3, &dir);
+    let precompute = |data: &str, out: &str| {
+        Job::table_named("precompute")
+            .key("nodes", format!("{data}/nodes"))
+            .key("edges", format!("{data}/edges"))
+            .key("output", out)
+    };
+    let on_disk = Job::cluster().key("workers", 2).and(precompute(&location(&local), &location(dir.join("ax"))));
+    run_ok(&on_disk.write(&dir, "local"), &[]);
+    // Then records of one hop over it, a GCN with a dense first layer, and its scores.
+    let over = |table: &'static str| {
+        Job::table_named(table).key("nodes", "s3://graphs/ax").key("edges", "s3://graphs/g/edges")
+    };
+    let on_s3 = Job::cluster()
+        .key("workers", 2)
+        .and(precompute("s3://graphs/g", "s3://graphs/ax"))
+        .and(over("flatten").key("output", "s3://graphs/flat").key("hops", 1).key("fanouts", vec![5]))
+        .and(Job::train("s3://graphs/flat", "s3://graphs/model").key("epochs", 1))
+        .and(over("infer").key("model", "s3://graphs/model").key("output", "s3://graphs/scores"));
+    let out = s3.graphflat(&["run", on_s3.write(&dir, "s3").to_str().unwrap()], &dir);
+    assert!(out.status.success(), "{}", text(&out));
+    s3.download("graphs", "ax", &dir.join("ax-s3"));
+    assert_eq!(sorted_rows(&read_batches(&dir.join("ax"))), sorted_rows(&read_batches(&dir.join("ax-s3"))));
+    s3.download("graphs", "scores", &dir.join("scores-s3"));
+    assert_eq!(read_batches(&dir.join("scores-s3")).iter().map(|b| b.num_rows()).sum::<usize>(), 3000);
+}
+
 /// HTTPS through the process's TLS provider (ring's, `tables::backends`): moto serves a
 /// certificate of its own making. Trusted on request (`AWS_ALLOW_INVALID_CERTIFICATES`), a
 /// graph is generated into the bucket and flattened there; not trusted, the flatten fails with
