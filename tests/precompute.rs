@@ -8,8 +8,8 @@
 //! Over the output: records of one hop fewer train a GCN with a dense first layer, whose
 //! GraphInfer scores equal its forward pass on every record; GraphInfer refuses it over the
 //! plain table, and a plain model over `Â X`; other kinds, normalizing `Â X` again and
-//! full-graph training over it are refused; and GraphInfer's refresh over a new day's product
-//! writes what a full run writes.
+//! full-graph training over it are refused; and GraphFlat's and GraphInfer's refreshes over a
+//! new day's product write what full runs write.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -307,6 +307,13 @@ fn a_refresh_over_precomputed_features_writes_what_a_full_run_writes() {
     run_ok(&Job::train(&flat, &model).key("epochs", 1).key("hidden", 8).write(&dir, "train"), &[]);
     let (out, full) = (dir.join("scores"), dir.join("full"));
     run_ok(&infer_job(&inputs, &model, &out, true).write(&dir, "day0"), &["--workers", "2"]);
+    // GraphFlat's refresh of the records over it, beside GraphInfer's.
+    let records = |output: &Path, incremental: bool| {
+        let job = Job::flatten(&inputs, output).key("hops", 1).key("fanouts", vec![4]).key("overwrite", true);
+        job.key("incremental", incremental)
+    };
+    let (refreshed_flat, full_flat) = (dir.join("flat-refreshed"), dir.join("flat-full"));
+    run_ok(&records(&refreshed_flat, true).write(&dir, "records-day0"), &[]);
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let days: [Change; 3] = [
         ("no change", &|_, _| {}),
@@ -321,5 +328,9 @@ fn a_refresh_over_precomputed_features_writes_what_a_full_run_writes() {
         assert_incremental(&stdout, name, i == 0);
         run_ok(&infer_job(&inputs, &model, &full, false).write(&dir, "full"), &[]);
         assert_eq!(listed_rows(&out), sorted_rows(&read_batches(&full)), "{name}: {}", refresh_line(&stdout));
+        let stdout = run_ok(&records(&refreshed_flat, true).write(&dir, "records"), &["--workers", "2"]);
+        assert_incremental(&stdout, name, i == 0);
+        run_ok(&records(&full_flat, false).write(&dir, "records-full"), &[]);
+        assert!(read_listed_records(&refreshed_flat) == read_records(&full_flat), "{name}: the records differ");
     }
 }
