@@ -291,10 +291,6 @@ pub struct BatchSpec {
     pub relation_edge_stats: Vec<Option<EdgeStats>>,
     /// The types of typed records (a typed model's); `None` for homogeneous records.
     pub types: Option<Arc<GraphTypes>>,
-    /// `layers` begins with a dense layer the records have no hop for
-    /// (`schemas::layers::Layers::dense_first`): batch layer 1 reads no edge, and the
-    /// records' layer `l` is batch layer `l + 1`.
-    pub dense_first: bool,
 }
 
 impl BatchSpec {
@@ -313,19 +309,16 @@ impl BatchSpec {
             edge_stats: None,
             relation_edge_stats: Vec::new(),
             types: None,
-            dense_first: false,
         }
     }
 
     /// The same batches as the model with `spec` reads them: its feature normalization, its
     /// edge features (their width and standardization), and its dense first layer over
-    /// precomputed features (`spec.precomputed`; `self.layers` must be the records', as
-    /// [`BatchSpec::plain`] takes them).
+    /// precomputed features (`spec.precomputed`: added to the records' rule once).
     pub fn reading(self, spec: &ModelSpec) -> Self {
-        let dense_first = spec.precomputed > 0;
+        let dense_first = spec.precomputed > 0 && !self.layers.has_dense_first();
         BatchSpec {
             layers: if dense_first { self.layers.dense_first() } else { self.layers },
-            dense_first,
             attention: spec.kind == schemas::model::ModelKind::Gat,
             normalize_features: spec.normalize_features,
             edge_dim: spec.edge_dim,
@@ -596,12 +589,14 @@ impl LayerContext<'_> {
     }
 
     /// The records' edges of batch layer `l` (those whose `edge_layers` bit `l - 1` is set, or
-    /// `l - 2` after a dense first layer, which reads none), record by record. Panics on a
-    /// record whose edge features are not the spec's width.
+    /// `l - 2` after a dense first layer, which reads none: the records have no hop for it,
+    /// `Layers::has_dense_first`), record by record. Panics on a record whose edge features
+    /// are not the spec's width.
     fn lists(&self, l: usize) -> LayerLists {
         let spec = self.spec;
         let mut lists = LayerLists::default();
-        let Some(bit) = (l - 1).checked_sub(usize::from(spec.dense_first)) else { return lists };
+        let dense = usize::from(spec.layers.has_dense_first());
+        let Some(bit) = (l - 1).checked_sub(dense) else { return lists };
         for (r, rec) in self.records.iter().enumerate() {
             let widths_match = spec.edge_dim == 0 || rec.num_edges() == 0 || rec.edge_dim() == spec.edge_dim;
             assert!(
@@ -733,11 +728,7 @@ mod tests {
     #[test]
     fn a_dense_first_layer_reads_no_edge_and_the_records_layers_follow_it() {
         let plain = Batch::build(&two_records(), &BatchSpec::plain(Layers::every(2)));
-        let spec = BatchSpec {
-            layers: Layers::every(2).dense_first(),
-            dense_first: true,
-            ..BatchSpec::plain(Layers::every(2))
-        };
+        let spec = BatchSpec::plain(Layers::every(2).dense_first());
         let dense = Batch::build(&two_records(), &spec);
         assert_eq!(
             (dense.layers.len(), dense.row_keys.clone(), dense.features.clone()),
@@ -759,7 +750,9 @@ mod tests {
         )
         .unwrap();
         let read = BatchSpec::plain(Layers::every(2)).reading(&spec);
-        assert_eq!((read.layers.hops(), read.dense_first), (3, true));
+        assert_eq!((read.layers.hops(), read.layers.has_dense_first()), (3, true));
+        // Read twice, it has still one.
+        assert_eq!(read.reading(&spec).layers.hops(), 3);
     }
 
     #[test]
@@ -845,7 +838,6 @@ mod tests {
             edge_stats: None,
             relation_edge_stats: Vec::new(),
             types: None,
-            dense_first: false,
         };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.

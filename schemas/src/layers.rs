@@ -116,6 +116,12 @@ impl Layers {
         self
     }
 
+    /// Whether layer 1 is such a dense layer: no record keeps a fanout of 0 (GraphFlat refuses
+    /// one, and so does a record set's metadata), so only [`Layers::dense_first`] makes it.
+    pub fn has_dense_first(&self) -> bool {
+        self.fanouts.last() == Some(&Fanout::Sample(0))
+    }
+
     /// The most in-edges any layer keeps per node: the size of a node's stored sample
     /// (`usize::MAX` when a layer keeps every edge).
     pub fn sample_limit(&self) -> usize {
@@ -135,6 +141,7 @@ mod tests {
     fn a_dense_first_layer_reads_nothing_and_shifts_the_records_layers() {
         let dense = sampled(&[5, 2]).dense_first();
         assert_eq!(dense.hops(), 3);
+        assert!(dense.has_dense_first() && !sampled(&[5, 2]).has_dense_first() && !Layers::every(2).has_dense_first());
         assert_eq!((dense.count(1, 40), dense.degree(1, 40)), (0, 0));
         assert_eq!((dense.fanout(2), dense.fanout(3)), (Fanout::Sample(2), Fanout::Sample(5)));
         assert_eq!(Layers::every(1).dense_first().degree(2, 7), 7);

@@ -296,7 +296,9 @@ impl FlattenMeta {
             }
         };
         let hops = keys.number(meta::HOPS)? as usize;
-        if !per_hop(&fanouts, hops) {
+        // A fanout of 0 would cut the neighborhood (GraphFlat refuses one), and in a layer rule it
+        // marks a dense first layer (`Layers::has_dense_first`).
+        if !per_hop(&fanouts, hops) || fanouts.contains(&0) {
             return Err(MetaError::Bad(meta::FANOUTS));
         }
         let (types, relation_fanouts) = keys.types(hops)?;
@@ -518,6 +520,9 @@ mod tests {
         assert_eq!(FlattenMeta::from_metadata(&old).map(|m| m.label), Some(LabelKind::Class));
         let precomputed = FlattenMeta { precomputed: true, ..all.clone() };
         assert_eq!(FlattenMeta::from_metadata(&precomputed.to_metadata()), Some(precomputed.clone()));
+        let mut cut = precomputed.to_metadata();
+        cut.insert(meta::FANOUTS.to_owned(), "5,0".to_owned());
+        assert_eq!(FlattenMeta::read(&cut), Err(MetaError::Bad(meta::FANOUTS)), "a fanout of 0");
         let mut unknown = precomputed.to_metadata();
         unknown.insert(meta::PRECOMPUTED.to_owned(), "gcn:2".to_owned());
         assert_eq!(FlattenMeta::read(&unknown), Err(MetaError::Bad(meta::PRECOMPUTED)));
