@@ -6,6 +6,7 @@
 mod common;
 
 mod bad_input;
+mod control_variate;
 mod cora_exact;
 mod deploy;
 mod determinism;

@@ -276,17 +276,6 @@ fn a_product_past_float32_is_bad_data_not_an_output_of_infinities() {
 }
 
 /// The model's description, `model-<run>.json`.
-fn model_json(model: &Path) -> std::path::PathBuf {
-    let names = std::fs::read_dir(model).unwrap().map(|e| e.unwrap().path());
-    let mut described: Vec<_> = names
-        .filter(|p| {
-            p.file_name().unwrap().to_string_lossy().starts_with("model-") && p.extension().is_some_and(|e| e == "json")
-        })
-        .collect();
-    assert_eq!(described.len(), 1, "one description in {}", model.display());
-    described.remove(0)
-}
-
 #[test]
 fn a_refresh_over_precomputed_features_writes_what_a_full_run_writes() {
     use crate::refresh::{Change, Day, Rng, assert_incremental, infer_job, listed_rows, refresh_line};

@@ -27,6 +27,7 @@ fn output_reads_back_with_the_documented_schema() {
         relation_fanouts: Vec::new(),
         string_ids: false,
         precomputed: false,
+        root_neighbors: false,
         link: None,
     });
     let files = parquet_files(&out);

@@ -248,6 +248,12 @@ pub struct Batch {
     /// Typed records: the input rows by node type, with their features (`features` is then
     /// empty and `dim` 0).
     pub typed: Option<TypedInputs>,
+    /// Each batch row's node id and whole-graph in-degree, in row order (what control variates
+    /// key their histories and weights on: `crate::control_variate`).
+    pub row_ids: Vec<i64>,
+    pub row_degrees: Vec<i64>,
+    /// Records with `root_neighbors`: each root's every in-neighbor (empty lists otherwise).
+    pub root_neighbors: Vec<Vec<i64>>,
 }
 
 /// A typed batch's input rows: grouped by node type, each type's rows with its own width.
@@ -446,6 +452,9 @@ impl Batch {
             labels: records.iter().map(|r| r.label.clone()).collect(),
             splits: records.iter().map(|r| r.split).collect(),
             typed: inputs.typed,
+            row_ids: rows.order.iter().map(|&(_, r, i)| records[r as usize].node_ids[i as usize]).collect(),
+            row_degrees: rows.in_degree,
+            root_neighbors: records.iter().map(|r| r.root_neighbors.clone()).collect(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! VR-GCN's control-variate estimate of a GCN layer's sum over sampled in-edges (Chen, Zhu and
-//! Song, ICML 2018; issue 71): the estimator alone, over a layer's edges on the device. The
-//! trainer does not call it yet: the histories it reads and their sums are issue 71's next step.
+//! Song, ICML 2018): the estimator over a layer's edges on the device, and what a batch's last
+//! layer reads for it ([`ControlVariate`]). The trainer keeps the histories on its parameter
+//! server and refreshes them (`graphtrainer::histories`; `docs/control-variates.md`).
 //!
 //! A GCN layer sums each node's in-neighbors' rows with the normalized adjacency's weights,
 //! `c_uv = 1 / sqrt((d_u + 1)(d_v + 1))` over the whole graph's in-degrees, plus its own row
@@ -22,10 +23,15 @@
 //! A GCN layer is linear before its bias, so the estimate of `(Â h) W` is the estimate of
 //! `Â h` times `W`: a caller may transform first, as `GcnLayer::propagate` does.
 
+use std::collections::HashMap;
+
 use burn::prelude::*;
 use burn::tensor::TensorData;
 
 use crate::aggregate::EdgeTensors;
+use crate::batch::Batch;
+use crate::layers::GcnLayer;
+use crate::model::BatchTensors;
 
 /// What the estimate reads besides the layer's input rows.
 #[derive(Debug, Clone)]
@@ -47,6 +53,17 @@ pub fn edge_weights(src: &[i64], dst: &[i64], degree: &[f32]) -> Vec<f32> {
     src.iter().zip(dst).map(|(&u, &v)| scale(v) / (norm(u) * norm(v)).sqrt()).collect()
 }
 
+/// Each sampled edge's weight for the dropout noise (VR-GCN's CVD), `c_uv sqrt(n_v / |S(v)|)`:
+/// the noise of distinct rows is independent, so this scale gives the sample's sum the variance
+/// of the sum over every in-edge. Arguments as [`edge_weights`]'.
+pub fn noise_weights(src: &[i64], dst: &[i64], degree: &[f32]) -> Vec<f32> {
+    let mut sampled = vec![0u32; degree.len()];
+    dst.iter().for_each(|&v| sampled[v as usize] += 1);
+    let norm = |row: i64| degree[row as usize] + 1.0;
+    let scale = |v: i64| (degree[v as usize] / sampled[v as usize] as f32).sqrt();
+    src.iter().zip(dst).map(|(&u, &v)| scale(v) / (norm(u) * norm(v)).sqrt()).collect()
+}
+
 /// Each output row's own weight, `1 / (d_v + 1)`, as a `[rows_out, 1]` column.
 pub fn self_weights(degree: &[f32], rows_out: usize, device: &Device) -> Tensor<2> {
     let weights: Vec<f32> = degree[..rows_out].iter().map(|d| 1.0 / (d + 1.0)).collect();
@@ -64,6 +81,109 @@ pub fn estimate(
 ) -> Tensor<2> {
     let sampled = e.sum(h.clone() - histories.rows.clone(), weights);
     sampled + histories.aggregate.clone() + e.own_rows(h) * own.clone()
+}
+
+/// Histories as the trainer keeps them, one row per node: `g_u = h̄_u / sqrt(d_u + 1)`, the
+/// history already weighed by its source's half of `c_uv`, so that a node's `ā` is a plain sum
+/// of its in-neighbors' rows over `sqrt(d_v + 1)`.
+#[derive(Debug, Clone)]
+pub struct HistoryRows {
+    at: HashMap<i64, usize>,
+    values: Vec<f32>,
+    width: usize,
+}
+
+impl HistoryRows {
+    /// The rows of `ids` (distinct), `width` values each in `ids` order.
+    pub fn new(ids: &[i64], values: Vec<f32>, width: usize) -> Self {
+        assert_eq!(values.len(), ids.len() * width, "one history row per id");
+        HistoryRows { at: ids.iter().enumerate().map(|(i, &id)| (id, i)).collect(), values, width }
+    }
+
+    fn row(&self, id: i64) -> &[f32] {
+        let i = self.at[&id];
+        &self.values[i * self.width..(i + 1) * self.width]
+    }
+
+    /// The nodes whose rows a batch's estimate reads: its last layer's input rows' and its
+    /// roots' in-neighbors, distinct and ascending.
+    pub fn needed(batch: &Batch) -> Vec<i64> {
+        let rows_in = batch.layers.last().map_or(0, |e| e.rows_in);
+        let mut ids: Vec<i64> = batch.row_ids[..rows_in].to_vec();
+        batch.root_neighbors.iter().for_each(|n| ids.extend_from_slice(n));
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+/// What a batch's last GCN layer reads, besides its input rows, to estimate its sum with
+/// control variates: the histories of its input rows and the roots' `ā`, and the weights.
+#[derive(Debug, Clone)]
+pub struct ControlVariate {
+    pub histories: Histories,
+    /// [`edge_weights`] of the last layer's edges, `[edges, 1]`.
+    pub weights: Tensor<2>,
+    /// [`self_weights`] of its output rows, `[rows_out, 1]`.
+    pub own: Tensor<2>,
+    /// [`noise_weights`] of the last layer's edges, `[edges, 1]`.
+    pub noise: Tensor<2>,
+    /// In training with dropout: the batch's tensors without it, for CVD's dropout-free rows
+    /// (set by the caller; `None` evaluates, or trains without dropout).
+    pub clean: Option<BatchTensors>,
+}
+
+impl ControlVariate {
+    /// The estimate's inputs for `batch` (records with `root_neighbors`; output row `v` of its
+    /// last layer is root `v`), from the rows [`HistoryRows::needed`] names.
+    pub fn of(batch: &Batch, g: &HistoryRows, device: &Device) -> Self {
+        let e = batch.layers.last().expect("a batch has layers");
+        let (rows_in, rows_out, width) = (e.rows_in, e.rows_out, g.width);
+        let degree: Vec<f32> = batch.row_degrees[..rows_in].iter().map(|&d| d as f32).collect();
+        // h̄_u = g_u sqrt(d_u + 1): the input rows' histories.
+        let mut rows = Vec::with_capacity(rows_in * width);
+        for (&id, d) in batch.row_ids[..rows_in].iter().zip(&degree) {
+            let scale = (d + 1.0).sqrt();
+            rows.extend(g.row(id).iter().map(|v| v * scale));
+        }
+        // ā_v = sum over u in N(v) of g_u / sqrt(d_v + 1), every in-edge of the root.
+        let mut aggregate = vec![0.0f32; rows_out * width];
+        for (v, neighbors) in batch.root_neighbors.iter().enumerate().take(rows_out) {
+            let sum = &mut aggregate[v * width..(v + 1) * width];
+            neighbors.iter().for_each(|&u| sum.iter_mut().zip(g.row(u)).for_each(|(s, x)| *s += x));
+            let scale = 1.0 / (degree[v] + 1.0).sqrt();
+            sum.iter_mut().for_each(|s| *s *= scale);
+        }
+        let (weights, noise) = (edge_weights(&e.src, &e.dst, &degree), noise_weights(&e.src, &e.dst, &degree));
+        let tensor = |values: Vec<f32>, rows: usize, cols: usize| {
+            Tensor::<2>::from_data(TensorData::new(values, [rows, cols]), device)
+        };
+        ControlVariate {
+            histories: Histories { rows: tensor(rows, rows_in, width), aggregate: tensor(aggregate, rows_out, width) },
+            weights: tensor(weights.clone(), weights.len(), 1),
+            noise: tensor(noise.clone(), noise.len(), 1),
+            own: self_weights(&degree, rows_out, device),
+            clean: None,
+        }
+    }
+
+    /// GCN layer `layer` over `h` (`[rows_in, width]`) with its sum estimated, then the weight
+    /// and the bias. With `mean` (the same rows without dropout: VR-GCN's CVD) the control
+    /// variate is on the mean, and the dropout noise `h - mean` is summed over the sample with
+    /// [`noise_weights`]: its expectation is zero, and scaled so, its variance is what the sum
+    /// over every in-edge would have. Without, [`estimate`].
+    pub fn last_layer(&self, layer: &GcnLayer, h: Tensor<2>, mean: Option<Tensor<2>>, e: &EdgeTensors) -> Tensor<2> {
+        let z = match mean {
+            None => estimate(h, &self.histories, e, &self.weights, &self.own),
+            Some(mean) => {
+                let noise = e.sum(h.clone() - mean.clone(), &self.noise);
+                let sampled = e.sum(mean - self.histories.rows.clone(), &self.weights);
+                // The root's own row is always there: with its dropout, as without estimates.
+                sampled + noise + self.histories.aggregate.clone() + e.own_rows(h) * self.own.clone()
+            }
+        };
+        z.matmul(layer.weight.val()) + layer.bias.val().unsqueeze::<2>()
+    }
 }
 
 #[cfg(test)]

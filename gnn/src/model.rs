@@ -10,6 +10,7 @@ use schemas::task::Decoder;
 
 use crate::aggregate::EdgeTensors;
 use crate::batch::{Batch, TypedInputs};
+use crate::control_variate::ControlVariate;
 use crate::decoder::MlpDecoder;
 use crate::hetero::{GroupTensors, HeteroSageLayer, Projection, RgcnLayer};
 use crate::hub::{HubTerms, PieceEdges, PieceInputs, PieceParts};
@@ -268,24 +269,82 @@ impl Gnn {
 
     /// Logits of the batch's roots, `[records, classes]`. `dropout` is `None` at evaluation.
     pub fn forward(&self, spec: &ModelSpec, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
+        self.forward_estimating(spec, batch, t, dropout, None)
+    }
+
+    /// [`Gnn::forward`] with the last layer's sum over in-edges estimated with control variates
+    /// (`cv`: see [`crate::control_variate`]) where given; the last layer must then be GCN's.
+    /// In training, with `cv.clean` (the batch without dropout), the estimate is VR-GCN's CVD:
+    /// the dropout-free rows carry the control variate, their dropout noise is summed apart.
+    pub fn forward_estimating(
+        &self,
+        spec: &ModelSpec,
+        batch: &Batch,
+        t: &BatchTensors,
+        dropout: Option<Dropout>,
+        cv: Option<&ControlVariate>,
+    ) -> Tensor<2> {
+        let last = self.layers.len() - 1;
+        let h = self.rows_into(spec, batch, t, dropout, last);
+        let e = &t.layers[last];
+        let h = match (cv, &self.layers[last]) {
+            (None, layer) => {
+                let keep = self.attention_keep(layer, batch, last, dropout, &h.device());
+                self.train_layer(spec, last, h, (e, keep), None)
+            }
+            (Some(cv), Layer::Gcn(g)) => {
+                let clean = cv.clean.as_ref().filter(|_| dropout.is_some());
+                let mean = clean.map(|clean| self.rows_into(spec, batch, clean, None, last));
+                cv.last_layer(g, h, mean, e)
+            }
+            (Some(_), _) => panic!("control variates estimate a GCN layer"),
+        };
+        h.slice(0..batch.roots.len())
+    }
+
+    /// The input rows of layer `upto` (after its dropout): the layers before it run in training
+    /// mode with `dropout` (`None`: evaluation mode).
+    fn rows_into(
+        &self,
+        spec: &ModelSpec,
+        batch: &Batch,
+        t: &BatchTensors,
+        dropout: Option<Dropout>,
+        upto: usize,
+    ) -> Tensor<2> {
         let mut h = self.input(batch, t, dropout);
         // Layer 0's input is masked already: by the host, or with the learned columns above.
         let input_done = t.input_dropped || t.learned.is_some();
-        for (l, layer) in self.layers.iter().enumerate() {
+        for (l, layer) in self.layers.iter().enumerate().take(upto + 1) {
             let e = &t.layers[l];
             h = h.slice(0..e.rows_in);
             if let Some(d) = dropout.filter(|_| l > 0 || !input_done) {
                 h = apply_dropout(h, batch, d, l as u64);
             }
-            let keep = match layer {
-                Layer::Gat(g) => dropout
-                    .filter(|d| d.attention_rate > 0.0)
-                    .map(|d| attention_mask(batch, l, g.heads, d, &h.device())),
-                _ => None,
-            };
+            if l == upto {
+                break;
+            }
+            let keep = self.attention_keep(layer, batch, l, dropout, &h.device());
             h = self.train_layer(spec, l, h, (e, keep), None);
         }
-        h.slice(0..batch.roots.len())
+        h
+    }
+
+    /// GAT's attention dropout mask of layer `l`, in training with an attention rate.
+    fn attention_keep(
+        &self,
+        layer: &Layer,
+        batch: &Batch,
+        l: usize,
+        dropout: Option<Dropout>,
+        device: &Device,
+    ) -> AttentionMask {
+        match layer {
+            Layer::Gat(g) => {
+                dropout.filter(|d| d.attention_rate > 0.0).map(|d| attention_mask(batch, l, g.heads, d, device))
+            }
+            _ => None,
+        }
     }
 }
 

@@ -181,7 +181,8 @@ impl Reads for Records<'_> {
         SampleSpec {
             sampler: self.config.sampler,
             seed: self.config.seed,
-            limit: self.layers.sample_limit(),
+            // Every in-edge is kept for the roots' neighbor lists; records take their prefixes.
+            limit: if self.config.root_neighbors { usize::MAX } else { self.layers.sample_limit() },
             hub_threshold: self.config.hub_threshold,
             relation_limits,
             // The rounds ask each source's owner for its row by id.
@@ -218,6 +219,7 @@ impl Body for Records<'_> {
             relation_fanouts: self.typed.as_ref().map_or_else(Vec::new, |t| t.fanouts.clone()),
             string_ids: graph.nodes.strings.is_some(),
             precomputed: graph.nodes.precomputed,
+            root_neighbors: self.config.root_neighbors,
         };
         let schema: SchemaRef = Arc::new(record_schema(&meta));
         let layers = self.relation_layers();

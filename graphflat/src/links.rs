@@ -185,7 +185,7 @@ fn link_dataflow<'s>(
         })
         .exchange(move |n: &Need| owners.key(n.root));
     let typed = record::edge_widths(&nodes);
-    let records = assembled(rounds(scope, dedupe(needs.clone()), nodes, layers, progress, answered), typed);
+    let records = assembled(rounds(scope, dedupe(needs.clone()), nodes, layers, progress, answered, false), typed);
     let delivered = fan_out(records, needs);
     assemble(tasks, delivered, disjoint_train)
 }

@@ -56,6 +56,8 @@ pub struct Gathered {
     pub blocks: Vec<Block>,
     pub edges: Vec<GatheredEdge>,
     pub edge_features: Vec<f32>,
+    /// With `root_neighbors`: the root's every in-neighbor, in sampling-key order.
+    pub root_neighbors: Vec<i64>,
 }
 
 /// [`assemble_into`]'s working memory, kept between records: its maps and lists would otherwise
@@ -77,6 +79,8 @@ pub trait RecordSink {
     /// An edge by local indices, in the record's edge order; a typed record's carry their
     /// relation.
     fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>);
+    /// The root's every in-neighbor, after the edges (records with `root_neighbors`).
+    fn root_neighbors(&mut self, ids: &[i64]);
 }
 
 impl RecordSink for RecordColumns {
@@ -94,6 +98,10 @@ impl RecordSink for RecordColumns {
 
     fn edge(&mut self, src: i32, dst: i32, weight: f32, layers: u32, features: &[f32], relation: Option<u8>) {
         RecordColumns::edge(self, src, dst, weight, layers, features, relation);
+    }
+
+    fn root_neighbors(&mut self, ids: &[i64]) {
+        RecordColumns::root_neighbors(self, ids);
     }
 }
 
@@ -146,6 +154,10 @@ impl RecordSink for RecordBuilder {
             r.edge_feature_at.push(r.edge_features.len() as u32);
         }
     }
+
+    fn root_neighbors(&mut self, ids: &[i64]) {
+        self.record.root_neighbors = ids.to_vec();
+    }
 }
 
 /// The record of `gathered`, as [`assemble_into`] lays it out.
@@ -164,7 +176,7 @@ pub fn assemble(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scrat
 /// features at its type's width and each edge's at its relation's (the gathered ones are
 /// padded to the widest).
 pub fn assemble_into(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut Scratch, out: &mut impl RecordSink) {
-    let Gathered { root, label, split, mut nodes, blocks, edges, edge_features } = gathered;
+    let Gathered { root, label, split, mut nodes, blocks, edges, edge_features, root_neighbors } = gathered;
     // Unstable sorts (no buffer to allocate): ids are distinct, and edges that compare equal
     // are the same values.
     nodes.sort_unstable_by_key(|n| (n.id != root, n.hop, n.id));
@@ -202,6 +214,7 @@ pub fn assemble_into(gathered: Gathered, typed: Option<&[usize]>, scratch: &mut 
         let features = widths.map_or(features, |w| &features[..w[usize::from(relation)]]);
         out.edge(src, dst, weight, layers, features, typed.map(|_| relation));
     }
+    out.root_neighbors(&root_neighbors);
 }
 
 /// A lane's columns for records the rounds gathered: each is assembled straight into them, so

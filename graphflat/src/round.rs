@@ -70,6 +70,8 @@ struct Reply {
     edges_end: usize,
     /// The end of its original string in `Replies::keys` (a graph keyed by strings).
     key_end: usize,
+    /// The end of its in-neighbors in `Replies::neighbors` (a root's, with `root_neighbors`).
+    neighbors_end: usize,
 }
 
 /// The replies one owner sends one worker for one container of requests: reply `i`'s features
@@ -86,6 +88,8 @@ pub struct Replies {
     edge_features: Vec<f32>,
     /// Each reply's node's original string, one after another (a graph keyed by strings).
     keys: String,
+    /// With `root_neighbors`, each round-0 reply's every in-neighbor, one after another.
+    neighbors: Vec<i64>,
 }
 
 /// One reply with its slices of its [`Replies`]' buffers; its features and string stay in the
@@ -97,16 +101,18 @@ struct Answer<'a> {
     key: Range<usize>,
     edges: &'a [NeededEdge],
     edge_features: &'a [f32],
+    neighbors: &'a [i64],
 }
 
 impl Replies {
     /// Hands each reply, in order, to `f` with its features, in-edges and their features.
     fn each(self, mut f: impl FnMut(Answer)) {
-        let Replies { edge_dim, replies, features, edges, edge_features, keys, .. } = self;
+        let Replies { edge_dim, replies, features, edges, edge_features, keys, neighbors, .. } = self;
         let block = Block { features: Arc::new(features), keys: Arc::new(keys) };
-        let (mut features_from, mut edges_from, mut key_from) = (0, 0, 0);
+        let (mut features_from, mut edges_from, mut key_from, mut neighbors_from) = (0, 0, 0, 0);
         for reply in replies {
             let (features_end, edges_end, key_end) = (reply.features_end, reply.edges_end, reply.key_end);
+            let neighbors_end = reply.neighbors_end;
             f(Answer {
                 reply,
                 block: &block,
@@ -114,8 +120,9 @@ impl Replies {
                 key: key_from..key_end,
                 edges: &edges[edges_from..edges_end],
                 edge_features: &edge_features[edges_from * edge_dim..edges_end * edge_dim],
+                neighbors: &neighbors[neighbors_from..neighbors_end],
             });
-            (features_from, edges_from, key_from) = (features_end, edges_end, key_end);
+            (features_from, edges_from, key_from, neighbors_from) = (features_end, edges_end, key_end, neighbors_end);
         }
     }
 }
@@ -154,11 +161,12 @@ impl Partial {
     /// Folds a round-`hop` answer into the record; `request` gets each in-edge source not seen
     /// yet (hop `hop + 1`, while `hop < hops`).
     fn add(&mut self, answer: Answer, hop: usize, hops: usize, mut request: impl FnMut(Request)) {
-        let Answer { reply, block, features, key, edges, edge_features } = answer;
+        let Answer { reply, block, features, key, edges, edge_features, neighbors } = answer;
         let record = &mut self.gathered;
         if hop == 0 {
             record.label = reply.label;
             record.split = reply.split;
+            record.root_neighbors = neighbors.to_vec();
         }
         record.edge_features.extend_from_slice(edge_features);
         for &(src, weight, mask, relation) in edges {
@@ -210,7 +218,7 @@ fn expand<'s>(
     nodes: Rc<NodeStore>,
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
-    hop: usize,
+    (hop, neighbors): (usize, bool),
     answered: Answered,
 ) -> StreamVec<'s, u64, Replies> {
     let (me, peers) = (requests.scope().index() as u64, requests.scope().peers() as u64);
@@ -219,7 +227,7 @@ fn expand<'s>(
         move |input, output| {
             input.for_each(|cap, data| {
                 progress.count(hop, data.len() as u64);
-                let out = answer(&nodes, &layers, hop, peers, data);
+                let out = answer(&nodes, &layers, (hop, neighbors), peers, data);
                 let elsewhere = out.iter().filter(|r| r.to != me).map(|r| r.replies.len() as u64).sum();
                 answered.add(out.iter().map(|r| r.replies.len() as u64).sum(), elsewhere);
                 let mut session = output.session(&cap);
@@ -235,7 +243,13 @@ fn expand<'s>(
 /// are cache misses (the store spans hundreds of megabytes). The slots are looked up first,
 /// each index line asked for [`PREFETCH_AHEAD`] requests before its lookup, and each node's
 /// rows asked for as many requests before they are copied, so the misses overlap.
-fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &mut Vec<Request>) -> Vec<Replies> {
+fn answer(
+    nodes: &NodeStore,
+    layers: &[Layers],
+    (hop, neighbors): (usize, bool),
+    peers: u64,
+    data: &mut Vec<Request>,
+) -> Vec<Replies> {
     // The last hop's nodes contribute no in-edges: no layer aggregates beyond hop k.
     let edges = hop < layers[0].hops();
     data.iter().take(PREFETCH_AHEAD).for_each(|r| nodes.prefetch(r.node));
@@ -279,6 +293,10 @@ fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &m
         if edges {
             push_needed_edges(nodes, slot, layers, hop, &mut to.edges, &mut to.edge_features);
         }
+        // The root's every in-neighbor: the store keeps them all (sample limit `all`).
+        if neighbors && hop == 0 {
+            to.neighbors.extend(nodes.sampled(slot).iter().map(|e| e.src));
+        }
         to.replies.push(Reply {
             root: r.root,
             node: r.node,
@@ -289,6 +307,7 @@ fn answer(nodes: &NodeStore, layers: &[Layers], hop: usize, peers: u64, data: &m
             features_end: to.features.len(),
             edges_end: to.edges.len(),
             key_end: to.keys.len(),
+            neighbors_end: to.neighbors.len(),
         });
     }
     out
@@ -372,7 +391,8 @@ fn merge<'s>(
 
 /// Builds the rounds: batch requests (`root`, `root`, 0) in, each record's gathered pieces
 /// out (to be assembled: `crate::record`), at the owner of each root. `layers` holds each
-/// relation's rule (one for a homogeneous graph).
+/// relation's rule (one for a homogeneous graph); with `root_neighbors` each record gets its
+/// root's every in-neighbor (the store must keep every in-edge).
 pub fn rounds<'s>(
     scope: Scope<'s, u64>,
     targets: StreamVec<'s, u64, Request>,
@@ -380,12 +400,14 @@ pub fn rounds<'s>(
     layers: Rc<[Layers]>,
     progress: Arc<Progress>,
     answered: Answered,
+    root_neighbors: bool,
 ) -> StreamVec<'s, u64, Gathered> {
     let hops = layers[0].hops();
     let mut partials: StreamVec<'s, u64, Partial> = Vec::<Partial>::new().to_stream(scope);
     let mut requests = targets;
     for hop in 0..=hops {
-        let replies = expand(requests, nodes.clone(), layers.clone(), progress.clone(), hop, answered.clone());
+        let at = (hop, root_neighbors);
+        let replies = expand(requests, nodes.clone(), layers.clone(), progress.clone(), at, answered.clone());
         let (next_partials, next_requests) = merge(partials, replies, hops, hop).ok_err(|step| step);
         partials = next_partials;
         requests = next_requests;

@@ -35,8 +35,9 @@ pub fn flatten_targets(
     let (nodes, layers): (_, Rc<[Layers]>) = (Rc::new(nodes), Rc::from(layers));
     let answered = Answered::default();
     let counted = answered.clone();
+    let neighbors = config.root_neighbors;
     let mut written = write_batches(worker, config, schema, output, batches, columns, move |scope, requests| {
-        rounds(scope, requests, nodes, layers, progress, counted)
+        rounds(scope, requests, nodes, layers, progress, counted, neighbors)
     })?;
     (written.own.answered, written.own.exchanged) = answered.counts();
     Ok(written)

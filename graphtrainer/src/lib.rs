@@ -9,6 +9,8 @@
 //!   ([`neighborhoods`]);
 //! - [`loader`]: batch preparation on a reader thread, ahead of compute;
 //! - [`ps`]: the parameter server (one shard per worker; sync or async);
+//! - [`histories`]: control variates' histories, a row per node sharded by owner beside the
+//!   server, refreshed each epoch and read by each step's estimate;
 //! - [`learned`]: learned embeddings, a table sharded by node owner beside the server, pulled
 //!   and pushed by the rows a batch holds, with sparse optimizers;
 //! - [`optim`]: Adam and SGD with weight decay and a step schedule, run by the shards;
@@ -30,6 +32,7 @@ pub mod eval_pass;
 pub mod example;
 pub mod forward;
 pub mod full;
+pub mod histories;
 pub mod learned;
 pub mod link;
 pub mod loader;

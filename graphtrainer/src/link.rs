@@ -51,6 +51,7 @@ impl Learner for LinkRecord {
         dropout: Dropout,
         phases: &mut Phases,
         learned: Option<Vec<f32>>,
+        _: Option<gnn::control_variate::ControlVariate>,
     ) -> Gradient {
         let device = &setup.device;
         let mut lap = Lap::start();

@@ -4,6 +4,7 @@
 
 use burn::prelude::*;
 use gnn::Batch;
+use gnn::control_variate::ControlVariate;
 use gnn::model::{BatchTensors, Dropout, Gnn, loss, score_values};
 use gnn::params;
 use schemas::{Label, LabelKind, Record, Split, Task};
@@ -41,14 +42,22 @@ impl Learner for Record {
         dropout: Dropout,
         phases: &mut Phases,
         learned: Option<Vec<f32>>,
+        cv: Option<ControlVariate>,
     ) -> Gradient {
         let device = &setup.device;
         let mut lap = Lap::start();
         let model = params::load(setup.template.clone(), params, device);
         let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
         let tensors = with_learned(tensors, learned, &setup.spec, device);
+        // CVD's dropout-free rows read the batch without its masks.
+        let cv = cv.map(|mut cv| {
+            if dropout.rate > 0.0 {
+                cv.clean = Some(BatchTensors::new(batch, device, setup.aggregation));
+            }
+            cv
+        });
         phases.tensors_seconds += lap.lap();
-        let logits = model.forward(&setup.spec, batch, &tensors, Some(dropout));
+        let logits = model.forward_estimating(&setup.spec, batch, &tensors, Some(dropout), cv.as_ref());
         let (loss, n) = loss(logits.clone(), &batch.labels);
         phases.forward_seconds += lap.lap();
         let grads = loss.backward();
@@ -126,17 +135,32 @@ fn evaluate(worker: &mut Worker, setup: &Setup, config: &TrainConfig, params: &[
     let mut total = Stats::default();
     let all = [setup.units(Pass::Evaluate).to_vec()];
     let index = worker.index();
+    let mut failure = None;
     eval_pass::for_each_batch(setup, config, index, &all, |batch, tensors| {
         let tensors = eval_pass::with_rows(worker, setup, batch, tensors);
-        score_batch(setup, &model, batch, &tensors, &mut total)
+        // Right after a refresh: the estimate is the exact sum over every in-edge.
+        let cv = match setup.histories.as_ref().map(|h| h.borrow_mut().control_variate(worker, batch, &setup.base)) {
+            Some(Err(e)) => {
+                failure.get_or_insert(e);
+                return;
+            }
+            other => other.map(Result::unwrap),
+        };
+        score_batch(setup, &model, batch, (&tensors, cv.as_ref()), &mut total)
     })?;
-    Ok(total)
+    failure.map_or(Ok(total), Err)
 }
 
 /// Adds one batch's valid and test score counts to `total`, without dropout (see
 /// [`gnn::model::score`]), reading the logits back once.
-fn score_batch(setup: &Setup, model: &Gnn, batch: &Batch, tensors: &BatchTensors, total: &mut Stats) {
-    let logits = model.forward(&setup.spec, batch, tensors, None);
+fn score_batch(
+    setup: &Setup,
+    model: &Gnn,
+    batch: &Batch,
+    (tensors, cv): (&BatchTensors, Option<&ControlVariate>),
+    total: &mut Stats,
+) {
+    let logits = model.forward_estimating(&setup.spec, batch, tensors, None, cv);
     let [_, width] = logits.dims();
     // Read back once for both splits.
     let values = logits.into_data().try_to_vec::<f32>().expect("f32 logits");

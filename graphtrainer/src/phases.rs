@@ -28,8 +28,11 @@ pub struct Phases {
     /// Reading the step's results back (the loss, the scores and the gradients, in one
     /// transfer): on a GPU, the wait for the device to finish the step.
     pub read_seconds: f64,
-    /// Pushing gradients to the parameter server and pulling the new parameters.
+    /// Pushing gradients to the parameter server and pulling the new parameters (and a
+    /// step's histories, with control variates).
     pub exchange_seconds: f64,
+    /// Control variates: refreshing every node's history after the epoch's steps.
+    pub histories_seconds: f64,
 }
 
 /// A step's phase clock: [`Lap::lap`] returns the time since the last lap.
@@ -51,10 +54,14 @@ impl Lap {
 
 impl Phases {
     /// The epoch log line's part: "build 1.2s, tensors 0.3s, forward 2.0s, backward 3.1s,
-    /// read 0.1s, exchange 0.2s".
+    /// read 0.1s, exchange 0.2s", and ", histories 0.4s" where they were refreshed.
     pub fn log_text(&self) -> String {
+        let histories = match self.histories_seconds {
+            0.0 => String::new(),
+            s => format!(", histories {s:.2}s"),
+        };
         format!(
-            "build {:.2}s, tensors {:.2}s, forward {:.2}s, backward {:.2}s, read {:.2}s, exchange {:.2}s",
+            "build {:.2}s, tensors {:.2}s, forward {:.2}s, backward {:.2}s, read {:.2}s, exchange {:.2}s{histories}",
             self.build_seconds,
             self.tensors_seconds,
             self.forward_seconds,
@@ -77,6 +84,7 @@ impl AddAssign for Phases {
         self.backward_seconds += o.backward_seconds;
         self.read_seconds += o.read_seconds;
         self.exchange_seconds += o.exchange_seconds;
+        self.histories_seconds += o.histories_seconds;
     }
 }
 

@@ -232,6 +232,17 @@ impl RecordSet {
     /// The labeled records of `unit` that `pass` takes, in row order, each checked: its
     /// structure (see `schemas::record::from_batch_where`) and its features' length.
     pub fn read(&self, unit: Unit, pass: Pass) -> Result<Vec<Record>, Error> {
+        self.read_where(unit, |split, label| label && pass.takes(split))
+    }
+
+    /// Every record of `unit`, of any split, labeled or not, in row order, each checked as
+    /// [`RecordSet::read`] checks them.
+    pub fn read_every(&self, unit: Unit) -> Result<Vec<Record>, Error> {
+        self.read_where(unit, |_, _| true)
+    }
+
+    /// The records of `unit` for which `keep(split, labeled)` holds, checked.
+    fn read_where(&self, unit: Unit, keep: impl Fn(Option<Split>, bool) -> bool) -> Result<Vec<Record>, Error> {
         let file = &self.files[unit.file];
         let name = file.name();
         let mut out = Vec::new();
@@ -240,15 +251,16 @@ impl RecordSet {
         let columns: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
         file.read_columns(&self.io, unit.row_group, columns.as_deref(), |batch, first_row| {
             let result =
-                record::from_batch_where(&batch, &name, first_row, |_, split| pass.takes(split)).and_then(|records| {
-                    for (row, r) in records {
-                        if r.label.is_some() {
-                            self.check_record(&r, None, &name, row)?;
-                            out.push(r);
+                record::from_batch_where(&batch, &name, first_row, |_, split| keep(split, true) || keep(split, false))
+                    .and_then(|records| {
+                        for (row, r) in records {
+                            if keep(r.split, r.label.is_some()) {
+                                self.check_record(&r, None, &name, row)?;
+                                out.push(r);
+                            }
                         }
-                    }
-                    Ok(())
-                });
+                        Ok(())
+                    });
             if let Err(e) = result {
                 failure.get_or_insert(e);
             }

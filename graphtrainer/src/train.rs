@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use cluster::Failure;
 use gnn::batch::BatchSpec;
+use gnn::control_variate::ControlVariate;
 use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
 use schemas::facts::RunFacts;
@@ -35,6 +36,7 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::error::Error;
 use crate::eval::EvalCache;
 use crate::example::Example;
+use crate::histories::Histories;
 use crate::learned::Learned;
 use crate::loader::Batches;
 use crate::metrics::{EpochMetrics, EpochTiming, METRICS, Metric, MetricsLog, Scores, TIMINGS};
@@ -235,7 +237,9 @@ pub trait Learner: Example {
     /// The gradient sum of a batch's loss, the count it sums over (the parameter server
     /// divides by the step's total), and the step's training stats; adds the step's tensors,
     /// forward, backward and read times to `phases`. `learned`: the batch's learned rows in
-    /// input-row order, whose gradient sums come back in [`Gradient::rows`].
+    /// input-row order, whose gradient sums come back in [`Gradient::rows`]; `cv`: what the
+    /// last layer's estimate reads, with control variates.
+    #[allow(clippy::too_many_arguments)]
     fn gradient(
         setup: &Setup<Self>,
         config: &TrainConfig,
@@ -244,6 +248,7 @@ pub trait Learner: Example {
         dropout: Dropout,
         phases: &mut Phases,
         learned: Option<Vec<f32>>,
+        cv: Option<ControlVariate>,
     ) -> Gradient;
 
     /// Evaluates the parameters on this worker's valid and test records, and waits for every
@@ -282,6 +287,8 @@ pub struct Setup<T: Example = Record> {
     pub keys: TaskKeys,
     /// This worker's share of the learned embedding table, if the model has one.
     pub learned: Option<RefCell<Learned>>,
+    /// This worker's share of the histories, with control variates.
+    pub histories: Option<RefCell<Histories>>,
     /// When the worker started, and whether its first step has been reported.
     started: Instant,
     first_step: std::sync::Once,
@@ -322,7 +329,11 @@ impl<T: Learner> Setup<T> {
             tracing::info!("train: {}", edge_inputs.line(config, &set.meta));
         }
         check_learned_input(config, set)?;
+        check_control_variate(config, set)?;
         let spec = learned_types(config, edge_inputs.apply(&set.meta, model_spec(config, set, head)))?;
+        let histories = config
+            .control_variate
+            .then(|| RefCell::new(Histories::new(worker, spec.hidden, set.place.shown().to_string())));
         let names = spec.types.as_ref().map(|t| t.node_types.iter().map(|n| n.name.clone()).collect());
         let learned = config.learned().map(|l| RefCell::new(Learned::new(worker, &l, config.seed, names)));
         let base = gnn::device(config.device)?;
@@ -350,6 +361,7 @@ impl<T: Learner> Setup<T> {
             template: Gnn::new(&spec, &base),
             keys,
             learned,
+            histories,
             spec,
             batch_spec,
             base,
@@ -416,6 +428,23 @@ fn model_spec(config: &TrainConfig, set: &RecordSet, head: Head) -> ModelSpec {
         precomputed: usize::from(set.meta.precomputed),
         seed: config.seed,
     }
+}
+
+/// Control variates estimate the last layer of a GCN over `Â X` (a dense first layer) on
+/// records of one hop that list their roots' in-neighbors (see `crate::histories`).
+fn check_control_variate(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
+    if !config.control_variate {
+        return Ok(());
+    }
+    let meta = &set.meta;
+    let missing = match () {
+        _ if !meta.precomputed => "were not flattened over [precompute]'s Â X (its node table as [flatten] nodes)",
+        _ if !meta.root_neighbors => "do not list their roots' in-neighbors ([flatten] root_neighbors = true)",
+        _ if meta.hops != 1 => "are not of one hop ([flatten] hops = 1: the sampled layer is the last)",
+        _ if meta.types.is_some() => "are of a typed graph",
+        _ => return Ok(()),
+    };
+    Err(Error::Usage(format!("control_variate: the records in {} {missing}", set.place.shown())))
 }
 
 /// A model reads something of every node: its features, or a learned embedding; and only a
@@ -773,6 +802,9 @@ impl<'a, T: Learner> FedRun<'a, T> {
         let (config, setup, index) = (self.config, self.setup, worker.index());
         let mut waited = Duration::ZERO;
         let mut next = None;
+        // The first epoch's histories; each later one starts from the refresh before the
+        // evaluation of the one before.
+        refresh_histories(worker, setup, &self.params)?;
         for epoch in first..config.epochs {
             let clock = Instant::now();
             let lr = learning_rate(config, epoch);
@@ -780,6 +812,8 @@ impl<'a, T: Learner> FedRun<'a, T> {
             let (server, params) = (&mut self.server, &mut self.params);
             let mut done = train_epoch(worker, config, setup, server, params, (epoch, self.steps, lr), batches)?;
             next = done.next.take();
+            done.phases.histories_seconds = refresh_histories(worker, setup, &self.params)?;
+            let (server, params) = (&mut self.server, &mut self.params);
             let scores = T::evaluate_epoch(worker, config, setup, server, params, lr, &mut done.stats)?;
             waited += done.waited;
             let train_loss = done.stats.loss_sum / done.stats.loss_rows.max(1) as f64;
@@ -897,7 +931,11 @@ impl<'a, T: Learner> FedRun<'a, T> {
             lines.push(("learned".into(), line.clone()));
         }
         let facts = run_facts(worker.peers(), started, lines);
-        let meta = records_meta(&setup.spec, set, self.params.len());
+        let mut meta = records_meta(&setup.spec, set, self.params.len());
+        if self.config.control_variate {
+            // Trained to estimate the sum over every in-edge: GraphInfer runs it over all of them.
+            (meta.fanouts, meta.sampler) = (Vec::new(), schemas::Sampler::All);
+        }
         let saved = Saving { log, meta, io: &set.io, params: &self.params, device: &setup.base, facts, table };
         save_model(self.config, &self.out.output, lease, saved)
     }
@@ -1022,8 +1060,12 @@ fn train_epoch<'a, T: Learner>(
                     if setup.learned.is_some() { T::graph(&batch).learned_keys() } else { Default::default() };
                 let mut lap = Lap::start();
                 let learned = setup.learned.as_ref().map(|l| l.borrow_mut().pull(worker, &ids, &keys));
+                let cv = match &setup.histories {
+                    Some(h) => Some(h.borrow_mut().control_variate(worker, T::graph(&batch), &setup.device)?),
+                    None => None,
+                };
                 done.phases.exchange_seconds += lap.lap();
-                (T::gradient(setup, config, params, &batch, dropout, &mut done.phases, learned), ids)
+                (T::gradient(setup, config, params, &batch, dropout, &mut done.phases, learned, cv), ids)
             }
         };
         let mut lap = Lap::start();
@@ -1039,6 +1081,20 @@ fn train_epoch<'a, T: Learner>(
         whole_share_read(worker.index(), setup, batches, &mut done)?;
     }
     Ok(done)
+}
+
+/// With control variates, sets every node's history with `params` on every worker; returns the
+/// seconds it took (0 without).
+fn refresh_histories<T: Learner>(worker: &mut Worker, setup: &Setup<T>, params: &[f32]) -> Result<f64, Error> {
+    let Some(histories) = &setup.histories else { return Ok(0.0) };
+    let clock = Instant::now();
+    let nodes = histories.borrow_mut().refresh(worker, setup, params)?;
+    let total: u64 = cluster::all_gather(worker, vec![nodes]).into_iter().sum();
+    let seconds = clock.elapsed().as_secs_f64();
+    if worker.index() == 0 {
+        tracing::debug!("train: histories of {total} nodes refreshed in {seconds:.2}s");
+    }
+    Ok(seconds)
 }
 
 /// Once an epoch's steps are done: adds the loader's build time to `done`'s phases, and fails

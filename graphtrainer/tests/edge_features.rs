@@ -99,6 +99,7 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
         relation_fanouts: Vec::new(),
         string_ids: false,
         precomputed: false,
+        root_neighbors: false,
         link: None,
     };
     let schema = Arc::new(record_schema(&meta));

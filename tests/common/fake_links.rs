@@ -89,6 +89,7 @@ pub fn link_set(dir: &Path, data: &Path, name: &str, s: LinkSettings) -> (PathBu
         relation_fanouts: Vec::new(),
         string_ids: false,
         precomputed: false,
+        root_neighbors: false,
         link: Some(LinkSpec {
             negatives: s.negatives,
             negative_sampler: NegativeSampler::Uniform,

@@ -276,3 +276,15 @@ pub fn test_accuracy(stdout: &str) -> f64 {
         after.chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| *c == '.' || c.is_ascii_digit()).collect();
     number.parse().unwrap_or_else(|_| panic!("no accuracy in {line:?}"))
 }
+
+/// The one model description (`model-<run>.json`) in a model directory.
+pub fn model_json(model: &Path) -> std::path::PathBuf {
+    let names = std::fs::read_dir(model).unwrap().map(|e| e.unwrap().path());
+    let mut described: Vec<_> = names
+        .filter(|p| {
+            p.file_name().unwrap().to_string_lossy().starts_with("model-") && p.extension().is_some_and(|e| e == "json")
+        })
+        .collect();
+    assert_eq!(described.len(), 1, "one description in {}", model.display());
+    described.remove(0)
+}

@@ -133,6 +133,12 @@ pub struct FlattenConfig {
     /// with a split are the supervision edges; its source type is the records' target type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_relation: Option<String>,
+    /// Node records list every in-neighbor of their root (`root_neighbors`, 8 bytes an
+    /// in-edge before compression), which control-variate training reads
+    /// (`docs/control-variates.md`). The flatten keeps every in-edge of each node in memory, as
+    /// `sampler = "all"` does; the records' sampled edges are the same as without it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root_neighbors: bool,
 }
 
 serde_defaults! {
@@ -176,6 +182,7 @@ impl Default for FlattenConfig {
             disjoint_train: false,
             supervision_fraction: 1.0,
             link_relation: None,
+            root_neighbors: false,
         }
     }
 }
@@ -222,7 +229,19 @@ impl FlattenConfig {
             return Err(JobError::invalid("flatten", "batch_size, max_in_flight and part_size_mb must be positive"));
         }
         self.targets.check("flatten")?;
+        self.check_root_neighbors()?;
         self.check_link()
+    }
+
+    /// `root_neighbors` serves control variates over node records, each day in full.
+    fn check_root_neighbors(&self) -> Result<(), JobError> {
+        let refused = match () {
+            _ if !self.root_neighbors => return Ok(()),
+            _ if self.task == Task::Link => "link records (task = \"link\")",
+            _ if self.incremental => "a refresh (incremental = true): run it in full",
+            _ => return Ok(()),
+        };
+        Err(JobError::invalid("flatten", format!("root_neighbors is for node records, not for {refused}")))
     }
 
     /// A link job's records are its supervision edges, kept in the share asked for; the link
@@ -271,6 +290,11 @@ impl FlattenConfig {
     /// and needs a `target_type` of its types; a homogeneous job names both tables.
     pub fn set_graph(&mut self, graph: Option<&GraphConfig>) -> Result<(), JobError> {
         let bad = |problem: String| Err(JobError::invalid("flatten", problem));
+        if graph.is_some() && self.root_neighbors {
+            return bad(
+                "root_neighbors is for a homogeneous graph's node records, and the job has a typed [graph]".into()
+            );
+        }
         match graph {
             Some(graph) if self.task == Task::Link => {
                 let graph = graph.resolve()?;

@@ -278,6 +278,11 @@ pub struct TrainConfig {
     /// Continue from the latest checkpoint in `output`.
     #[serde(default)]
     pub resume: bool,
+    /// Control variates (VR-GCN): the last layer's sum over sampled in-edges corrected with
+    /// every node's history, kept on the parameter server (`docs/control-variates.md`). A GCN on
+    /// records over `[precompute]`'s `Â X`, flattened with `root_neighbors = true`, in `sync` mode.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control_variate: bool,
     #[serde(default = "default_mode")]
     pub mode: PsMode,
     /// `async` only: how many steps a worker may run ahead of the slowest.
@@ -424,6 +429,7 @@ impl Default for TrainConfig {
             learned_embedding_lr: None,
             learned_embedding_init_std: DEFAULT_LEARNED_INIT_STD,
             learned_embedding_weight_decay: 0.0,
+            control_variate: false,
         }
     }
 }
@@ -528,10 +534,26 @@ impl TrainConfig {
             return Err(JobError::invalid("train", "bases is a key of model = \"rgcn\" (R-GCN's basis decomposition)"));
         }
         self.check_learned_keys()?;
+        self.check_control_variate()?;
         if self.bases > MAX_BASES {
             return Err(JobError::invalid("train", format!("bases is at most {MAX_BASES} (found {})", self.bases)));
         }
         self.check_source()
+    }
+
+    /// What control variates need of the job; what they need of the records is the trainer's
+    /// to check once it has read them.
+    fn check_control_variate(&self) -> Result<(), JobError> {
+        let refused = match () {
+            _ if !self.control_variate => return Ok(()),
+            _ if self.records.is_empty() => "full-graph training, which reads every in-edge already",
+            _ if self.model != ModelKind::Gcn => "a model other than model = \"gcn\"",
+            _ if self.mode != PsMode::Sync => "mode = \"async\": histories are refreshed at points every worker shares",
+            _ if self.learned_embedding_dim > 0 => "learned embeddings",
+            _ if self.task == Some(Task::Link) => "link records",
+            _ => return Ok(()),
+        };
+        Err(JobError::invalid("train", format!("control_variate is not for {refused}")))
     }
 
     /// The training's numbers: widths, counts and rates in range.

@@ -62,6 +62,10 @@ pub struct Record {
     /// for a relation without features); empty otherwise.
     #[serde(default)]
     pub edge_feature_at: Vec<u32>,
+    /// Records flattened with `root_neighbors`: the source of every in-edge of the root, in
+    /// sampling-key order (`ROOT_NEIGHBORS`); empty otherwise.
+    #[serde(default)]
+    pub root_neighbors: Vec<i64>,
 }
 
 impl Record {
@@ -155,13 +159,14 @@ impl Record {
     pub fn size_bytes(&self) -> usize {
         let typed = if self.is_typed() { self.num_nodes() + self.num_edges() } else { 0 };
         let keys: usize = self.node_keys.iter().map(|k| k.len() + 4).sum();
-        keys + RecordColumns::bytes_of(
-            self.num_nodes(),
-            self.features.len(),
-            self.num_edges(),
-            self.edge_features.len(),
-            typed,
-        )
+        keys + 8 * self.root_neighbors.len()
+            + RecordColumns::bytes_of(
+                self.num_nodes(),
+                self.features.len(),
+                self.num_edges(),
+                self.edge_features.len(),
+                typed,
+            )
     }
 }
 
@@ -184,6 +189,7 @@ impl RecordColumns {
             let (w, layers) = (r.edge_weights[j], r.edge_layers[j]);
             self.edge(r.edge_src[j], r.edge_dst[j], w, layers, r.edge_features_of(j), relation);
         }
+        self.root_neighbors(&r.root_neighbors);
     }
 }
 
@@ -222,6 +228,7 @@ pub fn to_batch(records: &[Record], schema: &SchemaRef) -> Result<RecordBatch, A
             EDGE_DST => list(records, DataType::Int32, |r| &r.edge_dst, |v| Arc::new(Int32Array::from(v)))?,
             EDGE_WEIGHTS => list(records, DataType::Float32, |r| &r.edge_weights, |v| Arc::new(Float32Array::from(v)))?,
             EDGE_LAYERS => list(records, DataType::UInt32, |r| &r.edge_layers, |v| Arc::new(UInt32Array::from(v)))?,
+            ROOT_NEIGHBORS => list(records, DataType::Int64, |r| &r.root_neighbors, |v| Arc::new(Int64Array::from(v)))?,
             other => return Err(ArrowError::SchemaError(format!("no record column is named {other:?}"))),
         });
     }
@@ -466,6 +473,7 @@ pub(super) struct GraphColumns<'a> {
     edge_dst: ListColumn<'a, Int32Type>,
     edge_weights: ListColumn<'a, Float32Type>,
     edge_layers: ListColumn<'a, UInt32Type>,
+    root_neighbors: Option<ListColumn<'a, Int64Type>>,
 }
 
 impl<'a> GraphColumns<'a> {
@@ -500,6 +508,10 @@ impl<'a> GraphColumns<'a> {
             edge_dst: ListColumn::new(batch, EDGE_DST, at)?,
             edge_weights: ListColumn::new(batch, EDGE_WEIGHTS, at)?,
             edge_layers: ListColumn::new(batch, EDGE_LAYERS, at)?,
+            root_neighbors: match batch.column_by_name(ROOT_NEIGHBORS) {
+                Some(_) => Some(ListColumn::new(batch, ROOT_NEIGHBORS, at)?),
+                None => None,
+            },
         })
     }
 
@@ -521,11 +533,24 @@ impl<'a> GraphColumns<'a> {
             self.edge_features.as_ref().map_or_else(Default::default, |f| f.row(row));
         let optional =
             |column: &Option<ListColumn<'a, UInt8Type>>| column.as_ref().map_or(Ok(Vec::new()), |c| c.row(row, at));
+        let in_degrees: Vec<i64> = self.in_degrees.row(row, at)?;
+        let root_neighbors = match &self.root_neighbors {
+            None => Vec::new(),
+            Some(column) => {
+                let ids: Vec<i64> = column.row(row, at)?;
+                // One entry an in-edge of the root: what control variates sum over.
+                if let Some(&d) = in_degrees.first().filter(|&&d| d != ids.len() as i64) {
+                    let problem = format!("{} in-neighbors for a root of in-degree {d}", ids.len());
+                    return Err(at.bad(row, ROOT_NEIGHBORS, problem));
+                }
+                ids
+            }
+        };
         Ok(Record {
             node_ids: self.node_ids.row(row, at)?,
             node_keys: self.node_keys.as_ref().map_or(Vec::new(), |k| k.row(row)),
             hops: self.hops.row(row, at)?,
-            in_degrees: self.in_degrees.row(row, at)?,
+            in_degrees,
             features,
             feature_at,
             node_types: optional(&self.node_types)?,
@@ -536,6 +561,7 @@ impl<'a> GraphColumns<'a> {
             edge_layers: self.edge_layers.row(row, at)?,
             edge_features,
             edge_feature_at,
+            root_neighbors,
             ..Record::default()
         })
     }

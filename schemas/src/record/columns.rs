@@ -68,6 +68,10 @@ pub struct RecordColumns {
     node_widths: Vec<u32>,
     edge_relations: Vec<u8>,
     edge_widths: Vec<u32>,
+    /// Records with `root_neighbors`: each record's in-neighbors of its root, one after
+    /// another, and how many each record has.
+    root_neighbors: Vec<i64>,
+    neighbor_counts: Vec<usize>,
     bytes: usize,
 }
 
@@ -100,6 +104,14 @@ impl RecordColumns {
         self.node_counts.push(0);
         self.edge_counts.push(0);
         self.key_counts.push(0);
+        self.neighbor_counts.push(0);
+    }
+
+    /// Gives the open record its root's in-neighbors (`ROOT_NEIGHBORS`).
+    pub fn root_neighbors(&mut self, ids: &[i64]) {
+        *self.neighbor_counts.last_mut().expect("neighbors belong to a started record") += ids.len();
+        self.root_neighbors.extend_from_slice(ids);
+        self.bytes += 8 * ids.len();
     }
 
     /// Gives the node just added its original string (a graph keyed by strings).
@@ -167,6 +179,8 @@ impl RecordColumns {
             node_widths,
             mut edge_relations,
             edge_widths,
+            mut root_neighbors,
+            neighbor_counts,
             bytes: _,
         } = std::mem::take(self);
         // Each column is named once in a schema: its buffer moves into its array.
@@ -192,6 +206,9 @@ impl RecordColumns {
                 EDGE_DST => list(&edges, DataType::Int32, Arc::new(Int32Array::from(take(&mut edge_dst))))?,
                 EDGE_WEIGHTS => list(&edges, DataType::Float32, Arc::new(Float32Array::from(take(&mut edge_weights))))?,
                 EDGE_LAYERS => list(&edges, DataType::UInt32, Arc::new(UInt32Array::from(take(&mut edge_layers))))?,
+                ROOT_NEIGHBORS => {
+                    list(&neighbor_counts, DataType::Int64, Arc::new(Int64Array::from(take(&mut root_neighbors))))?
+                }
                 other => return Err(ArrowError::SchemaError(format!("no record column is named {other:?}"))),
             });
         }

@@ -305,6 +305,7 @@ fn endpoint(
         edge_relations: typed(&whole.edge_relations, &edges_at),
         edge_features,
         edge_feature_at,
+        root_neighbors: Vec::new(),
     }
 }
 
@@ -348,6 +349,7 @@ mod tests {
             relation_fanouts: Vec::new(),
             string_ids: false,
             precomputed: false,
+            root_neighbors: false,
             link: Some(LinkSpec {
                 negatives: 2,
                 negative_sampler: NegativeSampler::Uniform,

@@ -34,6 +34,12 @@ pub const NODE_TYPES: &str = "node_types";
 /// Typed records: each edge's relation, an index into the `graphflat.relations` metadata list.
 pub const EDGE_RELATIONS: &str = "edge_relations";
 
+/// Records flattened with `[flatten] root_neighbors = true`: the source of every in-edge of the
+/// root over the message-passing edges (one entry an in-edge, parallel edges repeated), in
+/// sampling-key order, so the root's sampled in-edges are its first ones. Control-variate
+/// training reads the histories of all of them (`docs/control-variates.md`).
+pub const ROOT_NEIGHBORS: &str = "root_neighbors";
+
 /// Link records: the supervision edge's source and destination.
 pub const LINK_SRC: &str = "link_src";
 pub const LINK_DST: &str = "link_dst";
@@ -83,6 +89,8 @@ pub mod meta {
     /// `gcn:1` for records flattened over `[precompute]`'s output (features `Â X`): a model
     /// trained on them has one layer more than their hops, the first dense; absent otherwise.
     pub const PRECOMPUTED: &str = "graphflat.precomputed";
+    /// `all` for records with a `root_neighbors` column; absent otherwise.
+    pub const ROOT_NEIGHBORS: &str = "graphflat.root_neighbors";
 }
 
 fn list_of(item: DataType) -> DataType {
@@ -197,6 +205,9 @@ pub struct FlattenMeta {
     pub string_ids: bool,
     /// The node table's features were `Â X` (`[precompute]`'s output; see `meta::PRECOMPUTED`).
     pub precomputed: bool,
+    /// The records list every in-neighbor of their root (`root_neighbors`; see
+    /// `meta::ROOT_NEIGHBORS`).
+    pub root_neighbors: bool,
 }
 
 impl FlattenMeta {
@@ -263,6 +274,9 @@ impl FlattenMeta {
         }
         if self.precomputed {
             metadata.insert(meta::PRECOMPUTED.to_owned(), crate::nodes::GCN_ONCE.to_owned());
+        }
+        if self.root_neighbors {
+            metadata.insert(meta::ROOT_NEIGHBORS.to_owned(), "all".to_owned());
         }
         if let Some(link) = &self.link {
             metadata.insert(meta::TASK.to_owned(), Task::Link.name().to_owned());
@@ -333,6 +347,11 @@ impl FlattenMeta {
                 None => false,
                 Some(crate::nodes::GCN_ONCE) => true,
                 Some(_) => return Err(MetaError::Bad(meta::PRECOMPUTED)),
+            },
+            root_neighbors: match metadata.get(meta::ROOT_NEIGHBORS).map(String::as_str) {
+                None => false,
+                Some("all") => true,
+                Some(_) => return Err(MetaError::Bad(meta::ROOT_NEIGHBORS)),
             },
         })
     }
@@ -485,7 +504,10 @@ pub fn record_schema(meta: &FlattenMeta) -> Schema {
         let at = node_fields.iter().position(|f| f.name() == NODE_IDS).expect("every record has node_ids") + 1;
         node_fields.insert(at, Field::new(NODE_KEYS, list_of(DataType::Utf8), false));
     }
-    let fields = if meta.link.is_some() { link_record_fields(node_fields) } else { node_fields };
+    let mut fields = if meta.link.is_some() { link_record_fields(node_fields) } else { node_fields };
+    if meta.root_neighbors {
+        fields.push(Field::new(ROOT_NEIGHBORS, list_of(DataType::Int64), false));
+    }
     Schema::new(fields).with_metadata(meta.to_metadata())
 }
 
@@ -510,6 +532,7 @@ mod tests {
             relation_fanouts: Vec::new(),
             string_ids: false,
             precomputed: false,
+            root_neighbors: false,
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
         let all = FlattenMeta { fanouts: vec![], sampler: Sampler::All, label: LabelKind::Class, ..meta };
@@ -526,6 +549,11 @@ mod tests {
         let mut unknown = precomputed.to_metadata();
         unknown.insert(meta::PRECOMPUTED.to_owned(), "gcn:2".to_owned());
         assert_eq!(FlattenMeta::read(&unknown), Err(MetaError::Bad(meta::PRECOMPUTED)));
+        let neighbors = FlattenMeta { root_neighbors: true, ..precomputed.clone() };
+        assert_eq!(FlattenMeta::from_metadata(&neighbors.to_metadata()), Some(neighbors.clone()));
+        let mut some = neighbors.to_metadata();
+        some.insert(meta::ROOT_NEIGHBORS.to_owned(), "5".to_owned());
+        assert_eq!(FlattenMeta::read(&some), Err(MetaError::Bad(meta::ROOT_NEIGHBORS)));
         let edges = FlattenMeta {
             edge_dim: 2,
             edge_stats: Some(EdgeStats { mean: vec![0.5, -1.25], std: vec![1.0, 0.1] }),
@@ -581,6 +609,7 @@ mod tests {
             relation_fanouts: vec![vec![3, 2], vec![10, 5]],
             string_ids: false,
             precomputed: false,
+            root_neighbors: false,
         };
         assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()));
         assert_eq!(meta.relation_layers()[0], Layers::recorded(2, &[3, 2]));

@@ -1,0 +1,140 @@
+//! Setting and reading history rows at their owners: a request-and-answer dataflow on the
+//! training cluster, as `crate::learned::pull` is. A worker sends each owner the ids it sets
+//! (with their rows) or reads, only to the owners it needs, and steps timely until every answer
+//! is in, serving the others' requests meanwhile. Answers do not wait for a frontier: workers
+//! read as often as their batches need (evaluation passes differ in length between workers).
+//!
+//! A set is answered once the owner holds the rows, so a worker whose sets are all answered
+//! knows they are in place; a refresh ends with every worker agreeing (`cluster::agree`), after
+//! which every read sees every worker's rows.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::InputHandleVec;
+use timely::dataflow::channels::pact::{Exchange as ByKey, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Exchange as _, Input};
+use timely::worker::Worker;
+
+use super::shard::HistoryShard;
+use crate::learned::owner;
+
+/// Ids one worker sets (with their rows, `values`) or reads at one owner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Request {
+    owner: u32,
+    from: u32,
+    set: bool,
+    ids: Vec<i64>,
+    values: Vec<f32>,
+}
+
+/// An owner's answer: a read's rows in the request's order (or the first id it has no row
+/// for); nothing for a set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Answer {
+    owner: u32,
+    to: u32,
+    rows: Result<Vec<f32>, i64>,
+}
+
+/// A worker's end of the dataflow.
+pub struct Exchange {
+    input: InputHandleVec<u64, Request>,
+    answers: Rc<RefCell<Vec<Answer>>>,
+    width: usize,
+    round: u64,
+}
+
+impl Exchange {
+    /// Builds the dataflow; `shard` is this worker's rows, which it serves.
+    pub fn new(worker: &mut Worker, shard: Rc<RefCell<HistoryShard>>) -> Self {
+        let mut input = InputHandleVec::<u64, Request>::new();
+        let answers = Rc::new(RefCell::new(Vec::new()));
+        let (sink, width) = (answers.clone(), shard.borrow().width);
+        worker.dataflow::<u64, _, _>(|scope| {
+            scope
+                .input_from(&mut input)
+                .unary::<CapacityContainerBuilder<Vec<Answer>>, _, _, _>(
+                    ByKey::new(|r: &Request| u64::from(r.owner)),
+                    "Histories",
+                    move |_, _| {
+                        move |input, output| {
+                            input.for_each(|cap, requests| {
+                                let mut session = output.session(&cap);
+                                let mut shard = shard.borrow_mut();
+                                for r in requests.drain(..) {
+                                    let rows = if r.set {
+                                        shard.set(&r.ids, &r.values);
+                                        Ok(Vec::new())
+                                    } else {
+                                        shard.get(&r.ids)
+                                    };
+                                    session.give(Answer { owner: r.owner, to: r.from, rows });
+                                }
+                            });
+                        }
+                    },
+                )
+                .exchange(|a: &Answer| u64::from(a.to))
+                .sink(Pipeline, "HistoryAnswers", move |(input, _)| {
+                    input.for_each(|_, answers| sink.borrow_mut().append(answers));
+                });
+        });
+        Exchange { input, answers, width, round: 0 }
+    }
+
+    /// Sets the rows of `ids` (distinct), `width` values each in `values`, at their owners,
+    /// and returns once every owner holds them.
+    pub fn set(&mut self, worker: &mut Worker, ids: &[i64], values: &[f32]) {
+        let width = self.width;
+        let rows = |at: &[usize]| at.iter().flat_map(|&i| &values[i * width..(i + 1) * width]).copied().collect();
+        self.ask(worker, ids, true, rows);
+    }
+
+    /// The rows of `ids` (distinct), `width` values each in `ids` order, from their owners; or
+    /// an id no owner has a row for.
+    pub fn get(&mut self, worker: &mut Worker, ids: &[i64]) -> Result<Vec<f32>, i64> {
+        let (asked, answers) = self.ask(worker, ids, false, |_| Vec::new());
+        let width = self.width;
+        let mut rows = vec![0.0f32; ids.len() * width];
+        for answer in answers {
+            let values = answer.rows?;
+            for (&at, row) in asked[answer.owner as usize].iter().zip(values.chunks_exact(width.max(1))) {
+                rows[at * width..(at + 1) * width].copy_from_slice(row);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Sends each owner its ids of `ids` (with `values_of` their positions' rows) and waits for
+    /// every answer: the positions asked of each owner, and the answers.
+    fn ask(
+        &mut self,
+        worker: &mut Worker,
+        ids: &[i64],
+        set: bool,
+        values_of: impl Fn(&[usize]) -> Vec<f32>,
+    ) -> (Vec<Vec<usize>>, Vec<Answer>) {
+        let peers = worker.peers();
+        let mut asked: Vec<Vec<usize>> = vec![Vec::new(); peers];
+        for (at, &id) in ids.iter().enumerate() {
+            asked[owner(id, peers)].push(at);
+        }
+        let mut expected = 0;
+        for (o, positions) in asked.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+            let ids = positions.iter().map(|&at| ids[at]).collect();
+            let values = values_of(positions);
+            self.input.send(Request { owner: o as u32, from: worker.index() as u32, set, ids, values });
+            expected += 1;
+        }
+        self.round += 1;
+        self.input.advance_to(self.round);
+        cluster::wait_while(worker, || self.answers.borrow().len() < expected);
+        let answers = std::mem::take(&mut *self.answers.borrow_mut());
+        (asked, answers)
+    }
+}

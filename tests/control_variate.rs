@@ -1,0 +1,175 @@
+//! Control variates (`[train] control_variate = true`): a GCN over `[precompute]`'s `Â X`,
+//! trained on records of fanout [2] that list their roots' in-neighbors (`[flatten]
+//! root_neighbors`). Checked against an independent exact computation: the saved model's forward
+//! pass over every-in-edge records of the same graph (the exact GCN). GraphInfer scores the model
+//! as that exact pass; the trainer's evaluation, right after a refresh of every node's history,
+//! is that exact pass too (its last epoch's validation accuracy is the exact model's), on 1 and
+//! 2 workers and on 2 processes; the records' neighbor lists are every in-edge's source; what
+//! control variates cannot run on is refused before anything is written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::common::*;
+
+/// The generated graph's `Â X` at `dir/ax`, and its records of fanout [2] with neighbor lists
+/// at `dir/flat` and of every in-edge at `dir/every`.
+fn prepare(dir: &Path) -> std::path::PathBuf {
+    let data = dir.join("graph");
+    generate(&data, 1500, 8, 12, 5);
+    let ax = dir.join("ax");
+    let precompute = Job::table_named("precompute")
+        .key("nodes", location(data.join("nodes")))
+        .key("edges", location(data.join("edges")))
+        .key("output", location(&ax))
+        .key("normalize_features", true);
+    run_ok(&precompute.write(dir, "precompute"), &[]);
+    let flatten = |out: &str| {
+        Job::table_named("flatten")
+            .key("nodes", location(&ax))
+            .key("edges", location(data.join("edges")))
+            .key("output", location(dir.join(out)))
+            .key("hops", 1)
+    };
+    let two = || Job::cluster().key("workers", 2);
+    let sampled = flatten("flat").key("fanouts", vec![2]).key("root_neighbors", true).key("hub_threshold", 6);
+    run_ok(&two().and(sampled).write(dir, "flatten"), &[]);
+    run_ok(&flatten("every").key("sampler", "all").write(dir, "every"), &[]);
+    data
+}
+
+fn cv_train(records: &Path, model: &Path) -> Job {
+    Job::train(records, model)
+        .key("control_variate", true)
+        .key("epochs", 4)
+        .key("batch_size", 128)
+        .key("hidden", 8)
+        .key("dropout", 0.5)
+}
+
+/// The last line of a model's `metrics.jsonl`.
+fn last_metrics(model: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(model.join("metrics.jsonl")).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+/// The accuracy of `scores` (by root) on the records of `split` in `records`.
+fn accuracy(scores: &BTreeMap<i64, Vec<f32>>, records: &Path, split: schemas::Split) -> f64 {
+    let (mut hits, mut all) = (0u64, 0u64);
+    for r in read_records(records).iter().filter(|r| r.split == Some(split)) {
+        let Some(schemas::Label::Class(class)) = r.label else { continue };
+        let s = &scores[&r.root];
+        let predicted = (0..s.len()).max_by(|&a, &b| s[a].total_cmp(&s[b]).then(b.cmp(&a))).unwrap();
+        hits += u64::from(predicted as i64 == class);
+        all += 1;
+    }
+    hits as f64 / all as f64
+}
+
+#[test]
+fn the_records_list_every_in_neighbor_and_sample_a_prefix_of_them() {
+    let dir = scratch("cv-records");
+    let data = prepare(&dir);
+    let mut sources: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for (src, dst) in message_passing_edges(&data.join("edges")) {
+        sources.entry(dst.parse().unwrap()).or_default().push(src.parse().unwrap());
+    }
+    let records = read_records(&dir.join("flat"));
+    assert_eq!(records.len(), 1500);
+    for r in &records {
+        let mut listed = r.root_neighbors.clone();
+        assert_eq!(listed.len() as i64, r.in_degrees[0], "root {}", r.root);
+        // The root's sampled in-edges are the first of its list, by sampling key.
+        let sampled: Vec<i64> =
+            (0..r.edge_src.len()).filter(|&j| r.edge_dst[j] == 0).map(|j| r.node_ids[r.edge_src[j] as usize]).collect();
+        let mut first: Vec<i64> = listed.iter().take(2).copied().collect();
+        let mut sampled = sampled;
+        first.sort_unstable();
+        sampled.sort_unstable();
+        assert_eq!(first, sampled, "root {}", r.root);
+        listed.sort_unstable();
+        let mut want = sources.get(&r.root).cloned().unwrap_or_default();
+        want.sort_unstable();
+        assert_eq!(listed, want, "root {}", r.root);
+    }
+    assert_every_reader_reads_the_manifest(&[&dir.join("flat")]);
+}
+
+#[test]
+fn a_model_trained_with_control_variates_is_the_exact_gcn_in_its_evaluation_and_in_graphinfer() {
+    let dir = scratch("cv-exact");
+    let data = prepare(&dir);
+    let (flat, every) = (dir.join("flat"), dir.join("every"));
+    for (name, cluster) in [
+        ("one", Job::cluster().key("workers", 1)),
+        ("two", Job::cluster().key("workers", 2)),
+        ("processes", Job::loopback(2)),
+    ] {
+        let model = dir.join(format!("model-{name}"));
+        let job = cluster.and(cv_train(&flat, &model)).write(&dir, name);
+        match name {
+            "processes" => drop(run_two_processes(&job, &dir)),
+            _ => drop(run_ok(&job, &[])),
+        }
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(model_json(&model)).unwrap()).unwrap();
+        assert_eq!(meta["fanouts"], serde_json::json!([]), "{name}: saved to run over every in-edge");
+        // The exact GCN of the saved (last epoch's) weights, over every in-edge.
+        let exact = record_scores(&model, &every);
+        let metrics = last_metrics(&model);
+        for (split, key) in [(schemas::Split::Valid, "valid_accuracy"), (schemas::Split::Test, "test_accuracy")] {
+            let reported = metrics[key].as_f64().unwrap();
+            let want = accuracy(&exact, &every, split);
+            assert!((reported - want).abs() < 1e-9, "{name}: {key} {reported}, the exact model's {want}");
+        }
+        if name == "two" {
+            let out = dir.join("scores");
+            let infer = Job::table_named("infer")
+                .key("nodes", location(dir.join("ax")))
+                .key("edges", location(data.join("edges")))
+                .key("model", location(&model))
+                .key("output", location(&out))
+                .key("hub_threshold", 6);
+            run_ok(&Job::cluster().key("workers", 2).and(infer).write(&dir, "infer"), &[]);
+            let difference = max_difference(&scores_only(&read_scores(&out)), &exact);
+            assert!(difference < 1e-4, "GraphInfer's scores differ from the exact pass by {difference}");
+        }
+    }
+}
+
+#[test]
+fn what_control_variates_cannot_run_on_is_refused() {
+    let dir = scratch("cv-refused");
+    let data = prepare(&dir);
+    let refused = |name: &str, job: Job, words: &[&str]| {
+        let out = run(&job.write(&dir, name), &[]);
+        assert_fails(&out, 64, words);
+    };
+    let model = |name: &str| dir.join(format!("model-{name}"));
+    // Records without neighbor lists, and plain records.
+    refused("no-lists", cv_train(&dir.join("every"), &model("a")), &["root_neighbors = true"]);
+    let plain = dir.join("plain");
+    run_ok(&Job::flatten(&data, &plain).key("hops", 1).key("root_neighbors", true).write(&dir, "plain"), &[]);
+    refused("plain", cv_train(&plain, &model("b")), &["[precompute]"]);
+    // Another model, async mode, full-graph training.
+    refused("sage", cv_train(&dir.join("flat"), &model("c")).key("model", "sage"), &["control_variate", "gcn"]);
+    refused("async", cv_train(&dir.join("flat"), &model("d")).key("mode", "async"), &["control_variate", "async"]);
+    // A record set that leaves nodes out: a step finds an in-neighbor without a history.
+    let some = dir.join("some");
+    let flatten = Job::table_named("flatten")
+        .key("nodes", location(dir.join("ax")))
+        .key("edges", location(data.join("edges")))
+        .key("output", location(&some))
+        .key("hops", 1)
+        .key("fanouts", vec![2])
+        .key("root_neighbors", true)
+        .key("targets", "train");
+    run_ok(&flatten.write(&dir, "some"), &[]);
+    refused("some", cv_train(&some, &model("e")), &["history", "targets"]);
+    // Neighbor lists serve node records, each night in full.
+    let link = Job::flatten(&data, dir.join("link")).key("task", "link").key("root_neighbors", true);
+    refused("link", link, &["root_neighbors", "link"]);
+    for m in ["a", "b", "c", "d", "e"] {
+        assert!(!model(m).exists() || !model(m).join("_SUCCESS").exists(), "model {m} was written");
+    }
+}
