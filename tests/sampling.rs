@@ -84,3 +84,31 @@ fn topk_keeps_exactly_the_heaviest_in_edges() {
         assert_eq!(got, expected, "root {}", r.root);
     }
 }
+
+/// Every in-edge of a hub whose in-degree squared is past any memory: its record holds them all
+/// (a record once reserved room for its root's in-degree times the nodes it asked for).
+#[test]
+fn every_in_edge_of_a_hub_fits_in_its_record() {
+    let dir = scratch("sampling-hub-all");
+    let data = dir.join("graph");
+    let n = 70_000i64;
+    generate(&data, n as u64, 1, 2, 9);
+    std::fs::remove_dir_all(data.join("edges")).unwrap();
+    std::fs::create_dir_all(data.join("edges")).unwrap();
+    let mut edges: Vec<(i64, i64)> = (1..n).map(|u| (u, 0)).collect();
+    edges.extend([(0, 1), (2, 1)]);
+    write_edges(&data.join("edges/part-0.parquet"), &edges);
+    for hops in [1i64, 2] {
+        let settings = |job: Job| job.key("hops", hops).key("sampler", "all");
+        let out = flatten(&dir, &data, &format!("flat-{hops}"), &["--workers", "2"], settings);
+        let records = read_records(&out);
+        assert_eq!(records.len() as i64, n);
+        let hub = records.iter().find(|r| r.root == 0).unwrap();
+        assert_eq!(hub.in_degrees[0], n - 1);
+        assert_eq!(hub.edge_dst.iter().filter(|&&d| d == 0).count() as i64, n - 1, "{hops} hops");
+    }
+    // Node 1's record reaches the hub at hop 1: with 2 hops it holds the hub's every in-edge.
+    let records = read_records(&dir.join("flat-2"));
+    let r = records.iter().find(|r| r.root == 1).unwrap();
+    assert_eq!(r.num_edges() as i64, 2 + (n - 1), "node 1's in-edges and the hub's");
+}

@@ -297,6 +297,18 @@ pub struct BatchSpec {
     pub relation_edge_stats: Vec<Option<EdgeStats>>,
     /// The types of typed records (a typed model's); `None` for homogeneous records.
     pub types: Option<Arc<GraphTypes>>,
+    /// The last layer reads a fresh draw of each root's in-edges in its record (see
+    /// [`Redraw`]); `None`: every one it marks.
+    pub redraw: Option<Redraw>,
+}
+
+/// Of each root's in-edges that a record's last layer marks, `fanout` drawn by `key` (without
+/// replacement, uniformly: the smallest hashes of `(key, root, source)`): a trainer that keys it
+/// on the epoch draws a new sample each epoch from records that hold more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Redraw {
+    pub fanout: usize,
+    pub key: u64,
 }
 
 impl BatchSpec {
@@ -315,6 +327,7 @@ impl BatchSpec {
             edge_stats: None,
             relation_edge_stats: Vec::new(),
             types: None,
+            redraw: None,
         }
     }
 
@@ -616,8 +629,9 @@ impl LayerContext<'_> {
                 spec.edge_dim
             );
             let row_of = &self.rows.row_of[r];
+            let drawn = spec.redraw.filter(|_| l == spec.layers.hops()).map(|d| drawn(rec, bit, d));
             for j in 0..rec.edge_src.len() {
-                if rec.edge_layers[j] & (1 << bit) == 0 {
+                if rec.edge_layers[j] & (1 << bit) == 0 || drawn.as_ref().is_some_and(|keep| !keep[j]) {
                     continue;
                 }
                 lists.src.push(i64::from(row_of[rec.edge_src[j] as usize]));
@@ -635,6 +649,22 @@ impl LayerContext<'_> {
         }
         lists
     }
+}
+
+/// Which of `rec`'s edges the last layer (record layer bit `bit`) keeps under `redraw`: of the
+/// root's marked in-edges, the `fanout` with the smallest hashes; no other edge.
+fn drawn(rec: &Record, bit: usize, redraw: Redraw) -> Vec<bool> {
+    let mut marked: Vec<(u64, usize)> = (0..rec.num_edges())
+        .filter(|&j| rec.edge_layers[j] & (1 << bit) != 0 && rec.edge_dst[j] == 0)
+        .map(|j| {
+            let src = rec.node_ids[rec.edge_src[j] as usize];
+            (crate::rng::Stream::new(&[redraw.key, rec.root as u64, src as u64, j as u64]).next_u64(), j)
+        })
+        .collect();
+    marked.sort_unstable();
+    let mut keep = vec![false; rec.num_edges()];
+    marked.iter().take(redraw.fanout).for_each(|&(_, j)| keep[j] = true);
+    keep
 }
 
 /// Appends edge `j` of typed record `rec` (of relation `r`) to `out` as the model reads it:
@@ -847,6 +877,7 @@ mod tests {
             edge_stats: None,
             relation_edge_stats: Vec::new(),
             types: None,
+            redraw: None,
         };
         let b = Batch::build(&records, &spec);
         // Layer 2 uses fanout 3 at the root: degree min(40, 3) = 3.
@@ -855,5 +886,48 @@ mod tests {
         assert!((b.layers[0].gcn_self[0] - 1.0 / 3.0).abs() < 1e-6);
         // Row-normalized features.
         assert_eq!(&b.features[4..6], &[0.0, 1.0]);
+    }
+
+    /// A redraw keeps, of each root's in-edges of the last layer, the fanout asked for (all of
+    /// them where there are fewer), chosen by the key alone; the other layers keep every edge.
+    #[test]
+    fn a_redraw_keeps_that_many_of_each_roots_in_edges_by_its_key() {
+        let root = |n: usize| Record {
+            root: 9,
+            node_ids: (9..9 + n as i64 + 1).collect(),
+            label: Some(Label::Class(0)),
+            split: Some(Split::Train),
+            hops: std::iter::once(0).chain(std::iter::repeat_n(1, n)).collect(),
+            in_degrees: vec![n as i64; n + 1],
+            features: vec![1.0; n + 1],
+            edge_src: (1..=n as i32).collect(),
+            edge_dst: vec![0; n],
+            edge_weights: vec![1.0; n],
+            edge_layers: vec![1; n],
+            ..Record::default()
+        };
+        let spec =
+            |key| BatchSpec { redraw: Some(Redraw { fanout: 2, key }), ..BatchSpec::plain(Layers::recorded(1, &[6])) };
+        let sources = |b: &Batch| {
+            let mut s = b.layers[0].src.clone();
+            s.sort_unstable();
+            s
+        };
+        let records = [root(6)];
+        let first = Batch::build(&records, &spec(1));
+        assert_eq!(first.layers[0].src.len(), 2);
+        assert_eq!(sources(&first), sources(&Batch::build(&records, &spec(1))), "the same key, the same draw");
+        let draws: std::collections::BTreeSet<Vec<i64>> =
+            (0..20).map(|k| sources(&Batch::build(&records, &spec(k)))).collect();
+        assert!(draws.len() > 5, "keys draw different in-edges: {draws:?}");
+        assert_eq!(Batch::build(&[root(1)], &spec(3)).layers[0].src.len(), 1, "fewer than the fanout: all of them");
+        // A 2-hop record: the draw is of the last layer's (the root's) in-edges only.
+        let mut two = two_records();
+        two[0].edge_layers = vec![0b11, 0b01];
+        let b = Batch::build(
+            &two,
+            &BatchSpec { redraw: Some(Redraw { fanout: 0, key: 5 }), ..BatchSpec::plain(Layers::recorded(2, &[3, 2])) },
+        );
+        assert_eq!((b.layers[0].src.len(), b.layers[1].src.len()), (3, 0));
     }
 }

@@ -53,6 +53,22 @@ pub fn edge_weights(src: &[i64], dst: &[i64], degree: &[f32]) -> Vec<f32> {
     src.iter().zip(dst).map(|(&u, &v)| scale(v) / (norm(u) * norm(v)).sqrt()).collect()
 }
 
+/// VR-GCN's CVD: [`estimate`] of the dropout-free rows `mean`, plus the dropout noise `h - mean`
+/// summed over the sample with `noise` ([`noise_weights`]); the output row's own term reads `h`,
+/// its row with dropout, as the sum over every in-edge does. `(weights, noise)` are `[edges, 1]`.
+pub fn estimate_with_noise(
+    h: Tensor<2>,
+    mean: Tensor<2>,
+    histories: &Histories,
+    e: &EdgeTensors,
+    (weights, noise): (&Tensor<2>, &Tensor<2>),
+    own: &Tensor<2>,
+) -> Tensor<2> {
+    let dropped = e.sum(h.clone() - mean.clone(), noise);
+    let sampled = e.sum(mean - histories.rows.clone(), weights);
+    sampled + dropped + histories.aggregate.clone() + e.own_rows(h) * own.clone()
+}
+
 /// Each sampled edge's weight for the dropout noise (VR-GCN's CVD), `c_uv sqrt(n_v / |S(v)|)`:
 /// the noise of distinct rows is independent, so this scale gives the sample's sum the variance
 /// of the sum over every in-edge. Arguments as [`edge_weights`]'.
@@ -175,12 +191,7 @@ impl ControlVariate {
     pub fn last_layer(&self, layer: &GcnLayer, h: Tensor<2>, mean: Option<Tensor<2>>, e: &EdgeTensors) -> Tensor<2> {
         let z = match mean {
             None => estimate(h, &self.histories, e, &self.weights, &self.own),
-            Some(mean) => {
-                let noise = e.sum(h.clone() - mean.clone(), &self.noise);
-                let sampled = e.sum(mean - self.histories.rows.clone(), &self.weights);
-                // The root's own row is always there: with its dropout, as without estimates.
-                sampled + noise + self.histories.aggregate.clone() + e.own_rows(h) * self.own.clone()
-            }
+            Some(mean) => estimate_with_noise(h, mean, &self.histories, e, (&self.weights, &self.noise), &self.own),
         };
         z.matmul(layer.weight.val()) + layer.bias.val().unsqueeze::<2>()
     }
@@ -281,6 +292,51 @@ mod tests {
             let last: Vec<Vec<i64>> = graph.iter().map(|s| s.iter().rev().copied().take(size).collect()).collect();
             close(&estimated(&h, &h, &graph, &last), &want, &format!("the last {size} in-edges"));
         }
+    }
+
+    /// [`estimated`] with CVD: `mean` the dropout-free rows.
+    fn estimated_with_noise(
+        h: &[f64],
+        mean: &[f64],
+        hbar: &[f64],
+        graph: &[Vec<i64>],
+        sample: &[Vec<i64>],
+    ) -> Vec<f64> {
+        let device = Device::flex();
+        let n = graph.len();
+        let degree: Vec<f32> = graph.iter().map(|s| s.len() as f32).collect();
+        let (src, dst): (Vec<i64>, Vec<i64>) =
+            sample.iter().enumerate().flat_map(|(v, s)| s.iter().map(move |&u| (u, v as i64))).unzip();
+        let e = EdgeTensors::new(
+            &LayerEdges::new(n, n, src.clone(), dst.clone(), &degree),
+            &device,
+            Aggregation::Reference,
+        );
+        let tensor = |x: &[f64], cols: usize| {
+            let x: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let rows = x.len() / cols;
+            Tensor::<2>::from_data(TensorData::new(x, [rows, cols]), &device)
+        };
+        let histories = Histories { rows: tensor(hbar, WIDTH), aggregate: tensor(&aggregate(hbar, graph), WIDTH) };
+        let column = |w: Vec<f32>| tensor(&w.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1);
+        let (weights, noise) = (column(edge_weights(&src, &dst, &degree)), column(noise_weights(&src, &dst, &degree)));
+        let own = self_weights(&degree, n, &device);
+        let z = estimate_with_noise(tensor(h, WIDTH), tensor(mean, WIDTH), &histories, &e, (&weights, &noise), &own);
+        z.into_data().iter::<f32>().map(f64::from).collect()
+    }
+
+    #[test]
+    fn cvd_is_exact_with_every_in_edge_and_is_the_plain_estimate_without_dropout_noise() {
+        let graph = in_neighbors();
+        let (h, mean, hbar) = (rows(6, graph.len()), rows(7, graph.len()), rows(8, graph.len()));
+        close(&estimated_with_noise(&h, &mean, &hbar, &graph, &graph), &exact(&h, &graph), "every in-edge");
+        let first: Vec<Vec<i64>> = graph.iter().map(|s| s.iter().copied().take(2).collect()).collect();
+        close(&estimated_with_noise(&h, &h, &hbar, &graph, &first), &estimated(&h, &hbar, &graph, &first), "no noise");
+        // The noise's weight: c_uv sqrt(n_v / |S|), node 3 keeping 2 of its 5 in-edges.
+        let (src, dst, degree) = (vec![0, 1], vec![3, 3], vec![4.0, 2.0, 0.0, 5.0]);
+        let want = |u: usize| (2.5f64).sqrt() / ((f64::from(degree[u]) + 1.0) * 6.0).sqrt();
+        let got = noise_weights(&src, &dst, &degree);
+        close(&got.iter().map(|&w| f64::from(w)).collect::<Vec<_>>(), &[want(0), want(1)], "noise weights");
     }
 
     #[test]

@@ -127,6 +127,10 @@ impl Replies {
     }
 }
 
+/// The most in-edges [`Partial::reserve_next`] makes room for at once; past them a record grows
+/// by doubling.
+const RESERVED_EDGES: usize = 1 << 16;
+
 /// Nodes a record in progress has room for before its set of seen nodes grows.
 const SEEN_CAPACITY: usize = 32;
 
@@ -148,13 +152,19 @@ impl Partial {
     }
 
     /// Makes room for the next round's replies, once, instead of growing by doubling as they
-    /// arrive: a node for each node asked, and in-edges at the rate so far.
-    fn reserve_next(&mut self) {
+    /// arrive: a node for each node asked, and, when that round's nodes bring in-edges
+    /// (`edges`), in-edges at the rate so far, at most [`RESERVED_EDGES`] more. The rate after
+    /// round 0 is the root's own in-degree: a hub's would reserve its degree squared.
+    fn reserve_next(&mut self, edges: bool) {
         let record = &mut self.gathered;
         let nodes = record.nodes.len().max(1);
         record.nodes.reserve(self.asked);
-        record.edges.reserve(self.asked * record.edges.len().div_ceil(nodes));
-        record.edge_features.reserve(self.asked * record.edge_features.len().div_ceil(nodes));
+        if edges {
+            let more = (self.asked * record.edges.len().div_ceil(nodes)).min(RESERVED_EDGES);
+            let per_edge = record.edge_features.len().checked_div(record.edges.len()).unwrap_or(0);
+            record.edges.reserve(more);
+            record.edge_features.reserve(more * per_edge);
+        }
         self.asked = 0;
     }
 
@@ -380,7 +390,8 @@ fn merge<'s>(
                         });
                     }
                     for (_, mut record) in records {
-                        record.reserve_next();
+                        // The next round's nodes bring in-edges unless they are the last hop's.
+                        record.reserve_next(hop + 1 < hops);
                         session.give(Ok(record));
                     }
                 }

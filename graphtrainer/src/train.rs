@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use burn::prelude::*;
 use cluster::Failure;
-use gnn::batch::BatchSpec;
+use gnn::batch::{BatchSpec, Redraw};
 use gnn::control_variate::ControlVariate;
 use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
@@ -997,7 +997,8 @@ impl<'a, T: Example> EpochBatches<'a, T> {
                 let order = Order { seed: config.seed, epoch, worker: index };
                 let units = setup.units(Pass::Train);
                 let records = RecordStream::train(setup.source.clone(), units, order, config.shuffle_mb << 20);
-                EpochBatches::Share(Batches::new(records, config.batch_size, setup.batch_spec.clone(), config.prefetch))
+                let spec = BatchSpec { redraw: redraw(config, epoch), ..setup.batch_spec.clone() };
+                EpochBatches::Share(Batches::new(records, config.batch_size, spec, config.prefetch))
             }
             Feed::Given(given, _) => EpochBatches::Given(given),
         }
@@ -1011,6 +1012,16 @@ impl<'a, T: Example> EpochBatches<'a, T> {
         }
     }
 }
+
+/// Epoch `epoch`'s draw of the last layer's in-edges (`control_variate_fanout`), keyed on the
+/// seed and the epoch: the same on any cluster shape.
+fn redraw(config: &TrainConfig, epoch: usize) -> Option<Redraw> {
+    let fanout = config.control_variate_fanout?;
+    Some(Redraw { fanout, key: cluster::hash::hash3(config.seed, epoch as u64, REDRAW) })
+}
+
+/// The tag of [`redraw`]'s keys.
+const REDRAW: u64 = 0x7265_6472_6177;
 
 /// One epoch of steps: every worker takes part in every step (with an empty push when it has
 /// no batch left), so the steps line up across workers.

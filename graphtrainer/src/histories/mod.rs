@@ -42,6 +42,8 @@ pub struct Histories {
     exchange: Exchange,
     /// Where the records come from, for the error that names a missing node.
     records: String,
+    /// The roots' rows, kept between refreshes where they fit.
+    roots: refresh::KeptRoots,
 }
 
 impl Histories {
@@ -49,7 +51,7 @@ impl Histories {
     pub fn new(worker: &mut Worker, width: usize, records: String) -> Self {
         let shard = Rc::new(RefCell::new(HistoryShard::new(width)));
         let exchange = Exchange::new(worker, shard.clone());
-        Histories { shard, exchange, records }
+        Histories { shard, exchange, records, roots: Default::default() }
     }
 
     /// What `batch`'s last layer reads for its estimate, on `device`.

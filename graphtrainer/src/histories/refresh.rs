@@ -5,8 +5,9 @@
 //! roots' rows in chunks, and sets them at their owners; then the workers agree, so that no
 //! step reads before every row is in place, and a failure on any worker ends them all.
 //!
-//! A refresh reads the record set once more per epoch: on the generated 1M graph with fanout
-//! [2] that is the training pass's reading again (BENCHMARKS, "Control variates").
+//! The first refresh reads the worker's records; it keeps their roots' rows when they fit
+//! beside the records' cache ([`KeptRoots`]), and the later ones read the record set again only
+//! where they did not.
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -23,44 +24,94 @@ use crate::train::Setup;
 /// Roots computed at once.
 const CHUNK: usize = 4096;
 
+/// A chunk of roots as a refresh reads them: ids, `Â X` rows and `1 / sqrt(d + 1)`.
+#[derive(Debug, Clone, Default)]
+pub struct RootRows {
+    ids: Vec<i64>,
+    x: Vec<f32>,
+    scale: Vec<f32>,
+}
+
+impl RootRows {
+    fn of(records: &[Record]) -> Self {
+        RootRows {
+            ids: records.iter().map(|r| r.root).collect(),
+            x: records.iter().flat_map(|r| r.node_features(0).iter().copied()).collect(),
+            scale: records.iter().map(|r| 1.0 / (r.in_degrees[0] as f32 + 1.0).sqrt()).collect(),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        (8 * self.ids.len() + 4 * self.x.len() + 4 * self.scale.len()) as u64
+    }
+}
+
+/// The roots a worker's refreshes read: kept after the first when they fit beside the
+/// records' cache (`cache_mb`), as the evaluation batches are; else read again each time.
+#[derive(Debug, Default)]
+pub enum KeptRoots {
+    #[default]
+    Unknown,
+    Kept(Vec<RootRows>),
+    TooLarge,
+}
+
 impl Histories {
     /// Sets every node's history with `params`; the workers agree at the end. Returns the
     /// nodes this worker set.
     pub fn refresh<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, params: &[f32]) -> Result<u64, Error> {
         let model = params::load(setup.template.clone(), params, &setup.base);
+        if let KeptRoots::Kept(kept) = &self.roots {
+            let mut set = 0;
+            for chunk in kept {
+                let values = histories(&model, setup, chunk);
+                self.exchange.set(worker, &chunk.ids, &values);
+                set += chunk.ids.len() as u64;
+            }
+            return cluster::agree::<_, Error, tables::error::Report>(worker, Ok(set));
+        }
+        let local = self.read_and_set(worker, setup, &model);
+        cluster::agree::<_, Error, tables::error::Report>(worker, local)
+    }
+
+    /// A refresh that reads this worker's share of the units, keeping the roots the first time
+    /// when they fit.
+    fn read_and_set<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, model: &Gnn) -> Result<u64, Error> {
         let set = setup.source.set();
-        let units: Vec<_> = setup.plan.shares[worker.index()].iter().map(|&u| setup.plan.units[u]).collect();
-        let mut local = Ok(0u64);
-        for unit in units {
-            let records = match set.read_every(unit) {
-                Ok(records) => records,
-                Err(e) => {
-                    local = Err(e);
-                    break;
+        let (mut kept, mut bytes, mut done) = (Vec::new(), 0u64, 0u64);
+        for &u in &setup.plan.shares[worker.index()] {
+            let records = set.read_every(setup.plan.units[u])?;
+            for records in records.chunks(CHUNK) {
+                let chunk = RootRows::of(records);
+                let values = histories(model, setup, &chunk);
+                self.exchange.set(worker, &chunk.ids, &values);
+                done += chunk.ids.len() as u64;
+                if matches!(self.roots, KeptRoots::Unknown) {
+                    bytes += chunk.bytes();
+                    if bytes + setup.source.cached_bytes() <= setup.source.budget() {
+                        kept.push(chunk);
+                    } else {
+                        kept.clear();
+                        self.roots = KeptRoots::TooLarge;
+                    }
                 }
-            };
-            for chunk in records.chunks(CHUNK) {
-                let (ids, values) = rows(&model, setup, chunk);
-                self.exchange.set(worker, &ids, &values);
-                local = local.map(|n| n + ids.len() as u64);
             }
         }
-        cluster::agree::<_, Error, tables::error::Report>(worker, local)
+        if matches!(self.roots, KeptRoots::Unknown) {
+            self.roots = KeptRoots::Kept(kept);
+        }
+        Ok(done)
     }
 }
 
-/// The roots of `records` and their histories, row-major.
-fn rows<T: Example>(model: &Gnn, setup: &Setup<T>, records: &[Record]) -> (Vec<i64>, Vec<f32>) {
+/// The histories of `roots`, row-major: the dense first layer as the forward pass runs it (its
+/// self-loop weighs `1 / (0 + 1)`), activated, times `1 / sqrt(d + 1)`.
+fn histories<T: Example>(model: &Gnn, setup: &Setup<T>, roots: &RootRows) -> Vec<f32> {
     let device = &setup.base;
-    let dim = setup.spec.input_dim;
-    let n = records.len();
-    let x: Vec<f32> = records.iter().flat_map(|r| r.node_features(0).iter().copied()).collect();
-    let x = Tensor::<2>::from_data(TensorData::new(x, [n, dim]), device);
+    let n = roots.ids.len();
+    let x = Tensor::<2>::from_data(TensorData::new(roots.x.clone(), [n, setup.spec.input_dim]), device);
     let Layer::Gcn(dense) = &model.layers[0] else { panic!("control variates run a GCN") };
-    // The dense first layer as the forward pass runs it: its self-loop weighs 1 / (0 + 1).
     let h = model.activate(&setup.spec, 0, x.matmul(dense.weight.val()) + dense.bias.val().unsqueeze::<2>());
-    let scale: Vec<f32> = records.iter().map(|r| 1.0 / (r.in_degrees[0] as f32 + 1.0).sqrt()).collect();
-    let g = h * Tensor::<2>::from_data(TensorData::new(scale, [n, 1]), device);
-    let values = g.into_data().try_to_vec::<f32>().expect("f32 rows");
-    (records.iter().map(|r| r.root).collect(), values)
+    let g = h * Tensor::<2>::from_data(TensorData::new(roots.scale.clone(), [n, 1]), device);
+    g.into_data().try_to_vec::<f32>().expect("f32 rows")
 }

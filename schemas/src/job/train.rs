@@ -283,6 +283,11 @@ pub struct TrainConfig {
     /// records over `[precompute]`'s `Â X`, flattened with `root_neighbors = true`, in `sync` mode.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub control_variate: bool,
+    /// With `control_variate`: each epoch the last layer reads this many of each root's
+    /// in-edges in its record, drawn afresh (records flattened with a larger fanout are the
+    /// pool); default: every one the record holds, the same each epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_variate_fanout: Option<usize>,
     #[serde(default = "default_mode")]
     pub mode: PsMode,
     /// `async` only: how many steps a worker may run ahead of the slowest.
@@ -430,6 +435,7 @@ impl Default for TrainConfig {
             learned_embedding_init_std: DEFAULT_LEARNED_INIT_STD,
             learned_embedding_weight_decay: 0.0,
             control_variate: false,
+            control_variate_fanout: None,
         }
     }
 }
@@ -544,6 +550,15 @@ impl TrainConfig {
     /// What control variates need of the job; what they need of the records is the trainer's
     /// to check once it has read them.
     fn check_control_variate(&self) -> Result<(), JobError> {
+        if let Some(fanout) = self.control_variate_fanout {
+            if !self.control_variate || fanout == 0 {
+                return Err(JobError::invalid(
+                    "train",
+                    "control_variate_fanout draws the in-edges control variates estimate from: set control_variate = \
+                     true, and a fanout of at least 1",
+                ));
+            }
+        }
         let refused = match () {
             _ if !self.control_variate => return Ok(()),
             _ if self.records.is_empty() => "full-graph training, which reads every in-edge already",
