@@ -23,8 +23,6 @@
 //! A GCN layer is linear before its bias, so the estimate of `(Â h) W` is the estimate of
 //! `Â h` times `W`: a caller may transform first, as `GcnLayer::propagate` does.
 
-use std::collections::HashMap;
-
 use burn::prelude::*;
 use burn::tensor::TensorData;
 
@@ -104,20 +102,23 @@ pub fn estimate(
 /// of its in-neighbors' rows over `sqrt(d_v + 1)`.
 #[derive(Debug, Clone)]
 pub struct HistoryRows {
-    at: HashMap<i64, usize>,
+    /// Ascending and distinct: a row is found by binary search (a step looks up thousands).
+    ids: Vec<i64>,
     values: Vec<f32>,
     width: usize,
 }
 
 impl HistoryRows {
-    /// The rows of `ids` (distinct), `width` values each in `ids` order.
-    pub fn new(ids: &[i64], values: Vec<f32>, width: usize) -> Self {
+    /// The rows of `ids` (ascending and distinct, as [`HistoryRows::needed`] gives them),
+    /// `width` values each in `ids` order.
+    pub fn new(ids: Vec<i64>, values: Vec<f32>, width: usize) -> Self {
         assert_eq!(values.len(), ids.len() * width, "one history row per id");
-        HistoryRows { at: ids.iter().enumerate().map(|(i, &id)| (id, i)).collect(), values, width }
+        debug_assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids ascending and distinct");
+        HistoryRows { ids, values, width }
     }
 
     fn row(&self, id: i64) -> &[f32] {
-        let i = self.at[&id];
+        let i = self.ids.binary_search(&id).expect("a history row for every node the batch reads");
         &self.values[i * self.width..(i + 1) * self.width]
     }
 

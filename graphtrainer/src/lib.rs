@@ -8,7 +8,8 @@
 //!   shuffle buffer); kept link records share their endpoints' neighborhoods
 //!   ([`neighborhoods`]);
 //! - [`loader`]: batch preparation on a reader thread, ahead of compute;
-//! - [`ps`]: the parameter server (one shard per worker; sync or async);
+//! - [`ps`]: the parameter server (one shard per worker; sync or async); [`serve`]: the
+//!   request-and-answer dataflow that learned rows and histories are served by;
 //! - [`histories`]: control variates' histories, a row per node sharded by owner beside the
 //!   server, refreshed each epoch and read by each step's estimate;
 //! - [`learned`]: learned embeddings, a table sharded by node owner beside the server, pulled
@@ -45,6 +46,7 @@ pub mod plan;
 pub mod ps;
 pub mod rank;
 pub mod reader;
+pub mod serve;
 pub mod stream;
 pub mod task_keys;
 pub mod tracker;

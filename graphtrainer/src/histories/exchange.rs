@@ -1,8 +1,6 @@
-//! Setting and reading history rows at their owners: a request-and-answer dataflow on the
-//! training cluster, as `crate::learned::pull` is. A worker sends each owner the ids it sets
-//! (with their rows) or reads, only to the owners it needs, and steps timely until every answer
-//! is in, serving the others' requests meanwhile. Answers do not wait for a frontier: workers
-//! read as often as their batches need (evaluation passes differ in length between workers).
+//! Setting and reading history rows at their owners, over the request-and-answer dataflow
+//! ([`crate::serve`]) that learned rows are pulled with: a worker sends each owner the ids it
+//! sets (with their rows) or reads, only to the owners it needs, and waits for every answer.
 //!
 //! A set is answered once the owner holds the rows, so a worker whose sets are all answered
 //! knows they are in place; a refresh ends with every worker agreeing (`cluster::agree`), after
@@ -12,15 +10,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::InputHandleVec;
-use timely::dataflow::channels::pact::{Exchange as ByKey, Pipeline};
-use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{Exchange as _, Input};
 use timely::worker::Worker;
 
 use super::shard::HistoryShard;
 use crate::learned::owner;
+use crate::serve::{Served, served};
 
 /// Ids one worker sets (with their rows, `values`) or reads at one owner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,38 +47,19 @@ pub struct Exchange {
 impl Exchange {
     /// Builds the dataflow; `shard` is this worker's rows, which it serves.
     pub fn new(worker: &mut Worker, shard: Rc<RefCell<HistoryShard>>) -> Self {
-        let mut input = InputHandleVec::<u64, Request>::new();
-        let answers = Rc::new(RefCell::new(Vec::new()));
-        let (sink, width) = (answers.clone(), shard.borrow().width);
-        worker.dataflow::<u64, _, _>(|scope| {
-            scope
-                .input_from(&mut input)
-                .unary::<CapacityContainerBuilder<Vec<Answer>>, _, _, _>(
-                    ByKey::new(|r: &Request| u64::from(r.owner)),
-                    "Histories",
-                    move |_, _| {
-                        move |input, output| {
-                            input.for_each(|cap, requests| {
-                                let mut session = output.session(&cap);
-                                let mut shard = shard.borrow_mut();
-                                for r in requests.drain(..) {
-                                    let rows = if r.set {
-                                        shard.set(&r.ids, &r.values);
-                                        Ok(Vec::new())
-                                    } else {
-                                        shard.get(&r.ids)
-                                    };
-                                    session.give(Answer { owner: r.owner, to: r.from, rows });
-                                }
-                            });
-                        }
-                    },
-                )
-                .exchange(|a: &Answer| u64::from(a.to))
-                .sink(Pipeline, "HistoryAnswers", move |(input, _)| {
-                    input.for_each(|_, answers| sink.borrow_mut().append(answers));
-                });
-        });
+        let width = shard.borrow().width;
+        let serve = move |r: Request| {
+            let mut shard = shard.borrow_mut();
+            let rows = if r.set {
+                shard.set(&r.ids, &r.values);
+                Ok(Vec::new())
+            } else {
+                shard.get(&r.ids)
+            };
+            Answer { owner: r.owner, to: r.from, rows }
+        };
+        let Served { input, answers } =
+            served(worker, "Histories", |r: &Request| u64::from(r.owner), |a: &Answer| u64::from(a.to), serve);
         Exchange { input, answers, width, round: 0 }
     }
 
@@ -98,8 +74,12 @@ impl Exchange {
     /// The rows of `ids` (distinct), `width` values each in `ids` order, from their owners; or
     /// an id no owner has a row for.
     pub fn get(&mut self, worker: &mut Worker, ids: &[i64]) -> Result<Vec<f32>, i64> {
-        let (asked, answers) = self.ask(worker, ids, false, |_| Vec::new());
+        let (asked, mut answers) = self.ask(worker, ids, false, |_| Vec::new());
         let width = self.width;
+        // One owner had them all (one worker, or by chance): its rows are in `ids` order.
+        if answers.len() == 1 && asked[answers[0].owner as usize].len() == ids.len() {
+            return answers.pop().expect("one answer").rows;
+        }
         let mut rows = vec![0.0f32; ids.len() * width];
         for answer in answers {
             let values = answer.rows?;

@@ -70,6 +70,6 @@ impl Histories {
                 self.records
             ))
         })?;
-        Ok(ControlVariate::of(batch, &HistoryRows::new(&ids, values, width), device))
+        Ok(ControlVariate::of(batch, &HistoryRows::new(ids, values, width), device))
     }
 }

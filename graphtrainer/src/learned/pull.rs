@@ -15,14 +15,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
-use timely::container::CapacityContainerBuilder;
 use timely::dataflow::InputHandleVec;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{Exchange as _, Input};
 use timely::worker::Worker;
 
 use super::shard::RowShard;
+use crate::serve::{Served, served};
 
 /// The ids one worker asks one owner for, with their original strings in a graph keyed by
 /// strings (the owner keeps a new row's, to save the row under it).
@@ -58,37 +55,11 @@ pub fn owner(id: i64, peers: usize) -> usize {
 impl Puller {
     /// Builds the dataflow; `shard` is this worker's rows, which it serves.
     pub fn new(worker: &mut Worker, shard: Rc<RefCell<RowShard>>) -> Self {
-        let mut input = InputHandleVec::<u64, Request>::new();
-        let answers = Rc::new(RefCell::new(Vec::new()));
-        let (sink, dim) = (answers.clone(), shard.borrow().dim);
-        worker.dataflow::<u64, _, _>(|scope| {
-            scope
-                .input_from(&mut input)
-                .unary::<CapacityContainerBuilder<Vec<Answer>>, _, _, _>(
-                    Exchange::new(|r: &Request| u64::from(r.owner)),
-                    "Rows",
-                    move |_, _| {
-                        move |input, output| {
-                            input.for_each(|cap, requests| {
-                                let mut session = output.session(&cap);
-                                let mut shard = shard.borrow_mut();
-                                for r in requests.drain(..) {
-                                    session.give(Answer {
-                                        owner: r.owner,
-                                        to: r.from,
-                                        values: shard.rows(&r.ids, &r.keys),
-                                    });
-                                }
-                            });
-                        }
-                    },
-                )
-                .exchange(|a: &Answer| u64::from(a.to))
-                // Taken, not cloned: an answer holds a batch's rows.
-                .sink(Pipeline, "Answers", move |(input, _)| {
-                    input.for_each(|_, answers| sink.borrow_mut().append(answers));
-                });
-        });
+        let dim = shard.borrow().dim;
+        let serve =
+            move |r: Request| Answer { owner: r.owner, to: r.from, values: shard.borrow_mut().rows(&r.ids, &r.keys) };
+        let Served { input, answers } =
+            served(worker, "Rows", |r: &Request| u64::from(r.owner), |a: &Answer| u64::from(a.to), serve);
         Puller { input, answers, dim, round: 0 }
     }
 
