@@ -154,6 +154,9 @@ fn what_control_variates_cannot_run_on_is_refused() {
     // Another model, async mode, full-graph training.
     refused("sage", cv_train(&dir.join("flat"), &model("c")).key("model", "sage"), &["control_variate", "gcn"]);
     refused("async", cv_train(&dir.join("flat"), &model("d")).key("mode", "async"), &["control_variate", "async"]);
+    let fanout =
+        cv_train(&dir.join("flat"), &model("f")).key("control_variate", false).key("control_variate_fanout", 2);
+    refused("fanout", fanout, &["control_variate_fanout", "control_variate = true"]);
     // A record set that leaves nodes out: a step finds an in-neighbor without a history.
     let some = dir.join("some");
     let flatten = Job::table_named("flatten")
@@ -169,7 +172,7 @@ fn what_control_variates_cannot_run_on_is_refused() {
     // Neighbor lists serve node records, each night in full.
     let link = Job::flatten(&data, dir.join("link")).key("task", "link").key("root_neighbors", true);
     refused("link", link, &["root_neighbors", "link"]);
-    for m in ["a", "b", "c", "d", "e"] {
+    for m in ["a", "b", "c", "d", "e", "f"] {
         assert!(!model(m).exists() || !model(m).join("_SUCCESS").exists(), "model {m} was written");
     }
 }

@@ -29,7 +29,6 @@ use burn::tensor::TensorData;
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
 use crate::layers::GcnLayer;
-use crate::model::BatchTensors;
 
 /// What the estimate reads besides the layer's input rows.
 #[derive(Debug, Clone)]
@@ -145,9 +144,6 @@ pub struct ControlVariate {
     pub own: Tensor<2>,
     /// [`noise_weights`] of the last layer's edges, `[edges, 1]`.
     pub noise: Tensor<2>,
-    /// In training with dropout: the batch's tensors without it, for CVD's dropout-free rows
-    /// (set by the caller; `None` evaluates, or trains without dropout).
-    pub clean: Option<BatchTensors>,
 }
 
 impl ControlVariate {
@@ -180,7 +176,6 @@ impl ControlVariate {
             weights: tensor(weights.clone(), weights.len(), 1),
             noise: tensor(noise.clone(), noise.len(), 1),
             own: self_weights(&degree, rows_out, device),
-            clean: None,
         }
     }
 

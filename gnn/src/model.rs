@@ -269,20 +269,20 @@ impl Gnn {
 
     /// Logits of the batch's roots, `[records, classes]`. `dropout` is `None` at evaluation.
     pub fn forward(&self, spec: &ModelSpec, batch: &Batch, t: &BatchTensors, dropout: Option<Dropout>) -> Tensor<2> {
-        self.forward_estimating(spec, batch, t, dropout, None)
+        self.forward_estimating(spec, batch, t, dropout, (None, None))
     }
 
     /// [`Gnn::forward`] with the last layer's sum over in-edges estimated with control variates
     /// (`cv`: see [`crate::control_variate`]) where given; the last layer must then be GCN's.
-    /// In training, with `cv.clean` (the batch without dropout), the estimate is VR-GCN's CVD:
-    /// the dropout-free rows carry the control variate, their dropout noise is summed apart.
+    /// In training, with `clean` (the batch's tensors without dropout), the estimate is VR-GCN's
+    /// CVD: the dropout-free rows carry the control variate, their dropout noise is summed apart.
     pub fn forward_estimating(
         &self,
         spec: &ModelSpec,
         batch: &Batch,
         t: &BatchTensors,
         dropout: Option<Dropout>,
-        cv: Option<&ControlVariate>,
+        (cv, clean): (Option<&ControlVariate>, Option<&BatchTensors>),
     ) -> Tensor<2> {
         let last = self.layers.len() - 1;
         let h = self.rows_into(spec, batch, t, dropout, last);
@@ -293,7 +293,7 @@ impl Gnn {
                 self.train_layer(spec, last, h, (e, keep), None)
             }
             (Some(cv), Layer::Gcn(g)) => {
-                let clean = cv.clean.as_ref().filter(|_| dropout.is_some());
+                let clean = clean.filter(|_| dropout.is_some());
                 let mean = clean.map(|clean| self.rows_into(spec, batch, clean, None, last));
                 cv.last_layer(g, h, mean, e)
             }

@@ -50,14 +50,11 @@ impl Learner for Record {
         let tensors = BatchTensors::with_input_dropout(batch, dropout, device, setup.aggregation);
         let tensors = with_learned(tensors, learned, &setup.spec, device);
         // CVD's dropout-free rows read the batch without its masks.
-        let cv = cv.map(|mut cv| {
-            if dropout.rate > 0.0 {
-                cv.clean = Some(BatchTensors::new(batch, device, setup.aggregation));
-            }
-            cv
-        });
+        let clean =
+            cv.as_ref().filter(|_| dropout.rate > 0.0).map(|_| BatchTensors::new(batch, device, setup.aggregation));
         phases.tensors_seconds += lap.lap();
-        let logits = model.forward_estimating(&setup.spec, batch, &tensors, Some(dropout), cv.as_ref());
+        let logits =
+            model.forward_estimating(&setup.spec, batch, &tensors, Some(dropout), (cv.as_ref(), clean.as_ref()));
         let (loss, n) = loss(logits.clone(), &batch.labels);
         phases.forward_seconds += lap.lap();
         let grads = loss.backward();
@@ -160,7 +157,7 @@ fn score_batch(
     (tensors, cv): (&BatchTensors, Option<&ControlVariate>),
     total: &mut Stats,
 ) {
-    let logits = model.forward_estimating(&setup.spec, batch, tensors, None, cv);
+    let logits = model.forward_estimating(&setup.spec, batch, tensors, None, (cv, None));
     let [_, width] = logits.dims();
     // Read back once for both splits.
     let values = logits.into_data().try_to_vec::<f32>().expect("f32 logits");

@@ -550,14 +550,12 @@ impl TrainConfig {
     /// What control variates need of the job; what they need of the records is the trainer's
     /// to check once it has read them.
     fn check_control_variate(&self) -> Result<(), JobError> {
-        if let Some(fanout) = self.control_variate_fanout {
-            if !self.control_variate || fanout == 0 {
-                return Err(JobError::invalid(
-                    "train",
-                    "control_variate_fanout draws the in-edges control variates estimate from: set control_variate = \
-                     true, and a fanout of at least 1",
-                ));
-            }
+        if self.control_variate_fanout.is_some_and(|fanout| !self.control_variate || fanout == 0) {
+            return Err(JobError::invalid(
+                "train",
+                "control_variate_fanout draws the in-edges control variates estimate from: set control_variate = \
+                 true, and a fanout of at least 1",
+            ));
         }
         let refused = match () {
             _ if !self.control_variate => return Ok(()),
