@@ -137,6 +137,39 @@ fn a_model_trained_with_control_variates_is_the_exact_gcn_in_its_evaluation_and_
     }
 }
 
+/// Copies the record set at `flat` to `out` (parts and `_SUCCESS`), the first part without its
+/// `root_neighbors` column but with the metadata that promises it.
+fn drop_lists_from_one_part(flat: &Path, out: &Path) {
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    std::fs::create_dir_all(out).unwrap();
+    for (i, path) in parquet_files(flat).iter().enumerate() {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+        let schema = reader.schema().clone();
+        let keep: Vec<usize> = (0..schema.fields().len())
+            .filter(|&c| i > 0 || schema.field(c).name() != schemas::record::ROOT_NEIGHBORS)
+            .collect();
+        let projected = std::sync::Arc::new(schema.project(&keep).unwrap());
+        let target = std::fs::File::create(out.join(path.file_name().unwrap())).unwrap();
+        let mut writer = ArrowWriter::try_new(target, projected, None).unwrap();
+        for batch in reader.build().unwrap() {
+            writer.write(&batch.unwrap().project(&keep).unwrap()).unwrap();
+        }
+        writer.close().unwrap();
+    }
+    std::fs::write(out.join("_SUCCESS"), "").unwrap();
+}
+
+#[test]
+fn a_part_without_the_lists_its_metadata_promises_is_bad_data() {
+    let dir = scratch("cv-no-lists");
+    prepare(&dir);
+    let cut = dir.join("cut");
+    drop_lists_from_one_part(&dir.join("flat"), &cut);
+    let out = run(&cv_train(&cut, &dir.join("model")).write(&dir, "cut"), &[]);
+    assert_fails(&out, 65, &["root_neighbors", "lacks the column"]);
+}
+
 #[test]
 fn what_control_variates_cannot_run_on_is_refused() {
     let dir = scratch("cv-refused");

@@ -118,6 +118,18 @@ impl RecordSet {
                 first.name()
             )),
         })?;
+        // Every part holds the columns its metadata promises (the first part's is the set's).
+        if let Some(file) = files
+            .iter()
+            .find(|f| f.arrow.schema().column_with_name(record::ROOT_NEIGHBORS).is_some() != meta.root_neighbors)
+        {
+            let (has, lacks) = if meta.root_neighbors { ("lacks", "says") } else { ("has", "does not say") };
+            return Err(BadInput::new(
+                Location::file(file.name()).column(record::ROOT_NEIGHBORS),
+                format!("this part {has} the column, and the record set's metadata {lacks} its records list them"),
+            )
+            .into());
+        }
         Ok(RecordSet { io, place, files, meta, keys: true })
     }
 

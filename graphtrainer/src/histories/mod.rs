@@ -65,8 +65,9 @@ impl Histories {
         let width = self.shard.borrow().width;
         let values = self.exchange.get(worker, &ids).map_err(|id| {
             Error::Usage(format!(
-                "control_variate reads every node's history, and the records in {} hold no record of node {id}, an \
-                 in-neighbor of a root: flatten every node (targets = \"all\", the default)",
+                "control_variate reads every node's history, and the records in {} hold no record of node {id}, listed \
+                 as an in-neighbor of a root: flatten every node (targets = \"all\", the default) of the graph the \
+                 lists come from",
                 self.records
             ))
         })?;

@@ -290,6 +290,8 @@ pub(super) struct ListColumn<'a, T: ArrowPrimitiveType> {
     name: &'static str,
     list: &'a ListArray,
     values: &'a [T::Native],
+    /// The items' nulls, where the column's item type allows them (GraphFlat writes none).
+    nulls: Option<&'a arrow_buffer::NullBuffer>,
 }
 
 impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
@@ -299,7 +301,8 @@ impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
             || BadInput::new(at.column(name), format!("expected list<{}>, found {}", T::DATA_TYPE, array.data_type()));
         let list = array.as_list_opt::<i32>().ok_or_else(mistyped)?;
         let values: &PrimitiveArray<T> = list.values().as_primitive_opt::<T>().ok_or_else(mistyped)?;
-        Ok(ListColumn { name, list, values: values.values() })
+        let nulls = values.nulls().filter(|n| n.null_count() > 0);
+        Ok(ListColumn { name, list, values: values.values(), nulls })
     }
 
     pub(super) fn row(&self, row: usize, at: &At) -> Result<Vec<T::Native>, BadInput> {
@@ -307,7 +310,11 @@ impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
             return Err(at.bad(row, self.name, "null list"));
         }
         let offsets = self.list.value_offsets();
-        Ok(self.values[offsets[row] as usize..offsets[row + 1] as usize].to_vec())
+        let (from, to) = (offsets[row] as usize, offsets[row + 1] as usize);
+        if let Some(item) = self.nulls.and_then(|n| (from..to).find(|&i| n.is_null(i))) {
+            return Err(at.bad(row, self.name, format!("item {} of the list is null", item - from)));
+        }
+        Ok(self.values[from..to].to_vec())
     }
 }
 
@@ -804,6 +811,27 @@ mod tests {
         let err = from_batch(&batch, "part-0.parquet", 100).unwrap_err();
         assert_eq!(err.at, Location::file("part-0.parquet").row(101).column(EDGE_SRC));
         assert!(err.problem.contains("out of range"), "{err}");
+    }
+
+    /// A null item in a list column (a writer other than GraphFlat's may allow them) is bad at
+    /// its row, not read as some value.
+    #[test]
+    fn a_null_item_in_a_list_names_its_row_and_column() {
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class, 0)));
+        let batch = to_batch(&[record(1, None), record(5, None)], &schema).unwrap();
+        let ids = batch.column_by_name(NODE_IDS).unwrap().as_list::<i32>();
+        let items = Int64Array::from(vec![Some(1), Some(2), Some(3), Some(5), None, Some(7)]);
+        let nullable = Arc::new(Field::new("item", DataType::Int64, true));
+        let ids = ListArray::new(nullable.clone(), ids.offsets().clone(), Arc::new(items), None);
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let at = schema.index_of(NODE_IDS).unwrap();
+        fields[at] = Field::new(NODE_IDS, DataType::List(nullable), false);
+        let mut columns = batch.columns().to_vec();
+        columns[at] = Arc::new(ids);
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let err = from_batch(&batch, "part-0.parquet", 0).unwrap_err();
+        assert_eq!(err.at, Location::file("part-0.parquet").row(1).column(NODE_IDS));
+        assert!(err.problem.contains("item 1 of the list is null"), "{err}");
     }
 
     /// A typed record: nodes of widths 2, 3 and 1 by type, and a relation per edge.
