@@ -803,6 +803,9 @@ fn print_train(config: &schemas::job::TrainConfig, summary: &graphtrainer::Train
     if let Some(exchanged) = &summary.exchanged {
         println!("  exchanged:    {exchanged}");
     }
+    if let Some(histories) = &summary.histories {
+        println!("  control variates: {histories}; the model runs over every in-edge");
+    }
     let which = match summary.written_epoch == summary.best_epoch && !summary.best_valid.is_nan() {
         true => "the best validation's",
         false => "the last; patience = 0 keeps the last epoch's weights, not the best's",

@@ -107,10 +107,13 @@ fn a_model_trained_with_control_variates_is_the_exact_gcn_in_its_evaluation_and_
     ] {
         let model = dir.join(format!("model-{name}"));
         let job = cluster.and(cv_train(&flat, &model)).write(&dir, name);
-        match name {
-            "processes" => drop(run_two_processes(&job, &dir)),
-            _ => drop(run_ok(&job, &[])),
-        }
+        let summary = match name {
+            "processes" => run_two_processes(&job, &dir).concat(),
+            _ => run_ok(&job, &[]),
+        };
+        // Every node's history, on any cluster shape: before the first epoch and after each.
+        assert!(summary.contains("control variates: 1500 nodes' histories, 8 wide"), "{name}: {summary}");
+        assert!(summary.contains("refreshed 5 times"), "{name}: {summary}");
         let meta: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(model_json(&model)).unwrap()).unwrap();
         assert_eq!(meta["fanouts"], serde_json::json!([]), "{name}: saved to run over every in-edge");

@@ -53,3 +53,13 @@ pub fn served<Req: ExchangeData + Clone, Ans: ExchangeData + Clone>(
     });
     Served { input, answers }
 }
+
+/// The positions in `ids` of each owner's nodes among `peers` workers (`crate::learned::owner`):
+/// what a worker asks each owner for.
+pub fn by_owner(ids: &[i64], peers: usize) -> Vec<Vec<usize>> {
+    let mut asked: Vec<Vec<usize>> = vec![Vec::new(); peers];
+    for (at, &id) in ids.iter().enumerate() {
+        asked[crate::learned::owner(id, peers)].push(at);
+    }
+    asked
+}

@@ -80,6 +80,8 @@ pub struct TrainSummary {
     pub keys: String,
     /// Full-graph training: what crossed between workers (see `crate::full`).
     pub exchanged: Option<String>,
+    /// Control variates: the histories kept and their refreshes, in words.
+    pub histories: Option<String>,
 }
 
 /// Runs a training job on this process's workers, on node or link records as the record set
@@ -729,6 +731,7 @@ pub fn train_fed<T: Learner>(
     Ok(TrainSummary {
         wait_seconds: waited.as_secs_f64(),
         cached_bytes: setup.source.cached_bytes(),
+        histories: histories_line(worker, &setup),
         learned: table_line,
         keys: setup.keys.line(config, T::TASK),
         ..TrainSummary::tracked(&tracker, best, metric_of(&setup.spec), started, params)
@@ -755,6 +758,7 @@ impl TrainSummary {
             learned: None,
             keys: String::new(),
             exchanged: None,
+            histories: None,
         }
     }
 }
@@ -1099,13 +1103,28 @@ fn train_epoch<'a, T: Learner>(
 fn refresh_histories<T: Learner>(worker: &mut Worker, setup: &Setup<T>, params: &[f32]) -> Result<f64, Error> {
     let Some(histories) = &setup.histories else { return Ok(0.0) };
     let clock = Instant::now();
-    let nodes = histories.borrow_mut().refresh(worker, setup, params)?;
-    let total: u64 = cluster::all_gather(worker, vec![nodes]).into_iter().sum();
+    histories.borrow_mut().refresh(worker, setup, params)?;
     let seconds = clock.elapsed().as_secs_f64();
-    if worker.index() == 0 {
-        tracing::debug!("train: histories of {total} nodes refreshed in {seconds:.2}s");
-    }
+    let mut histories = histories.borrow_mut();
+    (histories.refreshes, histories.seconds) = (histories.refreshes + 1, histories.seconds + seconds);
     Ok(seconds)
+}
+
+/// The summary's line on the histories, every worker's: "2708 nodes, 16 wide (0.2 MB on the
+/// largest share), refreshed 201 times in 3.1 s"; nothing without control variates.
+fn histories_line<T: Learner>(worker: &mut Worker, setup: &Setup<T>) -> Option<String> {
+    let histories = setup.histories.as_ref()?.borrow();
+    let shard = histories.shard.borrow();
+    let shares = cluster::all_gather(worker, vec![(shard.len() as u64, shard.bytes() as u64)]);
+    let nodes: u64 = shares.iter().map(|s| s.0).sum();
+    let largest = shares.iter().map(|s| s.1).max().unwrap_or(0);
+    Some(format!(
+        "{nodes} nodes' histories, {} wide ({:.1} MB on the largest share), refreshed {} times in {:.1}s",
+        shard.width,
+        largest as f64 / 1e6,
+        histories.refreshes,
+        histories.seconds
+    ))
 }
 
 /// Once an epoch's steps are done: adds the loader's build time to `done`'s phases, and fails

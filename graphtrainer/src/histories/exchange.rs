@@ -14,8 +14,7 @@ use timely::dataflow::InputHandleVec;
 use timely::worker::Worker;
 
 use super::shard::HistoryShard;
-use crate::learned::owner;
-use crate::serve::{Served, served};
+use crate::serve::{Served, by_owner, served};
 
 /// Ids one worker sets (with their rows, `values`) or reads at one owner.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -99,11 +98,7 @@ impl Exchange {
         set: bool,
         values_of: impl Fn(&[usize]) -> Vec<f32>,
     ) -> (Vec<Vec<usize>>, Vec<Answer>) {
-        let peers = worker.peers();
-        let mut asked: Vec<Vec<usize>> = vec![Vec::new(); peers];
-        for (at, &id) in ids.iter().enumerate() {
-            asked[owner(id, peers)].push(at);
-        }
+        let asked = by_owner(ids, worker.peers());
         let mut expected = 0;
         for (o, positions) in asked.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
             let ids = positions.iter().map(|&at| ids[at]).collect();

@@ -44,6 +44,9 @@ pub struct Histories {
     records: String,
     /// The roots' rows, kept between refreshes where they fit.
     roots: refresh::KeptRoots,
+    /// Refreshes so far, and the seconds they took (the summary's).
+    pub refreshes: usize,
+    pub seconds: f64,
 }
 
 impl Histories {
@@ -51,7 +54,7 @@ impl Histories {
     pub fn new(worker: &mut Worker, width: usize, records: String) -> Self {
         let shard = Rc::new(RefCell::new(HistoryShard::new(width)));
         let exchange = Exchange::new(worker, shard.clone());
-        Histories { shard, exchange, records, roots: Default::default() }
+        Histories { shard, exchange, records, roots: Default::default(), refreshes: 0, seconds: 0.0 }
     }
 
     /// What `batch`'s last layer reads for its estimate, on `device`.

@@ -19,7 +19,7 @@ use timely::dataflow::InputHandleVec;
 use timely::worker::Worker;
 
 use super::shard::RowShard;
-use crate::serve::{Served, served};
+use crate::serve::{Served, by_owner, served};
 
 /// The ids one worker asks one owner for, with their original strings in a graph keyed by
 /// strings (the owner keeps a new row's, to save the row under it).
@@ -66,11 +66,7 @@ impl Puller {
     /// The rows of `ids` (each once, in any order), `dim` values each in `ids` order, from
     /// their owners; `keys` are the ids' original strings (empty for integer ids).
     pub fn pull(&mut self, worker: &mut Worker, ids: &[i64], keys: &[String]) -> Vec<f32> {
-        let peers = worker.peers();
-        let mut asked: Vec<Vec<usize>> = vec![Vec::new(); peers];
-        for (at, &id) in ids.iter().enumerate() {
-            asked[owner(id, peers)].push(at);
-        }
+        let asked = by_owner(ids, worker.peers());
         let mut expected = 0;
         for (o, positions) in asked.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
             let ids = positions.iter().map(|&at| ids[at]).collect();
