@@ -5,9 +5,11 @@
 //! roots' rows in chunks, and sets them at their owners; then the workers agree, so that no
 //! step reads before every row is in place, and a failure on any worker ends them all.
 //!
-//! The first refresh reads the worker's records; it keeps their roots' rows when they fit
-//! beside the records' cache ([`KeptRoots`]), and the later ones read the record set again only
-//! where they did not.
+//! The first two refreshes read the worker's records; the second, after the training pass has
+//! filled the records' cache, keeps their roots' rows when they fit beside it ([`KeptRoots`]),
+//! and the later ones read the record set again only where they did not. (The evaluation
+//! batches' own check does not count the kept roots: at worst a worker holds `cache_mb`'s share
+//! plus its roots' rows.)
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -46,7 +48,7 @@ impl RootRows {
     }
 }
 
-/// The roots a worker's refreshes read: kept after the first when they fit beside the
+/// The roots a worker's refreshes read: kept from the second on when they fit beside the
 /// records' cache (`cache_mb`), as the evaluation batches are; else read again each time.
 #[derive(Debug, Default)]
 pub enum KeptRoots {
@@ -74,10 +76,12 @@ impl Histories {
         cluster::agree::<_, Error, tables::error::Report>(worker, local)
     }
 
-    /// A refresh that reads this worker's share of the units, keeping the roots the first time
-    /// when they fit.
+    /// A refresh that reads this worker's share of the units. The one after the first epoch,
+    /// when the training pass has filled the records' cache, keeps the roots if they fit beside
+    /// it.
     fn read_and_set<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, model: &Gnn) -> Result<u64, Error> {
         let set = setup.source.set();
+        let deciding = matches!(self.roots, KeptRoots::Unknown) && self.refreshes > 0;
         let (mut kept, mut bytes, mut done) = (Vec::new(), 0u64, 0u64);
         for &u in &setup.plan.shares[worker.index()] {
             let records = set.read_every(setup.plan.units[u])?;
@@ -86,7 +90,7 @@ impl Histories {
                 let values = histories(model, setup, &chunk);
                 self.exchange.set(worker, &chunk.ids, &values);
                 done += chunk.ids.len() as u64;
-                if matches!(self.roots, KeptRoots::Unknown) {
+                if deciding && matches!(self.roots, KeptRoots::Unknown) {
                     bytes += chunk.bytes();
                     if bytes + setup.source.cached_bytes() <= setup.source.budget() {
                         kept.push(chunk);
@@ -97,7 +101,7 @@ impl Histories {
                 }
             }
         }
-        if matches!(self.roots, KeptRoots::Unknown) {
+        if deciding && matches!(self.roots, KeptRoots::Unknown) {
             self.roots = KeptRoots::Kept(kept);
         }
         Ok(done)
