@@ -30,6 +30,9 @@ pub struct RecordSet {
     /// keyed by strings): only a model with learned rows saves under them, and decoding a
     /// string per node costs an epoch a fifth of its time.
     pub keys: bool,
+    /// Decode the records' `root_neighbors` (control variates read them; others skip the
+    /// column, 8 bytes an in-edge).
+    pub neighbors: bool,
 }
 
 /// One row group of one part file: the unit of reading, planning and caching.
@@ -130,7 +133,7 @@ impl RecordSet {
             )
             .into());
         }
-        Ok(RecordSet { io, place, files, meta, keys: true })
+        Ok(RecordSet { io, place, files, meta, keys: true, neighbors: true })
     }
 
     /// Checks that every process of the job opened one version of the record set (each holds
@@ -157,8 +160,11 @@ impl RecordSet {
     /// [`RecordSet::keys`] (`None`: all).
     fn columns(&self, file: &ParquetFile) -> Option<Vec<String>> {
         let schema = file.arrow.schema();
-        (!self.keys && schema.column_with_name(record::NODE_KEYS).is_some())
-            .then(|| schema.fields().iter().map(|f| f.name().clone()).filter(|n| n != record::NODE_KEYS).collect())
+        let skipped = |name: &str| {
+            (!self.keys && name == record::NODE_KEYS) || (!self.neighbors && name == record::ROOT_NEIGHBORS)
+        };
+        let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+        names.iter().any(|n| skipped(n)).then(|| names.into_iter().filter(|n| !skipped(n)).cloned().collect())
     }
 
     /// Every (file, row group), in file order then row-group order: numbered alike everywhere.

@@ -89,6 +89,7 @@ pub struct TrainSummary {
 pub fn run(io: &Arc<Io>, config: &TrainConfig, cluster: &ClusterConfig) -> Result<TrainSummary, Failure<Error>> {
     let mut set = RecordSet::open(io.clone(), &config.records).map_err(Failure::Worker)?;
     set.keys = config.learned_embedding_dim > 0;
+    set.neighbors = config.control_variate;
     check_task(config, &set).map_err(Failure::Worker)?;
     check_output(config, &set).map_err(Failure::Worker)?;
     match set.meta.task() {

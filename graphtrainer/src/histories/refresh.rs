@@ -59,18 +59,15 @@ pub enum KeptRoots {
 }
 
 impl Histories {
-    /// Sets every node's history with `params`; the workers agree at the end. Returns the
-    /// nodes this worker set.
-    pub fn refresh<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, params: &[f32]) -> Result<u64, Error> {
+    /// Sets every node's history with `params`; the workers agree at the end.
+    pub fn refresh<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, params: &[f32]) -> Result<(), Error> {
         let model = params::load(setup.template.clone(), params, &setup.base);
         if let KeptRoots::Kept(kept) = &self.roots {
-            let mut set = 0;
             for chunk in kept {
                 let values = histories(&model, setup, chunk);
                 self.exchange.set(worker, &chunk.ids, &values);
-                set += chunk.ids.len() as u64;
             }
-            return cluster::agree::<_, Error, tables::error::Report>(worker, Ok(set));
+            return cluster::agree::<_, Error, tables::error::Report>(worker, Ok(()));
         }
         let local = self.read_and_set(worker, setup, &model);
         cluster::agree::<_, Error, tables::error::Report>(worker, local)
@@ -79,17 +76,16 @@ impl Histories {
     /// A refresh that reads this worker's share of the units. The one after the first epoch,
     /// when the training pass has filled the records' cache, keeps the roots if they fit beside
     /// it.
-    fn read_and_set<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, model: &Gnn) -> Result<u64, Error> {
+    fn read_and_set<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, model: &Gnn) -> Result<(), Error> {
         let set = setup.source.set();
         let deciding = matches!(self.roots, KeptRoots::Unknown) && self.refreshes > 0;
-        let (mut kept, mut bytes, mut done) = (Vec::new(), 0u64, 0u64);
+        let (mut kept, mut bytes) = (Vec::new(), 0u64);
         for &u in &setup.plan.shares[worker.index()] {
             let records = set.read_every(setup.plan.units[u])?;
             for records in records.chunks(CHUNK) {
                 let chunk = RootRows::of(records);
                 let values = histories(model, setup, &chunk);
                 self.exchange.set(worker, &chunk.ids, &values);
-                done += chunk.ids.len() as u64;
                 if deciding && matches!(self.roots, KeptRoots::Unknown) {
                     bytes += chunk.bytes();
                     if bytes + setup.source.cached_bytes() <= setup.source.budget() {
@@ -104,7 +100,7 @@ impl Histories {
         if deciding && matches!(self.roots, KeptRoots::Unknown) {
             self.roots = KeptRoots::Kept(kept);
         }
-        Ok(done)
+        Ok(())
     }
 }
 
