@@ -481,37 +481,54 @@ fn names(dir: &Path) -> Vec<String> {
 }
 
 #[test]
-fn a_run_never_deletes_what_it_did_not_write() {
+fn a_run_never_deletes_what_it_did_not_write_nor_commits_a_table_beside_it() {
     let dir = scratch("storage-foreign");
     let data = dir.join("data");
     write_graph(&data, Compression::SNAPPY, "part-0.parquet");
     let out = dir.join("flat");
-    // Someone else's files under the output: a table in a subdirectory, a part named as other
-    // tools name them, and a symlink named like one of this project's parts, to an input.
+    // Someone else's entries under the output, each of which some directory reader would read
+    // with the records or fail on: a table in a subdirectory, a part named as other tools name
+    // them, a symlink named like one of this project's parts (to an input), Parquet files in a
+    // hidden folder and under a hidden name (DuckDB's **/*.parquet), and hidden notes (polars).
+    let lookalike = "part-0000000000100000001-00000-00000.parquet";
+    let entries = ["other", "part-0.parquet", lookalike, "_mine", "_theirs.parquet", ".notes", "_notes.txt"];
     std::fs::create_dir_all(out.join("other")).unwrap();
     std::fs::copy(data.join("nodes/part-0.parquet"), out.join("other/part-0.parquet")).unwrap();
     std::fs::copy(data.join("nodes/part-0.parquet"), out.join("part-0.parquet")).unwrap();
-    let lookalike = "part-0000000000100000001-00000-00000.parquet";
     std::os::unix::fs::symlink(data.join("edges/part-0.parquet"), out.join(lookalike)).unwrap();
+    std::fs::create_dir_all(out.join("_mine")).unwrap();
+    std::fs::copy(data.join("nodes/part-0.parquet"), out.join("_mine/part-0.parquet")).unwrap();
+    std::fs::copy(data.join("nodes/part-0.parquet"), out.join("_theirs.parquet")).unwrap();
+    std::fs::write(out.join(".notes"), "mine").unwrap();
+    std::fs::write(out.join("_notes.txt"), "mine").unwrap();
     let before = names(&out);
-
     let refused = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "flat"), TWO);
     assert_eq!(refused.status.code(), Some(73), "{}", text(&refused));
-    assert!(text(&refused).contains("did not write") && text(&refused).contains("other"), "{}", text(&refused));
+    assert!(text(&refused).contains("did not write") && text(&refused).contains("keeps none"), "{}", text(&refused));
     assert_eq!(names(&out), before, "a refused run changed the output");
-
-    // With overwrite the run commits beside them and keeps every one, twice over.
-    let first = read_listed_records(&flatten(&dir, &data, "flat", TWO, overwriting));
-    assert!(read_listed_records(&flatten(&dir, &data, "flat", TWO, overwriting)) == first);
-    let after = names(&out);
-    for name in &before {
-        assert!(after.contains(name), "{name} was removed: {after:?}");
+    // Refused with overwrite too, naming one, changing nothing, until none is left.
+    let mut left: Vec<&str> = entries.to_vec();
+    loop {
+        let before = names(&out);
+        let refused = run(&overwriting(Job::flatten(&data, &out)).write(&dir, "flat"), TWO);
+        if left.is_empty() {
+            assert!(refused.status.success(), "{}", text(&refused));
+            break;
+        }
+        assert_eq!(refused.status.code(), Some(73), "{left:?}: {}", text(&refused));
+        let named = left.iter().position(|n| text(&refused).contains(&format!("/{n} was not written by this project")));
+        let name = left.remove(named.unwrap_or_else(|| panic!("none of {left:?} named: {}", text(&refused))));
+        assert_eq!(names(&out), before, "a refused run changed the output");
+        std::fs::rename(out.join(name), dir.join(format!("away-{name}"))).unwrap();
     }
-    assert!(out.join("other/part-0.parquet").exists() && data.join("edges/part-0.parquet").exists());
-    assert_eq!(std::fs::read_link(out.join(lookalike)).unwrap(), data.join("edges/part-0.parquet"));
-    let listed = manifest(&out)["parts"].as_array().unwrap().len();
-    // The parts, _manifest.parquet and _SUCCESS.
-    assert_eq!(after.len(), before.len() + listed + 2, "leftovers of the first run remain: {after:?}");
+    assert_eq!(std::fs::read_link(dir.join(format!("away-{lookalike}"))).unwrap(), data.join("edges/part-0.parquet"));
+    assert_eq!(
+        std::fs::read(dir.join("away-other/part-0.parquet")).unwrap(),
+        std::fs::read(data.join("nodes/part-0.parquet")).unwrap()
+    );
+    let first = read_listed_records(&out);
+    assert!(read_listed_records(&flatten(&dir, &data, "flat", TWO, overwriting)) == first);
+    assert_every_reader_reads_the_manifest(&[&out]);
 }
 
 #[test]

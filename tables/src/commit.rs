@@ -4,7 +4,8 @@
 //!    one, after symlinks ([`Place::overlaps`]); the rule of [`crate::guard`] (never another
 //!    kind's output, never inside or around another output, the same kind only with
 //!    `overwrite`). It holds nothing this project did not write (see [`crate::names`]) unless
-//!    the job sets `overwrite`, and then such files are kept and never read. On a local disk,
+//!    the job sets `overwrite`, and then such files are kept and never read; but a table's
+//!    directory, which its readers read whole, never keeps one. On a local disk,
 //!    what a killed switch left beside it is settled first ([`settle`]). Nothing is deleted
 //!    here: yesterday's output stays readable until the new one commits.
 //! 2. **Write**: the committing worker takes a [`Lease`] (the run's marker in
@@ -198,17 +199,38 @@ async fn check_named(
         }
     }
     let foreign: Vec<&str> = entries.iter().filter(|e| !e.ours(layout)).map(|e| e.name.as_str()).collect();
+    let table = *layout == Layout::TABLE;
     if !foreign.is_empty() && !overwrite {
         let shown: Vec<&str> = foreign.iter().take(5).copied().collect();
         return Err(Error::Output(format!(
-            "{} holds files this project did not write ({}{}); choose a new or empty directory, or set \
-             overwrite = true (they are then kept as they are)",
+            "{} holds files this project did not write ({}{}); choose a new or empty directory, or {}",
             output.shown(),
             shown.join(", "),
-            if foreign.len() > shown.len() { ", ..." } else { "" }
+            if foreign.len() > shown.len() { ", ..." } else { "" },
+            if table {
+                "move them away (a table's directory keeps none)"
+            } else {
+                "set overwrite = true (they are then kept as they are)"
+            }
         )));
     }
-    crate::guard::guard(output, stage, overwrite, named).await
+    crate::guard::guard(output, stage, overwrite, named).await?;
+    // A table's directory is read whole: its readers would read, or fail on, anything beside
+    // the table's own files, so not even `overwrite` commits beside it.
+    if let Some(name) = foreign.first().filter(|_| table) {
+        let others = match foreign.len() - 1 {
+            0 => String::new(),
+            n => format!(" (nor {n} other entries there)"),
+        };
+        return Err(Error::Output(format!(
+            "{}/{name} was not written by this project{others}, and a table's readers read its directory whole \
+             (polars fails on any other file, pandas and pyarrow read every name not starting with _ or ., DuckDB's \
+             **/*.parquet every Parquet file in any folder): not even overwrite commits beside it; move it away or \
+             choose a new or empty directory",
+            output.shown()
+        )));
+    }
+    Ok(())
 }
 
 /// One output of a run, ready to commit: its manifest, every file the run staged for it (its
