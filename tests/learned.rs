@@ -380,6 +380,9 @@ fn capped(job: &Path, process: Option<usize>) -> std::process::Child {
     args.extend(process.map(|p| ["--process".to_owned(), p.to_string()]).into_iter().flatten());
     std::process::Command::new("bash")
         .args(args)
+        // As a user runs it: with RUST_BACKTRACE, std's report of a panic at the memory limit
+        // symbolizes a backtrace, whose allocation fails inside the report and deadlocks it.
+        .env_remove("RUST_BACKTRACE")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -505,6 +505,9 @@ fn a_refresh_killed_at_any_moment_leaves_a_whole_version_and_the_next_is_exact()
 /// Runs `job` on 2 workers with every switch held for 3 s (`tables::switch::PAUSE_VAR`), sends
 /// it `signal` once the switch of `out` holds its new version, and returns what it printed.
 pub(crate) fn stopped_inside_its_switch(job: &Path, out: &Path, signal: &str) -> std::process::Output {
+    // A run killed before left its version beside the output (the next run removes it): not
+    // the switch this one waits for.
+    let stale = switch_versions(out);
     let mut child = graphflat()
         .args(["run", job.to_str().unwrap(), "--workers", "2"])
         .env(::tables::switch::PAUSE_VAR, "3000")
@@ -512,7 +515,7 @@ pub(crate) fn stopped_inside_its_switch(job: &Path, out: &Path, signal: &str) ->
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_a_switch(out, &mut child);
+    wait_for_a_switch(out, &mut child, &stale);
     std::process::Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
     child.wait_with_output().unwrap()
 }
@@ -532,18 +535,25 @@ pub(crate) fn killed_after(job: &Path, delay_ms: u64) -> bool {
     child.wait().unwrap().signal() == Some(9)
 }
 
-/// Waits until a switch of `out` holds its new version beside it, paused before the exchange
-/// (`tables::switch::PAUSE_VAR`); the digests' own folder is not a switch.
-fn wait_for_a_switch(out: &Path, child: &mut std::process::Child) {
+/// The versions beside `out` that a switch builds (`.<out>.graphflat-<run>` holding a
+/// manifest); the digests' own folder is not one.
+fn switch_versions(out: &Path) -> Vec<std::path::PathBuf> {
     let name = format!(".{}.graphflat-", out.file_name().unwrap().to_string_lossy());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let switching = std::fs::read_dir(out.parent().unwrap()).unwrap().any(|e| {
-            let path = e.unwrap().path();
+    let entries = std::fs::read_dir(out.parent().unwrap()).unwrap().map(|e| e.unwrap().path());
+    entries
+        .filter(|path| {
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
             file.starts_with(&name) && !file.ends_with("-state") && path.join("_manifest.parquet").exists()
-        });
-        if switching {
+        })
+        .collect()
+}
+
+/// Waits until a switch of `out` holds its new version beside it, paused before the exchange
+/// (`tables::switch::PAUSE_VAR`): a version not among `stale`.
+fn wait_for_a_switch(out: &Path, child: &mut std::process::Child, stale: &[std::path::PathBuf]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if switch_versions(out).iter().any(|v| !stale.contains(v)) {
             return;
         }
         assert!(child.try_wait().unwrap().is_none(), "the refresh ended before its switch");

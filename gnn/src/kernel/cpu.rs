@@ -8,6 +8,7 @@
 //! across threads, and the result does not depend on the thread count.
 
 use std::ops::Range;
+use std::sync::Mutex;
 
 use super::plan::Csr;
 
@@ -25,6 +26,28 @@ impl Layout {
     fn head_width(&self) -> usize {
         self.cols / self.heads
     }
+}
+
+/// Runs each task on a thread of its own and returns their results in order. A task whose
+/// thread cannot start (the process at its memory or thread limit) runs on the caller's thread
+/// instead: the result is the same, and the kernel never panics for want of a thread.
+fn run_all<T: Send, F: FnOnce() -> T + Send>(tasks: Vec<F>) -> Vec<T> {
+    let slots: Vec<Mutex<Option<F>>> = tasks.into_iter().map(|f| Mutex::new(Some(f))).collect();
+    let take = |slot: &Mutex<Option<F>>| slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = slots
+            .iter()
+            .map(|slot| std::thread::Builder::new().spawn_scoped(scope, move || take(slot).map(|f| f())).ok())
+            .collect();
+        let run = |(slot, thread): (&Mutex<Option<F>>, Option<std::thread::ScopedJoinHandle<'_, Option<T>>>)| {
+            let done = match thread {
+                Some(thread) => thread.join().expect("aggregation thread panicked"),
+                None => take(slot).map(|f| f()),
+            };
+            done.expect("each task runs once")
+        };
+        slots.iter().zip(threads).map(run).collect()
+    })
 }
 
 /// A row's partial sum over one block, for a row that straddles blocks.
@@ -48,18 +71,16 @@ pub fn aggregate(csr: &Csr, x: &[f32], coef: &[f32], layout: Layout, threads: us
             .enumerate()
             .map(|(t, g)| if t == 0 { 0 } else { csr.row_of(csr.blocks[g.start].start) })
             .collect();
-        std::thread::scope(|scope| {
-            let mut rest = out.as_mut_slice();
-            let mut handles = Vec::with_capacity(groups.len());
-            for (t, g) in groups.into_iter().enumerate() {
-                let end = starts.get(t + 1).copied().unwrap_or(csr.rows());
-                let (mine, tail) = rest.split_at_mut((end - starts[t]) * cols);
-                rest = tail;
-                let first = starts[t];
-                handles.push(scope.spawn(move || run_blocks(csr, g, first, mine, x, coef, layout)));
-            }
-            handles.into_iter().map(|h| h.join().expect("aggregation thread panicked")).collect()
-        })
+        let mut rest = out.as_mut_slice();
+        let mut tasks = Vec::with_capacity(groups.len());
+        for (t, g) in groups.into_iter().enumerate() {
+            let end = starts.get(t + 1).copied().unwrap_or(csr.rows());
+            let (mine, tail) = rest.split_at_mut((end - starts[t]) * cols);
+            rest = tail;
+            let first = starts[t];
+            tasks.push(move || run_blocks(csr, g, first, mine, x, coef, layout));
+        }
+        run_all(tasks)
     };
     for p in partials.into_iter().flatten() {
         for (o, v) in out[p.row * cols..(p.row + 1) * cols].iter_mut().zip(&p.sum) {
@@ -94,21 +115,21 @@ pub fn coef_grad(csr: &Csr, g: &[f32], x: &[f32], layout: Layout, threads: usize
             fill(block.clone(), &mut by_position[block.start * heads..block.end * heads]);
         }
     } else {
-        std::thread::scope(|scope| {
-            let mut rest = by_position.as_mut_slice();
-            for g in groups {
-                let span = csr.blocks[g.start].start..csr.blocks[g.end - 1].end;
-                let (mine, tail) = rest.split_at_mut(span.len() * heads);
-                rest = tail;
-                let fill = &fill;
-                scope.spawn(move || {
-                    for block in &csr.blocks[g] {
-                        let at = (block.start - span.start) * heads;
-                        fill(block.clone(), &mut mine[at..at + block.len() * heads]);
-                    }
-                });
-            }
-        });
+        let mut rest = by_position.as_mut_slice();
+        let mut tasks = Vec::with_capacity(groups.len());
+        for g in groups {
+            let span = csr.blocks[g.start].start..csr.blocks[g.end - 1].end;
+            let (mine, tail) = rest.split_at_mut(span.len() * heads);
+            rest = tail;
+            let fill = &fill;
+            tasks.push(move || {
+                for block in &csr.blocks[g] {
+                    let at = (block.start - span.start) * heads;
+                    fill(block.clone(), &mut mine[at..at + block.len() * heads]);
+                }
+            });
+        }
+        run_all(tasks);
     }
     let mut grad = vec![0f32; csr.edges() * heads];
     for (p, &e) in csr.edge.iter().enumerate() {
@@ -196,6 +217,12 @@ fn run_blocks(
 mod tests {
     use super::super::plan::EdgePlan;
     use super::*;
+
+    #[test]
+    fn tasks_return_in_order_on_their_threads() {
+        let tasks: Vec<_> = (0..12u64).map(|i| move || (i, i * i)).collect();
+        assert_eq!(run_all(tasks), (0..12u64).map(|i| (i, i * i)).collect::<Vec<_>>());
+    }
 
     /// A plain loop over the edges in edge order.
     fn naive(src: &[u32], dst: &[u32], rows_out: usize, x: &[f32], coef: &[f32], layout: Layout) -> Vec<f32> {
