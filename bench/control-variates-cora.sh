@@ -6,12 +6,15 @@
 # variates (the same two in-edges each epoch); and fanouts [5] and [10] with control variates
 # drawing 2 of the record's in-edges afresh each epoch (control_variate_fanout = 2). Prints, per
 # run, the records' size, the training's time and the test accuracy at the best validation epoch.
+# MODEL=sage runs the same for GraphSAGE (mean aggregator) over [precompute]'s [X | mean X].
 #
 #     SEEDS="0 1 2" bench/control-variates-cora.sh [work-dir]
+#     MODEL=sage bench/control-variates-cora.sh /tmp/graphflat-cv-cora-sage
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-cv-cora}
 SEEDS=${SEEDS:-0 1 2}
+MODEL=${MODEL:-gcn}
 BIN=${BIN:-target/release/graphflat}
 CORA=${CORA:-../shared/data/cora}
 [ -x "$BIN" ] || cargo build --release
@@ -22,12 +25,13 @@ cat > "$WORK/precompute.toml" <<TOML
 nodes = "$WORK/cora/nodes"
 edges = "$WORK/cora/edges"
 output = "$WORK/ax"
+model = "$MODEL"
 normalize_features = true
 overwrite = true
 TOML
 $BIN run "$WORK/precompute.toml" > "$WORK/precompute.log" 2>&1
 
-# flatten NAME FANOUTS: one-hop records over Â X, listing the roots' in-neighbors
+# flatten NAME FANOUTS: one-hop records over the product, listing the roots' in-neighbors
 flatten() {
   local name=$1 fanouts=$2 sampler=uniform
   [ "$fanouts" = all ] && sampler=all
@@ -56,7 +60,7 @@ workers = 1
 records = "$WORK/flat-$records"
 output = "$WORK/model-$name"
 overwrite = true
-model = "gcn"
+model = "$MODEL"
 hidden = 16
 dropout = 0.5
 lr = 0.01

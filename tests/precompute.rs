@@ -1,13 +1,15 @@
-//! `[precompute]`: the output is the node table with its features replaced by `Â X`, checked
-//! against a dense product computed here in f64 from the tables (GCN's normalized adjacency
-//! with self-loops, in-degrees over the message-passing edges only); ids, labels and splits
+//! `[precompute]`: the output is the node table with its features replaced by `Â X` (or
+//! GraphSAGE's `[X | mean X]`), checked against a dense product computed here in f64 from the
+//! tables (GCN's normalized adjacency with self-loops, in-degrees over the message-passing
+//! edges only; the mean over the same in-edges); ids, labels and splits
 //! come back as the input has them, for integer and string ids; the bits are the same on 1
 //! and 2 workers and 2 processes, with hubs split or not; every reader reads it; a node table
 //! without features, or holding the product already, is refused before anything is written, and
 //! a product past float32 is bad data.
 //! Over the output: records of one hop fewer train a GCN with a dense first layer, whose
 //! GraphInfer scores equal its forward pass on every record; GraphInfer refuses it over the
-//! plain table, and a plain model over `Â X`; other kinds, normalizing `Â X` again and
+//! plain table, and a plain model over `Â X`; GraphSAGE over its own product likewise, and
+//! each kind over the other's product is refused; other kinds, normalizing `Â X` again and
 //! full-graph training over it are refused; and GraphFlat's and GraphInfer's refreshes over a
 //! new day's product write what full runs write.
 
@@ -24,6 +26,9 @@ use crate::common::*;
 
 /// A table's rows by their id as text: (features, label, split).
 type Rows = BTreeMap<String, (Vec<f32>, Option<i64>, Option<String>)>;
+
+/// A product computed here in f64 from the node rows and the message-passing edges, by id.
+type Dense = fn(&Rows, &[(String, String)]) -> BTreeMap<String, Vec<f64>>;
 
 /// A node table's rows (features of any list encoding), `_SUCCESS` or not.
 fn read_nodes(dir: &Path) -> Rows {
@@ -63,12 +68,35 @@ fn dense_product(nodes: &Rows, edges: &[(String, String)]) -> BTreeMap<String, V
     out
 }
 
+/// `[X | mean X]` in f64, by id: each node's features, then the mean of its in-neighbors'
+/// (zeros without any).
+fn dense_sage(nodes: &Rows, edges: &[(String, String)]) -> BTreeMap<String, Vec<f64>> {
+    let mut sums: BTreeMap<&str, (Vec<f64>, f64)> =
+        nodes.iter().map(|(id, (x, _, _))| (id.as_str(), (vec![0.0; x.len()], 0.0))).collect();
+    for (src, dst) in edges {
+        let (sum, count) = sums.get_mut(dst.as_str()).unwrap();
+        sum.iter_mut().zip(&nodes[src].0).for_each(|(s, &v)| *s += f64::from(v));
+        *count += 1.0;
+    }
+    let row = |id: &str, x: &[f32]| {
+        let (sum, count) = &sums[id];
+        let mean = sum.iter().map(|s| if *count > 0.0 { s / count } else { 0.0 });
+        x.iter().map(|&v| f64::from(v)).chain(mean).collect()
+    };
+    nodes.iter().map(|(id, (x, _, _))| (id.clone(), row(id, x))).collect()
+}
+
 /// The output holds every input node once, with `Â X` (to f32's rounding) and the input's
 /// label and split.
 fn assert_product(data: &Path, out: &Path) {
+    assert_product_of(data, out, dense_product);
+}
+
+/// [`assert_product`] of the product `dense` computes.
+fn assert_product_of(data: &Path, out: &Path, dense: Dense) {
     assert!(out.join("_SUCCESS").exists(), "{} has no _SUCCESS", out.display());
     let nodes = read_nodes(&data.join("nodes"));
-    let expected = dense_product(&nodes, &message_passing_edges(&data.join("edges")));
+    let expected = dense(&nodes, &message_passing_edges(&data.join("edges")));
     let got = read_nodes(out);
     assert_eq!(got.keys().collect::<Vec<_>>(), nodes.keys().collect::<Vec<_>>());
     for (id, (row, label, split)) in &got {
@@ -109,6 +137,49 @@ fn the_product_is_the_dense_normalized_adjacency_times_the_features_on_any_clust
     run_ok(&job("two", Job::cluster().key("workers", 2)).write(&dir, "two"), &[]);
     assert_eq!(sorted_rows(&read_batches(&out("two"))), sorted_rows(&read_batches(&out("one"))));
     assert_every_reader_reads_the_manifest(&[&out("one")]);
+}
+
+#[test]
+fn graphsage_over_its_precomputed_inputs_scores_in_graphinfer_as_its_records_forward_pass() {
+    let dir = scratch("precompute-sage");
+    let data = split_graph(&dir, 600, 6, 5, 13);
+    let (product, flat, model) = (dir.join("product"), dir.join("flat"), dir.join("model"));
+    let two = || Job::cluster().key("workers", 2);
+    // [X | mean X], with hubs split over reducers, against the dense computation.
+    let sage = precompute(&data, &product).key("model", "sage").key("hub_threshold", 4);
+    let summary = run_ok(&two().and(sage).write(&dir, "precompute"), &[]);
+    assert!(summary.contains("10 per node: [X | mean X] over") && hubs_split(&summary) > 0, "{summary}");
+    assert_product_of(&data, &product, dense_sage);
+    // Records of one hop fewer train a GraphSAGE whose first layer is dense; GraphInfer's scores
+    // over the same table equal its forward pass on every record.
+    let flatten = Job::table_named("flatten")
+        .key("nodes", location(&product))
+        .key("edges", location(data.join("edges")))
+        .key("output", location(&flat))
+        .key("hops", 1)
+        .key("fanouts", vec![3]);
+    run_ok(&flatten.write(&dir, "flatten"), &[]);
+    let train = Job::train(&flat, &model).key("model", "sage").key("epochs", 2).key("hidden", 8);
+    run_ok(&two().and(train.clone()).write(&dir, "train"), &[]);
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(model_json(&model)).unwrap()).unwrap();
+    assert_eq!((meta["spec"]["layers"].as_u64(), meta["spec"]["input_dim"].as_u64()), (Some(2), Some(10)));
+    let infer = |nodes: &Path, out: &str| {
+        Job::table_named("infer")
+            .key("nodes", location(nodes))
+            .key("edges", location(data.join("edges")))
+            .key("model", location(&model))
+            .key("output", location(dir.join(out)))
+            .key("hub_threshold", 4)
+    };
+    run_ok(&two().and(infer(&product, "scores")).write(&dir, "infer"), &[]);
+    let difference = max_difference(&scores_only(&read_scores(&dir.join("scores"))), &record_scores(&model, &flat));
+    assert!(difference < 1e-4, "scores differ from the records' forward pass by {difference}");
+    // A GCN over GraphSAGE's inputs, and GraphSAGE over GCN's, are refused.
+    let gcn = train.key("model", "gcn").key("output", location(dir.join("gcn")));
+    assert_fails(&run(&gcn.write(&dir, "gcn"), &[]), 64, &["model = \"sage\"", "[X | mean X]"]);
+    let ax = dir.join("ax");
+    run_ok(&precompute(&data, &ax).write(&dir, "ax"), &[]);
+    assert_fails(&run(&infer(&ax, "mixed").write(&dir, "mixed"), &[]), 64, &["Â X", "(for model = \"gcn\")"]);
 }
 
 /// "hubs split" in a precompute summary.
@@ -228,7 +299,7 @@ fn a_model_over_precomputed_features_scores_in_graphinfer_as_its_records_forward
     // The plain node table is not what the model reads.
     let plain = Job::infer(&data, &model, dir.join("plain")).write(&dir, "plain");
     assert_fails(&run(&plain, &[]), 64, &["[precompute]", "plain features"]);
-    // Only GCN has the dense first layer, and the rows of Â X are not normalized again.
+    // GraphSAGE does not read Â X, and its rows are not normalized again.
     let sage = train.clone().key("model", "sage").key("output", location(dir.join("sage")));
     assert_fails(&run(&sage.write(&dir, "sage"), &[]), 64, &["model = \"gcn\"", "Â X"]);
     let normalized = train.key("normalize_features", true).key("output", location(dir.join("normalized")));

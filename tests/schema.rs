@@ -26,7 +26,7 @@ fn output_reads_back_with_the_documented_schema() {
         types: None,
         relation_fanouts: Vec::new(),
         string_ids: false,
-        precomputed: false,
+        precomputed: None,
         root_neighbors: false,
         link: None,
     });

@@ -113,10 +113,13 @@ impl SageLayer {
     }
 
     pub fn forward(&self, x: Tensor<2>, e: &EdgeTensors) -> Tensor<2> {
-        let mean = e.sum(x.clone(), &e.mean_coef);
-        let out = e.own_rows(x).matmul(self.self_weight.val())
-            + mean.matmul(self.neighbor_weight.val())
-            + self.bias.val().unsqueeze::<2>();
+        let own = e.own_rows(x.clone()).matmul(self.self_weight.val()) + self.bias.val().unsqueeze::<2>();
+        // Without in-edges (the dense first layer over [precompute]'s `[X | mean X]`) the mean
+        // is zero: its product, and its gradient's, are skipped (the gradient is zero either way).
+        let out = match e.edges {
+            0 => own,
+            _ => own + e.sum(x, &e.mean_coef).matmul(self.neighbor_weight.val()),
+        };
         match &self.edge_weight {
             Some(w) => out + e.mean_edge_features().expect(NEEDS_FEATURES).matmul(w.val()),
             None => out,

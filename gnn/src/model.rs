@@ -273,7 +273,8 @@ impl Gnn {
     }
 
     /// [`Gnn::forward`] with the last layer's sum over in-edges estimated with control variates
-    /// (`cv`: see [`crate::control_variate`]) where given; the last layer must then be GCN's.
+    /// (`cv`: see [`crate::control_variate`]) where given; the last layer must then be GCN's or
+    /// GraphSAGE's.
     /// In training, with `clean` (the batch's tensors without dropout), the estimate is VR-GCN's
     /// CVD: the dropout-free rows carry the control variate, their dropout noise is summed apart.
     pub fn forward_estimating(
@@ -292,12 +293,15 @@ impl Gnn {
                 let keep = self.attention_keep(layer, batch, last, dropout, &h.device());
                 self.train_layer(spec, last, h, (e, keep), None)
             }
-            (Some(cv), Layer::Gcn(g)) => {
+            (Some(cv), layer) => {
                 let clean = clean.filter(|_| dropout.is_some());
                 let mean = clean.map(|clean| self.rows_into(spec, batch, clean, None, last));
-                cv.last_layer(g, h, mean, e)
+                match layer {
+                    Layer::Gcn(g) => cv.gcn(g, h, mean, e),
+                    Layer::Sage(s) => cv.sage(s, h, mean, e),
+                    _ => panic!("control variates estimate a GCN or GraphSAGE layer"),
+                }
             }
-            (Some(_), _) => panic!("control variates estimate a GCN layer"),
         };
         h.slice(0..batch.roots.len())
     }

@@ -6,6 +6,7 @@ use gnn::io::ModelFiles;
 use sampling::{NodeStore, RelationEdges};
 use schemas::job::TypedGraph;
 use schemas::model::ModelMeta;
+use schemas::nodes::Precomputed;
 
 use tables::{Io, Place};
 
@@ -162,19 +163,35 @@ pub fn check_relation_edge_widths(
 }
 
 /// The node table must have the features the model's first layer takes.
-/// A model reads the features it was trained on: `[precompute]`'s `Â X` for a model with a
-/// dense first layer (the only models trained on it), the plain table's for every other.
-pub fn check_precomputed(meta: &ModelMeta, dir: &Place, nodes: &str, precomputed: bool) -> Result<(), Error> {
+/// A model reads the features it was trained on: `[precompute]`'s output for its kind (`Â X`
+/// for a GCN, `[X | mean X]` for GraphSAGE) for a model with a dense first layer (the only
+/// models trained on it), the plain table's for every other.
+pub fn check_precomputed(
+    meta: &ModelMeta,
+    dir: &Place,
+    nodes: &str,
+    precomputed: Option<Precomputed>,
+) -> Result<(), Error> {
+    let kind = meta.spec.kind;
     match (meta.spec.precomputed > 0, precomputed) {
-        (true, false) => Err(Error::Usage(format!(
-            "the model in {} was trained on records over [precompute]'s output (features Â X; its first layer \
-             is dense), and the node table {nodes} holds plain features: give [infer] nodes the [precompute] output",
+        (true, None) => Err(Error::Usage(format!(
+            "the model in {} was trained on records over [precompute]'s output (its first layer is dense), and the \
+             node table {nodes} holds plain features: give [infer] nodes the [precompute] output",
             dir.shown()
         ))),
-        (false, true) => Err(Error::Usage(format!(
-            "the node table {nodes} holds [precompute]'s Â X, and the model in {} was trained on plain features: \
+        (false, Some(p)) => Err(Error::Usage(format!(
+            "the node table {nodes} holds [precompute]'s {}, and the model in {} was trained on plain features: \
              give [infer] nodes the table the model's records were flattened from",
+            p.formula(),
             dir.shown()
+        ))),
+        (true, Some(p)) if p.model() != kind => Err(Error::Usage(format!(
+            "the node table {nodes} holds [precompute]'s {} (for model = \"{}\"), and the model in {} is a {}: give \
+             [infer] nodes the table its records were flattened from",
+            p.formula(),
+            p.model().name(),
+            dir.shown(),
+            kind.name()
         ))),
         _ => Ok(()),
     }

@@ -1,15 +1,18 @@
-//! `[precompute]`: the node table with every node's features replaced by `Â X`, where
-//! `Â = D^-1/2 (A + I) D^-1/2` is GCN's normalized adjacency over the message-passing edges
-//! (split null or `train`) and `D` counts in-degrees plus the self-loop:
+//! `[precompute]`: the node table with every node's features replaced by a model's first
+//! aggregation over the message-passing edges (split null or `train`), with `d_v` counting
+//! `v`'s in-edges among them:
 //!
-//! `(Â X)_v = x_v / (d_v + 1) + sum over in-edges (u, v) of x_u / sqrt((d_u + 1)(d_v + 1))`.
+//! - `model = "gcn"`: `Â X`, where `Â = D^-1/2 (A + I) D^-1/2` is GCN's normalized adjacency,
+//!   `(Â X)_v = x_v / (d_v + 1) + sum over in-edges (u, v) of x_u / sqrt((d_u + 1)(d_v + 1))`;
+//! - `model = "sage"`: `[X | mean X]`, each node's features, then the mean of its in-neighbors'
+//!   (zeros without in-edges): GraphSAGE's first layer's two inputs, twice as wide.
 //!
-//! It is GraphInfer's round over every in-edge with a one-layer GCN whose weight is the
-//! identity and whose bias is zero (`x I` is `x` exactly in floating point, since every other
-//! term of each sum is a zero): the same plan, hub split and fold order as inference, so the
-//! result has the same bits on any cluster shape. Records flattened over the output need one
-//! hop fewer for a GCN whose first layer is this product (DGL 0.3's and VR-GCN's preprocessing;
-//! `docs/precompute.md`).
+//! It is GraphInfer's round over every in-edge with a one-layer model of that kind whose weights
+//! are identities placed in zeros and whose bias is zero (`x I` is `x` exactly in floating
+//! point, since every other term of each sum is a zero): the same plan, hub split and fold
+//! order as inference, so the result has the same bits on any cluster shape. Records flattened
+//! over the output need one hop fewer for a model whose first layer reads this product (DGL
+//! 0.3's and VR-GCN's preprocessing; `docs/precompute.md`).
 //!
 //! The output is a node table (`schemas/README.md`): `node_id` as `int64` (integer ids of any
 //! width or encoding) or the original strings of a graph keyed by strings, `features` as
@@ -32,7 +35,8 @@ use cluster::Failure;
 use gnn::Gnn;
 use gnn::model::Layer;
 use sampling::{NodeStore, SampleSpec, SharedOwnerMap};
-use schemas::model::{Activation, ModelKind, ModelMeta, ModelSpec};
+use schemas::model::{Activation, ModelMeta, ModelSpec};
+use schemas::nodes::Precomputed as Product;
 use schemas::{ClusterConfig, Label, LabelKind, PrecomputeConfig, Sampler};
 use stage::{Body, Declared, Details, Graph, Progress, Reads, Worker, WorkerStats, Written};
 use tables::commit::Stage;
@@ -49,6 +53,8 @@ pub type Summary = stage::Summary<Precomputed>;
 /// What the job did, for its summary.
 #[derive(Debug, Clone, Default)]
 pub struct Precomputed {
+    /// The product and its width per node.
+    pub product: Product,
     pub dim: usize,
     /// `X`'s rows were divided by their sums first (`normalize_features`).
     pub normalized: bool,
@@ -64,8 +70,9 @@ impl Details for Precomputed {
             (
                 "features",
                 format!(
-                    "{} per node: Â X over {} in-edges{}",
+                    "{} per node: {} over {} in-edges{}",
                     self.dim,
+                    self.product.formula(),
                     self.in_edges,
                     if self.normalized { " (rows of X normalized first)" } else { "" }
                 ),
@@ -126,10 +133,11 @@ impl Reads for Propagation<'_> {
                 "[precompute] {nodes_table}: the node table has no features column; there is nothing to multiply"
             )));
         }
-        if nodes.precomputed {
+        if let Some(product) = nodes.precomputed {
             return Err(Error::Usage(format!(
-                "[precompute] {nodes_table}: the node table's features are Â X already (a [precompute] output); \
-                 precompute reads the plain node table"
+                "[precompute] {nodes_table}: the node table's features are {} already (a [precompute] output); \
+                 precompute reads the plain node table",
+                product.formula()
             )));
         }
         Ok(())
@@ -142,10 +150,11 @@ impl Body for Propagation<'_> {
 
     fn run(&mut self, worker: &mut Worker, graph: Graph, output: &PartsOf) -> Result<Written<Own>, Error> {
         let mut nodes = graph.nodes;
-        let dim = nodes.dim;
+        let product = self.config.model;
         let in_edges = nodes.in_degree.iter().sum();
-        let meta = identity_meta(dim);
-        let model = identity_gcn(&meta.spec, &self.device);
+        let meta = identity_meta(product, nodes.dim);
+        let model = identity_model(product, &meta.spec, &self.device);
+        let dim = meta.spec.classes;
         let rule = LayerRule::of(&meta);
         let rows: Vec<(u32, usize)> = graph.targets.iter().map(|&(_, slot)| (slot, 1)).collect();
         let source_slots = nodes.take_source_slots();
@@ -166,13 +175,14 @@ impl Body for Propagation<'_> {
         };
         let first = Input::Features { values: features, normalize: self.config.normalize_features, learned: None };
         let product = layer(worker.timely, &cx, 1, first)?;
+        debug_assert_eq!(product.len(), nodes.len() * dim, "one product row per node");
         if cx.reporter {
             cx.progress.report(0, Duration::ZERO, true);
         }
         worker.clock.lap("layer 1");
-        let finite = finite(&nodes, &product, &self.config.nodes);
+        let finite = finite(&nodes, (&product, dim), self.config);
         sampling::agree(worker.timely, finite)?;
-        let written = self.write(worker, &cx, output, &graph.targets, &product)?;
+        let written = self.write(worker, &cx, output, &graph.targets, (&product, dim))?;
         worker.clock.lap("write");
         let own = Own { dim, in_edges, remote_rows: plan.remote_rows as u64, hubs_split: plan.hub_count[1] };
         Ok(Written { own, ..written })
@@ -180,6 +190,7 @@ impl Body for Propagation<'_> {
 
     fn details(&self, all: &[WorkerStats<Own>]) -> Precomputed {
         Precomputed {
+            product: self.config.model,
             dim: all.iter().map(|s| s.own.dim).max().unwrap_or(0),
             normalized: self.config.normalize_features,
             in_edges: all.iter().map(|s| s.own.in_edges).sum(),
@@ -189,26 +200,30 @@ impl Body for Propagation<'_> {
     }
 }
 
-/// Every product row finite: each input value is, but a sum of values near f32's largest is
-/// not (a node table's features must be finite, so such a table could not be read back).
-fn finite(nodes: &NodeStore, product: &[f32], table: &str) -> Result<(), Error> {
-    let dim = nodes.dim;
+/// Every product row (`dim` wide) finite: each input value is, but a sum of values near f32's
+/// largest is not (a node table's features must be finite, so such a table could not be read
+/// back).
+fn finite(nodes: &NodeStore, (product, dim): (&[f32], usize), config: &PrecomputeConfig) -> Result<(), Error> {
     let Some(at) = product.iter().position(|v| !v.is_finite()) else { return Ok(()) };
     let id = nodes.key(at / dim).map_or_else(|| nodes.ids[at / dim].to_string(), str::to_owned);
     Err(Error::BadData(format!(
-        "{table}, column \"features\": node {id}'s Â X overflows float32 at value {} (its features and its \
+        "{}, column \"features\": node {id}'s {} overflows float32 at value {} (its features and its \
          in-neighbors' sum past 3.4e38); scale the features down",
+        config.nodes,
+        config.model.formula(),
         at % dim
     )))
 }
 
-/// A one-layer GCN over every in-edge, `dim` wide in and out.
-fn identity_meta(dim: usize) -> ModelMeta {
+/// A one-layer model of `product`'s kind over every in-edge, `dim` wide in, the product's
+/// width out.
+fn identity_meta(product: Product, dim: usize) -> ModelMeta {
+    let width = product.width(dim);
     let spec = ModelSpec {
-        kind: ModelKind::Gcn,
+        kind: product.model(),
         input_dim: dim,
-        hidden: dim,
-        classes: dim,
+        hidden: width,
+        classes: width,
         layers: 1,
         heads: 1,
         output_heads: 1,
@@ -235,20 +250,30 @@ fn identity_meta(dim: usize) -> ModelMeta {
         fanouts: Vec::new(),
         sampler: Sampler::All,
         flatten_seed: 0,
-        parameters: dim * dim + dim,
+        parameters: (1 + usize::from(product == Product::Sage)) * dim * width + width,
         relation_fanouts: Vec::new(),
         link_relation: None,
     }
 }
 
-/// The GCN of `spec` with the identity as its weight (its bias is zero).
-fn identity_gcn(spec: &ModelSpec, device: &Device) -> Gnn {
+/// The model of `spec` whose weights place the input in the product's columns (its bias is
+/// zero): a GCN's weight is the identity; GraphSAGE's self weight is `[I | 0]` and its
+/// neighbor weight `[0 | I]`, so that its output is `[x_v | mean of x_u]`.
+fn identity_model(product: Product, spec: &ModelSpec, device: &Device) -> Gnn {
     let mut model = Gnn::new(spec, device);
-    let dim = spec.input_dim;
-    let mut eye = vec![0f32; dim * dim];
-    (0..dim).for_each(|i| eye[i * dim + i] = 1.0);
-    if let Some(Layer::Gcn(gcn)) = model.layers.first_mut() {
-        gcn.weight = Param::from_tensor(Tensor::from_data(TensorData::new(eye, [dim, dim]), device));
+    let (dim, width) = (spec.input_dim, spec.classes);
+    let placed = |offset: usize| {
+        let mut eye = vec![0f32; dim * width];
+        (0..dim).for_each(|i| eye[i * width + offset + i] = 1.0);
+        Param::from_tensor(Tensor::from_data(TensorData::new(eye, [dim, width]), device))
+    };
+    match (product, model.layers.first_mut()) {
+        (Product::Gcn, Some(Layer::Gcn(gcn))) => gcn.weight = placed(0),
+        (Product::Sage, Some(Layer::Sage(sage))) => {
+            sage.self_weight = placed(0);
+            sage.neighbor_weight = placed(dim);
+        }
+        _ => unreachable!("identity_meta gives the product's kind"),
     }
     model
 }
@@ -261,10 +286,10 @@ impl Propagation<'_> {
         cx: &Context,
         output: &PartsOf,
         targets: &[(i64, u32)],
-        product: &[f32],
+        product: (&[f32], usize),
     ) -> Result<Written<Own>, Error> {
         let nodes = cx.nodes;
-        let schema = node_schema(nodes);
+        let schema = node_schema(nodes, self.config.model, product.1);
         let limit = self.config.part_size_mb << 20;
         let mut writer =
             PartWriter::new(worker.io.clone(), output.clone(), schema.clone(), part_properties().build(), limit);
@@ -300,9 +325,9 @@ impl Propagation<'_> {
     }
 }
 
-/// The output's schema: the node table's columns, the features `dim` wide, the labels of the
-/// input's kind.
-fn node_schema(nodes: &NodeStore) -> SchemaRef {
+/// The output's schema: the node table's columns, the features `dim` wide and said to be
+/// `product`, the labels of the input's kind.
+fn node_schema(nodes: &NodeStore, product: Product, dim: usize) -> SchemaRef {
     let item = || Arc::new(Field::new("item", DataType::Float32, false));
     let label = match nodes.label_kind {
         LabelKind::Class => DataType::Int64,
@@ -311,23 +336,22 @@ fn node_schema(nodes: &NodeStore) -> SchemaRef {
     };
     let fields = vec![
         Field::new("node_id", schemas::ids::data_type(nodes.id_kind()), false),
-        Field::new("features", DataType::FixedSizeList(item(), nodes.dim as i32), false),
+        Field::new("features", DataType::FixedSizeList(item(), dim as i32), false),
         Field::new("label", label, true),
         Field::new("split", DataType::Utf8, true),
     ];
-    let metadata = HashMap::from([(schemas::nodes::PRECOMPUTED.to_owned(), schemas::nodes::GCN_ONCE.to_owned())]);
+    let metadata = HashMap::from([(schemas::nodes::PRECOMPUTED.to_owned(), product.value().to_owned())]);
     Arc::new(Schema::new(fields).with_metadata(metadata))
 }
 
-/// The rows of `chunk` (id, slot): ids as the input names them, `product`'s rows by slot, and
-/// the input's labels and splits.
+/// The rows of `chunk` (id, slot): ids as the input names them, `product`'s rows (`dim` wide)
+/// by slot, and the input's labels and splits.
 fn node_batch(
     schema: &SchemaRef,
     nodes: &NodeStore,
     chunk: &[(i64, u32)],
-    product: &[f32],
+    (product, dim): (&[f32], usize),
 ) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    let dim = nodes.dim;
     let slots = || chunk.iter().map(|&(_, slot)| slot as usize);
     let ids: ArrayRef = match nodes.strings {
         Some(_) => Arc::new(slots().map(|s| nodes.key(s)).collect::<StringArray>()),

@@ -41,6 +41,8 @@ struct Cache<T: Example> {
     budget: u64,
     /// Bytes of the kept records besides what they share.
     own: u64,
+    /// Bytes the trainer keeps beside the records under the same budget ([`Source::hold`]).
+    held: u64,
     shared: T::Shared,
     records: HashMap<(Unit, Pass), Kept<T>>,
 }
@@ -50,14 +52,14 @@ type Kept<T> = (Arc<Vec<T>>, u64);
 
 impl<T: Example> Cache<T> {
     fn used(&self) -> u64 {
-        self.own + T::shared_bytes(&self.shared)
+        self.own + self.held + T::shared_bytes(&self.shared)
     }
 }
 
 impl<T: Example> Source<T> {
     /// A source that caches up to `budget` bytes of decoded records.
     pub fn new(set: Arc<RecordSet>, budget: u64) -> Self {
-        let cache = Cache { budget, own: 0, shared: T::Shared::default(), records: HashMap::new() };
+        let cache = Cache { budget, own: 0, held: 0, shared: T::Shared::default(), records: HashMap::new() };
         Source { set, cache: Mutex::new(cache) }
     }
 
@@ -81,9 +83,15 @@ impl<T: Example> Source<T> {
         Ok(records)
     }
 
-    /// Bytes of records cached so far.
+    /// Bytes of records cached so far, and what [`Source::hold`] counted beside them.
     pub fn cached_bytes(&self) -> u64 {
         self.cache().used()
+    }
+
+    /// Counts `bytes` the trainer keeps beside the records (control variates' roots) against
+    /// the budget, so that what is cached after them fits beside them.
+    pub fn hold(&self, bytes: u64) {
+        self.cache().held += bytes;
     }
 
     /// The cache's budget in bytes.

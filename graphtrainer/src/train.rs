@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use cluster::Failure;
 use gnn::batch::{BatchSpec, Redraw};
-use gnn::control_variate::ControlVariate;
+use gnn::control_variate::{ControlVariate, Weighing};
 use gnn::model::{BatchTensors, Dropout, Gnn};
 use gnn::params;
 use schemas::facts::RunFacts;
@@ -332,11 +332,10 @@ impl<T: Learner> Setup<T> {
             tracing::info!("train: {}", edge_inputs.line(config, &set.meta));
         }
         check_learned_input(config, set)?;
-        check_control_variate(config, set)?;
+        let weighing = check_control_variate(config, set, edge_inputs)?;
         let spec = learned_types(config, edge_inputs.apply(&set.meta, model_spec(config, set, head)))?;
-        let histories = config
-            .control_variate
-            .then(|| RefCell::new(Histories::new(worker, spec.hidden, set.place.shown().to_string())));
+        let histories =
+            weighing.map(|w| RefCell::new(Histories::new(worker, (spec.hidden, w), set.place.shown().to_string())));
         let names = spec.types.as_ref().map(|t| t.node_types.iter().map(|n| n.name.clone()).collect());
         let learned = config.learned().map(|l| RefCell::new(Learned::new(worker, &l, config.seed, names)));
         let base = gnn::device(config.device)?;
@@ -411,8 +410,8 @@ fn model_spec(config: &TrainConfig, set: &RecordSet, head: Head) -> ModelSpec {
         input_dim: set.meta.feature_dim + config.learned_embedding_dim,
         hidden: config.hidden,
         classes: head.classes,
-        // Records over `Â X` train a dense first layer before the records' hops.
-        layers: set.meta.hops + usize::from(set.meta.precomputed),
+        // Records over precomputed features train a dense first layer before the records' hops.
+        layers: set.meta.hops + usize::from(set.meta.precomputed.is_some()),
         heads: if gat { config.heads } else { 1 },
         output_heads: if gat { config.output_heads } else { 1 },
         activation: config.activation,
@@ -428,24 +427,40 @@ fn model_spec(config: &TrainConfig, set: &RecordSet, head: Head) -> ModelSpec {
         bases: config.bases,
         wide_mlp: true,
         learned_embedding_dim: config.learned_embedding_dim,
-        precomputed: usize::from(set.meta.precomputed),
+        precomputed: usize::from(set.meta.precomputed.is_some()),
         seed: config.seed,
     }
 }
 
-/// Control variates estimate the last layer of a GCN over `Â X` (a dense first layer) on
-/// records of one hop that list their roots' in-neighbors (see `crate::histories`).
-fn check_control_variate(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
+/// Control variates estimate the last layer of a GCN or a GraphSAGE over its precomputed
+/// inputs (a dense first layer), on records of one hop that list their roots' in-neighbors
+/// (see `crate::histories`); GraphSAGE's mean without edge features. The weighing of the
+/// estimated layer, when the job asks for control variates.
+fn check_control_variate(config: &TrainConfig, set: &RecordSet, edges: EdgeInputs) -> Result<Option<Weighing>, Error> {
     if !config.control_variate {
-        return Ok(());
+        return Ok(None);
     }
     let meta = &set.meta;
+    let weighing = match config.model {
+        ModelKind::Gcn => Weighing::Gcn,
+        ModelKind::Sage if !edges.read => Weighing::Mean,
+        ModelKind::Sage => {
+            return Err(Error::Usage(format!(
+                "control_variate estimates GraphSAGE's mean of its in-neighbors' rows, and the records in {} carry \
+                 edge features, which its messages would add: set [train] edge_features = false",
+                set.place.shown()
+            )));
+        }
+        kind => return Err(Error::Usage(format!("control_variate is not for model = \"{}\"", kind.name()))),
+    };
     let missing = match () {
-        _ if !meta.precomputed => "were not flattened over [precompute]'s Â X (its node table as [flatten] nodes)",
+        _ if meta.precomputed.is_none() => {
+            "were not flattened over [precompute]'s output (its node table as [flatten] nodes)"
+        }
         _ if !meta.root_neighbors => "do not list their roots' in-neighbors ([flatten] root_neighbors = true)",
         _ if meta.hops != 1 => "are not of one hop ([flatten] hops = 1: the sampled layer is the last)",
         _ if meta.types.is_some() => "are of a typed graph",
-        _ => return Ok(()),
+        _ => return Ok(Some(weighing)),
     };
     Err(Error::Usage(format!("control_variate: the records in {} {missing}", set.place.shown())))
 }
@@ -506,21 +521,26 @@ fn learned_types(config: &TrainConfig, mut spec: ModelSpec) -> Result<ModelSpec,
 /// a typed graph, every kind but R-GCN on a homogeneous one.
 fn check_kind(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
     let kind = config.model;
-    if set.meta.precomputed && config.normalize_features {
-        return Err(Error::Usage(format!(
-            "[train] normalize_features = true, but the records in {} hold Â X ([precompute]'s output), whose rows \
-             are sums of neighbors' rows: normalize X before the product with [precompute] normalize_features, and \
-             leave it out here",
-            set.place.shown()
-        )));
-    }
-    if set.meta.precomputed && kind != ModelKind::Gcn {
-        return Err(Error::Usage(format!(
-            "[train] model = \"{}\", but the records in {} were flattened over [precompute]'s output, whose \
-             features are GCN's Â X: they train model = \"gcn\" (its first layer dense)",
-            kind.name(),
-            set.place.shown()
-        )));
+    if let Some(precomputed) = set.meta.precomputed {
+        if config.normalize_features {
+            return Err(Error::Usage(format!(
+                "[train] normalize_features = true, but the records in {} hold {} ([precompute]'s output), whose \
+                 rows hold sums of neighbors' rows: normalize X before the product with [precompute] \
+                 normalize_features, and leave it out here",
+                set.place.shown(),
+                precomputed.formula()
+            )));
+        }
+        if kind != precomputed.model() {
+            return Err(Error::Usage(format!(
+                "[train] model = \"{}\", but the records in {} were flattened over [precompute]'s output for \
+                 model = \"{}\" (features {}): they train that model (its first layer dense)",
+                kind.name(),
+                set.place.shown(),
+                precomputed.model().name(),
+                precomputed.formula()
+            )));
+        }
     }
     match &set.meta.types {
         Some(types) if !kind.runs_typed() => Err(Error::Usage(format!(

@@ -98,7 +98,7 @@ fn write_set(io: &Io, dir: &Path, edge_features: bool, with_stats: bool) -> Stri
         types: None,
         relation_fanouts: Vec::new(),
         string_ids: false,
-        precomputed: false,
+        precomputed: None,
         root_neighbors: false,
         link: None,
     };

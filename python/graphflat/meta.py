@@ -40,8 +40,10 @@ class RecordsMeta:
         relation_fanouts: typed records' fanouts per relation, in relation order.
         negatives: link records' negatives per edge (0 for node records).
         link_relation: a typed link record set's relation.
-        precomputed: the node table's features were ``Â X`` (``[precompute]``'s output): a
-            model of these records has ``hops + 1`` layers, the first dense (GCN's ``x W + b``).
+        precomputed: the node table's features were precomputed (``[precompute]``'s output): a
+            model of these records has ``hops + 1`` layers, the first dense (``x W + b``).
+        precomputed_for: the model kind the precomputed features are for: ``"gcn"`` (``Â X``)
+            or ``"sage"`` (``[X | mean X]``, twice the width of ``X``); ``None`` for plain ones.
         raw: every ``graphflat.*`` key as written.
     """
 
@@ -61,6 +63,7 @@ class RecordsMeta:
     negatives: int = 0
     link_relation: str | None = None
     precomputed: bool = False
+    precomputed_for: str | None = None
     raw: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -76,8 +79,10 @@ class RecordsMeta:
             raise ValueError(f"{file}: not a record set of graphflat (no graphflat.hops in its schema metadata)")
         label = raw.get("graphflat.label", "class")
         precomputed = raw.get("graphflat.precomputed")
-        if precomputed not in (None, "gcn:1"):
-            raise ValueError(f"{file}: graphflat.precomputed = {precomputed!r}; this graphflat knows only 'gcn:1'")
+        if precomputed not in (None, "gcn:1", "sage:1"):
+            raise ValueError(
+                f"{file}: graphflat.precomputed = {precomputed!r}; this graphflat knows only 'gcn:1' and 'sage:1'"
+            )
         kind, _, classes = label.partition(":")
         return RecordsMeta(
             task=raw.get("graphflat.task", "node"),
@@ -98,6 +103,7 @@ class RecordsMeta:
             negatives=int(raw.get("graphflat.negatives", "0")),
             link_relation=raw.get("graphflat.link_relation"),
             precomputed=precomputed is not None,
+            precomputed_for=precomputed.partition(":")[0] if precomputed else None,
             raw=raw,
         )
 

@@ -58,7 +58,16 @@ fanouts = [4, 3]
 def precomputed_records(tmp_path_factory) -> Path:
     """Node records of one hop over a generated graph's ``Â X`` (``[precompute]``'s output,
     ``ax`` beside ``g``), on two workers."""
-    tmp = scratch(tmp_path_factory, "precomputed")
+    return _precomputed(scratch(tmp_path_factory, "precomputed"), "gcn")
+
+
+@pytest.fixture(scope="module")
+def precomputed_sage_records(tmp_path_factory) -> Path:
+    """:func:`precomputed_records` over GraphSAGE's ``[X | mean X]`` (still ``ax``)."""
+    return _precomputed(scratch(tmp_path_factory, "precomputed-sage"), "sage")
+
+
+def _precomputed(tmp: Path, model: str) -> Path:
     graphflat("generate", "--out", str(tmp / "g"), "--nodes", "600", "--feature-dim", "5")
     run_job(
         tmp,
@@ -69,6 +78,7 @@ workers = 2
 nodes = "{tmp}/g/nodes"
 edges = "{tmp}/g/edges"
 output = "{tmp}/ax"
+model = "{model}"
 [flatten]
 nodes = "{tmp}/ax"
 edges = "{tmp}/g/edges"

@@ -1,7 +1,8 @@
 """Models across languages: a model GraphTrainer trained, loaded into PyTorch, gives GraphInfer's
 outputs on every record; a model trained in PyTorch and saved gives, through GraphInfer, what
 PyTorch computes for it. Every kind, node and link records, homogeneous and typed, edge
-features on and off, and GCN over precomputed features (a dense first layer); to 1e-4.
+features on and off, and GCN and SAGE over their precomputed features (a dense first layer);
+to 1e-4.
 
 GraphInfer computes each node over the whole graph (no records), sampling each node's in-edges
 as the records did: its node outputs (``embedding = k``: the last layer's, the logits) and pair
@@ -50,8 +51,9 @@ LINK = [
     ("gine", {"decoder": "mlp"}),
     ("gcn", {"learned_embedding_dim": 6}),
 ]
-# Records over [precompute]'s Â X: a GCN with a dense first layer.
+# Records over [precompute]'s Â X: a GCN with a dense first layer; over [X | mean X], a SAGE.
 PRECOMPUTED = [("gcn", {})]
+PRECOMPUTED_SAGE = [("sage", {})]
 PRECOMPUTED_LINK = [("gcn", {"decoder": "mlp"})]
 TYPED = [
     ("rgcn", {}),
@@ -202,6 +204,7 @@ CASES = [
     for fixture, cases in [
         ("node_records", PLAIN),
         ("precomputed_records", PRECOMPUTED),
+        ("precomputed_sage_records", PRECOMPUTED_SAGE),
         ("link_records", LINK),
         ("precomputed_link_records", PRECOMPUTED_LINK),
         ("typed_records", TYPED),
@@ -251,6 +254,18 @@ def test_a_changed_weight_file_is_refused(node_records: Path, tmp_path: Path) ->
     weights.write_bytes(bytes(data))
     with pytest.raises(ChangedError, match=run):
         load_model(str(out))
+
+
+def test_each_precomputed_product_takes_the_model_it_was_computed_for(
+    precomputed_records: Path, precomputed_sage_records: Path
+) -> None:
+    gcn, sage = open_records(str(precomputed_records)).meta, open_records(str(precomputed_sage_records)).meta
+    assert (gcn.precomputed_for, sage.precomputed_for) == ("gcn", "sage")
+    assert sage.feature_dim == 2 * gcn.feature_dim
+    with pytest.raises(ValueError, match="this sage has precomputed = 1 and the records' features are gcn inputs"):
+        kinds.SAGE(gcn, WIDTH, WIDTH)
+    with pytest.raises(ValueError, match="this gcn has precomputed = 1 and the records' features are sage inputs"):
+        kinds.GCN(sage, WIDTH, WIDTH)
 
 
 def test_a_module_is_saved_only_with_records_it_reads(node_records: Path, link_records: Path, tmp_path: Path) -> None:

@@ -63,9 +63,9 @@ pub struct NodeStore {
     pub relation_edges: RelationEdges,
     /// A graph keyed by strings: their internal ids and each slot's original string.
     pub strings: Option<NodeStrings>,
-    /// The node table's features are `Â X` (`[precompute]`'s output: its parts' schema
-    /// metadata `schemas::nodes::PRECOMPUTED`).
-    pub precomputed: bool,
+    /// What the node table's precomputed features are, if they are (`[precompute]`'s output:
+    /// its parts' schema metadata `schemas::nodes::PRECOMPUTED`).
+    pub precomputed: Option<schemas::nodes::Precomputed>,
     /// Which worker owns each node: every message about a node is routed by
     /// [`Owners::key`]. Set by the loader before any node travels.
     pub owners: Owners,

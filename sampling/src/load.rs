@@ -24,7 +24,7 @@ use std::rc::Rc;
 use schemas::edge_stats::{EdgeStats, EdgeSums};
 use schemas::edges::{self, EdgeBatch, passes_messages};
 use schemas::ids::{IdColumn, IdKind, StringHash, StringIds, collided_at_owner, shown};
-use schemas::nodes::{FEATURES, FloatLists, LABEL, Labels, NODE_ID, NodeBatch, SPLIT, check_features};
+use schemas::nodes::{FEATURES, FloatLists, LABEL, Labels, NODE_ID, NodeBatch, Precomputed, SPLIT, check_features};
 use schemas::{BadInput, Label, LabelKind, Location, Split, typed};
 use serde::{Deserialize, Serialize};
 use timely::worker::Worker;
@@ -139,29 +139,29 @@ pub fn load_nodes(
     Ok(store)
 }
 
-/// Whether the node table's features are `Â X` (`[precompute]`'s output): every part says so
-/// in its schema metadata, or none does.
-fn precomputed(table: &Place, files: &[ParquetFile]) -> Result<bool, Error> {
+/// What the node table's precomputed features are (`[precompute]`'s output), if they are:
+/// every part says the same in its schema metadata, or none says anything.
+fn precomputed(table: &Place, files: &[ParquetFile]) -> Result<Option<Precomputed>, Error> {
     let says = |f: &ParquetFile| f.arrow.schema().metadata().get(schemas::nodes::PRECOMPUTED).cloned();
     let first = files.first().and_then(says);
     if let Some(other) = files.iter().find(|f| says(f) != first) {
         return Err(Error::BadData(format!(
-            "{}: some parts of the node table hold precomputed features (Â X, written by [precompute]) and {} \
+            "{}: some parts of the node table hold precomputed features (written by [precompute]) and {} \
              does not say the same; write the table again with one [precompute] run",
             table.shown(),
             other.place.shown()
         )));
     }
-    match first.as_deref() {
-        None => Ok(false),
-        Some(schemas::nodes::GCN_ONCE) => Ok(true),
-        Some(value) => Err(Error::BadData(format!(
-            "{}: {} = {value:?} in the node table's schema metadata; this graphflat knows only {:?}",
+    let Some(value) = first else { return Ok(None) };
+    Precomputed::parse(&value).map(Some).ok_or_else(|| {
+        Error::BadData(format!(
+            "{}: {} = {value:?} in the node table's schema metadata; this graphflat knows only {:?} and {:?}",
             table.shown(),
             schemas::nodes::PRECOMPUTED,
-            schemas::nodes::GCN_ONCE
-        ))),
-    }
+            Precomputed::Gcn.value(),
+            Precomputed::Sage.value()
+        ))
+    })
 }
 
 /// Reads a typed graph's node tables, one per type in type order, into one [`NodeStore`]

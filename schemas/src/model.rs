@@ -23,6 +23,16 @@ pub enum ModelKind {
     Rgcn,
 }
 
+impl crate::nodes::Precomputed {
+    /// The model kind the features are for.
+    pub fn model(self) -> ModelKind {
+        match self {
+            crate::nodes::Precomputed::Gcn => ModelKind::Gcn,
+            crate::nodes::Precomputed::Sage => ModelKind::Sage,
+        }
+    }
+}
+
 impl ModelKind {
     /// Whether the kind's layers take edge features (GCN's normalization has no place for them).
     pub fn uses_edge_features(self) -> bool {

@@ -12,6 +12,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Schema};
+use serde::{Deserialize, Serialize};
 
 pub(crate) use crate::columns::required;
 use crate::columns::{self, Floats};
@@ -21,12 +22,54 @@ use crate::label::{Label, LabelKind};
 use crate::split::Split;
 
 pub const NODE_ID: &str = "node_id";
-/// The schema metadata key of a node table whose features are `Â X` (`[precompute]`'s
-/// output), with [`GCN_ONCE`] as its value; flattened records say so in their own metadata
+/// The schema metadata key of a node table whose features were precomputed (`[precompute]`'s
+/// output), with a [`Precomputed`]'s value; flattened records say so in their own metadata
 /// (`graphflat.precomputed`), and a model trained on them has a dense first layer.
 pub const PRECOMPUTED: &str = "graphprecompute.features";
-/// The features are `Â X`, GCN's normalized adjacency applied once.
-pub const GCN_ONCE: &str = "gcn:1";
+
+/// What a precomputed node table's features are: a model's first aggregation, applied once
+/// over every in-edge, so that the model's first layer is dense. Each is for one model kind
+/// (`Precomputed::model`, in `crate::model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precomputed {
+    /// `Â X`, GCN's normalized adjacency applied once (`gcn:1`): as wide as `X`.
+    #[default]
+    Gcn,
+    /// `[X | mean X]`, each node's features and then its in-neighbors' mean (`sage:1`):
+    /// GraphSAGE's first layer's two inputs, twice as wide as `X`.
+    Sage,
+}
+
+impl Precomputed {
+    /// The metadata value.
+    pub fn value(self) -> &'static str {
+        match self {
+            Precomputed::Gcn => "gcn:1",
+            Precomputed::Sage => "sage:1",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [Precomputed::Gcn, Precomputed::Sage].into_iter().find(|p| p.value() == value)
+    }
+
+    /// The product, as messages name it.
+    pub fn formula(self) -> &'static str {
+        match self {
+            Precomputed::Gcn => "Â X",
+            Precomputed::Sage => "[X | mean X]",
+        }
+    }
+
+    /// Values per node for `dim` input features.
+    pub fn width(self, dim: usize) -> usize {
+        match self {
+            Precomputed::Gcn => dim,
+            Precomputed::Sage => 2 * dim,
+        }
+    }
+}
 pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";
 pub const SPLIT: &str = "split";

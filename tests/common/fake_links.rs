@@ -88,7 +88,7 @@ pub fn link_set(dir: &Path, data: &Path, name: &str, s: LinkSettings) -> (PathBu
         types: None,
         relation_fanouts: Vec::new(),
         string_ids: false,
-        precomputed: false,
+        precomputed: None,
         root_neighbors: false,
         link: Some(LinkSpec {
             negatives: s.negatives,

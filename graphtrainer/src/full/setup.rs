@@ -260,11 +260,12 @@ pub fn spec(
     typed: Option<&(TypedGraph, u8)>,
 ) -> Result<ModelSpec, Error> {
     let task = config.task.unwrap_or_default();
-    if nodes.precomputed {
+    if let Some(precomputed) = nodes.precomputed {
         return Err(Error::Usage(format!(
-            "[train] nodes = {}: its features are Â X ([precompute]'s output), which records of one hop fewer read \
+            "[train] nodes = {}: its features are {} ([precompute]'s output), which records of one hop fewer read \
              (docs/precompute.md); full-graph training aggregates every layer itself: give it the plain node table",
-            config.nodes.as_deref().unwrap_or_default()
+            config.nodes.as_deref().unwrap_or_default(),
+            precomputed.formula()
         )));
     }
     let classes = match task {

@@ -3,11 +3,13 @@
 //! what a step reads of it. The estimator itself is `gnn::control_variate`; what it costs and
 //! what was measured is `docs/control-variates.md`.
 //!
-//! The model is a GCN over `[precompute]`'s `Â X` with one sampled layer: layer 1 is dense,
-//! `h_u = σ(Â X_u W0 + b0)`, and the last layer sums `h` over the root's in-edges. A record holds
-//! its root, its sampled in-neighbors and the ids of all of them (`root_neighbors`). Each node's
-//! history is `g_u = h̄_u / sqrt(d_u + 1)`, `hidden` values, at its owner ([`shard`],
-//! [`exchange`]): bounded by the nodes a worker owns, on any cluster shape.
+//! The model is a GCN over `[precompute]`'s `Â X` (or a GraphSAGE over its `[X | mean X]`)
+//! with one sampled layer: layer 1 is dense, `h_u = σ(Â X_u W0 + b0)`, and the last layer sums
+//! `h` over the root's in-edges (GraphSAGE: takes their mean). A record holds its root, its
+//! sampled in-neighbors and the ids of all of them (`root_neighbors`). Each node's history is
+//! `g_u = h̄_u source(d_u)` (GCN: `h̄_u / sqrt(d_u + 1)`; GraphSAGE: `h̄_u`), `hidden` values,
+//! at its owner ([`shard`], [`exchange`]): bounded by the nodes a worker owns, on any cluster
+//! shape.
 //!
 //! - **Refresh** ([`refresh`]): before the first epoch and after each epoch's last step, every
 //!   worker computes the histories of its records' roots with the current weights (no dropout)
@@ -17,7 +19,7 @@
 //! - **Step**: a batch reads the histories of its last layer's input rows and of its roots'
 //!   in-neighbors, and estimates the sum (`gnn::control_variate::ControlVariate`).
 //! - **Evaluation** runs right after a refresh, so every history equals its row: the estimate is
-//!   the exact GCN over every in-edge whatever the sample (the estimator's first invariant).
+//!   the exact model over every in-edge whatever the sample (the estimator's first invariant).
 //!   The model is saved to run over every in-edge (`fanouts` empty), which GraphInfer then does.
 
 pub mod exchange;
@@ -29,7 +31,7 @@ use std::rc::Rc;
 
 use burn::prelude::Device;
 use gnn::Batch;
-use gnn::control_variate::{ControlVariate, HistoryRows};
+use gnn::control_variate::{ControlVariate, HistoryRows, Weighing};
 use timely::worker::Worker;
 
 use crate::error::Error;
@@ -39,6 +41,8 @@ use shard::HistoryShard;
 /// This worker's share of the histories and its end of their exchange.
 pub struct Histories {
     pub shard: Rc<RefCell<HistoryShard>>,
+    /// How the model's last layer weighs in-edges: what a history row is kept weighed by.
+    weighing: Weighing,
     exchange: Exchange,
     /// Where the records come from, for the error that names a missing node.
     records: String,
@@ -50,11 +54,12 @@ pub struct Histories {
 }
 
 impl Histories {
-    /// Histories `width` wide (the model's `hidden`) for the records at `records`.
-    pub fn new(worker: &mut Worker, width: usize, records: String) -> Self {
+    /// Histories `width` wide (the model's `hidden`) for a last layer that weighs as
+    /// `weighing`, for the records at `records`.
+    pub fn new(worker: &mut Worker, (width, weighing): (usize, Weighing), records: String) -> Self {
         let shard = Rc::new(RefCell::new(HistoryShard::new(width)));
         let exchange = Exchange::new(worker, shard.clone());
-        Histories { shard, exchange, records, roots: Default::default(), refreshes: 0, seconds: 0.0 }
+        Histories { shard, weighing, exchange, records, roots: Default::default(), refreshes: 0, seconds: 0.0 }
     }
 
     /// What `batch`'s last layer reads for its estimate, on `device`.
@@ -74,6 +79,6 @@ impl Histories {
                 self.records
             ))
         })?;
-        Ok(ControlVariate::of(batch, &HistoryRows::new(ids, values, width), device))
+        Ok(ControlVariate::of(batch, &HistoryRows::new(ids, values, width), self.weighing, device))
     }
 }

@@ -177,6 +177,7 @@ def records_meta(described: dict[str, Any]) -> RecordsMeta:
         relation_fanouts=tuple(tuple(f) for f in described.get("relation_fanouts", [])),
         link_relation=relations[link].name if link is not None else None,
         precomputed=bool(spec.get("precomputed", 0)),
+        precomputed_for=spec["kind"] if spec.get("precomputed", 0) else None,
     )
 
 
@@ -202,6 +203,11 @@ def _check_weights(module: GraphModel, state: dict[str, np.ndarray], meta: Recor
         raise ValueError(f"the module lacks the tensors {missing} of a {module.spec['kind']} model of its spec")
 
 
+def _features_of(meta: RecordsMeta) -> str:
+    """What the records' features are, as messages say it."""
+    return {"gcn": "Â X", "sage": "[X | mean X]"}.get(meta.precomputed_for or "", "plain")
+
+
 def _check_fits(spec: dict[str, Any], meta: RecordsMeta, records: str) -> None:
     """Whether a model of ``spec`` reads the records at ``records`` as they are."""
     problems = []
@@ -209,7 +215,9 @@ def _check_fits(spec: dict[str, Any], meta: RecordsMeta, records: str) -> None:
     if spec["layers"] != meta.hops + dense:
         problems.append(f"{spec['layers']} layers ({dense} dense) for records of {meta.hops} hops")
     if dense != int(meta.precomputed):
-        problems.append(f"precomputed = {dense} for records whose features are {'Â X' if meta.precomputed else 'plain'}")
+        problems.append(f"precomputed = {dense} for records whose features are {_features_of(meta)}")
+    elif dense and meta.precomputed_for not in (None, spec["kind"]):
+        problems.append(f"a {spec['kind']} model for records whose features are {_features_of(meta)}")
     if spec.get("task", "node") != meta.task:
         problems.append(f"a {spec.get('task', 'node')} model for {meta.task} records")
     features = spec["input_dim"] - spec.get("learned_embedding_dim", 0)

@@ -6,7 +6,9 @@ A model of ``k`` layers runs on records of ``k`` hops. Layer ``l`` (1 nearest th
 the edges whose ``edge_layers`` has bit ``l - 1`` set: the in-edges the records sampled for that
 layer (its fanout, ``fanouts[k - l]``). Records over ``[precompute]``'s ``Â X``
 (``meta.precomputed``) take a GCN of ``k + 1`` layers whose first reads no edge (``x W + b``,
-its self-loop weighing 1); the records' layer ``l`` is then the model's ``l + 1``. Every node
+its self-loop weighing 1); records over GraphSAGE's ``[X | mean X]`` likewise a SAGE, whose
+first layer's mean over no edge is zero (``x W_self + b``). The records' layer ``l`` is then
+the model's ``l + 1``. Every node
 of the batch is computed at every layer;
 those the layer does not reach (hop above ``k - l``) get values no root reads, so the roots'
 outputs are exactly the Rust layers'. Between layers: the activation (``relu`` or ``elu``) and,
@@ -82,11 +84,13 @@ class GraphModel(nn.Module):
                 f"a {k}-layer model ({self.dense} dense) runs on records of {k - self.dense} hops; "
                 f"these have {meta.hops}"
             )
-        if self.dense != int(meta.precomputed) or (self.dense and kind != "gcn"):
+        made_for = meta.precomputed_for or "gcn"
+        if self.dense != int(meta.precomputed) or (self.dense and kind != made_for):
             raise ValueError(
-                "records over [precompute]'s output (features Â X) take a GCN with a dense first layer "
-                f"(spec precomputed = 1), and only they do; this {kind} has precomputed = {self.dense} and the "
-                f"records' features are {'Â X' if meta.precomputed else 'plain'}"
+                "records over [precompute]'s output take the model it was computed for (Â X a GCN, [X | mean X] "
+                "a SAGE) with a dense first layer (spec precomputed = 1), and only they do; this "
+                f"{kind} has precomputed = {self.dense} and the records' features are "
+                f"{made_for + ' inputs' if meta.precomputed else 'plain'}"
             )
         types = spec.get("types")
         if types is None and kind == "rgcn":
@@ -326,7 +330,7 @@ def spec_for(
         "seed": 0,
     }
     if meta.precomputed:
-        # Records over Â X: GCN's first layer is dense (see the module doc).
+        # Records over precomputed features: the first layer is dense (see the module doc).
         spec["precomputed"] = 1
     if meta.typed:
         names = [n for n, _ in meta.node_types]

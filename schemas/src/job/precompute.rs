@@ -1,6 +1,7 @@
-//! The `[precompute]` stage: the node table with every node's features replaced by `Â X`, the
-//! features multiplied once by GCN's normalized adjacency, so that records built over it need
-//! one hop fewer (DGL 0.3's and VR-GCN's preprocessing; `docs/precompute.md`).
+//! The `[precompute]` stage: the node table with every node's features replaced by a model's
+//! first aggregation over every in-edge (GCN's `Â X`, or GraphSAGE's `[X | mean X]`), so that
+//! records built over it need one hop fewer (DGL 0.3's and VR-GCN's preprocessing;
+//! `docs/precompute.md`).
 
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +9,7 @@ use super::JobError;
 use super::flatten::{DEFAULT_HUB_THRESHOLD, DEFAULT_PART_SIZE_MB};
 use super::infer::DEFAULT_BATCH_SIZE;
 use super::targets::Targets;
+use crate::nodes::Precomputed;
 
 /// The `[precompute]` table. `nodes`, `edges` and `output` are required; every other key takes
 /// the `Default` below.
@@ -23,6 +25,11 @@ pub struct PrecomputeConfig {
     /// Output directory: a node table (`node_id`, `features`, `label`, `split`), parts and
     /// `_SUCCESS`.
     pub output: String,
+    /// The model the features are for: `"gcn"` writes `Â X` (as wide as the features),
+    /// `"sage"` writes `[X | mean X]` (each node's features, then the mean of its
+    /// in-neighbors': twice as wide), GraphSAGE's first layer's inputs.
+    #[serde(default)]
+    pub model: Precomputed,
     /// Divide each feature row by its sum (clamped below at 1) before the product, as
     /// `[train] normalize_features` does (PyG's `NormalizeFeatures`, GCN's preprocessing): a
     /// model trained on the output then leaves `normalize_features` off.
@@ -63,6 +70,7 @@ impl Default for PrecomputeConfig {
             nodes: String::new(),
             edges: String::new(),
             output: String::new(),
+            model: Precomputed::Gcn,
             normalize_features: false,
             partition: None,
             batch_size: DEFAULT_BATCH_SIZE,
@@ -100,5 +108,12 @@ mod tests {
         assert!(zero.check().unwrap_err().to_string().contains("batch_size"));
         let typo = toml::from_str::<PrecomputeConfig>("nodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nhops = 2");
         assert!(typo.unwrap_err().to_string().contains("hops"));
+        let sage: PrecomputeConfig =
+            toml::from_str("nodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nmodel = \"sage\"").unwrap();
+        assert_eq!(sage.model, Precomputed::Sage);
+        assert!(
+            toml::from_str::<PrecomputeConfig>("nodes = \"n\"\nedges = \"e\"\noutput = \"o\"\nmodel = \"gat\"")
+                .is_err()
+        );
     }
 }

@@ -560,7 +560,9 @@ impl TrainConfig {
         let refused = match () {
             _ if !self.control_variate => return Ok(()),
             _ if self.records.is_empty() => "full-graph training, which reads every in-edge already",
-            _ if self.model != ModelKind::Gcn => "a model other than model = \"gcn\"",
+            _ if !matches!(self.model, ModelKind::Gcn | ModelKind::Sage) => {
+                "a model other than model = \"gcn\" or \"sage\""
+            }
             _ if self.mode != PsMode::Sync => "mode = \"async\": histories are refreshed at points every worker shares",
             _ if self.learned_embedding_dim > 0 => "learned embeddings",
             _ if self.task == Some(Task::Link) => "link records",

@@ -348,7 +348,7 @@ mod tests {
             types: None,
             relation_fanouts: Vec::new(),
             string_ids: false,
-            precomputed: false,
+            precomputed: None,
             root_neighbors: false,
             link: Some(LinkSpec {
                 negatives: 2,

@@ -8,6 +8,7 @@ use arrow_schema::{DataType, Field, Metadata, Schema};
 use crate::edge_stats::{EdgeStats, StatsPart};
 use crate::label::LabelKind;
 use crate::layers::Layers;
+use crate::nodes::Precomputed;
 use crate::sampler::Sampler;
 use crate::task::{LinkSpec, NegativeSampler, Task};
 use crate::typed::GraphTypes;
@@ -203,8 +204,9 @@ pub struct FlattenMeta {
     pub relation_fanouts: Vec<Vec<u32>>,
     /// A graph keyed by strings: the records carry each node's original string (`node_keys`).
     pub string_ids: bool,
-    /// The node table's features were `Â X` (`[precompute]`'s output; see `meta::PRECOMPUTED`).
-    pub precomputed: bool,
+    /// The node table's features were precomputed (`[precompute]`'s output; see
+    /// `meta::PRECOMPUTED`).
+    pub precomputed: Option<Precomputed>,
     /// The records list every in-neighbor of their root (`root_neighbors`; see
     /// `meta::ROOT_NEIGHBORS`).
     pub root_neighbors: bool,
@@ -272,8 +274,8 @@ impl FlattenMeta {
         if self.string_ids {
             metadata.insert(meta::IDS.to_owned(), "strings".to_owned());
         }
-        if self.precomputed {
-            metadata.insert(meta::PRECOMPUTED.to_owned(), crate::nodes::GCN_ONCE.to_owned());
+        if let Some(precomputed) = self.precomputed {
+            metadata.insert(meta::PRECOMPUTED.to_owned(), precomputed.value().to_owned());
         }
         if self.root_neighbors {
             metadata.insert(meta::ROOT_NEIGHBORS.to_owned(), "all".to_owned());
@@ -343,10 +345,9 @@ impl FlattenMeta {
                 Some("strings") => true,
                 Some(_) => return Err(MetaError::Bad(meta::IDS)),
             },
-            precomputed: match metadata.get(meta::PRECOMPUTED).map(String::as_str) {
-                None => false,
-                Some(crate::nodes::GCN_ONCE) => true,
-                Some(_) => return Err(MetaError::Bad(meta::PRECOMPUTED)),
+            precomputed: match metadata.get(meta::PRECOMPUTED) {
+                None => None,
+                Some(value) => Some(Precomputed::parse(value).ok_or(MetaError::Bad(meta::PRECOMPUTED))?),
             },
             root_neighbors: match metadata.get(meta::ROOT_NEIGHBORS).map(String::as_str) {
                 None => false,
@@ -531,7 +532,7 @@ mod tests {
             types: None,
             relation_fanouts: Vec::new(),
             string_ids: false,
-            precomputed: false,
+            precomputed: None,
             root_neighbors: false,
         };
         assert_eq!(FlattenMeta::from_metadata(&meta.to_metadata()), Some(meta.clone()));
@@ -541,7 +542,9 @@ mod tests {
         let mut old = all.to_metadata();
         old.remove(meta::LABEL);
         assert_eq!(FlattenMeta::from_metadata(&old).map(|m| m.label), Some(LabelKind::Class));
-        let precomputed = FlattenMeta { precomputed: true, ..all.clone() };
+        let precomputed = FlattenMeta { precomputed: Some(Precomputed::Gcn), ..all.clone() };
+        let sage = FlattenMeta { precomputed: Some(Precomputed::Sage), ..all.clone() };
+        assert_eq!(FlattenMeta::from_metadata(&sage.to_metadata()), Some(sage));
         assert_eq!(FlattenMeta::from_metadata(&precomputed.to_metadata()), Some(precomputed.clone()));
         let mut cut = precomputed.to_metadata();
         cut.insert(meta::FANOUTS.to_owned(), "5,0".to_owned());
@@ -608,7 +611,7 @@ mod tests {
             types: Some(types.clone()),
             relation_fanouts: vec![vec![3, 2], vec![10, 5]],
             string_ids: false,
-            precomputed: false,
+            precomputed: None,
             root_neighbors: false,
         };
         assert_eq!(FlattenMeta::read(&meta.to_metadata()), Ok(meta.clone()));
