@@ -667,7 +667,8 @@ fn run_precompute(
     config: &schemas::PrecomputeConfig,
 ) -> Result<()> {
     tracing::info!(
-        "precompute: the features of {} times the normalized adjacency of {}, {} workers x {} processes",
+        "precompute: {} of the features of {} over the edges of {}, {} workers x {} processes",
+        config.model.formula(),
         schemas::redact(&config.nodes),
         schemas::redact(&config.edges),
         job.cluster.threads(),

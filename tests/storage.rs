@@ -489,9 +489,10 @@ fn a_run_never_deletes_what_it_did_not_write_nor_commits_a_table_beside_it() {
     // Someone else's entries under the output, each of which some directory reader would read
     // with the records or fail on: a table in a subdirectory, a part named as other tools name
     // them, a symlink named like one of this project's parts (to an input), Parquet files in a
-    // hidden folder and under a hidden name (DuckDB's **/*.parquet), and hidden notes (polars).
+    // hidden folder and under a hidden name (DuckDB's **/*.parquet), hidden notes (polars).
     let lookalike = "part-0000000000100000001-00000-00000.parquet";
-    let entries = ["other", "part-0.parquet", lookalike, "_mine", "_theirs.parquet", ".notes", "_notes.txt"];
+    let entries =
+        ["other", "part-0.parquet", lookalike, "_mine", "_theirs.parquet", ".notes", "_notes.txt", "_temporary/zz"];
     std::fs::create_dir_all(out.join("other")).unwrap();
     std::fs::copy(data.join("nodes/part-0.parquet"), out.join("other/part-0.parquet")).unwrap();
     std::fs::copy(data.join("nodes/part-0.parquet"), out.join("part-0.parquet")).unwrap();
@@ -501,6 +502,9 @@ fn a_run_never_deletes_what_it_did_not_write_nor_commits_a_table_beside_it() {
     std::fs::copy(data.join("nodes/part-0.parquet"), out.join("_theirs.parquet")).unwrap();
     std::fs::write(out.join(".notes"), "mine").unwrap();
     std::fs::write(out.join("_notes.txt"), "mine").unwrap();
+    // And inside the folder where runs stage their parts, beside no run's folder.
+    std::fs::create_dir_all(out.join("_temporary/zz")).unwrap();
+    std::fs::copy(data.join("nodes/part-0.parquet"), out.join("_temporary/zz/x.parquet")).unwrap();
     let before = names(&out);
     let refused = run(&fanouts(Job::flatten(&data, &out)).write(&dir, "flat"), TWO);
     assert_eq!(refused.status.code(), Some(73), "{}", text(&refused));
@@ -519,7 +523,7 @@ fn a_run_never_deletes_what_it_did_not_write_nor_commits_a_table_beside_it() {
         let named = left.iter().position(|n| text(&refused).contains(&format!("/{n} was not written by this project")));
         let name = left.remove(named.unwrap_or_else(|| panic!("none of {left:?} named: {}", text(&refused))));
         assert_eq!(names(&out), before, "a refused run changed the output");
-        std::fs::rename(out.join(name), dir.join(format!("away-{name}"))).unwrap();
+        std::fs::rename(out.join(name), dir.join(format!("away-{}", name.replace('/', "-")))).unwrap();
     }
     assert_eq!(std::fs::read_link(dir.join(format!("away-{lookalike}"))).unwrap(), data.join("edges/part-0.parquet"));
     assert_eq!(

@@ -62,7 +62,7 @@ use crate::entries::{Entry, Kind, entries};
 use crate::error::Error;
 use crate::guard::Named;
 use crate::lease::Lease;
-use crate::names::{Layout, MANIFEST, TEMPORARY, run_of};
+use crate::names::{Layout, MANIFEST, TEMPORARY, is_run_id, run_of};
 use crate::place::Place;
 use crate::staging::{StagedFile, already_exists, publish, put_whole, withdraw};
 use crate::stop::Switch;
@@ -215,22 +215,32 @@ async fn check_named(
         )));
     }
     crate::guard::guard(output, stage, overwrite, named).await?;
-    // A table's directory is read whole: its readers would read, or fail on, anything beside
-    // the table's own files, so not even `overwrite` commits beside it.
-    if let Some(name) = foreign.first().filter(|_| table) {
-        let others = match foreign.len() - 1 {
-            0 => String::new(),
-            n => format!(" (nor {n} other entries there)"),
-        };
-        return Err(Error::Output(format!(
-            "{}/{name} was not written by this project{others}, and a table's readers read its directory whole \
-             (polars fails on any other file, pandas and pyarrow read every name not starting with _ or ., DuckDB's \
-             **/*.parquet every Parquet file in any folder): not even overwrite commits beside it; move it away or \
-             choose a new or empty directory",
-            output.shown()
-        )));
+    if table { keeps_none(output, &foreign, &entries).await } else { Ok(()) }
+}
+
+/// A table's directory is read whole: its readers would read, or fail on, anything beside the
+/// table's own files, so not even `overwrite` commits beside `foreign` (the output's `entries`
+/// this project did not write). `_temporary/` holds only runs' folders (`**/*.parquet` would
+/// read anything else there).
+async fn keeps_none(output: &Place, foreign: &[&str], entries: &[Entry]) -> Result<(), Error> {
+    let mut stray: Vec<String> = foreign.iter().map(|n| n.to_string()).collect();
+    if entries.iter().any(|e| e.name == TEMPORARY && e.kind == Kind::Dir) {
+        let inside = crate::entries::entries(&output.child(TEMPORARY)).await?;
+        let not_a_run = inside.iter().filter(|e| e.kind != Kind::Dir || !is_run_id(&e.name));
+        stray.extend(not_a_run.map(|e| format!("{TEMPORARY}/{}", e.name)));
     }
-    Ok(())
+    let Some(name) = stray.first() else { return Ok(()) };
+    let others = match stray.len() - 1 {
+        0 => String::new(),
+        n => format!(" (nor {n} other entries there)"),
+    };
+    Err(Error::Output(format!(
+        "{}/{name} was not written by this project{others}, and a table's readers read its directory whole (polars \
+         fails on any other file, pandas and pyarrow read every name not starting with _ or ., DuckDB's \
+         **/*.parquet every Parquet file in any folder): not even overwrite commits beside it; move it away or \
+         choose a new or empty directory",
+        output.shown()
+    )))
 }
 
 /// One output of a run, ready to commit: its manifest, every file the run staged for it (its
