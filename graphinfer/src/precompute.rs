@@ -53,7 +53,7 @@ pub type Summary = stage::Summary<Precomputed>;
 /// What the job did, for its summary.
 #[derive(Debug, Clone, Default)]
 pub struct Precomputed {
-    /// The product and its width per node.
+    /// The product written, and its values per node.
     pub product: Product,
     pub dim: usize,
     /// `X`'s rows were divided by their sums first (`normalize_features`).
