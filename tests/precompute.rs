@@ -150,6 +150,7 @@ fn graphsage_over_its_precomputed_inputs_scores_in_graphinfer_as_its_records_for
     let summary = run_ok(&two().and(sage).write(&dir, "precompute"), &[]);
     assert!(summary.contains("10 per node: [X | mean X] over") && hubs_split(&summary) > 0, "{summary}");
     assert_product_of(&data, &product, dense_sage);
+    assert_every_reader_reads_the_manifest(&[&product]);
     // Records of one hop fewer train a GraphSAGE whose first layer is dense; GraphInfer's scores
     // over the same table equal its forward pass on every record.
     let flatten = Job::table_named("flatten")
