@@ -7,23 +7,26 @@
 # drawing 2 of the record's in-edges afresh each epoch (control_variate_fanout = 2). Prints, per
 # run, the records' size, the training's time and the test accuracy at the best validation epoch.
 # MODEL=sage runs the same for GraphSAGE (mean aggregator) over [precompute]'s [X | mean X].
+# DATA names another graph in the OGB raw layout with a public split, such as CiteSeer written
+# by bench/planetoid-to-ogb.py (the same settings: Kipf and Welling used them for both).
 #
 #     SEEDS="0 1 2" bench/control-variates-cora.sh [work-dir]
 #     MODEL=sage bench/control-variates-cora.sh /tmp/graphflat-cv-cora-sage
+#     DATA=/tmp/citeseer bench/control-variates-cora.sh /tmp/graphflat-cv-citeseer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/graphflat-cv-cora}
 SEEDS=${SEEDS:-0 1 2}
 MODEL=${MODEL:-gcn}
 BIN=${BIN:-target/release/graphflat}
-CORA=${CORA:-../shared/data/cora}
+DATA=${DATA:-../shared/data/cora}
 [ -x "$BIN" ] || cargo build --release
 mkdir -p "$WORK"
-[ -f "$WORK/cora/nodes/_SUCCESS" ] || $BIN import ogb "$CORA" --out "$WORK/cora" > /dev/null 2>&1
+[ -f "$WORK/graph/nodes/_SUCCESS" ] || $BIN import ogb "$DATA" --out "$WORK/graph" > /dev/null 2>&1
 cat > "$WORK/precompute.toml" <<TOML
 [precompute]
-nodes = "$WORK/cora/nodes"
-edges = "$WORK/cora/edges"
+nodes = "$WORK/graph/nodes"
+edges = "$WORK/graph/edges"
 output = "$WORK/ax"
 model = "$MODEL"
 normalize_features = true
@@ -38,7 +41,7 @@ flatten() {
   cat > "$WORK/flat-$name.toml" <<TOML
 [flatten]
 nodes = "$WORK/ax"
-edges = "$WORK/cora/edges"
+edges = "$WORK/graph/edges"
 output = "$WORK/flat-$name"
 overwrite = true
 hops = 1

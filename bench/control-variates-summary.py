@@ -32,6 +32,8 @@ for name in names:
         rows.append(dict(test=m[bi]["test_accuracy"], epoch=statistics.mean(x["seconds"] for x in t),
             r0=reach(m, t, best), r2=reach(m, t, best - 0.002), r5=reach(m, t, best - 0.005),
             hist=statistics.mean(x.get("histories_seconds", 0) for x in t), exch=statistics.mean(x["exchange_seconds"] for x in t)))
+    if not rows:
+        continue  # not among the script's RUNS
     f = lambda v: "-" if v is None else f"{v:.1f}"
     print(name, "| test", " ".join(f"{r['test']:.4f}" for r in rows), f"mean {statistics.mean(r['test'] for r in rows):.4f}",
           "| epoch", " ".join(f"{r['epoch']:.2f}" for r in rows),

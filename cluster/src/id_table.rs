@@ -58,6 +58,11 @@ impl<V: Copy + Default> IdTable<V> {
         self.len == 0
     }
 
+    /// Bytes its slots take.
+    pub fn bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot<V>>()
+    }
+
     /// The slot where `key`'s probe run starts.
     fn home(&self, key: i64) -> usize {
         mix64(key as u64) as usize & (self.slots.len() - 1)

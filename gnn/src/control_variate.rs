@@ -27,6 +27,7 @@
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
+use schemas::mix::IdMap;
 
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
@@ -140,8 +141,9 @@ pub fn estimate_with_noise(
 /// of its in-neighbors' rows times its own factor.
 #[derive(Debug, Clone)]
 pub struct HistoryRows {
-    /// Ascending and distinct: a row is found by binary search (a step looks up thousands).
-    ids: Vec<i64>,
+    /// Each id's row: a step looks up one per in-edge of its roots (tens of thousands), by hash
+    /// rather than by a binary search over the ids.
+    at: IdMap<i64, u32>,
     values: Vec<f32>,
     width: usize,
 }
@@ -152,11 +154,12 @@ impl HistoryRows {
     pub fn new(ids: Vec<i64>, values: Vec<f32>, width: usize) -> Self {
         assert_eq!(values.len(), ids.len() * width, "one history row per id");
         debug_assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids ascending and distinct");
-        HistoryRows { ids, values, width }
+        let at = ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
+        HistoryRows { at, values, width }
     }
 
     fn row(&self, id: i64) -> &[f32] {
-        let i = self.ids.binary_search(&id).expect("a history row for every node the batch reads");
+        let i = *self.at.get(&id).expect("a history row for every node the batch reads") as usize;
         &self.values[i * self.width..(i + 1) * self.width]
     }
 
