@@ -446,3 +446,38 @@ fn reads_records_through_a_uri_and_refuses_an_unfinished_set() {
     let message = text(&out);
     assert!(!out.status.success() && message.contains("no _SUCCESS marker"), "{message}");
 }
+
+/// What `Source::hold` counts (control variates' kept roots) comes out of the cache's budget:
+/// what is cached after it fits beside it, held past the budget nothing is, and the records read
+/// are the same whatever is cached.
+#[test]
+fn bytes_held_beside_the_cache_leave_the_records_less_room() {
+    let dir = scratch("train-hold");
+    let (_, set) = four_unit_records(&dir);
+    let units = train_units(&set);
+    let roots_of = |source: &Source| -> Vec<i64> {
+        units
+            .iter()
+            .flat_map(|&u| source.records(u, Pass::Train).unwrap().iter().map(|r| r.root).collect::<Vec<_>>())
+            .collect()
+    };
+    let roomy = Source::new(set.clone(), 1 << 30);
+    let all = roots_of(&roomy);
+    let everything = roomy.cached_bytes();
+    assert!(everything > 0 && all.len() > 100, "{everything} bytes of {} records", all.len());
+
+    // Half the budget held: the four units cannot all be kept beside it.
+    let (budget, held) = (everything, everything / 2);
+    let tight = Source::new(set.clone(), budget);
+    tight.hold(held);
+    assert_eq!(roots_of(&tight), all);
+    let kept = tight.cached_bytes() - held;
+    assert!(kept + held <= budget && kept < everything, "kept {kept} of {everything} beside {held} held");
+    assert_eq!(roots_of(&tight), all, "read again, from the cache where it kept them");
+
+    // Held past the budget: nothing is cached.
+    let full = Source::new(set.clone(), budget);
+    full.hold(budget + 1);
+    assert_eq!(roots_of(&full), all);
+    assert_eq!(full.cached_bytes(), budget + 1);
+}
