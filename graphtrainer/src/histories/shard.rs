@@ -7,7 +7,7 @@
 //! Reads are the hot loop: an epoch reads a row per in-edge of the graph (10M random reads at
 //! 1M nodes, into a table larger than the caches). The index is a [`cluster::IdTable`] (one
 //! cache line a lookup, where a SwissTable takes two), and [`HistoryShard::get`] asks for the
-//! lines it will need [`AHEAD`] ids early, so that the misses of consecutive ids overlap.
+//! lines it will need `AHEAD` ids early, so that the misses of consecutive ids overlap.
 
 use cluster::IdTable;
 
@@ -93,7 +93,7 @@ mod tests {
         assert_eq!(shard.get(&[7, 4, 5]), Err(4));
     }
 
-    /// Reads longer than the prefetch distance, of ids set in another order, against a map;
+    /// Reads longer than the prefetch distance, of ids set in another order, against the rows set;
     /// `i64::MIN` and negative ids included.
     #[test]
     fn a_long_read_returns_every_row_in_the_order_asked() {
