@@ -66,9 +66,12 @@ def main(data: str, model: str, modes: list[str], seeds: list[int]) -> None:
         torch.manual_seed(seed)
         classes = int(y.max()) + 1
         w0 = torch.nn.Linear(product.shape[1], 16)
-        w_own, w_in = torch.nn.Linear(16, classes), torch.nn.Linear(16, classes, bias=False)
+        # The last layer: GCN's one weight, or GraphSAGE's self and neighbor weights.
+        w_own = torch.nn.Linear(16, classes)
+        w_in = torch.nn.Linear(16, classes, bias=False) if model == "sage" else None
+        last_params = [*w_own.parameters(), *(w_in.parameters() if w_in else [])]
         opt = torch.optim.Adam([{"params": w0.parameters(), "weight_decay": 5e-4},
-                                {"params": [*w_own.parameters(), *w_in.parameters()], "weight_decay": 0.0}], lr=0.01)
+                                {"params": last_params, "weight_decay": 0.0}], lr=0.01)
 
         def last(h_own, agg):
             # GraphSAGE: h_v W_self + agg W_neigh + b; GCN: (own_v h_v + agg) W + b.
