@@ -6,7 +6,8 @@
 # fanout [2] plain, and with control variates fanout [2] and fanout [5] drawing 2 afresh each
 # epoch. Prints each flatten's time and records' size, and per training the mean epoch, the
 # test accuracy at the best validation epoch, the time to reach the exact run's best validation
-# accuracy (epochs' seconds summed, evaluation included), and the peak memory.
+# accuracy (from the training's start: the first step's offset, then the epochs' seconds,
+# evaluation included), and the peak memory.
 #
 # RUNS picks the trainings (the exact one always runs: its best is the target).
 #
@@ -86,7 +87,10 @@ import json, sys
 model, target, label, test, peak = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 metrics = [json.loads(l) for l in open(f"{model}/metrics.jsonl")]
 timings = [json.loads(l) for l in open(f"{model}/timings.jsonl")]
-spent, reached = 0.0, None
+import re
+first = re.search(r"first step ([0-9.]+)s after the start", open(model.replace("/model-", "/") + ".log").read())
+# From the training's start: the first step's offset holds the refresh before the first epoch.
+spent, reached = float(first.group(1)) if first else 0.0, None
 for m, t in zip(metrics, timings):
     spent += t["seconds"]
     if reached is None and m["valid_accuracy"] >= target:

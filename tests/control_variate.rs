@@ -163,6 +163,26 @@ fn a_model_trained_with_control_variates_is_the_exact_gcn_in_its_evaluation_and_
     }
 }
 
+/// The roots' rows kept from the first refresh (a large `cache_mb`) and read from the records
+/// at every refresh (`cache_mb = 0`) give the same histories: the same metrics and the same
+/// model, on two workers; the summary says which.
+#[test]
+fn kept_roots_change_only_the_time() {
+    let dir = scratch("cv-kept-roots");
+    prepare(&dir);
+    let mut runs = Vec::new();
+    for (cache_mb, says) in [(0, "their roots read from the records at each refresh"), (1024, "their roots kept")] {
+        let model = dir.join(format!("model-{cache_mb}"));
+        let job = Job::cluster().key("workers", 2).and(cv_train(&dir.join("flat"), &model).key("cache_mb", cache_mb));
+        let summary = run_ok(&job.write(&dir, &format!("train-{cache_mb}")), &[]);
+        assert!(summary.contains(says), "cache_mb = {cache_mb}: {summary}");
+        let read = |file: &str| std::fs::read(committed(&model, file)).unwrap();
+        runs.push((read("metrics.jsonl"), read("model.bpk")));
+    }
+    assert!(runs[0].0 == runs[1].0, "metrics differ with kept roots");
+    assert!(runs[0].1 == runs[1].1, "models differ with kept roots");
+}
+
 #[test]
 fn graphsage_trained_with_control_variates_is_the_exact_model_in_its_evaluation_and_in_graphinfer() {
     let dir = scratch("cv-sage");

@@ -1132,15 +1132,26 @@ fn refresh_histories<T: Learner>(worker: &mut Worker, setup: &Setup<T>, params: 
 }
 
 /// The summary's line on the histories, every worker's: "2708 nodes, 16 wide (0.2 MB on the
-/// largest share), refreshed 201 times in 3.1 s"; nothing without control variates.
+/// largest share), refreshed 201 times in 3.1 s; their roots kept between refreshes (0.4 MB on
+/// the largest share)"; nothing without control variates.
 fn histories_line<T: Learner>(worker: &mut Worker, setup: &Setup<T>) -> Option<String> {
     let histories = setup.histories.as_ref()?.borrow();
     let shard = histories.shard.borrow();
-    let shares = cluster::all_gather(worker, vec![(shard.len() as u64, shard.bytes() as u64)]);
+    let kept = histories.kept_roots_bytes();
+    let share = (shard.len() as u64, shard.bytes() as u64, kept.unwrap_or(0), u64::from(kept.is_some()));
+    let shares = cluster::all_gather(worker, vec![share]);
     let nodes: u64 = shares.iter().map(|s| s.0).sum();
     let largest = shares.iter().map(|s| s.1).max().unwrap_or(0);
+    let roots = match shares.iter().filter(|s| s.3 == 1).count() {
+        k if k == shares.len() => {
+            let largest = shares.iter().map(|s| s.2).max().unwrap_or(0);
+            format!("their roots kept between refreshes ({:.1} MB on the largest share)", largest as f64 / 1e6)
+        }
+        0 => "their roots read from the records at each refresh (they do not fit in cache_mb)".to_owned(),
+        k => format!("their roots kept between refreshes on {k} of {} workers (cache_mb)", shares.len()),
+    };
     Some(format!(
-        "{nodes} nodes' histories, {} wide ({:.1} MB on the largest share), refreshed {} times in {:.1}s",
+        "{nodes} nodes' histories, {} wide ({:.1} MB on the largest share), refreshed {} times in {:.1}s; {roots}",
         shard.width,
         largest as f64 / 1e6,
         histories.refreshes,

@@ -3,15 +3,20 @@
 //! dropout, as the trainer's forward pass computes it: `σ((Â X)_u W0 + b0)` for a GCN,
 //! `σ([X | mean X]_u W_self + b0)` for GraphSAGE. Each worker reads every record of its share
 //! of the units (every split, labeled or not: the plan gives every unit to one worker),
+//! decoded on two threads of their own ([`DECODERS`]: decoding is most of such a refresh),
 //! computes its roots' rows in chunks, and sets them at their owners; then the workers agree,
 //! so that no step reads before every row is in place, and a failure on any worker ends them
 //! all.
 //!
-//! The first two refreshes read the worker's records; the second, after the training pass has
-//! filled the records' cache, keeps their roots' rows when they fit beside it ([`KeptRoots`]),
-//! and the later ones read the record set again only where they did not. The kept roots count
-//! against `cache_mb` as records do, so that the evaluation batches, kept after them, fit
-//! beside them.
+//! The first refresh, before any training step, reads the worker's records and keeps their
+//! roots' rows when they fit in `cache_mb` ([`KeptRoots`]); the later ones read the record set
+//! again only where they did not. The kept roots count against `cache_mb` as records do, and
+//! the records and evaluation batches cached after them fit beside them. Roots come first
+//! because they cost the least to keep: a refresh that does not keep them reads every record
+//! of every split each epoch, while what they displace from the cache is at most their own
+//! bytes of training records, and a root is a fraction of its record (the precomputed row, the
+//! id and the degree, against the same row for each sampled in-neighbor, the edges and the
+//! in-neighbor list).
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -19,11 +24,13 @@ use gnn::control_variate::Weighing;
 use gnn::model::Layer;
 use gnn::{Gnn, params};
 use schemas::Record;
+use std::sync::mpsc::{Receiver, sync_channel};
 use timely::worker::Worker;
 
 use super::Histories;
 use crate::error::Error;
 use crate::example::Example;
+use crate::reader::{RecordSet, Unit};
 use crate::train::Setup;
 
 /// Roots computed at once.
@@ -52,8 +59,8 @@ impl RootRows {
     }
 }
 
-/// The roots a worker's refreshes read: kept from the second on when they fit beside the
-/// records' cache (`cache_mb`), as the evaluation batches are; else read again each time.
+/// The roots a worker's refreshes read: kept from the first on when they fit in `cache_mb`;
+/// else read again each time.
 #[derive(Debug, Default)]
 pub enum KeptRoots {
     #[default]
@@ -63,6 +70,15 @@ pub enum KeptRoots {
 }
 
 impl Histories {
+    /// The bytes of the roots this worker keeps between refreshes; `None` where it reads them
+    /// again each time (or has not refreshed yet).
+    pub fn kept_roots_bytes(&self) -> Option<u64> {
+        match &self.roots {
+            KeptRoots::Kept(kept) => Some(kept.iter().map(RootRows::bytes).sum()),
+            KeptRoots::Unknown | KeptRoots::TooLarge => None,
+        }
+    }
+
     /// Sets every node's history with `params`; the workers agree at the end.
     pub fn refresh<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, params: &[f32]) -> Result<(), Error> {
         let model = params::load(setup.template.clone(), params, &setup.base);
@@ -77,20 +93,17 @@ impl Histories {
         cluster::agree::<_, Error, tables::error::Report>(worker, local)
     }
 
-    /// A refresh that reads this worker's share of the units. The one after the first epoch,
-    /// when the training pass has filled the records' cache, keeps the roots if they fit beside
-    /// it.
+    /// A refresh that reads this worker's share of the units. The first keeps the roots if
+    /// they fit beside what is cached by then (nothing, before the first step).
     fn read_and_set<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, model: &Gnn) -> Result<(), Error> {
-        let set = setup.source.set();
-        let deciding = matches!(self.roots, KeptRoots::Unknown) && self.refreshes > 0;
+        let units: Vec<Unit> = setup.plan.shares[worker.index()].iter().map(|&u| setup.plan.units[u]).collect();
         let (mut kept, mut bytes) = (Vec::new(), 0u64);
-        for &u in &setup.plan.shares[worker.index()] {
-            let records = set.read_every(setup.plan.units[u])?;
+        read_in_order(setup.source.set(), &units, |records| {
             for records in records.chunks(CHUNK) {
                 let chunk = RootRows::of(records, self.weighing);
                 let values = histories(model, setup, &chunk);
                 self.exchange.set(worker, &chunk.ids, &values);
-                if deciding && matches!(self.roots, KeptRoots::Unknown) {
+                if matches!(self.roots, KeptRoots::Unknown) {
                     bytes += chunk.bytes();
                     if bytes + setup.source.cached_bytes() <= setup.source.budget() {
                         kept.push(chunk);
@@ -100,14 +113,53 @@ impl Histories {
                     }
                 }
             }
-        }
-        if deciding && matches!(self.roots, KeptRoots::Unknown) {
-            // The evaluation batches, kept next, count them.
+            Ok(())
+        })?;
+        if matches!(self.roots, KeptRoots::Unknown) {
+            // The records and the evaluation batches, cached next, count them.
             setup.source.hold(bytes);
             self.roots = KeptRoots::Kept(kept);
         }
         Ok(())
     }
+}
+
+/// Threads that decode a refresh's units: a refresh is a point every worker waits at, and
+/// decoding the records is most of one that reads them.
+const DECODERS: usize = 2;
+
+/// Calls `each` with the records of every unit of `units`, in order, decoded on [`DECODERS`]
+/// threads (decoder `j` takes units `j`, `j + DECODERS`, ...), each holding at most the unit it
+/// decodes and one waiting to be taken. An error of `each` or of a decoder ends the others.
+fn read_in_order(
+    set: &RecordSet,
+    units: &[Unit],
+    mut each: impl FnMut(Vec<Record>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    std::thread::scope(|scope| {
+        let decoders: Vec<Receiver<Result<Vec<Record>, Error>>> = (0..DECODERS.min(units.len()))
+            .map(|j| {
+                let (send, receive) = sync_channel(0);
+                let mine: Vec<Unit> = units.iter().copied().skip(j).step_by(DECODERS).collect();
+                scope.spawn(move || {
+                    for unit in mine {
+                        let records = set.read_every(unit);
+                        let failed = records.is_err();
+                        // The refresh stopped on an error elsewhere: stop too.
+                        if send.send(records).is_err() || failed {
+                            return;
+                        }
+                    }
+                });
+                receive
+            })
+            .collect();
+        for i in 0..units.len() {
+            let decoded = decoders[i % decoders.len()].recv();
+            each(decoded.map_err(|_| Error::Internal("a refresh's decoder stopped".into()))??)?;
+        }
+        Ok(())
+    })
 }
 
 /// The histories of `roots`, row-major: the dense first layer as the forward pass runs it (a
