@@ -22,6 +22,11 @@ pub trait Example: Clone + Send + Sync + 'static {
     /// The records of `unit` that `pass` takes, in row order, checked.
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error>;
 
+    /// The records `pass` takes out of a unit's every record, as `RecordSet::read_every` gives
+    /// them (node records: what [`Example::read`] gives, in the same order); `None` for a kind
+    /// not read so (link records).
+    fn of_pass(every: Vec<Record>, pass: Pass) -> Option<Vec<Self>>;
+
     /// What the records a cache keeps share (link records: their endpoints' neighborhoods, see
     /// [`crate::neighborhoods`]).
     type Shared: Default + Send + 'static;
@@ -54,6 +59,10 @@ impl Example for Record {
 
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error> {
         set.read(unit, pass)
+    }
+
+    fn of_pass(every: Vec<Record>, pass: Pass) -> Option<Vec<Self>> {
+        Some(every.into_iter().filter(|r| r.label.is_some() && pass.takes(r.split)).collect())
     }
 
     type Shared = ();
@@ -91,6 +100,10 @@ impl Example for LinkRecord {
 
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error> {
         set.read_links(unit, pass)
+    }
+
+    fn of_pass(_: Vec<Record>, _: Pass) -> Option<Vec<Self>> {
+        None
     }
 
     type Shared = Neighborhoods;

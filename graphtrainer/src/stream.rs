@@ -75,12 +75,31 @@ impl<T: Example> Source<T> {
         let mut records = T::read(&self.set, unit, pass)?;
         let mut cache = self.cache();
         let cache = &mut *cache;
+        // Offered while this read ran (a refresh beside the next epoch's loader): keep that one.
+        if let Some((hit, _)) = cache.records.get(&(unit, pass)) {
+            return Ok(hit.clone());
+        }
         let room = cache.budget.saturating_sub(cache.used());
         let Some(own) = T::keep(&mut records, &mut cache.shared, room) else { return Ok(Arc::new(records)) };
         let records = Arc::new(records);
         cache.own += own;
         cache.records.insert((unit, pass), (records.clone(), own));
         Ok(records)
+    }
+
+    /// Caches `records`, `unit`'s records of `pass` as [`Source::records`] reads them but read
+    /// elsewhere (a control variates' refresh reads every record), where they fit and are not
+    /// cached yet: the pass then finds them as if it had read them first.
+    pub fn offer(&self, unit: Unit, pass: Pass, mut records: Vec<T>) {
+        let mut cache = self.cache();
+        let cache = &mut *cache;
+        if cache.records.contains_key(&(unit, pass)) {
+            return;
+        }
+        let room = cache.budget.saturating_sub(cache.used());
+        let Some(own) = T::keep(&mut records, &mut cache.shared, room) else { return };
+        cache.own += own;
+        cache.records.insert((unit, pass), (Arc::new(records), own));
     }
 
     /// Bytes of records cached so far, and what [`Source::hold`] counted beside them.

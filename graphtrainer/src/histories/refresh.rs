@@ -10,8 +10,10 @@
 //!
 //! The first refresh, before any training step, reads the worker's records and keeps their
 //! roots' rows when they fit in `cache_mb` ([`KeptRoots`]); the later ones read the record set
-//! again only where they did not. The kept roots count against `cache_mb` as records do, and
-//! the records and evaluation batches cached after them fit beside them. Roots come first
+//! again only where they did not. The kept roots count against `cache_mb` as records do, held
+//! before the refresh reads, and the records cached after them fit beside them: a refresh that
+//! reads offers each unit's training records to the cache ([`crate::stream::Source::offer`]),
+//! so that the first epoch does not decode them again. Roots come first
 //! because they cost the least to keep: a refresh that does not keep them reads every record
 //! of every split each epoch, while what they displace from the cache is at most their own
 //! bytes of training records, and a root is a fraction of its record (the precomputed row, the
@@ -30,7 +32,7 @@ use timely::worker::Worker;
 use super::Histories;
 use crate::error::Error;
 use crate::example::Example;
-use crate::reader::{RecordSet, Unit};
+use crate::reader::{Pass, RecordSet, Unit};
 use crate::train::Setup;
 
 /// Roots computed at once.
@@ -56,6 +58,11 @@ impl RootRows {
 
     fn bytes(&self) -> u64 {
         (8 * self.ids.len() + 4 * self.x.len() + 4 * self.scale.len()) as u64
+    }
+
+    /// [`RootRows::bytes`] of one root of `width` precomputed values.
+    fn bytes_per_root(width: usize) -> u64 {
+        (8 + 4 * width + 4) as u64
     }
 }
 
@@ -93,34 +100,47 @@ impl Histories {
         cluster::agree::<_, Error, tables::error::Report>(worker, local)
     }
 
-    /// A refresh that reads this worker's share of the units. The first keeps the roots if
-    /// they fit beside what is cached by then (nothing, before the first step).
+    /// A refresh that reads this worker's share of the units. The first decides, before it
+    /// reads, whether the roots are kept: where they fit in the budget with what is cached, it
+    /// holds their bytes, so that the records it offers to the cache fit beside them.
     fn read_and_set<T: Example>(&mut self, worker: &mut Worker, setup: &Setup<T>, model: &Gnn) -> Result<(), Error> {
         let units: Vec<Unit> = setup.plan.shares[worker.index()].iter().map(|&u| setup.plan.units[u]).collect();
-        let (mut kept, mut bytes) = (Vec::new(), 0u64);
-        read_in_order(setup.source.set(), &units, |records| {
+        let keeping = matches!(self.roots, KeptRoots::Unknown) && self.hold_roots(setup, &units);
+        let mut kept = Vec::new();
+        read_in_order(setup.source.set(), &units, |unit, records| {
             for records in records.chunks(CHUNK) {
                 let chunk = RootRows::of(records, self.weighing);
                 let values = histories(model, setup, &chunk);
                 self.exchange.set(worker, &chunk.ids, &values);
-                if matches!(self.roots, KeptRoots::Unknown) {
-                    bytes += chunk.bytes();
-                    if bytes + setup.source.cached_bytes() <= setup.source.budget() {
-                        kept.push(chunk);
-                    } else {
-                        kept.clear();
-                        self.roots = KeptRoots::TooLarge;
-                    }
+                if keeping {
+                    kept.push(chunk);
                 }
+            }
+            // The next training pass then finds the unit decoded, where it fits.
+            if let Some(train) = T::of_pass(records, Pass::Train) {
+                setup.source.offer(unit, Pass::Train, train);
             }
             Ok(())
         })?;
-        if matches!(self.roots, KeptRoots::Unknown) {
-            // The records and the evaluation batches, cached next, count them.
-            setup.source.hold(bytes);
+        if keeping {
             self.roots = KeptRoots::Kept(kept);
         }
         Ok(())
+    }
+
+    /// Holds the bytes of the roots of `units` (a root per row: its id, degree factor and
+    /// precomputed row) where they fit in the budget beside what is cached, and says whether
+    /// it did; marks them too large otherwise.
+    fn hold_roots<T: Example>(&mut self, setup: &Setup<T>, units: &[Unit]) -> bool {
+        let set = setup.source.set();
+        let rows: u64 = units.iter().map(|u| set.files[u.file].row_group_rows(u.row_group)).sum();
+        let bytes = rows * RootRows::bytes_per_root(setup.spec.input_dim);
+        if bytes + setup.source.cached_bytes() > setup.source.budget() {
+            self.roots = KeptRoots::TooLarge;
+            return false;
+        }
+        setup.source.hold(bytes);
+        true
     }
 }
 
@@ -134,7 +154,7 @@ const DECODERS: usize = 2;
 fn read_in_order(
     set: &RecordSet,
     units: &[Unit],
-    mut each: impl FnMut(Vec<Record>) -> Result<(), Error>,
+    mut each: impl FnMut(Unit, Vec<Record>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     std::thread::scope(|scope| {
         let decoders: Vec<Receiver<Result<Vec<Record>, Error>>> = (0..DECODERS.min(units.len()))
@@ -156,7 +176,7 @@ fn read_in_order(
             .collect();
         for i in 0..units.len() {
             let decoded = decoders[i % decoders.len()].recv();
-            each(decoded.map_err(|_| Error::Internal("a refresh's decoder stopped".into()))??)?;
+            each(units[i], decoded.map_err(|_| Error::Internal("a refresh's decoder stopped".into()))??)?;
         }
         Ok(())
     })
