@@ -13,12 +13,13 @@
 //! again only where they did not. The kept roots count against `cache_mb` as records do, held
 //! before the refresh reads, and the records cached after them fit beside them: a refresh that
 //! reads offers each unit's training records to the cache ([`crate::stream::Source::offer`]),
-//! so that the first epoch does not decode them again. Roots come first
-//! because they cost the least to keep: a refresh that does not keep them reads every record
-//! of every split each epoch, while what they displace from the cache is at most their own
-//! bytes of training records, and a root is a fraction of its record (the precomputed row, the
-//! id and the degree, against the same row for each sampled in-neighbor, the edges and the
-//! in-neighbor list).
+//! so that the first epoch does not decode them again.
+//!
+//! Roots come first because they cost the least to keep: a refresh that does not keep them
+//! reads every record of every split each epoch, while what they displace from the cache is at
+//! most their own bytes of training records, and a root is a fraction of its record (the
+//! precomputed row, the id and the degree, against the same row for each sampled in-neighbor,
+//! the edges and the in-neighbor list).
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -133,9 +134,10 @@ impl Histories {
     /// it did; marks them too large otherwise.
     fn hold_roots<T: Example>(&mut self, setup: &Setup<T>, units: &[Unit]) -> bool {
         let set = setup.source.set();
-        let rows: u64 = units.iter().map(|u| set.files[u.file].row_group_rows(u.row_group)).sum();
-        let bytes = rows * RootRows::bytes_per_root(setup.spec.input_dim);
-        if bytes + setup.source.cached_bytes() > setup.source.budget() {
+        // The row groups' metadata claims the rows (checked as they are read): saturate.
+        let rows = units.iter().fold(0u64, |n, u| n.saturating_add(set.files[u.file].row_group_rows(u.row_group)));
+        let bytes = rows.saturating_mul(RootRows::bytes_per_root(setup.spec.input_dim));
+        if bytes.saturating_add(setup.source.cached_bytes()) > setup.source.budget() {
             self.roots = KeptRoots::TooLarge;
             return false;
         }
