@@ -62,7 +62,7 @@ impl Example for Record {
     }
 
     fn of_pass(every: Vec<Record>, pass: Pass) -> Option<Vec<Self>> {
-        Some(every.into_iter().filter(|r| r.label.is_some() && pass.takes(r.split)).collect())
+        Some(every.into_iter().filter(|r| pass.reads(r.split, r.label.is_some())).collect())
     }
 
     type Shared = ();

@@ -58,6 +58,11 @@ impl Pass {
             Pass::Evaluate => matches!(split, Some(Split::Valid | Split::Test)),
         }
     }
+
+    /// Whether the pass reads a node record of `split`, `labeled` or not: its labeled ones.
+    pub fn reads(self, split: Option<Split>, labeled: bool) -> bool {
+        labeled && self.takes(split)
+    }
 }
 
 /// What a unit holds: labeled records (link records: records) per split, and the largest class
@@ -250,7 +255,7 @@ impl RecordSet {
     /// The labeled records of `unit` that `pass` takes, in row order, each checked: its
     /// structure (see `schemas::record::from_batch_where`) and its features' length.
     pub fn read(&self, unit: Unit, pass: Pass) -> Result<Vec<Record>, Error> {
-        self.read_where(unit, |split, label| label && pass.takes(split))
+        self.read_where(unit, |split, labeled| pass.reads(split, labeled))
     }
 
     /// Every record of `unit`, of any split, labeled or not, in row order, each checked as

@@ -146,7 +146,7 @@ pub struct Order {
 /// The records of a pass over some units, in order: see the module doc.
 pub struct RecordStream<T: Example = Record> {
     /// The units' records, decoded ahead on reader threads.
-    ahead: ReadAhead<T>,
+    ahead: ReadAhead<Arc<Vec<T>>>,
     /// The unit being drained.
     current: Option<Drain<T>>,
     buffer: Vec<T>,
@@ -174,7 +174,7 @@ impl<T: Example> RecordStream<T> {
 
     fn new(source: Arc<Source<T>>, pass: Pass, visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
         RecordStream {
-            ahead: ReadAhead::new(source, pass, visit),
+            ahead: ReadAhead::new(visit, move |unit| source.records(unit, pass)),
             current: None,
             buffer: Vec::new(),
             buffer_bytes: 0,
@@ -228,37 +228,40 @@ impl<T: Clone> Drain<T> {
 /// batches still left the trainer waiting.
 const READERS: usize = 2;
 
-/// A pass's units decoded on [`READERS`] threads of their own (reader `j` decodes units `j`,
-/// `j + READERS`, ...) and taken in order, so that decoding the next units overlaps shuffling
-/// and batching this one. Each reader hands a unit over and waits (a rendezvous channel), so
-/// the readers hold at most one decoded unit each beyond the stream's. A decoding error is the
-/// stream's next item; a reader that dies is an error, never a shorter pass.
-struct ReadAhead<T: Example> {
-    readers: Vec<Reader<T>>,
-    /// Units received so far, and the pass's number of units.
+/// Units decoded on [`READERS`] threads of their own (reader `j` decodes units `j`,
+/// `j + READERS`, ...) and taken in order, so that decoding the next units overlaps what is done
+/// with this one: a pass's records for its stream, or every record for a control variates'
+/// refresh (`crate::histories::refresh`). Each reader hands a unit over and waits (a rendezvous
+/// channel), so the readers hold at most one decoded unit each beyond the taker's. A decoding
+/// error is the next item; a reader that dies is an error, never fewer units. Dropped early,
+/// its readers stop at their next hand-over.
+pub(crate) struct ReadAhead<X> {
+    readers: Vec<Reader<X>>,
+    /// Units received so far, and the number of units.
     received: usize,
     units: usize,
 }
 
 /// A reader's channel, and its thread (`None` once joined, or if it never started).
-type Reader<T> = (Receiver<Result<Arc<Vec<T>>, Error>>, Option<JoinHandle<()>>);
+type Reader<X> = (Receiver<Result<X, Error>>, Option<JoinHandle<()>>);
 
-impl<T: Example> ReadAhead<T> {
-    fn new(source: Arc<Source<T>>, pass: Pass, visit: Vec<Unit>) -> Self {
-        let units = visit.len();
+impl<X: Send + 'static> ReadAhead<X> {
+    /// `visit`'s units, each decoded by `read`.
+    pub(crate) fn new(visit: Vec<Unit>, read: impl Fn(Unit) -> Result<X, Error> + Send + Sync + 'static) -> Self {
+        let (units, read) = (visit.len(), Arc::new(read));
         let readers = (0..READERS.min(units))
             .map(|j| {
                 let (send, receive) = sync_channel(0);
-                let (source, mine): (_, Vec<Unit>) =
-                    (source.clone(), visit.iter().copied().skip(j).step_by(READERS).collect());
+                let (read, mine): (_, Vec<Unit>) =
+                    (read.clone(), visit.iter().copied().skip(j).step_by(READERS).collect());
                 let thread = std::thread::Builder::new()
                     .name("graphtrainer-reader".into())
                     .spawn(move || {
                         for unit in mine {
-                            let records = source.records(unit, pass);
-                            let failed = records.is_err();
-                            // The stream was dropped (a pass cut short by an error elsewhere): stop.
-                            if send.send(records).is_err() || failed {
+                            let decoded = read(unit);
+                            let failed = decoded.is_err();
+                            // The taker was dropped (cut short by an error elsewhere): stop.
+                            if send.send(decoded).is_err() || failed {
                                 return;
                             }
                         }
@@ -270,16 +273,16 @@ impl<T: Example> ReadAhead<T> {
         ReadAhead { readers, received: 0, units }
     }
 
-    /// The next unit's records; `None` after the last.
-    fn next(&mut self) -> Result<Option<Arc<Vec<T>>>, Error> {
+    /// The next unit's decoding; `None` after the last.
+    pub(crate) fn next(&mut self) -> Result<Option<X>, Error> {
         if self.received == self.units {
             return Ok(None);
         }
         let (receive, thread) = &mut self.readers[self.received % READERS];
         match receive.recv() {
-            Ok(records) => {
+            Ok(decoded) => {
                 self.received += 1;
-                records.map(Some)
+                decoded.map(Some)
             }
             Err(_) => Err(Error::thread_failed("record reader", thread.take().map(JoinHandle::join))),
         }

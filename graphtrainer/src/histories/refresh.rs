@@ -3,7 +3,7 @@
 //! dropout, as the trainer's forward pass computes it: `σ((Â X)_u W0 + b0)` for a GCN,
 //! `σ([X | mean X]_u W_self + b0)` for GraphSAGE. Each worker reads every record of its share
 //! of the units (every split, labeled or not: the plan gives every unit to one worker),
-//! decoded on two threads of their own ([`DECODERS`]: decoding is most of such a refresh),
+//! decoded ahead on threads of their own ([`ReadAhead`]: decoding is most of such a refresh),
 //! computes its roots' rows in chunks, and sets them at their owners; then the workers agree,
 //! so that no step reads before every row is in place, and a failure on any worker ends them
 //! all.
@@ -27,13 +27,13 @@ use gnn::control_variate::Weighing;
 use gnn::model::Layer;
 use gnn::{Gnn, params};
 use schemas::Record;
-use std::sync::mpsc::{Receiver, sync_channel};
 use timely::worker::Worker;
 
 use super::Histories;
 use crate::error::Error;
 use crate::example::Example;
-use crate::reader::{Pass, RecordSet, Unit};
+use crate::reader::{Pass, Unit};
+use crate::stream::ReadAhead;
 use crate::train::Setup;
 
 /// Roots computed at once.
@@ -108,7 +108,9 @@ impl Histories {
         let units: Vec<Unit> = setup.plan.shares[worker.index()].iter().map(|&u| setup.plan.units[u]).collect();
         let keeping = matches!(self.roots, KeptRoots::Unknown) && self.hold_roots(setup, &units);
         let mut kept = Vec::new();
-        read_in_order(setup.source.set(), &units, |unit, records| {
+        let source = setup.source.clone();
+        let mut ahead = ReadAhead::new(units, move |unit| Ok((unit, source.set().read_every(unit)?)));
+        while let Some((unit, records)) = ahead.next()? {
             for records in records.chunks(CHUNK) {
                 let chunk = RootRows::of(records, self.weighing);
                 let values = histories(model, setup, &chunk);
@@ -121,8 +123,7 @@ impl Histories {
             if let Some(train) = T::of_pass(records, Pass::Train) {
                 setup.source.offer(unit, Pass::Train, train);
             }
-            Ok(())
-        })?;
+        }
         if keeping {
             self.roots = KeptRoots::Kept(kept);
         }
@@ -144,44 +145,6 @@ impl Histories {
         setup.source.hold(bytes);
         true
     }
-}
-
-/// Threads that decode a refresh's units: a refresh is a point every worker waits at, and
-/// decoding the records is most of one that reads them.
-const DECODERS: usize = 2;
-
-/// Calls `each` with the records of every unit of `units`, in order, decoded on [`DECODERS`]
-/// threads (decoder `j` takes units `j`, `j + DECODERS`, ...), each holding at most the unit it
-/// decodes and one waiting to be taken. An error of `each` or of a decoder ends the others.
-fn read_in_order(
-    set: &RecordSet,
-    units: &[Unit],
-    mut each: impl FnMut(Unit, Vec<Record>) -> Result<(), Error>,
-) -> Result<(), Error> {
-    std::thread::scope(|scope| {
-        let decoders: Vec<Receiver<Result<Vec<Record>, Error>>> = (0..DECODERS.min(units.len()))
-            .map(|j| {
-                let (send, receive) = sync_channel(0);
-                let mine: Vec<Unit> = units.iter().copied().skip(j).step_by(DECODERS).collect();
-                scope.spawn(move || {
-                    for unit in mine {
-                        let records = set.read_every(unit);
-                        let failed = records.is_err();
-                        // The refresh stopped on an error elsewhere: stop too.
-                        if send.send(records).is_err() || failed {
-                            return;
-                        }
-                    }
-                });
-                receive
-            })
-            .collect();
-        for i in 0..units.len() {
-            let decoded = decoders[i % decoders.len()].recv();
-            each(units[i], decoded.map_err(|_| Error::Internal("a refresh's decoder stopped".into()))??)?;
-        }
-        Ok(())
-    })
 }
 
 /// The histories of `roots`, row-major: the dense first layer as the forward pass runs it (a
