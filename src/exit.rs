@@ -80,6 +80,12 @@ pub fn running(stage: &'static str, last: bool) {
 /// end (see [`exit_on_signals`]).
 const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The exit code a stop's message chose, once the message is on stderr; the main thread waits
+/// for it ([`after_a_stop`]) so that its own end can neither cut the message off nor replace
+/// the code.
+static STOP_SAID: (std::sync::Mutex<Option<i32>>, std::sync::Condvar) =
+    (std::sync::Mutex::new(None), std::sync::Condvar::new());
+
 /// SIGTERM (and SIGINT) end the job with a message: a commit switching its outputs in
 /// finishes first (milliseconds on a local disk) and no commit starts after the signal
 /// (`tables::stop`), so every output is either this run's, whole, or the one it replaced,
@@ -95,10 +101,14 @@ pub fn exit_on_signals() {
         if let Some(signal) = signals.forever().next() {
             let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
             let stopped = tables::stop::stop();
+            delay_for_tests();
             let running = *RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let (done, message) = stopped_message(name, running, &stopped);
             let _ = writeln!(std::io::stderr(), "{message}");
             let code = if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 };
+            let (said, told) = &STOP_SAID;
+            *said.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(if done { 0 } else { code });
+            told.notify_all();
             if done {
                 // The main thread's return ends the process before this wait does.
                 std::thread::sleep(GRACE);
@@ -106,6 +116,33 @@ pub fn exit_on_signals() {
             std::process::exit(if done { 0 } else { code });
         }
     });
+}
+
+/// The variable that holds the signal thread for that many milliseconds between the stop's
+/// return and its message: a loaded machine's scheduler, for `tests/switch.rs`. Unset, nothing
+/// waits.
+const SAY_DELAY_VAR: &str = "GRAPHFLAT_TEST_STOP_SAY_DELAY_MS";
+
+fn delay_for_tests() {
+    if let Some(ms) = std::env::var(SAY_DELAY_VAR).ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// Where a stop came (its switch gate is shut), waits, for at most [`GRACE`], until the signal
+/// thread has said what the stop committed, and returns the exit code it chose: the process
+/// ends with that code and that message, however the main thread's job ended meanwhile (a
+/// switch that finished lets the job return at once, a refused commit makes it fail). `None`
+/// without a stop.
+pub fn after_a_stop() -> Option<i32> {
+    if !tables::stop::stopping() {
+        return None;
+    }
+    let (said, told) = &STOP_SAID;
+    let said = said.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (said, _) =
+        told.wait_timeout_while(said, GRACE, |said| said.is_none()).unwrap_or_else(|poisoned| poisoned.into_inner());
+    *said
 }
 
 /// What a stop says, and whether the job had committed its every output (exit 0).

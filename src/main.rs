@@ -226,7 +226,12 @@ fn main() {
             std::process::exit(Cause::Usage.exit_code());
         }
     };
-    match std::panic::catch_unwind(|| run(cli)) {
+    let ended = std::panic::catch_unwind(|| run(cli));
+    // A stop's message and code, when one came, are the process's end.
+    if let Some(code) = exit::after_a_stop() {
+        std::process::exit(code);
+    }
+    match ended {
         Ok(Ok(())) => {}
         Ok(Err(exit)) => exit.exit(),
         Err(payload) => {

@@ -20,8 +20,16 @@ fn job(dir: &Path, graph: &Path, out: &Path, all: bool, name: &str) -> PathBuf {
     job.write(dir, name)
 }
 
+/// The delay the signal thread makes before its message (`src/exit.rs`), for tests.
+const SAY_DELAY: &str = "GRAPHFLAT_TEST_STOP_SAY_DELAY_MS";
+
 fn spawn(job: &Path, pause_ms: Option<u64>) -> Child {
+    spawn_with(job, pause_ms, &[])
+}
+
+fn spawn_with(job: &Path, pause_ms: Option<u64>, env: &[(&str, &str)]) -> Child {
     let mut command = graphflat();
+    command.envs(env.iter().copied());
     command.args(["run", job.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(ms) = pause_ms {
         command.env(PAUSE, ms.to_string());
@@ -144,7 +152,9 @@ fn a_stop_inside_the_switch_finishes_it_and_one_before_commits_nothing() {
     let long = job(&dir, &larger, &out, true, "long");
     for (signal_name, code) in [("TERM", 143), ("INT", 130)] {
         let before = manifest_run(&out);
-        let mut child = spawn(&train, Some(1500));
+        // The signal thread slowed as a loaded machine slows it: the job, whose switch ends
+        // meanwhile, still ends with the stop's message and code.
+        let mut child = spawn_with(&train, Some(1500), &[(SAY_DELAY, "500")]);
         wait_for_the_switch(&out, &mut child);
         signal(&child, signal_name);
         let ended = child.wait_with_output().unwrap();
