@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use arrow_array::RecordBatch;
+
 use crate::common::*;
 
 /// The generated graph's `Â X` at `dir/ax`, and its records of fanout [2] with neighbor lists
@@ -205,27 +207,38 @@ fn graphsage_trained_with_control_variates_is_the_exact_model_in_its_evaluation_
     }
 }
 
-/// Copies the record set at `flat` to `out` (parts and `_SUCCESS`), the first part without its
-/// `root_neighbors` column but with the metadata that promises it.
-fn drop_lists_from_one_part(flat: &Path, out: &Path) {
+/// Copies the record set at `flat` to `out` (parts and `_SUCCESS`), each batch of part `i`
+/// through `edit(i, batch)`, which may change the schema (the metadata stays the set's).
+fn copy_parts(flat: &Path, out: &Path, edit: impl Fn(usize, RecordBatch) -> RecordBatch) {
     use parquet::arrow::ArrowWriter;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     std::fs::create_dir_all(out).unwrap();
     for (i, path) in parquet_files(flat).iter().enumerate() {
         let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
-        let schema = reader.schema().clone();
-        let keep: Vec<usize> = (0..schema.fields().len())
-            .filter(|&c| i > 0 || schema.field(c).name() != schemas::record::ROOT_NEIGHBORS)
-            .collect();
-        let projected = std::sync::Arc::new(schema.project(&keep).unwrap());
+        let metadata = reader.schema().metadata().clone();
+        let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| edit(i, b.unwrap())).collect();
+        let fields = batches[0].schema().fields().clone();
+        let schema = std::sync::Arc::new(arrow_schema::Schema::new_with_metadata(fields, metadata));
         let target = std::fs::File::create(out.join(path.file_name().unwrap())).unwrap();
-        let mut writer = ArrowWriter::try_new(target, projected, None).unwrap();
-        for batch in reader.build().unwrap() {
-            writer.write(&batch.unwrap().project(&keep).unwrap()).unwrap();
+        let mut writer = ArrowWriter::try_new(target, schema.clone(), None).unwrap();
+        for batch in batches {
+            writer.write(&batch.with_schema(schema.clone()).unwrap()).unwrap();
         }
         writer.close().unwrap();
     }
     std::fs::write(out.join("_SUCCESS"), "").unwrap();
+}
+
+/// Copies the record set at `flat` to `out`, the first part without its `root_neighbors`
+/// column but with the metadata that promises it.
+fn drop_lists_from_one_part(flat: &Path, out: &Path) {
+    copy_parts(flat, out, |i, batch| {
+        let schema = batch.schema();
+        let keep: Vec<usize> = (0..schema.fields().len())
+            .filter(|&c| i > 0 || schema.field(c).name() != schemas::record::ROOT_NEIGHBORS)
+            .collect();
+        batch.project(&keep).unwrap()
+    });
 }
 
 #[test]
@@ -236,6 +249,34 @@ fn a_part_without_the_lists_its_metadata_promises_is_bad_data() {
     drop_lists_from_one_part(&dir.join("flat"), &cut);
     let out = run(&cv_train(&cut, &dir.join("model")).write(&dir, "cut"), &[]);
     assert_fails(&out, 65, &["root_neighbors", "lacks the column"]);
+}
+
+/// The refresh before the first step reads every record's root off the batches (with
+/// `cache_mb = 0` it builds no record to offer the cache): a root feature that is not finite,
+/// in a validation record that only the evaluation would build, is bad data naming the file,
+/// the row and the column, before any step.
+#[test]
+fn a_bad_root_of_a_validation_record_is_bad_data_before_the_first_step() {
+    let dir = scratch("cv-bad-root");
+    prepare(&dir);
+    let (flat, bad) = (dir.join("flat"), dir.join("bad"));
+    let first = parquet_files(&flat)[0].file_name().unwrap().to_string_lossy().into_owned();
+    let row = std::cell::Cell::new(None);
+    copy_parts(&flat, &bad, |i, batch| {
+        if i > 0 || row.get().is_some() {
+            return batch;
+        }
+        let mut records = schemas::record::from_batch(&batch, &first, 0).unwrap();
+        let Some(at) = records.iter().position(|r| r.split == Some(schemas::Split::Valid)) else { return batch };
+        records[at].features[1] = f32::NAN;
+        row.set(Some(at));
+        schemas::record::to_batch(&records, &batch.schema()).unwrap()
+    });
+    let row = row.get().expect("a validation record in the first batch");
+    let out = run(&cv_train(&bad, &dir.join("model")).key("cache_mb", 0).write(&dir, "bad"), &[]);
+    let at = format!("{first}, row {row}, column \"node_features\"");
+    assert_fails(&out, 65, &[&at, "a feature value of NaN"]);
+    assert!(!text(&out).contains("first step"), "{}", text(&out));
 }
 
 #[test]

@@ -46,7 +46,9 @@ pub fn for_each_batch<T: Example>(
     let mut cache = setup.eval_cache.borrow_mut();
     let (mut kept, mut bytes) = (Vec::new(), 0u64);
     for group in groups {
-        let records = RecordStream::evaluate(setup.source.clone(), group);
+        // The pass that keeps its batches reads each unit once.
+        let once = matches!(*cache, EvalCache::Unknown);
+        let records = RecordStream::evaluate(setup.source.clone(), group, once);
         let mut batches = Batches::new(records, EVAL_BATCH, setup.batch_spec.clone(), config.prefetch);
         while let Some((batch, _)) = batches.next_batch()? {
             let tensors = BatchTensors::new(T::graph(&batch), &setup.base, setup.aggregation);

@@ -22,9 +22,9 @@ pub trait Example: Clone + Send + Sync + 'static {
     /// The records of `unit` that `pass` takes, in row order, checked.
     fn read(set: &RecordSet, unit: Unit, pass: Pass) -> Result<Vec<Self>, Error>;
 
-    /// The records `pass` takes out of a unit's every record, as `RecordSet::read_every` gives
-    /// them (node records: what [`Example::read`] gives, in the same order); `None` for a kind
-    /// not read so (link records).
+    /// The records `pass` takes out of node records of a unit in row order, as
+    /// `RecordSet::read_roots` gives them (node records: what [`Example::read`] gives, in the
+    /// same order); `None` for a kind not read so (link records).
     fn of_pass(every: Vec<Record>, pass: Pass) -> Option<Vec<Self>>;
 
     /// What the records a cache keeps share (link records: their endpoints' neighborhoods, see

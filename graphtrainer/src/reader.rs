@@ -8,10 +8,13 @@
 //!   split column): what the plan needs (how many records of each split a unit holds, the
 //!   largest class) and the label checks;
 //! - [`RecordSet::read`] decodes the node records of one [`Pass`] in full, and
-//!   [`RecordSet::read_links`] the link records (each endpoint checked as a node record).
+//!   [`RecordSet::read_links`] the link records (each endpoint checked as a node record);
+//!   [`RecordSet::read_roots`], for a refresh of the control variates' histories, reads the
+//!   root of every record besides.
 
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use schemas::job::train::MAX_CLASSES;
 use schemas::record::{self, FlattenMeta, LinkRecord, MetaError, Tag};
 use schemas::{BadInput, Label, LabelKind, Location, Record, Split};
@@ -33,6 +36,15 @@ pub struct RecordSet {
     /// Decode the records' `root_neighbors` (control variates read them; others skip the
     /// column, 8 bytes an in-edge).
     pub neighbors: bool,
+}
+
+/// The roots of a unit's records, as a refresh reads them ([`RecordSet::read_roots`]): ids,
+/// feature vectors (row-major, the set's width) and in-degrees, in row order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Roots {
+    pub ids: Vec<i64>,
+    pub features: Vec<f32>,
+    pub in_degrees: Vec<i64>,
 }
 
 /// One row group of one part file: the unit of reading, planning and caching.
@@ -255,17 +267,50 @@ impl RecordSet {
     /// The labeled records of `unit` that `pass` takes, in row order, each checked: its
     /// structure (see `schemas::record::from_batch_where`) and its features' length.
     pub fn read(&self, unit: Unit, pass: Pass) -> Result<Vec<Record>, Error> {
-        self.read_where(unit, |split, labeled| pass.reads(split, labeled))
+        self.read_where(unit, |split, labeled| pass.reads(split, labeled), |_, _, _| Ok(()))
     }
 
-    /// Every record of `unit`, of any split, labeled or not, in row order, each checked as
-    /// [`RecordSet::read`] checks them.
-    pub fn read_every(&self, unit: Unit) -> Result<Vec<Record>, Error> {
-        self.read_where(unit, |_, _| true)
+    /// For a refresh of the histories: the root of every record of `unit` (any split, labeled
+    /// or not), read off the batches without building the records
+    /// (`schemas::record::RootColumns`), and the records of any of `passes`, built and checked
+    /// as [`RecordSet::read`] builds and checks them; both in row order.
+    pub fn read_roots(&self, unit: Unit, passes: &[Pass]) -> Result<(Roots, Vec<Record>), Error> {
+        let mut roots = Roots::default();
+        let keep = |split, labeled| passes.iter().any(|p| p.reads(split, labeled));
+        let records =
+            self.read_where(unit, keep, |batch, file, first_row| self.batch_roots(batch, file, first_row, &mut roots))?;
+        Ok((roots, records))
     }
 
-    /// The records of `unit` for which `keep(split, labeled)` holds, checked.
-    fn read_where(&self, unit: Unit, keep: impl Fn(Option<Split>, bool) -> bool) -> Result<Vec<Record>, Error> {
+    /// Appends the roots of `batch` (rows `first_row..` of `file`) to `roots`, checking their
+    /// feature width against the set's.
+    fn batch_roots(&self, batch: &RecordBatch, file: &str, first_row: u64, roots: &mut Roots) -> Result<(), BadInput> {
+        let columns = record::RootColumns::new(batch, file, first_row)?;
+        if columns.dim() != self.meta.feature_dim && !columns.is_empty() {
+            let problem =
+                format!("{} features per node, but the set's metadata says {}", columns.dim(), self.meta.feature_dim);
+            return Err(BadInput::new(Location::file(file).column(record::NODE_FEATURES), problem));
+        }
+        roots.ids.reserve(columns.len());
+        roots.features.reserve(columns.len() * columns.dim());
+        roots.in_degrees.reserve(columns.len());
+        for row in 0..columns.len() {
+            let root = columns.root(row)?;
+            roots.ids.push(root.id);
+            roots.features.extend_from_slice(root.features);
+            roots.in_degrees.push(root.in_degree);
+        }
+        Ok(())
+    }
+
+    /// The records of `unit` for which `keep(split, labeled)` holds, checked; `also` sees each
+    /// batch (its file and first row) before its records are built.
+    fn read_where(
+        &self,
+        unit: Unit,
+        keep: impl Fn(Option<Split>, bool) -> bool,
+        mut also: impl FnMut(&RecordBatch, &str, u64) -> Result<(), BadInput>,
+    ) -> Result<Vec<Record>, Error> {
         let file = &self.files[unit.file];
         let name = file.name();
         let mut out = Vec::new();
@@ -273,17 +318,19 @@ impl RecordSet {
         let columns = self.columns(file);
         let columns: Option<Vec<&str>> = columns.as_ref().map(|c| c.iter().map(String::as_str).collect());
         file.read_columns(&self.io, unit.row_group, columns.as_deref(), |batch, first_row| {
-            let result =
-                record::from_batch_where(&batch, &name, first_row, |_, split| keep(split, true) || keep(split, false))
-                    .and_then(|records| {
-                        for (row, r) in records {
-                            if keep(r.split, r.label.is_some()) {
-                                self.check_record(&r, None, &name, row)?;
-                                out.push(r);
-                            }
-                        }
-                        Ok(())
-                    });
+            let result = also(&batch, &name, first_row).and_then(|()| {
+                let records = record::from_batch_where(&batch, &name, first_row, |_, split| {
+                    keep(split, true) || keep(split, false)
+                })?;
+                out.reserve(records.len());
+                for (row, r) in records {
+                    if keep(r.split, r.label.is_some()) {
+                        self.check_record(&r, None, &name, row)?;
+                        out.push(r);
+                    }
+                }
+                Ok(())
+            });
             if let Err(e) = result {
                 failure.get_or_insert(e);
             }

@@ -10,7 +10,9 @@
 //!   budget (`cache_mb`), so that a small set is decoded once rather than every epoch (kept
 //!   link records share one copy of each distinct endpoint neighborhood, see
 //!   [`crate::neighborhoods`]). What is cached changes the memory and the time only: the
-//!   order is the same either way.
+//!   order is the same either way. A control variates' refresh, which decodes every record,
+//!   offers them ([`Source::offer`]); the first evaluation, which keeps its batches, takes its
+//!   records out of the cache instead ([`Source::take`]).
 //!
 //! - units are decoded on threads of their own while the stream drains the one before (see
 //!   `ReadAhead`), and their records are moved out, not copied, unless the cache keeps them.
@@ -85,6 +87,26 @@ impl<T: Example> Source<T> {
         cache.own += own;
         cache.records.insert((unit, pass), (records.clone(), own));
         Ok(records)
+    }
+
+    /// The labeled records of `unit` that `pass` takes, for a pass that reads each unit once
+    /// (the first evaluation, whose batches the trainer keeps): handed over from the cache,
+    /// their bytes given back, where a refresh offered them; else read, and not cached.
+    pub fn take(&self, unit: Unit, pass: Pass) -> Result<Arc<Vec<T>>, Error> {
+        let taken = {
+            let mut cache = self.cache();
+            let cache = &mut *cache;
+            let taken = cache.records.remove(&(unit, pass));
+            if let Some((_, own)) = &taken {
+                cache.own -= own;
+                T::prune(&mut cache.shared);
+            }
+            taken
+        };
+        match taken {
+            Some((records, _)) => Ok(records),
+            None => Ok(Arc::new(T::read(&self.set, unit, pass)?)),
+        }
     }
 
     /// Caches `records`, `unit`'s records of `pass` as [`Source::records`] reads them but read
@@ -163,25 +185,20 @@ impl<T: Example> RecordStream<T> {
         let Order { seed, epoch, worker } = order;
         let visit: Vec<Unit> = epoch_order(units.len(), seed, epoch, worker).into_iter().map(|i| units[i]).collect();
         let pick = Stream::new(&[seed, epoch as u64, worker as u64, 0x5108]);
-        Self::new(source, Pass::Train, visit, shuffle_bytes, pick)
+        Self::with(ReadAhead::new(visit, move |unit| source.records(unit, Pass::Train)), shuffle_bytes, pick)
     }
 
-    /// The validation and test records of `units`, in unit order.
-    pub fn evaluate(source: Arc<Source<T>>, units: &[Unit]) -> Self {
+    /// The validation and test records of `units`, in unit order; `once`: each read once,
+    /// taken out of the cache ([`Source::take`]).
+    pub fn evaluate(source: Arc<Source<T>>, units: &[Unit], once: bool) -> Self {
         // A zero-byte buffer holds one record at a time: the stream keeps the order.
-        Self::new(source, Pass::Evaluate, units.to_vec(), 0, Stream::new(&[0]))
+        let read =
+            move |unit| if once { source.take(unit, Pass::Evaluate) } else { source.records(unit, Pass::Evaluate) };
+        Self::with(ReadAhead::new(units.to_vec(), read), 0, Stream::new(&[0]))
     }
 
-    fn new(source: Arc<Source<T>>, pass: Pass, visit: Vec<Unit>, capacity: u64, pick: Stream) -> Self {
-        RecordStream {
-            ahead: ReadAhead::new(visit, move |unit| source.records(unit, pass)),
-            current: None,
-            buffer: Vec::new(),
-            buffer_bytes: 0,
-            capacity,
-            pick,
-            failed: false,
-        }
+    fn with(ahead: ReadAhead<Arc<Vec<T>>>, capacity: u64, pick: Stream) -> Self {
+        RecordStream { ahead, current: None, buffer: Vec::new(), buffer_bytes: 0, capacity, pick, failed: false }
     }
 
     /// The next record from the units, or `None` after the last.

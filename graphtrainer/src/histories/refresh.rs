@@ -1,10 +1,11 @@
 //! A refresh: every node's history `g_u = h̄_u source(d_u)` (`gnn::control_variate::Weighing`)
 //! with the current weights, where `h̄_u` is the dense first layer's row of the node without
 //! dropout, as the trainer's forward pass computes it: `σ((Â X)_u W0 + b0)` for a GCN,
-//! `σ([X | mean X]_u W_self + b0)` for GraphSAGE. Each worker reads every record of its share
-//! of the units (every split, labeled or not: the plan gives every unit to one worker),
-//! decoded ahead on threads of their own ([`ReadAhead`]: decoding is most of such a refresh),
-//! computes its roots' rows in chunks, and sets them at their owners; then the workers agree,
+//! `σ([X | mean X]_u W_self + b0)` for GraphSAGE. Each worker reads the roots of every record
+//! of its share of the units (every split, labeled or not: the plan gives every unit to one
+//! worker; [`crate::reader::RecordSet::read_roots`] reads them off the batches without
+//! building the records), decoded ahead on threads of their own ([`ReadAhead`]: decoding is
+//! most of such a refresh), computes their rows in chunks, and sets them at their owners; then the workers agree,
 //! so that no step reads before every row is in place, and a failure on any worker ends them
 //! all.
 //!
@@ -12,8 +13,8 @@
 //! roots' rows when they fit in `cache_mb` ([`KeptRoots`]); the later ones read the record set
 //! again only where they did not. The kept roots count against `cache_mb` as records do, held
 //! before the refresh reads, and the records cached after them fit beside them: a refresh that
-//! reads offers each unit's training records to the cache ([`crate::stream::Source::offer`]),
-//! so that the first epoch does not decode them again.
+//! reads builds each unit's training records too and offers them to the cache
+//! ([`crate::stream::Source::offer`]), so that the first epoch does not decode them again.
 //!
 //! Roots come first because they cost the least to keep: a refresh that does not keep them
 //! reads every record of every split each epoch, while what they displace from the cache is at
@@ -31,8 +32,9 @@ use timely::worker::Worker;
 
 use super::Histories;
 use crate::error::Error;
+use crate::eval::EvalCache;
 use crate::example::Example;
-use crate::reader::{Pass, Unit};
+use crate::reader::{Pass, Roots, Unit};
 use crate::stream::ReadAhead;
 use crate::train::Setup;
 
@@ -49,11 +51,12 @@ pub struct RootRows {
 }
 
 impl RootRows {
-    fn of(records: &[Record], weighing: Weighing) -> Self {
+    /// Roots `range` of `roots`, whose feature vectors are `width` wide.
+    fn of(roots: &Roots, range: std::ops::Range<usize>, width: usize, weighing: Weighing) -> Self {
         RootRows {
-            ids: records.iter().map(|r| r.root).collect(),
-            x: records.iter().flat_map(|r| r.node_features(0).iter().copied()).collect(),
-            scale: records.iter().map(|r| weighing.source(r.in_degrees[0] as f32)).collect(),
+            ids: roots.ids[range.clone()].to_vec(),
+            x: roots.features[range.start * width..range.end * width].to_vec(),
+            scale: roots.in_degrees[range].iter().map(|&d| weighing.source(d as f32)).collect(),
         }
     }
 
@@ -108,20 +111,35 @@ impl Histories {
         let units: Vec<Unit> = setup.plan.shares[worker.index()].iter().map(|&u| setup.plan.units[u]).collect();
         let keeping = matches!(self.roots, KeptRoots::Unknown) && self.hold_roots(setup, &units);
         let mut kept = Vec::new();
+        let first = matches!(*setup.eval_cache.borrow(), EvalCache::Unknown);
         let source = setup.source.clone();
-        let mut ahead = ReadAhead::new(units, move |unit| Ok((unit, source.set().read_every(unit)?)));
-        while let Some((unit, records)) = ahead.next()? {
-            for records in records.chunks(CHUNK) {
-                let chunk = RootRows::of(records, self.weighing);
+        let mut ahead = ReadAhead::new(units, move |unit| {
+            // Records are built only to be offered: while the cache has room, training's, and
+            // before the first evaluation (which keeps its batches) evaluation's too.
+            let passes: &[Pass] = match (source.cached_bytes() < source.budget(), first) {
+                (false, _) => &[],
+                (true, false) => &[Pass::Train],
+                (true, true) => &[Pass::Train, Pass::Evaluate],
+            };
+            Ok((unit, passes, source.set().read_roots(unit, passes)?))
+        });
+        let width = setup.spec.input_dim;
+        while let Some((unit, passes, (roots, records))) = ahead.next()? {
+            for start in (0..roots.ids.len()).step_by(CHUNK) {
+                let chunk = RootRows::of(&roots, start..(start + CHUNK).min(roots.ids.len()), width, self.weighing);
                 let values = histories(model, setup, &chunk);
                 self.exchange.set(worker, &chunk.ids, &values);
                 if keeping {
                     kept.push(chunk);
                 }
             }
-            // The next training pass then finds the unit decoded, where it fits.
-            if let Some(train) = T::of_pass(records, Pass::Train) {
-                setup.source.offer(unit, Pass::Train, train);
+            // The next pass of each then finds the unit decoded, where it fits; training first.
+            // Only the passes built: an empty vector offered for another would read as a unit
+            // without records.
+            for (pass, records) in by_pass(records).into_iter().filter(|(pass, _)| passes.contains(pass)) {
+                if let Some(records) = T::of_pass(records, pass) {
+                    setup.source.offer(unit, pass, records);
+                }
             }
         }
         if keeping {
@@ -145,6 +163,20 @@ impl Histories {
         setup.source.hold(bytes);
         true
     }
+}
+
+/// A unit's records, training records first, then the others (evaluation's), each in row
+/// order: vectors of their exact sizes, since the cache keeps them.
+fn by_pass(records: Vec<Record>) -> [(Pass, Vec<Record>); 2] {
+    let train = records.iter().filter(|r| Pass::Train.reads(r.split, r.label.is_some())).count();
+    let (mut trains, mut others) = (Vec::with_capacity(train), Vec::with_capacity(records.len() - train));
+    for r in records {
+        match Pass::Train.reads(r.split, r.label.is_some()) {
+            true => trains.push(r),
+            false => others.push(r),
+        }
+    }
+    [(Pass::Train, trains), (Pass::Evaluate, others)]
 }
 
 /// The histories of `roots`, row-major: the dense first layer as the forward pass runs it (a

@@ -305,6 +305,20 @@ impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
         Ok(ListColumn { name, list, values: values.values(), nulls })
     }
 
+    /// Row `row`'s first item (its root's, for a node column), checked as [`Self::row`]
+    /// checks; `None` for an empty list.
+    pub(super) fn first(&self, row: usize, at: &At) -> Result<Option<T::Native>, BadInput> {
+        if self.list.is_null(row) {
+            return Err(at.bad(row, self.name, "null list"));
+        }
+        let offsets = self.list.value_offsets();
+        let (from, to) = (offsets[row] as usize, offsets[row + 1] as usize);
+        if from < to && self.nulls.is_some_and(|n| n.is_null(from)) {
+            return Err(at.bad(row, self.name, "item 0 of the list is null"));
+        }
+        Ok((from < to).then(|| self.values[from]))
+    }
+
     pub(super) fn row(&self, row: usize, at: &At) -> Result<Vec<T::Native>, BadInput> {
         if self.list.is_null(row) {
             return Err(at.bad(row, self.name, "null list"));
@@ -374,6 +388,15 @@ impl<'a> Features<'a> {
         let values = nodes.values().as_primitive_opt::<Float32Type>().ok_or_else(mistyped)?;
         let dim = nodes.value_length() as usize;
         Ok(Features { list, dim, values: &values.values()[nodes.offset() * dim..] })
+    }
+
+    /// Row `row`'s first vector (its root's, for `node_features`), without copying it; `None`
+    /// for a null or empty list.
+    pub(super) fn first(&self, row: usize) -> Option<&'a [f32]> {
+        let offsets = self.list.value_offsets();
+        let first = offsets[row] as usize;
+        (self.list.is_valid(row) && offsets[row + 1] as usize > first)
+            .then(|| &self.values[first * self.dim..(first + 1) * self.dim])
     }
 
     pub(super) fn row(&self, row: usize) -> Vec<f32> {
@@ -593,12 +616,16 @@ pub fn from_batch_where(
     let (roots, splits) = (roots(batch, &at)?, Splits::new(batch, &at)?);
     let labels = Labels::new(batch, &at)?;
     let graph = GraphColumns::new(batch, &at)?;
-    let mut out = Vec::new();
+    // The rows kept, listed first: a record is large, and growing the vector copies them all.
+    let mut kept = Vec::new();
     for row in 0..batch.num_rows() {
         let split = splits.get(row, &at)?;
-        if !keep(roots.value(row), split) {
-            continue;
+        if keep(roots.value(row), split) {
+            kept.push((row, split));
         }
+    }
+    let mut out = Vec::with_capacity(kept.len());
+    for (row, split) in kept {
         let record = Record { root: roots.value(row), label: labels.get(row), split, ..graph.row(row, &at)? };
         check(&record, graph.dim(), graph.edge_dim()).map_err(|(column, problem)| at.bad(row, column, problem))?;
         out.push((first_row + row as u64, record));
@@ -629,7 +656,7 @@ pub fn tags(batch: &RecordBatch, file: &str, first_row: u64) -> Result<Vec<(u64,
         .collect()
 }
 
-fn roots<'a>(batch: &'a RecordBatch, at: &At) -> Result<&'a Int64Array, BadInput> {
+pub(super) fn roots<'a>(batch: &'a RecordBatch, at: &At) -> Result<&'a Int64Array, BadInput> {
     column(batch, ROOT_ID, at)?
         .as_primitive_opt::<Int64Type>()
         .ok_or_else(|| BadInput::new(at.column(ROOT_ID), "expected int64"))

@@ -11,15 +11,17 @@
 //!
 //! `schema` names the columns and builds the Arrow schema; `batch` converts records to and from
 //! Arrow batches over that schema; `columns` lays records out column by column, the one place
-//! a batch's columns are built.
+//! a batch's columns are built; `roots` reads records' roots off a batch without building them.
 
 mod batch;
 mod columns;
 mod link;
 mod reclaim;
+mod roots;
 mod schema;
 
 pub use batch::{Record, Tag, from_batch, from_batch_where, tags, to_batch};
 pub use columns::RecordColumns;
 pub use link::{LinkRecord, link_splits, links_from_batch, links_to_batch};
+pub use roots::{Root, RootColumns};
 pub use schema::*;
