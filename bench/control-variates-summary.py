@@ -6,6 +6,7 @@ training's start (the first step's offset, which holds the refresh before the fi
 the epochs' seconds), and the histories' and exchange phases.
 
     python3 bench/control-variates-summary.py /tmp/graphflat-cv-1m
+    SEEDS="0 1 2 3 4 5" python3 bench/control-variates-summary.py /tmp/graphflat-cv-1m
 """
 import json, sys, os, re, statistics
 work = sys.argv[1]
@@ -26,7 +27,7 @@ def reach(m, t, target, start):
     return None
 for name in names:
     rows = []
-    for seed in (0, 1, 2):
+    for seed in [int(s) for s in os.environ.get("SEEDS", "0 1 2").split()]:
         e = load("exact", seed); r = load(name, seed)
         if not e or not r: continue
         best = max(a["valid_accuracy"] for a in e[0])

@@ -27,7 +27,6 @@
 
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use schemas::mix::IdMap;
 
 use crate::aggregate::EdgeTensors;
 use crate::batch::Batch;
@@ -139,39 +138,39 @@ pub fn estimate_with_noise(
 /// Histories as the trainer keeps them, one row per node: `g_u = h̄_u source(d_u)`, the history
 /// already weighed by its source's factor ([`Weighing`]), so that a node's `ā` is a plain sum
 /// of its in-neighbors' rows times its own factor.
+///
+/// A batch's rows come in the order [`HistoryRows::needed`] lists their nodes, which is the
+/// order [`ControlVariate::of`] reads them in: no id is looked up. A node listed twice (a
+/// sampled in-neighbor is an input row and in its root's list; two roots share a neighbor) is
+/// read twice: a step reads a few thousand rows, and finding the repeats (a sort, or a hash
+/// per id, and a map back from ids to rows) took longer than reading them again.
 #[derive(Debug, Clone)]
 pub struct HistoryRows {
-    /// Each id's row: a step looks up one per in-edge of its roots (tens of thousands), by hash
-    /// rather than by a binary search over the ids.
-    at: IdMap<i64, u32>,
     values: Vec<f32>,
     width: usize,
 }
 
 impl HistoryRows {
-    /// The rows of `ids` (ascending and distinct, as [`HistoryRows::needed`] gives them),
-    /// `width` values each in `ids` order.
-    pub fn new(ids: Vec<i64>, values: Vec<f32>, width: usize) -> Self {
-        assert_eq!(values.len(), ids.len() * width, "one history row per id");
-        debug_assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids ascending and distinct");
-        let at = ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
-        HistoryRows { at, values, width }
+    /// The rows of the nodes [`HistoryRows::needed`] lists for a batch, `width` values each, in
+    /// that order.
+    pub fn new(values: Vec<f32>, width: usize) -> Self {
+        HistoryRows { values, width }
     }
 
-    fn row(&self, id: i64) -> &[f32] {
-        let i = *self.at.get(&id).expect("a history row for every node the batch reads") as usize;
-        &self.values[i * self.width..(i + 1) * self.width]
-    }
-
-    /// The nodes whose rows a batch's estimate reads: its last layer's input rows' and its
-    /// roots' in-neighbors, distinct and ascending.
+    /// The nodes whose rows a batch's estimate reads, in the order it reads them: its last
+    /// layer's input rows, then each root's in-neighbors, root by root.
     pub fn needed(batch: &Batch) -> Vec<i64> {
-        let rows_in = batch.layers.last().map_or(0, |e| e.rows_in);
-        let mut ids: Vec<i64> = batch.row_ids[..rows_in].to_vec();
-        batch.root_neighbors.iter().for_each(|n| ids.extend_from_slice(n));
-        ids.sort_unstable();
-        ids.dedup();
+        let (rows_in, rows_out) = batch.layers.last().map_or((0, 0), |e| (e.rows_in, e.rows_out));
+        let lists = &batch.root_neighbors[..rows_out.min(batch.root_neighbors.len())];
+        let mut ids = Vec::with_capacity(rows_in + lists.iter().map(Vec::len).sum::<usize>());
+        ids.extend_from_slice(&batch.row_ids[..rows_in]);
+        lists.iter().for_each(|n| ids.extend_from_slice(n));
         ids
+    }
+
+    /// Row `i` of the rows listed.
+    fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.width..(i + 1) * self.width]
     }
 }
 
@@ -196,17 +195,25 @@ impl ControlVariate {
         let e = batch.layers.last().expect("a batch has layers");
         let (rows_in, rows_out, width) = (e.rows_in, e.rows_out, g.width);
         let degree: Vec<f32> = batch.row_degrees[..rows_in].iter().map(|&d| d as f32).collect();
-        // h̄_u = g_u / source(d_u): the input rows' histories.
+        let lists = &batch.root_neighbors[..rows_out.min(batch.root_neighbors.len())];
+        let listed = rows_in + lists.iter().map(Vec::len).sum::<usize>();
+        assert_eq!(g.values.len(), listed * width, "a history row for every node the batch lists");
+        // h̄_u = g_u / source(d_u): the input rows' histories, listed first.
         let mut rows = Vec::with_capacity(rows_in * width);
-        for (&id, &d) in batch.row_ids[..rows_in].iter().zip(&degree) {
+        for (i, &d) in degree.iter().enumerate() {
             let scale = 1.0 / weighing.source(d);
-            rows.extend(g.row(id).iter().map(|v| v * scale));
+            rows.extend(g.row(i).iter().map(|v| v * scale));
         }
-        // ā_v = target(d_v) times the sum over u in N(v) of g_u: every in-edge of the root.
+        // ā_v = target(d_v) times the sum over u in N(v) of g_u: every in-edge of the root,
+        // listed next, root by root.
         let mut aggregate = vec![0.0f32; rows_out * width];
-        for (v, neighbors) in batch.root_neighbors.iter().enumerate().take(rows_out) {
+        let mut next = rows_in;
+        for (v, neighbors) in lists.iter().enumerate() {
             let sum = &mut aggregate[v * width..(v + 1) * width];
-            neighbors.iter().for_each(|&u| sum.iter_mut().zip(g.row(u)).for_each(|(s, x)| *s += x));
+            for i in next..next + neighbors.len() {
+                sum.iter_mut().zip(g.row(i)).for_each(|(s, x)| *s += x);
+            }
+            next += neighbors.len();
             let scale = weighing.target(degree[v]);
             sum.iter_mut().for_each(|s| *s *= scale);
         }

@@ -256,7 +256,7 @@ fn carry(
     refreshed: &mut Refreshed,
 ) -> Result<Option<Carried>, Error> {
     let run = base.run.clone();
-    let done = carry_parts(worker, (base, key), affected, output, schema, part_size_mb << 20);
+    let done = carry_parts(worker, (base, key), affected, output, schema, schemas::job::mb_bytes(part_size_mb));
     let done = stage::refresh::carried_or_full(done, &run, refreshed)?;
     worker.clock.lap("parts carried or rewritten");
     Ok(done)

@@ -78,7 +78,8 @@ where
     let (progress, reporter) = (worker.progress.clone(), worker.reporter);
     let index = worker.timely.index();
     let epochs = all_gather(worker.timely, vec![(batches.len() as u64, index)]).iter().map(|b| b.0).max().unwrap_or(0);
-    let encoder = Encoder::new(worker.io.clone(), output.clone(), schema.clone(), config.part_size_mb << 20);
+    let encoder =
+        Encoder::new(worker.io.clone(), output.clone(), schema.clone(), schemas::job::mb_bytes(config.part_size_mb));
     let thread = WriterThread::spawn(encoder, format!("graphflat:writer-{index}"))?;
     let lanes = Lanes::<R>::new(schema, columns);
     let writer = Writer { lanes, thread: Some(thread), output: output.dir.shown() };

@@ -440,7 +440,7 @@ fn score_pairs(
         ("graphinfer.pairs".to_owned(), candidates.place.shown()),
     ]);
     let kind = embeddings_kind;
-    let written = pairs::write(worker, &to, &scored, kind, metadata, body.config.part_size_mb << 20)?;
+    let written = pairs::write(worker, &to, &scored, kind, metadata, schemas::job::mb_bytes(body.config.part_size_mb))?;
     worker.clock.lap("pairs");
     Ok(written)
 }
@@ -554,7 +554,7 @@ impl Scores<'_> {
                 };
                 let names = self.typed.map(|(g, _)| g.node_types.iter().map(|(n, _)| n.clone()).collect());
                 let key = crate::refresh::key(names, nodes.strings.as_ref().map(|s| s.ids.clone()));
-                let writing = (part_properties_of_scores(), self.config.part_size_mb << 20);
+                let writing = (part_properties_of_scores(), schemas::job::mb_bytes(self.config.part_size_mb));
                 let done = crate::refresh::carry(worker, (base, &key), &affected, (output, &table.schema), writing);
                 if let Some(done) = stage::refresh::carried_or_full(done, &run, &mut refresh.refreshed)? {
                     rows.retain(|r| affected.contains(r.key));
@@ -737,7 +737,7 @@ fn write(
 ) -> Result<Written<RoundStats>, Error> {
     let n = targets.len();
     let props = part_properties_of_scores();
-    let limit = body.config.part_size_mb << 20;
+    let limit = schemas::job::mb_bytes(body.config.part_size_mb);
     let mut writer = PartWriter::new(worker.io.clone(), output.clone(), table.schema.clone(), props, limit);
     let phase = cx.progress.last_phase();
     cx.progress.add_total(phase, n as u64);

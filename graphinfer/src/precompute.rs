@@ -290,7 +290,7 @@ impl Propagation<'_> {
     ) -> Result<Written<Own>, Error> {
         let nodes = cx.nodes;
         let schema = node_schema(nodes, self.config.model, product.1);
-        let limit = self.config.part_size_mb << 20;
+        let limit = schemas::job::mb_bytes(self.config.part_size_mb);
         let mut writer =
             PartWriter::new(worker.io.clone(), output.clone(), schema.clone(), part_properties().build(), limit);
         let phase = cx.progress.last_phase();

@@ -68,5 +68,5 @@ pub fn write(
 
 /// A writer of this worker's parts of the output.
 pub fn writer(io: &Arc<tables::Io>, output: &PartsOf, schema: SchemaRef, part_size_mb: u64) -> PartWriter {
-    PartWriter::new(io.clone(), output.clone(), schema, part_properties().build(), part_size_mb << 20)
+    PartWriter::new(io.clone(), output.clone(), schema, part_properties().build(), schemas::job::mb_bytes(part_size_mb))
 }

@@ -289,7 +289,7 @@ impl RecordSet {
         if columns.dim() != self.meta.feature_dim && !columns.is_empty() {
             let problem =
                 format!("{} features per node, but the set's metadata says {}", columns.dim(), self.meta.feature_dim);
-            return Err(BadInput::new(Location::file(file).column(record::NODE_FEATURES), problem));
+            return Err(BadInput::new(Location::file(file).row(first_row).column(record::NODE_FEATURES), problem));
         }
         roots.ids.reserve(columns.len());
         roots.features.reserve(columns.len() * columns.dim());

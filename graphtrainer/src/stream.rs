@@ -129,6 +129,12 @@ impl<T: Example> Source<T> {
         self.cache().used()
     }
 
+    /// Bytes of the records cached alone, what they share included (the summary's figure).
+    pub fn records_bytes(&self) -> u64 {
+        let cache = self.cache();
+        cache.used() - cache.held
+    }
+
     /// Counts `bytes` the trainer keeps beside the records (control variates' roots) against
     /// the budget, so that what is cached after them fits beside them.
     pub fn hold(&self, bytes: u64) {

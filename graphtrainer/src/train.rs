@@ -166,7 +166,7 @@ fn check_output(config: &TrainConfig, set: &RecordSet) -> Result<(), Error> {
 
 /// A worker's share of the process's `cache_mb`.
 pub fn cache_budget(config: &TrainConfig, workers: usize) -> u64 {
-    (config.cache_mb << 20) / workers.max(1) as u64
+    schemas::job::mb_bytes(config.cache_mb) / workers.max(1) as u64
 }
 
 /// Where a worker's training batches come from.
@@ -751,7 +751,7 @@ pub fn train_fed<T: Learner>(
     let FedRun { params, tracker, .. } = fed;
     Ok(TrainSummary {
         wait_seconds: waited.as_secs_f64(),
-        cached_bytes: setup.source.cached_bytes(),
+        cached_bytes: setup.source.records_bytes(),
         histories: histories_line(worker, &setup),
         learned: table_line,
         keys: setup.keys.line(config, T::TASK),
@@ -950,7 +950,7 @@ impl<'a, T: Learner> FedRun<'a, T> {
         let mut lines = vec![
             ("epochs".into(), self.tracker.epochs.to_string()),
             ("waited".into(), format!("{:.2}s for data (worker 0)", waited.as_secs_f64())),
-            ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.cached_bytes() as f64 / 1e6)),
+            ("cached".into(), format!("{:.0} MB of records (worker 0)", setup.source.records_bytes() as f64 / 1e6)),
         ];
         if let Some(line) = learned {
             lines.push(("learned".into(), line.clone()));
@@ -1021,7 +1021,8 @@ impl<'a, T: Example> EpochBatches<'a, T> {
             Feed::Share => {
                 let order = Order { seed: config.seed, epoch, worker: index };
                 let units = setup.units(Pass::Train);
-                let records = RecordStream::train(setup.source.clone(), units, order, config.shuffle_mb << 20);
+                let records =
+                    RecordStream::train(setup.source.clone(), units, order, schemas::job::mb_bytes(config.shuffle_mb));
                 let spec = BatchSpec { redraw: redraw(config, epoch), ..setup.batch_spec.clone() };
                 EpochBatches::Share(Batches::new(records, config.batch_size, spec, config.prefetch))
             }

@@ -113,7 +113,7 @@ fn layer_output(spec: &ModelSpec, l: usize) -> usize {
 /// The memory this process may use: `memory_mb` when the job sets it, else what the system
 /// reports available now (`MemAvailable`); `None` where neither is known.
 pub fn budget(memory_mb: Option<u64>) -> Option<u64> {
-    memory_mb.map(|mb| mb << 20).or_else(available)
+    memory_mb.map(schemas::job::mb_bytes).or_else(available)
 }
 
 fn available() -> Option<u64> {

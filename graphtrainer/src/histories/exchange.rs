@@ -70,8 +70,8 @@ impl Exchange {
         self.ask(worker, ids, true, rows);
     }
 
-    /// The rows of `ids` (distinct), `width` values each in `ids` order, from their owners; or
-    /// an id no owner has a row for.
+    /// The rows of `ids` (an id listed twice is read twice), `width` values each in `ids`
+    /// order, from their owners; or an id no owner has a row for.
     pub fn get(&mut self, worker: &mut Worker, ids: &[i64]) -> Result<Vec<f32>, i64> {
         let (asked, mut answers) = self.ask(worker, ids, false, |_| Vec::new());
         let width = self.width;

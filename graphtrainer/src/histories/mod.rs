@@ -71,6 +71,7 @@ impl Histories {
     ) -> Result<ControlVariate, Error> {
         let ids = HistoryRows::needed(batch);
         let width = self.shard.borrow().width;
+        // In the order the estimate reads them, repeats included (see `HistoryRows`).
         let values = self.exchange.get(worker, &ids).map_err(|id| {
             Error::Usage(format!(
                 "control_variate reads every node's history, and the records in {} hold no record of node {id}, listed \
@@ -79,6 +80,6 @@ impl Histories {
                 self.records
             ))
         })?;
-        Ok(ControlVariate::of(batch, &HistoryRows::new(ids, values, width), self.weighing, device))
+        Ok(ControlVariate::of(batch, &HistoryRows::new(values, width), self.weighing, device))
     }
 }

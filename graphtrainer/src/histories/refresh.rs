@@ -1,20 +1,22 @@
 //! A refresh: every node's history `g_u = h̄_u source(d_u)` (`gnn::control_variate::Weighing`)
 //! with the current weights, where `h̄_u` is the dense first layer's row of the node without
 //! dropout, as the trainer's forward pass computes it: `σ((Â X)_u W0 + b0)` for a GCN,
-//! `σ([X | mean X]_u W_self + b0)` for GraphSAGE. Each worker reads the roots of every record
-//! of its share of the units (every split, labeled or not: the plan gives every unit to one
-//! worker; [`crate::reader::RecordSet::read_roots`] reads them off the batches without
-//! building the records), decoded ahead on threads of their own ([`ReadAhead`]: decoding is
-//! most of such a refresh), computes their rows in chunks, and sets them at their owners; then the workers agree,
-//! so that no step reads before every row is in place, and a failure on any worker ends them
-//! all.
+//! `σ([X | mean X]_u W_self + b0)` for GraphSAGE. Each worker reads the root of every record of
+//! its share of the units (every split, labeled or not: the plan gives every unit to one
+//! worker), off the decoded batches without building the records
+//! ([`crate::reader::RecordSet::read_roots`]), decoded ahead on threads of their own
+//! ([`ReadAhead`]: decoding is most of such a refresh); it computes their rows in chunks and
+//! sets them at their owners; then the workers agree, so that no step reads before every row is
+//! in place, and a failure on any worker ends them all.
 //!
-//! The first refresh, before any training step, reads the worker's records and keeps their
-//! roots' rows when they fit in `cache_mb` ([`KeptRoots`]); the later ones read the record set
-//! again only where they did not. The kept roots count against `cache_mb` as records do, held
-//! before the refresh reads, and the records cached after them fit beside them: a refresh that
-//! reads builds each unit's training records too and offers them to the cache
-//! ([`crate::stream::Source::offer`]), so that the first epoch does not decode them again.
+//! The first refresh, before any training step, keeps the roots' rows when they fit in
+//! `cache_mb` ([`KeptRoots`]); the later ones read the record set again only where they did
+//! not. The kept roots count against `cache_mb` as records do, held before the refresh reads,
+//! and the records cached after them fit beside them. While the cache has room, a refresh that
+//! reads also builds each unit's training records and offers them to the cache
+//! ([`crate::stream::Source::offer`]), so that the next epoch does not decode them again; the
+//! first does the same with the evaluation's records, which the first evaluation takes back
+//! out of the cache as it builds the batches it keeps.
 //!
 //! Roots come first because they cost the least to keep: a refresh that does not keep them
 //! reads every record of every split each epoch, while what they displace from the cache is at

@@ -40,6 +40,12 @@ pub use storage::StorageConfig;
 pub use targets::Targets;
 pub use train::{DEFAULT_LINK_PATIENCE, LearnedConfig, OptimizerKind, PsMode, SparseOptimizerKind, TrainConfig};
 
+/// The bytes of a `*_mb` setting, saturating: a size past what a machine holds means no limit,
+/// not one wrapped around to a few bytes.
+pub fn mb_bytes(mb: u64) -> u64 {
+    mb.saturating_mul(1 << 20)
+}
+
 /// A whole job file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

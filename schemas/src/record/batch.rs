@@ -305,6 +305,15 @@ impl<'a, T: ArrowPrimitiveType> ListColumn<'a, T> {
         Ok(ListColumn { name, list, values: values.values(), nulls })
     }
 
+    /// Row `row`'s length, its items unread; a null list is an error.
+    pub(super) fn len(&self, row: usize, at: &At) -> Result<usize, BadInput> {
+        if self.list.is_null(row) {
+            return Err(at.bad(row, self.name, "null list"));
+        }
+        let offsets = self.list.value_offsets();
+        Ok((offsets[row + 1] - offsets[row]) as usize)
+    }
+
     /// Row `row`'s first item (its root's, for a node column), checked as [`Self::row`]
     /// checks; `None` for an empty list.
     pub(super) fn first(&self, row: usize, at: &At) -> Result<Option<T::Native>, BadInput> {
@@ -367,6 +376,36 @@ impl<'a> Labels<'a> {
     }
 }
 
+const NULL_FEATURE: &str = "a null feature vector or value";
+
+/// The first row of a feature column (a list per record of vectors, fixed-size or lists) that
+/// holds a null vector or a null value; `None` where there is none, as GraphFlat writes them.
+/// The readers take the values as they lie, so a null must be refused, not read as a number.
+pub(super) fn first_null(array: &ArrayRef) -> Option<usize> {
+    let list = array.as_list_opt::<i32>()?;
+    let items = list.values();
+    let values = match items.as_fixed_size_list_opt() {
+        Some(fixed) => fixed.values(),
+        None => items.as_list_opt::<i32>()?.values(),
+    };
+    if items.null_count() == 0 && values.null_count() == 0 {
+        return None;
+    }
+    let item = (0..items.len()).find(|&j| items.is_null(j) || item_values(items, j).any(|k| values.is_null(k)))?;
+    Some(list.value_offsets().partition_point(|&o| o as usize <= item).saturating_sub(1))
+}
+
+/// Where item `j`'s values lie in the child array of `items` (fixed-size lists or lists).
+fn item_values(items: &ArrayRef, j: usize) -> std::ops::Range<usize> {
+    match items.as_fixed_size_list_opt() {
+        Some(fixed) => fixed.value_offset_at(j)..fixed.value_offset_at(j) + fixed.value_length() as usize,
+        None => {
+            let offsets = items.as_list::<i32>().value_offsets();
+            offsets[j] as usize..offsets[j + 1] as usize
+        }
+    }
+}
+
 /// `node_features` or `edge_features`: per record, a list of fixed-size float vectors.
 pub(super) struct Features<'a> {
     list: &'a ListArray,
@@ -386,6 +425,9 @@ impl<'a> Features<'a> {
         let list = array.as_list_opt::<i32>().ok_or_else(mistyped)?;
         let nodes = list.values().as_fixed_size_list_opt().ok_or_else(mistyped)?;
         let values = nodes.values().as_primitive_opt::<Float32Type>().ok_or_else(mistyped)?;
+        if let Some(row) = first_null(array) {
+            return Err(at.bad(row, name, NULL_FEATURE));
+        }
         let dim = nodes.value_length() as usize;
         Ok(Features { list, dim, values: &values.values()[nodes.offset() * dim..] })
     }
@@ -443,6 +485,7 @@ impl<'a> FeatureColumn<'a> {
     fn new(batch: &'a RecordBatch, name: &str, at: &At) -> Result<Self, BadInput> {
         let array = column(batch, name, at)?;
         match NestedFeatures::new(array) {
+            Some(_) if let Some(row) = first_null(array) => Err(at.bad(row, name, NULL_FEATURE)),
             Some(nested) => Ok(FeatureColumn::Nested(nested)),
             None => Features::new(batch, name, at).map(FeatureColumn::Fixed),
         }
@@ -759,6 +802,45 @@ mod tests {
             edge_layers: vec![0b11, 0b01],
             ..Record::default()
         }
+    }
+
+    /// `batch` with one value of its `node_features` made null: value `at` of the flat values.
+    fn with_a_null_feature(batch: &RecordBatch, at: usize) -> RecordBatch {
+        let list = batch.column_by_name(NODE_FEATURES).unwrap().as_list::<i32>();
+        let nodes = list.values().as_fixed_size_list();
+        let values = nodes.values().as_primitive::<Float32Type>();
+        let values: Float32Array = values.iter().enumerate().map(|(i, v)| v.filter(|_| i != at)).collect();
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let nodes = FixedSizeListArray::new(item, nodes.value_length(), Arc::new(values), None);
+        let node = Arc::new(Field::new("item", nodes.data_type().clone(), false));
+        let list = ListArray::new(node, list.offsets().clone(), Arc::new(nodes), None);
+        let old = batch.schema();
+        let (mut fields, mut columns) = (Vec::new(), Vec::new());
+        for (f, c) in old.fields().iter().zip(batch.columns()) {
+            let replaced = f.name() == NODE_FEATURES;
+            fields.push(if replaced {
+                Arc::new(Field::new(NODE_FEATURES, list.data_type().clone(), false))
+            } else {
+                f.clone()
+            });
+            columns.push(if replaced { Arc::new(list.clone()) as ArrayRef } else { c.clone() });
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// A null feature value is refused with its row and column, by the record reader and by
+    /// the roots' (the values are read as they lie: a null would read as a number).
+    #[test]
+    fn a_null_feature_value_names_its_row() {
+        let schema = Arc::new(Schema::new(record_fields(2, LabelKind::Class, 0)));
+        let batch = to_batch(&[record(1, None), record(2, None)], &schema).unwrap();
+        // Three nodes of two values a record: value 9 is the second record's second node's.
+        let bad = with_a_null_feature(&batch, 9);
+        let e = from_batch(&bad, "t.parquet", 0).unwrap_err().to_string();
+        assert!(e.contains("t.parquet, row 1, column \"node_features\"") && e.contains("null"), "{e}");
+        let e = super::super::RootColumns::new(&bad, "t.parquet", 0).err().unwrap().to_string();
+        assert!(e.contains("row 1") && e.contains("null"), "{e}");
+        assert!(from_batch(&with_a_null_feature(&batch, 0), "t.parquet", 0).unwrap_err().to_string().contains("row 0"));
     }
 
     fn round_trip(records: &[Record], label: LabelKind) -> Vec<Record> {

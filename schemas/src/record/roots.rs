@@ -7,15 +7,16 @@
 //! as a [`super::Record`] (its node, edge and neighbor lists copied out of the batch) took a
 //! quarter of the refresh before the first step on the generated 1M graph (BENCHMARKS.md,
 //! section 27). What is read is checked as a record's reading checks it (a null list or item, a
-//! root missing from its own record, a width that is not the set's, a value that is not
-//! finite), so a bad root is an error naming its file, row and column here too; the rest of
-//! the record is checked where a pass reads it.
+//! root missing from its own record, a width that is not the set's, a value that is null or not
+//! finite, an in-degree that is negative or not the length of the root's in-neighbor list), so
+//! a bad root is an error naming its file, row and column here too, even in a record that no
+//! pass reads (one without a label); the rest of the record is checked where a pass reads it.
 
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, Int64Array, RecordBatch};
 
 use super::batch::{At, Features, ListColumn, roots};
-use super::schema::{NODE_FEATURES, NODE_IDS, NODE_IN_DEGREES, ROOT_ID};
+use super::schema::{NODE_FEATURES, NODE_IDS, NODE_IN_DEGREES, ROOT_ID, ROOT_NEIGHBORS};
 use crate::error::BadInput;
 
 /// One record's root, as a refresh reads it.
@@ -35,6 +36,8 @@ pub struct RootColumns<'a> {
     node_ids: ListColumn<'a, Int64Type>,
     features: Features<'a>,
     in_degrees: ListColumn<'a, Int64Type>,
+    /// The roots' in-neighbor lists, where the set has them: one entry an in-edge.
+    neighbors: Option<ListColumn<'a, Int64Type>>,
 }
 
 impl<'a> RootColumns<'a> {
@@ -47,6 +50,10 @@ impl<'a> RootColumns<'a> {
             node_ids: ListColumn::new(batch, NODE_IDS, &at)?,
             features: Features::new(batch, NODE_FEATURES, &at)?,
             in_degrees: ListColumn::new(batch, NODE_IN_DEGREES, &at)?,
+            neighbors: match batch.column_by_name(ROOT_NEIGHBORS) {
+                Some(_) => Some(ListColumn::new(batch, ROOT_NEIGHBORS, &at)?),
+                None => None,
+            },
             at,
         })
     }
@@ -78,6 +85,16 @@ impl<'a> RootColumns<'a> {
         let Some(in_degree) = self.in_degrees.first(row, &self.at)? else {
             return bad(NODE_IN_DEGREES, format!("root {id}: no in-degree for its root"));
         };
+        if in_degree < 0 {
+            return bad(NODE_IN_DEGREES, format!("root {id}: an in-degree of {in_degree}"));
+        }
+        // The degree weighs the root's history: it must be the in-edges the list holds.
+        if let Some(neighbors) = &self.neighbors
+            && let n = neighbors.len(row, &self.at)?
+            && n as i64 != in_degree
+        {
+            return bad(ROOT_NEIGHBORS, format!("{n} in-neighbors for a root of in-degree {in_degree}"));
+        }
         let Some(features) = self.features.first(row) else {
             return bad(NODE_FEATURES, format!("root {id}: no feature vector for its root"));
         };
@@ -92,10 +109,11 @@ impl<'a> RootColumns<'a> {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_schema::Schema;
+    use arrow_schema::{DataType, Field, Schema};
 
     use super::*;
     use crate::label::{Label, LabelKind};
+    use crate::record::schema::list_of;
     use crate::record::{Record, record_fields, to_batch};
     use crate::split::Split;
 
@@ -142,11 +160,34 @@ mod tests {
         nan.features[1] = f32::NAN;
         let mut moved = record(6, Some(Split::Valid), true);
         moved.node_ids.swap(0, 1);
-        let batch = batch(&[record(1, None, false), nan, moved]);
+        let mut negative = record(7, None, false);
+        negative.in_degrees[0] = -5;
+        let batch = batch(&[record(1, None, false), nan, moved, negative]);
         let columns = RootColumns::new(&batch, "f.parquet", 10).unwrap();
         let e = columns.root(1).unwrap_err().to_string();
         assert!(e.contains("f.parquet") && e.contains("row 11") && e.contains(NODE_FEATURES), "{e}");
         let e = columns.root(2).unwrap_err().to_string();
         assert!(e.contains("row 12") && e.contains(NODE_IDS), "{e}");
+        let e = columns.root(3).unwrap_err().to_string();
+        assert!(e.contains("row 13") && e.contains(NODE_IN_DEGREES) && e.contains("-5"), "{e}");
+    }
+
+    /// With the roots' in-neighbor lists, an in-degree that is not a list's length is an error,
+    /// as where the whole record is read.
+    #[test]
+    fn an_in_degree_is_its_lists_length() {
+        let listed = |root: i64, degree: i64, neighbors: usize| Record {
+            in_degrees: vec![degree, 7],
+            root_neighbors: (0..neighbors as i64).collect(),
+            ..record(root, None, false)
+        };
+        let fields = record_fields(2, LabelKind::Class, 0);
+        let fields = fields.into_iter().chain([Field::new(ROOT_NEIGHBORS, list_of(DataType::Int64), false)]);
+        let schema = Arc::new(Schema::new(fields.collect::<Vec<_>>()));
+        let batch = to_batch(&[listed(1, 3, 3), listed(2, 1 << 62, 6)], &schema).unwrap();
+        let columns = RootColumns::new(&batch, "f.parquet", 0).unwrap();
+        assert_eq!(columns.root(0).unwrap().in_degree, 3);
+        let e = columns.root(1).unwrap_err().to_string();
+        assert!(e.contains("row 1") && e.contains(ROOT_NEIGHBORS) && e.contains("6 in-neighbors"), "{e}");
     }
 }

@@ -94,7 +94,7 @@ pub mod meta {
     pub const ROOT_NEIGHBORS: &str = "graphflat.root_neighbors";
 }
 
-fn list_of(item: DataType) -> DataType {
+pub(super) fn list_of(item: DataType) -> DataType {
     DataType::List(Arc::new(Field::new("item", item, false)))
 }
 
