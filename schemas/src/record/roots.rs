@@ -5,7 +5,7 @@
 //! A refresh reads every record of every split, and of most of them it needs nothing else: the
 //! training step reads the training records again, the evaluation the others. Building each
 //! as a [`super::Record`] (its node, edge and neighbor lists copied out of the batch) took a
-//! quarter of the refresh before the first step on the generated 1M graph (BENCHMARKS.md,
+//! third of the refresh before the first step on the generated 1M graph (BENCHMARKS.md,
 //! section 27). What is read is checked as a record's reading checks it (a null list or item, a
 //! root missing from its own record, a width that is not the set's, a value that is null or not
 //! finite, an in-degree that is negative or not the length of the root's in-neighbor list), so
