@@ -70,8 +70,13 @@ impl<T, E: Into<anyhow::Error>> WithCause<T> for Result<T, E> {
 /// how many outputs this process had committed when it began.
 static RUNNING: std::sync::Mutex<Option<(&'static str, bool, usize)>> = std::sync::Mutex::new(None);
 
-/// Records that `stage` begins (`last`: no stage of the job runs after it).
+/// Records that `stage` begins (`last`: no stage of the job runs after it); where a stop came
+/// during the stage before (its switch finished), the job ends with the stop's message and
+/// code instead: no stage starts after a stop.
 pub fn running(stage: &'static str, last: bool) {
+    if let Some(code) = after_a_stop() {
+        std::process::exit(code);
+    }
     let mut running = RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     *running = Some((stage, last, tables::stop::committed_count()));
 }
@@ -79,6 +84,29 @@ pub fn running(stage: &'static str, last: bool) {
 /// How long a process stopped after its job's every output committed waits for the job's own
 /// end (see [`exit_on_signals`]).
 const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The report pages the job wrote (under the stop's gate: `tables::stop::Switch::report`), for
+/// what a stop says.
+static REPORTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records the report pages written.
+pub fn reported(pages: &[String]) {
+    REPORTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend_from_slice(pages);
+}
+
+/// Set by the main thread when the job failed before any stop began, and it is about to say so
+/// and exit with that failure's code: a stop's signal thread then leaves the exit to it rather
+/// than hide the failure behind the stop's code.
+static FAILING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the job failing on its own ([`FAILING`]) unless a stop has begun; says whether it did.
+pub fn failing_unless_stopped() -> bool {
+    if tables::stop::stopping() {
+        return false;
+    }
+    FAILING.store(true, std::sync::atomic::Ordering::SeqCst);
+    true
+}
 
 /// The exit code a stop's message chose, once the message is on stderr; the main thread waits
 /// for it ([`after_a_stop`]) so that its own end can neither cut the message off nor replace
@@ -103,14 +131,16 @@ pub fn exit_on_signals() {
             let stopped = tables::stop::stop();
             delay_for_tests();
             let running = *RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let (done, message) = stopped_message(name, running, &stopped);
+            let reported = REPORTED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+            let (done, message) = stopped_message(name, running, &stopped, &reported);
             let _ = writeln!(std::io::stderr(), "{message}");
             let code = if signal == SIGTERM { Cause::Terminated.exit_code() } else { 130 };
             let (said, told) = &STOP_SAID;
             *said.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(if done { 0 } else { code });
             told.notify_all();
-            if done {
-                // The main thread's return ends the process before this wait does.
+            if done || FAILING.load(std::sync::atomic::Ordering::SeqCst) {
+                // The main thread's return (or its own failure's exit) ends the process before
+                // this wait does.
                 std::thread::sleep(GRACE);
             }
             std::process::exit(if done { 0 } else { code });
@@ -150,7 +180,12 @@ fn stopped_message(
     signal: &str,
     running: Option<(&'static str, bool, usize)>,
     stopped: &tables::stop::Stopped,
+    reported: &[String],
 ) -> (bool, String) {
+    let report = match reported {
+        [] => "no report was written".to_owned(),
+        pages => format!("the report was written: {}", pages.join(", ")),
+    };
     let (stage, last, before) = running.unwrap_or(("the job", false, stopped.committed.len()));
     let list = |outputs: &[(String, String)]| {
         outputs.iter().map(|(output, run)| format!("{output} (run {run})")).collect::<Vec<_>>().join(", ")
@@ -159,14 +194,13 @@ fn stopped_message(
     let how = if stopped.waited { "; its switch was under way when the signal came and finished" } else { "" };
     if !now.is_empty() {
         let after = if last { "every stage of the job committed" } else { "the stages after it did not run" };
-        let message =
-            format!("stopped by {signal} after [{stage}] committed {}{how}; {after}; no report was written", list(now));
+        let message = format!("stopped by {signal} after [{stage}] committed {}{how}; {after}; {report}", list(now));
         return (last, if last { message } else { format!("error: {message}") });
     }
     let before = if earlier.is_empty() { String::new() } else { format!("; committed before it: {}", list(earlier)) };
     let message = format!(
         "error: stopped by {signal}; [{stage}] committed nothing (an output it would replace is whole as it \
-         was){before}; no report was written"
+         was){before}; {report}"
     );
     (false, message)
 }
@@ -183,12 +217,16 @@ mod tests {
     #[test]
     fn a_stop_says_what_committed() {
         let stopped = Stopped { waited: true, committed: outputs(2) };
-        let (done, m) = stopped_message("SIGTERM", Some(("infer", true, 1)), &stopped);
+        let (done, m) = stopped_message("SIGTERM", Some(("infer", true, 1)), &stopped, &[]);
         assert!(done && m.contains("[infer] committed out1 (run r1)") && m.contains("finished"), "{m}");
-        let (done, m) = stopped_message("SIGTERM", Some(("train", false, 1)), &stopped);
+        let (done, m) = stopped_message("SIGTERM", Some(("train", false, 1)), &stopped, &[]);
         assert!(!done && m.contains("did not run"), "{m}");
         let stopped = Stopped { waited: false, committed: outputs(1) };
-        let (done, m) = stopped_message("SIGINT", Some(("train", true, 1)), &stopped);
+        let (done, m) = stopped_message("SIGINT", Some(("train", true, 1)), &stopped, &[]);
         assert!(!done && m.contains("[train] committed nothing") && m.contains("before it: out0 (run r0)"), "{m}");
+        assert!(m.contains("no report was written"), "{m}");
+        let stopped = Stopped { waited: false, committed: outputs(1) };
+        let (done, m) = stopped_message("SIGTERM", Some(("flatten", true, 0)), &stopped, &["r.html".into()]);
+        assert!(done && m.contains("the report was written: r.html") && !m.contains("no report"), "{m}");
     }
 }

@@ -227,8 +227,11 @@ fn main() {
         }
     };
     let ended = std::panic::catch_unwind(|| run(cli));
-    // A stop's message and code, when one came, are the process's end.
-    if let Some(code) = exit::after_a_stop() {
+    // A failure seen before any stop began is the job's own (bad input, say): it is said and
+    // kept. Where a stop came first, its message and code are the process's end: the failure
+    // may be its doing (a commit refused, the run's temporary files removed).
+    let own_failure = matches!(&ended, Ok(Err(_))) && exit::failing_unless_stopped();
+    if !own_failure && let Some(code) = exit::after_a_stop() {
         std::process::exit(code);
     }
     match ended {
@@ -436,9 +439,16 @@ fn run_job(path: &PathBuf, overrides: &Overrides) -> Result<()> {
         failure: result.as_ref().err().map(|e| (e.cause.exit_code(), e.message())),
         version: VERSION.to_owned(),
     };
-    // A stopped job writes no report, as its stop says (a stop during the last switch lets the
-    // job reach here: src/exit.rs).
-    let written = if tables::stop::stopping() { Vec::new() } else { ledger.write(&io, info, page) };
+    // A stopped job writes no report (a stop during the last switch lets the job reach here:
+    // src/exit.rs); one that comes while it is written waits for it, and says it was written.
+    let written = match tables::stop::Switch::report() {
+        Ok(_writing) => {
+            let written = ledger.write(&io, info, page);
+            exit::reported(&written);
+            written
+        }
+        Err(_) => Vec::new(),
+    };
     if !written.is_empty() {
         match &result {
             Ok(()) => println!("report:         {}", written.join(", ")),

@@ -188,6 +188,28 @@ fn a_stop_inside_the_switch_finishes_it_and_one_before_commits_nothing() {
     assert!(siblings(&out).is_empty(), "{:?}", siblings(&out));
 }
 
+/// SIGTERM inside the switch of a stage that is not the job's last, its message held back as a
+/// loaded machine holds it: the switch finishes, no stage starts after it, and the stop says
+/// so, exit 143 (the next stage used to begin, and the stop was said to be that stage's).
+#[test]
+fn a_stop_inside_a_switch_before_the_last_stage_starts_no_stage_after_it() {
+    let dir = scratch("switch-stop-stages");
+    let graph = dir.join("graph");
+    generate(&graph, 2000, 5, 8, 1);
+    let (flat, model) = (dir.join("flat"), dir.join("model"));
+    let flatten = Job::flatten(&graph, &flat).key("fanouts", vec![4, 4]);
+    let path = flatten.and(Job::train(&flat, &model).key("epochs", 1)).write(&dir, "two-stages");
+    let mut child = spawn_with(&path, Some(1500), &[(SAY_DELAY, "300")]);
+    wait_for_the_switch(&flat, &mut child);
+    signal(&child, "TERM");
+    let ended = child.wait_with_output().unwrap();
+    let said = text(&ended);
+    assert_eq!(ended.status.code(), Some(143), "{said}");
+    assert!(said.contains("after [flatten] committed") && said.contains("the stages after it did not run"), "{said}");
+    assert!(!said.contains("[train]") && !model.join("_SUCCESS").exists(), "the training ran: {said}");
+    assert_every_reader_reads_the_manifest(&[&flat]);
+}
+
 /// kill -9 at random moments of a flatten, half of them inside the switch: the output is one
 /// whole version every time (every reader reads exactly the manifest's rows, `_SUCCESS` beside
 /// it), and the next run settles what the killed one left and commits.

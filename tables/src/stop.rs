@@ -13,8 +13,9 @@ use crate::error::Error;
 
 #[derive(Default)]
 struct State {
-    /// Switches in flight.
+    /// Switches in flight, and among them the report pages being written ([`Switch::report`]).
     in_flight: usize,
+    reports: usize,
     /// Set by [`stop`]: no switch starts after it.
     stopping: bool,
     /// Every output this process committed: its place as shown and the run.
@@ -32,7 +33,8 @@ static GATE: Gate = Gate::new();
 
 impl Gate {
     const fn new() -> Gate {
-        Gate { state: Mutex::new(State { in_flight: 0, stopping: false, committed: Vec::new() }), done: Condvar::new() }
+        let state = State { in_flight: 0, reports: 0, stopping: false, committed: Vec::new() };
+        Gate { state: Mutex::new(state), done: Condvar::new() }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -40,19 +42,20 @@ impl Gate {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn enter(&'static self) -> Result<Switch, Error> {
+    fn enter(&'static self, report: bool) -> Result<Switch, Error> {
         let mut state = self.state();
         if state.stopping {
             return Err(Error::Retry("the job is stopping (a signal): this run's commit does not start".into()));
         }
         state.in_flight += 1;
-        Ok(Switch(self))
+        state.reports += usize::from(report);
+        Ok(Switch(self, report))
     }
 
     fn stop(&self) -> Stopped {
         let mut state = self.state();
         state.stopping = true;
-        let waited = state.in_flight > 0;
+        let waited = state.in_flight > state.reports;
         while state.in_flight > 0 {
             state = self.done.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
         }
@@ -60,13 +63,19 @@ impl Gate {
     }
 }
 
-/// A switch in flight; dropping it ends it.
-pub struct Switch(&'static Gate);
+/// A switch in flight (or a report page being written: [`Switch::report`]); dropping it ends it.
+pub struct Switch(&'static Gate, bool);
 
 impl Switch {
     /// Starts a switch, unless a stop came first: then nothing may be switched in.
     pub fn enter() -> Result<Switch, Error> {
-        GATE.enter()
+        GATE.enter(false)
+    }
+
+    /// Starts writing the job's report page, unless a stop came first: a stop that comes while
+    /// it is written waits for it, so that the stop's message can say whether it was written.
+    pub fn report() -> Result<Switch, Error> {
+        GATE.enter(true)
     }
 
     /// Records an output this switch committed.
@@ -79,14 +88,15 @@ impl Drop for Switch {
     fn drop(&mut self) {
         let mut state = self.0.state();
         state.in_flight -= 1;
+        state.reports -= usize::from(self.1);
         if state.in_flight == 0 {
             self.0.done.notify_all();
         }
     }
 }
 
-/// What a stop found: whether a switch was in flight (and so finished before it returned), and
-/// every output this process committed.
+/// What a stop found: whether a switch was in flight (and so finished before it returned; a
+/// report page being written is not a switch), and every output this process committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stopped {
     pub waited: bool,
@@ -124,7 +134,7 @@ mod tests {
     fn a_stop_waits_for_the_switch_and_refuses_later_ones() {
         // A gate of its own: the process's would stop the other tests' commits.
         let gate: &'static Gate = Box::leak(Box::new(Gate::new()));
-        let switch = gate.enter().unwrap();
+        let switch = gate.enter(false).unwrap();
         let stopper = std::thread::spawn(|| gate.stop());
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!stopper.is_finished(), "the stop returned while a switch was in flight");
@@ -133,6 +143,18 @@ mod tests {
         let stopped = stopper.join().unwrap();
         assert!(stopped.waited);
         assert!(stopped.committed.contains(&("out".to_owned(), "r1".to_owned())));
-        assert!(gate.enter().is_err());
+        assert!(gate.enter(false).is_err() && gate.enter(true).is_err());
+    }
+
+    /// A stop waits for a report page being written too, and says no switch was under way.
+    #[test]
+    fn a_stop_waits_for_a_report_but_it_is_no_switch() {
+        let gate: &'static Gate = Box::leak(Box::new(Gate::new()));
+        let report = gate.enter(true).unwrap();
+        let stopper = std::thread::spawn(|| gate.stop());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!stopper.is_finished(), "the stop returned while a report was being written");
+        drop(report);
+        assert!(!stopper.join().unwrap().waited);
     }
 }
